@@ -1,0 +1,74 @@
+"""Task bodies of the ``dxt_examon`` DAG. Each task turns its context into one dxt_core call."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from typing import Any
+
+from dxt_core.archive import Archive
+from dxt_core.catalog import CatalogEntry, ExamonOptions, load_catalog
+from dxt_core.config import ENV_EXAMON_CATALOG, ENV_EXAMON_OPTIONS, archive_root
+from dxt_core.errors import ConfigError
+from dxt_core.extract import archive_examon_day
+
+log = logging.getLogger("dxt_core.airflow")
+
+
+def catalog_entries(max_map_length: int | None = None) -> list[dict[str, str]]:
+    """The catalog as the list that feeds ``expand``; checks Airflow's map length limit."""
+    path = os.environ.get(ENV_EXAMON_CATALOG) or None
+    entries = load_catalog(path)
+    if max_map_length is not None and len(entries) > max_map_length:
+        raise ConfigError(
+            f"the catalog {path or '(shipped M100 catalog)'} has {len(entries)} metrics, more "
+            f"than Airflow's [core] max_map_length of {max_map_length}: set "
+            f"AIRFLOW__CORE__MAX_MAP_LENGTH={_round_up(len(entries))} on the scheduler, API "
+            "server and workers, or split the catalog"
+        )
+    log.info("catalog %s: %d metrics", path or "(shipped M100 catalog)", len(entries))
+    return [{"metric": e.metric, "plugin": e.plugin} for e in entries]
+
+
+def _round_up(n: int) -> int:
+    size = 1024
+    while size < n:
+        size *= 2
+    return size
+
+
+def examon_options() -> ExamonOptions:
+    path = os.environ.get(ENV_EXAMON_OPTIONS)
+    return ExamonOptions.from_toml(path) if path else ExamonOptions()
+
+
+def day_of(context: Any, tz: dt.tzinfo) -> dt.date:
+    """The archive day of a run: the local date of its data interval start."""
+    start = context["data_interval_start"]
+    if start is None:
+        raise ConfigError(
+            "this run has no data interval; trigger dxt_examon through its schedule or "
+            "'airflow backfill create', not as a manual run without a logical date"
+        )
+    return start.astimezone(tz).date()
+
+
+def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dict[str, Any]:
+    """Archive one (metric, day); returns the report (pushed as XCom)."""
+    from dxt_core.airflow.hooks import ExamonHook
+
+    catalog_entry = CatalogEntry(metric=entry["metric"], plugin=entry["plugin"])
+    archive = Archive(archive_root())
+    with ExamonHook(conn_id).get_conn(options=examon_options()) as source:
+        day = day_of(context, source.tz)
+        log.info(
+            "archiving %s for %s (%s) from %s into %s",
+            catalog_entry.key,
+            day,
+            source.conn.time_zone,
+            source.conn.safe_url,
+            archive.root,
+        )
+        report = archive_examon_day(source, catalog_entry, day, archive)
+    return report.as_dict()

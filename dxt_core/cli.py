@@ -1,0 +1,330 @@
+"""The ``dxt`` command: extract without Airflow, check coverage, run simulators and the demo."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, TextIO
+
+from dxt_core._version import __version__
+from dxt_core.archive import Archive, coverage
+from dxt_core.catalog import CatalogEntry, ExamonOptions, load_catalog, select
+from dxt_core.errors import ConfigError, DxtError
+from dxt_core.extract import DayReport, archive_examon_day
+from dxt_core.http import RetryPolicy
+from dxt_core.sources.kairosdb import ExamonConnection, KairosDBSource, WindowPolicy
+from dxt_core.windows import DEFAULT_TIME_ZONE, days, parse_day
+
+log = logging.getLogger("dxt_core.cli")
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr, enabled: bool | None = None):
+        self.total, self.done, self.failed = total, 0, 0
+        self.stream = stream
+        self.enabled = stream.isatty() if enabled is None else enabled
+        self.t0 = time.monotonic()
+
+    def step(self, ok: bool, label: str) -> None:
+        self.done += 1
+        self.failed += 0 if ok else 1
+        if not self.enabled:
+            return
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        rate = self.done / max(time.monotonic() - self.t0, 1e-9)
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+            f"{rate:.1f}/s failed={self.failed} {label[:40]:<40}"
+        )
+        if self.done == self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
+    if args.metric or args.plugin:
+        if not (args.metric and args.plugin):
+            raise ConfigError("--metric and --plugin go together (or use --catalog CSV)")
+        return [CatalogEntry(args.metric, args.plugin)]
+    entries = load_catalog(args.catalog)
+    plugins = args.plugins.split(",") if args.plugins else None
+    chosen = select(entries, plugins=plugins, limit=args.limit)
+    if not chosen:
+        raise ConfigError(f"no catalog metric matches --plugins {args.plugins}")
+    return chosen
+
+
+def cmd_extract_examon(args: argparse.Namespace) -> int:
+    password = args.password if args.password is not None else os.environ.get("DXT_EXAMON_PASSWORD")
+    conn = ExamonConnection(
+        url=args.url,
+        user=args.user,
+        password=password,
+        grafana_proxy=args.grafana_proxy,
+        time_zone=args.tz,
+        cluster=args.cluster,
+        jobs_url=args.jobs_url,
+        timeout_s=args.timeout,
+    )
+    options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
+    entries = _entries(args)
+    first = parse_day(args.start_day)
+    last = parse_day(args.end_day) if args.end_day else first
+    day_list = list(days(first, last))
+    archive = Archive(args.archive)
+    windows = WindowPolicy(
+        initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
+    )
+    jobs = [(e, d) for d in day_list for e in entries]
+    progress = Progress(len(jobs), enabled=None if not args.quiet else False)
+    reports: list[DayReport] = []
+    failures: list[tuple[CatalogEntry, dt.date, str]] = []
+
+    def run(entry: CatalogEntry, day: dt.date) -> DayReport:
+        with KairosDBSource(
+            conn, options=options, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
+        ) as src:
+            return archive_examon_day(src, entry, day, archive)
+
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        futures = {pool.submit(run, e, d): (e, d) for e, d in jobs}
+        for fut in as_completed(futures):
+            e, d = futures[fut]
+            try:
+                reports.append(fut.result())
+                progress.step(True, e.key)
+            except DxtError as exc:
+                failures.append((e, d, str(exc)))
+                progress.step(False, e.key)
+    rows = sum(r.rows for r in reports)
+    size = sum(r.bytes for r in reports)
+    empty = sum(1 for r in reports if r.status == "empty")
+    print(
+        f"archived {len(reports) - empty} metric-days ({rows} rows, {size} bytes), "
+        f"{empty} empty, {len(failures)} failed, into {archive.root}"
+    )
+    for e, d, msg in sorted(failures, key=lambda f: (f[1], f[0].key)):
+        print(f"FAILED {e.key} {d}: {msg}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    archive = Archive(args.archive)
+    entries = load_catalog(args.catalog)
+    first, last = parse_day(args.start_day), parse_day(args.end_day)
+    day_list = list(days(first, last))
+    rows = coverage(
+        archive, "examon", [(e.plugin, e.metric) for e in entries], day_list, verify=args.verify
+    )
+    counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
+    for r in rows:
+        counts[r.status] += 1
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "counts": counts,
+                    "rows": [
+                        {
+                            "plugin": r.parts[0],
+                            "metric": r.parts[1],
+                            "day": r.day.isoformat(),
+                            "status": r.status,
+                            "detail": r.detail,
+                        }
+                        for r in rows
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        _print_coverage_table(rows, day_list, args.show_all)
+        print(
+            f"\n{len(entries)} metrics x {len(day_list)} days: "
+            + ", ".join(f"{v} {k}" for k, v in counts.items())
+        )
+    bad_days = sorted({r.day for r in rows if r.status in ("missing", "corrupt")})
+    if bad_days and not args.json:
+        print("\nTo refill the missing metric-days with Airflow:")
+        for a, b in _ranges(bad_days):
+            print(
+                f"  airflow backfill create --dag-id {args.dag_id} --from-date {a} "
+                f"--to-date {b} --reprocess-behavior failed"
+            )
+        print(
+            "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
+            "it reruns that day's metric tasks, which rewrite identical files:"
+        )
+        for a, b in _ranges(bad_days):
+            print(f"  airflow tasks clear {args.dag_id} -t '^archive_metric_day$' -s {a} -e {b} -y")
+    return 0 if not bad_days else 3
+
+
+def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
+    out: list[tuple[dt.date, dt.date]] = []
+    for d in day_list:
+        if out and (d - out[-1][1]).days == 1:
+            out[-1] = (out[-1][0], d)
+        else:
+            out.append((d, d))
+    return out
+
+
+_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X"}
+
+
+def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
+    by_unit: dict[tuple[str, ...], list[str]] = {}
+    for r in rows:
+        by_unit.setdefault(r.parts, []).append(r.status)
+    print(f"legend: # archived  o empty  . missing  X corrupt   days {day_list[0]}..{day_list[-1]}")
+    for parts, statuses in by_unit.items():
+        if not show_all and all(s in ("archived", "empty") for s in statuses):
+            continue
+        marks = "".join(_MARK[s] for s in statuses)
+        print(f"{'/'.join(parts):<60} {marks}")
+    for r in rows:
+        if r.status == "corrupt":
+            print(f"corrupt: {'/'.join(r.parts)} {r.day}: {r.detail}")
+
+
+def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
+    if args.backend == "examon":
+        from dxt_core.simulate.examon import main as sim_main
+
+        return sim_main(rest)
+    raise ConfigError(f"unknown simulator {args.backend!r}")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from dxt_core.demo import run_demo
+
+    return run_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dxt",
+        description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
+        "verifiable files.",
+    )
+    p.add_argument("--version", action="version", version=f"dxt-archive {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log each request")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ex = sub.add_parser("extract", help="extract telemetry into the archive (no Airflow)")
+    exs = ex.add_subparsers(dest="backend", required=True)
+    e = exs.add_parser(
+        "examon",
+        help="Examon / KairosDB",
+        description="Archive Examon metrics per (metric, day) into "
+        "ARCHIVE/examon/<plugin>/<metric>/<YYYY-MM-DD>.csv.gz with manifests.",
+    )
+    e.add_argument(
+        "--url", required=True, help="KairosDB URL (or Grafana URL with --grafana-proxy)"
+    )
+    e.add_argument("--user", help="HTTP Basic user")
+    e.add_argument(
+        "--password", help="HTTP Basic password (better: environment DXT_EXAMON_PASSWORD)"
+    )
+    e.add_argument("--grafana-proxy", action="store_true", help="go through Grafana's proxy")
+    e.add_argument("--jobs-url", help="Examon jobs service URL (default: same host, port 5000)")
+    e.add_argument("--cluster", help="cluster tag value (default marconi100)")
+    e.add_argument("--plugin-options", help="TOML file with per-plugin options")
+    g = e.add_argument_group("what to extract")
+    g.add_argument("--catalog", help="catalog CSV metric,plugin (default: shipped M100 catalog)")
+    g.add_argument("--plugins", help="only these plugins (comma-separated)")
+    g.add_argument("--limit", type=int, help="only the first N catalog metrics")
+    g.add_argument("--metric", help="one metric (with --plugin) instead of a catalog")
+    g.add_argument("--plugin", help="the plugin of --metric")
+    e.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
+    e.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+    e.add_argument(
+        "--tz", default=DEFAULT_TIME_ZONE, help="time zone of days (default %(default)s)"
+    )
+    e.add_argument("--archive", required=True, help="archive root directory")
+    e.add_argument("--workers", type=int, default=4, help="parallel metric-days (default 4)")
+    e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
+    e.add_argument("--timeout", type=float, default=120.0, help="HTTP read timeout, seconds")
+    e.add_argument("--window-s", type=int, default=3600, help="first query window, seconds")
+    e.add_argument("--min-window-s", type=int, default=60, help="smallest split window, seconds")
+    e.add_argument("--target-points", type=int, default=250_000, help="points per query")
+    e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=cmd_extract_examon)
+
+    c = sub.add_parser(
+        "coverage",
+        help="archived / empty / missing metric-days, and how to refill them",
+        description="Scan manifests and report, per metric and day, archived / empty / "
+        "missing / corrupt. Exit status 3 when anything is missing or corrupt.",
+    )
+    c.add_argument("--archive", required=True, help="archive root directory")
+    c.add_argument("--catalog", help="catalog CSV (default: shipped M100 catalog)")
+    c.add_argument("--start-day", required=True)
+    c.add_argument("--end-day", required=True)
+    c.add_argument("--verify", action="store_true", help="also check every file's sha256")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument("--all", dest="show_all", action="store_true", help="list complete metrics too")
+    c.add_argument("--dag-id", default="dxt_examon", help="DAG named in the refill commands")
+    c.set_defaults(func=cmd_coverage)
+
+    s = sub.add_parser(
+        "simulate",
+        help="run a backend simulator (for demos and tests)",
+        description="Run a simulator; options after the backend name go to it "
+        "(dxt simulate examon --help).",
+    )
+    s.add_argument("backend", choices=["examon"])
+    s.set_defaults(func=None)
+
+    d = sub.add_parser(
+        "demo",
+        help="simulator + Airflow (SQLite) + backfill of the last days, then the UI",
+        description="Start the Examon simulator and Airflow (standalone, SQLite, "
+        "LocalExecutor), backfill the last few days for a small slice of the catalog, print "
+        "what was archived and where the UI is, and keep running until Ctrl-C.",
+    )
+    d.add_argument("--dir", default=".dxt-demo", help="work directory (default %(default)s)")
+    d.add_argument("--days", type=int, default=3, help="days to backfill (default 3)")
+    d.add_argument("--metrics-per-plugin", type=int, default=2, help="catalog slice size")
+    d.add_argument("--port", type=int, default=8080, help="Airflow UI port (default 8080)")
+    d.add_argument("--exit", action="store_true", help="stop after printing the summary")
+    d.add_argument("--timeout", type=float, default=900, help="seconds to wait for the backfill")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if len(argv) >= 2 and argv[0] == "simulate" and argv[1] not in ("-h", "--help"):
+        args = parser.parse_args(argv[:2])
+        return cmd_simulate(args, argv[2:])
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        rc: int = args.func(args)
+        return rc
+    except DxtError as exc:
+        print(f"dxt: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Settings from the environment and from connection fields, shared by the CLI and Airflow.
+
+Nothing here imports Airflow: the Airflow hook passes a connection's fields in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dxt_core.errors import ConfigError
+from dxt_core.sources.kairosdb import ExamonConnection
+
+ENV_ARCHIVE_ROOT = "DXT_ARCHIVE_ROOT"
+ENV_EXAMON_CATALOG = "DXT_EXAMON_CATALOG"
+ENV_EXAMON_OPTIONS = "DXT_EXAMON_OPTIONS"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+_EXAMON_EXTRAS = {"grafana_proxy", "time_zone", "cluster", "jobs_url", "timeout", "verify_tls"}
+
+
+def archive_root(env: Mapping[str, str] | None = None) -> Path:
+    """The archive root from ``DXT_ARCHIVE_ROOT``; a clear error when it is unset."""
+    env = os.environ if env is None else env
+    root = env.get(ENV_ARCHIVE_ROOT, "").strip()
+    if not root:
+        raise ConfigError(
+            f"{ENV_ARCHIVE_ROOT} is not set: export {ENV_ARCHIVE_ROOT}=/path/to/archive in the "
+            "environment of the Airflow workers"
+        )
+    return Path(root)
+
+
+def as_bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    raise ConfigError(f"{key} must be true or false, not {value!r}")
+
+
+def examon_connection_from_fields(
+    *,
+    conn_id: str,
+    host: str | None,
+    port: int | None = None,
+    schema: str | None = None,
+    login: str | None = None,
+    password: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> ExamonConnection:
+    """Build an :class:`ExamonConnection` from generic connection fields.
+
+    ``host`` may be a bare name or a URL (``https://grafana.example.org/sub``); ``schema`` is
+    the scheme when ``host`` has none (http connections use it that way). Extras:
+    ``grafana_proxy``, ``time_zone``, ``cluster``, ``jobs_url``, ``timeout``, ``verify_tls``.
+    """
+    extra = dict(extra or {})
+    unknown = set(extra) - _EXAMON_EXTRAS
+    if unknown:
+        raise ConfigError(
+            f"connection {conn_id!r}: unknown extra field(s) {sorted(unknown)}; "
+            f"known: {sorted(_EXAMON_EXTRAS)}"
+        )
+    if not host:
+        raise ConfigError(
+            f"connection {conn_id!r} has no host: set it, e.g. "
+            f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "http", "host": '
+            '"examon.example.org", "port": 8083}\''
+        )
+    if "://" in host:
+        url = host.rstrip("/")
+        if port and ":" not in url.split("://", 1)[1].split("/", 1)[0]:
+            scheme, rest = url.split("://", 1)
+            hostpart, _, path = rest.partition("/")
+            url = f"{scheme}://{hostpart}:{port}" + (f"/{path}" if path else "")
+    else:
+        scheme = schema if schema in ("http", "https") else "http"
+        url = f"{scheme}://{host}" + (f":{port}" if port else "")
+    try:
+        timeout = float(extra.get("timeout", 120))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"connection {conn_id!r}: extra 'timeout' must be seconds") from exc
+    return ExamonConnection(
+        url=url,
+        user=login or None,
+        password=password or None,
+        grafana_proxy=as_bool(extra.get("grafana_proxy", False), "extra grafana_proxy"),
+        time_zone=str(extra.get("time_zone") or "Europe/Rome"),
+        cluster=str(extra["cluster"]) if extra.get("cluster") else None,
+        jobs_url=str(extra["jobs_url"]) if extra.get("jobs_url") else None,
+        timeout_s=timeout,
+        verify_tls=as_bool(extra.get("verify_tls", True), "extra verify_tls"),
+    )

@@ -1,0 +1,72 @@
+"""The one exception tree of dxt-archive.
+
+::
+
+    DxtError
+    +-- ConfigError            bad option, environment variable or connection field
+    |   +-- CatalogError       bad catalog file: names the file, line and problem
+    +-- SourceError            a backend could not be read; carries the URL (never credentials)
+    |   +-- SourceUnavailable  retryable: connection error, timeout, 429 or 5xx after all retries
+    |   +-- QueryRejected      not retryable: 4xx, or a server error that names a bad query
+    |   +-- WindowTooLarge     the server refused the window as too large; split it and retry
+    +-- ArchiveError           the archive could not be written or read back (manifest, checksum)
+
+Messages say what went wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class DxtError(Exception):
+    """Base class of every error raised by dxt_core."""
+
+
+class ConfigError(DxtError, ValueError):
+    """A setting, environment variable or connection field is wrong or missing."""
+
+
+class CatalogError(ConfigError):
+    """A catalog file is malformed. The message names the file and line."""
+
+    def __init__(self, path: str, line: int | None, problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.problem = problem
+        where = f"{path}, line {line}" if line is not None else path
+        super().__init__(f"{where}: {problem}")
+
+
+class SourceError(DxtError):
+    """A backend request failed. ``url`` never contains credentials."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
+        self.url = url
+        self.status = status
+        parts = [message]
+        if status is not None:
+            parts.append(f"HTTP {status}")
+        if url:
+            parts.append(f"from {url}")
+        super().__init__(" | ".join(parts))
+
+
+class SourceUnavailable(SourceError):
+    """Transient failure that persisted through every retry; rerun the task later."""
+
+    retryable = True
+
+
+class QueryRejected(SourceError):
+    """The server refused the request itself (4xx or an error naming the query)."""
+
+
+class WindowTooLarge(SourceError):
+    """The server refused the time window as too large (point limit, memory, timeout)."""
+
+    retryable = True
+
+
+class ArchiveError(DxtError):
+    """The archive could not be written, or what is on disk does not match its manifest."""
