@@ -21,15 +21,17 @@ TIME_ZONE = ZoneInfo(os.environ.get("DXT_EXAMON_TIME_ZONE", "Europe/Rome"))
 START_DAY = os.environ.get("DXT_EXAMON_START_DATE", "2020-03-09")
 POOL = os.environ.get("DXT_EXAMON_POOL", "examon")
 CONN_ID = os.environ.get("DXT_EXAMON_CONN_ID", "examon_default")
+CATCHUP = os.environ.get("DXT_EXAMON_CATCHUP", "true").lower() in ("1", "true", "yes")
+RETRIES = int(os.environ.get("DXT_EXAMON_RETRIES", "2"))
 
 
 @dag(
     dag_id="dxt_examon",
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone=TIME_ZONE),
     start_date=datetime.fromisoformat(START_DAY).replace(tzinfo=TIME_ZONE),
-    catchup=True,
+    catchup=CATCHUP,
     max_active_runs=int(os.environ.get("DXT_EXAMON_MAX_ACTIVE_RUNS", "2")),
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=2)},
+    default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
     tags=["dxt", "examon"],
     doc_md=__doc__,
 )

@@ -107,6 +107,12 @@ class Archive:
         """
         with contextlib.suppress(FileNotFoundError):
             self.manifest_path(key).unlink()
+        # Temporary files left by a crashed earlier attempt (never under a final name).
+        directory = self.directory(key)
+        if directory.is_dir():
+            for stale in directory.glob(f".{key.day.isoformat()}.*.tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
 
     def commit_manifest(self, key: DayKey, doc: dict[str, Any]) -> Path:
         path = self.manifest_path(key)

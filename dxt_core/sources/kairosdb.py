@@ -242,6 +242,7 @@ class KairosDBSource:
         min_ms, max_ms = pol.min_s * 1000, pol.max_s * 1000
         cursor, end = window.start_ms, window.end_ms
         size = pol.initial_s * 1000
+        cap = max_ms  # lowered on each refusal so that refused sizes are not tried again
         while cursor < end:
             stop = min(cursor + size, end)
             try:
@@ -255,6 +256,7 @@ class KairosDBSource:
                         status=exc.status,
                     ) from exc
                 size = max(min_ms, (stop - cursor) // 2)
+                cap = size
                 stats.splits += 1
                 log.info(
                     "%s: window of %d s refused, splitting to %d s",
@@ -264,7 +266,7 @@ class KairosDBSource:
                 )
                 continue
             yield batch
-            size = next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, max_ms)
+            size = next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap)
             cursor = stop
 
     # -- job tables ------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def test_ms_roundtrip_is_exact():
 
 def test_naive_times_are_refused():
     with pytest.raises(ConfigError, match="aware"):
-        Window(dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 2))  # noqa: DTZ001
+        Window(dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 2))
 
 
 def test_bad_zone_and_day():

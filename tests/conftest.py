@@ -1,0 +1,91 @@
+"""Shared fixtures: the project's simulators run as separate processes on loopback ports."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SimulatorProcess:
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dxt_core.simulate.examon", "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + 30
+        self.url = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if "listening on" in line:
+                self.url = line.rsplit(" ", 1)[-1].strip()
+                break
+        if not self.url:
+            self.proc.kill()
+            raise RuntimeError(f"simulator did not start: {self.proc.stderr.read()}")
+
+    def faults(self, **changes: object) -> dict[str, object]:
+        r = httpx.post(f"{self.url}/_sim/faults", json=changes, timeout=10)
+        r.raise_for_status()
+        return r.json()
+
+    def reset_faults(self) -> None:
+        self.faults(
+            delay_s=0.0,
+            fail_next=0,
+            max_points=None,
+            slow_points=None,
+            slow_delay_s=0.0,
+            fail_metrics=[],
+        )
+
+    def stats(self) -> dict[str, object]:
+        return httpx.get(f"{self.url}/_sim/stats", timeout=10).json()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                with contextlib.suppress(Exception):
+                    stream.close()
+
+
+@pytest.fixture(scope="session")
+def small_catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A few metrics of every kind: float, int, string (nagios), no-cluster, job table."""
+    p = tmp_path_factory.mktemp("catalog") / "catalog.csv"
+    p.write_text(
+        "metric,plugin\n"
+        "ambient,ipmi_pub\n"
+        "pcie,ipmi_pub\n"
+        "state,nagios_pub\n"
+        "num_nodes,slurm_pub\n"
+        "PLC_PLC_Q101.Abilita_inverter,schneider_pub\n"
+        "job_info_marconi100,job_table\n"
+    )
+    return p
+
+
+@pytest.fixture(scope="module")
+def examon_sim(small_catalog: Path) -> Iterator[SimulatorProcess]:
+    sim = SimulatorProcess(["--catalog", str(small_catalog), "--nodes", "4"])
+    yield sim
+    sim.stop()

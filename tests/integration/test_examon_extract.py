@@ -1,0 +1,454 @@
+"""Extraction against the Examon simulator, a separate process, over real HTTP."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import gzip
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dxt_core import (
+    Archive,
+    CatalogEntry,
+    ExamonConnection,
+    KairosDBSource,
+    RetryPolicy,
+    WindowPolicy,
+    archive_examon_day,
+    coverage,
+    day_window,
+)
+from dxt_core.errors import QueryRejected, SourceUnavailable
+from tests.conftest import SimulatorProcess
+
+pytestmark = pytest.mark.integration
+
+DAY = dt.date(2020, 3, 9)
+AMBIENT = CatalogEntry("ambient", "ipmi_pub")
+NODES = 4
+PER_DAY = 86_400 // 20
+
+
+def source(url: str, **kw) -> KairosDBSource:
+    retry = kw.pop("retry", RetryPolicy(attempts=3, backoff_s=0.01))
+    windows = kw.pop("windows", None)
+    return KairosDBSource(ExamonConnection(url=url, **kw), retry=retry, windows=windows)
+
+
+def read_rows(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(gzip.decompress(path.read_bytes()).decode())))
+
+
+def raw_points(url: str, entry: CatalogEntry, day: dt.date, cluster: str = "marconi100"):
+    """The same day asked for directly (independent of dxt_core), as a set of rows."""
+    w = day_window(day, "Europe/Rome")
+    tags = httpx.post(
+        f"{url}/api/v1/datapoints/query/tags",
+        json={
+            "start_absolute": w.start_ms,
+            "end_absolute": w.end_ms - 1,
+            "metrics": [{"name": entry.metric, "tags": {"cluster": [cluster]}}],
+        },
+    ).json()["queries"][0]["results"][0]["tags"]
+    keys = sorted(tags)
+    doc = httpx.post(
+        f"{url}/api/v1/datapoints/query",
+        json={
+            "start_absolute": w.start_ms,
+            "end_absolute": w.end_ms - 1,
+            "metrics": [
+                {
+                    "name": entry.metric,
+                    "tags": {"cluster": [cluster]},
+                    "group_by": [{"name": "tag", "tags": keys}],
+                }
+            ],
+        },
+    ).json()
+    out = set()
+    for r in doc["queries"][0]["results"]:
+        group = next(g["group"] for g in r["group_by"] if g["name"] == "tag")
+        for ts, v in r["values"]:
+            out.add((ts, str(v), tuple(group[k] for k in keys)))
+    return keys, out
+
+
+def test_metric_day_matches_what_the_server_holds(examon_sim, tmp_path):
+    archive = Archive(tmp_path)
+    with source(examon_sim.url) as src:
+        rep = archive_examon_day(src, AMBIENT, DAY, archive)
+    path = tmp_path / "examon/ipmi_pub/ambient/2020-03-09.csv.gz"
+    assert rep.path == path and rep.status == "archived"
+    rows = read_rows(path)
+    keys, expected = raw_points(examon_sim.url, AMBIENT, DAY)
+    assert rows[0] == ["timestamp", "value", "name", *keys]
+    assert keys == ["chnl", "cluster", "node", "org", "plugin", "rack", "slot", "units"]
+    got = set()
+    for r in rows[1:]:
+        ts = int(dt.datetime.fromisoformat(r[0]).timestamp() * 1000)
+        got.add((ts, r[1], tuple(r[3:])))
+        assert r[2] == "ambient"
+    assert got == expected
+    assert len(rows) - 1 == rep.rows == NODES * PER_DAY
+    m = json.loads((tmp_path / "examon/ipmi_pub/ambient/2020-03-09.manifest.json").read_text())
+    assert m["status"] == "archived" and m["rows"] == rep.rows
+    assert m["bytes"] == path.stat().st_size
+    assert m["first_timestamp"] == "2020-03-09T00:00:00+01:00"
+    assert m["last_timestamp"] == "2020-03-09T23:59:40+01:00"
+    assert m["query_window"]["start"] == "2020-03-09T00:00:00+01:00"
+    assert m["query_window"]["end"] == "2020-03-10T00:00:00+01:00"
+    assert m["source_url"] == examon_sim.url
+    assert m["software"]["name"] == "dxt-archive"
+    assert m["columns"] == rows[0]
+
+
+def test_midnight_sample_is_archived_once_and_days_tile(examon_sim, tmp_path):
+    archive = Archive(tmp_path)
+    with source(examon_sim.url) as src:
+        for d in (DAY, DAY + dt.timedelta(days=1)):
+            archive_examon_day(src, AMBIENT, d, archive)
+    d1 = read_rows(tmp_path / "examon/ipmi_pub/ambient/2020-03-09.csv.gz")[1:]
+    d2 = read_rows(tmp_path / "examon/ipmi_pub/ambient/2020-03-10.csv.gz")[1:]
+    midnight = "2020-03-10T00:00:00.000+01:00"
+    assert sum(r[0] == midnight for r in d1) == 0
+    assert sum(r[0] == midnight for r in d2) == NODES
+    assert not {tuple(r) for r in d1} & {tuple(r) for r in d2}
+
+
+@pytest.mark.parametrize(
+    ("day", "hours"), [(dt.date(2020, 3, 29), 23), (dt.date(2020, 10, 25), 25)]
+)
+def test_dst_days(examon_sim, tmp_path, day, hours):
+    with source(examon_sim.url) as src:
+        rep = archive_examon_day(src, AMBIENT, day, Archive(tmp_path))
+    assert rep.rows == NODES * hours * 180
+
+
+def test_rerun_rewrites_identical_bytes(examon_sim, tmp_path):
+    archive = Archive(tmp_path)
+    with source(examon_sim.url) as src:
+        a = archive_examon_day(src, AMBIENT, DAY, archive)
+        first = a.path.read_bytes()
+        b = archive_examon_day(src, AMBIENT, DAY, archive)
+    assert b.path.read_bytes() == first
+
+
+def test_string_values_and_int_values(examon_sim, tmp_path):
+    archive = Archive(tmp_path)
+    with source(examon_sim.url) as src:
+        archive_examon_day(src, CatalogEntry("state", "nagios_pub"), DAY, archive)
+        archive_examon_day(src, CatalogEntry("num_nodes", "slurm_pub"), DAY, archive)
+    nag = read_rows(tmp_path / "examon/nagios_pub/state/2020-03-09.csv.gz")
+    assert {"description", "host_group", "state", "state_type"} <= set(nag[0])
+    values = {r[1] for r in nag[1:]}
+    assert any(not v.replace(".", "").isdigit() for v in values)  # real strings kept
+    slurm = read_rows(tmp_path / "examon/slurm_pub/num_nodes/2020-03-09.csv.gz")
+    assert all(r[1].lstrip("-").isdigit() for r in slurm[1:])
+
+
+def test_cluster_filter_only_for_plugins_with_the_tag(examon_sim, tmp_path):
+    archive = Archive(tmp_path)
+    schneider = CatalogEntry("PLC_PLC_Q101.Abilita_inverter", "schneider_pub")
+    with source(examon_sim.url, cluster="leonardo") as src:
+        empty = archive_examon_day(src, AMBIENT, DAY, archive)
+        full = archive_examon_day(src, schneider, DAY, archive)
+    assert empty.status == "empty" and empty.path is None
+    m = json.loads(empty.manifest.read_text())
+    assert m["status"] == "empty" and m["file"] is None and m["rows"] == 0
+    assert not (tmp_path / "examon/ipmi_pub/ambient/2020-03-09.csv.gz").exists()
+    assert full.status == "archived" and "cluster" not in read_rows(full.path)[0]
+
+
+def test_job_table(examon_sim, tmp_path):
+    with source(examon_sim.url, jobs_url=examon_sim.url) as src:
+        rep = archive_examon_day(
+            src, CatalogEntry("job_info_marconi100", "job_table"), DAY, Archive(tmp_path)
+        )
+    rows = read_rows(rep.path)
+    header = rows[0]
+    assert header == sorted(header) and "job_id" in header and "end_time" in header
+    w = day_window(DAY, "Europe/Rome")
+    end_col = header.index("end_time")
+    for r in rows[1:]:
+        end = dt.datetime.fromisoformat(r[end_col].replace("Z", "+00:00"))
+        assert w.start <= end < w.end
+    assert rep.rows == len(rows) - 1 > 0
+
+
+def test_transient_errors_are_retried(examon_sim, tmp_path):
+    examon_sim.faults(fail_next=2)
+    try:
+        with source(examon_sim.url) as src:
+            rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+    finally:
+        examon_sim.reset_faults()
+    assert rep.stats.retries == 2 and rep.rows == NODES * PER_DAY
+
+
+def test_outage_fails_cleanly_without_partial_files(examon_sim, tmp_path):
+    archive = Archive(tmp_path)
+    with source(examon_sim.url) as src:
+        archive_examon_day(src, AMBIENT, DAY, archive)  # a good earlier run
+    examon_sim.faults(fail_next=1000)
+    try:
+        with source(examon_sim.url, windows=WindowPolicy(initial_s=3600)) as src:
+            # the tag query succeeds, then the outage starts mid-day
+            examon_sim.faults(fail_next=0)
+            it = src.iter_batches(AMBIENT, day_window(DAY), src.schema(AMBIENT, day_window(DAY)))
+            next(it)
+            examon_sim.faults(fail_next=1000)
+            with pytest.raises(SourceUnavailable, match="gave up after 3 attempts"):
+                archive_examon_day(src, AMBIENT, DAY, archive)
+    finally:
+        examon_sim.reset_faults()
+    d = tmp_path / "examon/ipmi_pub/ambient"
+    # the old manifest was withdrawn first, so the day now reads as missing, never stale
+    assert sorted(p.name for p in d.iterdir()) == ["2020-03-09.csv.gz"]
+    assert archive.status(archive_key(DAY))[0] == "missing"
+
+
+def archive_key(day):
+    from dxt_core import DayKey
+
+    return DayKey("examon", ("ipmi_pub", "ambient"), day)
+
+
+def test_refused_windows_are_split_and_stitched_in_order(examon_sim, tmp_path):
+    with source(examon_sim.url) as src:
+        ref = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path / "a")).path.read_bytes()
+    examon_sim.faults(max_points=300)  # 4 nodes x 75 samples = 25 min
+    try:
+        with source(examon_sim.url, windows=WindowPolicy(initial_s=86_400, min_s=60)) as src:
+            rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path / "b"))
+    finally:
+        examon_sim.reset_faults()
+    assert rep.stats.splits >= 6
+    assert rep.path.read_bytes() == ref
+
+
+def test_split_floor_gives_a_clear_error(examon_sim, tmp_path):
+    examon_sim.faults(max_points=1)
+    try:
+        with source(examon_sim.url, windows=WindowPolicy(initial_s=600, min_s=300)) as src:
+            with pytest.raises(Exception, match="even a 300 s window is refused"):
+                archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+    finally:
+        examon_sim.reset_faults()
+    assert not list(tmp_path.rglob("*.csv.gz"))
+
+
+def test_read_timeouts_split_the_window(examon_sim, tmp_path):
+    examon_sim.faults(slow_points=2000, slow_delay_s=3.0)
+    try:
+        with source(
+            examon_sim.url, timeout_s=1.0, windows=WindowPolicy(initial_s=7200, min_s=60)
+        ) as src:
+            rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+    finally:
+        examon_sim.reset_faults()
+    assert rep.stats.splits >= 1 and rep.rows == NODES * PER_DAY
+
+
+def test_coverage_reports_archived_empty_missing_corrupt(examon_sim, tmp_path):
+    archive = Archive(tmp_path)
+    with source(examon_sim.url, cluster="nope") as src:
+        archive_examon_day(src, AMBIENT, DAY, archive)  # empty
+    with source(examon_sim.url) as src:
+        archive_examon_day(src, CatalogEntry("pcie", "ipmi_pub"), DAY, archive)
+        archive_examon_day(src, CatalogEntry("pcie", "ipmi_pub"), DAY + dt.timedelta(1), archive)
+    f = tmp_path / "examon/ipmi_pub/pcie/2020-03-10.csv.gz"
+    data = bytearray(f.read_bytes())
+    data[-10] ^= 0xFF
+    f.write_bytes(bytes(data))
+    rows = coverage(
+        archive,
+        "examon",
+        [("ipmi_pub", "ambient"), ("ipmi_pub", "pcie")],
+        [DAY, DAY + dt.timedelta(1)],
+        verify=True,
+    )
+    assert [(r.parts[1], r.day.day, r.status) for r in rows] == [
+        ("ambient", 9, "empty"),
+        ("ambient", 10, "missing"),
+        ("pcie", 9, "archived"),
+        ("pcie", 10, "corrupt"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def proxied_sim(small_catalog):
+    env_pw = "pa55-word"
+    sim = SimulatorProcess(
+        ["--catalog", str(small_catalog), "--nodes", "2", "--user", "grafana", "--password", env_pw]
+    )
+    yield sim
+    sim.stop()
+
+
+def test_grafana_proxy_with_basic_auth(proxied_sim, tmp_path):
+    with source(proxied_sim.url, user="grafana", password="pa55-word", grafana_proxy=True) as src:
+        rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+        assert src.api_path("version").startswith("api/datasources/proxy/")
+    assert rep.rows == 2 * PER_DAY
+
+
+def test_bad_password_is_a_clear_error_without_the_secret(proxied_sim, tmp_path):
+    with source(
+        proxied_sim.url, user="grafana", password="wrong-secret", grafana_proxy=True
+    ) as src:
+        with pytest.raises(QueryRejected) as ei:
+            archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+    assert "authentication failed" in str(ei.value) and "wrong-secret" not in str(ei.value)
+
+
+def _dxt(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kw,
+    )
+
+
+def test_cli_extract_and_coverage(examon_sim, small_catalog, tmp_path):
+    out = _dxt(
+        "extract",
+        "examon",
+        "--url",
+        examon_sim.url,
+        "--jobs-url",
+        examon_sim.url,
+        "--catalog",
+        str(small_catalog),
+        "--start-day",
+        "2020-03-09",
+        "--end-day",
+        "2020-03-10",
+        "--archive",
+        str(tmp_path),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "archived 12 metric-days" in out.stdout
+    cov = _dxt(
+        "coverage",
+        "--archive",
+        str(tmp_path),
+        "--catalog",
+        str(small_catalog),
+        "--start-day",
+        "2020-03-08",
+        "--end-day",
+        "2020-03-10",
+    )
+    assert cov.returncode == 3
+    assert "12 archived" in cov.stdout and "6 missing" in cov.stdout
+    assert (
+        "airflow backfill create --dag-id dxt_examon --from-date 2020-03-08 "
+        "--to-date 2020-03-08 --reprocess-behavior failed"
+    ) in cov.stdout
+    ok = _dxt(
+        "coverage",
+        "--archive",
+        str(tmp_path),
+        "--catalog",
+        str(small_catalog),
+        "--start-day",
+        "2020-03-09",
+        "--end-day",
+        "2020-03-10",
+        "--verify",
+        "--json",
+    )
+    assert ok.returncode == 0 and json.loads(ok.stdout)["counts"]["archived"] == 12
+
+
+def test_cli_bad_input_names_the_problem(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("metric,plugin\nok,p\n../x,p\n")
+    out = _dxt(
+        "extract",
+        "examon",
+        "--url",
+        "http://127.0.0.1:9",
+        "--catalog",
+        str(bad),
+        "--start-day",
+        "2020-03-09",
+        "--archive",
+        str(tmp_path / "a"),
+    )
+    assert out.returncode == 2
+    assert f"{bad}, line 3" in out.stderr and "escape the archive" in out.stderr
+    out = _dxt(
+        "extract",
+        "examon",
+        "--url",
+        "http://127.0.0.1:9",
+        "--metric",
+        "m",
+        "--plugin",
+        "p",
+        "--start-day",
+        "9/3/2020",
+        "--archive",
+        str(tmp_path / "a"),
+    )
+    assert out.returncode == 2 and "expected YYYY-MM-DD" in out.stderr
+
+
+def test_killed_extraction_leaves_no_partial_file(small_catalog, tmp_path):
+    sim = SimulatorProcess(["--catalog", str(small_catalog), "--nodes", "4", "--delay", "0.3"])
+    try:
+        cmd = [
+            sys.executable,
+            "-m",
+            "dxt_core.cli",
+            "extract",
+            "examon",
+            "--url",
+            sim.url,
+            "--metric",
+            "ambient",
+            "--plugin",
+            "ipmi_pub",
+            "--start-day",
+            "2020-03-09",
+            "--archive",
+            str(tmp_path),
+            "--window-s",
+            "600",
+            "--target-points",
+            "100",
+            "-q",
+        ]
+        p = subprocess.Popen(cmd, env={**os.environ})
+        d = tmp_path / "examon/ipmi_pub/ambient"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (d.exists() and any(d.glob(".*.tmp"))):
+            time.sleep(0.1)
+        time.sleep(1.0)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        assert any(d.glob(".*.tmp"))  # it was killed mid-write
+        assert not (d / "2020-03-09.csv.gz").exists()
+        assert not (d / "2020-03-09.manifest.json").exists()
+        sim.faults(delay_s=0.0)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert sorted(x.name for x in d.iterdir()) == [
+            "2020-03-09.csv.gz",
+            "2020-03-09.manifest.json",
+        ]
+    finally:
+        sim.stop()

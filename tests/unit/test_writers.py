@@ -1,0 +1,145 @@
+import csv
+import datetime as dt
+import gzip
+import hashlib
+import io
+import subprocess
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from dxt_core.records import Series, SeriesBatch, SeriesSchema
+from dxt_core.windows import to_ms
+from dxt_core.writers import GzipCsvTableWriter, GzipCsvWriter, GzipStream, TimestampFormatter
+
+ROME = ZoneInfo("Europe/Rome")
+
+
+def _write(batches, schema, backend=None, level=None) -> tuple[bytes, object]:
+    buf = io.BytesIO()
+    w = GzipCsvWriter(buf, ROME, gzip_backend=backend, gzip_level=level)
+    w.open(schema)
+    for b in batches:
+        w.write_batch(b)
+    res = w.close()
+    return buf.getvalue(), res
+
+
+def _sample():
+    schema = SeriesSchema("state", ("node", "state"))
+    t0 = to_ms(dt.datetime(2020, 3, 9, tzinfo=ROME))
+    batch = SeriesBatch(
+        t0,
+        t0 + 3_600_000,
+        [
+            Series("state", {"node": "r1n01", "state": "0"}, [[t0, 1.5], [t0 + 20_000, 2]]),
+            Series(
+                "state",
+                {"node": 'r1n02,"x"', "state": "2"},
+                [[t0, 'CRITICAL - load 9,1 "high"'], [t0 + 20_000, "line\nbreak"]],
+            ),
+        ],
+    )
+    return schema, batch, t0
+
+
+def test_rows_parse_back_exactly_with_csv_module():
+    schema, batch, t0 = _sample()
+    data, res = _write([batch], schema)
+    rows = list(csv.reader(io.StringIO(gzip.decompress(data).decode())))
+    assert rows[0] == ["timestamp", "value", "name", "node", "state"]
+    assert rows[1] == ["2020-03-09T00:00:00.000+01:00", "1.5", "state", "r1n01", "0"]
+    # time-major: both series at t0, then both at t0 + 20 s
+    assert rows[2][1] == 'CRITICAL - load 9,1 "high"'
+    assert rows[2][3] == 'r1n02,"x"'
+    assert rows[3] == ["2020-03-09T00:00:20.000+01:00", "2", "state", "r1n01", "0"]
+    assert rows[4][1] == "line\nbreak"
+    assert res.rows == 4 and res.first_ms == t0 and res.last_ms == t0 + 20_000
+    assert res.sha256 == hashlib.sha256(data).hexdigest()
+    assert res.bytes == len(data)
+
+
+@pytest.mark.parametrize("backend", ["isal", "zlib"])
+def test_output_is_deterministic_standard_gzip(backend, tmp_path):
+    schema, batch, _ = _sample()
+    a, _ = _write([batch], schema, backend)
+    b, _ = _write([batch], schema, backend)
+    assert a == b
+    assert a[:2] == b"\x1f\x8b" and a[4:8] == b"\0\0\0\0"  # no mtime
+    assert a[3] & 0x08 == 0  # no file name
+    p = tmp_path / "x.csv.gz"
+    p.write_bytes(a)
+    out = subprocess.run(["gzip", "-dc", str(p)], capture_output=True, check=True).stdout
+    assert out == gzip.decompress(a)
+
+
+def test_pandas_reads_the_file(tmp_path):
+    pd = pytest.importorskip("pandas")
+    schema, batch, _ = _sample()
+    data, _ = _write([batch], schema)
+    p = tmp_path / "x.csv.gz"
+    p.write_bytes(data)
+    df = pd.read_csv(p, parse_dates=["timestamp"])
+    assert len(df) == 4
+    assert str(df["timestamp"].dt.tz) == "UTC+01:00"
+    assert df["value"].tolist()[0] == "1.5"  # mixed column stays text
+    assert df["node"].tolist() == ["r1n01", 'r1n02,"x"', "r1n01", 'r1n02,"x"']
+
+
+def test_bytes_do_not_depend_on_how_the_day_was_windowed():
+    schema = SeriesSchema("m", ("node",))
+    t0 = 1_583_708_400_000
+    series = {
+        n: [[t0 + i * 20_000 + (j if n == "b" else 0), float(i)] for i in range(180)]
+        for j, n in enumerate("abc")
+    }
+
+    def batches(cuts):
+        out = []
+        for a, b in zip(cuts, cuts[1:]):
+            out.append(
+                SeriesBatch(
+                    a,
+                    b,
+                    [
+                        Series("m", {"node": n}, [p for p in pts if a <= p[0] < b])
+                        for n, pts in series.items()
+                    ],
+                )
+            )
+        return out
+
+    whole, _ = _write(batches([t0, t0 + 3_600_000]), schema)
+    split, _ = _write(batches([t0, t0 + 1_000_000, t0 + 1_234_567, t0 + 3_600_000]), schema)
+    assert whole == split
+
+
+def test_timestamp_offsets_follow_dst():
+    f = TimestampFormatter(ROME)
+    before = to_ms(dt.datetime(2020, 3, 29, 1, 59, 59, tzinfo=dt.UTC).astimezone(ROME)) - 3_600_000
+    assert f(before).endswith("+01:00")
+    after = to_ms(dt.datetime(2020, 3, 29, 1, 0, tzinfo=dt.UTC))
+    assert f(after) == "2020-03-29T03:00:00.000+02:00"
+    assert f(after - 1) == "2020-03-29T01:59:59.999+01:00"
+    # Every ms formats like datetime.isoformat does.
+    for ms in range(after - 5_000_000, after + 5_000_000, 999_983):
+        ref = dt.datetime.fromtimestamp(ms / 1000, tz=ROME).isoformat(timespec="milliseconds")
+        assert f(ms) == ref
+    assert TimestampFormatter(dt.UTC)(0) == "1970-01-01T00:00:00.000+00:00"
+
+
+def test_table_writer_takes_union_of_keys():
+    buf = io.BytesIO()
+    res = GzipCsvTableWriter(buf).write_all([{"b": 1, "a": "x,y"}, {"a": "z", "c": None}])
+    rows = list(csv.reader(io.StringIO(gzip.decompress(buf.getvalue()).decode())))
+    assert rows == [["a", "b", "c"], ["x,y", "1", ""], ["z", "", ""]]
+    assert res.rows == 2
+
+
+def test_gzip_stream_counts_bytes():
+    buf = io.BytesIO()
+    g = GzipStream(buf, "zlib", 6)
+    g.write(b"abc" * 1000)
+    digest = g.close()
+    assert g.raw_bytes == 3000 and g.bytes == len(buf.getvalue())
+    assert digest == hashlib.sha256(buf.getvalue()).hexdigest()
