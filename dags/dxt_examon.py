@@ -1,41 +1,53 @@
 """dxt_examon: archive Examon (KairosDB) telemetry, one task per (metric, day).
 
-Each daily run archives the previous local day of every metric in the catalog into
-``$DXT_ARCHIVE_ROOT/examon/<plugin>/<metric>/<YYYY-MM-DD>.csv.gz`` with a manifest.
-Backfill with ``airflow backfill create --dag-id dxt_examon --from-date D1 --to-date D2``;
-retry a failed metric-day by clearing its task instance.
+The run of logical date D archives day D (midnight to midnight in the connection's
+``time_zone``, Europe/Rome by default) of every catalog metric into
+``$DXT_ARCHIVE_ROOT/examon/<plugin>/<metric>/<D>.csv.gz`` with a manifest beside it.
 
-Parse-time work is kept to a few imports: the catalog is read by the ``catalog`` task.
+* Backfill: ``airflow backfill create --dag-id dxt_examon --from-date D1 --to-date D2``
+  (add ``--reprocess-behavior failed`` to redo failed days).
+* Retry one failed metric-day: clear its task instance (UI, or ``airflow tasks clear``).
+* ``wait_for_day_end`` holds a run until its local day is over (plus a settle delay).
+
+Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 """
 
 from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
 
+import pendulum
 from airflow.sdk import dag, get_current_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-TIME_ZONE = ZoneInfo(os.environ.get("DXT_EXAMON_TIME_ZONE", "Europe/Rome"))
+UTC = pendulum.timezone("UTC")
 START_DAY = os.environ.get("DXT_EXAMON_START_DATE", "2020-03-09")
 POOL = os.environ.get("DXT_EXAMON_POOL", "examon")
 CONN_ID = os.environ.get("DXT_EXAMON_CONN_ID", "examon_default")
 CATCHUP = os.environ.get("DXT_EXAMON_CATCHUP", "true").lower() in ("1", "true", "yes")
 RETRIES = int(os.environ.get("DXT_EXAMON_RETRIES", "2"))
+SETTLE_S = int(os.environ.get("DXT_EXAMON_SETTLE_SECONDS", "900"))
 
 
 @dag(
     dag_id="dxt_examon",
-    schedule=CronDataIntervalTimetable("0 0 * * *", timezone=TIME_ZONE),
-    start_date=datetime.fromisoformat(START_DAY).replace(tzinfo=TIME_ZONE),
+    # Logical date D (UTC midnight) <-> archive day D, so CLI dates mean archive days.
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
+    start_date=pendulum.instance(datetime.fromisoformat(START_DAY), tz=UTC),
     catchup=CATCHUP,
-    max_active_runs=int(os.environ.get("DXT_EXAMON_MAX_ACTIVE_RUNS", "2")),
+    max_active_runs=int(os.environ.get("DXT_EXAMON_MAX_ACTIVE_RUNS", "4")),
     default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
     tags=["dxt", "examon"],
     doc_md=__doc__,
 )
 def dxt_examon() -> None:
+    @task.sensor(poke_interval=300, timeout=3 * 86400, mode="reschedule")
+    def wait_for_day_end() -> bool:
+        from dxt_core.airflow.examon import day_is_over
+
+        return day_is_over(get_current_context(), CONN_ID, SETTLE_S)
+
     @task
     def catalog() -> list[dict[str, str]]:
         from airflow.configuration import conf
@@ -54,7 +66,9 @@ def dxt_examon() -> None:
 
         return run(entry, get_current_context(), CONN_ID)
 
-    archive_metric_day.expand(entry=catalog())
+    entries = catalog()
+    wait_for_day_end() >> entries
+    archive_metric_day.expand(entry=entries)
 
 
 dxt_examon()

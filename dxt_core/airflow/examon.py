@@ -12,6 +12,7 @@ from dxt_core.catalog import CatalogEntry, ExamonOptions, load_catalog
 from dxt_core.config import ENV_EXAMON_CATALOG, ENV_EXAMON_OPTIONS, archive_root
 from dxt_core.errors import ConfigError
 from dxt_core.extract import archive_examon_day
+from dxt_core.windows import day_window
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -43,15 +44,30 @@ def examon_options() -> ExamonOptions:
     return ExamonOptions.from_toml(path) if path else ExamonOptions()
 
 
-def day_of(context: Any, tz: dt.tzinfo) -> dt.date:
-    """The archive day of a run: the local date of its data interval start."""
-    start = context["data_interval_start"]
+def day_of(context: Any) -> dt.date:
+    """The archive day of a run: the UTC date of its data interval start (= logical date)."""
+    start = context.get("data_interval_start") or context.get("logical_date")
     if start is None:
         raise ConfigError(
-            "this run has no data interval; trigger dxt_examon through its schedule or "
-            "'airflow backfill create', not as a manual run without a logical date"
+            "this run has no logical date; trigger dxt_examon through its schedule or "
+            "'airflow backfill create --dag-id dxt_examon --from-date D --to-date D'"
         )
-    return start.astimezone(tz).date()
+    utc = start.astimezone(dt.UTC)
+    return dt.date(utc.year, utc.month, utc.day)
+
+
+def day_is_over(context: Any, conn_id: str, settle_s: int) -> bool:
+    """True once the run's local day has ended plus ``settle_s`` seconds of ingestion lag."""
+    from dxt_core.airflow.hooks import ExamonHook
+
+    conn = ExamonHook(conn_id).connection()
+    day = day_of(context)
+    end = day_window(day, conn.time_zone).end + dt.timedelta(seconds=settle_s)
+    now = dt.datetime.now(dt.UTC)
+    if now < end:
+        log.info("day %s (%s) is not over until %s; waiting", day, conn.time_zone, end)
+        return False
+    return True
 
 
 def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dict[str, Any]:
@@ -61,7 +77,7 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
     catalog_entry = CatalogEntry(metric=entry["metric"], plugin=entry["plugin"])
     archive = Archive(archive_root())
     with ExamonHook(conn_id).get_conn(options=examon_options()) as source:
-        day = day_of(context, source.tz)
+        day = day_of(context)
         log.info(
             "archiving %s for %s (%s) from %s into %s",
             catalog_entry.key,

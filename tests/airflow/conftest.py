@@ -1,0 +1,72 @@
+"""Airflow fixtures: a throwaway AIRFLOW_HOME on SQLite, and the airflow CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DXT_"))}
+    host, port = sim_url.split("://", 1)[1].rsplit(":", 1)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW_CONN_EXAMON_DEFAULT": json.dumps(
+                {
+                    "conn_type": "http",
+                    "host": host,
+                    "port": int(port),
+                    "extra": {"time_zone": "Europe/Rome", "jobs_url": sim_url},
+                }
+            ),
+            "DXT_ARCHIVE_ROOT": str(archive),
+            "DXT_EXAMON_RETRIES": "0",
+            "DXT_EXAMON_SETTLE_SECONDS": "0",
+        }
+    )
+    if catalog is not None:
+        env["DXT_EXAMON_CATALOG"] = str(catalog)
+    return env
+
+
+def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float = 600):
+    out = subprocess.run([AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    if check and out.returncode != 0:
+        raise AssertionError(f"airflow {' '.join(args)} -> {out.returncode}\n{out.stderr[-4000:]}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def migrated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite metadata DB, copied by tests that need their own."""
+    home = tmp_path_factory.mktemp("airflow-template")
+    env = base_env(home, home / "archive", "http://127.0.0.1:1", None)
+    airflow(env, "db", "migrate")
+    airflow(env, "pools", "set", "examon", "4", "test pool")
+    return home
+
+
+def fresh_home(template: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(template, dest)
+    return dest
