@@ -167,7 +167,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
             "it reruns that day's metric tasks, which rewrite identical files:"
         )
         for a, b in _ranges(bad_days):
-            print(f"  airflow tasks clear {args.dag_id} -t '^archive_metric_day$' -s {a} -e {b} -y")
+            print(f"  airflow tasks clear {args.dag_id} -t archive_metric_day -s {a} -e {b} -y")
     return 0 if not bad_days else 3
 
 

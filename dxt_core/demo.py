@@ -124,6 +124,8 @@ def airflow_env(
     env = dict(os.environ)
     env.update(
         {
+            # standalone starts its components as 'airflow ...' found on PATH
+            "PATH": f"{Path(_airflow_bin()).parent}{os.pathsep}{env.get('PATH', '')}",
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
@@ -153,9 +155,15 @@ def airflow_env(
 
 
 def _airflow(env: dict[str, str], *args: str, check: bool = True) -> str:
-    out = subprocess.run(
-        [_airflow_bin(), *args], env=env, capture_output=True, text=True, check=False
-    )
+    # SQLite allows one writer: a CLI call can meet "database is locked" while the
+    # scheduler writes, so it is retried a few times.
+    for _ in range(10):
+        out = subprocess.run(
+            [_airflow_bin(), *args], env=env, capture_output=True, text=True, check=False
+        )
+        if out.returncode == 0 or "database is locked" not in out.stderr:
+            break
+        time.sleep(3)
     if check and out.returncode != 0:
         raise DxtError(f"airflow {' '.join(args)} failed:\n{out.stderr[-2000:]}")
     return out.stdout

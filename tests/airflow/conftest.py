@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> d
     host, port = sim_url.split("://", 1)[1].rsplit(":", 1)
     env.update(
         {
+            # standalone starts its components as 'airflow ...' found on PATH
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
