@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.airflow.conftest import airflow, base_env, fresh_home
-from tests.conftest import ROOT, SimulatorProcess
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.airflow
 
@@ -64,16 +64,3 @@ def test_catalog_above_max_map_length_fails_clearly_then_maps_when_configured(
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Task failed" not in text
     assert "M100_metrics_1891.csv: 1891 metrics" in text
-
-
-def test_full_m100_catalog_maps_and_archives_811_metric_days(migrated_home, tmp_path):
-    sim = SimulatorProcess(["--nodes", "1", "--interval", "3600"])
-    try:
-        env = base_env(fresh_home(migrated_home, tmp_path / "h"), tmp_path / "a", sim.url, None)
-        airflow(env, "dags", "test", "dxt_examon", "2024-05-02", timeout=1200)
-    finally:
-        sim.stop()
-    manifests = list((tmp_path / "a" / "examon").rglob("2024-05-01.manifest.json"))
-    assert len(manifests) == 811
-    states = {json.loads(m.read_text())["status"] for m in manifests}
-    assert states <= {"archived", "empty"}

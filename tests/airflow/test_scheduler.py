@@ -34,8 +34,13 @@ class Stack:
         self.env, self.port = env, port
         self.api = f"http://127.0.0.1:{port}/api/v2"
         self.log = log.open("w")
-        self.proc = subprocess.Popen([AIRFLOW, "standalone"], env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [AIRFLOW, "standalone"],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def get(self, path: str) -> dict:
         r = httpx.get(f"{self.api}/{path}", timeout=30)
@@ -83,21 +88,32 @@ def test_backfill_two_days_then_clear_one_failed_metric_day(migrated_home, tmp_p
     home = fresh_home(migrated_home, tmp_path / "home")
     port = free_port()
     env = base_env(home, archive, sim.url, catalog)
-    env.update({
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-        "DXT_EXAMON_CATCHUP": "false",
-        "DXT_EXAMON_START_DATE": "2024-04-01",
-    })
+    env.update(
+        {
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "DXT_EXAMON_CATCHUP": "false",
+            "DXT_EXAMON_START_DATE": "2024-04-01",
+        }
+    )
     stack = Stack(env, port, tmp_path / "standalone.log")
     try:
         stack.wait(lambda: stack.get("dags/dxt_examon")["dag_id"], 240, "the DAG")
         airflow(env, "dags", "unpause", "dxt_examon")
-        airflow(env, "backfill", "create", "--dag-id", "dxt_examon",
-                "--from-date", DAYS[0], "--to-date", DAYS[1])
+        airflow(
+            env,
+            "backfill",
+            "create",
+            "--dag-id",
+            "dxt_examon",
+            "--from-date",
+            DAYS[0],
+            "--to-date",
+            DAYS[1],
+        )
 
         def finished():
             runs = [r for r in stack.runs() if r["run_type"] == "backfill"]
@@ -111,10 +127,13 @@ def test_backfill_two_days_then_clear_one_failed_metric_day(migrated_home, tmp_p
         # Every good metric-day is archived with its manifest; the broken one is not.
         for day in DAYS:
             for plugin, metric in GOOD:
-                m = json.loads((archive / "examon" / plugin / metric /
-                                f"{day}.manifest.json").read_text())
+                m = json.loads(
+                    (archive / "examon" / plugin / metric / f"{day}.manifest.json").read_text()
+                )
                 assert m["status"] == "archived" and m["day"] == day
-                assert (archive / "examon" / plugin / metric / m["file"]).stat().st_size == m["bytes"]
+                assert (archive / "examon" / plugin / metric / m["file"]).stat().st_size == m[
+                    "bytes"
+                ]
             assert not (archive / "examon/ipmi_pub/pcie" / f"{day}.manifest.json").exists()
 
         run1 = next(r for r in runs if r["logical_date"].startswith(DAYS[0]))
@@ -126,13 +145,28 @@ def test_backfill_two_days_then_clear_one_failed_metric_day(migrated_home, tmp_p
 
         def snapshot():
             # only the backfilled days: the scheduler also runs the latest day on its own
-            return {p: p.stat().st_mtime_ns for p in archive.rglob("*")
-                    if p.is_file() and p.name[:10] in DAYS}
+            return {
+                p: p.stat().st_mtime_ns
+                for p in archive.rglob("*")
+                if p.is_file() and p.name[:10] in DAYS
+            }
 
         before = snapshot()
         sim.faults(fail_metrics=[])  # the server is fixed; retry only what failed on day 1
-        airflow(env, "tasks", "clear", "dxt_examon", "-t", "archive_metric_day",
-                "-s", DAYS[0], "-e", DAYS[0], "--only-failed", "-y")
+        airflow(
+            env,
+            "tasks",
+            "clear",
+            "dxt_examon",
+            "-t",
+            "archive_metric_day",
+            "-s",
+            DAYS[0],
+            "-e",
+            DAYS[0],
+            "--only-failed",
+            "-y",
+        )
 
         def rerun_done():
             r = next(r for r in stack.runs() if r["dag_run_id"] == run1["dag_run_id"])
@@ -146,8 +180,11 @@ def test_backfill_two_days_then_clear_one_failed_metric_day(migrated_home, tmp_p
             f"examon/ipmi_pub/pcie/{DAYS[0]}.manifest.json",
         ]
         tis = stack.task_instances(run1["dag_run_id"])
-        tries = {t["rendered_map_index"]: t["try_number"] for t in tis
-                 if t["task_id"] == "archive_metric_day"}
+        tries = {
+            t["rendered_map_index"]: t["try_number"]
+            for t in tis
+            if t["task_id"] == "archive_metric_day"
+        }
         assert tries["ipmi_pub/pcie"] == 2
         assert all(tries[f"{p}/{m}"] == 1 for p, m in GOOD)
         run2 = next(r for r in stack.runs() if r["logical_date"].startswith(DAYS[1]))

@@ -1,0 +1,145 @@
+"""Airflow's production path on this machine: PostgreSQL metadata DB, CeleryExecutor with a
+Redis broker, separate scheduler / dag-processor / API server / Celery worker processes.
+One daily run of the full Marconi100 catalog (811 mapped metric-days, tiny data)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.airflow.conftest import AIRFLOW, airflow, base_env, free_port
+from tests.conftest import SimulatorProcess
+
+pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
+
+PG = "postgres@127.0.0.1:5432"
+
+
+def psql(sql: str, db: str = "postgres") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-c", sql],
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.fixture()
+def pg_database():
+    if psql("select 1").returncode != 0:
+        pytest.fail("PostgreSQL is not reachable on 127.0.0.1:5432 (.ci/run starts it)")
+    name = f"dxt_test_{uuid.uuid4().hex[:8]}"
+    assert psql(f"CREATE DATABASE {name}").returncode == 0
+    yield name
+    psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, tmp_path):
+    redis_db = 11
+    subprocess.run(["redis-cli", "-n", str(redis_db), "flushdb"], capture_output=True)
+    sim = SimulatorProcess(["--nodes", "1", "--interval", "3600"])
+    port = free_port()
+    env = base_env(tmp_path / "home", tmp_path / "archive", sim.url, None)
+    env.update(
+        {
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{PG}/{pg_database}",
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+            "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:6379/{redis_db}",
+            "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql://{PG}/{pg_database}",
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "8",
+            "AIRFLOW__CORE__PARALLELISM": "16",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "DXT_EXAMON_CATCHUP": "false",
+            "DXT_EXAMON_START_DATE": "2024-04-01",
+        }
+    )
+    airflow(env, "db", "migrate")
+    airflow(env, "pools", "set", "examon", "8", "Examon queries")
+    procs = []
+    logs = []
+    try:
+        for args in (
+            ["api-server", "--port", str(port)],
+            ["scheduler"],
+            ["dag-processor"],
+            ["celery", "worker"],
+        ):
+            log = (tmp_path / f"{args[0]}.log").open("w")
+            logs.append(log)
+            procs.append(
+                subprocess.Popen(
+                    [AIRFLOW, *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        api = f"http://127.0.0.1:{port}/api/v2"
+
+        def wait(pred, timeout, what):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    got = pred()
+                    if got:
+                        return got
+                except (httpx.HTTPError, KeyError, StopIteration):
+                    pass
+                assert all(p.poll() is None for p in procs), "an Airflow process died"
+                time.sleep(3)
+            raise AssertionError(f"timed out waiting for {what}")
+
+        wait(lambda: httpx.get(f"{api}/dags/dxt_examon").json()["dag_id"], 300, "the DAG")
+        airflow(env, "dags", "unpause", "dxt_examon")
+        airflow(
+            env,
+            "backfill",
+            "create",
+            "--dag-id",
+            "dxt_examon",
+            "--from-date",
+            "2024-05-01",
+            "--to-date",
+            "2024-05-01",
+        )
+
+        def done():
+            runs = httpx.get(f"{api}/dags/dxt_examon/dagRuns").json()["dag_runs"]
+            run = next(r for r in runs if r["run_type"] == "backfill")
+            return run if run["state"] in ("success", "failed") else None
+
+        t0 = time.monotonic()
+        run = wait(done, 1500, "the 811-task run")
+        print(f"811 metric-days on CeleryExecutor/PostgreSQL: {time.monotonic() - t0:.0f} s")
+        assert run["state"] == "success"
+        tis = httpx.get(
+            f"{api}/dags/dxt_examon/dagRuns/{run['dag_run_id']}/taskInstances",
+            params={"limit": 1000, "task_id": "archive_metric_day"},
+        ).json()
+        assert tis["total_entries"] == 811
+        manifests = list((tmp_path / "archive" / "examon").rglob("2024-05-01.manifest.json"))
+        assert len(manifests) == 811
+        assert {json.loads(m.read_text())["status"] for m in manifests} <= {"archived", "empty"}
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        for log in logs:
+            log.close()
+        sim.stop()
+        subprocess.run(["redis-cli", "-n", str(redis_db), "flushdb"], capture_output=True)
