@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from dxt_core.archive import Archive, coverage
 from dxt_core.catalog import load_catalog
 from dxt_core.errors import ConfigError, DxtError
@@ -132,6 +134,9 @@ def airflow_env(
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__API__PORT": str(port),
+            # A local demo: the UI listens on loopback only and needs no login.
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
@@ -169,31 +174,37 @@ def _airflow(env: dict[str, str], *args: str, check: bool = True) -> str:
     return out.stdout
 
 
-def _wait_for_dag(env: dict[str, str], timeout: float) -> None:
+def _api_get(port: int, path: str) -> Any:
+    r = httpx.get(f"http://127.0.0.1:{port}/api/v2/{path}", timeout=30)
+    r.raise_for_status()
+    return r.json()
+
+
+def _wait_for_dag(port: int, proc: subprocess.Popen[Any], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = _airflow(env, "dags", "list", "-o", "json", check=False)
-        with contextlib.suppress(json.JSONDecodeError):
-            if any(d.get("dag_id") == "dxt_examon" for d in json.loads(out or "[]")):
+        if proc.poll() is not None:
+            raise DxtError("airflow standalone exited; see airflow-standalone.log")
+        with contextlib.suppress(httpx.HTTPError):
+            if _api_get(port, "dags/dxt_examon").get("dag_id") == "dxt_examon":
                 return
-        errors = _airflow(env, "dags", "list-import-errors", "-o", "json", check=False)
-        with contextlib.suppress(json.JSONDecodeError):
-            if json.loads(errors or "[]"):
-                raise DxtError(f"the DAG file has import errors:\n{errors}")
+            errors = _api_get(port, "importErrors").get("import_errors") or []
+            if errors:
+                raise DxtError(f"the DAG file has import errors: {errors}")
         time.sleep(3)
     raise DxtError("Airflow did not register the dxt_examon DAG in time")
 
 
-def wait_for_runs(env: dict[str, str], count: int, timeout: float) -> list[dict[str, Any]]:
-    """Poll until ``count`` runs of dxt_examon are finished; return them."""
+def wait_for_runs(port: int, days: set[str], timeout: float) -> list[dict[str, Any]]:
+    """Poll until the runs of ``days`` (logical dates) are finished; return them."""
     deadline = time.monotonic() + timeout
     runs: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        out = _airflow(env, "dags", "list-runs", "dxt_examon", "-o", "json", check=False)
-        with contextlib.suppress(json.JSONDecodeError):
-            runs = json.loads(out or "[]")
+        with contextlib.suppress(httpx.HTTPError):
+            every = _api_get(port, "dags/dxt_examon/dagRuns?limit=100")["dag_runs"]
+            runs = [r for r in every if str(r.get("logical_date"))[:10] in days]
         done = [r for r in runs if r.get("state") in ("success", "failed")]
-        if len(done) >= count:
+        if len(done) >= len(days):
             return runs
         time.sleep(5)
     raise DxtError(f"backfill not finished after {timeout:.0f} s; runs: {runs}")
@@ -229,7 +240,7 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         with _terminating(af):
             print("[3/5] starting airflow standalone (scheduler, dag-processor, UI)", flush=True)
-            _wait_for_dag(env, 180)
+            _wait_for_dag(args.port, af, 300)
             _airflow(env, "dags", "unpause", "dxt_examon")
             print(
                 f"[4/5] airflow backfill create --dag-id dxt_examon --from-date {first} "
@@ -247,7 +258,8 @@ def run_demo(args: argparse.Namespace) -> int:
                 "--to-date",
                 last.isoformat(),
             )
-            runs = wait_for_runs(env, args.days, args.timeout)
+            wanted = {d.isoformat() for d in days(first, last)}
+            runs = wait_for_runs(args.port, wanted, args.timeout)
             print("[5/5] done\n", flush=True)
             _summary(archive_dir, catalog, first, last, runs, args.port, home)
             if args.exit:
@@ -283,7 +295,9 @@ def _summary(
     size = sum(f.stat().st_size for f in files)
     print("runs:")
     for run in sorted(runs, key=lambda r: str(r.get("logical_date"))):
-        print(f"  {run.get('run_id')}: {run.get('state')}")
+        print(
+            f"  {run.get('dag_run_id')} (day {str(run.get('logical_date'))[:10]}): {run.get('state')}"
+        )
     print(f"\narchive: {archive_dir}")
     print(
         f"  {len(files)} data files, {size} bytes; metric-days: "
@@ -293,12 +307,7 @@ def _summary(
         print(f"  {f.relative_to(archive_dir)}")
     if len(files) > 6:
         print(f"  ... and {len(files) - 6} more")
-    pw_file = home / "simple_auth_manager_passwords.json.generated"
-    password = ""
-    with contextlib.suppress(OSError, json.JSONDecodeError):
-        password = json.loads(pw_file.read_text()).get("admin", "")
-    login = password or f"see {pw_file}"
-    print(f"\nAirflow UI: http://localhost:{port}  (user admin, password {login})")
+    print(f"\nAirflow UI: http://127.0.0.1:{port}  (local demo: no login needed)")
     print(
         f"coverage:   dxt coverage --archive {archive_dir} --catalog {catalog} "
         f"--start-day {first} --end-day {last}"
