@@ -295,9 +295,8 @@ def _summary(
     size = sum(f.stat().st_size for f in files)
     print("runs:")
     for run in sorted(runs, key=lambda r: str(r.get("logical_date"))):
-        print(
-            f"  {run.get('dag_run_id')} (day {str(run.get('logical_date'))[:10]}): {run.get('state')}"
-        )
+        day = str(run.get("logical_date"))[:10]
+        print(f"  {run.get('dag_run_id')} (day {day}): {run.get('state')}")
     print(f"\narchive: {archive_dir}")
     print(
         f"  {len(files)} data files, {size} bytes; metric-days: "
