@@ -50,8 +50,8 @@ class WindowPolicy:
         max_s: never query more than this at once.
     """
 
-    initial_s: int = 3600
-    target_points: int = 250_000
+    initial_s: int = 900
+    target_points: int = 100_000
     min_s: int = 60
     max_s: int = 86_400 + 3600
 

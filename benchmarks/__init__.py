@@ -1,0 +1,1 @@
+"""dxt-archive benchmarks: ``python -m benchmarks`` (or ``./run bench``)."""

@@ -1,0 +1,198 @@
+"""Benchmark suite: ``python -m benchmarks [--size tiny|full]`` (``./run bench``).
+
+Each workload runs against the project's simulator over loopback HTTP, every pipeline in its
+own process (peak RSS is per process), after one warm-up run that fills the simulator's
+response cache. Prints a table and writes JSON (``--out``).
+
+Workloads:
+  examon      one Examon metric-day: 200 nodes x 4,320 samples = 864,000 points (full size)
+  examon10x   the same day at 2 s sampling: 8,640,000 points
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = {
+    # workload: (nodes, interval_s) per size
+    "tiny": {"examon": (4, 20), "examon10x": (4, 2)},
+    "full": {"examon": (200, 20), "examon10x": (200, 2)},
+}
+
+
+def start_simulator(catalog: Path, nodes: int, interval: int) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dxt_core.simulate.examon",
+            "--port",
+            "0",
+            "--catalog",
+            str(catalog),
+            "--nodes",
+            str(nodes),
+            "--interval",
+            str(interval),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise SystemExit(f"simulator did not start: {line!r}")
+    return proc, line.rsplit(" ", 1)[-1].strip()
+
+
+def run_pipeline(pipeline: str, url: str, work: Path, extra: list[str]) -> dict:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.examon_pipelines",
+            pipeline,
+            "--url",
+            url,
+            "--out",
+            str(work / pipeline),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{pipeline} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def examon_workload(
+    name: str, nodes: int, interval: int, repeat: int, with_reference: bool
+) -> dict:
+    with tempfile.TemporaryDirectory(prefix="dxt-bench-") as tmp:
+        work = Path(tmp)
+        catalog = work / "catalog.csv"
+        catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+        sim, url = start_simulator(catalog, nodes, interval)
+        try:
+            results: dict[str, list[dict]] = {}
+            pipelines = ["ours", "floor"] + (["reference"] if with_reference else [])
+            ours_csv = work / "ours/examon/ipmi_pub/ambient/2020-03-10.csv.gz"
+            for pipeline in pipelines:
+                extra = ["--csv-gz", str(ours_csv)] if pipeline == "floor" else []
+                run_pipeline(pipeline, url, work, extra)  # warm-up (fills the server cache)
+                results[pipeline] = [
+                    run_pipeline(pipeline, url, work, extra) for _ in range(repeat)
+                ]
+        finally:
+            sim.terminate()
+            sim.wait(10)
+    summary: dict[str, dict] = {}
+    for pipeline, runs in results.items():
+        secs = statistics.median(r["seconds"] for r in runs)
+        points = runs[0]["points"]
+        summary[pipeline] = {
+            "points": points,
+            "seconds": round(secs, 3),
+            "points_per_s": round(points / secs),
+            "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs), 1),
+            "output_bytes": runs[0]["bytes"],
+            "runs": runs,
+        }
+    ours = summary["ours"]
+    ratios = {"ours_vs_floor_time": round(ours["seconds"] / summary["floor"]["seconds"], 2)}
+    if "reference" in summary:
+        ref = summary["reference"]
+        ratios["speedup_vs_reference"] = round(ref["seconds"] / ours["seconds"], 1)
+        ratios["bytes_vs_reference"] = round(ours["output_bytes"] / ref["output_bytes"], 3)
+    return {
+        "workload": name,
+        "nodes": nodes,
+        "interval_s": interval,
+        "pipelines": summary,
+        "ratios": ratios,
+    }
+
+
+def print_result(res: dict) -> None:
+    print(f"\n{res['workload']}: {res['nodes']} nodes x {res['interval_s']} s sampling, one day")
+    print(
+        f"  {'pipeline':<10} {'points':>10} {'seconds':>8} {'points/s':>11} "
+        f"{'peak RSS MB':>11} {'output bytes':>13}"
+    )
+    for name, s in res["pipelines"].items():
+        print(
+            f"  {name:<10} {s['points']:>10} {s['seconds']:>8.3f} {s['points_per_s']:>11} "
+            f"{s['peak_rss_mb']:>11.1f} {s['output_bytes']:>13}"
+        )
+    print("  ratios: " + ", ".join(f"{k}={v}" for k, v in res["ratios"].items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--size", choices=sorted(SIZES), default="full")
+    p.add_argument(
+        "--workloads", default="examon,examon10x", help="comma-separated (default %(default)s)"
+    )
+    p.add_argument("--repeat", type=int, default=3, help="measured runs per pipeline")
+    p.add_argument(
+        "--no-reference-10x",
+        action="store_true",
+        help="skip the (slow, memory-hungry) reference pipeline at 10x",
+    )
+    p.add_argument("--out", default="benchmarks/results/latest.json")
+    a = p.parse_args(argv)
+    results = []
+    for w in a.workloads.split(","):
+        if w not in SIZES[a.size]:
+            raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
+        nodes, interval = SIZES[a.size][w]
+        t0 = time.monotonic()
+        res = examon_workload(
+            w,
+            nodes,
+            interval,
+            a.repeat,
+            with_reference=not (w == "examon10x" and a.no_reference_10x),
+        )
+        res["wall_s"] = round(time.monotonic() - t0, 1)
+        print_result(res)
+        results.append(res)
+    if {"examon", "examon10x"} <= {r["workload"] for r in results}:
+        one, ten = (next(r for r in results if r["workload"] == w) for w in ("examon", "examon10x"))
+        growth = ten["pipelines"]["ours"]["peak_rss_mb"] / one["pipelines"]["ours"]["peak_rss_mb"]
+        print(f"\npeak RSS growth of ours, 10x data: {growth:.2f}x")
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "size": a.size,
+                "machine": platform.platform(),
+                "python": platform.python_version(),
+                "results": results,
+            },
+            indent=2,
+        )
+    )
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
