@@ -61,7 +61,7 @@ def run_reference(url: str, entry: CatalogEntry, day: dt.date, out: Path) -> dic
     import pandas as pd
 
     t0 = time.perf_counter()
-    body, keys = _day_query(url, entry, day)
+    body, _keys = _day_query(url, entry, day)
     doc = httpx.post(f"{url}/api/v1/datapoints/query", json=body, timeout=600).json()
     rows = []
     for res in doc["queries"][0]["results"]:
