@@ -1,0 +1,33 @@
+"""The benchmark suite runs end to end at its tiny size (a smoke test: no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.perf
+
+
+def test_benchmarks_run_at_tiny_size(tmp_path):
+    out_file = tmp_path / "bench.json"
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--size", "tiny", "--repeat", "1",
+         "--workloads", "examon", "--out", str(out_file)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "speedup_vs_reference" in out.stdout
+    doc = json.loads(out_file.read_text())
+    res = doc["results"][0]
+    pipes = res["pipelines"]
+    assert set(pipes) == {"ours", "floor", "reference"}
+    # the three pipelines archived the same day: same number of points
+    assert pipes["ours"]["points"] == pipes["reference"]["points"] == pipes["floor"]["points"]
+    assert pipes["ours"]["points"] == 4 * 4320
+    for p in pipes.values():
+        assert p["seconds"] > 0 and p["peak_rss_mb"] > 0 and p["output_bytes"] > 0
