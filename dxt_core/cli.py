@@ -258,7 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
     e.add_argument("--timeout", type=float, default=120.0, help="HTTP read timeout, seconds")
     e.add_argument("--window-s", type=int, default=900, help="first query window, seconds")
-    e.add_argument("--min-window-s", type=int, default=60, help="smallest split window, seconds")
+    e.add_argument(
+        "--min-window-s",
+        type=int,
+        default=300,
+        help="smallest split window and row block, seconds (default 300)",
+    )
     e.add_argument("--target-points", type=int, default=100_000, help="points per query")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_examon)

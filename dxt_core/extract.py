@@ -16,6 +16,7 @@ from dxt_core.archive import Archive, DayKey, atomic_file
 from dxt_core.catalog import CatalogEntry
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
+from dxt_core.prefetch import prefetched
 from dxt_core.sources.kairosdb import KairosDBSource
 from dxt_core.windows import day_window, from_ms
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
@@ -107,9 +108,14 @@ def archive_examon_day(
         schema = source.schema(entry, window, stats)
         if schema.tag_keys:
             with atomic_file(target) as fh:
-                writer = GzipCsvWriter(fh, source.tz)
+                writer = GzipCsvWriter(
+                    fh,
+                    source.tz,
+                    block_ms=source.windows.min_s * 1000,
+                    origin_ms=window.start_ms,
+                )
                 writer.open(schema)
-                for batch in source.iter_batches(entry, window, schema, stats):
+                for batch in prefetched(source.iter_batches(entry, window, schema, stats)):
                     writer.write_batch(batch)
                 res = writer.close()
             if res.rows == 0:

@@ -16,9 +16,23 @@ pytestmark = pytest.mark.perf
 def test_benchmarks_run_at_tiny_size(tmp_path):
     out_file = tmp_path / "bench.json"
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--size", "tiny", "--repeat", "1",
-         "--workloads", "examon", "--out", str(out_file)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--size",
+            "tiny",
+            "--repeat",
+            "1",
+            "--workloads",
+            "examon",
+            "--out",
+            str(out_file),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "speedup_vs_reference" in out.stdout

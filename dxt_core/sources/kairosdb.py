@@ -46,13 +46,15 @@ class WindowPolicy:
     Attributes:
         initial_s: length of the first query window.
         target_points: aim for this many points per query (bounds memory per window).
-        min_s: never split below this; a refusal at this size is an error.
+        min_s: never split below this; a refusal at this size is an error. Every window
+            is a whole number of ``min_s`` blocks from the day start, and the writers group
+            rows by these blocks, so the files do not depend on how a day was windowed.
         max_s: never query more than this at once.
     """
 
     initial_s: int = 900
     target_points: int = 100_000
-    min_s: int = 60
+    min_s: int = 300
     max_s: int = 86_400 + 3600
 
     def __post_init__(self) -> None:
@@ -241,7 +243,7 @@ class KairosDBSource:
         pol = self.windows
         min_ms, max_ms = pol.min_s * 1000, pol.max_s * 1000
         cursor, end = window.start_ms, window.end_ms
-        size = pol.initial_s * 1000
+        size = _blocks(pol.initial_s * 1000, min_ms)
         cap = max_ms  # lowered on each refusal so that refused sizes are not tried again
         while cursor < end:
             stop = min(cursor + size, end)
@@ -255,7 +257,7 @@ class KairosDBSource:
                         url=exc.url,
                         status=exc.status,
                     ) from exc
-                size = max(min_ms, (stop - cursor) // 2)
+                size = _blocks((stop - cursor) // 2, min_ms)
                 cap = size
                 stats.splits += 1
                 log.info(
@@ -266,7 +268,9 @@ class KairosDBSource:
                 )
                 continue
             yield batch
-            size = next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap)
+            size = _blocks(
+                next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap), min_ms
+            )
             cursor = stop
 
     # -- job tables ------------------------------------------------------------------------
@@ -303,6 +307,11 @@ class KairosDBSource:
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
+
+
+def _blocks(size_ms: int, block_ms: int) -> int:
+    """``size_ms`` rounded down to a whole number of blocks, at least one."""
+    return max(block_ms, size_ms // block_ms * block_ms)
 
 
 def _results(doc: Any, url: str) -> list[dict[str, Any]]:

@@ -228,7 +228,7 @@ def test_refused_windows_are_split_and_stitched_in_order(examon_sim, tmp_path):
         ref = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path / "a")).path.read_bytes()
     examon_sim.faults(max_points=300)  # 4 nodes x 75 samples = 25 min
     try:
-        with source(examon_sim.url, windows=WindowPolicy(initial_s=86_400, min_s=60)) as src:
+        with source(examon_sim.url, windows=WindowPolicy(initial_s=86_400)) as src:
             rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path / "b"))
     finally:
         examon_sim.reset_faults()

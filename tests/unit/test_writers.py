@@ -15,9 +15,9 @@ from dxt_core.writers import GzipCsvTableWriter, GzipCsvWriter, GzipStream, Time
 ROME = ZoneInfo("Europe/Rome")
 
 
-def _write(batches, schema, backend=None, level=None) -> tuple[bytes, object]:
+def _write(batches, schema, backend=None, level=None, origin=0) -> tuple[bytes, object]:
     buf = io.BytesIO()
-    w = GzipCsvWriter(buf, ROME, gzip_backend=backend, gzip_level=level)
+    w = GzipCsvWriter(buf, ROME, gzip_backend=backend, gzip_level=level, origin_ms=origin)
     w.open(schema)
     for b in batches:
         w.write_batch(b)
@@ -49,10 +49,10 @@ def test_rows_parse_back_exactly_with_csv_module():
     rows = list(csv.reader(io.StringIO(gzip.decompress(data).decode())))
     assert rows[0] == ["timestamp", "value", "name", "node", "state"]
     assert rows[1] == ["2020-03-09T00:00:00.000+01:00", "1.5", "state", "r1n01", "0"]
-    # time-major: both series at t0, then both at t0 + 20 s
-    assert rows[2][1] == 'CRITICAL - load 9,1 "high"'
-    assert rows[2][3] == 'r1n02,"x"'
-    assert rows[3] == ["2020-03-09T00:00:20.000+01:00", "2", "state", "r1n01", "0"]
+    # one block: series by series, by time within a series
+    assert rows[2] == ["2020-03-09T00:00:20.000+01:00", "2", "state", "r1n01", "0"]
+    assert rows[3][1] == 'CRITICAL - load 9,1 "high"'
+    assert rows[3][3] == 'r1n02,"x"'
     assert rows[4][1] == "line\nbreak"
     assert res.rows == 4 and res.first_ms == t0 and res.last_ms == t0 + 20_000
     assert res.sha256 == hashlib.sha256(data).hexdigest()
@@ -83,7 +83,7 @@ def test_pandas_reads_the_file(tmp_path):
     assert len(df) == 4
     assert str(df["timestamp"].dt.tz) == "UTC+01:00"
     assert df["value"].tolist()[0] == "1.5"  # mixed column stays text
-    assert df["node"].tolist() == ["r1n01", 'r1n02,"x"', "r1n01", 'r1n02,"x"']
+    assert df["node"].tolist() == ["r1n01", "r1n01", 'r1n02,"x"', 'r1n02,"x"']
 
 
 def test_bytes_do_not_depend_on_how_the_day_was_windowed():
@@ -109,9 +109,16 @@ def test_bytes_do_not_depend_on_how_the_day_was_windowed():
             )
         return out
 
-    whole, _ = _write(batches([t0, t0 + 3_600_000]), schema)
-    split, _ = _write(batches([t0, t0 + 1_000_000, t0 + 1_234_567, t0 + 3_600_000]), schema)
+    # query windows are whole 300 s blocks from the day start (origin)
+    whole, _ = _write(batches([t0, t0 + 3_600_000]), schema, origin=t0)
+    split, _ = _write(
+        batches([t0, t0 + 600_000, t0 + 2_100_000, t0 + 3_600_000]), schema, origin=t0
+    )
     assert whole == split
+    rows = list(csv.reader(io.StringIO(gzip.decompress(whole).decode())))[1:]
+    # within the first block (15 samples of each series): a, then b, then c
+    assert [r[3] for r in rows[:45]] == ["a"] * 15 + ["b"] * 15 + ["c"] * 15
+    assert len(rows) == 540
 
 
 def test_timestamp_offsets_follow_dst():
