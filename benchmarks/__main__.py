@@ -87,7 +87,9 @@ def examon_workload(
         sim, url = start_simulator(catalog, nodes, interval)
         try:
             results: dict[str, list[dict]] = {}
-            pipelines = ["ours", "floor"] + (["reference"] if with_reference else [])
+            pipelines = ["ours", "ours_parquet", "floor"] + (
+                ["reference"] if with_reference else []
+            )
             ours_csv = work / "ours/examon/ipmi_pub/ambient/2020-03-10.csv.gz"
             for pipeline in pipelines:
                 extra = ["--csv-gz", str(ours_csv)] if pipeline == "floor" else []

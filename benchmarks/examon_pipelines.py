@@ -2,6 +2,7 @@
 
 Pipelines:
   ours       dxt_core.archive_examon_day: windows, streaming writer, atomic commit.
+  ours_parquet  the same, writing Parquet (zstd) instead of gzip CSV.
   reference  the seed's approach, faithfully: the whole day in one query, JSON -> a list of
              row dicts -> pandas DataFrame -> to_csv(compression="gzip") with pandas' defaults.
   floor      only what no pipeline can avoid: fetch and decode the same day, and compress the
@@ -32,10 +33,10 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_ours(url: str, entry: CatalogEntry, day: dt.date, out: Path) -> dict:
+def run_ours(url: str, entry: CatalogEntry, day: dt.date, out: Path, fmt: str = "csv") -> dict:
     t0 = time.perf_counter()
     with KairosDBSource(ExamonConnection(url=url)) as src:
-        rep = archive_examon_day(src, entry, day, Archive(out))
+        rep = archive_examon_day(src, entry, day, Archive(out), fmt=fmt)
     return {
         "seconds": time.perf_counter() - t0,
         "points": rep.rows,
@@ -109,7 +110,7 @@ def run_floor(url: str, entry: CatalogEntry, day: dt.date, out: Path, csv_gz: Pa
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("pipeline", choices=["ours", "reference", "floor"])
+    p.add_argument("pipeline", choices=["ours", "ours_parquet", "reference", "floor"])
     p.add_argument("--url", required=True)
     p.add_argument("--metric", default="ambient")
     p.add_argument("--plugin", default="ipmi_pub")
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     if a.pipeline == "ours":
         res = run_ours(a.url, entry, day, out)
+    elif a.pipeline == "ours_parquet":
+        res = run_ours(a.url, entry, day, out, fmt="parquet")
     elif a.pipeline == "reference":
         res = run_reference(a.url, entry, day, out)
     else:

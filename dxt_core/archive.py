@@ -5,7 +5,9 @@ Layout: ``<root>/<source>/<part>/.../<YYYY-MM-DD>.<ext>`` with a manifest
 name in the same directory and renamed into place only when complete, so a crash never leaves
 a partial file under a final name. The manifest is written last: a day counts as archived only
 when its manifest exists, and a manifest with ``"status": "empty"`` records a day that was
-fetched and held no data (distinct from a day never fetched).
+fetched and held no data (distinct from a day never fetched). In Hive-partitioned layouts
+(``plugin=<p>/metric=<m>``, used for Parquet) manifests are named
+``_<YYYY-MM-DD>.manifest.json`` so that dataset readers skip them.
 """
 
 from __future__ import annotations
@@ -96,7 +98,10 @@ class Archive:
         return self.directory(key) / f"{key.day.isoformat()}.{extension}"
 
     def manifest_path(self, key: DayKey) -> Path:
-        return self.directory(key) / f"{key.day.isoformat()}{MANIFEST_SUFFIX}"
+        # In Hive-partitioned layouts (Parquet) the manifest starts with "_", which Arrow,
+        # pandas, Spark and DuckDB's directory readers skip as metadata.
+        prefix = "_" if any("=" in p for p in key.parts) else ""
+        return self.directory(key) / f"{prefix}{key.day.isoformat()}{MANIFEST_SUFFIX}"
 
     def begin(self, key: DayKey) -> None:
         """Forget the previous record of ``key`` before rewriting it.

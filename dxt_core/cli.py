@@ -17,7 +17,7 @@ from dxt_core._version import __version__
 from dxt_core.archive import Archive, coverage
 from dxt_core.catalog import CatalogEntry, ExamonOptions, load_catalog, select
 from dxt_core.errors import ConfigError, DxtError
-from dxt_core.extract import DayReport, archive_examon_day
+from dxt_core.extract import FORMATS, DayReport, archive_examon_day, examon_parts
 from dxt_core.http import RetryPolicy
 from dxt_core.sources.kairosdb import ExamonConnection, KairosDBSource, WindowPolicy
 from dxt_core.windows import DEFAULT_TIME_ZONE, days, parse_day
@@ -94,7 +94,7 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
         with KairosDBSource(
             conn, options=options, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
         ) as src:
-            return archive_examon_day(src, entry, day, archive)
+            return archive_examon_day(src, entry, day, archive, fmt=args.format)
 
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
         futures = {pool.submit(run, e, d): (e, d) for e, d in jobs}
@@ -124,7 +124,11 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
     rows = coverage(
-        archive, "examon", [(e.plugin, e.metric) for e in entries], day_list, verify=args.verify
+        archive,
+        "examon",
+        [examon_parts(e, args.format) for e in entries],
+        day_list,
+        verify=args.verify,
     )
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
@@ -136,8 +140,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                     "counts": counts,
                     "rows": [
                         {
-                            "plugin": r.parts[0],
-                            "metric": r.parts[1],
+                            "plugin": r.parts[0].removeprefix("plugin="),
+                            "metric": r.parts[1].removeprefix("metric="),
                             "day": r.day.isoformat(),
                             "status": r.status,
                             "detail": r.detail,
@@ -254,6 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--tz", default=DEFAULT_TIME_ZONE, help="time zone of days (default %(default)s)"
     )
     e.add_argument("--archive", required=True, help="archive root directory")
+    e.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="csv",
+        help="csv: <plugin>/<metric>/<day>.csv.gz (default); parquet: Hive partitions "
+        "plugin=<p>/metric=<m>/<day>.parquet, zstd",
+    )
     e.add_argument("--workers", type=int, default=4, help="parallel metric-days (default 4)")
     e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
     e.add_argument("--timeout", type=float, default=120.0, help="HTTP read timeout, seconds")
@@ -279,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--start-day", required=True)
     c.add_argument("--end-day", required=True)
     c.add_argument("--verify", action="store_true", help="also check every file's sha256")
+    c.add_argument("--format", choices=FORMATS, default="csv", help="archive format (csv)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete metrics too")
     c.add_argument("--dag-id", default="dxt_examon", help="DAG named in the refill commands")

@@ -19,12 +19,22 @@ from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
 from dxt_core.sources.kairosdb import KairosDBSource
 from dxt_core.windows import day_window, from_ms
+from dxt_core.writers.base import SeriesWriter
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
+from dxt_core.writers.parquet import ParquetSeriesWriter, write_records_parquet
 
 log = logging.getLogger("dxt_core.extract")
 
-Format = Literal["csv"]
-FORMATS: tuple[str, ...] = ("csv",)
+Format = Literal["csv", "parquet"]
+FORMATS: tuple[str, ...] = ("csv", "parquet")
+
+
+def examon_parts(entry: CatalogEntry, fmt: str = "csv") -> tuple[str, str]:
+    """Archive directories of a metric: ``<plugin>/<metric>`` for CSV (dxt_examon's
+    layout), Hive partitions ``plugin=<p>/metric=<m>`` for Parquet (M100 ExaData's)."""
+    if fmt == "parquet":
+        return (f"plugin={entry.plugin}", f"metric={entry.metric}")
+    return (entry.plugin, entry.metric)
 
 
 @dataclass
@@ -77,11 +87,11 @@ def archive_examon_day(
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
     t0 = time.perf_counter()
-    key = DayKey("examon", (entry.plugin, entry.metric), day)
+    key = DayKey("examon", examon_parts(entry, fmt), day)
     window = day_window(day, source.tz)
     stats = RequestStats()
     archive.begin(key)
-    ext = GzipCsvWriter.extension
+    ext = ParquetSeriesWriter.extension if fmt == "parquet" else GzipCsvWriter.extension
     target = archive.data_path(key, ext)
     query_doc = {
         "start": window.start.astimezone(source.tz).isoformat(),
@@ -102,18 +112,23 @@ def archive_examon_day(
         records = source.fetch_jobs(entry.metric, window, stats)
         if records:
             with atomic_file(target) as fh:
-                res = GzipCsvTableWriter(fh).write_all(records)
+                if fmt == "parquet":
+                    res = write_records_parquet(fh, records)
+                else:
+                    res = GzipCsvTableWriter(fh).write_all(records)
         base["job_table"] = True
     else:
         schema = source.schema(entry, window, stats)
         if schema.tag_keys:
             with atomic_file(target) as fh:
-                writer = GzipCsvWriter(
-                    fh,
-                    source.tz,
-                    block_ms=source.windows.min_s * 1000,
-                    origin_ms=window.start_ms,
-                )
+                block_ms = source.windows.min_s * 1000
+                writer: SeriesWriter
+                if fmt == "parquet":
+                    writer = ParquetSeriesWriter(fh, block_ms=block_ms, origin_ms=window.start_ms)
+                else:
+                    writer = GzipCsvWriter(
+                        fh, source.tz, block_ms=block_ms, origin_ms=window.start_ms
+                    )
                 writer.open(schema)
                 for batch in prefetched(source.iter_batches(entry, window, schema, stats)):
                     writer.write_batch(batch)

@@ -39,7 +39,7 @@ def test_benchmarks_run_at_tiny_size(tmp_path):
     doc = json.loads(out_file.read_text())
     res = doc["results"][0]
     pipes = res["pipelines"]
-    assert set(pipes) == {"ours", "floor", "reference"}
+    assert set(pipes) == {"ours", "ours_parquet", "floor", "reference"}
     # the three pipelines archived the same day: same number of points
     assert pipes["ours"]["points"] == pipes["reference"]["points"] == pipes["floor"]["points"]
     assert pipes["ours"]["points"] == 4 * 4320

@@ -86,5 +86,6 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
             source.conn.safe_url,
             archive.root,
         )
-        report = archive_examon_day(source, catalog_entry, day, archive)
+        fmt = os.environ.get("DXT_EXAMON_FORMAT", "csv")
+        report = archive_examon_day(source, catalog_entry, day, archive, fmt=fmt)
     return report.as_dict()

@@ -10,7 +10,6 @@ rather than through ``datetime`` for every point.
 from __future__ import annotations
 
 import datetime as dt
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO
 from zoneinfo import ZoneInfo
@@ -18,7 +17,7 @@ from zoneinfo import ZoneInfo
 import orjson
 
 from dxt_core.errors import ArchiveError
-from dxt_core.records import Point, Record, SeriesBatch, SeriesSchema
+from dxt_core.records import Point, Record, SeriesBatch, SeriesSchema, block_slices
 from dxt_core.writers.base import SeriesWriter, WriteResult
 from dxt_core.writers.compress import Backend, GzipStream
 
@@ -143,16 +142,12 @@ class GzipCsvWriter(SeriesWriter):
             raise ArchiveError("GzipCsvWriter.write_batch called before open()")
         fmt = self._fmt
         res = self._result
-        origin, block = self._origin_ms, self._block_ms
-        first_block = (batch.start_ms - origin) // block
-        last_block = -((origin - batch.end_ms) // block)  # ceiling division
-        edges = [origin + i * block for i in range(first_block + 1, last_block)]
-        per_series: list[tuple[list[str], list[int]]] = []
-        rows = 0
-        for series in batch.series:
+        kept, cuts = block_slices(batch, self._origin_ms, self._block_ms)
+        if not kept:
+            return
+        per_series: list[list[str]] = []
+        for series in kept:
             points = series.points
-            if not points:
-                continue
             suffix = (
                 ","
                 + csv_field(series.name)
@@ -165,24 +160,20 @@ class GzipCsvWriter(SeriesWriter):
                 lines = [f"{hit(p[0]) or fmt(p[0])},{p[1]}{suffix}" for p in points]
             else:
                 lines = [f"{hit(p[0]) or fmt(p[0])},{_value_field(p[1])}{suffix}" for p in points]
-            ts = [p[0] for p in points]
-            cuts = [0, *(bisect_left(ts, e) for e in edges), len(ts)]
-            per_series.append((lines, cuts))
-            rows += len(points)
-            if res.first_ms is None or ts[0] < res.first_ms:
-                res.first_ms = ts[0]
-            if res.last_ms is None or ts[-1] > res.last_ms:
-                res.last_ms = ts[-1]
-        if not rows:
-            return
+            per_series.append(lines)
+            res.rows += len(points)
+            first, last = points[0][0], points[-1][0]
+            if res.first_ms is None or first < res.first_ms:
+                res.first_ms = first
+            if res.last_ms is None or last > res.last_ms:
+                res.last_ms = last
         parts: list[str] = []
-        for b_i in range(len(edges) + 1):
-            for lines, cuts in per_series:
-                lo, hi = cuts[b_i], cuts[b_i + 1]
+        for b_i in range(len(cuts[0]) - 1):
+            for lines, c in zip(per_series, cuts, strict=True):
+                lo, hi = c[b_i], c[b_i + 1]
                 if hi > lo:
                     parts.append("".join(lines[lo:hi]))
         self._gz.write("".join(parts).encode())
-        res.rows += rows
 
     def close(self) -> WriteResult:
         self._result.sha256 = self._gz.close()

@@ -1,0 +1,226 @@
+"""Parquet in the M100 ExaData style: zstd, ``timestamp`` in UTC milliseconds, ``value`` typed
+per metric (float64, int64 or string), ``name`` and tag columns dictionary-encoded.
+
+Rows come in the same block order as the CSV writer, and row groups cover fixed spans of
+time (an hour from the day start by default), buffered as compact Arrow columns: a file's
+bytes do not depend on how the day was cut into query windows, and memory stays bounded by
+a window plus one span of Arrow data.
+The archive lays these files out as Hive partitions
+(``examon/plugin=<p>/metric=<m>/<YYYY-MM-DD>.parquet``) that DuckDB and pandas read as one
+dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, BinaryIO
+
+from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.records import SeriesBatch, SeriesSchema, block_slices
+from dxt_core.writers.base import SeriesWriter, WriteResult
+from dxt_core.writers.csv_gzip import DEFAULT_BLOCK_MS
+
+
+class _HashingFile:
+    """Write-through file wrapper that counts and hashes what Parquet writes."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self.sha = hashlib.sha256()
+        self.bytes = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        b = bytes(data)
+        self._out.write(b)
+        self.sha.update(b)
+        self.bytes += len(b)
+        return len(b)
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def close(self) -> None:  # the archive owns the real file
+        self.closed = True
+
+
+def _value_type(batch: SeriesBatch) -> str:
+    kinds = {type(p[1]) for s in batch.series for p in s.points}
+    if str in kinds or not kinds <= {int, float, bool}:
+        return "string"
+    return "double" if float in kinds else "int64"
+
+
+class ParquetSeriesWriter(SeriesWriter):
+    """Writes one metric-day as Parquet (needs the ``pyarrow`` package)."""
+
+    extension = "parquet"
+
+    def __init__(
+        self,
+        out: BinaryIO,
+        block_ms: int = DEFAULT_BLOCK_MS,
+        origin_ms: int = 0,
+        compression: str = "zstd",
+        row_group_ms: int = 3_600_000,
+    ) -> None:
+        super().__init__(out)
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(
+                "Parquet output needs pyarrow: pip install 'dxt-archive[parquet]'"
+            ) from exc
+        self._file = _HashingFile(out)
+        self._block_ms, self._origin_ms = block_ms, origin_ms
+        self._compression = compression
+        self._schema: SeriesSchema | None = None
+        self._writer: Any = None
+        self._arrow_schema: Any = None
+        self._value_type = ""
+        self._result = WriteResult()
+        if row_group_ms % block_ms:
+            raise ConfigError("row_group_ms must be a whole number of blocks")
+        self._span_ms = row_group_ms
+        self._pending: list[Any] = []
+        self._pending_span: int | None = None
+
+    def open(self, schema: SeriesSchema) -> None:
+        self._schema = schema
+        self._result.columns = list(schema.columns)
+
+    def _start(self, value_type: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        assert self._schema is not None
+        vt = {"double": pa.float64(), "int64": pa.int64(), "string": pa.string()}[value_type]
+        fields = [
+            pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
+            pa.field("value", vt),
+            pa.field("name", pa.dictionary(pa.int32(), pa.string())),
+            *(pa.field(k, pa.dictionary(pa.int32(), pa.string())) for k in self._schema.tag_keys),
+        ]
+        self._arrow_schema = pa.schema(fields)
+        self._value_type = value_type
+        self._writer = pq.ParquetWriter(
+            self._file, self._arrow_schema, compression=self._compression, use_dictionary=True
+        )
+
+    def write_batch(self, batch: SeriesBatch) -> None:
+        import pyarrow as pa
+
+        schema = self._schema
+        if schema is None:
+            raise ArchiveError("ParquetSeriesWriter.write_batch called before open()")
+        kept, cuts = block_slices(batch, self._origin_ms, self._block_ms)
+        if not kept:
+            return
+        if self._writer is None:
+            self._start(_value_type(batch))
+        ts: list[int] = []
+        values: list[Any] = []
+        names: list[str] = []
+        tags: dict[str, list[str]] = {k: [] for k in schema.tag_keys}
+        first_block = (batch.start_ms - self._origin_ms) // self._block_ms
+        per_span = self._span_ms // self._block_ms
+        spans: list[tuple[int, int]] = []  # (span index, rows) runs, in row order
+        for b_i in range(len(cuts[0]) - 1):
+            span = (first_block + b_i) // per_span
+            if not spans or spans[-1][0] != span:
+                spans.append((span, 0))
+            before = len(ts)
+            for series, c in zip(kept, cuts, strict=True):
+                lo, hi = c[b_i], c[b_i + 1]
+                if hi <= lo:
+                    continue
+                chunk = series.points[lo:hi]
+                ts += [p[0] for p in chunk]
+                values += [p[1] for p in chunk]
+                n = hi - lo
+                names += [series.name] * n
+                for k in schema.tag_keys:
+                    tags[k] += [series.tags.get(k, "")] * n
+            spans[-1] = (span, spans[-1][1] + len(ts) - before)
+        if self._value_type == "string":
+            values = [None if v is None else str(v) for v in values]
+        try:
+            columns = [
+                pa.array(ts, pa.timestamp("ms", tz="UTC")),
+                pa.array(values, self._arrow_schema.field("value").type),
+                pa.array(names).dictionary_encode(),
+                *(pa.array(tags[k]).dictionary_encode() for k in schema.tag_keys),
+            ]
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ArchiveError(
+                f"{schema.name}: values changed type during the day ({exc}); the file started "
+                f"as {self._value_type}. Archive this metric as CSV (--format csv)"
+            ) from exc
+        table = pa.Table.from_arrays(columns, schema=self._arrow_schema)
+        offset = 0
+        for span, n in spans:
+            if n == 0:
+                continue
+            if self._pending_span is not None and span != self._pending_span:
+                self._flush()
+            self._pending_span = span
+            self._pending.append(table.slice(offset, n))
+            offset += n
+        res = self._result
+        res.rows += len(ts)
+        lo_ts, hi_ts = min(ts), max(ts)
+        res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
+        res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._pending:
+            # One row group per span; combine_chunks gives the same layout whatever the windows.
+            group = pa.concat_tables(self._pending).combine_chunks()
+            self._writer.write_table(group, row_group_size=max(group.num_rows, 1))
+        self._pending = []
+        self._pending_span = None
+
+    def close(self) -> WriteResult:
+        if self._writer is not None:
+            self._flush()
+            self._writer.close()
+        self._result.sha256 = self._file.sha.hexdigest()
+        self._result.bytes = self._file.bytes
+        self._result.extra = {
+            "compression": self._compression,
+            "value_type": self._value_type,
+            "row_order": f"blocks of {self._block_ms // 1000} s from the day start; "
+            "series by series within a block; by time within a series",
+        }
+        return self._result
+
+
+def write_records_parquet(out: BinaryIO, records: list[Any]) -> WriteResult:
+    """Job records as one Parquet table: union of fields, sorted; types inferred per column
+    (a column whose values disagree is stored as strings)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = sorted({k for r in records for k in r})
+    arrays = []
+    for c in columns:
+        col = [r.get(c) for r in records]
+        try:
+            arrays.append(pa.array(col))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays.append(pa.array([None if v is None else str(v) for v in col], pa.string()))
+    table = pa.Table.from_arrays(arrays, names=columns)
+    f = _HashingFile(out)
+    pq.write_table(table, f, compression="zstd")
+    return WriteResult(
+        rows=len(records),
+        columns=columns,
+        bytes=f.bytes,
+        sha256=f.sha.hexdigest(),
+        extra={"compression": "zstd"},
+    )
