@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dxt_core.simulate import spawn_examon_simulator
+
 SIZES = {
     # workload: (nodes, interval_s) per size
     "tiny": {"examon": (4, 20), "examon10x": (4, 2)},
@@ -29,30 +31,9 @@ SIZES = {
 
 
 def start_simulator(catalog: Path, nodes: int, interval: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dxt_core.simulate.examon",
-            "--port",
-            "0",
-            "--catalog",
-            str(catalog),
-            "--nodes",
-            str(nodes),
-            "--interval",
-            str(interval),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    return spawn_examon_simulator(
+        ["--catalog", str(catalog), "--nodes", str(nodes), "--interval", str(interval)]
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise SystemExit(f"simulator did not start: {line!r}")
-    return proc, line.rsplit(" ", 1)[-1].strip()
 
 
 def run_pipeline(pipeline: str, url: str, work: Path, extra: list[str]) -> dict:

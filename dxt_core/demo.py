@@ -27,6 +27,7 @@ import httpx
 from dxt_core.archive import Archive, coverage
 from dxt_core.catalog import load_catalog
 from dxt_core.errors import ConfigError, DxtError
+from dxt_core.simulate import spawn_examon_simulator
 from dxt_core.windows import days
 
 
@@ -67,33 +68,8 @@ def start_simulator(
     catalog: Path, log_path: Path, nodes: int = 8
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``dxt simulate examon`` on a free port; return the process and its URL."""
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dxt_core.simulate.examon",
-            "--port",
-            "0",
-            "--catalog",
-            str(catalog),
-            "--nodes",
-            str(nodes),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if "listening on" in line:
-            return proc, line.rsplit(" ", 1)[-1].strip()
-    proc.kill()
-    raise DxtError(f"the Examon simulator did not start; see {log_path}")
+    with log_path.open("w") as log:
+        return spawn_examon_simulator(["--catalog", str(catalog), "--nodes", str(nodes)], log)
 
 
 @contextlib.contextmanager

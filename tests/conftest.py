@@ -4,38 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from dxt_core.simulate import spawn_examon_simulator
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 class SimulatorProcess:
     def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dxt_core.simulate.examon", "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 30
-        self.url = ""
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            if "listening on" in line:
-                self.url = line.rsplit(" ", 1)[-1].strip()
-                break
-        if not self.url:
-            self.proc.kill()
-            raise RuntimeError(f"simulator did not start: {self.proc.stderr.read()}")
+        self.proc, self.url = spawn_examon_simulator(args, stderr=subprocess.PIPE)
 
     def faults(self, **changes: object) -> dict[str, object]:
         r = httpx.post(f"{self.url}/_sim/faults", json=changes, timeout=10)

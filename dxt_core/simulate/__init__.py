@@ -1,0 +1,32 @@
+"""Backend simulators, run as separate processes by the demo, the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import IO, Any
+
+from dxt_core.errors import DxtError
+
+
+def spawn_examon_simulator(
+    args: list[str], stderr: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 30
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``dxt simulate examon --port 0 ARGS`` as a process; return it and its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dxt_core.simulate.examon", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if "listening on" in line:
+            return proc, line.rsplit(" ", 1)[-1].strip()
+    proc.kill()
+    raise DxtError(f"the Examon simulator did not start (args: {' '.join(args)})")
