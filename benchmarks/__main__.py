@@ -7,6 +7,8 @@ response cache. Prints a table and writes JSON (``--out``).
 Workloads:
   examon      one Examon metric-day: 200 nodes x 4,320 samples = 864,000 points (full size)
   examon10x   the same day at 2 s sampling: 8,640,000 points
+  airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
+              airflow standalone, against the same DAG shape with no-op tasks; parse time
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from pathlib import Path
 from dxt_core.simulate import spawn_examon_simulator
 
 SIZES = {
-    # workload: (nodes, interval_s) per size
-    "tiny": {"examon": (4, 20), "examon10x": (4, 2)},
-    "full": {"examon": (200, 20), "examon10x": (200, 2)},
+    # workload: (nodes, interval_s) per size; for airflow: (metrics, None), None = all 811
+    "tiny": {"examon": (4, 20), "examon10x": (4, 2), "airflow": (20, None)},
+    "full": {"examon": (200, 20), "examon10x": (200, 2), "airflow": (None, None)},
 }
 
 
@@ -146,6 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         nodes, interval = SIZES[a.size][w]
         t0 = time.monotonic()
+        if w == "airflow":
+            from benchmarks.airflow_run import run as airflow_run
+
+            res = {"workload": "airflow", **airflow_run(nodes)}
+            res["wall_s"] = round(time.monotonic() - t0, 1)
+            print(f"\nairflow: {json.dumps(res, indent=2)}")
+            results.append(res)
+            continue
         res = examon_workload(
             w,
             nodes,
