@@ -283,8 +283,9 @@ def _summary(
     if len(files) > 6:
         print(f"  ... and {len(files) - 6} more")
     print(f"\nAirflow UI: http://127.0.0.1:{port}  (local demo: no login needed)")
+    dxt = Path(sys.executable).parent / "dxt"  # the venv's, which may not be on PATH
     print(
-        f"coverage:   dxt coverage --archive {archive_dir} --catalog {catalog} "
+        f"coverage:   {dxt} coverage --archive {archive_dir} --catalog {catalog} "
         f"--start-day {first} --end-day {last}"
     )
     if files:
