@@ -161,6 +161,7 @@ def run(metrics_limit: int | None = None) -> dict[str, Any]:
             af.wait(60)
         except subprocess.TimeoutExpired:
             os.killpg(af.pid, signal.SIGKILL)
+            af.wait(30)
         sim.terminate()
         log.close()
     ours, noop = result["dxt_examon"], result["dxt_noop"]

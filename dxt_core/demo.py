@@ -87,6 +87,7 @@ def _terminating(*procs: subprocess.Popen[Any]) -> Iterator[None]:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL) if _own_group(p) else p.kill()
+                p.wait(30)
 
 
 def _own_group(p: subprocess.Popen[Any]) -> bool:

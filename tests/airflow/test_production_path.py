@@ -137,8 +137,9 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, tmp_path):
         for p in procs:
             try:
                 p.wait(60)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # a Celery worker may take longer to drain
                 os.killpg(p.pid, signal.SIGKILL)
+                p.wait(30)
         for log in logs:
             log.close()
         sim.stop()

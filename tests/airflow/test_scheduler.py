@@ -77,6 +77,7 @@ class Stack:
                 self.proc.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
         self.log.close()
 
 
