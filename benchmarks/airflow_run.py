@@ -75,6 +75,7 @@ def run(metrics_limit: int | None = None) -> dict[str, Any]:
             "AIRFLOW_HOME": str(work / "home"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "dxt_core.airflow.sqlite.CONNECT_ARGS",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "16",
             "AIRFLOW__API__PORT": str(port),

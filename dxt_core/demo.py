@@ -117,6 +117,8 @@ def airflow_env(
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            # SQLite: wait for the writer's lock instead of failing after 5 s
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "dxt_core.airflow.sqlite.CONNECT_ARGS",
             "AIRFLOW_CONN_EXAMON_DEFAULT": json.dumps(
                 {
                     "conn_type": "http",

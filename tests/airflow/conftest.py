@@ -32,6 +32,8 @@ def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> d
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            # SQLite: wait for the writer's lock instead of failing after 5 s
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "dxt_core.airflow.sqlite.CONNECT_ARGS",
             "AIRFLOW_CONN_EXAMON_DEFAULT": json.dumps(
                 {
                     "conn_type": "http",
@@ -51,7 +53,13 @@ def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> d
 
 
 def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float = 600):
-    out = subprocess.run([AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    for _ in range(3):
+        out = subprocess.run(
+            [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+        # SQLite has one writer; the busy timeout (dxt_core.airflow.sqlite) makes this rare.
+        if "database is locked" not in out.stderr or out.returncode == 0:
+            break
     if check and out.returncode != 0:
         raise AssertionError(f"airflow {' '.join(args)} -> {out.returncode}\n{out.stderr[-4000:]}")
     return out

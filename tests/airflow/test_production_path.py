@@ -46,6 +46,7 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, tmp_path):
     sim = SimulatorProcess(["--nodes", "1", "--interval", "3600"])
     port = free_port()
     env = base_env(tmp_path / "home", tmp_path / "archive", sim.url, None)
+    env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS")  # SQLite-only arguments
     env.update(
         {
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{PG}/{pg_database}",
