@@ -35,6 +35,7 @@ __all__ = [
     "ExamonConnection",
     "ExamonOptions",
     "KairosDBSource",
+    "Kwollect",
     "PluginOptions",
     "QueryRejected",
     "RetryPolicy",
@@ -49,3 +50,12 @@ __all__ = [
     "day_window",
     "load_catalog",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Kwollect is imported on first use: DAG files and the Examon path do not pay for it.
+    if name == "Kwollect":
+        from dxt_core.kwollect import Kwollect
+
+        return Kwollect
+    raise AttributeError(f"module 'dxt_core' has no attribute {name!r}")
