@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from dxt_core._version import __version__
 from dxt_core.archive import Archive, coverage
 from dxt_core.catalog import CatalogEntry, ExamonOptions, load_catalog, select
+from dxt_core.collectd_es_cli import add_parser as add_collectd_es_parser
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.extract import FORMATS, DayReport, archive_examon_day, examon_parts
 from dxt_core.http import RetryPolicy
@@ -278,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--target-points", type=int, default=100_000, help="points per query")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_examon)
+    add_collectd_es_parser(exs)
 
     c = sub.add_parser(
         "coverage",
