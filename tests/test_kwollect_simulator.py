@@ -1,0 +1,179 @@
+"""The Kwollect simulator behaves like the real API (shared/notes/backends.md), over HTTP."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import httpx
+import pytest
+
+from tests.kwollect_sim import KwollectSimProcess
+
+pytestmark = pytest.mark.integration
+
+UTC = dt.UTC
+
+
+@pytest.fixture(scope="module")
+def sim():
+    s = KwollectSimProcess()
+    yield s
+    s.stop()
+
+
+def get(sim, path, **params):
+    return httpx.get(f"{sim.url}{path}", params=params, timeout=30)
+
+
+def ts(points):
+    return [dt.datetime.fromisoformat(p["timestamp"]) for p in points]
+
+
+def test_reference_api_catalog(sim):
+    assert [s["uid"] for s in get(sim, "/stable/sites").json()["items"]] == ["lyon", "nancy"]
+    taurus = get(sim, "/sites/lyon/clusters/taurus").json()
+    by_name = {m["name"]: m for m in taurus["metrics"]}
+    assert by_name["pdu_outlet_power_watt"]["only_for"] == ["taurus-1", "taurus-2"]
+    assert by_name["prom_node_load1"]["source"]["protocol"] == "prometheus"
+    nova = {m["name"]: m for m in get(sim, "/sites/lyon/clusters/nova").json()["metrics"]}
+    assert nova["wattmetre_power_watt"]["period"] == 1000
+    assert nova["wattmetre_power_watt"]["optional_period"] == 20
+    nodes = get(sim, "/sites/nancy/clusters/gros/nodes").json()["items"]
+    assert [n["uid"] for n in nodes] == ["gros-1", "gros-2", "gros-3", "gros-4"]
+    assert get(sim, "/sites/paris/clusters").status_code == 404
+
+
+def test_times_epoch_iso_paris_default_inclusive_and_five_minutes(sim):
+    base = {"nodes": "nova-1.lyon.grid5000.fr", "metrics": "wattmetre_power_watt"}
+    by_epoch = get(
+        sim, "/sites/lyon/metrics", start_time="1732629600", end_time="1732629610", **base
+    ).json()
+    # no offset: Europe/Paris (UTC+1 in November)
+    by_iso = get(
+        sim,
+        "/sites/lyon/metrics",
+        start_time="2024-11-26T15:00:00",
+        end_time="2024-11-26T15:00:10",
+        **base,
+    ).json()
+    assert by_epoch == by_iso and len(by_epoch) == 11
+    assert ts(by_epoch)[0] == dt.datetime(2024, 11, 26, 14, 0, tzinfo=UTC)
+    only_start = get(sim, "/sites/lyon/metrics", start_time="1732629600", **base).json()
+    assert len(only_start) == 301  # 5 minutes, both ends included
+    assert ts(only_start) == sorted(ts(only_start))
+
+
+def test_all_metrics_oldest_first_with_device_orig_labels(sim):
+    points = get(
+        sim,
+        "/sites/lyon/metrics",
+        nodes="nova-1,taurus-1",
+        start_time="1732629600",
+        end_time="1732629660",
+    ).json()
+    assert ts(points) == sorted(ts(points))
+    seen = {(p["device_id"], p["metric_id"]) for p in points}
+    assert ("taurus-1", "pdu_outlet_power_watt") in seen and (
+        "nova-1",
+        "pdu_outlet_power_watt",
+    ) not in seen
+    watt = next(p for p in points if p["metric_id"] == "wattmetre_power_watt")
+    assert watt["labels"] == {"_device_orig": ["wattmetre-nova-port1"]}
+
+
+def test_errors_for_missing_nodes_jobs_and_bad_times(sim):
+    r = get(sim, "/sites/lyon/metrics", nodes="nova-1,nova-77")
+    assert r.status_code == 400 and "nova-77" in r.json()["message"]
+    r = get(sim, "/sites/lyon/metrics", devices="nope-1")
+    assert r.status_code == 400 and "nope-1" in r.json()["message"]
+    assert get(sim, "/sites/lyon/metrics", job_id="999").status_code == 404
+    r = get(sim, "/sites/lyon/metrics", nodes="nova-1", start_time="yesterday")
+    assert r.status_code == 400 and "start_time" in r.json()["message"]
+
+
+def test_job_id_summary_and_as_rate(sim):
+    job = get(sim, "/sites/lyon/jobs/1930000").json()
+    assert job["assigned_nodes"] == ["nova-1.lyon.grid5000.fr", "nova-2.lyon.grid5000.fr"]
+    points = get(
+        sim, "/sites/lyon/metrics", job_id="1930000", metrics="wattmetre_power_watt"
+    ).json()
+    assert {p["device_id"] for p in points} == {"nova-1", "nova-2"}
+    assert len(points) == 2 * (job["stopped_at"] - job["started_at"] + 1)
+    summary = get(
+        sim, "/sites/lyon/metrics", job_id="1930000", metrics="wattmetre_power_watt", summary="true"
+    ).json()
+    assert len(summary) == 2
+    s = summary[0]["labels"]["_summary"]
+    one = [p["value"] for p in points if p["device_id"] == summary[0]["device_id"]]
+    assert s["count"] == len(one) and s["max"] == max(one) and s["min"] == min(one)
+    assert s["mean"] == pytest.approx(sum(one) / len(one))
+    raw = get(
+        sim,
+        "/sites/lyon/metrics",
+        nodes="nova-2",
+        metrics="network_ifacein_bytes_total",
+        start_time="1732629600",
+        end_time="1732629660",
+    ).json()
+    rate = get(
+        sim,
+        "/sites/lyon/metrics",
+        nodes="nova-2",
+        metrics="network_ifacein_bytes_total",
+        start_time="1732629600",
+        end_time="1732629660",
+        as_rate="true",
+    ).json()
+    dt_s = (ts(raw)[1] - ts(raw)[0]).total_seconds()
+    assert rate[0]["value"] == pytest.approx((raw[1]["value"] - raw[0]["value"]) / dt_s)
+
+
+def test_too_much_data_answer_and_per_site_delay(sim):
+    sim.configure(max_points=100, site_delay_s={"nancy": 0.5})
+    try:
+        r = get(
+            sim,
+            "/sites/lyon/metrics",
+            nodes="nova-1",
+            start_time="1732629600",
+            end_time="1732629800",
+        )
+        assert (
+            r.status_code == 500
+            and r.json()["message"] == "Request timeout, too much data to process"
+        )
+        t = dt.datetime.now(UTC)
+        assert (
+            get(sim, "/sites/nancy/metrics", nodes="gros-1", metrics="prom_node_load1").status_code
+            == 200
+        )
+        assert (dt.datetime.now(UTC) - t).total_seconds() >= 0.5
+    finally:
+        sim.reset()
+
+
+def test_streams_a_day_of_fifty_nodes(tmp_path):
+    sim = KwollectSimProcess(["--nodes", "50"])
+    try:
+        nodes = ",".join(f"nova-{i}" for i in range(1, 51))
+        size = 0
+        with httpx.stream(
+            "GET",
+            f"{sim.url}/sites/lyon/metrics",
+            params={
+                "nodes": nodes,
+                "metrics": "wattmetre_power_watt",
+                "start_time": "2024-11-26T00:00:00",
+                "end_time": "2024-11-26T01:59:59",
+            },
+            timeout=300,
+        ) as r:
+            assert r.status_code == 200
+            tail = b""
+            for chunk in r.iter_bytes():
+                size += len(chunk)
+                tail = (tail + chunk)[-200:]
+        assert tail.endswith(b"]") and size > 50 * 7200 * 100
+        assert sim.stats()["points_served"] == 50 * 7200
+    finally:
+        sim.stop()
