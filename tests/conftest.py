@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from dxt_core.simulate import spawn_examon_simulator
+from tests.noida_fixtures import noida_es  # noqa: F401  (session fixture: noida-db)
 
 ROOT = Path(__file__).resolve().parent.parent
 
