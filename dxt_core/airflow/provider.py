@@ -21,6 +21,14 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "hook-class-name": "dxt_core.airflow.hooks.ExamonHook",
                 "connection-type": "examon",
-            }
+            },
+            {
+                "hook-class-name": "dxt_core.airflow.collectd_es.CollectdEsHook",
+                "connection-type": "collectd_es",
+            },
+            {
+                "hook-class-name": "dxt_core.airflow.kwollect.KwollectHook",
+                "connection-type": "kwollect",
+            },
         ],
     }

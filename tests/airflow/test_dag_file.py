@@ -40,7 +40,7 @@ def test_dagbag_has_no_import_errors_and_parses_fast(migrated_home, tmp_path):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["errors"] == {}
-    assert doc["dags"] == ["dxt_examon"]
+    assert "dxt_examon" in doc["dags"]  # other DAGs (dxt_kwollect, ...) have their own tests
     assert doc["tasks"] == ["archive_metric_day", "catalog", "wait_for_day_end"]
     assert doc["catchup"] is True and doc["pool"] == "examon"
     print(f"dxt_examon.py parse time: {doc['best_ms']:.1f} ms")

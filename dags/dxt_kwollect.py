@@ -1,0 +1,72 @@
+"""dxt_kwollect: archive Grid'5000 Kwollect metrics, one task per (site, metric) and day.
+
+The run of logical date D archives day D (midnight to midnight in ``DXT_KWOLLECT_TIME_ZONE``,
+Europe/Paris by default) of the configured nodes or clusters into
+``$DXT_ARCHIVE_ROOT/kwollect/<site>/<metric>/<D>.jsonl.gz`` with a manifest beside it.
+Configure with ``DXT_KWOLLECT_NODES`` / ``DXT_KWOLLECT_CLUSTERS`` / ``DXT_KWOLLECT_METRICS`` or
+a file in ``DXT_KWOLLECT_CONFIG``; the API comes from the connection ``kwollect_default``.
+
+* Backfill: ``airflow backfill create --dag-id dxt_kwollect --from-date D1 --to-date D2``.
+* Retry one failed (site, metric, day): clear its task instance.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+import pendulum
+from airflow.sdk import dag, get_current_context, task
+from airflow.timetables.interval import CronDataIntervalTimetable
+
+UTC = pendulum.timezone("UTC")
+START_DAY = os.environ.get("DXT_KWOLLECT_START_DATE", "2024-11-01")
+POOL = os.environ.get("DXT_KWOLLECT_POOL", "default_pool")
+CONN_ID = os.environ.get("DXT_KWOLLECT_CONN_ID", "kwollect_default")
+CATCHUP = os.environ.get("DXT_KWOLLECT_CATCHUP", "true").lower() in ("1", "true", "yes")
+RETRIES = int(os.environ.get("DXT_KWOLLECT_RETRIES", "2"))
+SETTLE_S = int(os.environ.get("DXT_KWOLLECT_SETTLE_SECONDS", "900"))
+
+
+@dag(
+    dag_id="dxt_kwollect",
+    # Logical date D (UTC midnight) <-> archive day D, as in dxt_examon.
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
+    start_date=pendulum.instance(datetime.fromisoformat(START_DAY), tz=UTC),
+    catchup=CATCHUP,
+    max_active_runs=int(os.environ.get("DXT_KWOLLECT_MAX_ACTIVE_RUNS", "4")),
+    default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
+    tags=["dxt", "kwollect", "grid5000"],
+    doc_md=__doc__,
+)
+def dxt_kwollect() -> None:
+    @task.sensor(poke_interval=300, timeout=3 * 86400, mode="reschedule")
+    def wait_for_day_end() -> bool:
+        from dxt_core.airflow.kwollect import day_is_over
+
+        return day_is_over(get_current_context(), SETTLE_S)
+
+    @task
+    def units() -> list[dict[str, object]]:
+        from airflow.configuration import conf
+
+        from dxt_core.airflow.kwollect import units as find_units
+
+        return find_units(CONN_ID, conf.getint("core", "max_map_length"))
+
+    @task(
+        pool=POOL,
+        map_index_template="{{ task.op_kwargs['unit']['site'] }}/"
+        "{{ task.op_kwargs['unit']['metric'] }}",
+    )
+    def archive_site_metric_day(unit: dict[str, object]) -> dict[str, object]:
+        from dxt_core.airflow.kwollect import archive_unit_day
+
+        return archive_unit_day(unit, get_current_context(), CONN_ID)
+
+    found = units()
+    wait_for_day_end() >> found
+    archive_site_metric_day.expand(unit=found)
+
+
+dxt_kwollect()
