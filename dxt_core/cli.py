@@ -209,6 +209,10 @@ def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
         from dxt_core.simulate.examon import main as sim_main
 
         return sim_main(rest)
+    if args.backend == "kwollect":
+        from dxt_core.simulate.kwollect import main as kwollect_sim_main
+
+        return kwollect_sim_main(rest)
     raise ConfigError(f"unknown simulator {args.backend!r}")
 
 
@@ -279,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--target-points", type=int, default=100_000, help="points per query")
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_examon)
+    from dxt_core.kwollect_cli import add_extract_parser as add_kwollect_parser
+
+    add_kwollect_parser(exs)
     add_collectd_es_parser(exs)
 
     c = sub.add_parser(
@@ -304,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a simulator; options after the backend name go to it "
         "(dxt simulate examon --help).",
     )
-    s.add_argument("backend", choices=["examon"])
+    s.add_argument("backend", choices=["examon", "kwollect"])
     s.set_defaults(func=None)
 
     d = sub.add_parser(
