@@ -693,3 +693,61 @@ def select_saved_hits(
                 out.append({**hit, "sort": [ts]})
         if out:
             yield out
+
+
+# --------------------------------------------------------------------------- connection fields
+
+_EXTRAS = {"index", "host_prefix", "verify_certs", "timeout"}
+
+
+def connection_from_fields(
+    *,
+    conn_id: str,
+    host: str | None,
+    port: int | None,
+    schema: str | None,
+    login: str | None,
+    password: str | None,
+    extra: Mapping[str, Any] | None,
+) -> CollectdEsConnection:
+    """A connection from an Airflow connection's fields (no Airflow import here).
+
+    ``host`` may be a bare host name or a whole ``http(s)://host:port`` URL; ``schema`` is
+    ``http`` or ``https`` (default ``http``); ``port`` defaults to 9200. Extras: ``index``,
+    ``host_prefix``, ``verify_certs``, ``timeout``.
+    """
+    extra = dict(extra or {})
+    unknown = sorted(set(extra) - _EXTRAS)
+    if unknown:
+        raise ConfigError(
+            f"connection {conn_id!r}: unknown extra field(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(sorted(_EXTRAS))}"
+        )
+    if not host:
+        raise ConfigError(f"connection {conn_id!r} has no host: set it to the Elasticsearch host")
+    if "://" in host:
+        url = host
+    else:
+        scheme = (schema or "http").lower()
+        if scheme not in ("http", "https"):
+            raise ConfigError(
+                f"connection {conn_id!r}: schema {schema!r} must be http or https "
+                "(it selects the URL scheme, not a database)"
+            )
+        url = f"{scheme}://{host}:{port or 9200}"
+    verify = extra.get("verify_certs", True)
+    if isinstance(verify, str):
+        verify = verify.strip().lower() not in ("0", "false", "no", "off")
+    try:
+        timeout = float(extra.get("timeout", 60.0))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"connection {conn_id!r}: extra 'timeout' must be seconds") from exc
+    return CollectdEsConnection(
+        url=url,
+        user=login or None,
+        password=password or None,
+        index=str(extra.get("index", DEFAULT_INDEX)),
+        host_prefix=str(extra.get("host_prefix", DEFAULT_HOST_PREFIX)),
+        verify_certs=bool(verify),
+        timeout_s=timeout,
+    )
