@@ -7,6 +7,7 @@ response cache. Prints a table and writes JSON (``--out``).
 Workloads:
   examon      one Examon metric-day: 200 nodes x 4,320 samples = 864,000 points (full size)
   examon10x   the same day at 2 s sampling: 8,640,000 points
+  kwollect    2 Grid'5000 sites x 50 nodes, wattmetre 1 s, one day, via Kwollect.backup
   airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
               airflow standalone, against the same DAG shape with no-op tasks; parse time
 """
@@ -144,10 +145,19 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     results = []
     for w in a.workloads.split(","):
-        if w not in SIZES[a.size]:
+        if w not in SIZES[a.size] and w != "kwollect":
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
-        nodes, interval = SIZES[a.size][w]
         t0 = time.monotonic()
+        if w == "kwollect":
+            from benchmarks.kwollect import kwollect_workload
+            from benchmarks.kwollect import print_result as print_kwollect
+
+            res = kwollect_workload(a.size)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
+            print_kwollect(res)
+            results.append(res)
+            continue
+        nodes, interval = SIZES[a.size][w]
         if w == "airflow":
             from benchmarks.airflow_run import run as airflow_run
 

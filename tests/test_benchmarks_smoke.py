@@ -45,3 +45,32 @@ def test_benchmarks_run_at_tiny_size(tmp_path):
     assert pipes["ours"]["points"] == 4 * 4320
     for p in pipes.values():
         assert p["seconds"] > 0 and p["peak_rss_mb"] > 0 and p["output_bytes"] > 0
+
+
+def test_kwollect_benchmark_runs_at_tiny_size(tmp_path):
+    out_file = tmp_path / "bench.json"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--size",
+            "tiny",
+            "--workloads",
+            "kwollect",
+            "--out",
+            str(out_file),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "two_sites_vs_one_site_wall" in out.stdout
+    res = json.loads(out_file.read_text())["results"][0]
+    runs = res["runs"]
+    assert runs["two_sites"]["points"] == 2 * runs["one_site"]["points"] == 2 * 3 * 3600
+    assert runs["two_sites_quarter"]["points"] == 2 * 3 * 900
+    for r in runs.values():
+        assert r["seconds"] > 0 and r["peak_rss_mb"] > 0 and r["output_bytes"] > 0
