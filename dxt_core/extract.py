@@ -126,9 +126,7 @@ def archive_examon_day(
                 if fmt == "parquet":
                     writer = ParquetSeriesWriter(fh, block_ms=block_ms, origin_ms=window.start_ms)
                 else:
-                    writer = GzipCsvWriter(
-                        fh, source.tz, block_ms=block_ms, origin_ms=window.start_ms
-                    )
+                    writer = GzipCsvWriter(fh, source.tz, origin_ms=window.start_ms)
                 writer.open(schema)
                 for batch in prefetched(source.iter_batches(entry, window, schema, stats)):
                     writer.write_batch(batch)

@@ -1,14 +1,25 @@
 """Deterministic gzip: the same input bytes always give the same output bytes.
 
 The gzip header carries no modification time and no file name (both zero), so rerunning a
-metric-day over unchanged data rewrites an identical file. ISA-L (``isal``) is used when
-installed, several times faster than zlib for the same standard gzip format; the manifest
-records which compressor wrote a file, since the two give different (equally valid) bytes.
+metric-day over unchanged data rewrites an identical file. Three compressors write standard
+gzip, best first when installed:
+
+* ``libdeflate`` (the ``deflate`` package): compresses the stream in fixed 4 MiB pieces,
+  each a gzip member (RFC 1952 allows several; ``gzip -d``, Python's ``gzip``, pandas and
+  DuckDB read them as one stream). Level 6 gives smaller files than zlib's level 6 at
+  about the speed of ISA-L, and it runs without the GIL, so compression overlaps with
+  formatting on a second core.
+* ``isal`` (ISA-L): one member, the fastest, about 15-25 % larger files.
+* ``zlib``: the standard library, always there.
+
+The manifest records which compressor and level wrote a file, since they give different
+(equally valid) bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import zlib
 from typing import Any, BinaryIO, Literal
 
@@ -20,13 +31,25 @@ try:  # pragma: no cover - depends on the installation
 except ImportError:  # pragma: no cover
     _isal_zlib = None
 
-Backend = Literal["isal", "zlib"]
+_libdeflate: Any
+try:  # pragma: no cover - depends on the installation
+    import deflate as _libdeflate
+except ImportError:  # pragma: no cover
+    _libdeflate = None
 
-#: Default levels: ISA-L level 2 compresses about as well as zlib level 6, several times faster.
-DEFAULT_LEVEL: dict[str, int] = {"isal": 2, "zlib": 6}
+Backend = Literal["libdeflate", "isal", "zlib"]
+
+#: Default levels, chosen for size close to ``gzip -9`` at a fraction of its time.
+DEFAULT_LEVEL: dict[str, int] = {"libdeflate": 6, "isal": 2, "zlib": 6}
+MAX_LEVEL: dict[str, int] = {"libdeflate": 12, "isal": 3, "zlib": 9}
+#: libdeflate compresses whole buffers: the stream is cut into members of this many input
+#: bytes, at fixed offsets, so the output does not depend on how ``write`` was called.
+MEMBER_BYTES = 4 << 20
 
 
 def default_backend() -> Backend:
+    if _libdeflate is not None:
+        return "libdeflate"
     return "isal" if _isal_zlib is not None else "zlib"
 
 
@@ -35,20 +58,37 @@ class GzipStream:
 
     def __init__(self, out: BinaryIO, backend: Backend | None = None, level: int | None = None):
         self.backend: Backend = backend or default_backend()
-        if self.backend == "isal":
+        mod: Any
+        if self.backend == "libdeflate":
+            if _libdeflate is None:
+                raise ConfigError(
+                    "gzip backend 'libdeflate' requested but the deflate package is missing: "
+                    "pip install deflate"
+                )
+        elif self.backend == "isal":
             if _isal_zlib is None:
-                raise ConfigError("gzip backend 'isal' requested but the isal package is missing")
-            mod: Any = _isal_zlib
-            max_level = 3
+                raise ConfigError(
+                    "gzip backend 'isal' requested but the isal package is missing: "
+                    "pip install isal"
+                )
+            mod = _isal_zlib
         elif self.backend == "zlib":
             mod = zlib
-            max_level = 9
         else:
-            raise ConfigError(f"unknown gzip backend {backend!r}: use 'isal' or 'zlib'")
+            raise ConfigError(
+                f"unknown gzip backend {backend!r}: use 'libdeflate', 'isal' or 'zlib'"
+            )
         self.level = DEFAULT_LEVEL[self.backend] if level is None else level
+        max_level = MAX_LEVEL[self.backend]
         if not 0 <= self.level <= max_level:
             raise ConfigError(f"gzip level for {self.backend} must be 0..{max_level}")
-        self._c = mod.compressobj(self.level, mod.DEFLATED, 31)
+        self._c = (
+            None if self.backend == "libdeflate" else mod.compressobj(self.level, mod.DEFLATED, 31)
+        )
+        self._pending = bytearray()
+        self._worker: threading.Thread | None = None
+        self._worker_out: list[bytes] = []
+        self._worker_error: list[BaseException] = []
         self._out = out
         self._sha = hashlib.sha256()
         self.raw_bytes = 0
@@ -66,9 +106,46 @@ class GzipStream:
 
     def write(self, data: bytes) -> None:
         self.raw_bytes += len(data)
-        self._emit(self._c.compress(data))
+        if self._c is not None:
+            self._emit(self._c.compress(data))
+            return
+        self._pending += data
+        while len(self._pending) >= MEMBER_BYTES:
+            piece = bytes(self._pending[:MEMBER_BYTES])
+            del self._pending[:MEMBER_BYTES]
+            self._compress_member(piece)
+
+    # libdeflate: one member per piece, compressed on a worker thread (no GIL) while the
+    # caller formats the next piece; at most one piece in flight, so memory stays bounded.
+    def _compress_member(self, piece: bytes) -> None:
+        self._join_worker()
+        out, errors, level = self._worker_out, self._worker_error, self.level
+
+        def work() -> None:
+            try:
+                out.append(_libdeflate.gzip_compress(piece, level))
+            except BaseException as exc:  # pragma: no cover - re-raised in the caller
+                errors.append(exc)
+
+        self._worker = threading.Thread(target=work, name="dxt-gzip", daemon=True)
+        self._worker.start()
+
+    def _join_worker(self) -> None:
+        if self._worker is None:
+            return
+        self._worker.join()
+        self._worker = None
+        if self._worker_error:
+            raise self._worker_error.pop()
+        self._emit(self._worker_out.pop())
 
     def close(self) -> str:
-        """Flush the member and return the sha256 of all compressed bytes."""
-        self._emit(self._c.flush())
+        """Flush what is left and return the sha256 of all compressed bytes."""
+        if self._c is not None:
+            self._emit(self._c.flush())
+        else:
+            if self._pending or self.raw_bytes == 0:  # an empty stream is one empty member
+                self._compress_member(bytes(self._pending))
+                self._pending.clear()
+            self._join_worker()
         return self._sha.hexdigest()

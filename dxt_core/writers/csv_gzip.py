@@ -26,8 +26,8 @@ _BUCKET_MS = 900_000  # every UTC-offset change since 1970 falls on a quarter ho
 _DAY_MS = 86_400_000
 _CACHE_LIMIT = 200_000
 _NEEDS_QUOTES = (",", '"', "\n", "\r")
-#: Rows are grouped in blocks of this length (the default query-window floor).
-DEFAULT_BLOCK_MS = 300_000
+#: Rows are grouped in blocks of this length: long runs of one series compress well.
+DEFAULT_BLOCK_MS = 1_800_000
 
 
 def csv_field(value: Any) -> str:
@@ -122,6 +122,9 @@ class GzipCsvWriter(SeriesWriter):
         self._origin_ms = origin_ms
         self._schema: SeriesSchema | None = None
         self._result = WriteResult()
+        # Rows of blocks that the windows seen so far have not completed, per block index:
+        # (series sort key, encoded rows) in arrival (time) order.
+        self._pending: dict[int, list[tuple[tuple[str, ...], bytes]]] = {}
 
     def open(self, schema: SeriesSchema) -> None:
         self._schema = schema
@@ -132,10 +135,11 @@ class GzipCsvWriter(SeriesWriter):
         """Append one window's rows in block order.
 
         Rows are grouped in fixed blocks of ``block_ms`` counted from ``origin_ms`` (the day
-        start); within a block, series by series (the batch's series order); within a series,
-        by time. Query windows are whole numbers of blocks, so every block lies in one window
-        and the file's bytes do not depend on how the day was cut into queries, while rows of
-        one series stay together, which gzip compresses well.
+        start); within a block, series by series (ordered by their tag values); within a
+        series, by time. A block is written once the windows have passed its end (windows
+        come in time order), so the file's bytes do not depend on how the day was cut into
+        queries, while rows of one series stay together, which gzip compresses well. Memory
+        holds at most one block's rows besides the current window.
         """
         schema = self._schema
         if schema is None:
@@ -143,15 +147,15 @@ class GzipCsvWriter(SeriesWriter):
         fmt = self._fmt
         res = self._result
         kept, cuts = block_slices(batch, self._origin_ms, self._block_ms)
-        if not kept:
-            return
-        per_series: list[list[str]] = []
-        for series in kept:
+        first_block = (batch.start_ms - self._origin_ms) // self._block_ms
+        pending = self._pending
+        for series, c in zip(kept, cuts, strict=True):
             points = series.points
+            tag_values = tuple(series.tags.get(k, "") for k in schema.tag_keys)
             suffix = (
                 ","
                 + csv_field(series.name)
-                + "".join("," + csv_field(series.tags.get(k, "")) for k in schema.tag_keys)
+                + "".join("," + csv_field(v) for v in tag_values)
                 + "\n"
             )
             # The formatter's cache is looked up inline: most timestamps repeat across series.
@@ -160,22 +164,31 @@ class GzipCsvWriter(SeriesWriter):
                 lines = [f"{hit(p[0]) or fmt(p[0])},{p[1]}{suffix}" for p in points]
             else:
                 lines = [f"{hit(p[0]) or fmt(p[0])},{_value_field(p[1])}{suffix}" for p in points]
-            per_series.append(lines)
+            key = (*tag_values, series.name)
+            for b_i in range(len(c) - 1):
+                lo, hi = c[b_i], c[b_i + 1]
+                if hi > lo:
+                    pending.setdefault(first_block + b_i, []).append(
+                        (key, "".join(lines[lo:hi]).encode())
+                    )
             res.rows += len(points)
             first, last = points[0][0], points[-1][0]
             if res.first_ms is None or first < res.first_ms:
                 res.first_ms = first
             if res.last_ms is None or last > res.last_ms:
                 res.last_ms = last
-        parts: list[str] = []
-        for b_i in range(len(cuts[0]) - 1):
-            for lines, c in zip(per_series, cuts, strict=True):
-                lo, hi = c[b_i], c[b_i + 1]
-                if hi > lo:
-                    parts.append("".join(lines[lo:hi]))
-        self._gz.write("".join(parts).encode())
+        self._flush((batch.end_ms - self._origin_ms) // self._block_ms)
+
+    def _flush(self, before_block: int | None) -> None:
+        """Write the pending blocks with an index below ``before_block`` (all if None)."""
+        done = sorted(b for b in self._pending if before_block is None or b < before_block)
+        for b in done:
+            chunks = self._pending.pop(b)
+            chunks.sort(key=lambda kc: kc[0])  # stable: one series' chunks stay in time order
+            self._gz.write(b"".join(chunk for _, chunk in chunks))
 
     def close(self) -> WriteResult:
+        self._flush(None)
         self._result.sha256 = self._gz.close()
         self._result.bytes = self._gz.bytes
         self._result.extra = {

@@ -59,7 +59,7 @@ def test_rows_parse_back_exactly_with_csv_module():
     assert res.bytes == len(data)
 
 
-@pytest.mark.parametrize("backend", ["isal", "zlib"])
+@pytest.mark.parametrize("backend", ["libdeflate", "isal", "zlib"])
 def test_output_is_deterministic_standard_gzip(backend, tmp_path):
     schema, batch, _ = _sample()
     a, _ = _write([batch], schema, backend)
@@ -109,15 +109,23 @@ def test_bytes_do_not_depend_on_how_the_day_was_windowed():
             )
         return out
 
-    # query windows are whole 300 s blocks from the day start (origin)
+    # rows come in 1800 s blocks from the day start (origin), whatever the query windows
     whole, _ = _write(batches([t0, t0 + 3_600_000]), schema, origin=t0)
-    split, _ = _write(
-        batches([t0, t0 + 600_000, t0 + 2_100_000, t0 + 3_600_000]), schema, origin=t0
-    )
-    assert whole == split
+    for cuts in (
+        [t0, t0 + 600_000, t0 + 2_100_000, t0 + 3_600_000],
+        [t0, t0 + 300_000, t0 + 1_800_000, t0 + 1_800_001, t0 + 3_000_000, t0 + 3_600_000],
+        [t0 + i * 900_000 for i in range(5)],
+    ):
+        for backend in ("libdeflate", "isal", "zlib"):
+            assert (
+                _write(batches(cuts), schema, origin=t0, backend=backend)[0]
+                == _write(batches([t0, t0 + 3_600_000]), schema, origin=t0, backend=backend)[0]
+            )
+        assert _write(batches(cuts), schema, origin=t0)[0] == whole
     rows = list(csv.reader(io.StringIO(gzip.decompress(whole).decode())))[1:]
-    # within the first block (15 samples of each series): a, then b, then c
-    assert [r[3] for r in rows[:45]] == ["a"] * 15 + ["b"] * 15 + ["c"] * 15
+    # within the first block (90 samples of each series): a, then b, then c
+    assert [r[3] for r in rows[:270]] == ["a"] * 90 + ["b"] * 90 + ["c"] * 90
+    assert [r[3] for r in rows[270:360]] == ["a"] * 90
     assert len(rows) == 540
 
 
@@ -141,6 +149,29 @@ def test_table_writer_takes_union_of_keys():
     rows = list(csv.reader(io.StringIO(gzip.decompress(buf.getvalue()).decode())))
     assert rows == [["a", "b", "c"], ["x,y", "1", ""], ["z", "", ""]]
     assert res.rows == 2
+
+
+def test_libdeflate_members_are_cut_at_fixed_offsets_and_read_as_one_stream():
+    from dxt_core.writers.compress import MEMBER_BYTES
+
+    data = bytes(range(256)) * (MEMBER_BYTES // 256 * 2 + 1000)  # two full members + a tail
+    outs = []
+    for step in (len(data), 1 << 20, 999_983):
+        buf = io.BytesIO()
+        g = GzipStream(buf, "libdeflate", 6)
+        for i in range(0, len(data), step):
+            g.write(data[i : i + step])
+        digest = g.close()
+        assert digest == hashlib.sha256(buf.getvalue()).hexdigest()
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0].count(b"\x1f\x8b\x08\x00\x00\x00\x00\x00") == 3  # 3 members, mtime 0
+    assert gzip.decompress(outs[0]) == data
+    with gzip.open(io.BytesIO(outs[0])) as fh:  # streaming readers cross members too
+        assert fh.read() == data
+    empty = io.BytesIO()
+    GzipStream(empty, "libdeflate").close()
+    assert gzip.decompress(empty.getvalue()) == b""
 
 
 def test_gzip_stream_counts_bytes():
