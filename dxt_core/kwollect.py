@@ -40,6 +40,7 @@ from dxt_core.extract import DayReport
 from dxt_core.http import RequestStats, RetryPolicy
 from dxt_core.sources.kwollect import (
     DEFAULT_API_URL,
+    DEFAULT_MAX_POINTS,
     POWER_METRICS,
     G5kNode,
     KwollectClient,
@@ -69,6 +70,9 @@ BACKUP_MANIFEST = "manifest.json"
 BACKUP_SCHEMA = "dxt-archive/kwollect-backup/1"
 BackupFormat = Literal["jsonl", "csv"]
 _BASE_COLUMNS = ("timestamp", "device_id", "metric_id", "value")
+#: A backup keeps one open gzip stream per (node, metric): ISA-L compresses as it goes with a
+#: small state per stream, where buffering backends would hold megabytes per open file.
+STREAM_BACKEND: Literal["isal"] = "isal"
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +170,7 @@ class _JsonlFile:
     extension = "jsonl.gz"
 
     def __init__(self, fh: BinaryIO) -> None:
-        self.gz = GzipStream(fh)
+        self.gz = GzipStream(fh, backend=STREAM_BACKEND)
         self.stats = _FileStats()
 
     def write(self, point: Point, line: bytes) -> None:
@@ -215,7 +219,7 @@ class _CsvFile:
 
     def close(self) -> tuple[int, str]:
         keys = sorted(self.keys)
-        gz = GzipStream(self.fh)
+        gz = GzipStream(self.fh, backend=STREAM_BACKEND)
         text = io.StringIO()
         w = csv.writer(text, lineterminator="\n")
         w.writerow([*_BASE_COLUMNS, *(f"label:{k}" for k in keys)])
@@ -282,7 +286,7 @@ class Kwollect:
         max_workers: int | None = None,
         timeout_s: float = 330.0,
         retry: RetryPolicy | None = None,
-        max_points: int = 100_000,
+        max_points: int = DEFAULT_MAX_POINTS,
         max_nodes: int = 50,
         min_window_s: float = 1.0,
         verify_tls: bool = True,
@@ -638,6 +642,7 @@ class Kwollect:
                             writer = files[key] = file_cls(fh)
                             paths[key] = path
                         writer.write(p, orjson.dumps(p) + b"\n")
+                    batch.clear()  # free this answer before the next one is fetched
                 for key, writer in sorted(files.items()):
                     size, sha = writer.close()
                     s = writer.stats
@@ -732,6 +737,7 @@ def archive_kwollect_day(
                 rows += 1
                 first = first or p["timestamp"]
                 last = p["timestamp"]
+            batch.clear()  # free this answer before the next one is fetched
         sha = gz.close()
         size = gz.bytes
     seconds = time.perf_counter() - t0

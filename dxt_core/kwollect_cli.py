@@ -9,7 +9,12 @@ import sys
 from dxt_core.archive import Archive
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.kwollect_config import DEFAULT_TIME_ZONE, KwollectArchiveConfig
-from dxt_core.sources.kwollect import DEFAULT_API_URL, KwollectClient, parse_nodes
+from dxt_core.sources.kwollect import (
+    DEFAULT_API_URL,
+    DEFAULT_MAX_POINTS,
+    KwollectClient,
+    parse_nodes,
+)
 from dxt_core.windows import days, parse_day
 
 ENV_PASSWORD = "DXT_KWOLLECT_PASSWORD"
@@ -127,7 +132,7 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
-    k.add_argument("--max-points", type=int, default=100_000, help="points per request")
+    k.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, help="points per request")
     k.add_argument("--timeout", type=float, default=330.0, help="HTTP read timeout, seconds")
     k.set_defaults(func=cmd_extract_kwollect)
 

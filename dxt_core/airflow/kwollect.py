@@ -46,7 +46,7 @@ class KwollectHook(BaseHook):
             "relabeling": {"host": "API URL or host", "login": "Grid'5000 login"},
             "placeholders": {
                 "host": "https://api.grid5000.fr/stable",
-                "extra": '{"timeout": 330, "max_points": 100000}',
+                "extra": '{"timeout": 330, "max_points": 25000}',
             },
         }
 
