@@ -10,10 +10,86 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
+
+import orjson
 
 #: One point as decoded from JSON: ``[epoch_ms, value]``; value is int, float or str.
 Point = Sequence[Any]
+
+
+#: Bytes a purely numeric JSON array of ``[ts, value]`` pairs may contain.
+_NUMERIC_JSON = b"0123456789.-+eE,[]"
+
+
+class RawPoints(Sequence[Point]):
+    """Numeric points kept as the JSON text the server sent, one ``b"ts,value"`` per point.
+
+    Most telemetry is numeric; formatting it from the server's own digits skips building two
+    Python objects per point and printing each number again (the text is the server's; it
+    reads back as the same number). Indexing parses the JSON on first use, so writers that
+    need Python values (Parquet) get them; the CSV writer reads :attr:`items` directly.
+    Timestamps are non-negative epoch ms of one width (:attr:`width` digits), so the items
+    sort by time as bytes.
+    """
+
+    __slots__ = ("_parsed", "items", "width")
+
+    def __init__(self, items: list[bytes], width: int) -> None:
+        self.items = items
+        self.width = width
+        self._parsed: list[Any] | None = None
+
+    @classmethod
+    def from_json(cls, inner: bytes) -> RawPoints | None:
+        """From the text inside a ``values`` array (``[t,v],[t,v]``), or None if it is not a
+        compact, numeric, non-negative-time array (the caller then parses it as JSON)."""
+        if len(inner) < 5 or inner[:1] != b"[" or inner[-1:] != b"]":
+            return None
+        if inner.translate(None, _NUMERIC_JSON):
+            return None  # strings, null, whitespace...: not for this fast path
+        items = inner[1:-1].split(b"],[")
+        if inner.count(b",") != 2 * len(items) - 1:
+            return None  # some pair is not exactly [ts, value]
+        width = items[0].find(b",")
+        last = items[-1]
+        if width < 1 or last.find(b",") != width:
+            return None
+        if not (items[0][:width].isdigit() and last[:width].isdigit()):
+            return None
+        return cls(items, width)
+
+    def _points(self) -> list[Any]:
+        if self._parsed is None:
+            self._parsed = orjson.loads(b"[[" + b"],[".join(self.items) + b"]]")
+        return self._parsed
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, i: int) -> Point: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Point]: ...
+    def __getitem__(self, i: int | slice) -> Point | Sequence[Point]:
+        return self._points()[i]
+
+    def __iter__(self) -> Iterator[Point]:
+        return iter(self._points())
+
+    def ts(self, i: int) -> int:
+        """The time of point ``i`` in epoch ms, without parsing the points."""
+        return int(self.items[i][: self.width])
+
+    def index_at(self, ms: int, digits: bytes | None = None) -> int:
+        """Index of the first point at or after ``ms`` (points are in time order);
+        ``digits`` is ``str(ms).encode()`` when the caller has it."""
+        if ms < 10 ** (self.width - 1):
+            return 0
+        if ms >= 10**self.width:
+            return len(self.items)
+        # b"1583796600000" sorts before b"1583796600000,1.5": equal times land at the item
+        return bisect_left(self.items, digits or str(ms).encode())
 
 
 @dataclass(slots=True)
@@ -68,13 +144,17 @@ def block_slices(
     first_block = (batch.start_ms - origin_ms) // block_ms
     last_block = -((origin_ms - batch.end_ms) // block_ms)  # ceiling division
     edges = [origin_ms + i * block_ms for i in range(first_block + 1, last_block)]
+    edge_digits = [(e, str(e).encode()) for e in edges]
     kept: list[Series] = []
     cuts: list[list[int]] = []
     for series in batch.series:
         points = series.points
         if not points:
             continue
-        ts = [p[0] for p in points]
         kept.append(series)
+        if isinstance(points, RawPoints):
+            cuts.append([0, *(points.index_at(e, d) for e, d in edge_digits), len(points)])
+            continue
+        ts = [p[0] for p in points]
         cuts.append([0, *(bisect_left(ts, e) for e in edges), len(ts)])
     return kept, cuts

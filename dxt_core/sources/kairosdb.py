@@ -18,14 +18,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from dxt_core.catalog import CatalogEntry, ExamonOptions
 from dxt_core.errors import ConfigError, SourceError, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, normalise_base_url, redact_url
-from dxt_core.records import Record, Series, SeriesBatch, SeriesSchema
+from dxt_core.records import RawPoints, Record, Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import DEFAULT_TIME_ZONE, Window, next_window_ms, zone
 
 log = logging.getLogger("dxt_core.kairosdb")
@@ -217,12 +219,31 @@ class KairosDBSource:
         """One query for ``[start_ms, end_ms)``; series ordered by their tag values."""
         body = self._body(entry, start_ms, end_ms, schema.tag_keys)
         path = self.api_path("datapoints/query", stats)
-        doc = self._http.post_json(
-            path, body, stats=stats, too_large=_too_large, timeout_is_too_large=True
+        raw = self._http.request(
+            "POST",
+            path,
+            json_body=body,
+            stats=stats,
+            too_large=_too_large,
+            timeout_is_too_large=True,
         )
+        url = self._http.url(path)
+        doc, arrays = _decode_keeping_values(raw, url)
+        results = _results(doc, url)
+        if arrays is not None and len(arrays) != len(results):
+            doc, arrays = _loads_answer(raw, url), None
+            results = _results(doc, url)
         batch = SeriesBatch(start_ms, end_ms)
-        for result in _results(doc, self._http.url(path)):
-            points = result.get("values") or []
+        for i, result in enumerate(results):
+            points: Sequence[Any]
+            if arrays is None:
+                points = result.get("values") or []
+            elif not arrays[i]:
+                continue
+            else:
+                points = RawPoints.from_json(arrays[i]) or _loads_answer(
+                    b"[" + arrays[i] + b"]", url
+                )
             if not points:
                 continue
             group = _group_tags(result)
@@ -312,6 +333,51 @@ class KairosDBSource:
 def _blocks(size_ms: int, block_ms: int) -> int:
     """``size_ms`` rounded down to a whole number of blocks, at least one."""
     return max(block_ms, size_ms // block_ms * block_ms)
+
+
+_VALUES_KEY = b'"values":['
+
+
+def _loads_answer(raw: bytes, url: str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(f"answer is not valid JSON ({exc}): {raw[:200]!r}", url=url) from exc
+
+
+def _decode_keeping_values(raw: bytes, url: str) -> tuple[Any, list[bytes] | None]:
+    """Decode a query answer, keeping each result's ``values`` array as its JSON text.
+
+    Returns the document with every ``values`` emptied and the arrays' inner texts in
+    document order. Only answers whose arrays hold no JSON string take this path (a ``]]``
+    inside a string cannot then be mistaken for an array's end); others, and anything
+    unexpected, are decoded whole and returned with ``None``.
+    """
+    pieces: list[bytes] = []
+    arrays: list[bytes] = []
+    pos = 0
+    while (i := raw.find(_VALUES_KEY, pos)) >= 0:
+        start = i + len(_VALUES_KEY)
+        if raw[start : start + 1] == b"]":
+            end = start
+        else:
+            end = raw.find(b"]]", start)
+            if end < 0:
+                return _loads_answer(raw, url), None
+            end += 1
+        inner = raw[start:end]
+        if b'"' in inner:
+            return _loads_answer(raw, url), None
+        pieces.append(raw[pos:start])
+        arrays.append(inner)
+        pos = end
+    if not arrays:
+        return _loads_answer(raw, url), None
+    pieces.append(raw[pos:])
+    try:
+        return orjson.loads(b"".join(pieces)), arrays
+    except orjson.JSONDecodeError:
+        return _loads_answer(raw, url), None
 
 
 def _results(doc: Any, url: str) -> list[dict[str, Any]]:

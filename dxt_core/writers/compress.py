@@ -85,7 +85,8 @@ class GzipStream:
         self._c = (
             None if self.backend == "libdeflate" else mod.compressobj(self.level, mod.DEFLATED, 31)
         )
-        self._pending = bytearray()
+        self._pending: list[bytes] = []
+        self._pending_len = 0
         self._worker: threading.Thread | None = None
         self._worker_out: list[bytes] = []
         self._worker_error: list[BaseException] = []
@@ -109,15 +110,22 @@ class GzipStream:
         if self._c is not None:
             self._emit(self._c.compress(data))
             return
-        self._pending += data
-        while len(self._pending) >= MEMBER_BYTES:
-            piece = bytes(self._pending[:MEMBER_BYTES])
-            del self._pending[:MEMBER_BYTES]
-            self._compress_member(piece)
+        self._pending.append(data)
+        self._pending_len += len(data)
+        if self._pending_len < MEMBER_BYTES:
+            return
+        buf = b"".join(self._pending)
+        view = memoryview(buf)
+        cut = len(buf) - len(buf) % MEMBER_BYTES
+        for i in range(0, cut, MEMBER_BYTES):
+            self._compress_member(view[i : i + MEMBER_BYTES])
+        rest = buf[cut:]
+        self._pending = [rest] if rest else []
+        self._pending_len = len(rest)
 
     # libdeflate: one member per piece, compressed on a worker thread (no GIL) while the
     # caller formats the next piece; at most one piece in flight, so memory stays bounded.
-    def _compress_member(self, piece: bytes) -> None:
+    def _compress_member(self, piece: bytes | memoryview) -> None:
         self._join_worker()
         out, errors, level = self._worker_out, self._worker_error, self.level
 
@@ -144,8 +152,8 @@ class GzipStream:
         if self._c is not None:
             self._emit(self._c.flush())
         else:
-            if self._pending or self.raw_bytes == 0:  # an empty stream is one empty member
-                self._compress_member(bytes(self._pending))
-                self._pending.clear()
+            if self._pending_len or self.raw_bytes == 0:  # an empty stream: one empty member
+                self._compress_member(b"".join(self._pending))
+                self._pending, self._pending_len = [], 0
             self._join_worker()
         return self._sha.hexdigest()

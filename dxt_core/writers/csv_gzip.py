@@ -17,7 +17,14 @@ from zoneinfo import ZoneInfo
 import orjson
 
 from dxt_core.errors import ArchiveError
-from dxt_core.records import Point, Record, SeriesBatch, SeriesSchema, block_slices
+from dxt_core.records import (
+    Point,
+    RawPoints,
+    Record,
+    SeriesBatch,
+    SeriesSchema,
+    block_slices,
+)
 from dxt_core.writers.base import SeriesWriter, WriteResult
 from dxt_core.writers.compress import Backend, GzipStream
 
@@ -48,6 +55,8 @@ class TimestampFormatter:
         self._offsets: dict[int, tuple[int, str]] = {}
         self._dates: dict[int, str] = {}
         self.cache: dict[int, str] = {}
+        #: Encoded timestamps keyed by the epoch-ms digits as the server sent them.
+        self.bytes_cache = _BytesCache(self)
 
     def _offset(self, bucket: int) -> tuple[int, str]:
         t = _EPOCH + dt.timedelta(milliseconds=bucket * _BUCKET_MS)
@@ -78,6 +87,18 @@ class TimestampFormatter:
         if len(self.cache) >= _CACHE_LIMIT:
             self.cache.clear()
         self.cache[ms] = out
+        return out
+
+
+class _BytesCache(dict[bytes, bytes]):
+    def __init__(self, fmt: TimestampFormatter) -> None:
+        super().__init__()
+        self._fmt = fmt
+
+    def __missing__(self, digits: bytes) -> bytes:
+        if len(self) >= _CACHE_LIMIT:
+            self.clear()
+        out = self[digits] = self._fmt(int(digits)).encode()
         return out
 
 
@@ -158,21 +179,37 @@ class GzipCsvWriter(SeriesWriter):
                 + "".join("," + csv_field(v) for v in tag_values)
                 + "\n"
             )
-            # The formatter's cache is looked up inline: most timestamps repeat across series.
-            hit = fmt.cache.get
-            if _numeric_only(points):
-                lines = [f"{hit(p[0]) or fmt(p[0])},{p[1]}{suffix}" for p in points]
-            else:
-                lines = [f"{hit(p[0]) or fmt(p[0])},{_value_field(p[1])}{suffix}" for p in points]
             key = (*tag_values, series.name)
-            for b_i in range(len(c) - 1):
-                lo, hi = c[b_i], c[b_i + 1]
-                if hi > lo:
-                    pending.setdefault(first_block + b_i, []).append(
-                        (key, "".join(lines[lo:hi]).encode())
-                    )
+            if isinstance(points, RawPoints):
+                # Server digits as they came: b"<local time>" + b",<value>" per point; the
+                # suffix joins the lines, so each costs one lookup and one concatenation.
+                w, stamp = points.width, fmt.bytes_cache
+                raw_lines = [stamp[x[:w]] + x[w:] for x in points.items]
+                tail = suffix.encode()
+                for b_i in range(len(c) - 1):
+                    lo, hi = c[b_i], c[b_i + 1]
+                    if hi > lo:
+                        pending.setdefault(first_block + b_i, []).append(
+                            (key, tail.join(raw_lines[lo:hi]) + tail)
+                        )
+                first, last = points.ts(0), points.ts(-1)
+            else:
+                # The formatter's cache is looked up inline: most timestamps repeat.
+                hit = fmt.cache.get
+                if _numeric_only(points):
+                    lines = [f"{hit(p[0]) or fmt(p[0])},{p[1]}{suffix}" for p in points]
+                else:
+                    lines = [
+                        f"{hit(p[0]) or fmt(p[0])},{_value_field(p[1])}{suffix}" for p in points
+                    ]
+                for b_i in range(len(c) - 1):
+                    lo, hi = c[b_i], c[b_i + 1]
+                    if hi > lo:
+                        pending.setdefault(first_block + b_i, []).append(
+                            (key, "".join(lines[lo:hi]).encode())
+                        )
+                first, last = points[0][0], points[-1][0]
             res.rows += len(points)
-            first, last = points[0][0], points[-1][0]
             if res.first_ms is None or first < res.first_ms:
                 res.first_ms = first
             if res.last_ms is None or last > res.last_ms:
