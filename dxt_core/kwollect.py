@@ -354,25 +354,29 @@ class Kwollect:
         """
         problems: list[str] = []
         for site, nodes in by_site(self.nodes).items():
-            try:
-                known = self.client.site_nodes(site)
-            except SourceError as exc:
-                if exc.status == 404:
-                    problems.append(
-                        f"site {site!r} is unknown to {self.client.safe_url} "
-                        f"(nodes {', '.join(n.name for n in nodes)})"
-                    )
-                    continue
-                raise
-            names = {n for members in known.values() for n in members}
-            bad = [n.fqdn for n in nodes if n.name not in names]
+            # One reference API call per cluster in use, not per cluster of the site.
+            clusters = {n.cluster: self.client.cluster_nodes(site, n.cluster) for n in nodes}
+            bad = [n.fqdn for n in nodes if n.name not in (clusters[n.cluster] or ())]
             if bad:
-                problems.append(f"unknown nodes on site {site}: {', '.join(bad)}")
+                missing = sorted(c for c, members in clusters.items() if members is None)
+                why = f" (no cluster {', '.join(missing)} on site {site})" if missing else ""
+                if missing and not self._site_exists(site):
+                    why = f" (site {site!r} is unknown to {self.client.safe_url})"
+                problems.append(f"unknown nodes on site {site}: {', '.join(bad)}{why}")
         if problems:
             raise ConfigError(
                 "; ".join(problems) + " -- check the node names (Grid'5000 reference API)"
             )
         return self
+
+    def _site_exists(self, site: str) -> bool:
+        try:
+            self.client.get(f"sites/{site}")
+        except SourceError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def start(self, timestamp: object | None = None) -> Kwollect:
         """Record the start time (now, or ``timestamp``: datetime, epoch or ISO string)."""

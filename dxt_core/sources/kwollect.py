@@ -325,6 +325,23 @@ class KwollectClient:
             self._nodes[site] = found
         return found
 
+    def cluster_nodes(self, site: str, cluster: str) -> list[str] | None:
+        """Node names of one cluster, or None when the site or cluster does not exist."""
+        with self._lock:
+            cached = self._nodes.get(site, {}).get(cluster)
+        if cached is not None:
+            return cached
+        try:
+            doc = self.get(f"sites/{site}/clusters/{cluster}/nodes")
+        except SourceError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        names = [str(n["uid"]) for n in doc.get("items", [])]
+        with self._lock:
+            self._nodes.setdefault(site, {})[cluster] = names
+        return names
+
     def catalog(self, site: str, cluster: str) -> list[dict[str, Any]]:
         """The ``metrics`` of a cluster in the reference API (cached)."""
         key = (site, cluster)
