@@ -77,6 +77,11 @@ class RawPoints(Sequence[Point]):
     def __iter__(self) -> Iterator[Point]:
         return iter(self._points())
 
+    def all_integers(self) -> bool:
+        """True when every value is written as an integer (no fraction, no exponent)."""
+        w = self.width
+        return not any(b"." in x or b"e" in x or b"E" in x for x in (y[w:] for y in self.items))
+
     def ts(self, i: int) -> int:
         """The time of point ``i`` in epoch ms, without parsing the points."""
         return int(self.items[i][: self.width])

@@ -1,10 +1,11 @@
 """Parquet in the M100 ExaData style: zstd, ``timestamp`` in UTC milliseconds, ``value`` typed
 per metric (float64, int64 or string), ``name`` and tag columns dictionary-encoded.
 
-Rows come in the same block order as the CSV writer, and row groups cover fixed spans of
-time (an hour from the day start by default), buffered as compact Arrow columns: a file's
-bytes do not depend on how the day was cut into query windows, and memory stays bounded by
-a window plus one span of Arrow data.
+Rows come in blocks of time (the query-window floor, 5 minutes by default; series by series
+within a block), and row groups cover fixed spans of time (an hour from the day start by
+default), buffered as compact Arrow columns: a file's bytes do not depend on how the day was
+cut into query windows, and memory stays bounded by a window plus one span of Arrow data.
+Numeric points that arrive as the server's JSON text are parsed straight into NumPy arrays.
 The archive lays these files out as Hive partitions
 (``examon/plugin=<p>/metric=<m>/<YYYY-MM-DD>.parquet``) that DuckDB and pandas read as one
 dataset.
@@ -15,10 +16,14 @@ from __future__ import annotations
 import hashlib
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from dxt_core.errors import ArchiveError, ConfigError
-from dxt_core.records import SeriesBatch, SeriesSchema, block_slices
+from dxt_core.records import RawPoints, Series, SeriesBatch, SeriesSchema, block_slices
 from dxt_core.writers.base import SeriesWriter, WriteResult
-from dxt_core.writers.csv_gzip import DEFAULT_BLOCK_MS
+
+#: Rows are grouped in blocks of this length; query windows must be whole blocks.
+DEFAULT_BLOCK_MS = 300_000
 
 
 class _HashingFile:
@@ -48,10 +53,59 @@ class _HashingFile:
 
 
 def _value_type(batch: SeriesBatch) -> str:
-    kinds = {type(p[1]) for s in batch.series for p in s.points}
+    kinds: set[type] = set()
+    for s in batch.series:
+        pts = s.points
+        if isinstance(pts, RawPoints):
+            kinds.add(int if pts.all_integers() else float)
+        else:
+            kinds.update(type(p[1]) for p in pts)
     if str in kinds or not kinds <= {int, float, bool}:
         return "string"
     return "double" if float in kinds else "int64"
+
+
+def _numeric_columns(series: Series, value_type: str) -> tuple[Any, Any]:
+    """(timestamps int64, values) of one series as NumPy arrays (values as a list for
+    strings); numeric text from the server is parsed without Python objects per point."""
+    pts = series.points
+    if isinstance(pts, RawPoints) and value_type != "string":
+        flat = np.fromstring(b",".join(pts.items), dtype=np.float64, sep=",")
+        if flat.size == 2 * len(pts):
+            ts = flat[0::2].astype(np.int64)
+            if value_type == "int64":  # exact beyond 2**53: parse the digits as integers
+                w = pts.width + 1
+                return ts, np.array([x[w:] for x in pts.items]).astype(np.int64)
+            return ts, flat[1::2].copy()
+    ts = np.fromiter((p[0] for p in pts), dtype=np.int64, count=len(pts))
+    if value_type == "string":
+        return ts, [None if p[1] is None else str(p[1]) for p in pts]
+    dtype = np.float64 if value_type == "double" else np.int64
+    return ts, np.fromiter((p[1] for p in pts), dtype=dtype, count=len(pts))
+
+
+# pa.array() imports pandas when it is installed (about 50 MB of memory) to check for its
+# types; arrays built from buffers do not, so numeric and label columns are built that way.
+def _fixed_array(arrow_type: Any, values: Any) -> Any:
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+
+
+def _string_array(items: list[str]) -> Any:
+    import pyarrow as pa
+
+    encoded = [v.encode() for v in items]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(items), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
+
+
+def _tag_getter(key: str) -> Any:
+    return lambda s: s.tags.get(key, "")
 
 
 class ParquetSeriesWriter(SeriesWriter):
@@ -121,38 +175,54 @@ class ParquetSeriesWriter(SeriesWriter):
             return
         if self._writer is None:
             self._start(_value_type(batch))
-        ts: list[int] = []
-        values: list[Any] = []
-        names: list[str] = []
-        tags: dict[str, list[str]] = {k: [] for k in schema.tag_keys}
+        cols = [_numeric_columns(series, self._value_type) for series in kept]
+        # Dictionary codes per series: one dictionary per column for this window.
+        dicts: list[tuple[list[str], np.ndarray]] = []
+        for getter in [lambda s: s.name, *(_tag_getter(k) for k in schema.tag_keys)]:
+            labels = [getter(series) for series in kept]
+            uniq = sorted(set(labels))
+            pos = {v: i for i, v in enumerate(uniq)}
+            dicts.append((uniq, np.array([pos[v] for v in labels], dtype=np.int32)))
         first_block = (batch.start_ms - self._origin_ms) // self._block_ms
         per_span = self._span_ms // self._block_ms
         spans: list[tuple[int, int]] = []  # (span index, rows) runs, in row order
+        ts_parts: list[Any] = []
+        value_parts: list[Any] = []
+        owner_parts: list[Any] = []
+        rows = 0
         for b_i in range(len(cuts[0]) - 1):
             span = (first_block + b_i) // per_span
             if not spans or spans[-1][0] != span:
                 spans.append((span, 0))
-            before = len(ts)
-            for series, c in zip(kept, cuts, strict=True):
+            before = rows
+            for s_i, c in enumerate(cuts):
                 lo, hi = c[b_i], c[b_i + 1]
                 if hi <= lo:
                     continue
-                chunk = series.points[lo:hi]
-                ts += [p[0] for p in chunk]
-                values += [p[1] for p in chunk]
-                n = hi - lo
-                names += [series.name] * n
-                for k in schema.tag_keys:
-                    tags[k] += [series.tags.get(k, "")] * n
-            spans[-1] = (span, spans[-1][1] + len(ts) - before)
+                ts_parts.append(cols[s_i][0][lo:hi])
+                value_parts.append(cols[s_i][1][lo:hi])
+                owner_parts.append(np.full(hi - lo, s_i, dtype=np.int32))
+                rows += hi - lo
+            spans[-1] = (span, spans[-1][1] + rows - before)
+        ts = np.concatenate(ts_parts)
+        owner = np.concatenate(owner_parts)
         if self._value_type == "string":
-            values = [None if v is None else str(v) for v in values]
+            values: Any = [v for part in value_parts for v in part]
+        else:
+            values = np.concatenate(value_parts)
         try:
+            vtype = self._arrow_schema.field("value").type
             columns = [
-                pa.array(ts, pa.timestamp("ms", tz="UTC")),
-                pa.array(values, self._arrow_schema.field("value").type),
-                pa.array(names).dictionary_encode(),
-                *(pa.array(tags[k]).dictionary_encode() for k in schema.tag_keys),
+                _fixed_array(pa.timestamp("ms", tz="UTC"), ts),
+                pa.array(values, vtype)
+                if self._value_type == "string"
+                else _fixed_array(vtype, values),
+                *(
+                    pa.DictionaryArray.from_arrays(
+                        _fixed_array(pa.int32(), codes[owner]), _string_array(uniq)
+                    )
+                    for uniq, codes in dicts
+                ),
             ]
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise ArchiveError(
@@ -170,8 +240,8 @@ class ParquetSeriesWriter(SeriesWriter):
             self._pending.append(table.slice(offset, n))
             offset += n
         res = self._result
-        res.rows += len(ts)
-        lo_ts, hi_ts = min(ts), max(ts)
+        res.rows += rows
+        lo_ts, hi_ts = int(ts.min()), int(ts.max())
         res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
         res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
 
