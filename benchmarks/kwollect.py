@@ -26,7 +26,7 @@ from dxt_core.simulate import spawn_kwollect_simulator
 DAY = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
 METRIC = "wattmetre_power_watt"
 # size: (nodes per site, hours, per-site delay per request in seconds)
-SIZES = {"tiny": (3, 1.0, 0.05), "full": (50, 24.0, 0.1)}
+SIZES = {"tiny": (3, 1.0, 0.05), "full": (50, 24.0, 0.5)}
 
 
 def run_backup(url: str, sites: list[str], nodes: int, hours: float, out: Path) -> dict:
