@@ -487,9 +487,13 @@ class Kwollect:
         self,
         metrics: Sequence[str] | str | None = None,
         nodes: Iterable[object] | None = None,
+        roles: Iterable[object] | None = None,
     ) -> dict[str, list[Point]]:
-        """``{node FQDN: [point, ...]}``, all metrics of a node in one chronological list."""
-        chosen = self._select(nodes)
+        """``{node FQDN: [point, ...]}``, all metrics of a node in one chronological list.
+
+        ``nodes`` (or ``roles``, EnOSlib style) restricts the nodes; default: all of them.
+        """
+        chosen = self._select(nodes if roles is None else [*(nodes or []), *roles])
         mets = [metrics] if isinstance(metrics, str) else metrics
         stats = RequestStats()
         t0 = time.perf_counter()
@@ -515,6 +519,7 @@ class Kwollect:
         self,
         metrics: Sequence[str] | str | None = None,
         nodes: Iterable[object] | None = None,
+        roles: Iterable[object] | None = None,
     ) -> Any:
         """The same points as a pandas DataFrame: node, timestamp (UTC), device_id,
         metric_id, value, labels (dicts). Needs pandas (``pip install dxt-archive[analysis]``).
@@ -523,7 +528,7 @@ class Kwollect:
             import pandas as pd
         except ImportError as exc:  # pragma: no cover - depends on the installation
             raise ConfigError("get_metrics_pandas needs pandas: pip install pandas") from exc
-        data = self.get_metrics(metrics, nodes)
+        data = self.get_metrics(metrics, nodes, roles)
         rows = [
             (
                 node,

@@ -95,6 +95,16 @@ def test_too_much_data_is_split_and_gives_the_same_points(sim):
         assert ts == sorted(ts)
 
 
+def test_read_timeout_counts_as_too_much_data_and_is_split(sim):
+    # The real API answers "too much data" only after its query timeout: a client whose read
+    # timeout is shorter sees no answer at all, and must split the request too.
+    sim.configure(max_points=300, timeout_delay_s=3.0)
+    k = Kwollect(["nova-1.lyon", "nova-2.lyon"], api_url=sim.url, timeout_s=1.0, max_points=10**6)
+    data = k.start(T0).stop(T0 + dt.timedelta(minutes=4)).get_metrics(WATT)
+    assert [len(v) for v in data.values()] == [241, 241]
+    assert k.last_stats.splits >= 1 and k.last_stats.retries == 0
+
+
 def test_planned_requests_stay_under_max_points(sim):
     sim.configure(max_points=1000)
     k = Kwollect([f"nova-{i}.lyon" for i in range(1, 5)], api_url=sim.url, max_points=900)
@@ -161,7 +171,7 @@ def test_node_objects_and_filters(sim):
         "network_ifacein_bytes_total",
         "prom_node_load1",
     }
-    only = k.get_metrics(metrics=["prom_node_load1"], nodes=[hosts[1]])
+    only = k.get_metrics(metrics=["prom_node_load1"], roles=[hosts[1]])
     assert list(only) == ["gros-1.nancy.grid5000.fr"]
     assert {p["metric_id"] for p in only["gros-1.nancy.grid5000.fr"]} == {"prom_node_load1"}
     avail = k.available_metrics()
