@@ -33,11 +33,13 @@ class RawPoints(Sequence[Point]):
     sort by time as bytes.
     """
 
-    __slots__ = ("_parsed", "items", "width")
+    __slots__ = ("_items", "_n", "_parsed", "text", "width")
 
-    def __init__(self, items: list[bytes], width: int) -> None:
-        self.items = items
+    def __init__(self, text: bytes, n: int, width: int) -> None:
+        self.text = text  # b"[t,v],[t,v]": compact while the batch waits in a queue
         self.width = width
+        self._n = n
+        self._items: list[bytes] | None = None
         self._parsed: list[Any] | None = None
 
     @classmethod
@@ -48,24 +50,31 @@ class RawPoints(Sequence[Point]):
             return None
         if inner.translate(None, _NUMERIC_JSON):
             return None  # strings, null, whitespace...: not for this fast path
-        items = inner[1:-1].split(b"],[")
-        if inner.count(b",") != 2 * len(items) - 1:
+        n = inner.count(b"],[") + 1
+        if inner.count(b",") != 2 * n - 1 or inner.count(b"[") != n:
             return None  # some pair is not exactly [ts, value]
-        width = items[0].find(b",")
-        last = items[-1]
+        width = inner.find(b",") - 1
+        last = inner[inner.rfind(b"[") + 1 :]
         if width < 1 or last.find(b",") != width:
             return None
-        if not (items[0][:width].isdigit() and last[:width].isdigit()):
+        if not (inner[1 : 1 + width].isdigit() and last[:width].isdigit()):
             return None
-        return cls(items, width)
+        return cls(inner, n, width)
+
+    @property
+    def items(self) -> list[bytes]:
+        """One ``b"ts,value"`` per point (split on first use)."""
+        if self._items is None:
+            self._items = self.text[1:-1].split(b"],[")
+        return self._items
 
     def _points(self) -> list[Any]:
         if self._parsed is None:
-            self._parsed = orjson.loads(b"[[" + b"],[".join(self.items) + b"]]")
+            self._parsed = orjson.loads(b"[" + self.text + b"]")
         return self._parsed
 
     def __len__(self) -> int:
-        return len(self.items)
+        return self._n
 
     @overload
     def __getitem__(self, i: int) -> Point: ...
@@ -79,11 +88,15 @@ class RawPoints(Sequence[Point]):
 
     def all_integers(self) -> bool:
         """True when every value is written as an integer (no fraction, no exponent)."""
-        w = self.width
-        return not any(b"." in x or b"e" in x or b"E" in x for x in (y[w:] for y in self.items))
+        t = self.text  # timestamps are plain digits, so any of these is in a value
+        return not (b"." in t or b"e" in t or b"E" in t)
 
     def ts(self, i: int) -> int:
         """The time of point ``i`` in epoch ms, without parsing the points."""
+        if i == 0:
+            return int(self.text[1 : 1 + self.width])
+        if i == -1:
+            return int(self.text[self.text.rfind(b"[") + 1 :][: self.width])
         return int(self.items[i][: self.width])
 
     def index_at(self, ms: int, digits: bytes | None = None) -> int:
@@ -92,7 +105,7 @@ class RawPoints(Sequence[Point]):
         if ms < 10 ** (self.width - 1):
             return 0
         if ms >= 10**self.width:
-            return len(self.items)
+            return self._n
         # b"1583796600000" sorts before b"1583796600000,1.5": equal times land at the item
         return bisect_left(self.items, digits or str(ms).encode())
 

@@ -110,16 +110,19 @@ class GzipStream:
         if self._c is not None:
             self._emit(self._c.compress(data))
             return
-        self._pending.append(data)
-        self._pending_len += len(data)
-        if self._pending_len < MEMBER_BYTES:
+        if self._pending_len + len(data) < MEMBER_BYTES:
+            self._pending.append(data)
+            self._pending_len += len(data)
             return
-        buf = b"".join(self._pending)
-        view = memoryview(buf)
-        cut = len(buf) - len(buf) % MEMBER_BYTES
-        for i in range(0, cut, MEMBER_BYTES):
-            self._compress_member(view[i : i + MEMBER_BYTES])
-        rest = buf[cut:]
+        # Complete the current member, compress whole members straight from ``data``
+        # (no copy), keep the tail for the next one.
+        view = memoryview(data)
+        pos = MEMBER_BYTES - self._pending_len
+        self._compress_member(b"".join([*self._pending, view[:pos]]))
+        while len(data) - pos >= MEMBER_BYTES:
+            self._compress_member(view[pos : pos + MEMBER_BYTES])
+            pos += MEMBER_BYTES
+        rest = bytes(view[pos:])
         self._pending = [rest] if rest else []
         self._pending_len = len(rest)
 

@@ -222,7 +222,8 @@ class GzipCsvWriter(SeriesWriter):
         for b in done:
             chunks = self._pending.pop(b)
             chunks.sort(key=lambda kc: kc[0])  # stable: one series' chunks stay in time order
-            self._gz.write(b"".join(chunk for _, chunk in chunks))
+            for _, chunk in chunks:
+                self._gz.write(chunk)
 
     def close(self) -> WriteResult:
         self._flush(None)

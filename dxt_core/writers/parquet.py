@@ -75,7 +75,7 @@ def _numeric_columns(series: Series, value_type: str) -> tuple[Any, Any]:
 
     pts = series.points
     if isinstance(pts, RawPoints) and value_type != "string":
-        flat = np.fromstring(b",".join(pts.items), dtype=np.float64, sep=",")
+        flat = np.fromstring(pts.text.translate(None, b"[]"), dtype=np.float64, sep=",")
         if flat.size == 2 * len(pts):
             ts = flat[0::2].astype(np.int64)
             if value_type == "int64":  # exact beyond 2**53: parse the digits as integers
