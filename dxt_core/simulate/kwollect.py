@@ -23,9 +23,11 @@ fails like the real query timeout, with HTTP 500 and the message "Request timeou
 to process" (after ``timeout_delay_s`` seconds). Answers are streamed (HTTP/1.0, no
 Content-Length) so a one-day 50-node wattmetre request never sits in memory.
 
-Differences on purpose: no data after the current time; ``summary=true`` answers one point per
-series whose value is the mean and whose ``labels._summary`` holds ``min``, ``max``, ``mean``,
-``count``, ``first`` and ``last``; monitor jobs do not raise the wattmetre rate.
+As on Grid'5000, a job of type ``monitor=<regex>`` samples the matching metrics of its nodes
+at their ``optional_period`` (wattmetre: 20 ms) from its start to its stop. Differences on
+purpose: no data after the current time; ``summary=true`` answers one point per series whose
+value is the mean and whose ``labels._summary`` holds ``min``, ``max``, ``mean``, ``count``,
+``first`` and ``last``.
 
 Run it as ``python -m dxt_core.simulate.kwollect --port 0``; the first line on stdout is
 ``dxt-simulate-kwollect listening on http://HOST:PORT``. ``/_sim/config`` (POST JSON:
@@ -41,6 +43,7 @@ import binascii
 import hmac
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -141,13 +144,19 @@ def _cluster_metrics(cluster: str, nodes: list[str]) -> list[MetricSpec]:
 SITE_CLUSTERS: Final = {"lyon": ["nova", "taurus"], "nancy": ["gros"]}
 
 
-def power_watts(node_index: int, t_s: float, kind: str = "power") -> float:
+#: Extra watts per cluster, so that nodes of different clusters draw different curves.
+CLUSTER_OFFSET_W: Final = {"nova": 0.0, "taurus": 1.5, "gros": 3.0}
+
+
+def power_watts(node_index: int, t_s: float, kind: str = "power", cluster: str = "nova") -> float:
     """The simulated power of node number ``node_index`` at epoch second ``t_s``.
 
     A triangle wave between ``base`` and ``base + 60`` W with a 600 s period (minimum at
-    multiples of 600 s, maximum 300 s later); BMC readings are 5 W above the wattmetre's.
+    multiples of 600 s, maximum 300 s later), ``base = 90 + 7 * node_index`` plus
+    :data:`CLUSTER_OFFSET_W`; BMC readings are 5 W above the wattmetre's.
     """
-    base = 90.0 + 7.0 * node_index + (5.0 if kind == "bmc" else 0.0)
+    base = 90.0 + 7.0 * node_index + CLUSTER_OFFSET_W.get(cluster, 0.0)
+    base += 5.0 if kind == "bmc" else 0.0
     x = (t_s % WAVE_PERIOD_S) / (WAVE_PERIOD_S / 2)
     return base + WAVE_AMPLITUDE_W * (1.0 - abs(x - 1.0))
 
@@ -194,6 +203,8 @@ class _Series:
     index: int
     metric: MetricSpec
     labels_json: bytes
+    #: inclusive [start, end] microsecond intervals sampled at ``optional_period`` (monitor jobs)
+    monitor: tuple[tuple[int, int], ...] = ()
 
 
 def _node_index(node: str) -> int:
@@ -263,12 +274,13 @@ class KwollectSimulator:
             start = int(datetime(2024, 11, 26, 14, 0, tzinfo=UTC).timestamp())
             settings.jobs = [
                 SimJob("lyon", 1930000, ("nova-1", "nova-2"), start, start + 1800),
+                # a 50 Hz wattmetre job, on a day the other examples do not use
                 SimJob(
                     "nancy",
                     5200000,
                     ("gros-1", "gros-2", "gros-3"),
-                    start,
-                    start + 3600,
+                    start + 3 * 86_400,
+                    start + 3 * 86_400 + 3600,
                     ("monitor=wattmetre_power_watt",),
                 ),
             ]
@@ -463,34 +475,86 @@ class KwollectSimulator:
                     labels["_device_orig"] = [f"gw-{cluster}-port-{_node_index(node)}"]
                 elif m.kind == "gauge":
                     labels["job"] = "node_exporter"
-                series.append(_Series(node, _node_index(node), m, orjson.dumps(labels)))
+                series.append(
+                    _Series(
+                        node,
+                        _node_index(node),
+                        m,
+                        orjson.dumps(labels),
+                        self._monitor_intervals(site, node, m),
+                    )
+                )
         summary = params.get("summary", ["false"])[0].lower() in ("true", "1", "yes")
         as_rate = params.get("as_rate", ["false"])[0].lower() in ("true", "1", "yes")
         return series, start_us, end_us, summary, as_rate
 
+    def _monitor_intervals(
+        self, site: str, node: str, m: MetricSpec
+    ) -> tuple[tuple[int, int], ...]:
+        """Periods of jobs of type ``monitor=<regex>`` matching ``m`` on ``node``."""
+        if m.optional_period_ms is None:
+            return ()
+        found = []
+        for job in self.settings.jobs:
+            if job.site != site or node not in job.nodes:
+                continue
+            for t in job.types:
+                kind, _, pattern = t.partition("=")
+                if kind == "monitor" and re.fullmatch(pattern.strip("'\""), m.name):
+                    found.append((job.started_at * 1_000_000, job.stopped_at * 1_000_000))
+        return tuple(sorted(found))
+
     @staticmethod
-    def _grid(m: MetricSpec, start_us: int, end_us: int) -> tuple[int, int]:
-        """First and last sample numbers k (t = k * period + phase) in [start, end]."""
-        p = m.period_ms * 1000
-        ph = m.phase_ms * 1000
+    def _segments(s: _Series, start_us: int, end_us: int) -> list[tuple[int, int, int, int]]:
+        """``(start, end, period, phase)`` pieces of [start, end] with one sampling grid each."""
+        m = s.metric
+        slow, phase = m.period_ms * 1000, m.phase_ms * 1000
+        fast = (m.optional_period_ms or m.period_ms) * 1000
+        segs: list[tuple[int, int, int, int]] = []
+        cur = start_us
+        for js, je in s.monitor:
+            if je < cur or js > end_us:
+                continue
+            if js > cur:
+                segs.append((cur, js - 1, slow, phase))
+            segs.append((max(js, cur), min(je, end_us), fast, phase))
+            cur = min(je, end_us) + 1
+        if cur <= end_us:
+            segs.append((cur, end_us, slow, phase))
+        return segs
+
+    @staticmethod
+    def _grid(p: int, ph: int, start_us: int, end_us: int) -> tuple[int, int]:
+        """First and last sample numbers k (t = k * p + ph) in [start, end]."""
         first = -((ph - start_us) // p)  # ceil((start - ph) / p)
         last = (end_us - ph) // p
         return first, last
 
+    def _times(self, s: _Series, start_us: int, end_us: int) -> np.ndarray[Any, Any]:
+        parts = []
+        for a, b, p, ph in self._segments(s, start_us, end_us):
+            k0, k1 = self._grid(p, ph, a, b)
+            if k1 >= k0:
+                parts.append(np.arange(k0, k1 + 1, dtype=np.int64) * p + ph)
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
     def count_points(self, series: list[_Series], start_us: int, end_us: int) -> int:
         total = 0
         for s in series:
-            first, last = self._grid(s.metric, start_us, end_us)
-            total += max(0, last - first + 1)
+            for a, b, p, ph in self._segments(s, start_us, end_us):
+                k0, k1 = self._grid(p, ph, a, b)
+                total += max(0, k1 - k0 + 1)
         return total
 
     def _value(self, s: _Series, us: int, as_rate: bool) -> float | int:
         t = us / 1_000_000
         kind = s.metric.kind
         if kind == "power":
-            return power_watts(s.index, t)
+            return power_watts(s.index, t, "power", s.node.rsplit("-", 1)[0])
         if kind == "bmc":
-            return 0 if s.node == self.settings.zero_bmc_node else power_watts(s.index, t, "bmc")
+            if s.node == self.settings.zero_bmc_node:
+                return 0
+            return power_watts(s.index, t, "bmc", s.node.rsplit("-", 1)[0])
         if kind == "counter":
             rate = 125_000 * (1 + s.index % 3)
             if as_rate:
@@ -507,22 +571,21 @@ class KwollectSimulator:
         first_out = True
         if summary:
             for s in series:
-                a, b = self._grid(s.metric, start_us, end_us)
-                if b < a:
+                times = self._times(s, start_us, end_us).tolist()
+                if not times:
                     continue
-                p, ph = s.metric.period_ms * 1000, s.metric.phase_ms * 1000
-                values = [self._value(s, k * p + ph, as_rate) for k in range(a, b + 1)]
+                values = [self._value(s, us, as_rate) for us in times]
                 labels = orjson.loads(s.labels_json)
                 labels["_summary"] = {
                     "min": min(values),
                     "max": max(values),
                     "mean": sum(values) / len(values),
                     "count": len(values),
-                    "first": fmt(a * p + ph),
-                    "last": fmt(b * p + ph),
+                    "first": fmt(times[0]),
+                    "last": fmt(times[-1]),
                 }
                 point = {
-                    "timestamp": fmt(a * p + ph),
+                    "timestamp": fmt(times[0]),
                     "device_id": s.node,
                     "metric_id": s.metric.name,
                     "value": sum(values) / len(values),
@@ -545,12 +608,11 @@ class KwollectSimulator:
             stamps: list[np.ndarray[Any, Any]] = []
             ids: list[np.ndarray[Any, Any]] = []
             for i, s in enumerate(series):
-                a, b = self._grid(s.metric, chunk_start, chunk_end)
-                if b < a:
+                times = self._times(s, chunk_start, chunk_end)
+                if not len(times):
                     continue
-                p, ph = s.metric.period_ms * 1000, s.metric.phase_ms * 1000
-                stamps.append(np.arange(a, b + 1, dtype=np.int64) * p + ph)
-                ids.append(np.full(b - a + 1, i, dtype=np.int64))
+                stamps.append(times)
+                ids.append(np.full(len(times), i, dtype=np.int64))
             if stamps:
                 ts = np.concatenate(stamps)
                 sid = np.concatenate(ids)

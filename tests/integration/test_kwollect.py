@@ -48,6 +48,7 @@ def wave_integral(t: float) -> float:
 
 
 def analytic_joules(node_index: int, a: dt.datetime, b: dt.datetime, extra: float = 0.0) -> float:
+    """Joules of the simulated node (base 90 + 7 n W, + extra: 3 W on gros, 1.5 W on taurus, 5 W for BMCs)."""
     base = 90.0 + 7.0 * node_index + extra
     # relative to T0 (a multiple of the 600 s period) to keep float precision
     ta, tb = (a - T0).total_seconds(), (b - T0).total_seconds()
@@ -199,7 +200,7 @@ def test_energy_matches_the_analytic_integral(sim):
     assert bmc["metric"] == "bmc_node_power_watt"
     first, last = 130.25, 1060.25  # BMC samples at 5 k + 0.25 s
     a2, b2 = T0 + dt.timedelta(seconds=first), T0 + dt.timedelta(seconds=last)
-    assert bmc["joules"] == pytest.approx(analytic_joules(4, a2, b2, extra=5.0), rel=1e-3)
+    assert bmc["joules"] == pytest.approx(analytic_joules(4, a2, b2, extra=5.0 + 1.5), rel=1e-3)
 
 
 def test_from_job_takes_nodes_and_times_from_the_reference_api(sim):
@@ -353,3 +354,27 @@ def test_basic_auth_and_secret_free_errors(tmp_path):
         )
     finally:
         sim.stop()
+
+
+def test_monitor_job_gives_50_hz_wattmetre_data_split_as_needed(sim):
+    # nancy job 5200000 (gros-1..3, 2024-11-29 14:00-15:00 UTC) has type monitor=wattmetre_power_watt:
+    # 20 ms samples, fifty times the catalog's 1 s period that requests are planned with.
+    sim.configure(max_points=20_000)
+    k = Kwollect.from_job("nancy", 5200000, api_url=sim.url, max_points=15_000)
+    a = k.start_time + dt.timedelta(minutes=10)
+    k.start(a).stop(a + dt.timedelta(minutes=5))
+    data = k.get_metrics(WATT)
+    assert [len(v) for v in data.values()] == [300 * 50 + 1] * 3
+    assert k.last_stats.splits > 0 and sim.stats()["too_much_data"] > 0
+    ts = stamps(data["gros-2.nancy.grid5000.fr"])
+    assert ts[1] - ts[0] == dt.timedelta(milliseconds=20) and ts == sorted(ts)
+    e = k.energy(["gros-2.nancy"])["gros-2.nancy.grid5000.fr"]
+    assert e["samples"] == 15_001 and e["gaps"] == []
+    assert e["joules"] == pytest.approx(
+        analytic_joules(2, a, a + dt.timedelta(minutes=5), extra=3.0)
+    )  # gros: +3 W
+    # after the job: 1 s again
+    end = dt.datetime.fromtimestamp(k.job["stopped_at"], UTC)
+    after = Kwollect(["gros-1.nancy"], api_url=sim.url)
+    after.start(end + dt.timedelta(seconds=1)).stop(end + dt.timedelta(seconds=10))
+    assert len(after.get_metrics(WATT)["gros-1.nancy.grid5000.fr"]) == 10
