@@ -23,23 +23,24 @@ _NUMERIC_JSON = b"0123456789.-+eE,[]"
 
 
 class RawPoints(Sequence[Point]):
-    """Numeric points kept as the JSON text the server sent, one ``b"ts,value"`` per point.
+    """Numeric points kept as the JSON text the server sent.
 
     Most telemetry is numeric; formatting it from the server's own digits skips building two
     Python objects per point and printing each number again (the text is the server's; it
     reads back as the same number). Indexing parses the JSON on first use, so writers that
-    need Python values (Parquet) get them; the CSV writer reads :attr:`items` directly.
-    Timestamps are non-negative epoch ms of one width (:attr:`width` digits), so the items
-    sort by time as bytes.
+    need Python values (Parquet) get them; the CSV writer reads :attr:`tokens` directly.
+    Timestamps are non-negative epoch ms of one width (:attr:`width` digits), so their digit
+    strings sort by time as bytes.
     """
 
-    __slots__ = ("_items", "_n", "_parsed", "text", "width")
+    __slots__ = ("_n", "_parsed", "_tokens", "_ts_tokens", "text", "width")
 
     def __init__(self, text: bytes, n: int, width: int) -> None:
         self.text = text  # b"[t,v],[t,v]": compact while the batch waits in a queue
         self.width = width
         self._n = n
-        self._items: list[bytes] | None = None
+        self._tokens: list[bytes] | None = None
+        self._ts_tokens: list[bytes] | None = None
         self._parsed: list[Any] | None = None
 
     @classmethod
@@ -62,11 +63,11 @@ class RawPoints(Sequence[Point]):
         return cls(inner, n, width)
 
     @property
-    def items(self) -> list[bytes]:
-        """One ``b"ts,value"`` per point (split on first use)."""
-        if self._items is None:
-            self._items = self.text[1:-1].split(b"],[")
-        return self._items
+    def tokens(self) -> list[bytes]:
+        """``[ts, value, ts, value, ...]`` as the server's digits (split on first use)."""
+        if self._tokens is None:
+            self._tokens = self.text.translate(None, b"[]").split(b",")
+        return self._tokens
 
     def _points(self) -> list[Any]:
         if self._parsed is None:
@@ -97,7 +98,7 @@ class RawPoints(Sequence[Point]):
             return int(self.text[1 : 1 + self.width])
         if i == -1:
             return int(self.text[self.text.rfind(b"[") + 1 :][: self.width])
-        return int(self.items[i][: self.width])
+        return int(self.tokens[2 * i])
 
     def index_at(self, ms: int, digits: bytes | None = None) -> int:
         """Index of the first point at or after ``ms`` (points are in time order);
@@ -106,8 +107,9 @@ class RawPoints(Sequence[Point]):
             return 0
         if ms >= 10**self.width:
             return self._n
-        # b"1583796600000" sorts before b"1583796600000,1.5": equal times land at the item
-        return bisect_left(self.items, digits or str(ms).encode())
+        if self._ts_tokens is None:
+            self._ts_tokens = self.tokens[0::2]
+        return bisect_left(self._ts_tokens, digits or str(ms).encode())
 
 
 @dataclass(slots=True)

@@ -79,8 +79,7 @@ def _numeric_columns(series: Series, value_type: str) -> tuple[Any, Any]:
         if flat.size == 2 * len(pts):
             ts = flat[0::2].astype(np.int64)
             if value_type == "int64":  # exact beyond 2**53: parse the digits as integers
-                w = pts.width + 1
-                return ts, np.array([x[w:] for x in pts.items]).astype(np.int64)
+                return ts, np.array(pts.tokens[1::2]).astype(np.int64)
             return ts, flat[1::2].copy()
     ts = np.fromiter((p[0] for p in pts), dtype=np.int64, count=len(pts))
     if value_type == "string":
