@@ -8,6 +8,8 @@ Workloads:
   examon      one Examon metric-day: 200 nodes x 4,320 samples = 864,000 points (full size)
   examon10x   the same day at 2 s sampling: 8,640,000 points
   kwollect    2 Grid'5000 sites x 50 nodes, wattmetre 1 s, one day, via Kwollect.backup
+  collectd_es 64 burst buffer devices x one day at 10 s (552,960 documents) in noida-db
+              -> TOKIO HDF5 (PIT, scroll, and saved-input pipelines)
   airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
               airflow standalone, against the same DAG shape with no-op tasks; parse time
 """
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     results = []
     for w in a.workloads.split(","):
-        if w not in SIZES[a.size] and w != "kwollect":
+        if w not in SIZES[a.size] and w not in ("kwollect", "collectd_es"):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
         if w == "kwollect":
@@ -155,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
             res = kwollect_workload(a.size)
             res["wall_s"] = round(time.monotonic() - t0, 1)
             print_kwollect(res)
+            results.append(res)
+            continue
+        if w == "collectd_es":
+            from benchmarks.collectd_es import workload as collectd_es_workload
+
+            res = collectd_es_workload(a.size, a.repeat)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
             results.append(res)
             continue
         nodes, interval = SIZES[a.size][w]

@@ -61,6 +61,7 @@ def add_parser(subparsers: Any) -> None:
     e.add_argument("--slices", type=int, default=2, help="parallel slices (default 2)")
     e.add_argument("--page-size", type=int, default=5000, help="hits per request (5000)")
     e.add_argument("--keep-alive", default="2m", help="PIT/scroll keep-alive (default 2m)")
+    e.add_argument("--no-pit", action="store_true", help="read with sliced scrolls, not PIT")
     e.add_argument("--timeout", type=float, default=60.0, help="request timeout, s")
     e.add_argument("--no-verify-certs", action="store_true", help="skip TLS verification")
     e.add_argument("--out", required=True, help="output file")
@@ -107,7 +108,11 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
         )
         with CollectdEsSource(
-            conn, page_size=args.page_size, slices=args.slices, keep_alive=args.keep_alive
+            conn,
+            page_size=args.page_size,
+            slices=args.slices,
+            keep_alive=args.keep_alive,
+            use_pit=not args.no_pit,
         ) as src:
             report = export_window(es_pages(src, stats), families, start, end, **kwargs)
     print(f"wrote {out}: {report.summary()}")

@@ -7,7 +7,10 @@ older C libraries; its stderr goes to a log file in the data directory.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -75,6 +78,9 @@ def spawn_noida_elasticsearch(
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        # the noida-db command is a Python launcher that runs the server as its child:
+        # a session of its own lets stop_process end both
+        start_new_session=True,
     )
     log.close()
     url = f"http://127.0.0.1:{port}"
@@ -94,14 +100,26 @@ def spawn_noida_elasticsearch(
 
 
 def stop_process(proc: subprocess.Popen[Any], grace: float = 10) -> None:
-    """Terminate, then kill; always reap the process."""
-    if proc.poll() is None:
-        proc.terminate()
+    """Terminate the process group started by :func:`spawn_noida_elasticsearch` (the
+    launcher and the server), then kill it if needed; always reap the launcher."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            continue
+        # the launcher is gone; give the server in its group the same grace
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def bulk_load(url: str, hits: Iterable[dict[str, Any]], chunk: int = 5000) -> int:

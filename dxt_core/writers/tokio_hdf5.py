@@ -90,6 +90,7 @@ _CPU = {
 }
 
 FloatArray = npt.NDArray[np.float64]
+_Acc = tuple[list[int], list[int], list[float]]
 IntArray = npt.NDArray[np.int64]
 
 
@@ -252,14 +253,30 @@ class TokioTimeSeriesBuilder:
 
     def add_page(self, hits: Sequence[Hit]) -> None:
         """Insert one page of hits (``_source``; ``sort[0]`` = ``@timestamp`` ms if known)."""
-        per: dict[str, tuple[list[int], list[int], list[float]]] = {
-            n: ([], [], []) for n in self.datasets
-        }
+        per: dict[str, _Acc] = {n: ([], [], []) for n in self.datasets}
         disk = "datatargets/readrates" in self.datasets
         cpu = "dataservers/cpuload" in self.datasets
         memory = "dataservers/memused" in self.datasets
         lo, hi = self._start_ms, self._end_ms
         self.stats.documents += len(hits)
+        cache: dict[tuple[Any, ...], tuple[_Acc, int, _Acc, int]] = {}
+
+        def disk_target(key: tuple[Any, ...], hit: Hit) -> tuple[_Acc, int, _Acc, int] | None:
+            ctype, host, inst = key
+            if ctype == "disk_octets":
+                names = ("datatargets/readrates", "datatargets/writerates")
+            elif ctype == "disk_ops":
+                names = ("datatargets/readoprates", "datatargets/writeoprates")
+            else:
+                self._bad(f"_id {hit.get('_id')}: collectd_type {ctype!r}")
+                return None
+            if not isinstance(inst, str):
+                self._bad(f"_id {hit.get('_id')}: disk document without plugin_instance")
+                return None
+            col = f"{host}:{inst}"
+            d0, d1 = self.datasets[names[0]], self.datasets[names[1]]
+            return per[names[0]], d0.column(col), per[names[1]], d1.column(col)
+
         for hit in hits:
             s = hit.get("_source")
             if not isinstance(s, dict):
@@ -280,46 +297,35 @@ class TokioTimeSeriesBuilder:
                 continue
             plugin = s.get("plugin")
             if plugin == "disk" and disk:
-                ctype = s.get("collectd_type")
-                if ctype == "disk_octets":
-                    names = ("datatargets/readrates", "datatargets/writerates")
-                elif ctype == "disk_ops":
-                    names = ("datatargets/readoprates", "datatargets/writeoprates")
-                else:
-                    self._bad(f"_id {hit.get('_id')}: collectd_type {ctype!r}")
-                    continue
+                key = (s.get("collectd_type"), host, s.get("plugin_instance"))
+                target = cache.get(key)
+                if target is None:
+                    target = disk_target(key, hit)
+                    if target is None:
+                        continue
+                    cache[key] = target
                 r, w = s.get("read"), s.get("write")
-                inst = s.get("plugin_instance")
-                if r is None or w is None or not isinstance(inst, str):
+                if r is None or w is None:
                     self._bad(f"_id {hit.get('_id')}: disk document without read/write")
                     continue
-                col = f"{host}:{inst}"
-                for name, v in ((names[0], r), (names[1], w)):
-                    d = self.datasets[name]
-                    acc = per[name]
-                    acc[0].append(ts)
-                    acc[1].append(d.column(col))
-                    acc[2].append(v)
-            elif plugin == "cpu" and cpu:
-                name_or_none = _CPU.get(s.get("type_instance", ""))
+                acc_r, col_r, acc_w, col_w = target
+                acc_r[0].append(ts)
+                acc_r[1].append(col_r)
+                acc_r[2].append(r)
+                acc_w[0].append(ts)
+                acc_w[1].append(col_w)
+                acc_w[2].append(w)
+            elif (plugin == "cpu" and cpu) or (plugin == "memory" and memory):
+                kind = s.get("type_instance")
                 v = s.get("value")
+                name_or_none = (_CPU if plugin == "cpu" else _MEMORY).get(kind or "")
                 if name_or_none is None or v is None:
-                    self._bad(f"_id {hit.get('_id')}: cpu document without idle/user/system value")
+                    self._bad(f"_id {hit.get('_id')}: {plugin} document without known value")
                     continue
                 acc = per[name_or_none]
                 acc[0].append(ts)
                 acc[1].append(self.datasets[name_or_none].column(host))
                 acc[2].append(100.0 - v if name_or_none == "dataservers/cpuload" else v)
-            elif plugin == "memory" and memory:
-                name_or_none = _MEMORY.get(s.get("type_instance", ""))
-                v = s.get("value")
-                if name_or_none is None or v is None:
-                    self._bad(f"_id {hit.get('_id')}: memory document without known type")
-                    continue
-                acc = per[name_or_none]
-                acc[0].append(ts)
-                acc[1].append(self.datasets[name_or_none].column(host))
-                acc[2].append(v)
             else:
                 self._bad(f"_id {hit.get('_id')}: plugin {plugin!r} not in {self.families}")
                 continue

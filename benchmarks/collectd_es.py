@@ -1,0 +1,221 @@
+"""collectd_es benchmark: a day of burst buffer disk documents to TOKIO HDF5.
+
+``python -m benchmarks --workloads collectd_es`` (``--size tiny`` for a smoke run). The
+full size is one UTC day of 16 hosts x 4 NVMe devices (64 devices) at 10 s: 552,960
+``disk_octets`` documents, bulk-loaded into noida-db (not timed). Pipelines, each in its own
+process (peak RSS is that process's), after one warm-up run:
+
+* ``pit``: through the client from noida-db, PIT + search_after, 2 slices, pages of 5,000
+* ``scroll``: the same with sliced scrolls
+* ``input``: from the same documents saved in pytokio's format (a JSON list of pages), no
+  server: the client-side cost alone (JSON decoding, cells, HDF5)
+
+The reference figure is pytokio's ~20,000 documents/s measured earlier on another setup
+(an external number, not measured in this run).
+
+``python -m benchmarks.collectd_es export --url URL ...`` is the measured pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+MODES = ("pit", "scroll", "input")
+PYTOKIO_DOCS_PER_S = 20_000  # external figure (pytokio archive_collectdes), not this run
+DAY = dt.date(2017, 12, 13)
+
+
+def generate_hits(hosts: int, hours: int, devices: int = 4, step_s: int = 10) -> Iterator[dict]:
+    """Deterministic disk_octets documents, one per (host, device, 10 s step)."""
+    rng = np.random.default_rng(42)
+    t0 = dt.datetime(DAY.year, DAY.month, DAY.day, tzinfo=dt.UTC)
+    steps = hours * 3600 // step_s
+    index = f"cori-collectd-{DAY:%Y.%m.%d}"
+    for i in range(steps):
+        reads = rng.exponential(1e6, size=hosts * devices)
+        writes = rng.exponential(2e6, size=hosts * devices)
+        for h in range(hosts):
+            jitter = (h * 37) % 1000  # collectd's per-host offset within the step, in ms
+            ts = t0 + dt.timedelta(seconds=i * step_s, milliseconds=jitter)
+            stamp = ts.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            for d in range(devices):
+                k = h * devices + d
+                yield {
+                    "_index": index,
+                    "_id": f"{i}-{h}-{d}",
+                    "_source": {
+                        "@timestamp": stamp,
+                        "hostname": f"bb{h + 1}",
+                        "plugin": "disk",
+                        "plugin_instance": f"nvme{d}n1",
+                        "collectd_type": "disk_octets",
+                        "read": float(reads[k]),
+                        "write": float(writes[k]),
+                    },
+                }
+
+
+def export(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.collectd_es export")
+    p.add_argument("--url", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--hours", type=int, default=24)
+    p.add_argument("--num-nodes", type=int, default=16)
+    p.add_argument("--slices", type=int, default=2)
+    p.add_argument("--page-size", type=int, default=5000)
+    p.add_argument("--mode", choices=MODES, default="pit")
+    p.add_argument("--input", help="saved pages (mode input)")
+    a = p.parse_args(argv)
+    from dxt_core.extract_collectd_es import es_pages, export_window, saved_pages
+    from dxt_core.sources.collectd_es import (
+        CollectdEsConnection,
+        CollectdEsSource,
+        ExportStats,
+        load_saved_pages,
+    )
+
+    t0 = time.perf_counter()
+    start = dt.datetime(DAY.year, DAY.month, DAY.day, tzinfo=dt.UTC)
+    end = start + dt.timedelta(hours=a.hours)
+    stats = ExportStats()
+    out = Path(a.out)
+    if a.mode == "input":
+        pages = load_saved_pages(a.input)
+        report = export_window(
+            saved_pages(pages, "bb", a.input), ["disk"], start, end, hdf5_path=out,
+            num_nodes=a.num_nodes,
+        )  # fmt: skip
+    else:
+        with CollectdEsSource(
+            CollectdEsConnection(a.url),
+            slices=a.slices,
+            page_size=a.page_size,
+            use_pit=a.mode == "pit",
+        ) as src:
+            report = export_window(
+                es_pages(src, stats), ["disk"], start, end, hdf5_path=out, num_nodes=a.num_nodes
+            )
+    seconds = time.perf_counter() - t0
+    assert report.hdf5 is not None
+    print(
+        json.dumps(
+            {
+                "docs": report.hits,
+                "seconds": seconds,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "bytes": report.hdf5.bytes,
+                "requests": stats.requests,
+                "inserted": report.build["inserted"],
+            }
+        )
+    )
+    return 0
+
+
+def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> dict:
+    import orjson
+
+    from dxt_core.simulate.noida import bulk_load, spawn_noida_elasticsearch, stop_process
+
+    hits = list(generate_hits(hosts, hours))
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="dxt-bench-es-") as tmp:
+        work = Path(tmp)
+        saved = work / "saved.json"
+        saved.write_bytes(orjson.dumps([hits[i : i + 5000] for i in range(0, len(hits), 5000)]))
+        proc, url = spawn_noida_elasticsearch(work / "noida")
+        try:
+            t0 = time.perf_counter()
+            loaded = bulk_load(url, hits)
+            load_s = time.perf_counter() - t0
+            del hits
+            for mode in modes:
+                cmd = [sys.executable, "-m", "benchmarks.collectd_es", "export", "--url", url,
+                       "--hours", str(hours), "--num-nodes", str(hosts), "--mode", mode,
+                       "--input", str(saved)]  # fmt: skip
+                runs = []
+                for i in range(repeat + 1):  # the first run warms up, not counted
+                    out = subprocess.run(
+                        [*cmd, "--out", str(work / f"{mode}{i}.hdf5")],
+                        capture_output=True,
+                        text=True,
+                        timeout=3600,
+                    )
+                    if out.returncode != 0:
+                        raise SystemExit(f"collectd_es {mode} failed:\n{out.stderr[-3000:]}")
+                    if i:
+                        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                secs = statistics.median(r["seconds"] for r in runs)
+                docs = runs[0]["docs"]
+                if docs != loaded:
+                    raise SystemExit(f"{mode}: exported {docs} documents, loaded {loaded}")
+                results[mode] = {
+                    "docs": docs,
+                    "seconds": round(secs, 3),
+                    "docs_per_s": round(docs / secs),
+                    "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs), 1),
+                    "output_bytes": runs[0]["bytes"],
+                    "ratio_vs_pytokio_20k_external": round(docs / secs / PYTOKIO_DOCS_PER_S, 1),
+                    "runs": runs,
+                }
+        finally:
+            stop_process(proc)
+    return {
+        "workload": "collectd_es",
+        "hosts": hosts,
+        "devices": hosts * 4,
+        "hours": hours,
+        "docs": loaded,
+        "bulk_load_s": round(load_s, 1),
+        "pipelines": results,
+        "reference_docs_per_s_external": PYTOKIO_DOCS_PER_S,
+    }
+
+
+def print_result(res: dict) -> None:
+    print(
+        f"\ncollectd_es: {res['devices']} devices x {res['hours']} h at 10 s = {res['docs']} "
+        f"documents -> TOKIO HDF5 (bulk load {res['bulk_load_s']} s, not timed)"
+    )
+    print(
+        f"  {'pipeline':<8} {'seconds':>8} {'docs/s':>9} {'peak RSS MB':>11} {'bytes':>10} "
+        f"{'x pytokio 20k/s (external)':>27}"
+    )
+    for mode, r in res["pipelines"].items():
+        print(
+            f"  {mode:<8} {r['seconds']:>8.3f} {r['docs_per_s']:>9} {r['peak_rss_mb']:>11} "
+            f"{r['output_bytes']:>10} {r['ratio_vs_pytokio_20k_external']:>27}"
+        )
+
+
+#: size -> (hosts, hours, pipelines)
+SIZES: dict[str, tuple[int, int, tuple[str, ...]]] = {
+    "tiny": (2, 1, MODES),
+    "full": (16, 24, MODES),
+}
+
+
+def workload(size: str, repeat: int) -> dict:
+    hosts, hours, modes = SIZES[size]
+    res = run(hosts, hours, repeat, modes)
+    print_result(res)
+    return res
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "export":
+        sys.exit(export(sys.argv[2:]))
+    res = run(int(sys.argv[1]), int(sys.argv[2]), 1, tuple(sys.argv[3].split(",")))
+    print_result(res)

@@ -1,0 +1,42 @@
+"""The collectd_es benchmark runs end to end at its tiny size (a smoke test: no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.perf
+
+
+def test_collectd_es_benchmark_runs_at_tiny_size(tmp_path):
+    out_file = tmp_path / "bench.json"
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks", "--size", "tiny", "--repeat", "1"),
+            *("--workloads", "collectd_es", "--out", str(out_file)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "pytokio 20k/s (external)" in out.stdout
+    res = json.loads(out_file.read_text())["results"][0]
+    assert res["workload"] == "collectd_es"
+    pipes = res["pipelines"]
+    assert set(pipes) == {"pit", "scroll", "input"}
+    # 2 hosts x 4 devices x 360 steps, every pipeline read every document once
+    assert res["docs"] == 2 * 4 * 360
+    for p in pipes.values():
+        assert p["docs"] == res["docs"]
+        assert p["seconds"] > 0 and p["peak_rss_mb"] > 0 and p["output_bytes"] > 0
+    # the three pipelines wrote the same cells and layout; sizes differ by a few bytes only
+    # because noida-db prints some doubles one ulp off, which changes the gzip stream
+    sizes = [p["output_bytes"] for p in pipes.values()]
+    assert max(sizes) - min(sizes) <= 0.01 * min(sizes)
