@@ -35,15 +35,17 @@ Status = Literal["archived", "empty", "missing", "corrupt"]
 
 
 @contextlib.contextmanager
-def atomic_file(final: Path) -> Iterator[BinaryIO]:
+def atomic_file(final: Path, buffer_size: int = 1 << 20) -> Iterator[BinaryIO]:
     """Open a temporary file beside ``final``; rename it to ``final`` only on success.
 
     On any exception the temporary file is removed and ``final`` is left as it was.
+    ``buffer_size`` is the write buffer: large for one big file, small when many files are
+    open at once (a backup keeps one per node and metric).
     """
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
+        with os.fdopen(fd, "wb", buffering=buffer_size) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

@@ -647,7 +647,8 @@ class Kwollect:
                         if writer is None:
                             metric = _safe_component(key[1], "metric name")
                             path = root / node.fqdn / f"{metric}.{file_cls.extension}"
-                            fh = stack.enter_context(atomic_file(path))
+                            # many files stay open at once: small write buffers
+                            fh = stack.enter_context(atomic_file(path, buffer_size=1 << 16))
                             writer = files[key] = file_cls(fh)
                             paths[key] = path
                         writer.write(p, orjson.dumps(p) + b"\n")
