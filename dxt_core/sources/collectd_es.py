@@ -29,6 +29,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,9 +211,11 @@ class ExportStats:
     requests: int = 0
     resumed: int = 0
     skipped_duplicates: int = 0
+    #: seconds spent waiting for (and decoding) answers, summed over slices
+    request_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, **counts: int) -> None:
+    def add(self, **counts: float) -> None:
         with self._lock:
             for k, v in counts.items():
                 setattr(self, k, getattr(self, k) + v)
@@ -226,6 +229,7 @@ class ExportStats:
             "requests": self.requests,
             "resumed": self.resumed,
             "skipped_duplicates": self.skipped_duplicates,
+            "request_s": round(self.request_s, 3),
         }
 
 
@@ -558,8 +562,9 @@ class CollectdEsSource:
                 body["search_after"] = search_after
             if fields is not None:
                 body["_source"] = fields
-            stats.add(requests=1)
+            t0 = time.perf_counter()
             r = self.es.search(**body)
+            stats.add(requests=1, request_s=time.perf_counter() - t0)
             hits = r["hits"]["hits"]
             if not hits:
                 return
@@ -586,8 +591,9 @@ class CollectdEsSource:
             body["slice"] = slice_doc
         if fields is not None:
             body["_source"] = fields
-        stats.add(requests=1)
+        t0 = time.perf_counter()
         r = self.es.search(**body)
+        stats.add(requests=1, request_s=time.perf_counter() - t0)
         scroll_id: str | None = r.get("_scroll_id")
         if scroll_id:
             with self._open_lock:
@@ -600,8 +606,9 @@ class CollectdEsSource:
                 yield hits
                 if scroll_id is None:
                     return
-                stats.add(requests=1)
+                t0 = time.perf_counter()
                 r = self.es.scroll(scroll_id=scroll_id, scroll=self.keep_alive)
+                stats.add(requests=1, request_s=time.perf_counter() - t0)
                 new_id = r.get("_scroll_id")
                 if new_id and new_id != scroll_id:
                     with self._open_lock:
