@@ -135,6 +135,8 @@ def test_jsonl_through_the_client_equals_saved_hits(noida_es, tmp_path):
 class _FakeSecureEs(http.server.BaseHTTPRequestHandler):
     expected = "Basic " + base64.b64encode(b"reader:s3cr3t").decode()
     seen: list[str | None] = []
+    cleared: list[object] = []
+    pit_supported = True
 
     def log_message(self, *args):
         pass
@@ -156,7 +158,16 @@ class _FakeSecureEs(http.server.BaseHTTPRequestHandler):
         if auth != self.expected:
             self._send(401, {"error": {"type": "security_exception", "reason": "unable to authenticate user [reader]"}, "status": 401})  # fmt: skip
             return
-        if "/_pit" in self.path and self.command == "POST":
+        if "/_pit" in self.path and not self.pit_supported:
+            # what a server older than 7.10 answers: no such endpoint
+            self._send(400, {"error": {"type": "illegal_argument_exception", "reason": f"request [{self.path}] contains unrecognized parameter"}, "status": 400})  # fmt: skip
+        elif self.path.startswith("/_search/scroll"):
+            if self.command == "DELETE":
+                self.cleared.append(body.get("scroll_id"))
+                self._send(200, {"succeeded": True, "num_freed": 1})
+            else:
+                self._send(200, {"_scroll_id": "scroll-1", "hits": {"hits": []}})
+        elif "/_pit" in self.path and self.command == "POST":
             self._send(200, {"id": "pit-1"})
         elif self.path.startswith("/_pit"):
             self._send(200, {"succeeded": True, "num_freed": 1})
@@ -167,7 +178,10 @@ class _FakeSecureEs(http.server.BaseHTTPRequestHandler):
                 src = {"@timestamp": "2017-12-13T08:00:00.000Z", "hostname": "bb1", "plugin": "disk",
                        "plugin_instance": "nvme0n1", "collectd_type": "disk_octets", "read": 1.0, "write": 2.0}  # fmt: skip
                 hits = [{"_index": "i", "_id": "a", "_source": src, "sort": [ts, 1]}]
-            self._send(200, {"pit_id": "pit-1", "hits": {"hits": hits}})
+            if "scroll=" in self.path:
+                self._send(200, {"_scroll_id": "scroll-1", "hits": {"hits": hits}})
+            else:
+                self._send(200, {"pit_id": "pit-1", "hits": {"hits": hits}})
         else:
             self._send(404, {"error": "no handler"})
 
@@ -177,6 +191,8 @@ class _FakeSecureEs(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_secure_es():
     _FakeSecureEs.seen = []
+    _FakeSecureEs.cleared = []
+    _FakeSecureEs.pit_supported = True
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeSecureEs)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
@@ -216,3 +232,16 @@ def test_cli_reads_credentials_from_the_environment(fake_secure_es, tmp_path, mo
     assert "s3cr3t" not in capsys.readouterr().out
     cols, reads, _ = read_tokio_dataset(out, "datatargets/readrates")
     assert cols == ["bb1:nvme0n1"] and reads[0, 0] == 1.0 and np.signbit(reads[1:, 0]).all()
+
+
+def test_server_without_pit_falls_back_to_scroll_and_clears_it(fake_secure_es):
+    _FakeSecureEs.pit_supported = False
+    env = {"PYTOKIO_ES_USER": "reader", "PYTOKIO_ES_PASSWORD": "s3cr3t"}
+    stats = ExportStats()
+    conn = CollectdEsConnection.from_env(fake_secure_es, env=env)
+    with CollectdEsSource(conn, slices=1, page_size=10) as src:
+        pages = list(src.iter_pages("disk", T0, T1, stats=stats))
+        assert src.open_contexts == 0
+    assert stats.mode == "scroll"
+    assert [h["_id"] for p in pages for h in p] == ["a"]
+    assert _FakeSecureEs.cleared in (["scroll-1"], [["scroll-1"]])  # the scroll was cleared
