@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks import peak_rss_mb
 
 MODES = ("pit", "scroll", "input")
 PYTOKIO_DOCS_PER_S = 20_000  # external figure (pytokio archive_collectdes), not this run
@@ -65,18 +66,6 @@ def generate_hits(hosts: int, hours: int, devices: int = 4, step_s: int = 10) ->
                         "write": float(writes[k]),
                     },
                 }
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS since exec (``VmHWM``). ``ru_maxrss`` is not used: on Linux
-    it keeps the high-water mark of the forked parent image across ``execve``."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def export(argv: list[str]) -> int:

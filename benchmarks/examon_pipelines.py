@@ -17,7 +17,6 @@ import argparse
 import datetime as dt
 import gzip
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -25,12 +24,9 @@ from pathlib import Path
 import httpx
 import orjson
 
+from benchmarks import peak_rss_mb
 from dxt_core import Archive, CatalogEntry, ExamonConnection, KairosDBSource, archive_examon_day
 from dxt_core.windows import day_window
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run_ours(url: str, entry: CatalogEntry, day: dt.date, out: Path, fmt: str = "csv") -> dict:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import peak_rss_mb
 from dxt_core.simulate import spawn_kwollect_simulator
 
 DAY = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
@@ -44,7 +44,7 @@ def run_backup(url: str, sites: list[str], nodes: int, hours: float, out: Path) 
         "points": manifest["rows"],
         "seconds": round(seconds, 3),
         "points_per_s": round(manifest["rows"] / seconds),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "output_bytes": manifest["bytes"],
         "requests": manifest["requests"]["requests"],
     }
