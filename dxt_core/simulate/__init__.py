@@ -10,34 +10,12 @@ from typing import IO, Any
 from dxt_core.errors import DxtError
 
 
-def spawn_examon_simulator(
-    args: list[str], stderr: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 30
+def _spawn(
+    backend: str, args: list[str], stderr: int | IO[Any] | None, timeout: float
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start ``dxt simulate examon --port 0 ARGS`` as a process; return it and its URL."""
+    """Start ``dxt simulate BACKEND --port 0 ARGS``; return the process once it prints its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dxt_core.simulate.examon", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if "listening on" in line:
-            return proc, line.rsplit(" ", 1)[-1].strip()
-    proc.kill()
-    raise DxtError(f"the Examon simulator did not start (args: {' '.join(args)})")
-
-
-def spawn_kwollect_simulator(
-    args: list[str], stderr: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 30
-) -> tuple[subprocess.Popen[str], str]:
-    """Start ``dxt simulate kwollect --port 0 ARGS`` as a process; return it and its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dxt_core.simulate.kwollect", "--port", "0", *args],
+        [sys.executable, "-m", f"dxt_core.simulate.{backend}", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
@@ -52,4 +30,18 @@ def spawn_kwollect_simulator(
             return proc, line.rsplit(" ", 1)[-1].strip()
     proc.kill()
     proc.wait()
-    raise DxtError(f"the Kwollect simulator did not start (args: {' '.join(args)})")
+    raise DxtError(f"the {backend} simulator did not start (args: {' '.join(args)})")
+
+
+def spawn_examon_simulator(
+    args: list[str], stderr: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 30
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``dxt simulate examon --port 0 ARGS`` as a process; return it and its URL."""
+    return _spawn("examon", args, stderr, timeout)
+
+
+def spawn_kwollect_simulator(
+    args: list[str], stderr: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 30
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``dxt simulate kwollect --port 0 ARGS`` as a process; return it and its URL."""
+    return _spawn("kwollect", args, stderr, timeout)
