@@ -45,6 +45,31 @@ def as_bool(value: Any, key: str) -> bool:
     raise ConfigError(f"{key} must be true or false, not {value!r}")
 
 
+def check_extras(conn_id: str, extra: Mapping[str, Any] | None, known: set[str]) -> dict[str, Any]:
+    """A connection's extras as a dict; an unknown key (a typo) is an error naming it."""
+    out = dict(extra or {})
+    unknown = set(out) - known
+    if unknown:
+        raise ConfigError(
+            f"connection {conn_id!r}: unknown extra field(s) {sorted(unknown)}; "
+            f"known: {sorted(known)}"
+        )
+    return out
+
+
+def url_from_host(host: str, port: int | None, scheme: str) -> str:
+    """A base URL from a connection's ``host``: a URL as given (with ``port`` added when it
+    names none), or a bare name joined with ``scheme`` and ``port``."""
+    if "://" not in host:
+        return f"{scheme}://{host}" + (f":{port}" if port else "")
+    url = host.rstrip("/")
+    if port and ":" not in url.split("://", 1)[1].split("/", 1)[0]:
+        head, rest = url.split("://", 1)
+        hostpart, _, path = rest.partition("/")
+        url = f"{head}://{hostpart}:{port}" + (f"/{path}" if path else "")
+    return url
+
+
 def examon_connection_from_fields(
     *,
     conn_id: str,
@@ -61,28 +86,14 @@ def examon_connection_from_fields(
     the scheme when ``host`` has none (http connections use it that way). Extras:
     ``grafana_proxy``, ``time_zone``, ``cluster``, ``jobs_url``, ``timeout``, ``verify_tls``.
     """
-    extra = dict(extra or {})
-    unknown = set(extra) - _EXAMON_EXTRAS
-    if unknown:
-        raise ConfigError(
-            f"connection {conn_id!r}: unknown extra field(s) {sorted(unknown)}; "
-            f"known: {sorted(_EXAMON_EXTRAS)}"
-        )
+    extra = check_extras(conn_id, extra, _EXAMON_EXTRAS)
     if not host:
         raise ConfigError(
             f"connection {conn_id!r} has no host: set it, e.g. "
             f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "http", "host": '
             '"examon.example.org", "port": 8083}\''
         )
-    if "://" in host:
-        url = host.rstrip("/")
-        if port and ":" not in url.split("://", 1)[1].split("/", 1)[0]:
-            scheme, rest = url.split("://", 1)
-            hostpart, _, path = rest.partition("/")
-            url = f"{scheme}://{hostpart}:{port}" + (f"/{path}" if path else "")
-    else:
-        scheme = schema if schema in ("http", "https") else "http"
-        url = f"{scheme}://{host}" + (f":{port}" if port else "")
+    url = url_from_host(host, port, schema if schema in ("http", "https") else "http")
     try:
         timeout = float(extra.get("timeout", 120))
     except (TypeError, ValueError) as exc:

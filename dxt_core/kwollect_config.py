@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dxt_core.config import as_bool
+from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError
 from dxt_core.sources.kwollect import (
     DEFAULT_API_URL,
@@ -161,25 +161,15 @@ def kwollect_connection_from_fields(
     HTTP Basic auth. Extras: ``api_url``, ``timeout``, ``verify_tls``, ``max_points``,
     ``max_nodes``.
     """
-    extra = dict(extra or {})
-    unknown = set(extra) - _EXTRAS
-    if unknown:
-        raise ConfigError(
-            f"connection {conn_id!r}: unknown extra field(s) {sorted(unknown)}; "
-            f"known: {sorted(_EXTRAS)}"
-        )
+    extra = check_extras(conn_id, extra, _EXTRAS)
     if extra.get("api_url"):
         url = str(extra["api_url"])
     elif host and "://" in host:
-        url = host
-        if port and ":" not in host.split("://", 1)[1].split("/", 1)[0]:
-            scheme, rest = host.split("://", 1)
-            hostpart, _, path = rest.partition("/")
-            url = f"{scheme}://{hostpart}:{port}" + (f"/{path}" if path else "")
+        url = url_from_host(host, port, "https")
     elif host:
         scheme = schema if schema in ("http", "https") else "https"
         path = schema if schema and schema not in ("http", "https") else ""
-        url = f"{scheme}://{host}" + (f":{port}" if port else "") + (f"/{path}" if path else "")
+        url = url_from_host(host, port, scheme) + (f"/{path}" if path else "")
     else:
         raise ConfigError(
             f"connection {conn_id!r} has no host: set it, e.g. "

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError, QueryRejected, SourceError, SourceUnavailable
 
 log = logging.getLogger("dxt_core.sources.collectd_es")
@@ -757,28 +758,17 @@ def connection_from_fields(
     ``http`` or ``https`` (default ``http``); ``port`` defaults to 9200. Extras: ``index``,
     ``host_prefix``, ``verify_certs``, ``timeout``.
     """
-    extra = dict(extra or {})
-    unknown = sorted(set(extra) - _EXTRAS)
-    if unknown:
-        raise ConfigError(
-            f"connection {conn_id!r}: unknown extra field(s) {', '.join(unknown)}; "
-            f"allowed: {', '.join(sorted(_EXTRAS))}"
-        )
+    extra = check_extras(conn_id, extra, _EXTRAS)
     if not host:
         raise ConfigError(f"connection {conn_id!r} has no host: set it to the Elasticsearch host")
-    if "://" in host:
-        url = host
-    else:
-        scheme = (schema or "http").lower()
-        if scheme not in ("http", "https"):
-            raise ConfigError(
-                f"connection {conn_id!r}: schema {schema!r} must be http or https "
-                "(it selects the URL scheme, not a database)"
-            )
-        url = f"{scheme}://{host}:{port or 9200}"
-    verify = extra.get("verify_certs", True)
-    if isinstance(verify, str):
-        verify = verify.strip().lower() not in ("0", "false", "no", "off")
+    scheme = (schema or "http").lower()
+    if "://" not in host and scheme not in ("http", "https"):
+        raise ConfigError(
+            f"connection {conn_id!r}: schema {schema!r} must be http or https "
+            "(it selects the URL scheme, not a database)"
+        )
+    url = url_from_host(host, port or (None if "://" in host else 9200), scheme)
+    verify = as_bool(extra.get("verify_certs", True), "extra verify_certs")
     try:
         timeout = float(extra.get("timeout", 60.0))
     except (TypeError, ValueError) as exc:
