@@ -50,7 +50,8 @@ def dxt_collectd_es() -> None:
 
         return day_is_over(get_current_context(), SETTLE_S)
 
-    @task(map_index_template="{{ task.op_kwargs['family'] }}")
+    # the report as one XCom, not one per key
+    @task(multiple_outputs=False, map_index_template="{{ task.op_kwargs['family'] }}")
     def archive_family_day(family: str) -> dict[str, object]:
         from dxt_core.airflow.collectd_es import archive_family_day as run
 

@@ -58,6 +58,9 @@ def dxt_examon() -> None:
 
     @task(
         pool=POOL,
+        # One XCom (the report), not one per key: a dict return type would otherwise
+        # make Airflow push each key separately, a dozen extra API calls per task.
+        multiple_outputs=False,
         map_index_template="{{ task.op_kwargs['entry']['plugin'] }}/"
         "{{ task.op_kwargs['entry']['metric'] }}",
     )

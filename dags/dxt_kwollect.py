@@ -56,6 +56,7 @@ def dxt_kwollect() -> None:
 
     @task(
         pool=POOL,
+        multiple_outputs=False,  # the report as one XCom, not one per key
         map_index_template="{{ task.op_kwargs['unit']['site'] }}/"
         "{{ task.op_kwargs['unit']['metric'] }}",
     )

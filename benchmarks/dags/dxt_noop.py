@@ -33,6 +33,7 @@ def dxt_noop() -> None:
 
     @task(
         pool=os.environ.get("DXT_EXAMON_POOL", "examon"),
+        multiple_outputs=False,  # as dxt_examon: one XCom per task
         map_index_template="{{ task.op_kwargs['entry']['plugin'] }}/"
         "{{ task.op_kwargs['entry']['metric'] }}",
     )

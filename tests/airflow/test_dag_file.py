@@ -47,6 +47,32 @@ def test_dagbag_has_no_import_errors_and_parses_fast(migrated_home, tmp_path):
     assert doc["best_ms"] < 100
 
 
+ONE_XCOM = """
+import json
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder={path!r})
+tasks = {{"dxt_examon": "archive_metric_day", "dxt_kwollect": "archive_site_metric_day",
+          "dxt_collectd_es": "archive_family_day"}}
+print(json.dumps({{d: bag.dags[d].task_dict[t].multiple_outputs for d, t in tasks.items()}}))
+"""
+
+
+def test_archive_tasks_push_their_report_as_one_xcom(migrated_home, tmp_path):
+    # A task annotated '-> dict' pushes each key as its own XCom unless told otherwise:
+    # a dozen extra Execution API calls and XCom rows per metric-day.
+    env = base_env(fresh_home(migrated_home, tmp_path / "h"), tmp_path / "a", "http://x:1", None)
+    out = subprocess.run(
+        [sys.executable, "-c", ONE_XCOM.format(path=str(ROOT / "dags"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc == {"dxt_examon": False, "dxt_kwollect": False, "dxt_collectd_es": False}
+
+
 def test_catalog_above_max_map_length_fails_clearly_then_maps_when_configured(
     migrated_home, tmp_path
 ):

@@ -143,6 +143,18 @@ def test_backfill_two_days_then_clear_one_failed_metric_day(migrated_home, tmp_p
         assert set(mapped) == {f"{p}/{m}" for p, m in [*GOOD, BROKEN]}
         assert mapped["ipmi_pub/pcie"]["state"] == "failed"
         assert all(mapped[f"{p}/{m}"]["state"] == "success" for p, m in GOOD)
+        # The task's report is one XCom (return_value), not one XCom per key.
+        ambient = mapped["ipmi_pub/ambient"]["map_index"]
+        xcoms = stack.get(
+            f"dags/dxt_examon/dagRuns/{run1['dag_run_id']}/taskInstances/archive_metric_day/"
+            f"xcomEntries?map_index={ambient}"
+        )["xcom_entries"]
+        assert [x["key"] for x in xcoms] == ["return_value"]
+        report = stack.get(
+            f"dags/dxt_examon/dagRuns/{run1['dag_run_id']}/taskInstances/archive_metric_day/"
+            f"xcomEntries/return_value?map_index={ambient}&deserialize=true"
+        )["value"]
+        assert report["status"] == "archived" and report["parts"] == ["ipmi_pub", "ambient"]
 
         def snapshot():
             # only the backfilled days: the scheduler also runs the latest day on its own
