@@ -43,8 +43,8 @@ def _airflow(env: dict[str, str], *args: str) -> None:
         time.sleep(3)
 
 
-def _mapped_durations(api: str, dag_id: str, run_id: str) -> list[float]:
-    out: list[float] = []
+def _mapped_tasks(api: str, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     offset = 0
     while True:
         page = httpx.get(
@@ -52,7 +52,7 @@ def _mapped_durations(api: str, dag_id: str, run_id: str) -> list[float]:
             params={"limit": 100, "offset": offset, "task_id": "archive_metric_day"},
         ).json()
         tis = page["task_instances"]
-        out += [float(t["duration"]) for t in tis if t.get("duration") is not None]
+        out += tis
         offset += len(tis)
         if not tis or offset >= page["total_entries"]:
             return out
@@ -161,11 +161,16 @@ def run(
             r = runs[0]
             start = dt.datetime.fromisoformat(r["start_date"])
             end = dt.datetime.fromisoformat(r["end_date"])
-            durations = _mapped_durations(api, dag_id, r["dag_run_id"])
-            n = len(durations)
+            tis = _mapped_tasks(api, dag_id, r["dag_run_id"])
+            n = len(tis)
+            durations = [float(t["duration"]) for t in tis if t.get("duration") is not None]
+            states: dict[str, int] = {}
+            for t in tis:
+                states[str(t["state"])] = states.get(str(t["state"]), 0) + 1
             result[dag_id] = {
                 "state": r["state"],
                 "mapped_tasks": n,
+                "task_states": states,
                 "run_seconds": round((end - start).total_seconds(), 1),
                 "wall_seconds": round(wall, 1),
                 "per_task_s": round((end - start).total_seconds() / n, 3),
@@ -184,10 +189,15 @@ def run(
             af.wait(30)
         sim.terminate()
         log.close()
+    failed = [d for d in order if result.get(d, {}).get("state") != "success"]
     ours, noop = result.get("dxt_examon"), result.get("dxt_noop")
-    if ours and noop:
+    if ours and noop and not failed:
         result["ours_vs_noop"] = round(ours["run_seconds"] / noop["run_seconds"], 2)
-    if os.environ.get("DXT_BENCH_KEEP"):
+    if failed:
+        # A failed run's time is not a measurement: say so, keep the logs to read.
+        result["invalid"] = f"run of {', '.join(failed)} did not succeed; logs kept in {work}"
+        print(result["invalid"], file=sys.stderr)
+    elif os.environ.get("DXT_BENCH_KEEP"):
         print(f"kept {work}", file=sys.stderr)
     else:
         shutil.rmtree(work, ignore_errors=True)
