@@ -30,13 +30,18 @@ def test_collectd_es_benchmark_runs_at_tiny_size(tmp_path):
     res = json.loads(out_file.read_text())["results"][0]
     assert res["workload"] == "collectd_es"
     pipes = res["pipelines"]
-    assert set(pipes) == {"pit", "scroll", "input"}
+    assert set(pipes) == {"pit", "scroll", "input", "floor", "reference"}
     # 2 hosts x 4 devices x 360 steps, every pipeline read every document once
     assert res["docs"] == 2 * 4 * 360
     for p in pipes.values():
         assert p["docs"] == res["docs"]
-        assert p["seconds"] > 0 and p["peak_rss_mb"] > 0 and p["output_bytes"] > 0
+        assert p["seconds"] > 0 and p["peak_rss_mb"] > 0
+        assert p["ratio_vs_floor"] > 0 and p["ratio_vs_reference"] > 0
+    # the reference inserted both values of every document
+    assert pipes["reference"]["runs"][0]["inserted"] == 2 * res["docs"]
+    writers = [p for m, p in pipes.items() if m in ("pit", "scroll", "input")]
     # the three pipelines wrote the same cells and layout; sizes differ by a few bytes only
     # because noida-db prints some doubles one ulp off, which changes the gzip stream
-    sizes = [p["output_bytes"] for p in pipes.values()]
+    sizes = [p["output_bytes"] for p in writers]
+    assert min(sizes) > 0
     assert max(sizes) - min(sizes) <= 0.01 * min(sizes)
