@@ -38,6 +38,7 @@ from dxt_core.archive import Archive, DayKey, atomic_file, write_json_atomic
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.extract import DayReport
 from dxt_core.http import RequestStats, RetryPolicy
+from dxt_core.prefetch import prefetched
 from dxt_core.sources.kwollect import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
@@ -637,7 +638,8 @@ class Kwollect:
             paths: dict[tuple[str, str], Path] = {}
             done: list[dict[str, Any]] = []
             with contextlib.ExitStack() as stack:
-                for batch in self.iter_site_points(site, site_nodes, mets, stats):
+                # The next window is fetched while this one is written (one ahead).
+                for batch in prefetched(self.iter_site_points(site, site_nodes, mets, stats)):
                     for p in batch:
                         node = names.get(p.get("device_id", ""))
                         if node is None:
@@ -652,7 +654,7 @@ class Kwollect:
                             writer = files[key] = file_cls(fh)
                             paths[key] = path
                         writer.write(p, orjson.dumps(p) + b"\n")
-                    batch.clear()  # free this answer before the next one is fetched
+                    batch.clear()  # free this answer now, not when the next one arrives
                 for key, writer in sorted(files.items()):
                     size, sha = writer.close()
                     s = writer.stats
@@ -739,7 +741,7 @@ def archive_kwollect_day(
     size, sha = 0, ""
     with atomic_file(target) as fh:
         gz = GzipStream(fh)
-        for batch in client.iter_batches(site, parsed, [metric], start, stop, stats):
+        for batch in prefetched(client.iter_batches(site, parsed, [metric], start, stop, stats)):
             for p in batch:
                 if p.get("metric_id") != metric:
                     continue
@@ -747,7 +749,7 @@ def archive_kwollect_day(
                 rows += 1
                 first = first or p["timestamp"]
                 last = p["timestamp"]
-            batch.clear()  # free this answer before the next one is fetched
+            batch.clear()  # free this answer now, not when the next one arrives
         sha = gz.close()
         size = gz.bytes
     seconds = time.perf_counter() - t0
