@@ -74,3 +74,28 @@ def test_kwollect_benchmark_runs_at_tiny_size(tmp_path):
     assert runs["two_sites_quarter"]["points"] == 2 * 3 * 900
     for r in runs.values():
         assert r["seconds"] > 0 and r["peak_rss_mb"] > 0 and r["output_bytes"] > 0
+
+
+@pytest.mark.airflow
+def test_airflow_benchmark_runs_at_tiny_size(tmp_path):
+    # airflow standalone, 20 mapped metric-days of each DAG (ours and the no-op twin)
+    out_file = tmp_path / "bench.json"
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks", "--size", "tiny"),
+            *("--workloads", "airflow", "--out", str(out_file)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out_file.read_text())["results"][0]
+    assert "invalid" not in res, res
+    for dag_id in ("dxt_noop", "dxt_examon"):
+        run = res[dag_id]
+        assert run["state"] == "success"
+        assert run["mapped_tasks"] == 20 and run["task_states"] == {"success": 20}
+        assert run["run_seconds"] > 0 and run["task_duration_median_s"] > 0
+    assert res["ours_vs_noop"] > 0 and res["parse_ms"] > 0
