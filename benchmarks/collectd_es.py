@@ -213,9 +213,8 @@ def export(argv: list[str]) -> int:
         print(json.dumps(res))
         return 0
     if a.mode == "input":
-        pages = load_saved_pages(a.input)
         report = export_window(
-            saved_pages(pages, "bb", a.input), ["disk"], start, end, hdf5_path=out,
+            saved_pages(Path(a.input), "bb", a.input), ["disk"], start, end, hdf5_path=out,
             num_nodes=a.num_nodes,
         )  # fmt: skip
     else:

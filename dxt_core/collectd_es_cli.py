@@ -74,7 +74,6 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
         CollectdEsConnection,
         CollectdEsSource,
         ExportStats,
-        load_saved_pages,
     )
 
     start = parse_time(args.start, "START")
@@ -94,8 +93,7 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
     }
     stats = ExportStats()
     if args.input:
-        pages = load_saved_pages(args.input)
-        provider = saved_pages(pages, args.host_prefix, args.input)
+        provider = saved_pages(Path(args.input), args.host_prefix, args.input)
         report = export_window(provider, families, start, end, **kwargs)
     else:
         if not args.url:

@@ -24,6 +24,7 @@ from dxt_core.sources.collectd_es import (
     ExportStats,
     Page,
     check_family,
+    iter_saved_pages,
     select_saved_hits,
 )
 from dxt_core.writers.base import WriteResult
@@ -53,9 +54,13 @@ def es_pages(source: CollectdEsSource, stats: ExportStats) -> PageProvider:
     return provide
 
 
-def saved_pages(pages: list[Page], host_prefix: str, where: str) -> PageProvider:
+def saved_pages(pages: list[Page] | str | Path, host_prefix: str, where: str) -> PageProvider:
+    """Saved hits as a page source: a list of pages, or a file read one page at a time
+    (once per family asked for), so memory holds a page, not the file."""
+
     def provide(family: str, start: dt.datetime, end: dt.datetime, full: bool) -> Iterator[Page]:
-        return select_saved_hits(pages, family, start, end, host_prefix, where=where)
+        source = iter_saved_pages(pages) if isinstance(pages, str | Path) else pages
+        return select_saved_hits(source, family, start, end, host_prefix, where=where)
 
     return provide
 

@@ -28,6 +28,7 @@ import gzip
 import logging
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -633,9 +634,14 @@ def _drop_seen(hits: Page, last_ts: int | None, seen: set[str]) -> Page:
 
 
 def load_saved_pages(path: str | Path) -> list[Page]:
-    """pytokio's saved format: a JSON list of pages, each a list of hits (or a search
-    response with ``hits.hits``); ``.gz`` is decompressed. Errors name the file and page."""
-    p = Path(path)
+    """pytokio's saved format, whole: a JSON list of pages, each a list of hits (or a search
+    response with ``hits.hits``); ``.gz`` is decompressed. Errors name the file and page.
+
+    :func:`iter_saved_pages` reads the same files one page at a time."""
+    return list(iter_saved_pages(path))
+
+
+def _whole_file_pages(p: Path) -> list[Page]:
     try:
         raw = p.read_bytes()
     except OSError as exc:
@@ -656,20 +662,125 @@ def load_saved_pages(path: str | Path) -> list[Page]:
             f"{p}: top level is {type(doc).__name__}, expected a list of pages (each a list "
             "of hits with _index, _id, _source)"
         )
-    pages: list[Page] = []
-    for i, page in enumerate(doc):
-        if isinstance(page, dict):
-            hits = page.get("hits", {}).get("hits") if isinstance(page.get("hits"), dict) else None
-            if not isinstance(hits, list):
-                raise ConfigError(f"{p}: page {i} is an object without hits.hits")
-            page = hits
-        if not isinstance(page, list):
-            raise ConfigError(f"{p}: page {i} is {type(page).__name__}, expected a list of hits")
-        for j, hit in enumerate(page):
-            if not isinstance(hit, dict) or not isinstance(hit.get("_source"), dict):
-                raise ConfigError(f"{p}: page {i}, hit {j} has no _source object")
-        pages.append(page)
-    return pages
+    return [_checked_page(p, i, page) for i, page in enumerate(doc)]
+
+
+def _checked_page(p: Path, i: int, page: Any) -> Page:
+    if isinstance(page, dict):
+        hits = page.get("hits", {}).get("hits") if isinstance(page.get("hits"), dict) else None
+        if not isinstance(hits, list):
+            raise ConfigError(f"{p}: page {i} is an object without hits.hits")
+        page = hits
+    if not isinstance(page, list):
+        raise ConfigError(f"{p}: page {i} is {type(page).__name__}, expected a list of hits")
+    for j, hit in enumerate(page):
+        if not isinstance(hit, dict) or not isinstance(hit.get("_source"), dict):
+            raise ConfigError(f"{p}: page {i}, hit {j} has no _source object")
+    return page
+
+
+#: where a page that is a list of hits may end: a ``]`` followed by the next page or by the
+#: end of the top-level list. Such a ``]`` inside a page (an array of arrays) only costs a
+#: failed parse: a prefix of a page is never valid JSON.
+_PAGE_END = re.compile(rb"\](?=\s*(?:,\s*\[|\]))")
+_SPACE = b" \t\r\n"
+_CHUNK = 1 << 20
+
+
+def iter_saved_pages(path: str | Path) -> Iterator[Page]:
+    """The pages of a saved export, one at a time: memory holds one page, not the file.
+
+    Pages that are lists of hits (pytokio's format) are streamed; a file whose pages are
+    search responses (objects) is read whole. Errors name the file, page and hit."""
+    p = Path(path)
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read input file ({exc.strerror})") from exc
+    with fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+        stream: Any = gzip.GzipFile(fileobj=fh, mode="rb") if gz else fh
+        buf = b""
+        pos = 0
+        eof = False
+
+        def more() -> bool:
+            nonlocal buf, pos, eof
+            if eof:
+                return False
+            try:
+                chunk = stream.read(_CHUNK)
+            except (OSError, EOFError) as exc:
+                raise ConfigError(f"{p}: corrupt gzip ({exc}); re-save the input") from exc
+            if not chunk:
+                eof = True
+                return False
+            buf = buf[pos:] + chunk
+            pos = 0
+            return True
+
+        def next_byte() -> int | None:
+            """The next non-space byte (not consumed), or None at the end of the file."""
+            nonlocal pos
+            while True:
+                while pos < len(buf) and buf[pos] in _SPACE:
+                    pos += 1
+                if pos < len(buf):
+                    return buf[pos]
+                if not more():
+                    return None
+
+        if next_byte() != ord("["):
+            yield from _whole_file_pages(p)  # not a list: the whole-file reader says why
+            return
+        pos += 1
+        i = 0
+        while True:
+            c = next_byte()
+            if c == ord("]") and i == 0:
+                pos += 1
+                break
+            if c != ord("["):
+                # pages that are objects (search responses): read the file whole
+                yield from _whole_file_pages(p)[i:]
+                return
+            start, scan = pos, pos
+            page: Any = None
+            while page is None:
+                for m in _PAGE_END.finditer(buf, scan):
+                    try:
+                        page = orjson.loads(buf[start : m.end()])
+                    except orjson.JSONDecodeError:
+                        continue
+                    pos = m.end()
+                    break
+                if page is None:
+                    # The page goes on in the next chunk. A ']' at the end of this buffer
+                    # may not have shown what follows it yet: rescan from the last one.
+                    last = buf.rfind(b"]", start)
+                    if not more():
+                        yield from _whole_file_pages(p)[i:]  # names what is wrong
+                        return
+                    # more() dropped the bytes before the page (pos == start): shift indexes
+                    scan = last - start if last >= 0 else 0
+                    start = 0
+            yield _checked_page(p, i, page)
+            i += 1
+            c = next_byte()
+            if c == ord(","):
+                pos += 1
+                continue
+            if c == ord("]"):
+                pos += 1
+                break
+            yield from _whole_file_pages(p)[i:]
+            return
+        if next_byte() is not None:
+            raise ConfigError(
+                f"{p}: not JSON (data after the list of pages); expected pytokio's saved "
+                "format, a list of pages of hits"
+            )
 
 
 def page_timestamps_ms(sources: list[Mapping[str, Any]]) -> list[int]:
