@@ -57,7 +57,10 @@ def add_parser(subparsers: Any) -> None:
     e.add_argument("--init-start", help="range of a new HDF5 file (default START)")
     e.add_argument("--init-end", help="end of a new HDF5 file's range (default END)")
     e.add_argument("--format", choices=("jsonl", "hdf5"), default="hdf5", help="output (hdf5)")
-    e.add_argument("--input", help="saved pytokio JSON (list of pages of hits), .gz ok")
+    e.add_argument(
+        "--input",
+        help="saved pytokio JSON (list of pages of hits), .gz ok; read one page at a time",
+    )
     e.add_argument("--slices", type=int, default=2, help="parallel slices (default 2)")
     e.add_argument("--page-size", type=int, default=5000, help="hits per request (5000)")
     e.add_argument("--keep-alive", default="2m", help="PIT/scroll keep-alive (default 2m)")
