@@ -80,3 +80,17 @@ def fresh_home(template: Path, dest: Path) -> Path:
 
     shutil.copytree(template, dest)
     return dest
+
+
+def run_dagbag_script(env: dict[str, str], script: str) -> dict:
+    """Run ``script`` (a template with ``{path}``, the dags folder) in a fresh Python with
+    ``env``; return the JSON object it prints last."""
+    out = subprocess.run(
+        [sys.executable, "-c", script.format(path=str(ROOT / "dags"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])

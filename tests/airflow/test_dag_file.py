@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.airflow.conftest import airflow, base_env, fresh_home
+from tests.airflow.conftest import airflow, base_env, fresh_home, run_dagbag_script
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.airflow
@@ -30,15 +26,7 @@ print(json.dumps({{"errors": {{k: str(v) for k, v in bag.import_errors.items()}}
 
 def test_dagbag_has_no_import_errors_and_parses_fast(migrated_home, tmp_path):
     env = base_env(fresh_home(migrated_home, tmp_path / "h"), tmp_path / "a", "http://x:1", None)
-    out = subprocess.run(
-        [sys.executable, "-c", PARSE.format(path=str(ROOT / "dags"))],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    doc = run_dagbag_script(env, PARSE)
     assert doc["errors"] == {}
     assert "dxt_examon" in doc["dags"]  # other DAGs (dxt_kwollect, ...) have their own tests
     assert doc["tasks"] == ["archive_metric_day", "catalog", "wait_for_day_end"]
@@ -61,15 +49,7 @@ def test_archive_tasks_push_their_report_as_one_xcom(migrated_home, tmp_path):
     # A task annotated '-> dict' pushes each key as its own XCom unless told otherwise:
     # a dozen extra Execution API calls and XCom rows per metric-day.
     env = base_env(fresh_home(migrated_home, tmp_path / "h"), tmp_path / "a", "http://x:1", None)
-    out = subprocess.run(
-        [sys.executable, "-c", ONE_XCOM.format(path=str(ROOT / "dags"))],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    doc = run_dagbag_script(env, ONE_XCOM)
     assert doc == {"dxt_examon": False, "dxt_kwollect": False, "dxt_collectd_es": False}
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.airflow.conftest import airflow, base_env, fresh_home
-from tests.conftest import ROOT
+from tests.airflow.conftest import airflow, base_env, fresh_home, run_dagbag_script
 from tests.kwollect_sim import KwollectSimProcess
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -59,15 +56,7 @@ print(json.dumps({{"errors": {{k: str(v) for k, v in bag.import_errors.items()}}
 
 def test_dagbag_parses_dxt_kwollect(migrated_home, tmp_path):
     env = kwollect_env(fresh_home(migrated_home, tmp_path / "h"), tmp_path / "a", "http://x:1")
-    out = subprocess.run(
-        [sys.executable, "-c", PARSE.format(path=str(ROOT / "dags"))],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    doc = run_dagbag_script(env, PARSE)
     assert doc["errors"] == {}
     assert doc["tasks"] == ["archive_site_metric_day", "units", "wait_for_day_end"]
     assert doc["catchup"] is True
