@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +74,18 @@ def examon_sim(small_catalog: Path) -> Iterator[SimulatorProcess]:
     sim = SimulatorProcess(["--catalog", str(small_catalog), "--nodes", "4"])
     yield sim
     sim.stop()
+
+
+def run_benchmarks(tmp_path: Path, *args: str, timeout: float = 600) -> tuple[str, dict]:
+    """``python -m benchmarks --size tiny ARGS`` from the project root; returns its stdout
+    and the JSON file it wrote."""
+    out_file = tmp_path / "bench.json"
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--size", "tiny", *args, "--out", str(out_file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout, json.loads(out_file.read_text())

@@ -2,41 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import run_benchmarks
 
 pytestmark = pytest.mark.perf
 
 
 def test_benchmarks_run_at_tiny_size(tmp_path):
-    out_file = tmp_path / "bench.json"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--size",
-            "tiny",
-            "--repeat",
-            "1",
-            "--workloads",
-            "examon",
-            "--out",
-            str(out_file),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "speedup_vs_reference" in out.stdout
-    doc = json.loads(out_file.read_text())
+    stdout, doc = run_benchmarks(tmp_path, "--repeat", "1", "--workloads", "examon")
+    assert "speedup_vs_reference" in stdout
     res = doc["results"][0]
     pipes = res["pipelines"]
     assert set(pipes) == {"ours", "ours_parquet", "floor", "reference"}
@@ -48,27 +23,9 @@ def test_benchmarks_run_at_tiny_size(tmp_path):
 
 
 def test_kwollect_benchmark_runs_at_tiny_size(tmp_path):
-    out_file = tmp_path / "bench.json"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--size",
-            "tiny",
-            "--workloads",
-            "kwollect",
-            "--out",
-            str(out_file),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "two_sites_vs_one_site_wall" in out.stdout
-    res = json.loads(out_file.read_text())["results"][0]
+    stdout, doc = run_benchmarks(tmp_path, "--workloads", "kwollect")
+    assert "two_sites_vs_one_site_wall" in stdout
+    res = doc["results"][0]
     runs = res["runs"]
     assert runs["two_sites"]["points"] == 2 * runs["one_site"]["points"] == 2 * 3 * 3600
     assert runs["two_sites_quarter"]["points"] == 2 * 3 * 900
@@ -79,19 +36,8 @@ def test_kwollect_benchmark_runs_at_tiny_size(tmp_path):
 @pytest.mark.airflow
 def test_airflow_benchmark_runs_at_tiny_size(tmp_path):
     # airflow standalone, 20 mapped metric-days of each DAG (ours and the no-op twin)
-    out_file = tmp_path / "bench.json"
-    out = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks", "--size", "tiny"),
-            *("--workloads", "airflow", "--out", str(out_file)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads(out_file.read_text())["results"][0]
+    _, doc = run_benchmarks(tmp_path, "--workloads", "airflow", timeout=1200)
+    res = doc["results"][0]
     assert "invalid" not in res, res
     for dag_id in ("dxt_noop", "dxt_examon"):
         run = res[dag_id]

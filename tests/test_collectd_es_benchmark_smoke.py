@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import run_benchmarks
 
 pytestmark = pytest.mark.perf
 
 
 def test_collectd_es_benchmark_runs_at_tiny_size(tmp_path):
-    out_file = tmp_path / "bench.json"
-    out = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks", "--size", "tiny", "--repeat", "1"),
-            *("--workloads", "collectd_es", "--out", str(out_file)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "pytokio 20k/s (external)" in out.stdout
-    res = json.loads(out_file.read_text())["results"][0]
+    stdout, doc = run_benchmarks(tmp_path, "--repeat", "1", "--workloads", "collectd_es")
+    assert "pytokio 20k/s (external)" in stdout
+    res = doc["results"][0]
     assert res["workload"] == "collectd_es"
     pipes = res["pipelines"]
     assert set(pipes) == {"pit", "scroll", "input", "floor", "reference"}
