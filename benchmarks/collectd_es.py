@@ -239,6 +239,7 @@ def export(argv: list[str]) -> int:
                 "requests": stats.requests,
                 "request_s": round(stats.request_s, 3),
                 "inserted": report.build["inserted"],
+                "columnar_pages": report.build["columnar_pages"],
             }
         )
     )

@@ -48,8 +48,11 @@ PageProvider = Callable[[str, dt.datetime, dt.datetime, bool], Iterator[Page]]
 
 def es_pages(source: CollectdEsSource, stats: ExportStats) -> PageProvider:
     def provide(family: str, start: dt.datetime, end: dt.datetime, full: bool) -> Iterator[Page]:
-        fields = None if full else SOURCE_FIELDS
-        return source.iter_pages(family, start, end, fields=fields, stats=stats)
+        if full:  # the JSON Lines output keeps whole hits, as dicts
+            return source.iter_pages(family, start, end, stats=stats)
+        return source.iter_pages(
+            family, start, end, fields=SOURCE_FIELDS, stats=stats, columnar=True
+        )
 
     return provide
 

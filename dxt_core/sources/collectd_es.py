@@ -31,16 +31,18 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
 import orjson
 
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError, QueryRejected, SourceError, SourceUnavailable
+from dxt_core.sources.columnar_hits import ColumnarHits
 
 log = logging.getLogger("dxt_core.sources.collectd_es")
 
@@ -299,7 +301,11 @@ class CollectdEsSource:
 
                 kwargs["serializer"] = OrjsonSerializer()
             client = Elasticsearch(conn.url, **kwargs)
+            self._client_kwargs: dict[str, Any] | None = kwargs
+        else:
+            self._client_kwargs = None  # a client given by the caller: pages as it decodes them
         self.es = client
+        self._columnar_es: Any = None
         self._open_lock = threading.Lock()
         self._open_pits: set[str] = set()
         self._open_scrolls: set[str] = set()
@@ -314,6 +320,30 @@ class CollectdEsSource:
         self._close_contexts()
         with contextlib.suppress(Exception):
             self.es.close()
+        if self._columnar_es is not None:
+            with contextlib.suppress(Exception):
+                self._columnar_es.close()
+
+    def _pages_client(self, columnar: bool) -> Any:
+        """The client that reads pages: with ``columnar``, one whose search responses are
+        :class:`ColumnarHits` (a second connection pool; opened on first use)."""
+        if not columnar or self._client_kwargs is None:
+            return self.es
+        with self._open_lock:
+            if self._columnar_es is None:
+                from elasticsearch import Elasticsearch
+
+                from dxt_core.sources.columnar_hits import columnar_serializer
+
+                kwargs = dict(self._client_kwargs)
+                kwargs.pop("serializer", None)
+                serializer = columnar_serializer()
+                kwargs["serializers"] = {
+                    "application/json": serializer,
+                    "application/vnd.elasticsearch+json": serializer,
+                }
+                self._columnar_es = Elasticsearch(self.conn.url, **kwargs)
+            return self._columnar_es
 
     # -- errors -------------------------------------------------------------------------
 
@@ -386,11 +416,14 @@ class CollectdEsSource:
         *,
         fields: Iterable[str] | None = None,
         stats: ExportStats | None = None,
+        columnar: bool = False,
     ) -> Iterator[Page]:
         """Every document of ``family`` in ``[start, end)``, page by page.
 
         ``fields`` restricts ``_source`` (None: the whole document). Hits carry ``_index``,
         ``_id``, ``_source`` and ``sort`` (``sort[0]`` is ``@timestamp`` in epoch ms).
+        With ``columnar``, pages are :class:`ColumnarHits` where the response allows it
+        (for the HDF5 conversion; they still read as lists of hit dicts).
         Contexts opened here are closed when the iterator ends or is closed.
         """
         check_family(family)
@@ -410,6 +443,7 @@ class CollectdEsSource:
         stats.mode, stats.slices = mode, self.slices
         src = list(fields) if fields is not None else None
         stop = threading.Event()
+        es = self._pages_client(columnar)
         queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in range(self.slices)]
         done = object()
 
@@ -428,8 +462,14 @@ class CollectdEsSource:
             try:
                 buf: Page = []
                 for hits in self._slice_hits(
-                    family, start, end, slice_id, shared_pit, src, stats, stop
+                    family, start, end, slice_id, shared_pit, src, stats, stop, es
                 ):
+                    if isinstance(hits, ColumnarHits):
+                        if buf:
+                            put(q, buf)
+                            buf = []
+                        put(q, hits)
+                        continue
                     buf.extend(hits)
                     while len(buf) >= self.page_size:
                         put(q, buf[: self.page_size])
@@ -480,7 +520,8 @@ class CollectdEsSource:
         fields: list[str] | None,
         stats: ExportStats,
         stop: threading.Event,
-    ) -> Iterator[Page]:
+        es: Any = None,
+    ) -> Iterator[Sequence[Hit]]:
         """One slice, in ``@timestamp`` order; resumes expired contexts at the last timestamp."""
         last_ts: int | None = None
         seen_at_last: set[str] = set()
@@ -493,10 +534,11 @@ class CollectdEsSource:
         try:
             while True:
                 query = family_query(family, start, end, self.conn.host_prefix, since_ms=last_ts)
+                es = es if es is not None else self.es
                 pages = (
-                    self._pit_pages(pit_id, query, slice_doc, fields, stats)
+                    self._pit_pages(pit_id, query, slice_doc, fields, stats, es)
                     if pit_id is not None
-                    else self._scroll_pages(query, slice_doc, fields, stats)
+                    else self._scroll_pages(query, slice_doc, fields, stats, es)
                 )
                 try:
                     for hits in pages:
@@ -506,14 +548,11 @@ class CollectdEsSource:
                         if len(fresh) != len(hits):
                             stats.add(skipped_duplicates=len(hits) - len(fresh))
                         if fresh:
-                            ts = fresh[-1]["sort"][0]
+                            ts, ids = _tail(fresh)
                             if ts != last_ts:
                                 last_ts = ts
                                 seen_at_last = set()
-                            for h in reversed(fresh):
-                                if h["sort"][0] != last_ts:
-                                    break
-                                seen_at_last.add(h["_id"])
+                            seen_at_last.update(ids)
                             yield fresh
                     return
                 except Exception as exc:
@@ -548,6 +587,7 @@ class CollectdEsSource:
         slice_doc: dict[str, Any] | None,
         fields: list[str] | None,
         stats: ExportStats,
+        es: Any,
     ) -> Iterator[Page]:
         search_after: list[Any] | None = None
         while True:
@@ -565,7 +605,7 @@ class CollectdEsSource:
             if fields is not None:
                 body["_source"] = fields
             t0 = time.perf_counter()
-            r = self.es.search(**body)
+            r = es.search(**body)
             stats.add(requests=1, request_s=time.perf_counter() - t0)
             hits = r["hits"]["hits"]
             if not hits:
@@ -573,7 +613,7 @@ class CollectdEsSource:
             yield hits
             if len(hits) < self.page_size:
                 return
-            search_after = hits[-1]["sort"]
+            search_after = _last_sort(hits)
 
     def _scroll_pages(
         self,
@@ -581,6 +621,7 @@ class CollectdEsSource:
         slice_doc: dict[str, Any] | None,
         fields: list[str] | None,
         stats: ExportStats,
+        es: Any,
     ) -> Iterator[Page]:
         body: dict[str, Any] = {
             "index": self.conn.index,
@@ -594,7 +635,7 @@ class CollectdEsSource:
         if fields is not None:
             body["_source"] = fields
         t0 = time.perf_counter()
-        r = self.es.search(**body)
+        r = es.search(**body)
         stats.add(requests=1, request_s=time.perf_counter() - t0)
         scroll_id: str | None = r.get("_scroll_id")
         if scroll_id:
@@ -609,7 +650,7 @@ class CollectdEsSource:
                 if scroll_id is None:
                     return
                 t0 = time.perf_counter()
-                r = self.es.scroll(scroll_id=scroll_id, scroll=self.keep_alive)
+                r = es.scroll(scroll_id=scroll_id, scroll=self.keep_alive)
                 stats.add(requests=1, request_s=time.perf_counter() - t0)
                 new_id = r.get("_scroll_id")
                 if new_id and new_id != scroll_id:
@@ -622,11 +663,46 @@ class CollectdEsSource:
                 self._forget_scroll(scroll_id)
 
 
-def _drop_seen(hits: Page, last_ts: int | None, seen: set[str]) -> Page:
+def _first_ts(hits: Sequence[Hit]) -> Any:
+    if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
+        return int(hits.sort0[0])
+    return hits[0]["sort"][0]
+
+
+def _last_sort(hits: Sequence[Hit]) -> Any:
+    """``sort`` of the last hit (PIT ``search_after``)."""
+    if isinstance(hits, ColumnarHits):
+        return hits.hits.field("sort")[-1].as_py()
+    return hits[-1]["sort"]
+
+
+def _tail(hits: Sequence[Hit]) -> tuple[Any, list[Any]]:
+    """``sort[0]`` of the last hit, and the ``_id`` of every hit that shares it."""
+    if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
+        last = hits.sort0[-1]
+        same = hits.sort0 == last
+        first = len(same) - int(np.argmin(same[::-1])) if not same.all() else 0
+        return int(last), hits.ids(first)
+    ts = hits[-1]["sort"][0]
+    ids = []
+    for h in reversed(hits):
+        if h["sort"][0] != ts:
+            break
+        ids.append(h["_id"])
+    return ts, ids
+
+
+def _drop_seen(hits: Sequence[Hit], last_ts: int | None, seen: set[str]) -> Sequence[Hit]:
     """Hits minus those already emitted at the resume timestamp (only the first page after a
     resume can hold any)."""
-    if last_ts is None or not seen or hits[0]["sort"][0] != last_ts:
+    if last_ts is None or not seen or _first_ts(hits) != last_ts:
         return hits
+    if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
+        at_last = np.flatnonzero(hits.sort0 == last_ts)
+        ids = hits.hits.field("_id").take(at_last).to_pylist()
+        drop = np.zeros(len(hits), dtype=bool)
+        drop[at_last] = [i in seen for i in ids]
+        return hits.where(~drop) if drop.any() else hits
     return [h for h in hits if not (h["sort"][0] == last_ts and h["_id"] in seen)]
 
 

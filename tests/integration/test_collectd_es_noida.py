@@ -14,7 +14,9 @@ import pytest
 
 from dxt_core.cli import main
 from dxt_core.errors import QueryRejected
+from dxt_core.extract_collectd_es import es_pages, export_window
 from dxt_core.sources.collectd_es import CollectdEsConnection, CollectdEsSource, ExportStats
+from dxt_core.sources.columnar_hits import ColumnarHits
 from dxt_core.writers.tokio_hdf5 import read_tokio_dataset
 from tests.unit.test_collectd_es_cells import T0, T1, assert_same_as_pytokio
 
@@ -25,10 +27,13 @@ def source(url: str, **kw) -> CollectdEsSource:
     return CollectdEsSource(CollectdEsConnection(url), **kw)
 
 
-def export_ids(src: CollectdEsSource, stats: ExportStats, pause: float = 0.0) -> list[str]:
+def export_ids(
+    src: CollectdEsSource, stats: ExportStats, pause: float = 0.0, columnar: bool = False
+) -> list[str]:
     ids: list[str] = []
-    for page in src.iter_pages("disk", T0, T1, stats=stats):
-        ids.extend(h["_id"] for h in page)
+    for page in src.iter_pages("disk", T0, T1, stats=stats, columnar=columnar):
+        assert isinstance(page, ColumnarHits) == columnar
+        ids.extend(page.ids() if isinstance(page, ColumnarHits) else (h["_id"] for h in page))
         time.sleep(pause)
     return ids
 
@@ -49,11 +54,24 @@ def test_correctness_bar_through_the_client(noida_es, tmp_path):
     assert cols == [] and cpu.shape == (360, 0)
 
 
+def test_hdf5_export_reads_columns_and_meets_the_correctness_bar(noida_es, tmp_path):
+    """The HDF5-only export takes every page column-wise from the server, and the file is
+    still pytokio's."""
+    out, stats = tmp_path / "cori.hdf5", ExportStats()
+    with source(noida_es.url, slices=2, page_size=600) as src:
+        report = export_window(es_pages(src, stats), ["disk"], T0, T1, hdf5_path=out,
+                               num_nodes=16)  # fmt: skip
+    assert report.hits == 7038 and stats.pages >= 12
+    assert report.build["columnar_pages"] == stats.pages
+    assert_same_as_pytokio(out)
+
+
+@pytest.mark.parametrize("columnar", [False, True])
 @pytest.mark.parametrize("slices", [1, 4])
-def test_pit_slices_read_every_document_once_and_close_the_pit(noida_es, slices):
+def test_pit_slices_read_every_document_once_and_close_the_pit(noida_es, slices, columnar):
     stats = ExportStats()
     with source(noida_es.url, slices=slices, page_size=500) as src:
-        ids = export_ids(src, stats)
+        ids = export_ids(src, stats, columnar=columnar)
         assert src.open_contexts == 0
     assert stats.mode == "pit" and stats.slices == slices
     assert len(ids) == len(set(ids)) == 7038
@@ -63,26 +81,29 @@ def test_pit_slices_read_every_document_once_and_close_the_pit(noida_es, slices)
 
 def test_pages_come_in_a_fixed_order(noida_es):
     runs = []
-    for _ in range(2):
+    for columnar in (False, True, True):
         with source(noida_es.url, slices=3, page_size=400) as src:
-            runs.append(export_ids(src, ExportStats()))
-    assert runs[0] == runs[1]
+            runs.append(export_ids(src, ExportStats(), columnar=columnar))
+    assert runs[0] == runs[1] == runs[2]
 
 
-def test_scroll_fallback_reads_every_document_once_and_clears(noida_es):
+@pytest.mark.parametrize("columnar", [False, True])
+def test_scroll_fallback_reads_every_document_once_and_clears(noida_es, columnar):
     stats = ExportStats()
     with source(noida_es.url, slices=2, page_size=1000, use_pit=False) as src:
-        ids = export_ids(src, stats)
+        ids = export_ids(src, stats, columnar=columnar)
         assert src.open_contexts == 0
     assert stats.mode == "scroll"
     assert len(ids) == len(set(ids)) == 7038
 
 
-@pytest.mark.parametrize("use_pit", [True, False])
-def test_expired_context_resumes_without_restart_or_duplicates(noida_es, use_pit):
+@pytest.mark.parametrize(("use_pit", "columnar"), [(True, False), (False, False), (False, True)])
+def test_expired_context_resumes_without_restart_or_duplicates(noida_es, use_pit, columnar):
     stats = ExportStats()
-    with source(noida_es.url, slices=2, page_size=500, keep_alive="1s", use_pit=use_pit) as src:
-        ids = export_ids(src, stats, pause=1.6)  # the consumer is slower than the keep-alive
+    # the consumer is slower than the keep-alive: about one resume per page of a slice
+    with source(noida_es.url, slices=2, page_size=500, keep_alive="1s", use_pit=use_pit,
+                max_resumes=20) as src:  # fmt: skip
+        ids = export_ids(src, stats, pause=1.6, columnar=columnar)
         assert src.open_contexts == 0
     assert stats.resumed >= 1
     assert len(ids) == len(set(ids)) == 7038
