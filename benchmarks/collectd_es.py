@@ -11,6 +11,10 @@ process (peak RSS is that process's), after one warm-up run:
   server: the client-side cost alone (JSON decoding, cells, HDF5)
 * ``floor``: what the server can serve: the same query through sliced scrolls (2 threads,
   raw HTTP), answers decoded with orjson and nothing else done with them
+* ``replay``: ``scroll`` against benchmarks/es_replay.py, a scroll-only stand-in that
+  answers from memory with pre-rendered hits: the client's own pace end to end over HTTP,
+  where noida-db's (about 20,000 documents/s) would hide it
+* ``replay_floor``: ``floor`` against the same replay server
 * ``reference``: pytokio's document processing reproduced (``process_page`` then
   ``update_datasets``: dateutil timestamps made naive local, one insert tuple per value,
   one element at a time into per-dataset arrays), timed over already-decoded pages,
@@ -41,7 +45,9 @@ import numpy as np
 
 from benchmarks import peak_rss_mb
 
-MODES = ("pit", "scroll", "input", "floor", "reference")
+MODES = ("pit", "scroll", "input", "floor", "reference", "replay", "replay_floor")
+#: the pipelines run against the replay server (benchmarks/es_replay.py), as scroll / floor
+REPLAY = {"replay": "scroll", "replay_floor": "floor"}
 PYTOKIO_DOCS_PER_S = 20_000  # external figure (pytokio archive_collectdes), not this run
 DAY = dt.date(2017, 12, 13)
 
@@ -183,7 +189,7 @@ def export(argv: list[str]) -> int:
     p.add_argument("--num-nodes", type=int, default=16)
     p.add_argument("--slices", type=int, default=2)
     p.add_argument("--page-size", type=int, default=5000)
-    p.add_argument("--mode", choices=MODES, default="pit")
+    p.add_argument("--mode", choices=[m for m in MODES if m not in REPLAY], default="pit")
     p.add_argument("--input", help="saved pages (mode input)")
     a = p.parse_args(argv)
     from dxt_core.extract_collectd_es import es_pages, export_window, saved_pages
@@ -237,6 +243,7 @@ def export(argv: list[str]) -> int:
                 "peak_rss_mb": peak_rss_mb(),
                 "bytes": report.hdf5.bytes,
                 "requests": stats.requests,
+                "pages": stats.pages,
                 "request_s": round(stats.request_s, 3),
                 "inserted": report.build["inserted"],
                 "columnar_pages": report.build["columnar_pages"],
@@ -244,6 +251,21 @@ def export(argv: list[str]) -> int:
         )
     )
     return 0
+
+
+def spawn_replay(saved: Path) -> tuple[subprocess.Popen[str], str]:
+    """Start the replay server (benchmarks/es_replay.py) on the saved documents."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.es_replay", "--input", str(saved), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("listening on "):
+            return proc, line.split()[-1]
+    proc.wait(30)
+    raise SystemExit(f"the replay server did not start (exit {proc.returncode})")
 
 
 def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> dict:
@@ -258,15 +280,19 @@ def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> 
         saved = work / "saved.json"
         saved.write_bytes(orjson.dumps([hits[i : i + 5000] for i in range(0, len(hits), 5000)]))
         proc, url = spawn_noida_elasticsearch(work / "noida")
+        replay = replay_url = None
         try:
             t0 = time.perf_counter()
             loaded = bulk_load(url, hits)
             load_s = time.perf_counter() - t0
             del hits
+            if any(m in REPLAY for m in modes):
+                replay, replay_url = spawn_replay(saved)
             for mode in modes:
-                cmd = [sys.executable, "-m", "benchmarks.collectd_es", "export", "--url", url,
-                       "--hours", str(hours), "--num-nodes", str(hosts), "--mode", mode,
-                       "--input", str(saved)]  # fmt: skip
+                cmd = [sys.executable, "-m", "benchmarks.collectd_es", "export",
+                       "--url", replay_url if mode in REPLAY else url,
+                       "--hours", str(hours), "--num-nodes", str(hosts),
+                       "--mode", REPLAY.get(mode, mode), "--input", str(saved)]  # fmt: skip
                 runs = []
                 for i in range(repeat + 1):  # the first run warms up, not counted
                     out = subprocess.run(
@@ -294,10 +320,17 @@ def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> 
                 }
         finally:
             stop_process(proc)
+            if replay is not None:
+                replay.terminate()
+                replay.wait(30)
     for base in ("floor", "reference"):
         if base in results:
             for r in results.values():
                 r[f"ratio_vs_{base}"] = round(r["docs_per_s"] / results[base]["docs_per_s"], 2)
+    if "replay" in results and "replay_floor" in results:
+        r = results["replay"]
+        r["ratio_vs_floor"] = round(r["docs_per_s"] / results["replay_floor"]["docs_per_s"], 2)
+        results["replay_floor"]["ratio_vs_floor"] = 1.0
     return {
         "workload": "collectd_es",
         "hosts": hosts,
@@ -336,7 +369,7 @@ SIZES: dict[str, tuple[int, int, tuple[str, ...]]] = {
     "tiny": (2, 1, MODES),
     # PIT through noida-db costs O(documents) per page (612 s for this day, measured once):
     # run it alone with `python -m benchmarks.collectd_es 16 24 pit`
-    "full": (16, 24, ("scroll", "input", "floor", "reference")),
+    "full": (16, 24, ("scroll", "floor", "replay", "replay_floor", "input", "reference")),
 }
 
 

@@ -34,6 +34,9 @@ COLUMN_FIELDS: tuple[tuple[str, str], ...] = (
     ("write", "float64"),
 )
 
+#: the ``_source`` filter of columnar requests
+COLUMN_SOURCE_FIELDS: tuple[str, ...] = tuple(name for name, _ in COLUMN_FIELDS)
+
 _SCHEMA: Any = None
 
 
@@ -53,6 +56,17 @@ def _schema() -> Any:
             ]
         )
     return _SCHEMA
+
+
+def plain_numpy(arr: Any, dtype: type[Any]) -> npt.NDArray[Any]:
+    """The values of a primitive Arrow array without nulls as a NumPy view of its buffer
+    (``to_numpy`` would import pandas on first use: half a second per process)."""
+    if arr.null_count:
+        raise ValueError("plain_numpy needs an array without nulls")
+    width = np.dtype(dtype).itemsize
+    if arr.type.bit_width != 8 * width:
+        raise TypeError(f"{arr.type} is not {np.dtype(dtype)}")
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * width)
 
 
 class ColumnarHits(Sequence[dict[str, Any]]):
@@ -151,11 +165,10 @@ def decode_search_response(data: bytes) -> dict[str, Any] | None:
     sort = hits.field("sort")
     sort0: npt.NDArray[np.int64] | None = None
     if len(hits) and not sort.null_count:
-        offsets = sort.offsets.to_numpy()
-        lengths = np.diff(offsets)
+        offsets = plain_numpy(sort.offsets, np.int32)
         values = sort.values
-        if (lengths > 0).all() and not values.null_count:
-            sort0 = values.to_numpy()[offsets[:-1]].astype(np.int64, copy=False)
+        if (np.diff(offsets) > 0).all() and not values.null_count:
+            sort0 = plain_numpy(values, np.int64)[offsets[:-1]]
     return {
         "_scroll_id": table.column("_scroll_id")[0].as_py(),
         "pit_id": table.column("pit_id")[0].as_py(),

@@ -53,7 +53,7 @@ import numpy.typing as npt
 
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.sources.collectd_es import FAMILIES, Hit, check_family, parse_timestamp_ms, to_ms
-from dxt_core.sources.columnar_hits import ColumnarHits
+from dxt_core.sources.columnar_hits import ColumnarHits, plain_numpy
 
 SCHEMA_VERSION = "1"
 GROUP_SOURCE = "collectd_disk"
@@ -221,6 +221,25 @@ class BuildStats:
         }
 
 
+def _valid(arr: Any) -> npt.NDArray[np.bool_]:
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _ints(arr: Any) -> IntArray:
+    """Integer Arrow array (dictionary indices) -> int64 NumPy array, nulls as -1."""
+    if not arr.null_count:
+        signed = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}[arr.type.bit_width]
+        return plain_numpy(arr, signed).astype(np.int64)
+    values = np.asarray(arr.to_numpy(zero_copy_only=False))
+    return np.where(_valid(arr), np.nan_to_num(values, nan=-1), -1).astype(np.int64)
+
+
+def _floats(arr: Any) -> FloatArray:
+    if not arr.null_count:
+        return plain_numpy(arr, np.float64)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
 class TokioTimeSeriesBuilder:
     """Turns pages of collectd hits into the cells of one window, page by page.
 
@@ -356,8 +375,6 @@ class TokioTimeSeriesBuilder:
         """:meth:`add_page` over Arrow columns; False (nothing changed) when a document in
         the window would be ignored or has no ``sort`` value: the hit-by-hit path then names
         it."""
-        import pyarrow as pa
-
         ts = page.sort0
         src = page.source
         if ts is None or src.null_count:
@@ -365,22 +382,21 @@ class TokioTimeSeriesBuilder:
         lo, hi = self._start_ms, self._end_ms
         inside = (ts >= lo) & (ts < hi)
         n_in = int(inside.sum())
-        if n_in == len(ts):
-            ts_in, sel = ts, src
-        else:
-            ts_in, sel = ts[inside], src.filter(pa.array(inside))
+        every = n_in == len(ts)
+        ts_in = ts if every else ts[inside]
 
-        def codes(name: str) -> tuple[npt.NDArray[np.int64], list[Any]]:
-            enc = sel.field(name).dictionary_encode()
-            idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            return idx, enc.dictionary.to_pylist()
+        def codes(name: str) -> tuple[IntArray, list[Any]]:
+            """Per document in the window: the index of its value in the list returned
+            (-1 for null)."""
+            enc = src.field(name).dictionary_encode()
+            idx = _ints(enc.indices)
+            return (idx if every else idx[inside]), enc.dictionary.to_pylist()
 
         def numbers(name: str) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-            arr = sel.field(name)
-            values = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            if not arr.null_count:
-                return values, np.ones(len(values), dtype=bool)
-            return values, arr.is_valid().to_numpy(zero_copy_only=False)
+            arr = src.field(name)
+            values = _floats(arr)
+            ok = np.ones(len(values), dtype=bool) if not arr.null_count else _valid(arr)
+            return (values, ok) if every else (values[inside], ok[inside])
 
         plugin, plugins = codes("plugin")
         host, hosts = codes("hostname")
