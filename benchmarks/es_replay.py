@@ -14,7 +14,8 @@ answers the scroll API the way Elasticsearch does for our queries:
 
 Anything else is a 400 in Elasticsearch's error shape (so a point in time is refused and
 the client falls back to scroll). Matching a query costs one pass over the documents, once
-per distinct query (cached), so a warmed-up run pays only for rendering pages.
+per distinct query (cached), and hits are rendered once per ``_source`` filter (the last
+filter's are kept), so a warmed-up run pays only for joining each page's hits.
 
 ``python -m benchmarks.es_replay --input saved.json --port 0`` prints ``listening on URL``.
 """
@@ -53,6 +54,7 @@ class Store:
         with self._lock:
             out = self._rendered.get(fields)
             if out is None:
+                self._rendered.clear()  # one filter at a time: the hits of a day take GBs
                 out = []
                 for ts, h in zip(self.ts, self.hits, strict=True):
                     src = h["_source"]
