@@ -1,6 +1,6 @@
 """A scroll-only Elasticsearch stand-in that answers from memory: it measures the client.
 
-noida-db spends 55-75 us of CPU per document it serves (measured in the benchmark's notes),
+noida-db spends 92-113 us of CPU per document it serves (``python -m benchmarks.noida_probe``),
 so through it any client runs at the server's pace. This server holds the documents of a
 saved pytokio export in memory, renders each hit's JSON once per ``_source`` filter, and
 answers the scroll API the way Elasticsearch does for our queries:

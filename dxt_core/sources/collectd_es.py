@@ -42,7 +42,7 @@ import orjson
 
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError, QueryRejected, SourceError, SourceUnavailable
-from dxt_core.sources.columnar_hits import ColumnarHits
+from dxt_core.sources.columnar_hits import ColumnarHits, columnar_available
 
 log = logging.getLogger("dxt_core.sources.collectd_es")
 
@@ -327,7 +327,7 @@ class CollectdEsSource:
     def _pages_client(self, columnar: bool) -> Any:
         """The client that reads pages: with ``columnar``, one whose search responses are
         :class:`ColumnarHits` (a second connection pool; opened on first use)."""
-        if not columnar or self._client_kwargs is None:
+        if not columnar or self._client_kwargs is None or not columnar_available():
             return self.es
         with self._open_lock:
             if self._columnar_es is None:

@@ -176,12 +176,26 @@ def decode_search_response(data: bytes) -> dict[str, Any] | None:
     }
 
 
+def columnar_available() -> bool:
+    """pyarrow is an optional dependency (the ``parquet`` extra): without it, pages are
+    decoded into dicts as before."""
+    try:
+        import pyarrow.json  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def columnar_serializer() -> Any:
     """An elasticsearch-py serializer that decodes search responses into
-    :class:`ColumnarHits` and everything else with orjson."""
-    from elasticsearch.serializer import OrjsonSerializer
+    :class:`ColumnarHits` and everything else with orjson (the json module on
+    elasticsearch-py releases without an orjson serializer)."""
+    from elasticsearch import serializer
 
-    class ColumnarSerializer(OrjsonSerializer):
+    # elasticsearch-py releases without an orjson serializer use the json module
+    base: Any = getattr(serializer, "OrjsonSerializer", serializer.JsonSerializer)
+
+    class ColumnarSerializer(base):  # type: ignore[misc]
         mimetype: ClassVar[str] = "application/json"
 
         def loads(self, data: bytes) -> Any:

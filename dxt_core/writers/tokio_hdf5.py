@@ -438,16 +438,33 @@ class TokioTimeSeriesBuilder:
                         jobs.append((target, m, host, hosts, vals))
         if not handled.all():
             return False  # some document in the window would be ignored: name it hit by hit
+        for _, m, _, _, vals in jobs:
+            v = vals[m]
+            # JSON's -0 is the integer 0 to the hit-by-hit path (orjson) but -0.0, the "no
+            # data" cell, to Arrow; a number too large for a double is inf here but refused
+            # by orjson: both go hit by hit
+            if not np.isfinite(v).all() or ((v == 0) & np.signbit(v)).any():
+                return False
+        uniques: list[tuple[IntArray, IntArray]] = []
+        new_columns: dict[str, set[str]] = {}
+        for target, m, key, names, _ in jobs:
+            uniq, first = np.unique(key[m], return_index=True)
+            uniques.append((uniq, first))
+            new = {names[k] for k in uniq} - self.datasets[target].index.keys()
+            new_columns.setdefault(target, set()).update(new)
+        for target, new in new_columns.items():
+            d = self.datasets[target]
+            if len(d.columns) + len(new) > d.capacity:
+                return False  # the hit-by-hit path names the first column too many
         self.stats.documents += len(ts)
         self.stats.out_of_range += len(ts) - n_in
         self.stats.inserted += n_in
         self.stats.columnar_pages += 1
         row_of = (ts_in - lo) // self._step_ms
-        for target, m, key, names, vals in jobs:
-            if not m.any():
+        for (target, m, key, names, vals), (uniq, first) in zip(jobs, uniques, strict=True):
+            if not len(uniq):
                 continue
             keys = key[m]
-            uniq, first = np.unique(keys, return_index=True)
             dataset = self.datasets[target]
             col_of = np.zeros(int(uniq.max()) + 1, dtype=np.int64)
             for k in uniq[np.argsort(first)]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import sys
 
 import numpy as np
 import orjson
 import pytest
 
+from dxt_core.errors import ConfigError
 from dxt_core.sources.collectd_es import _drop_seen, _tail
 from dxt_core.sources.columnar_hits import ColumnarHits, columnar_serializer, decode_search_response
 from dxt_core.writers.tokio_hdf5 import TimeGrid, TokioTimeSeriesBuilder
@@ -177,3 +179,47 @@ def test_column_wise_cells_equal_hit_by_hit_cells(seed, irregular):
     s.pop("columnar_pages"), t.pop("columnar_pages")
     assert s == t
     assert plain.stats.columnar_pages == 0
+
+
+def test_negative_zero_and_huge_numbers_go_hit_by_hit():
+    """JSON's ``-0`` is the integer 0 to orjson but -0.0 (the "no data" cell) to Arrow."""
+    hits = [disk(0, MS0 + 1000, read=1.0, write=2.0), disk(1, MS0 + 2000, dev="nvme1n1")]
+    raw = response(hits).replace(b'"read":1.0', b'"read":-0')
+    plain = build([orjson.loads(raw)["hits"]["hits"]], ["disk"])
+    columns = build([decode_search_response(raw)["hits"]["hits"]], ["disk"])
+    assert columns.stats.columnar_pages == 0
+    got, want = columns.results()["datatargets/readrates"], plain.results()["datatargets/readrates"]
+    assert got[0] == want[0]
+    assert np.array_equal(got[1].view(np.int64), want[1].view(np.int64))
+    assert not np.signbit(want[1][0, 0])  # a zero read, not an empty cell
+    huge = response(hits).replace(b'"read":1.0', b'"read":1e400')
+    page = decode_search_response(huge)
+    if page is not None:  # Arrow read it as inf: orjson refuses the answer, loudly
+        with pytest.raises(orjson.JSONDecodeError):
+            build([page["hits"]["hits"]], ["disk"])
+
+
+def test_too_many_columns_is_the_same_error_either_way():
+    ops = [disk(i, MS0 + 1000 + i, dev=f"nvme{i}n1", kind="disk_ops") for i in range(5)]
+    octets = [disk(10 + i, MS0 + 2000 + i, dev=f"nvme{i}n1") for i in range(5)]
+    raw = response(ops + octets)
+    errors = []
+    for page in (orjson.loads(raw)["hits"]["hits"], decode_search_response(raw)["hits"]["hits"]):
+        b = TokioTimeSeriesBuilder(["disk"], TimeGrid.of(T0, T1, 10), num_nodes=1)
+        with pytest.raises(ConfigError) as exc:
+            b.add_page(page)
+        errors.append(str(exc.value))
+    assert errors[0] == errors[1]
+    assert "datatargets/readoprates: column 'bb1:nvme4n1' would be number 5" in errors[0]
+
+
+def test_without_pyarrow_pages_are_dicts(monkeypatch):
+    from dxt_core.sources.collectd_es import CollectdEsConnection, CollectdEsSource
+
+    monkeypatch.setitem(sys.modules, "pyarrow.json", None)  # as if pyarrow were not installed
+    with CollectdEsSource(CollectdEsConnection("http://127.0.0.1:9")) as src:
+        assert src._pages_client(True) is src.es
+    monkeypatch.undo()
+    with CollectdEsSource(CollectdEsConnection("http://127.0.0.1:9")) as src:
+        assert src._pages_client(True) is not src.es
+        assert src._pages_client(False) is src.es
