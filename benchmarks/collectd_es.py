@@ -88,7 +88,7 @@ def floor_scroll(url: str, hours: int, slices: int, page_size: int) -> dict[str,
     import httpx
     import orjson
 
-    from dxt_core.sources.collectd_es import family_query
+    from dxt_core.backends.collectd_es.source import family_query
 
     start = dt.datetime(DAY.year, DAY.month, DAY.day, tzinfo=dt.UTC)
     query = family_query("disk", start, start + dt.timedelta(hours=hours), "bb")
@@ -192,8 +192,8 @@ def export(argv: list[str]) -> int:
     p.add_argument("--mode", choices=[m for m in MODES if m not in REPLAY], default="pit")
     p.add_argument("--input", help="saved pages (mode input)")
     a = p.parse_args(argv)
-    from dxt_core.extract_collectd_es import es_pages, export_window, saved_pages
-    from dxt_core.sources.collectd_es import (
+    from dxt_core.backends.collectd_es.archive_day import es_pages, export_window, saved_pages
+    from dxt_core.backends.collectd_es.source import (
         CollectdEsConnection,
         CollectdEsSource,
         ExportStats,
@@ -271,7 +271,11 @@ def spawn_replay(saved: Path) -> tuple[subprocess.Popen[str], str]:
 def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> dict:
     import orjson
 
-    from dxt_core.simulate.noida import bulk_load, spawn_noida_elasticsearch, stop_process
+    from dxt_core.backends.collectd_es.simulator import (
+        bulk_load,
+        spawn_noida_elasticsearch,
+        stop_process,
+    )
 
     hits = list(generate_hits(hosts, hours))
     results: dict[str, dict] = {}

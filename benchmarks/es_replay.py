@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from dxt_core.sources.collectd_es import iter_saved_pages, parse_timestamp_ms
+from dxt_core.backends.collectd_es.source import iter_saved_pages, parse_timestamp_ms
 
 PRODUCT = {"X-Elastic-Product": "Elasticsearch"}
 

@@ -28,8 +28,12 @@ import httpx
 import orjson
 
 from benchmarks.collectd_es import DAY, generate_hits
-from dxt_core.simulate.noida import bulk_load, spawn_noida_elasticsearch, stop_process
-from dxt_core.sources.collectd_es import family_query
+from dxt_core.backends.collectd_es.simulator import (
+    bulk_load,
+    spawn_noida_elasticsearch,
+    stop_process,
+)
+from dxt_core.backends.collectd_es.source import family_query
 
 
 def group_cpu_s(pgid: int) -> float:

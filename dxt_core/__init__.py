@@ -6,7 +6,15 @@ atomic commit into the archive with a manifest.
 
 from dxt_core._version import __version__
 from dxt_core.archive import Archive, CoverageRow, DayKey, coverage
-from dxt_core.catalog import CatalogEntry, ExamonOptions, PluginOptions, load_catalog
+from dxt_core.backends.examon.archive_day import DayReport, archive_examon_day
+from dxt_core.backends.examon.catalog import (
+    CatalogEntry,
+    ExamonOptions,
+    PluginOptions,
+    load_catalog,
+)
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import (
     ArchiveError,
     CatalogError,
@@ -17,9 +25,7 @@ from dxt_core.errors import (
     SourceUnavailable,
     WindowTooLarge,
 )
-from dxt_core.extract import DayReport, archive_examon_day
 from dxt_core.http import RetryPolicy
-from dxt_core.sources.kairosdb import ExamonConnection, KairosDBSource, WindowPolicy
 from dxt_core.windows import Window, day_window
 
 __all__ = [
@@ -55,7 +61,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # Kwollect is imported on first use: DAG files and the Examon path do not pay for it.
     if name == "Kwollect":
-        from dxt_core.kwollect import Kwollect
+        from dxt_core.backends.kwollect.archive_day import Kwollect
 
         return Kwollect
     raise AttributeError(f"module 'dxt_core' has no attribute {name!r}")

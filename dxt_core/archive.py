@@ -25,8 +25,8 @@ from typing import Any, BinaryIO, Literal
 import orjson
 
 from dxt_core._version import __version__
-from dxt_core.catalog import check_path_component
 from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.paths import check_path_component
 
 MANIFEST_SCHEMA = "dxt-archive/manifest/1"
 MANIFEST_SUFFIX = ".manifest.json"

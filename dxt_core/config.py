@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from dxt_core.errors import ConfigError
-from dxt_core.sources.kairosdb import ExamonConnection
 
 ENV_ARCHIVE_ROOT = "DXT_ARCHIVE_ROOT"
 ENV_EXAMON_CATALOG = "DXT_EXAMON_CATALOG"
@@ -19,7 +18,6 @@ ENV_EXAMON_OPTIONS = "DXT_EXAMON_OPTIONS"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-_EXAMON_EXTRAS = {"grafana_proxy", "time_zone", "cluster", "jobs_url", "timeout", "verify_tls"}
 
 
 def archive_root(env: Mapping[str, str] | None = None) -> Path:
@@ -68,44 +66,3 @@ def url_from_host(host: str, port: int | None, scheme: str) -> str:
         hostpart, _, path = rest.partition("/")
         url = f"{head}://{hostpart}:{port}" + (f"/{path}" if path else "")
     return url
-
-
-def examon_connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None = None,
-    schema: str | None = None,
-    login: str | None = None,
-    password: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ExamonConnection:
-    """Build an :class:`ExamonConnection` from generic connection fields.
-
-    ``host`` may be a bare name or a URL (``https://grafana.example.org/sub``); ``schema`` is
-    the scheme when ``host`` has none (http connections use it that way). Extras:
-    ``grafana_proxy``, ``time_zone``, ``cluster``, ``jobs_url``, ``timeout``, ``verify_tls``.
-    """
-    extra = check_extras(conn_id, extra, _EXAMON_EXTRAS)
-    if not host:
-        raise ConfigError(
-            f"connection {conn_id!r} has no host: set it, e.g. "
-            f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "http", "host": '
-            '"examon.example.org", "port": 8083}\''
-        )
-    url = url_from_host(host, port, schema if schema in ("http", "https") else "http")
-    try:
-        timeout = float(extra.get("timeout", 120))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"connection {conn_id!r}: extra 'timeout' must be seconds") from exc
-    return ExamonConnection(
-        url=url,
-        user=login or None,
-        password=password or None,
-        grafana_proxy=as_bool(extra.get("grafana_proxy", False), "extra grafana_proxy"),
-        time_zone=str(extra.get("time_zone") or "Europe/Rome"),
-        cluster=str(extra["cluster"]) if extra.get("cluster") else None,
-        jobs_url=str(extra["jobs_url"]) if extra.get("jobs_url") else None,
-        timeout_s=timeout,
-        verify_tls=as_bool(extra.get("verify_tls", True), "extra verify_tls"),
-    )

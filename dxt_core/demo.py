@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from dxt_core.archive import Archive, coverage
-from dxt_core.catalog import load_catalog
+from dxt_core.backends.examon.catalog import load_catalog
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.simulate import spawn_examon_simulator
 from dxt_core.windows import days

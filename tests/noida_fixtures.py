@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core.simulate.noida import bulk_load, spawn_noida_elasticsearch, stop_process
+from dxt_core.backends.collectd_es.simulator import (
+    bulk_load,
+    spawn_noida_elasticsearch,
+    stop_process,
+)
 
 SAMPLE_JSON = (
     Path(__file__).resolve().parent / "data" / "pytokio" / "sample_collectdes-full.json.gz"

@@ -15,20 +15,20 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from dxt_core.archive import Archive
-from dxt_core.config import archive_root
-from dxt_core.errors import ConfigError
-from dxt_core.extract_collectd_es import (
+from dxt_core.backends.collectd_es.archive_day import (
     OUTPUT_FORMATS,
     archive_collectd_es_day,
     day_window_utc,
     es_pages,
 )
-from dxt_core.sources.collectd_es import (
+from dxt_core.backends.collectd_es.source import (
     CollectdEsConnection,
     CollectdEsSource,
     ExportStats,
     connection_from_fields,
 )
+from dxt_core.config import archive_root
+from dxt_core.errors import ConfigError
 
 log = logging.getLogger("dxt_core.airflow")
 

@@ -8,10 +8,10 @@ import os
 from typing import Any
 
 from dxt_core.archive import Archive
-from dxt_core.catalog import CatalogEntry, ExamonOptions, load_catalog
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog
 from dxt_core.config import ENV_EXAMON_CATALOG, ENV_EXAMON_OPTIONS, archive_root
 from dxt_core.errors import ConfigError
-from dxt_core.extract import archive_examon_day
 from dxt_core.windows import day_window
 
 log = logging.getLogger("dxt_core.airflow")

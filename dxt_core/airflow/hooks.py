@@ -6,9 +6,9 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from dxt_core.catalog import ExamonOptions
-from dxt_core.config import examon_connection_from_fields
-from dxt_core.sources.kairosdb import ExamonConnection, KairosDBSource
+from dxt_core.backends.examon.catalog import ExamonOptions
+from dxt_core.backends.examon.connection import ExamonConnection, examon_connection_from_fields
+from dxt_core.backends.examon.source import KairosDBSource
 
 
 class ExamonHook(BaseHook):

@@ -9,14 +9,14 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from dxt_core.archive import Archive
-from dxt_core.config import archive_root
-from dxt_core.errors import ConfigError
-from dxt_core.kwollect_config import (
+from dxt_core.backends.kwollect.connection import (
     KwollectConnection,
     kwollect_connection_from_fields,
     load_archive_config,
 )
-from dxt_core.sources.kwollect import KwollectClient
+from dxt_core.backends.kwollect.source import KwollectClient
+from dxt_core.config import archive_root
+from dxt_core.errors import ConfigError
 from dxt_core.windows import day_window
 
 log = logging.getLogger("dxt_core.airflow")
@@ -97,7 +97,7 @@ def day_is_over(context: Any, settle_s: int) -> bool:
 def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[str, Any]:
     """Archive one (site, metric, day); returns the report (pushed as XCom)."""
     from dxt_core.airflow.examon import day_of
-    from dxt_core.kwollect import archive_kwollect_day
+    from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 
     config = load_archive_config()
     day = day_of(context)

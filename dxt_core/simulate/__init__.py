@@ -15,7 +15,7 @@ def _spawn(
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``dxt simulate BACKEND --port 0 ARGS``; return the process once it prints its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", f"dxt_core.simulate.{backend}", "--port", "0", *args],
+        [sys.executable, "-m", f"dxt_core.backends.{backend}.simulator", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from dxt_core.archive import Archive, DayKey, sha256_file
-from dxt_core.simulate.noida import bulk_load
-from dxt_core.writers.tokio_hdf5 import read_tokio_dataset
+from dxt_core.backends.collectd_es.simulator import bulk_load
+from dxt_core.backends.collectd_es.tokio_hdf5 import read_tokio_dataset
 from tests.airflow.conftest import airflow, base_env, fresh_home
 from tests.noida_fixtures import sample_hits
-from tests.unit.test_collectd_es_cells import SAMPLE_HDF5
+from tests.unit.collectd_es.test_collectd_es_cells import SAMPLE_HDF5
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 

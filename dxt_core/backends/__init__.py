@@ -1,0 +1,1 @@
+"""Backends: one package per source, each with the same file roles."""

@@ -1,0 +1,1 @@
+"""The collectd_es backend."""

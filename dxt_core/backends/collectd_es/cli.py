@@ -1,0 +1,126 @@
+"""``dxt extract collectd-es``: one window of collectd-in-Elasticsearch to JSON Lines or
+TOKIO Time Series HDF5 (pytokio's ``archive_collectdes``, on elasticsearch-py 8/9)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+from dxt_core.backends.collectd_es.source import (
+    DEFAULT_HOST_PREFIX,
+    DEFAULT_INDEX,
+    ENV_PASSWORD,
+    ENV_USER,
+    FAMILIES,
+)
+from dxt_core.errors import ConfigError
+
+
+def parse_time(text: str, what: str) -> dt.datetime:
+    """ISO 8601; without an offset the time is UTC."""
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{what} {text!r} is not ISO 8601: write e.g. 2017-12-13T08:00:00 (UTC) or "
+            "2017-12-13T09:00:00+01:00"
+        ) from exc
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
+
+
+def add_parser(subparsers: Any) -> None:
+    e = subparsers.add_parser(
+        "collectd-es",
+        help="collectd in Elasticsearch (pytokio archive_collectdes)",
+        description="Export collectd documents (disk, cpu, memory of hosts HOST_PREFIX*) from "
+        "Elasticsearch, or from a saved pytokio JSON (--input), over [START, END) into gzip "
+        "JSON Lines or a TOKIO Time Series HDF5 file. An existing HDF5 file is updated in "
+        "place (atomically) when its range covers the window. Credentials: environment "
+        f"{ENV_USER} and {ENV_PASSWORD}.",
+    )
+    e.add_argument("start", metavar="START", help="window start, ISO 8601 (no offset: UTC)")
+    e.add_argument("end", metavar="END", help="window end (exclusive), ISO 8601")
+    e.add_argument("--url", help="Elasticsearch URL, e.g. http://es.example.org:9200")
+    e.add_argument("--index", default=DEFAULT_INDEX, help="index pattern (default %(default)s)")
+    e.add_argument("--host-prefix", default=DEFAULT_HOST_PREFIX, help="hostname prefix (bb)")
+    e.add_argument(
+        "--families",
+        default=",".join(FAMILIES),
+        help="comma-separated families (default %(default)s)",
+    )
+    e.add_argument("--timestep", type=int, default=10, help="HDF5 row width, s (default 10)")
+    e.add_argument("--num-nodes", type=int, default=288, help="HDF5 servers (default 288)")
+    e.add_argument("--ssds-per-node", type=int, default=4, help="HDF5 SSDs per server (4)")
+    e.add_argument("--init-start", help="range of a new HDF5 file (default START)")
+    e.add_argument("--init-end", help="end of a new HDF5 file's range (default END)")
+    e.add_argument("--format", choices=("jsonl", "hdf5"), default="hdf5", help="output (hdf5)")
+    e.add_argument(
+        "--input",
+        help="saved pytokio JSON (list of pages of hits), .gz ok; read one page at a time",
+    )
+    e.add_argument("--slices", type=int, default=2, help="parallel slices (default 2)")
+    e.add_argument("--page-size", type=int, default=5000, help="hits per request (5000)")
+    e.add_argument("--keep-alive", default="2m", help="PIT/scroll keep-alive (default 2m)")
+    e.add_argument("--no-pit", action="store_true", help="read with sliced scrolls, not PIT")
+    e.add_argument("--timeout", type=float, default=60.0, help="request timeout, s")
+    e.add_argument("--no-verify-certs", action="store_true", help="skip TLS verification")
+    e.add_argument("--out", required=True, help="output file")
+    e.set_defaults(func=cmd_extract_collectd_es)
+
+
+def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
+    from dxt_core.backends.collectd_es.archive_day import es_pages, export_window, saved_pages
+    from dxt_core.backends.collectd_es.source import (
+        CollectdEsConnection,
+        CollectdEsSource,
+        ExportStats,
+    )
+
+    start = parse_time(args.start, "START")
+    end = parse_time(args.end, "END")
+    if end <= start:
+        raise ConfigError(f"END {args.end} is not after START {args.start}")
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    out = Path(args.out)
+    kwargs: dict[str, Any] = {
+        "jsonl_path": out if args.format == "jsonl" else None,
+        "hdf5_path": out if args.format == "hdf5" else None,
+        "timestep": args.timestep,
+        "num_nodes": args.num_nodes,
+        "ssds_per_node": args.ssds_per_node,
+        "init_start": parse_time(args.init_start, "--init-start") if args.init_start else None,
+        "init_end": parse_time(args.init_end, "--init-end") if args.init_end else None,
+    }
+    stats = ExportStats()
+    if args.input:
+        provider = saved_pages(Path(args.input), args.host_prefix, args.input)
+        report = export_window(provider, families, start, end, **kwargs)
+    else:
+        if not args.url:
+            raise ConfigError("give --url http://host:9200 (or --input FILE for saved hits)")
+        conn = CollectdEsConnection.from_env(
+            args.url,
+            index=args.index,
+            host_prefix=args.host_prefix,
+            verify_certs=not args.no_verify_certs,
+            timeout_s=args.timeout,
+        )
+        with CollectdEsSource(
+            conn,
+            page_size=args.page_size,
+            slices=args.slices,
+            keep_alive=args.keep_alive,
+            use_pit=not args.no_pit,
+        ) as src:
+            report = export_window(es_pages(src, stats), families, start, end, **kwargs)
+    print(f"wrote {out}: {report.summary()}")
+    if not args.input:
+        s = stats
+        print(
+            f"export: {s.mode}, {s.slices} slices, {s.requests} requests, {s.resumed} resumed",
+            file=sys.stderr,
+        )
+    return 0

@@ -1,0 +1,211 @@
+"""Metric catalogs: which (metric, plugin) pairs to archive, and per-plugin options.
+
+A catalog is a CSV file with a header ``metric,plugin`` (the older Marconi100 catalog uses
+``name,plugin``; both are accepted). Blank lines and lines starting with ``#`` are ignored.
+Every problem is reported with the file and line, and loading stops at the first one so that
+a half-read catalog never drives a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dxt_core.errors import CatalogError, ConfigError
+from dxt_core.paths import check_path_component
+
+#: Name of the catalog shipped with the package (Marconi100, 811 metrics, 9 plugins).
+DEFAULT_CATALOG = "M100_metrics.csv"
+
+_METRIC_HEADERS = ("metric", "name")
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """One metric to archive: ``metric`` as the backend names it, under ``plugin``."""
+
+    metric: str
+    plugin: str
+
+    @property
+    def key(self) -> str:
+        """Stable identifier, used as the Airflow map index label."""
+        return f"{self.plugin}/{self.metric}"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginOptions:
+    """How to query one Examon plugin.
+
+    Attributes:
+        cluster_tag: the plugin's series carry a ``cluster`` tag, so queries filter on it.
+        job_table: the plugin is a job accounting table served by the Examon jobs endpoint,
+            not KairosDB; the catalog's metric name is the table name.
+    """
+
+    cluster_tag: bool = False
+    job_table: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ExamonOptions:
+    """Per-deployment Examon settings: the cluster name and per-plugin options.
+
+    The defaults describe Marconi100 as dxt_examon saw it: only ganglia, ipmi, nagios and
+    slurm carry the ``cluster`` tag; ``job_table`` is the job accounting table.
+    """
+
+    cluster: str = "marconi100"
+    plugins: Mapping[str, PluginOptions] = field(
+        default_factory=lambda: {
+            "ganglia_pub": PluginOptions(cluster_tag=True),
+            "ipmi_pub": PluginOptions(cluster_tag=True),
+            "nagios_pub": PluginOptions(cluster_tag=True),
+            "slurm_pub": PluginOptions(cluster_tag=True),
+            "job_table": PluginOptions(job_table=True),
+        }
+    )
+
+    def for_plugin(self, plugin: str) -> PluginOptions:
+        """Options of ``plugin``; plugins not listed get no cluster filter."""
+        return self.plugins.get(plugin, PluginOptions())
+
+    def with_cluster(self, cluster: str | None) -> ExamonOptions:
+        """A copy with another cluster name (``None`` keeps this one)."""
+        return self if not cluster else replace(self, cluster=cluster)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> ExamonOptions:
+        """Read options from a TOML file, on top of the Marconi100 defaults.
+
+        Example::
+
+            cluster = "marconi100"
+            [plugins.ganglia_pub]
+            cluster_tag = true
+            [plugins.my_jobs]
+            job_table = true
+        """
+        p = Path(path)
+        try:
+            doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{p}: cannot read plugin options: {exc}") from exc
+        base = cls()
+        plugins = dict(base.plugins)
+        raw_plugins = doc.get("plugins", {})
+        if not isinstance(raw_plugins, dict):
+            raise ConfigError(f"{p}: 'plugins' must be a table of [plugins.<name>] sections")
+        for name, opts in raw_plugins.items():
+            if not isinstance(opts, dict):
+                raise ConfigError(f"{p}: [plugins.{name}] must be a table")
+            unknown = set(opts) - {"cluster_tag", "job_table"}
+            if unknown:
+                raise ConfigError(
+                    f"{p}: [plugins.{name}] has unknown key(s) {sorted(unknown)}; "
+                    "allowed: cluster_tag, job_table"
+                )
+            plugins[name] = PluginOptions(
+                cluster_tag=_bool(opts.get("cluster_tag", False), p, f"plugins.{name}.cluster_tag"),
+                job_table=_bool(opts.get("job_table", False), p, f"plugins.{name}.job_table"),
+            )
+        cluster = doc.get("cluster", base.cluster)
+        if not isinstance(cluster, str) or not cluster:
+            raise ConfigError(f"{p}: 'cluster' must be a non-empty string")
+        return cls(cluster=cluster, plugins=plugins)
+
+
+def _bool(value: Any, path: Path, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: {key} must be true or false, not {value!r}")
+    return value
+
+
+def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
+    """Parse catalog CSV text. ``source`` names the file in error messages."""
+    reader = csv.reader(io.StringIO(text))
+    header: list[str] | None = None
+    header_line = 0
+    metric_col = plugin_col = -1
+    seen: dict[tuple[str, str], int] = {}
+    entries: list[CatalogEntry] = []
+    for row in reader:
+        line = reader.line_num
+        if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
+            continue
+        if header is None:
+            header = [c.strip().lstrip("\ufeff").lower() for c in row]
+            header_line = line
+            metric_col = next((header.index(h) for h in _METRIC_HEADERS if h in header), -1)
+            plugin_col = header.index("plugin") if "plugin" in header else -1
+            if metric_col < 0 or plugin_col < 0:
+                raise CatalogError(
+                    source,
+                    line,
+                    f"header {row!r} must name a 'metric' (or 'name') column and a 'plugin' "
+                    "column, e.g. 'metric,plugin'",
+                )
+            continue
+        if len(row) <= max(metric_col, plugin_col):
+            raise CatalogError(
+                source, line, f"expected {len(header)} columns ({','.join(header)}), got {len(row)}"
+            )
+        metric, plugin = row[metric_col], row[plugin_col]
+        for value, what in ((metric, "metric name"), (plugin, "plugin name")):
+            problem = check_path_component(value, what)
+            if problem:
+                raise CatalogError(source, line, problem)
+        key = (metric, plugin)
+        if key in seen:
+            raise CatalogError(
+                source, line, f"duplicate of line {seen[key]}: {metric},{plugin}; remove one"
+            )
+        seen[key] = line
+        entries.append(CatalogEntry(metric=metric, plugin=plugin))
+    if header is None:
+        raise CatalogError(source, None, "empty catalog: expected a 'metric,plugin' header")
+    if not entries:
+        raise CatalogError(source, header_line, "the catalog has a header but no metrics")
+    return entries
+
+
+def load_catalog(path: str | Path | None = None) -> list[CatalogEntry]:
+    """Load a catalog file; ``None`` loads the shipped Marconi100 catalog."""
+    if path is None:
+        text = resources.files("dxt_core.data").joinpath(DEFAULT_CATALOG).read_text("utf-8")
+        return parse_catalog(text, f"<dxt_core>/data/{DEFAULT_CATALOG}")
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise CatalogError(str(p), None, f"cannot read the catalog: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise CatalogError(str(p), line, "not valid UTF-8; save the catalog as UTF-8") from exc
+    return parse_catalog(text, str(p))
+
+
+def select(
+    entries: Iterable[CatalogEntry],
+    plugins: Iterable[str] | None = None,
+    metrics: Iterable[str] | None = None,
+    limit: int | None = None,
+) -> list[CatalogEntry]:
+    """Filter a catalog by plugin and metric names, keeping catalog order."""
+    plugin_set = set(plugins) if plugins else None
+    metric_set = set(metrics) if metrics else None
+    out = [
+        e
+        for e in entries
+        if (plugin_set is None or e.plugin in plugin_set)
+        and (metric_set is None or e.metric in metric_set)
+    ]
+    return out[:limit] if limit is not None else out

@@ -1,0 +1,140 @@
+"""``dxt extract kwollect``: an experiment backup or daily archives, without Airflow."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from dxt_core.archive import Archive
+from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, KwollectArchiveConfig
+from dxt_core.backends.kwollect.source import (
+    DEFAULT_API_URL,
+    DEFAULT_MAX_POINTS,
+    KwollectClient,
+    parse_nodes,
+)
+from dxt_core.errors import ConfigError, DxtError
+from dxt_core.windows import days, parse_day
+
+ENV_PASSWORD = "DXT_KWOLLECT_PASSWORD"
+
+
+def _split(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def _auth(args: argparse.Namespace) -> tuple[str, str] | None:
+    if not args.user:
+        return None
+    password = args.password if args.password is not None else os.environ.get(ENV_PASSWORD)
+    if password is None:
+        raise ConfigError(f"--user {args.user} needs a password: set {ENV_PASSWORD}")
+    return (args.user, password)
+
+
+def cmd_extract_kwollect(args: argparse.Namespace) -> int:
+    from dxt_core.backends.kwollect.archive_day import Kwollect, archive_kwollect_day
+
+    auth = _auth(args)
+    options = {"max_points": args.max_points, "timeout_s": args.timeout}
+    metrics = _split(args.metrics) or None
+    if args.archive:
+        if not args.start_day:
+            raise ConfigError("--archive needs --start-day (and optionally --end-day)")
+        clusters = []
+        for c in _split(args.clusters):
+            site, sep, cluster = c.partition("/")
+            if not sep:
+                raise ConfigError(f"--clusters {c!r}: write site/cluster, e.g. lyon/nova")
+            clusters.append((site, cluster))
+        kwargs = {"metrics": tuple(metrics)} if metrics else {}
+        config = KwollectArchiveConfig(
+            nodes=tuple(parse_nodes(_split(args.nodes))),
+            clusters=tuple(clusters),
+            time_zone=args.tz,
+            source="command line",
+            **kwargs,
+        )
+        first = parse_day(args.start_day)
+        last = parse_day(args.end_day) if args.end_day else first
+        archive = Archive(args.archive)
+        failed = 0
+        with KwollectClient(args.api_url, auth, **options) as client:
+            for unit in config.units(client):
+                for day in days(first, last):
+                    try:
+                        report = archive_kwollect_day(
+                            client,
+                            unit["site"],
+                            unit["metric"],
+                            unit["nodes"],
+                            day,
+                            archive,
+                            config.time_zone,
+                        )
+                        print(report.summary())
+                    except DxtError as exc:
+                        failed += 1
+                        print(
+                            f"FAILED {unit['site']}/{unit['metric']} {day}: {exc}", file=sys.stderr
+                        )
+        return 1 if failed else 0
+    if not args.backup:
+        raise ConfigError("choose --backup DIR (an experiment) or --archive ROOT (daily files)")
+    if args.job:
+        site, _, job_id = args.job.partition(":")
+        k = Kwollect.from_job(site, job_id, api_url=args.api_url, auth=auth, **options)
+        if args.start:
+            k.start(args.start)
+    else:
+        if not args.nodes or not args.start:
+            raise ConfigError("--backup needs --nodes and --start (or --job SITE:ID)")
+        k = Kwollect(_split(args.nodes), api_url=args.api_url, auth=auth, **options)
+        k.start(_time(args.start))
+    if args.end:
+        k.stop(_time(args.end))
+    manifest = k.backup(args.backup, metrics=metrics, format=args.format)
+    s = k.last_stats
+    print(
+        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, {s.seconds:.1f} s)"
+    )
+    return 0
+
+
+def _time(text: str) -> object:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    k = sub.add_parser(
+        "kwollect",
+        help="Kwollect (Grid'5000 metrics)",
+        description="Back up an experiment (--backup DIR: one gzip JSON Lines or CSV file per "
+        "node and metric, plus manifest.json) or archive whole days (--archive ROOT: "
+        "ROOT/kwollect/<site>/<metric>/<YYYY-MM-DD>.jsonl.gz with manifests).",
+    )
+    k.add_argument("--api-url", default=DEFAULT_API_URL, help="default %(default)s")
+    k.add_argument("--user", help="Grid'5000 login (HTTP Basic, from outside Grid'5000)")
+    k.add_argument("--password", help=f"password (better: environment {ENV_PASSWORD})")
+    k.add_argument("--nodes", help="comma-separated nodes, e.g. nova-1.lyon.grid5000.fr")
+    k.add_argument("--clusters", help="(--archive) comma-separated site/cluster, e.g. lyon/nova")
+    k.add_argument("--metrics", help="comma-separated metrics (default: all; archive: power)")
+    k.add_argument("--job", help="(--backup) SITE:JOB_ID: nodes and times of an OAR job")
+    k.add_argument("--start", help="(--backup) start: ISO 8601 with offset, or epoch")
+    k.add_argument("--end", help="(--backup) end, inclusive (default: now)")
+    k.add_argument("--backup", help="experiment backup directory")
+    k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
+    k.add_argument("--archive", help="archive root (daily files)")
+    k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
+    k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
+    k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
+    k.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, help="points per request")
+    k.add_argument("--timeout", type=float, default=330.0, help="HTTP read timeout, seconds")
+    k.set_defaults(func=cmd_extract_kwollect)
+
+
+__all__ = ["add_extract_parser", "cmd_extract_kwollect"]

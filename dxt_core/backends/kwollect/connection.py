@@ -1,0 +1,191 @@
+"""Settings of the Kwollect daily archive: connection fields and what to archive.
+
+Nothing here imports Airflow: the hook passes a connection's fields in, the DAG's tasks pass
+the environment.
+
+What to archive comes from a JSON or TOML file (``DXT_KWOLLECT_CONFIG``)::
+
+    time_zone = "Europe/Paris"
+    metrics = ["wattmetre_power_watt", "bmc_node_power_watt"]
+    nodes = ["nova-1.lyon.grid5000.fr"]
+    clusters = ["nancy/gros"]
+
+and/or environment variables, which win: ``DXT_KWOLLECT_NODES`` (comma-separated node names),
+``DXT_KWOLLECT_CLUSTERS`` (``site/cluster`` pairs), ``DXT_KWOLLECT_METRICS``,
+``DXT_KWOLLECT_TIME_ZONE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dxt_core.backends.kwollect.source import (
+    DEFAULT_API_URL,
+    POWER_METRICS,
+    G5kNode,
+    KwollectClient,
+    by_site,
+    parse_nodes,
+)
+from dxt_core.config import as_bool, check_extras, url_from_host
+from dxt_core.errors import ConfigError
+from dxt_core.windows import zone
+
+ENV_CONFIG = "DXT_KWOLLECT_CONFIG"
+ENV_NODES = "DXT_KWOLLECT_NODES"
+ENV_CLUSTERS = "DXT_KWOLLECT_CLUSTERS"
+ENV_METRICS = "DXT_KWOLLECT_METRICS"
+ENV_TIME_ZONE = "DXT_KWOLLECT_TIME_ZONE"
+DEFAULT_TIME_ZONE = "Europe/Paris"
+_EXTRAS = {"api_url", "timeout", "verify_tls", "max_points", "max_nodes"}
+_FILE_KEYS = {"time_zone", "metrics", "nodes", "clusters"}
+
+
+@dataclass(frozen=True)
+class KwollectArchiveConfig:
+    """Sites, nodes (or whole clusters) and metrics archived every day."""
+
+    metrics: tuple[str, ...] = POWER_METRICS
+    nodes: tuple[G5kNode, ...] = ()
+    clusters: tuple[tuple[str, str], ...] = ()
+    time_zone: str = DEFAULT_TIME_ZONE
+    source: str = "defaults"
+
+    def __post_init__(self) -> None:
+        zone(self.time_zone)
+        if not self.metrics:
+            raise ConfigError(f"{self.source}: no metrics to archive; set {ENV_METRICS}")
+        if not self.nodes and not self.clusters:
+            raise ConfigError(
+                f"{self.source}: no nodes or clusters to archive; set {ENV_NODES} "
+                f"(e.g. nova-1.lyon.grid5000.fr) or {ENV_CLUSTERS} (e.g. lyon/nova), or "
+                f"{ENV_CONFIG}=<file.toml|json>"
+            )
+
+    def units(self, client: KwollectClient) -> list[dict[str, Any]]:
+        """One unit per (site, metric), with the site's nodes (clusters resolved)."""
+        nodes: dict[G5kNode, None] = dict.fromkeys(self.nodes)
+        for site, cluster in self.clusters:
+            members = client.site_nodes(site)
+            if cluster not in members:
+                raise ConfigError(
+                    f"{self.source}: cluster {cluster!r} is not on site {site!r} "
+                    f"(known: {', '.join(sorted(members))})"
+                )
+            for name in members[cluster]:
+                nodes[G5kNode(site, name)] = None
+        return [
+            {"site": site, "metric": metric, "nodes": [n.name for n in sorted(site_nodes)]}
+            for site, site_nodes in sorted(by_site(nodes).items())
+            for metric in self.metrics
+        ]
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def load_archive_config(env: Mapping[str, str] | None = None) -> KwollectArchiveConfig:
+    """The archive settings from ``DXT_KWOLLECT_CONFIG`` and ``DXT_KWOLLECT_*`` variables."""
+    env = os.environ if env is None else env
+    doc: dict[str, Any] = {}
+    source = "environment"
+    path = env.get(ENV_CONFIG, "").strip()
+    if path:
+        source = path
+        try:
+            raw = Path(path).read_bytes()
+            doc = tomllib.loads(raw.decode()) if path.endswith(".toml") else json.loads(raw)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{ENV_CONFIG}={path}: cannot read it ({exc})") from exc
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{path}: expected a table/object with keys {sorted(_FILE_KEYS)}")
+        unknown = set(doc) - _FILE_KEYS
+        if unknown:
+            raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known {sorted(_FILE_KEYS)}")
+    node_names = _split(env[ENV_NODES]) if env.get(ENV_NODES) else list(doc.get("nodes", []))
+    cluster_names = (
+        _split(env[ENV_CLUSTERS]) if env.get(ENV_CLUSTERS) else list(doc.get("clusters", []))
+    )
+    metrics = _split(env[ENV_METRICS]) if env.get(ENV_METRICS) else doc.get("metrics")
+    clusters: list[tuple[str, str]] = []
+    for c in cluster_names:
+        site, sep, cluster = str(c).partition("/")
+        if not sep or not site or not cluster:
+            raise ConfigError(
+                f"{source}: cluster {c!r} must be written site/cluster, e.g. lyon/nova"
+            )
+        clusters.append((site, cluster))
+    return KwollectArchiveConfig(
+        metrics=tuple(metrics) if metrics else POWER_METRICS,
+        nodes=tuple(parse_nodes(node_names)),
+        clusters=tuple(clusters),
+        time_zone=env.get(ENV_TIME_ZONE) or str(doc.get("time_zone") or DEFAULT_TIME_ZONE),
+        source=source,
+    )
+
+
+@dataclass(frozen=True)
+class KwollectConnection:
+    """Where the API is and how to log in (from an Airflow connection or the CLI)."""
+
+    api_url: str = DEFAULT_API_URL
+    auth: tuple[str, str] | None = field(default=None, repr=False)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def client(self) -> KwollectClient:
+        return KwollectClient(self.api_url, self.auth, **self.options)
+
+
+def kwollect_connection_from_fields(
+    *,
+    conn_id: str,
+    host: str | None,
+    port: int | None = None,
+    schema: str | None = None,
+    login: str | None = None,
+    password: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> KwollectConnection:
+    """A :class:`KwollectConnection` from generic connection fields.
+
+    The URL is extra ``api_url``, or ``host`` when it is a URL
+    (``https://api.grid5000.fr/stable``), or built from ``schema`` (http/https; another value
+    is taken as the path, e.g. ``stable``), ``host`` and ``port``. ``login``/``password`` give
+    HTTP Basic auth. Extras: ``api_url``, ``timeout``, ``verify_tls``, ``max_points``,
+    ``max_nodes``.
+    """
+    extra = check_extras(conn_id, extra, _EXTRAS)
+    if extra.get("api_url"):
+        url = str(extra["api_url"])
+    elif host and "://" in host:
+        url = url_from_host(host, port, "https")
+    elif host:
+        scheme = schema if schema in ("http", "https") else "https"
+        path = schema if schema and schema not in ("http", "https") else ""
+        url = url_from_host(host, port, scheme) + (f"/{path}" if path else "")
+    else:
+        raise ConfigError(
+            f"connection {conn_id!r} has no host: set it, e.g. "
+            f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "kwollect", "host": '
+            '"https://api.grid5000.fr/stable", "login": "jdoe", "password": "..."}\''
+        )
+    options: dict[str, Any] = {}
+    try:
+        if "timeout" in extra:
+            options["timeout_s"] = float(extra["timeout"])
+        for key in ("max_points", "max_nodes"):
+            if key in extra:
+                options[key] = int(extra[key])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"connection {conn_id!r}: bad number in extras ({exc})") from exc
+    if "verify_tls" in extra:
+        options["verify_tls"] = as_bool(extra["verify_tls"], "extra verify_tls")
+    auth = (login, password or "") if login else None
+    return KwollectConnection(url, auth, options)

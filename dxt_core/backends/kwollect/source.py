@@ -1,0 +1,447 @@
+"""Kwollect (Grid'5000 metrics service) client: node names, catalogs, request planning, splitting.
+
+The metrics API (``GET <api>/sites/<site>/metrics``) has no paging and fails large requests
+with "Request timeout, too much data to process" after the server's query timeout. So a query
+is planned before it is sent: nodes of a site are cut into groups of at most ``max_nodes`` and
+the time range into windows whose estimated size (from the reference API's metric periods)
+stays under ``max_points``. A request the server still refuses is split again, in time first
+and then by nodes, down to ``min_window_s`` and one node. Bounds are inclusive as in the API;
+consecutive windows end one microsecond before the next one starts so no point is fetched
+twice. Transient errors are retried by :class:`dxt_core.http.HttpClient`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import logging
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from dxt_core.errors import ConfigError, SourceError, WindowTooLarge
+from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
+
+log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
+
+DEFAULT_API_URL = "https://api.grid5000.fr/stable"
+DOMAIN = "grid5000.fr"
+TOO_MUCH_DATA = "too much data"
+#: Points per planned request. A point parsed into Python objects takes ~1.4 kB: 25,000 points
+#: keep one answer near 35 MB (measured: a 2-site backup peaks near 170 MB, whatever its length).
+DEFAULT_MAX_POINTS = 25_000
+#: Energy metrics, best first.
+POWER_METRICS = ("wattmetre_power_watt", "pdu_outlet_power_watt", "bmc_node_power_watt")
+_US = dt.timedelta(microseconds=1)
+_NODE_RE = re.compile(r"^(?P<cluster>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-(?P<number>\d+)$")
+# Rate assumed for a metric missing from the reference API catalog (points per second).
+_UNKNOWN_RATE = 1.0
+
+Point = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class G5kNode:
+    """A Grid'5000 node: short name (``nova-1``) and site (``lyon``)."""
+
+    site: str
+    name: str
+
+    @property
+    def cluster(self) -> str:
+        return self.name.rsplit("-", 1)[0]
+
+    @property
+    def fqdn(self) -> str:
+        return f"{self.name}.{self.site}.{DOMAIN}"
+
+    def __str__(self) -> str:
+        return self.fqdn
+
+
+def parse_node(node: object, site: str | None = None) -> G5kNode:
+    """A Grid'5000 node from a host name or an object with an ``address`` (EnOSlib ``Host``).
+
+    Accepts ``nova-1.lyon.grid5000.fr``, ``nova-1.lyon`` and ``nova-1`` (with ``site``).
+
+    Raises:
+        ConfigError: the name is not a Grid'5000 node name; the message says which forms work.
+    """
+    if isinstance(node, G5kNode):
+        if site is not None and node.site != site:
+            raise ConfigError(f"node {node.fqdn} is on site {node.site!r}, not {site!r}")
+        return node
+    raw = getattr(node, "address", node)
+    if not isinstance(raw, str) or not raw.strip():
+        raise ConfigError(
+            f"node {node!r} is neither a host name nor an object with an 'address' attribute"
+        )
+    text = raw.strip().lower().rstrip(".")
+    parts = text.split(".")
+    name = parts[0]
+    node_site = parts[1] if len(parts) >= 2 else site
+    domain = ".".join(parts[2:])
+    hint = "use e.g. 'nova-1.lyon.grid5000.fr', 'nova-1.lyon', or 'nova-1' with site='lyon'"
+    if len(parts) > 2 and domain != DOMAIN:
+        raise ConfigError(f"node {raw!r} is not a Grid'5000 node (domain {domain!r}); {hint}")
+    if not _NODE_RE.match(name):
+        raise ConfigError(f"node {raw!r}: {name!r} is not a <cluster>-<number> name; {hint}")
+    if not node_site:
+        raise ConfigError(f"node {raw!r} has no site; {hint}")
+    if site is not None and node_site != site:
+        raise ConfigError(f"node {raw!r} is on site {node_site!r}, not {site!r}")
+    return G5kNode(node_site, name)
+
+
+def parse_nodes(nodes: Iterable[object], site: str | None = None) -> list[G5kNode]:
+    """Parse and de-duplicate ``nodes`` (order kept); every bad name is listed in one error."""
+    out: dict[G5kNode, None] = {}
+    bad: list[str] = []
+    for n in nodes:
+        try:
+            out[parse_node(n, site)] = None
+        except ConfigError as exc:
+            bad.append(str(exc))
+    if bad:
+        raise ConfigError("; ".join(bad))
+    return list(out)
+
+
+def by_site(nodes: Iterable[G5kNode]) -> dict[str, list[G5kNode]]:
+    sites: dict[str, list[G5kNode]] = {}
+    for n in nodes:
+        sites.setdefault(n.site, []).append(n)
+    return sites
+
+
+def parse_time(value: object, what: str = "timestamp") -> dt.datetime:
+    """An aware datetime from a datetime, an epoch (int/float) or an ISO 8601 string."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ConfigError(
+                f"{what} {value!r} is naive: attach a time zone (e.g. tzinfo=datetime.UTC)"
+            )
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return dt.datetime.fromtimestamp(float(value), dt.UTC)
+    if isinstance(value, str):
+        try:
+            t = dt.datetime.fromisoformat(value.strip())
+        except ValueError as exc:
+            raise ConfigError(
+                f"bad {what} {value!r}: use ISO 8601 with an offset, an epoch, or a datetime"
+            ) from exc
+        if t.tzinfo is None:
+            raise ConfigError(f"{what} {value!r} has no UTC offset: add one, e.g. '+01:00'")
+        return t
+    raise ConfigError(f"bad {what} {value!r}: expected a datetime, an epoch or an ISO string")
+
+
+def point_time(point: Point) -> dt.datetime:
+    return dt.datetime.fromisoformat(point["timestamp"])
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat()
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsRequest:
+    """One ``/sites/<site>/metrics`` call: nodes and an inclusive time range."""
+
+    site: str
+    nodes: tuple[G5kNode, ...]
+    metrics: tuple[str, ...] | None
+    start: dt.datetime
+    stop: dt.datetime
+
+    def params(self) -> dict[str, str]:
+        p = {
+            "nodes": ",".join(n.name for n in self.nodes),
+            "start_time": _iso(self.start),
+            "end_time": _iso(self.stop),
+        }
+        if self.metrics:
+            p["metrics"] = ",".join(self.metrics)
+        return p
+
+    def split_time(self) -> list[MetricsRequest]:
+        mid = self.start + (self.stop - self.start) / 2
+        return [
+            MetricsRequest(self.site, self.nodes, self.metrics, self.start, mid),
+            MetricsRequest(self.site, self.nodes, self.metrics, mid + _US, self.stop),
+        ]
+
+    def split_nodes(self) -> list[MetricsRequest]:
+        half = len(self.nodes) // 2
+        return [
+            MetricsRequest(self.site, self.nodes[:half], self.metrics, self.start, self.stop),
+            MetricsRequest(self.site, self.nodes[half:], self.metrics, self.start, self.stop),
+        ]
+
+
+def time_windows(
+    start: dt.datetime, stop: dt.datetime, seconds: float
+) -> list[tuple[dt.datetime, dt.datetime]]:
+    """Cut the inclusive range ``[start, stop]`` into inclusive windows of ``seconds``.
+
+    Each window ends one microsecond before the next begins: no instant is in two windows.
+    """
+    if stop < start:
+        raise ConfigError(f"stop {stop.isoformat()} is before start {start.isoformat()}")
+    step = dt.timedelta(seconds=max(seconds, 1e-3))
+    out: list[tuple[dt.datetime, dt.datetime]] = []
+    a = start
+    while True:
+        b = a + step - _US
+        if b >= stop:
+            out.append((a, stop))
+            return out
+        out.append((a, b))
+        a = b + _US
+
+
+def plan_requests(
+    site: str,
+    nodes: Sequence[G5kNode],
+    metrics: Sequence[str] | None,
+    start: dt.datetime,
+    stop: dt.datetime,
+    rates: dict[G5kNode, float],
+    max_points: int,
+    max_nodes: int,
+) -> list[list[MetricsRequest]]:
+    """Requests for one site, time-major: a list per window, one request per node group.
+
+    ``rates`` is the estimated points per second of each node for ``metrics``.
+    """
+    if max_points < 1 or max_nodes < 1:
+        raise ConfigError("max_points and max_nodes must be >= 1")
+    ordered = sorted(nodes)
+    groups = [tuple(ordered[i : i + max_nodes]) for i in range(0, len(ordered), max_nodes)]
+    rate = max(sum(rates.get(n, _UNKNOWN_RATE) for n in g) for g in groups)
+    seconds = max_points / max(rate, 1e-9)
+    mets = tuple(metrics) if metrics else None
+    return [
+        [MetricsRequest(site, g, mets, a, b) for g in groups]
+        for a, b in time_windows(start, stop, seconds)
+    ]
+
+
+def merge_chronological(batches: Sequence[list[Point]]) -> list[Point]:
+    """Merge lists that are each oldest first into one list oldest first (stable)."""
+    non_empty = [b for b in batches if b]
+    if len(non_empty) <= 1:
+        return non_empty[0] if non_empty else []
+    return list(heapq.merge(*non_empty, key=point_time))
+
+
+def too_much_data(status: int, body: bytes) -> bool:
+    """The server's answer to a request it could not finish in its query timeout."""
+    return status >= 500 and TOO_MUCH_DATA in body[:2000].decode("utf-8", "replace").lower()
+
+
+class KwollectClient:
+    """The Grid'5000 reference and Kwollect metrics APIs over one :class:`HttpClient`.
+
+    Args:
+        api_url: base URL, e.g. ``https://api.grid5000.fr/stable`` (credentials in the URL
+            are moved out of it).
+        auth: ``(login, password)`` for HTTP Basic, needed from outside Grid'5000.
+        timeout_s: read timeout of one request; a read timeout counts as "too much data".
+        max_points: estimated points per request above which a request is split up front.
+        max_nodes: nodes per request.
+        min_window_s: shortest time window a refused request is split down to.
+    """
+
+    def __init__(
+        self,
+        api_url: str = DEFAULT_API_URL,
+        auth: tuple[str, str] | None = None,
+        *,
+        timeout_s: float = 330.0,
+        retry: RetryPolicy | None = None,
+        max_points: int = DEFAULT_MAX_POINTS,
+        max_nodes: int = 50,
+        min_window_s: float = 1.0,
+        verify_tls: bool = True,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if auth is not None and (len(auth) != 2 or not all(isinstance(a, str) for a in auth)):
+            raise ConfigError("auth must be a (login, password) pair of strings")
+        self.http = HttpClient(
+            api_url,
+            user=auth[0] if auth else None,
+            password=auth[1] if auth else None,
+            timeout_s=timeout_s,
+            retry=retry or RetryPolicy(),
+            verify_tls=verify_tls,
+            transport=transport,
+        )
+        self.max_points = max_points
+        self.max_nodes = max_nodes
+        self.min_window = dt.timedelta(seconds=min_window_s)
+        self._lock = threading.Lock()
+        self._catalogs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._nodes: dict[str, dict[str, list[str]]] = {}
+
+    @property
+    def safe_url(self) -> str:
+        return redact_url(self.http.base_url)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> KwollectClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reference API -------------------------------------------------------------------
+
+    def get(self, path: str, stats: RequestStats | None = None) -> Any:
+        return self.http.get_json(path, stats=stats)
+
+    def sites(self) -> list[str]:
+        return [str(item["uid"]) for item in self.get("sites").get("items", [])]
+
+    def site_nodes(self, site: str) -> dict[str, list[str]]:
+        """``{cluster: [node, ...]}`` of a site (cached)."""
+        with self._lock:
+            cached = self._nodes.get(site)
+        if cached is not None:
+            return cached
+        clusters = [str(c["uid"]) for c in self.get(f"sites/{site}/clusters").get("items", [])]
+        found = {
+            c: [str(n["uid"]) for n in self.get(f"sites/{site}/clusters/{c}/nodes")["items"]]
+            for c in clusters
+        }
+        with self._lock:
+            self._nodes[site] = found
+        return found
+
+    def cluster_nodes(self, site: str, cluster: str) -> list[str] | None:
+        """Node names of one cluster, or None when the site or cluster does not exist."""
+        with self._lock:
+            cached = self._nodes.get(site, {}).get(cluster)
+        if cached is not None:
+            return cached
+        try:
+            doc = self.get(f"sites/{site}/clusters/{cluster}/nodes")
+        except SourceError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        names = [str(n["uid"]) for n in doc.get("items", [])]
+        with self._lock:
+            self._nodes.setdefault(site, {})[cluster] = names
+        return names
+
+    def catalog(self, site: str, cluster: str) -> list[dict[str, Any]]:
+        """The ``metrics`` of a cluster in the reference API (cached)."""
+        key = (site, cluster)
+        with self._lock:
+            cached = self._catalogs.get(key)
+        if cached is not None:
+            return cached
+        doc = self.get(f"sites/{site}/clusters/{cluster}")
+        metrics = list(doc.get("metrics") or [])
+        with self._lock:
+            self._catalogs[key] = metrics
+        return metrics
+
+    def node_metrics(self, node: G5kNode) -> list[dict[str, Any]]:
+        """Catalog entries that apply to ``node`` (``only_for`` honoured)."""
+        return [
+            m
+            for m in self.catalog(node.site, node.cluster)
+            if not m.get("only_for") or node.name in m["only_for"]
+        ]
+
+    def job(self, site: str, job_id: int | str) -> dict[str, Any]:
+        doc = self.get(f"sites/{site}/jobs/{job_id}")
+        if not isinstance(doc, dict):
+            raise SourceError(f"job {job_id} of site {site}: unexpected answer {doc!r:.200}")
+        return doc
+
+    def rate(self, node: G5kNode, metrics: Sequence[str] | None) -> float:
+        """Estimated points per second of ``node`` for ``metrics`` (all when None)."""
+        try:
+            catalog = self.node_metrics(node)
+        except SourceError as exc:
+            log.warning("no metrics catalog for %s (%s); assuming 1 point/s per metric", node, exc)
+            return _UNKNOWN_RATE * (len(metrics) if metrics else 10)
+        periods = {m["name"]: float(m.get("period") or 1000) for m in catalog}
+        names = list(metrics) if metrics else list(periods)
+        return sum(1000.0 / periods[n] if n in periods else _UNKNOWN_RATE for n in names)
+
+    # -- metrics -------------------------------------------------------------------------
+
+    def plan(
+        self,
+        site: str,
+        nodes: Sequence[G5kNode],
+        metrics: Sequence[str] | None,
+        start: dt.datetime,
+        stop: dt.datetime,
+    ) -> list[list[MetricsRequest]]:
+        rates = {n: self.rate(n, metrics) for n in nodes}
+        return plan_requests(
+            site, nodes, metrics, start, stop, rates, self.max_points, self.max_nodes
+        )
+
+    def fetch(self, req: MetricsRequest, stats: RequestStats | None = None) -> list[Point]:
+        """One planned request, split again while the server says it is too large."""
+        stats = stats if stats is not None else RequestStats()
+        try:
+            data = self.http.get_json(
+                f"sites/{req.site}/metrics",
+                params=req.params(),
+                stats=stats,
+                too_large=too_much_data,
+                timeout_is_too_large=True,
+            )
+        except WindowTooLarge as exc:
+            if req.stop - req.start >= 2 * self.min_window:
+                parts = req.split_time()
+                stats.splits += 1
+                log.info("%s: splitting [%s, %s] in time (%s)", req.site, req.start, req.stop, exc)
+                return [p for part in parts for p in self.fetch(part, stats)]
+            if len(req.nodes) > 1:
+                stats.splits += 1
+                halves = req.split_nodes()
+                return merge_chronological([self.fetch(h, stats) for h in halves])
+            raise WindowTooLarge(
+                f"site {req.site}: even one node ({req.nodes[0]}) over "
+                f"{self.min_window.total_seconds():g} s is too much data; lower min_window_s",
+                url=exc.url,
+                status=exc.status,
+            ) from exc
+        if not isinstance(data, list):
+            raise SourceError(
+                f"site {req.site}: expected a JSON array of points, got {type(data).__name__}",
+                url=self.http.url(f"sites/{req.site}/metrics"),
+            )
+        return data
+
+    def iter_batches(
+        self,
+        site: str,
+        nodes: Sequence[G5kNode],
+        metrics: Sequence[str] | None,
+        start: dt.datetime,
+        stop: dt.datetime,
+        stats: RequestStats | None = None,
+    ) -> Iterator[list[Point]]:
+        """Points of ``[start, stop]`` (inclusive) on one site, one window at a time.
+
+        Each batch is oldest first and follows the previous one in time, so the whole stream is
+        chronological; at most one request's answer is held in memory.
+        """
+        for window in self.plan(site, nodes, metrics, start, stop):
+            yield merge_chronological([self.fetch(req, stats) for req in window])

@@ -1,0 +1,150 @@
+"""Parquet output (M100 ExaData style) against the simulator; read back with pandas and DuckDB."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from dxt_core import Archive, CatalogEntry, WindowPolicy, archive_examon_day
+from tests.integration.examon.test_examon_extract import AMBIENT, DAY, NODES, PER_DAY, read_rows, source
+
+pytestmark = pytest.mark.integration
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def test_parquet_day_matches_the_csv_day(examon_sim, tmp_path):
+    with source(examon_sim.url) as src:
+        csv_rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path / "c"))
+        pq_rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path / "p"), fmt="parquet")
+    path = tmp_path / "p/examon/plugin=ipmi_pub/metric=ambient/2020-03-09.parquet"
+    assert pq_rep.path == path and pq_rep.rows == NODES * PER_DAY
+    table = pq.read_table(path)
+    assert table.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+    assert table.schema.field("value").type == pa.float64()
+    assert pa.types.is_dictionary(table.schema.field("node").type)
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "ZSTD"
+    csv_rows = read_rows(csv_rep.path)
+    keys = csv_rows[0][3:]
+    got = table.to_pylist()
+    assert len(got) == len(csv_rows) - 1
+    # The two formats group rows in different blocks: compare them in (series, time) order.
+    got.sort(key=lambda r: ([r[k] for k in keys], r["timestamp"]))
+    want = sorted(csv_rows[1:], key=lambda c: (c[3:], dt.datetime.fromisoformat(c[0])))
+    for row, c in zip(got, want, strict=True):
+        assert row["timestamp"] == dt.datetime.fromisoformat(c[0])
+        assert repr(row["value"]) == c[1] or str(row["value"]) == c[1]
+        assert [row[k] for k in keys] == c[3:]
+    m = json.loads((path.parent / "_2020-03-09.manifest.json").read_text())
+    assert (
+        m["format"] == "parquet" and m["rows"] == pq_rep.rows and m["bytes"] == path.stat().st_size
+    )
+
+
+def test_parquet_types_and_split_windows_give_identical_bytes(examon_sim, tmp_path):
+    with source(examon_sim.url) as src:
+        a = archive_examon_day(
+            src, CatalogEntry("num_nodes", "slurm_pub"), DAY, Archive(tmp_path / "a"), fmt="parquet"
+        )
+        s = archive_examon_day(
+            src, CatalogEntry("state", "nagios_pub"), DAY, Archive(tmp_path / "a"), fmt="parquet"
+        )
+    assert pq.read_schema(a.path).field("value").type == pa.int64()
+    assert pq.read_schema(s.path).field("value").type == pa.string()
+    examon_sim.faults(max_points=300)
+    try:
+        with source(examon_sim.url, windows=WindowPolicy(initial_s=86_400)) as src:
+            b = archive_examon_day(
+                src,
+                CatalogEntry("num_nodes", "slurm_pub"),
+                DAY,
+                Archive(tmp_path / "b"),
+                fmt="parquet",
+            )
+    finally:
+        examon_sim.reset_faults()
+    assert b.stats.splits > 0
+    assert b.path.read_bytes() == a.path.read_bytes()
+
+
+def test_duckdb_and_pandas_read_the_archive_as_one_dataset(examon_sim, small_catalog, tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    pd = pytest.importorskip("pandas")
+    archive = Archive(tmp_path)
+    with source(examon_sim.url, jobs_url=examon_sim.url) as src:
+        for d in (DAY, DAY + dt.timedelta(days=1)):
+            for entry in (
+                AMBIENT,
+                CatalogEntry("pcie", "ipmi_pub"),
+                CatalogEntry("num_nodes", "slurm_pub"),
+            ):
+                archive_examon_day(src, entry, d, archive, fmt="parquet")
+    glob = str(tmp_path / "examon/*/*/*.parquet")
+    rows = duckdb.sql(
+        f"SELECT plugin, metric, count(*) AS n FROM read_parquet('{glob}', "
+        "hive_partitioning = true, union_by_name = true) GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert rows == [
+        ("ipmi_pub", "ambient", 2 * NODES * PER_DAY),
+        ("ipmi_pub", "pcie", 2 * NODES * PER_DAY),
+        ("slurm_pub", "num_nodes", 2 * NODES * PER_DAY),
+    ]
+    df = pd.read_parquet(tmp_path / "examon" / "plugin=ipmi_pub")
+    assert set(df["metric"].astype(str)) == {"ambient", "pcie"}
+    assert len(df) == 4 * NODES * PER_DAY
+
+
+def test_cli_parquet_and_coverage(examon_sim, small_catalog, tmp_path):
+    import subprocess
+    import sys
+
+    def dxt(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "dxt_core.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    out = dxt(
+        "extract",
+        "examon",
+        "--url",
+        examon_sim.url,
+        "--jobs-url",
+        examon_sim.url,
+        "--catalog",
+        str(small_catalog),
+        "--start-day",
+        "2020-03-09",
+        "--archive",
+        str(tmp_path),
+        "--format",
+        "parquet",
+        "-q",
+    )
+    assert out.returncode == 0, out.stderr
+    assert (
+        tmp_path / "examon/plugin=job_table/metric=job_info_marconi100/2020-03-09.parquet"
+    ).exists()
+    cov = dxt(
+        "coverage",
+        "--archive",
+        str(tmp_path),
+        "--catalog",
+        str(small_catalog),
+        "--start-day",
+        "2020-03-09",
+        "--end-day",
+        "2020-03-09",
+        "--format",
+        "parquet",
+        "--verify",
+        "--json",
+    )
+    assert cov.returncode == 0, cov.stdout + cov.stderr
+    doc = json.loads(cov.stdout)
+    assert doc["counts"]["archived"] == 6
+    assert {r["plugin"] for r in doc["rows"]} >= {"ipmi_pub", "job_table"}

@@ -1,0 +1,380 @@
+"""Kwollect service against the simulator, a separate process, over real HTTP."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from dxt_core import Archive, ConfigError, Kwollect
+from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+from dxt_core.backends.kwollect.source import KwollectClient
+from dxt_core.errors import QueryRejected
+from tests.kwollect_sim import KwollectSimProcess
+
+pytestmark = pytest.mark.integration
+
+UTC = dt.UTC
+T0 = dt.datetime(2024, 11, 26, 14, 0, tzinfo=UTC)  # a multiple of the 600 s power wave
+WATT = "wattmetre_power_watt"
+
+
+@pytest.fixture(scope="module")
+def sim():
+    s = KwollectSimProcess()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(autouse=True)
+def _reset(sim):
+    sim.reset()
+    yield
+
+
+def wave_integral(t: float) -> float:
+    """Antiderivative of the simulator's unit triangle wave (0 at 600k s, 1 at 600k + 300 s)."""
+    n, r = divmod(t, 600.0)
+    part = r * r / 600 if r <= 300 else 150 + (r - 300) - (r - 300) ** 2 / 600
+    return n * 300 + part
+
+
+def analytic_joules(node_index: int, a: dt.datetime, b: dt.datetime, extra: float = 0.0) -> float:
+    """Joules of the simulated node (base 90 + 7 n W, + extra: 3 W on gros, 1.5 W on taurus, 5 W for BMCs)."""
+    base = 90.0 + 7.0 * node_index + extra
+    # relative to T0 (a multiple of the 600 s period) to keep float precision
+    ta, tb = (a - T0).total_seconds(), (b - T0).total_seconds()
+    return base * (tb - ta) + 60.0 * (wave_integral(tb) - wave_integral(ta))
+
+
+def stamps(points):
+    return [dt.datetime.fromisoformat(p["timestamp"]) for p in points]
+
+
+def test_two_slow_sites_take_about_as_long_as_one(sim):
+    sim.configure(site_delay_s={"lyon": 1.5, "nancy": 1.5})
+    one = Kwollect(["nova-1.lyon"], api_url=sim.url).start(T0).stop(T0 + dt.timedelta(minutes=1))
+    t = time.perf_counter()
+    one.get_metrics(WATT)
+    one_wall = time.perf_counter() - t
+    both = Kwollect(["nova-1.lyon", "gros-1.nancy"], api_url=sim.url)
+    both.start(T0).stop(T0 + dt.timedelta(minutes=1))
+    sim.reset()
+    sim.configure(site_delay_s={"lyon": 1.5, "nancy": 1.5})
+    t = time.perf_counter()
+    data = both.get_metrics(WATT)
+    two_wall = time.perf_counter() - t
+    assert len(data["nova-1.lyon.grid5000.fr"]) == len(data["gros-1.nancy.grid5000.fr"]) == 61
+    assert one_wall >= 1.5
+    assert two_wall < one_wall + 0.75, (one_wall, two_wall)
+    stats = sim.stats()
+    assert stats["metrics_requests"] == {"lyon": 1, "nancy": 1}
+    assert stats["max_in_flight"] == 2
+
+
+def test_too_much_data_is_split_and_gives_the_same_points(sim):
+    nodes = [f"nova-{i}.lyon" for i in range(1, 5)]
+    k = Kwollect(nodes, api_url=sim.url).start(T0).stop(T0 + dt.timedelta(minutes=10))
+    whole = k.get_metrics([WATT, "bmc_node_power_watt"])
+    assert k.last_stats.splits == 0
+    sim.configure(max_points=400)
+    split = k.get_metrics([WATT, "bmc_node_power_watt"])
+    assert k.last_stats.splits > 0
+    assert sim.stats()["too_much_data"] > 0
+    assert split == whole
+    for points in split.values():
+        assert len(points) == 601 + 120
+        ts = stamps(points)
+        assert ts == sorted(ts)
+
+
+def test_read_timeout_counts_as_too_much_data_and_is_split(sim):
+    # The real API answers "too much data" only after its query timeout: a client whose read
+    # timeout is shorter sees no answer at all, and must split the request too.
+    sim.configure(max_points=300, timeout_delay_s=3.0)
+    k = Kwollect(["nova-1.lyon", "nova-2.lyon"], api_url=sim.url, timeout_s=1.0, max_points=10**6)
+    data = k.start(T0).stop(T0 + dt.timedelta(minutes=4)).get_metrics(WATT)
+    assert [len(v) for v in data.values()] == [241, 241]
+    assert k.last_stats.splits >= 1 and k.last_stats.retries == 0
+
+
+def test_planned_requests_stay_under_max_points(sim):
+    sim.configure(max_points=1000)
+    k = Kwollect([f"nova-{i}.lyon" for i in range(1, 5)], api_url=sim.url, max_points=900)
+    data = k.start(T0).stop(T0 + dt.timedelta(minutes=30)).get_metrics(WATT)
+    assert sum(len(v) for v in data.values()) == 4 * 1801
+    assert sim.stats()["too_much_data"] == 0
+    assert k.last_stats.requests >= 4 * 1801 // 900
+
+
+def test_custom_timestamps_inclusive_bounds_and_forms(sim):
+    start = "2024-11-26T15:00:00+01:00"  # = T0
+    k = Kwollect(["nova-2.lyon.grid5000.fr"], api_url=sim.url)
+    k.start(timestamp=start).stop(timestamp=T0.timestamp() + 600)
+    points = k.get_metrics(WATT)["nova-2.lyon.grid5000.fr"]
+    assert len(points) == 601
+    assert stamps(points)[0] == T0 and stamps(points)[-1] == T0 + dt.timedelta(seconds=600)
+    assert points[0] == {
+        "timestamp": "2024-11-26T15:00:00+01:00",
+        "device_id": "nova-2",
+        "metric_id": WATT,
+        "value": 104.0,
+        "labels": {"_device_orig": ["wattmetre-nova-port2"]},
+    }
+
+
+def test_nested_instances_each_keep_their_own_window(sim):
+    k1 = Kwollect(["nova-1.lyon"], api_url=sim.url)
+    k2 = Kwollect(["nova-1.lyon", "gros-2.nancy"], api_url=sim.url)
+    k1.start()
+    time.sleep(1.1)
+    k2.start()
+    time.sleep(1.1)
+    k1.stop()
+    time.sleep(1.1)
+    k2.stop()
+    d1 = k1.get_metrics(WATT)["nova-1.lyon.grid5000.fr"]
+    d2 = k2.get_metrics(WATT)
+    for k, points in (
+        (k1, d1),
+        (k2, d2["nova-1.lyon.grid5000.fr"]),
+        (k2, d2["gros-2.nancy.grid5000.fr"]),
+    ):
+        ts = stamps(points)
+        assert ts, k.info()
+        assert k.start_time <= ts[0] and ts[-1] <= k.stop_time
+        assert (k.stop_time - k.start_time).total_seconds() - len(ts) < 1.01
+    assert stamps(d1)[0] < stamps(d2["nova-1.lyon.grid5000.fr"])[0]
+    assert stamps(d1)[-1] < stamps(d2["nova-1.lyon.grid5000.fr"])[-1]
+
+
+def test_node_objects_and_filters(sim):
+    hosts = [
+        SimpleNamespace(address="nova-3.lyon.grid5000.fr"),
+        SimpleNamespace(address="gros-1.nancy.grid5000.fr"),
+    ]
+    k = Kwollect(roles=hosts, api_url=sim.url).deploy()
+    k.start(T0).stop(T0 + dt.timedelta(seconds=30))
+    data = k.get_metrics()
+    assert set(data) == {"nova-3.lyon.grid5000.fr", "gros-1.nancy.grid5000.fr"}
+    metrics = {p["metric_id"] for p in data["nova-3.lyon.grid5000.fr"]}
+    assert metrics == {
+        WATT,
+        "bmc_node_power_watt",
+        "network_ifacein_bytes_total",
+        "prom_node_load1",
+    }
+    only = k.get_metrics(metrics=["prom_node_load1"], roles=[hosts[1]])
+    assert list(only) == ["gros-1.nancy.grid5000.fr"]
+    assert {p["metric_id"] for p in only["gros-1.nancy.grid5000.fr"]} == {"prom_node_load1"}
+    avail = k.available_metrics()
+    assert {m["name"] for m in avail["gros-1.nancy.grid5000.fr"]} == metrics
+    df = k.get_metrics_pandas(WATT)
+    assert len(df) == 62 and str(df["timestamp"].dt.tz) == "UTC"
+
+
+def test_energy_matches_the_analytic_integral(sim):
+    a = T0 + dt.timedelta(seconds=130)
+    b = T0 + dt.timedelta(seconds=1065)  # a non-aligned window across a wave peak
+    nodes = ["nova-1.lyon", "nova-4.lyon", "taurus-1.lyon", "taurus-3.lyon", "taurus-4.lyon"]
+    k = Kwollect(nodes, api_url=sim.url).start(a).stop(b)
+    e = k.energy()
+    for name, idx in (("nova-1", 1), ("nova-4", 4)):
+        r = e[f"{name}.lyon.grid5000.fr"]
+        assert r["metric"] == WATT
+        assert r["joules"] == pytest.approx(analytic_joules(idx, a, b), rel=1e-12)
+        assert r["samples"] == 936 and r["gaps"] == []
+        assert r["mean_watts"] == pytest.approx(r["joules"] / 935)
+    assert e["taurus-1.lyon.grid5000.fr"]["metric"] == "pdu_outlet_power_watt"
+    zero = e["taurus-3.lyon.grid5000.fr"]
+    assert zero["metric"] is None and "reads 0" in zero["skipped"][0]
+    bmc = e["taurus-4.lyon.grid5000.fr"]
+    assert bmc["metric"] == "bmc_node_power_watt"
+    first, last = 130.25, 1060.25  # BMC samples at 5 k + 0.25 s
+    a2, b2 = T0 + dt.timedelta(seconds=first), T0 + dt.timedelta(seconds=last)
+    assert bmc["joules"] == pytest.approx(analytic_joules(4, a2, b2, extra=5.0 + 1.5), rel=1e-3)
+
+
+def test_from_job_takes_nodes_and_times_from_the_reference_api(sim):
+    k = Kwollect.from_job("lyon", 1930000, api_url=sim.url)
+    info = k.info()
+    assert info["sites"] == {"lyon": ["nova-1.lyon.grid5000.fr", "nova-2.lyon.grid5000.fr"]}
+    assert k.start_time == T0 and k.stop_time == T0 + dt.timedelta(minutes=30)
+    e = k.energy()
+    assert e["nova-1.lyon.grid5000.fr"]["joules"] == pytest.approx(
+        analytic_joules(1, k.start_time, k.stop_time)
+    )
+    with pytest.raises(QueryRejected, match="Job 42 not found"):
+        Kwollect.from_job("lyon", 42, api_url=sim.url)
+
+
+def test_deploy_names_unknown_nodes_and_sites(sim):
+    with pytest.raises(ConfigError) as err:
+        Kwollect(["nova-1.lyon", "nova-99.lyon", "yeti-1.grenoble"], api_url=sim.url).deploy()
+    msg = str(err.value)
+    assert "nova-99.lyon.grid5000.fr" in msg and "'grenoble'" in msg and "nova-1." not in msg
+
+
+def test_context_manager_deploys_starts_and_stops(sim):
+    with Kwollect(["nova-1.lyon"], api_url=sim.url) as k:
+        assert k.start_time is not None and k.stop_time is None
+        time.sleep(1.1)
+    assert k.stop_time is not None
+    assert len(k.get_metrics(WATT)["nova-1.lyon.grid5000.fr"]) >= 1
+
+
+def test_backup_jsonl_round_trips_labels_exactly_and_csv_flattens(sim, tmp_path):
+    k = Kwollect(["nova-1.lyon", "gros-1.nancy"], api_url=sim.url)
+    k.start(T0).stop(T0 + dt.timedelta(minutes=5))
+    data = k.get_metrics()
+    manifest_path = k.backup(tmp_path / "exp")
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["format"] == "jsonl" and manifest["bounds"] == "inclusive"
+    back: dict[str, list[dict]] = {}
+    for f in manifest["files"]:
+        raw = (tmp_path / "exp" / f["file"]).read_bytes()
+        assert len(raw) == f["bytes"]
+        lines = gzip.decompress(raw).splitlines()
+        assert len(lines) == f["rows"]
+        back.setdefault(f["node"], []).extend(json.loads(line) for line in lines)
+    for node, points in data.items():
+        key = lambda p: (dt.datetime.fromisoformat(p["timestamp"]), p["metric_id"])  # noqa: E731
+        assert sorted(back[node], key=key) == sorted(points, key=key)
+    assert not list((tmp_path / "exp").rglob("*.tmp"))
+    # CSV: labels become columns
+    k.backup(tmp_path / "csv", format="csv")
+    with gzip.open(
+        tmp_path / "csv/nova-1.lyon.grid5000.fr/network_ifacein_bytes_total.csv.gz", "rt"
+    ) as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows[0]["label:interface"] == "eth0"
+    assert rows[0]["label:_device_orig"] == "gw-nova-port-1"
+    net = [
+        p
+        for p in data["nova-1.lyon.grid5000.fr"]
+        if p["metric_id"] == "network_ifacein_bytes_total"
+    ]
+    assert len(rows) == len(net) == 300 // 15
+    assert [r["timestamp"] for r in rows] == [p["timestamp"] for p in net]
+    assert [int(r["value"]) for r in rows] == [p["value"] for p in net]
+
+
+MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import datetime as dt, resource, sys, json
+    from dxt_core import Kwollect
+    url, hours, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    t0 = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
+    k = Kwollect([f"nova-{i}.lyon" for i in range(1, 9)], api_url=url, max_points=20_000)
+    k.start(t0).stop(t0 + dt.timedelta(hours=hours))
+    m = json.load(open(k.backup(out, metrics="wattmetre_power_watt")))
+    print(json.dumps({"rows": m["rows"], "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    """
+)
+
+
+def test_backup_memory_stays_flat_as_data_grows(tmp_path):
+    sim = KwollectSimProcess(["--nodes", "8"])
+    try:
+        results = {}
+        for hours in (0.5, 6):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    MEMORY_SCRIPT,
+                    sim.url,
+                    str(hours),
+                    str(tmp_path / str(hours)),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert out.returncode == 0, out.stderr[-2000:]
+            results[hours] = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        sim.stop()
+    small, big = results[0.5], results[6]
+    assert small["rows"] == 8 * 1801 and big["rows"] == 8 * 21601
+    # 12x the points (~170k points, ~170 MB as Python dicts) for a few MB more peak memory
+    assert big["rss_kb"] - small["rss_kb"] < 25_000, results
+
+
+def test_daily_archive_is_half_open_and_rerun_identical(sim, tmp_path):
+    archive = Archive(tmp_path / "archive")
+    day = dt.date(2024, 11, 26)
+    client = KwollectClient(sim.url, max_points=50_000)
+    nodes = ["nova-1.lyon", "nova-2.lyon"]
+    r1 = archive_kwollect_day(client, "lyon", WATT, nodes, day, archive)
+    assert r1.path == tmp_path / "archive/kwollect/lyon/wattmetre_power_watt/2024-11-26.jsonl.gz"
+    lines = gzip.decompress(r1.path.read_bytes()).splitlines()
+    assert len(lines) == r1.rows == 2 * 86_400
+    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    assert first["timestamp"] == "2024-11-26T00:00:00+01:00"
+    assert last["timestamp"] == "2024-11-26T23:59:59+01:00"  # next midnight belongs to the 27th
+    ts = [json.loads(x)["timestamp"] for x in lines[::997]]
+    assert ts == sorted(ts)
+    manifest = json.loads(r1.manifest.read_text())
+    assert manifest["status"] == "archived" and manifest["rows"] == r1.rows
+    assert manifest["source_url"] == sim.url and manifest["bytes"] == r1.path.stat().st_size
+    before = r1.path.read_bytes()
+    r2 = archive_kwollect_day(client, "lyon", WATT, nodes, day, archive)
+    assert r2.path.read_bytes() == before and r2.rows == r1.rows
+    assert archive.status(r2.key, verify=True) == ("archived", "")
+    # a metric that does not exist on these nodes: an "empty" manifest, no data file
+    r3 = archive_kwollect_day(client, "lyon", "pdu_outlet_power_watt", nodes, day, archive)
+    assert r3.status == "empty" and r3.path is None
+
+
+def test_basic_auth_and_secret_free_errors(tmp_path):
+    sim = KwollectSimProcess(["--user", "alice", "--password", "pw-s3cret"])
+    try:
+        k = Kwollect(["nova-1.lyon"], api_url=sim.url, auth=("alice", "wrong-s3cret"))
+        k.start(T0).stop(T0 + dt.timedelta(seconds=10))
+        with pytest.raises(QueryRejected) as err:
+            k.get_metrics(WATT)
+        assert "authentication failed" in str(err.value) and "s3cret" not in str(err.value)
+        ok = Kwollect(["nova-1.lyon"], api_url=sim.url, auth=("alice", "pw-s3cret"))
+        assert (
+            len(
+                ok.start(T0)
+                .stop(T0 + dt.timedelta(seconds=10))
+                .get_metrics(WATT)["nova-1.lyon.grid5000.fr"]
+            )
+            == 11
+        )
+    finally:
+        sim.stop()
+
+
+def test_monitor_job_gives_50_hz_wattmetre_data_split_as_needed(sim):
+    # nancy job 5200000 (gros-1..3, 2024-11-29 14:00-15:00 UTC) has type monitor=wattmetre_power_watt:
+    # 20 ms samples, fifty times the catalog's 1 s period that requests are planned with.
+    sim.configure(max_points=20_000)
+    k = Kwollect.from_job("nancy", 5200000, api_url=sim.url, max_points=15_000)
+    a = k.start_time + dt.timedelta(minutes=10)
+    k.start(a).stop(a + dt.timedelta(minutes=5))
+    data = k.get_metrics(WATT)
+    assert [len(v) for v in data.values()] == [300 * 50 + 1] * 3
+    assert k.last_stats.splits > 0 and sim.stats()["too_much_data"] > 0
+    ts = stamps(data["gros-2.nancy.grid5000.fr"])
+    assert ts[1] - ts[0] == dt.timedelta(milliseconds=20) and ts == sorted(ts)
+    e = k.energy(["gros-2.nancy"])["gros-2.nancy.grid5000.fr"]
+    assert e["samples"] == 15_001 and e["gaps"] == []
+    assert e["joules"] == pytest.approx(
+        analytic_joules(2, a, a + dt.timedelta(minutes=5), extra=3.0)
+    )  # gros: +3 W
+    # after the job: 1 s again
+    end = dt.datetime.fromtimestamp(k.job["stopped_at"], UTC)
+    after = Kwollect(["gros-1.nancy"], api_url=sim.url)
+    after.start(end + dt.timedelta(seconds=1)).stop(end + dt.timedelta(seconds=10))
+    assert len(after.get_metrics(WATT)["gros-1.nancy.grid5000.fr"]) == 10

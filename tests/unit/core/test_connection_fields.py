@@ -1,0 +1,64 @@
+"""Connection fields -> base URLs: one rule for all three backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from dxt_core.backends.collectd_es.source import connection_from_fields as es_connection_from_fields
+from dxt_core.backends.examon.connection import examon_connection_from_fields
+from dxt_core.backends.kwollect.connection import kwollect_connection_from_fields
+from dxt_core.config import check_extras, url_from_host
+from dxt_core.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "scheme", "url"),
+    [
+        ("examon.example.org", 8083, "http", "http://examon.example.org:8083"),
+        ("examon.example.org", None, "https", "https://examon.example.org"),
+        ("https://g.example.org/sub/", 443, "http", "https://g.example.org:443/sub"),
+        ("http://h:9200", 9999, "http", "http://h:9200"),  # a URL's own port wins
+    ],
+)
+def test_url_from_host(host, port, scheme, url):
+    assert url_from_host(host, port, scheme) == url
+
+
+def test_unknown_extras_are_named_for_every_backend():
+    with pytest.raises(ConfigError, match=r"'c'.*unknown extra.*\['bogus'\].*known"):
+        check_extras("c", {"bogus": 1, "a": 2}, {"a"})
+    fields = {"host": "h", "port": 1, "schema": None, "login": None, "password": None}
+    for build in (
+        examon_connection_from_fields,
+        kwollect_connection_from_fields,
+        es_connection_from_fields,
+    ):
+        with pytest.raises(ConfigError, match=r"unknown extra.*typo"):
+            build(conn_id="c", extra={"typo": 1}, **fields)
+
+
+def test_each_backend_builds_its_url():
+    kw = {"login": None, "password": None, "extra": None}
+    assert examon_connection_from_fields(
+        conn_id="e", host="h", port=8083, schema=None, **kw
+    ).url == ("http://h:8083")
+    k = kwollect_connection_from_fields(
+        conn_id="k", host="api.g5k", port=None, schema="stable", **kw
+    )
+    assert k.api_url == "https://api.g5k/stable"
+    es = es_connection_from_fields(conn_id="s", host="es", port=None, schema="https", **kw)
+    assert es.url == "https://es:9200"
+    es = es_connection_from_fields(
+        conn_id="s", host="http://es.example.org", port=9201, schema=None, **kw
+    )
+    assert es.url == "http://es.example.org:9201"
+    with pytest.raises(ConfigError, match="verify_certs"):
+        es_connection_from_fields(
+            conn_id="s",
+            host="es",
+            port=None,
+            schema=None,
+            login=None,
+            password=None,
+            extra={"verify_certs": "perhaps"},
+        )

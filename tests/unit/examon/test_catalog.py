@@ -1,0 +1,100 @@
+from pathlib import Path
+
+import pytest
+
+from dxt_core.backends.examon.catalog import (
+    CatalogEntry,
+    ExamonOptions,
+    load_catalog,
+    parse_catalog,
+    select,
+)
+from dxt_core.errors import CatalogError, ConfigError
+
+
+def test_shipped_catalog_is_the_m100_one():
+    entries = load_catalog()
+    assert len(entries) == 811
+    plugins = {}
+    for e in entries:
+        plugins[e.plugin] = plugins.get(e.plugin, 0) + 1
+    assert plugins == {
+        "ganglia_pub": 409,
+        "schneider_pub": 164,
+        "ipmi_pub": 105,
+        "slurm_pub": 55,
+        "logics_pub": 39,
+        "vertiv_pub": 25,
+        "weather_pub": 10,
+        "nagios_pub": 3,
+        "job_table": 1,
+    }
+    assert CatalogEntry("job_info_marconi100", "job_table") in entries
+
+
+def test_old_name_header_is_accepted(tmp_path: Path):
+    import importlib.resources
+
+    text = importlib.resources.files("dxt_core.data").joinpath("M100_metrics_1891.csv").read_text()
+    assert text.startswith("name,plugin")
+    # The file holds 1,891 metrics (its last line has no newline, so wc -l says 1,891 lines).
+    assert len(parse_catalog(text)) == 1891
+
+
+def test_comments_blank_lines_and_bom():
+    entries = parse_catalog("\ufeffmetric,plugin\n# a comment\n\nambient,ipmi_pub\n")
+    assert entries == [CatalogEntry("ambient", "ipmi_pub")]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("metric,kind\na,b\n", 1, "'plugin' column"),
+        ("metric,plugin\na\n", 2, "expected 2 columns"),
+        ("metric,plugin\n,ipmi_pub\n", 2, "empty metric name"),
+        ("metric,plugin\nx,\n", 2, "empty plugin name"),
+        ("metric,plugin\na,p\nb,p\na,p\n", 4, "duplicate of line 2"),
+        ("metric,plugin\n..,p\n", 2, "escape the archive"),
+        ("metric,plugin\na/b,p\n", 2, "'/'"),
+        ("metric,plugin\nok,../etc\n", 2, "'/'"),
+        ("metric,plugin\na\x00b,p\n", 2, "'\\x00'"),
+        ("metric,plugin\n", 1, "no metrics"),
+    ],
+)
+def test_bad_catalogs_name_file_and_line(text, line, fragment):
+    with pytest.raises(CatalogError) as ei:
+        parse_catalog(text, "cat.csv")
+    assert ei.value.line == line
+    assert f"cat.csv, line {line}" in str(ei.value)
+    assert fragment in str(ei.value)
+
+
+def test_missing_and_non_utf8_files(tmp_path: Path):
+    with pytest.raises(CatalogError, match="cannot read"):
+        load_catalog(tmp_path / "nope.csv")
+    p = tmp_path / "latin1.csv"
+    p.write_bytes(b"metric,plugin\ncaf\xe9,p\n")
+    with pytest.raises(CatalogError, match=r"line 2: not valid UTF-8"):
+        load_catalog(p)
+
+
+def test_select_keeps_order():
+    entries = parse_catalog("metric,plugin\na,x\nb,y\nc,x\n")
+    assert [e.metric for e in select(entries, plugins=["x"])] == ["a", "c"]
+    assert [e.metric for e in select(entries, limit=2)] == ["a", "b"]
+
+
+def test_plugin_options_defaults_and_toml(tmp_path: Path):
+    o = ExamonOptions()
+    assert o.for_plugin("ipmi_pub").cluster_tag
+    assert not o.for_plugin("schneider_pub").cluster_tag
+    assert o.for_plugin("job_table").job_table
+    p = tmp_path / "o.toml"
+    p.write_text('cluster = "leonardo"\n[plugins.schneider_pub]\ncluster_tag = true\n')
+    o2 = ExamonOptions.from_toml(p)
+    assert o2.cluster == "leonardo"
+    assert o2.for_plugin("schneider_pub").cluster_tag
+    assert o2.for_plugin("ipmi_pub").cluster_tag
+    p.write_text("[plugins.x]\nclustertag = true\n")
+    with pytest.raises(ConfigError, match="unknown key"):
+        ExamonOptions.from_toml(p)
