@@ -9,7 +9,14 @@
     |   +-- SourceUnavailable  retryable: connection error, timeout, 429 or 5xx after all retries
     |   +-- QueryRejected      not retryable: 4xx, or a server error that names a bad query
     |   +-- WindowTooLarge     the server refused the window as too large; split it and retry
-    +-- ArchiveError           the archive could not be written or read back (manifest, checksum)
+    |   +-- RateLimited        429, or 503 saying so, after every retry (retryable); 403 "quota
+    |   |                      exceeded" (not retryable)
+    |   +-- AnswerTooLarge     one answer decoded to more than the configured cap
+    +-- ArchiveError           the archive could not be written or read back (manifest, checksum,
+        |                      or an OS error: read-only, disk full, name too long)
+        +-- SourceShrank       the source now has fewer rows than the archived day: kept the
+        |                      archived file; rerun with replace to overwrite it
+        +-- ArchiveLocked      another process is archiving the same metric-day
 
 Messages say what went wrong and what to do about it.
 """
@@ -68,5 +75,53 @@ class WindowTooLarge(SourceError):
     retryable = True
 
 
+class RateLimited(SourceError):
+    """The server said "too many requests" (429, or 503 saying so) through every retry, or
+    refused with a quota (403 "quota exceeded", not retryable: waiting a few seconds does
+    not reset a quota)."""
+
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str = "",
+        status: int | None = None,
+        retryable: bool = True,
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.retryable = retryable
+
+
+class AnswerTooLarge(SourceError):
+    """One answer decoded to more bytes than the configured cap (``max_answer_bytes``)."""
+
+
 class ArchiveError(DxtError):
     """The archive could not be written, or what is on disk does not match its manifest."""
+
+
+class SourceShrank(ArchiveError):
+    """A rerun read fewer rows than the archive holds for the day; the archive was kept.
+
+    Attributes:
+        archive_rows: rows of the archived file.
+        source_rows: rows the source gave on this run (0 when it said "empty").
+        path: the archived data file that was kept.
+    """
+
+    def __init__(self, message: str, *, archive_rows: int, source_rows: int, path: str) -> None:
+        super().__init__(message)
+        self.archive_rows = archive_rows
+        self.source_rows = source_rows
+        self.path = path
+
+
+class ArchiveLocked(ArchiveError):
+    """Another process holds the lock of the metric-day; ``holder`` says who (pid, host,
+    start time) when it could be read."""
+
+    def __init__(self, message: str, *, holder: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder or {}

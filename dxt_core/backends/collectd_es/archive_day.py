@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dxt_core.archive import Archive, DayKey, atomic_file
+from dxt_core.archive import Archive, DayKey, aborts_unfinished_write, atomic_file
 from dxt_core.backends.collectd_es.columnar_hits import COLUMN_SOURCE_FIELDS
 from dxt_core.backends.collectd_es.source import (
     FAMILIES,
@@ -166,6 +166,7 @@ def day_window_utc(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
     return start, start + dt.timedelta(days=1)
 
 
+@aborts_unfinished_write
 def archive_collectd_es_day(
     provider: PageProvider,
     family: str,
@@ -195,7 +196,8 @@ def archive_collectd_es_day(
     key = DayKey(SOURCE_NAME, (family,), day)
     start, end = day_window_utc(day)
     archive.begin(key)
-    paths = {f: archive.data_path(key, EXTENSIONS[f]) for f in fmts}
+    # written under hidden staging names; the commit renames them into place
+    paths = {f: archive.staging_path(key, EXTENSIONS[f]) for f in fmts}
     report = export_window(
         provider,
         [family],
@@ -232,7 +234,7 @@ def archive_collectd_es_day(
         j = report.jsonl
         files.append(
             {
-                "file": paths["jsonl"].name,
+                "file": archive.data_path(key, EXTENSIONS["jsonl"]).name,
                 "format": "jsonl",
                 "rows": j.rows,
                 "bytes": j.bytes,
@@ -244,7 +246,7 @@ def archive_collectd_es_day(
         h = report.hdf5
         files.append(
             {
-                "file": h.path.name,
+                "file": archive.data_path(key, EXTENSIONS["hdf5"]).name,
                 "format": "hdf5",
                 "rows": h.rows,
                 "bytes": h.bytes,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dxt_core.archive import Archive, DayKey, atomic_file
+from dxt_core.archive import Archive, DayKey, aborts_unfinished_write
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.errors import ConfigError
@@ -73,6 +73,7 @@ class DayReport:
         }
 
 
+@aborts_unfinished_write
 def archive_examon_day(
     source: KairosDBSource,
     entry: CatalogEntry,
@@ -111,7 +112,7 @@ def archive_examon_day(
     if source.options.for_plugin(entry.plugin).job_table:
         records = source.fetch_jobs(entry.metric, window, stats)
         if records:
-            with atomic_file(target) as fh:
+            with archive.open_data(key, ext) as fh:
                 if fmt == "parquet":
                     res = write_records_parquet(fh, records)
                 else:
@@ -120,7 +121,7 @@ def archive_examon_day(
     else:
         schema = source.schema(entry, window, stats)
         if schema.tag_keys:
-            with atomic_file(target) as fh:
+            with archive.open_data(key, ext) as fh:
                 block_ms = source.windows.min_s * 1000
                 writer: SeriesWriter
                 if fmt == "parquet":
@@ -132,7 +133,7 @@ def archive_examon_day(
                     writer.write_batch(batch)
                 res = writer.close()
             if res.rows == 0:
-                target.unlink()
+                archive.remove_data(key, ext)
                 res = None
     seconds = time.perf_counter() - t0
     stats.seconds = seconds

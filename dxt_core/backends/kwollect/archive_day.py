@@ -34,7 +34,13 @@ import httpx
 import orjson
 
 from dxt_core._version import __version__
-from dxt_core.archive import Archive, DayKey, atomic_file, write_json_atomic
+from dxt_core.archive import (
+    Archive,
+    DayKey,
+    aborts_unfinished_write,
+    atomic_file,
+    write_json_atomic,
+)
 from dxt_core.backends.examon.archive_day import DayReport
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
@@ -708,6 +714,7 @@ class Kwollect:
 # --------------------------------------------------------------------------------------------
 
 
+@aborts_unfinished_write
 def archive_kwollect_day(
     client: KwollectClient,
     site: str,
@@ -739,7 +746,7 @@ def archive_kwollect_day(
     first: str | None = None
     last: str | None = None
     size, sha = 0, ""
-    with atomic_file(target) as fh:
+    with archive.open_data(key, "jsonl.gz") as fh:
         gz = GzipStream(fh)
         for batch in prefetched(client.iter_batches(site, parsed, [metric], start, stop, stats)):
             for p in batch:

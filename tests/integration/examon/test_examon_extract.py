@@ -212,9 +212,10 @@ def test_outage_fails_cleanly_without_partial_files(examon_sim, tmp_path):
     finally:
         examon_sim.reset_faults()
     d = tmp_path / "examon/ipmi_pub/ambient"
-    # the old manifest was withdrawn first, so the day now reads as missing, never stale
-    assert sorted(p.name for p in d.iterdir()) == ["2020-03-09.csv.gz"]
-    assert archive.status(archive_key(DAY))[0] == "missing"
+    # the failed rerun wrote only staged files, removed when it failed: the earlier run's
+    # file and manifest stand as they were, and the lock is released
+    assert sorted(p.name for p in d.iterdir()) == ["2020-03-09.csv.gz", "2020-03-09.manifest.json"]
+    assert archive.status(archive_key(DAY), verify=True)[0] == "archived"
 
 
 def archive_key(day):
