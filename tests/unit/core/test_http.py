@@ -11,7 +11,7 @@ def client(handler, attempts=4):
     sleeps: list[float] = []
     c = HttpClient(
         "http://alice:s3cret@kairos.example:8083/",
-        retry=RetryPolicy(attempts=attempts, backoff_s=0.5, max_backoff_s=3),
+        retry=RetryPolicy(attempts=attempts, backoff_s=0.5, max_backoff_s=3, jitter=0),
         sleep=sleeps.append,
         transport=httpx.MockTransport(handler),
     )
