@@ -317,9 +317,10 @@ def test_atomic_file_fsyncs_the_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(
         os,
         "fsync",
-        lambda fd: (kinds.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"), real(fd))[
-            1
-        ],
+        lambda fd: (
+            kinds.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"),
+            real(fd),
+        )[1],
     )
     with atomic_file(tmp_path / "x.json") as fh:
         fh.write(b"{}")
@@ -396,7 +397,7 @@ def test_a_path_too_long_for_the_file_system(tmp_path):
 
 
 def test_a_component_over_255_bytes_is_refused_before_any_write(tmp_path):
-    with pytest.raises(ConfigError, match="300 bytes long in UTF-8.*at most 255"):
+    with pytest.raises(ConfigError, match=r"300 bytes long in UTF-8.*at most 255"):
         DayKey("examon", ("ipmi_pub", "m" * 300), DAY)
     with pytest.raises(ConfigError, match="256 bytes"):
         DayKey("examon", ("ipmi_pub", "é" * 128), DAY)  # 128 characters, 256 bytes
