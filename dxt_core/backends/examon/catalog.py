@@ -129,7 +129,9 @@ def _bool(value: Any, path: Path, key: str) -> bool:
 
 def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
     """Parse catalog CSV text. ``source`` names the file in error messages."""
-    reader = csv.reader(io.StringIO(text))
+    # A byte-order mark (spreadsheets write one) belongs to the file, not to its first
+    # line, which may then be a comment as well as the header.
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
     header: list[str] | None = None
     header_line = 0
     metric_col = plugin_col = -1
@@ -140,7 +142,7 @@ def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
         if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
             continue
         if header is None:
-            header = [c.strip().lstrip("\ufeff").lower() for c in row]
+            header = [c.strip().lower() for c in row]
             header_line = line
             metric_col = next((header.index(h) for h in _METRIC_HEADERS if h in header), -1)
             plugin_col = header.index("plugin") if "plugin" in header else -1
