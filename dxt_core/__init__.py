@@ -6,7 +6,8 @@ atomic commit into the archive with a manifest.
 
 from dxt_core._version import __version__
 from dxt_core.archive import Archive, CoverageRow, DayKey, coverage
-from dxt_core.backends.examon.archive_day import DayReport, archive_examon_day
+from dxt_core.archive_day import DayReport
+from dxt_core.backends.examon.archive_day import archive_examon_day
 from dxt_core.backends.examon.catalog import (
     CatalogEntry,
     ExamonOptions,

@@ -123,7 +123,7 @@ def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any
     ) as source:
         conn = source.conn
         log.info("archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.root)
-        doc = archive_collectd_es_day(
+        report = archive_collectd_es_day(
             es_pages(source, stats),
             family,
             day,
@@ -139,10 +139,4 @@ def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any
             num_nodes=_env_int("DXT_COLLECTD_ES_NUM_NODES", 288),
             ssds_per_node=_env_int("DXT_COLLECTD_ES_SSDS_PER_NODE", 4),
         )
-    return {
-        "family": family,
-        "day": day.isoformat(),
-        "status": doc["status"],
-        "rows": doc["rows"],
-        "files": [f["file"] for f in doc.get("files", [])],
-    }
+    return report.as_dict()

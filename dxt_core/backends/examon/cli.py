@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TextIO
 
 from dxt_core.archive import Archive
-from dxt_core.backends.examon.archive_day import FORMATS, DayReport, archive_examon_day
+from dxt_core.archive_day import DayReport
+from dxt_core.backends.examon.archive_day import FORMATS, archive_examon_day
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog, select
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
