@@ -150,7 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
     c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")
     for backend in registry.backends():
-        backend.module("cli").add_coverage_arguments(c)
+        # Backends share an option when they mean the same by it (--metrics): first one wins.
+        shared = argparse.ArgumentParser(add_help=False)
+        backend.module("cli").add_coverage_arguments(shared)
+        for action in shared._actions:
+            if not any(s in c._option_string_actions for s in action.option_strings):
+                c._add_action(action)
     c.set_defaults(func=cmd_coverage)
 
     s = sub.add_parser(

@@ -85,10 +85,11 @@ class ConnectionSpec(Generic[T]):
     """What one backend's connection is, and how to build the backend's connection object.
 
     Attributes:
-        conn_type: Airflow connection type registered by the provider (``examon``).
-        default_conn_id: the connection id the DAG uses by default (``examon_default``).
+        backend: the backend's name.
         hook_name: the connection type's name in the UI.
-        hook_kwarg: the hook's historical keyword for the connection id (``examon_conn_id``).
+        conn_type: Airflow connection type registered by the provider (default: backend).
+        default_conn_id: the connection id the DAG uses (default ``<backend>_default``).
+        hook_kwarg: the hook's keyword for the connection id (default ``<backend>_conn_id``).
         default_scheme: scheme of a bare host name.
         default_port: port of a bare host name (``None``: the scheme's).
         other_schema: what a ``schema`` other than http/https means: ``"path"`` (the URL's
@@ -102,11 +103,11 @@ class ConnectionSpec(Generic[T]):
     """
 
     backend: str
-    conn_type: str
-    default_conn_id: str
     hook_name: str
-    hook_kwarg: str
     build: Callable[[ConnectionFields], T]
+    conn_type: str = ""
+    default_conn_id: str = ""
+    hook_kwarg: str = ""
     extras: tuple[Extra, ...] = ()
     default_scheme: str = "http"
     default_port: int | None = None
@@ -121,6 +122,17 @@ class ConnectionSpec(Generic[T]):
     #: One cheap request that shows the connection works (the UI's "Test" button); returns
     #: what the server said, raises :class:`~dxt_core.errors.DxtError` otherwise.
     probe: Callable[[T], str] | None = None
+
+    def __post_init__(self) -> None:
+        # The usual names follow from the backend's: examon, examon_default, examon_conn_id.
+        if not self.conn_type:
+            object.__setattr__(self, "conn_type", self.backend)
+        if not self.default_conn_id:
+            object.__setattr__(self, "default_conn_id", f"{self.backend}_default")
+        if not self.hook_kwarg:
+            object.__setattr__(self, "hook_kwarg", f"{self.backend}_conn_id")
+        if self.password_env is None:
+            object.__setattr__(self, "password_env", f"DXT_{self.backend.upper()}_PASSWORD")
 
     # ------------------------------------------------------------------ reading fields
 

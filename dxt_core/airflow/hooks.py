@@ -31,6 +31,18 @@ class DxtHook(BaseHook):
     """A dxt-archive backend's connection, read through the backend's spec."""
 
     spec: ClassVar[ConnectionSpec[Any]]
+    conn_name_attr: ClassVar[str]
+    default_conn_name: ClassVar[str]
+    conn_type: ClassVar[str]
+    hook_name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Airflow reads these class attributes; the spec is their one source.
+        super().__init_subclass__(**kwargs)
+        cls.conn_name_attr = cls.spec.hook_kwarg
+        cls.default_conn_name = cls.spec.default_conn_id
+        cls.conn_type = cls.spec.conn_type
+        cls.hook_name = cls.spec.hook_name
 
     def __init__(self, conn_id: str | None = None, **kwargs: Any) -> None:
         # Each hook also accepts its historical keyword (examon_conn_id=...).
@@ -71,10 +83,6 @@ class ExamonHook(DxtHook):
     """
 
     spec = EXAMON_SPEC
-    conn_name_attr = EXAMON_SPEC.hook_kwarg
-    default_conn_name = EXAMON_SPEC.default_conn_id
-    conn_type = EXAMON_SPEC.conn_type
-    hook_name = EXAMON_SPEC.hook_name
 
     def connection(self) -> ExamonConnection:
         conn: ExamonConnection = super().connection()
@@ -90,10 +98,6 @@ class KwollectHook(DxtHook):
     """The Grid'5000 API (reference + Kwollect metrics) from an Airflow connection."""
 
     spec = KWOLLECT_SPEC
-    conn_name_attr = KWOLLECT_SPEC.hook_kwarg
-    default_conn_name = KWOLLECT_SPEC.default_conn_id
-    conn_type = KWOLLECT_SPEC.conn_type
-    hook_name = KWOLLECT_SPEC.hook_name
 
     def connection(self) -> KwollectConnection:
         conn: KwollectConnection = super().connection()
@@ -107,10 +111,6 @@ class CollectdEsHook(DxtHook):
     """Elasticsearch holding collectd documents, from an Airflow connection."""
 
     spec = COLLECTD_ES_SPEC
-    conn_name_attr = COLLECTD_ES_SPEC.hook_kwarg
-    default_conn_name = COLLECTD_ES_SPEC.default_conn_id
-    conn_type = COLLECTD_ES_SPEC.conn_type
-    hook_name = COLLECTD_ES_SPEC.hook_name
 
     def connection(self) -> CollectdEsConnection:
         conn: CollectdEsConnection = super().connection()

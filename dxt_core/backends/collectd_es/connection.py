@@ -50,7 +50,6 @@ def probe(conn: CollectdEsConnection) -> str:
 #: Elasticsearch (or OpenSearch) holding collectd documents.
 SPEC: ConnectionSpec[CollectdEsConnection] = ConnectionSpec(
     backend="collectd_es",
-    conn_type="collectd_es",
     default_conn_id="elasticsearch_default",
     hook_name="collectd in Elasticsearch (dxt-archive)",
     hook_kwarg="elasticsearch_conn_id",

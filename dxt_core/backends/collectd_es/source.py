@@ -926,29 +926,9 @@ def select_saved_hits(
 # --------------------------------------------------------------------------- connection fields
 
 
-def connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None,
-    schema: str | None,
-    login: str | None,
-    password: str | None,
-    extra: Mapping[str, Any] | None,
-) -> CollectdEsConnection:
-    """A connection from an Airflow connection's fields (see ``connection.SPEC``).
-
-    ``host`` may be a bare host name or a whole ``http(s)://host:port`` URL; ``schema`` is
-    ``http`` or ``https`` (default ``http``); ``port`` defaults to 9200.
-    """
+def connection_from_fields(**fields: Any) -> CollectdEsConnection:
+    """A connection from an Airflow connection's fields (see ``connection.SPEC``)."""
     from dxt_core.backends.collectd_es.connection import SPEC
 
-    return SPEC.from_fields(
-        conn_id=conn_id,
-        host=host,
-        port=port,
-        schema=schema,
-        login=login,
-        password=password,
-        extra=extra,
-    )
+    conn: CollectdEsConnection = SPEC.from_fields(**fields)
+    return conn

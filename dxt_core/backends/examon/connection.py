@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
 from dxt_core.http import normalise_base_url, redact_url
@@ -79,15 +77,11 @@ def probe(conn: ExamonConnection) -> str:
 #: The Examon connection: KairosDB directly, or through Grafana's data source proxy.
 SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
     backend="examon",
-    conn_type="examon",
-    default_conn_id="examon_default",
     hook_name="Examon (KairosDB)",
-    hook_kwarg="examon_conn_id",
     build=_build,
     probe=probe,
     default_scheme="http",
     other_schema="ignore",
-    password_env="DXT_EXAMON_PASSWORD",
     host_example="examon.example.org",
     labels={"host": "Host or URL (KairosDB, or Grafana with grafana_proxy)"},
     extras=(
@@ -114,27 +108,5 @@ SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
 )
 
 
-def examon_connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None = None,
-    schema: str | None = None,
-    login: str | None = None,
-    password: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ExamonConnection:
-    """An :class:`ExamonConnection` from generic connection fields (see :data:`SPEC`).
-
-    ``host`` may be a bare name or a URL (``https://grafana.example.org/sub``); ``schema`` is
-    the scheme when ``host`` has none.
-    """
-    return SPEC.from_fields(
-        conn_id=conn_id,
-        host=host,
-        port=port,
-        schema=schema,
-        login=login,
-        password=password,
-        extra=extra,
-    )
+#: The name before connection specs: ``examon_connection_from_fields(conn_id=..., host=..., ...)``.
+examon_connection_from_fields = SPEC.from_fields

@@ -169,16 +169,12 @@ def probe(conn: KwollectConnection) -> str:
 #: The Grid'5000 API (reference API + Kwollect metrics).
 SPEC: ConnectionSpec[KwollectConnection] = ConnectionSpec(
     backend="kwollect",
-    conn_type="kwollect",
-    default_conn_id="kwollect_default",
     hook_name="Kwollect (Grid'5000)",
-    hook_kwarg="kwollect_conn_id",
     build=_build,
     probe=probe,
     default_scheme="https",
     other_schema="path",
     url_extra="api_url",
-    password_env="DXT_KWOLLECT_PASSWORD",
     host_example="https://api.grid5000.fr/stable",
     labels={"host": "API URL or host", "login": "Grid'5000 login"},
     extras=(
@@ -191,29 +187,5 @@ SPEC: ConnectionSpec[KwollectConnection] = ConnectionSpec(
 )
 
 
-def kwollect_connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None = None,
-    schema: str | None = None,
-    login: str | None = None,
-    password: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> KwollectConnection:
-    """A :class:`KwollectConnection` from generic connection fields (see :data:`SPEC`).
-
-    The URL is extra ``api_url``, or ``host`` when it is a URL
-    (``https://api.grid5000.fr/stable``), or built from ``schema`` (http/https; another value
-    is taken as the path, e.g. ``stable``), ``host`` and ``port``. ``login``/``password`` give
-    HTTP Basic auth.
-    """
-    return SPEC.from_fields(
-        conn_id=conn_id,
-        host=host,
-        port=port,
-        schema=schema,
-        login=login,
-        password=password,
-        extra=extra,
-    )
+#: The name before connection specs: ``kwollect_connection_from_fields(conn_id=..., ...)``.
+kwollect_connection_from_fields = SPEC.from_fields
