@@ -154,3 +154,37 @@ def test_a_fourth_backend_archives_through_the_registry(prom_server, tmp_path):
     )
     assert unknown.returncode == 2
     assert "unknown backend 'nosuchbackend'" in unknown.stderr and "promrange" in unknown.stderr
+
+
+def test_cli_refetches_only_incomplete_days_and_reports_every_failure(prom_server, tmp_path):
+    archive = tmp_path / "archive"
+    args = (
+        "extract",
+        "promrange",
+        "--url",
+        prom_server,
+        "--start-day",
+        "2024-03-09",
+        "--archive",
+        str(archive),
+    )
+    assert dxt(*args, "--metrics", "up,node_load1").returncode == 0
+    # a truncated file fails the size check: that day is fetched again, the other skipped
+    data = archive / "promrange" / "up" / "2024-03-09.csv.gz"
+    data.write_bytes(data.read_bytes()[:100])
+    r = dxt(*args, "--metrics", "up,node_load1")
+    assert r.returncode == 0, r.stderr
+    assert "archived 1 metric-days" in r.stdout and "1 already archived (skipped" in r.stdout
+    assert gzip.decompress(data.read_bytes()).count(b"\n") == 1 + 3 * 1440
+    # --refetch redoes both
+    r = dxt(*args, "--metrics", "up,node_load1", "--refetch")
+    assert "archived 2 metric-days" in r.stdout and "skipped" not in r.stdout
+    # a unit that cannot be written (a file where its folder should be) fails alone,
+    # with a one-line cause; the others are archived and the run ends with its summary
+    (archive / "promrange" / "blocked").write_text("not a folder")
+    r = dxt(*args, "--metrics", "blocked,cpu", "--refetch")
+    assert r.returncode == 1
+    assert "archived 1 metric-days" in r.stdout and "1 failed" in r.stdout
+    failed = [line for line in r.stderr.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and failed[0].startswith("FAILED blocked 2024-03-09: ")
+    assert "Traceback" not in r.stderr
