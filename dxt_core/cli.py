@@ -114,7 +114,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``dxt`` parser; with ``only``, just that backend's ``extract`` (fast start)."""
     p = argparse.ArgumentParser(
         prog="dxt",
         description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
@@ -127,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("extract", help="extract telemetry into the archive (no Airflow)")
     exs = ex.add_subparsers(dest="backend", required=True)
     for backend in registry.backends():
-        backend.module("cli").add_extract_parser(exs)
+        if only is None or only in (backend.name, backend.command, *backend.aliases):
+            backend.module("cli").add_extract_parser(exs)
 
     c = sub.add_parser(
         "coverage",
@@ -149,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
     c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")
-    for backend in registry.backends():
+    for backend in registry.backends() if only is None else []:
         # Backends share an option when they mean the same by it (--metrics): first one wins.
         shared = argparse.ArgumentParser(add_help=False)
         backend.module("cli").add_coverage_arguments(shared)
@@ -188,7 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    # `dxt extract BACKEND ...` imports that backend's modules only.
+    known = {n for b in registry.backends() for n in (b.name, b.command, *b.aliases)}
+    only = argv[1] if len(argv) >= 2 and argv[0] == "extract" and argv[1] in known else None
+    parser = build_parser(only)
     if len(argv) >= 2 and argv[0] == "simulate" and argv[1] not in ("-h", "--help"):
         args = parser.parse_args(argv[:2])
         return cmd_simulate(args, argv[2:])
