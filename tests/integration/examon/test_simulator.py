@@ -25,10 +25,10 @@ from dxt_core.backends.examon.simulator import (
     ExamonSimulator,
     Faults,
     SimConfig,
-    _wants_gzip,
     load_catalog,
     node_names,
 )
+from dxt_core.backends.examon.simulator.server import _wants_gzip
 from dxt_core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]

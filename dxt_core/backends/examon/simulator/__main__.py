@@ -1,0 +1,115 @@
+"""``python -m dxt_core.backends.examon.simulator``: run the simulator until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from datetime import UTC, date, datetime
+from types import FrameType
+
+from dxt_core.backends.examon.simulator.faults import Faults
+from dxt_core.backends.examon.simulator.model import SimConfig, load_catalog
+from dxt_core.backends.examon.simulator.server import ExamonSimulator
+from dxt_core.errors import ConfigError
+
+
+def _utc_midnight_ms(text: str) -> int:
+    try:
+        day = date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from exc
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m dxt_core.backends.examon.simulator",
+        description="Serve a deterministic KairosDB 1.2 + Examon jobs API for tests.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    p.add_argument("--port", type=int, default=8083, help="port; 0 picks a free one")
+    p.add_argument("--catalog", help="metric,plugin CSV (default: the shipped M100 catalog)")
+    p.add_argument("--nodes", type=int, default=8, help="compute nodes (default %(default)s)")
+    p.add_argument("--interval", type=int, default=20, help="sample period in seconds")
+    p.add_argument("--cluster", default="marconi100", help="cluster tag value")
+    p.add_argument("--user", help="require HTTP Basic auth with this user")
+    p.add_argument("--password", help="password for --user (or env DXT_SIM_PASSWORD)")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds to wait before answers")
+    p.add_argument("--fail-next", type=int, default=0, help="fail the next N requests with 503")
+    p.add_argument("--max-points", type=int, help="refuse datapoints answers above N points")
+    p.add_argument("--slow-points", type=int, help="delay datapoints answers above N points")
+    p.add_argument("--slow-delay", type=float, default=0.0, help="seconds, see --slow-points")
+    p.add_argument(
+        "--fail-metric",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="datapoints queries for METRIC always fail (repeatable)",
+    )
+    p.add_argument(
+        "--data-start",
+        type=_utc_midnight_ms,
+        help="YYYY-MM-DD: no data before this UTC midnight",
+    )
+    p.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the simulator until SIGTERM or SIGINT.
+
+    Args:
+        argv: command-line arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        0 on a clean shutdown, 2 on a configuration error.
+    """
+    args = _parser().parse_args(argv)
+    password = args.password if args.password is not None else os.environ.get("DXT_SIM_PASSWORD")
+    try:
+        config = SimConfig(
+            catalog=load_catalog(args.catalog),
+            nodes=args.nodes,
+            interval_s=args.interval,
+            cluster=args.cluster,
+            user=args.user,
+            password=password if args.user is not None else None,
+            faults=Faults(
+                delay_s=args.delay,
+                fail_next=args.fail_next,
+                max_points=args.max_points,
+                slow_points=args.slow_points,
+                slow_delay_s=args.slow_delay,
+                fail_metrics=list(args.fail_metric),
+            ),
+            data_start_ms=args.data_start,
+        )
+        sim = ExamonSimulator(config, host=args.host, port=args.port)
+    except (ConfigError, OSError) as exc:
+        print(f"dxt-simulate-examon: {exc}", file=sys.stderr)
+        return 2
+    sim.verbose = args.verbose
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        sim.start()
+        print(f"dxt-simulate-examon listening on {sim.url}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        sim.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
