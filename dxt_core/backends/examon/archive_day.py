@@ -8,16 +8,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from dxt_core.archive import Archive, DayKey, atomic_file
 from dxt_core.backends.examon.catalog import CatalogEntry
-from dxt_core.backends.examon.source import KairosDBSource
-from dxt_core.errors import ConfigError
+from dxt_core.backends.examon.source import KairosDBSource, QueryCounts
+from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
+from dxt_core.records import RawPoints, SeriesBatch
 from dxt_core.windows import day_window, from_ms
 from dxt_core.writers.base import SeriesWriter
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
@@ -49,14 +51,21 @@ class DayReport:
     manifest: Path
     seconds: float
     stats: RequestStats = field(default_factory=RequestStats)
+    #: Points (or jobs) the server sent outside the queried window, not archived.
+    dropped_outside_window: int = 0
 
     def summary(self) -> str:
         what = "/".join((self.key.source, *self.key.parts))
         s = self.stats
+        dropped = (
+            f", {self.dropped_outside_window} dropped outside the window"
+            if self.dropped_outside_window
+            else ""
+        )
         return (
             f"{what} {self.key.day}: {self.status}, {self.rows} rows, {self.bytes} bytes, "
             f"{self.seconds:.2f} s, {s.requests} requests, {s.retries} retries, "
-            f"{s.splits} splits"
+            f"{s.splits} splits{dropped}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -70,6 +79,7 @@ class DayReport:
             "path": str(self.path) if self.path else None,
             "seconds": round(self.seconds, 3),
             **self.stats.as_dict(),
+            "dropped_outside_window": self.dropped_outside_window,
         }
 
 
@@ -108,8 +118,9 @@ def archive_examon_day(
         "format": ext,
     }
     res = None
+    counts = QueryCounts()
     if source.options.for_plugin(entry.plugin).job_table:
-        records = source.fetch_jobs(entry.metric, window, stats)
+        records = source.fetch_jobs(entry.metric, window, stats, counts)
         if records:
             with atomic_file(target) as fh:
                 if fmt == "parquet":
@@ -119,17 +130,35 @@ def archive_examon_day(
         base["job_table"] = True
     else:
         schema = source.schema(entry, window, stats)
-        if schema.tag_keys:
+        if not schema.tag_keys:
+            # No series ever (with this filter): empty, unless KairosDB has never heard of
+            # the name at all, which is a catalog error, not an empty day.
+            source.check_known(entry, stats)
+        else:
+            declared = source.options.for_plugin(entry.plugin).value_type
             with atomic_file(target) as fh:
                 block_ms = source.windows.min_s * 1000
+                batches = prefetched(source.iter_batches(entry, window, schema, stats, counts))
                 writer: SeriesWriter
                 if fmt == "parquet":
-                    writer = ParquetSeriesWriter(fh, block_ms=block_ms, origin_ms=window.start_ms)
+                    typed = _typed(batches, entry, declared)
+                    first = next(typed, None)
+                    writer = ParquetSeriesWriter(
+                        fh,
+                        block_ms=block_ms,
+                        origin_ms=window.start_ms,
+                        value_type=first[0] if first else "double",
+                    )
+                    writer.open(schema)
+                    if first is not None:
+                        writer.write_batch(first[1])
+                    for _, batch in typed:
+                        writer.write_batch(batch)
                 else:
                     writer = GzipCsvWriter(fh, source.tz, origin_ms=window.start_ms)
-                writer.open(schema)
-                for batch in prefetched(source.iter_batches(entry, window, schema, stats)):
-                    writer.write_batch(batch)
+                    writer.open(schema)
+                    for batch in batches:
+                        writer.write_batch(batch)
                 res = writer.close()
             if res.rows == 0:
                 target.unlink()
@@ -137,12 +166,15 @@ def archive_examon_day(
     seconds = time.perf_counter() - t0
     stats.seconds = seconds
     base["requests"] = stats.as_dict()
+    base["dropped_outside_window"] = counts.dropped_outside_window
     if res is None or res.rows == 0:
         archive.remove_data(key, ext)
         manifest = archive.commit_manifest(
             key, {**base, "status": "empty", "file": None, "rows": 0, "bytes": 0}
         )
-        report = DayReport(key, "empty", 0, 0, None, manifest, seconds, stats)
+        report = DayReport(
+            key, "empty", 0, 0, None, manifest, seconds, stats, counts.dropped_outside_window
+        )
     else:
         tz = source.tz
         manifest = archive.commit_manifest(
@@ -164,7 +196,17 @@ def archive_examon_day(
                 **res.extra,
             },
         )
-        report = DayReport(key, "archived", res.rows, res.bytes, target, manifest, seconds, stats)
+        report = DayReport(
+            key,
+            "archived",
+            res.rows,
+            res.bytes,
+            target,
+            manifest,
+            seconds,
+            stats,
+            counts.dropped_outside_window,
+        )
     log.info(
         "%s window [%s, %s) -> %s",
         report.summary(),
@@ -173,3 +215,49 @@ def archive_examon_day(
         report.path or "empty (manifest only)",
     )
     return report
+
+
+def _typed(
+    batches: Iterable[SeriesBatch], entry: CatalogEntry, declared: str | None
+) -> Iterator[tuple[str, SeriesBatch]]:
+    """The Parquet value type of ``entry`` with each batch, checked against every batch.
+
+    The rule (docs/examon.md), stable across windows and days: the type the plugin options
+    declare, else ``string`` for a metric whose series hold text and ``double`` for every
+    numeric one. KairosDB prints a whole double without ``.0`` (org.json), so a numeric
+    series mixes ``24`` and ``24.5``: the digits alone cannot tell a long from a double.
+    """
+    value_type = declared
+    for batch in batches:
+        if not batch.series:
+            if value_type is not None:
+                yield value_type, batch
+            continue
+        has_text = any(
+            not isinstance(s.points, RawPoints) and any(isinstance(p[1], str) for p in s.points)
+            for s in batch.series
+        )
+        if value_type is None:
+            value_type = "string" if has_text else "double"
+        elif has_text and value_type != "string":
+            raise ArchiveError(
+                f"{entry.key}: text values in [{batch.start_ms}, {batch.end_ms}) ms, but the "
+                f'Parquet value column is {value_type}; declare value_type = "string" for '
+                f"[plugins.{entry.plugin}] in the plugin options, or archive as CSV"
+            )
+        if value_type == "int64":
+            for s in batch.series:
+                pts = s.points
+                whole = (
+                    pts.all_integers()
+                    if isinstance(pts, RawPoints)
+                    else all(type(p[1]) is int for p in pts)
+                )
+                if not whole:
+                    raise ArchiveError(
+                        f"{entry.key}: a non-integer value in [{batch.start_ms}, "
+                        f"{batch.end_ms}) ms (series {dict(s.tags)}), but [plugins."
+                        f'{entry.plugin}] declares value_type = "int64"; declare '
+                        '"double" (or remove the declaration)'
+                    )
+        yield value_type, batch

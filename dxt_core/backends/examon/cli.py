@@ -13,7 +13,7 @@ from typing import TextIO
 from dxt_core.archive import Archive
 from dxt_core.backends.examon.archive_day import FORMATS, DayReport, archive_examon_day
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog, select
-from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.connection import JOBS_APIS, ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.http import RetryPolicy
@@ -69,6 +69,7 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
         time_zone=args.tz,
         cluster=args.cluster,
         jobs_url=args.jobs_url,
+        jobs_api=args.jobs_api,
         timeout_s=args.timeout,
     )
     options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
@@ -129,6 +130,13 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     e.add_argument("--grafana-proxy", action="store_true", help="go through Grafana's proxy")
     e.add_argument("--jobs-url", help="Examon jobs service URL (default: same host, port 5000)")
+    e.add_argument(
+        "--jobs-api",
+        choices=JOBS_APIS,
+        default="v1",
+        help="handler of the jobs service: v1 (default; what examon-client calls, the query "
+        "as a JSON string) or v2 (the query as an object)",
+    )
     e.add_argument("--cluster", help="cluster tag value (default marconi100)")
     e.add_argument("--plugin-options", help="TOML file with per-plugin options")
     g = e.add_argument_group("what to extract")

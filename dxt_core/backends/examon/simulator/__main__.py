@@ -7,13 +7,14 @@ import os
 import signal
 import sys
 import threading
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from types import FrameType
 
 from dxt_core.backends.examon.simulator.faults import Faults
 from dxt_core.backends.examon.simulator.model import SimConfig, load_catalog
 from dxt_core.backends.examon.simulator.server import ExamonSimulator
 from dxt_core.errors import ConfigError
+from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
 
 def _utc_midnight_ms(text: str) -> int:
@@ -54,8 +55,54 @@ def _parser() -> argparse.ArgumentParser:
         type=_utc_midnight_ms,
         help="YYYY-MM-DD: no data before this UTC midnight",
     )
+    p.add_argument(
+        "--jobs-port",
+        type=_jobs_port,
+        default=None,
+        metavar="PORT|off",
+        help="also serve the Examon jobs API on this port, as the real Examon server does "
+        f"(default {EXAMON_SERVER_PORT}, where dxt extract examon looks for it; none with "
+        "--port 0; 'off' for none)",
+    )
+    p.add_argument(
+        "--tidy",
+        action="store_true",
+        help="tidy data for tests: samples exactly on the grid, doubles rounded (default: "
+        "realistic, with millisecond jitter and float noise as a real KairosDB serves)",
+    )
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     return p
+
+
+#: The port of the real Examon server (ExamonHPC/examon ``docker-compose.yml``,
+#: ``example_server.conf``) and of examon-client's ``JobsClient``.
+EXAMON_SERVER_PORT = 5000
+
+
+def _jobs_port(text: str) -> int:
+    if text.strip().lower() == "off":
+        return -1
+    try:
+        port = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a port number or 'off', got {text!r}") from exc
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range: {port}")
+    return port
+
+
+def extract_command(sim: ExamonSimulator, args: argparse.Namespace) -> str:
+    """The ``dxt extract examon`` command that archives from this simulator as it runs."""
+    parts = ["dxt extract examon", f"--url {sim.url}"]
+    if sim.jobs_url is None or not sim.jobs_url.endswith(f":{EXAMON_SERVER_PORT}"):
+        parts.append(f"--jobs-url {sim.jobs_url or sim.url}")
+    if args.user:
+        parts.append(f"--user {args.user}")  # the password: environment DXT_EXAMON_PASSWORD
+    if args.catalog:
+        parts.append(f"--catalog {args.catalog}")
+    yesterday = datetime.now(zone(DEFAULT_TIME_ZONE)).date() - timedelta(days=1)
+    parts += [f"--start-day {yesterday.isoformat()}", "--limit 10", "--archive ./archive"]
+    return " ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,8 +133,28 @@ def main(argv: list[str] | None = None) -> int:
                 fail_metrics=list(args.fail_metric),
             ),
             data_start_ms=args.data_start,
+            realistic=not args.tidy,
         )
-        sim = ExamonSimulator(config, host=args.host, port=args.port)
+        jobs_port = args.jobs_port
+        if jobs_port is None:
+            jobs_port = EXAMON_SERVER_PORT if args.port != 0 else -1
+        try:
+            sim = ExamonSimulator(
+                config,
+                host=args.host,
+                port=args.port,
+                jobs_port=jobs_port if jobs_port >= 0 else None,
+            )
+        except OSError as exc:
+            if args.jobs_port is not None or jobs_port < 0:
+                raise
+            # The default port may be taken: the main port serves the jobs API anyway.
+            print(
+                f"dxt-simulate-examon: cannot serve the jobs API on port {jobs_port} "
+                f"({exc.strerror}); it is served on the main port only",
+                file=sys.stderr,
+            )
+            sim = ExamonSimulator(config, host=args.host, port=args.port)
     except (ConfigError, OSError) as exc:
         print(f"dxt-simulate-examon: {exc}", file=sys.stderr)
         return 2
@@ -101,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         sim.start()
+        # Launchers wait for this first line (dxt_core.simulate reads the URL from it).
         print(f"dxt-simulate-examon listening on {sim.url}", flush=True)
+        if sim.jobs_url:
+            print(f"dxt-simulate-examon: Examon jobs API also on {sim.jobs_url}", flush=True)
+        print(f"archive from it with: {extract_command(sim, args)}", flush=True)
         while not stop.wait(0.5):
             pass
     finally:

@@ -23,8 +23,15 @@ from dxt_core.errors import ConfigError
 NODES_PER_RACK: Final = 20
 FIRST_RACK: Final = 201
 ORG: Final = "cineca"
-#: One job of the accounting table ends every JOB_PERIOD_S seconds (epoch aligned).
-JOB_PERIOD_S: Final = 420
+#: One job of the accounting table starts every JOB_PERIOD_S seconds (epoch aligned), so one
+#: starts at every midnight of a zone with a whole-hour offset.
+JOB_PERIOD_S: Final = 360
+_PARTITIONS: Final = ("m100_usr_prod", "m100_usr_prod", "m100_usr_dbg", "m100_all_serial")
+
+#: Realistic mode: a sample lands 0 to JITTER_MS - 1 ms after its grid time. Marconi's
+#: samples do (examon-client 0.4 ``examples/Demo_ExamonQL.ipynb``: 19:41:00.029,
+#: 20:00:00.099, 09:45:00.100).
+JITTER_MS: Final = 128
 
 JsonObj = dict[str, Any]
 
@@ -37,13 +44,19 @@ class SimConfig:
         catalog: ``(metric, plugin)`` pairs; rows whose plugin is ``job_table`` name the job
             accounting tables served by the jobs endpoint instead of KairosDB metrics.
         nodes: number of compute nodes (see :func:`node_names`).
-        interval_s: sample period; samples sit on epoch multiples of it, so with a period
-            that divides a day there is a sample at every midnight.
+        interval_s: sample period. Each series has one sample per period: on the epoch
+            multiple itself in tidy mode (so with a period that divides a day there is a
+            sample at every midnight), up to :data:`JITTER_MS` later in realistic mode.
         cluster: value of the ``cluster`` tag.
         user: when set, every endpoint but ``/_sim/*`` requires HTTP Basic auth.
         password: password for ``user``.
         faults: faults to inject (mutable at runtime).
         data_start_ms: no data (and no job) before this epoch-millisecond instant.
+        realistic: serve data that looks like a real Marconi100 KairosDB (the default):
+            millisecond jitter on every timestamp and doubles computed as a sensor
+            pipeline would (``0.30000000000000004``). ``False`` is the tidy mode: samples
+            on the grid, doubles rounded to a few decimals. Numbers are printed as
+            KairosDB's org.json prints them in both modes.
     """
 
     catalog: list[tuple[str, str]]
@@ -54,6 +67,7 @@ class SimConfig:
     password: str | None = None
     faults: Faults = field(default_factory=Faults)
     data_start_ms: int | None = None
+    realistic: bool = True
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -165,7 +179,9 @@ def _build_metric(name: str, plugin: str, nodes: Sequence[str], cluster: str) ->
         series = [{**base_tags, key: device} for device in devices]
     elif plugin == "ipmi_pub":
         units = _ipmi_units(name)
-        decimals = 1 if units == "degrees C" else 2
+        # Fans read whole RPM, stored as doubles: KairosDB prints them "3000", and once in a
+        # while a reading with a fraction ("2999.5") comes along (see _series_values).
+        decimals = {"degrees C": 1, "RPM": 0}.get(units, 2)
         for node in nodes:
             series.append(
                 {
@@ -184,11 +200,14 @@ def _build_metric(name: str, plugin: str, nodes: Sequence[str], cluster: str) ->
             series.append(
                 {
                     **base_tags,
+                    "chnl": "data",
                     "cluster": cluster,
                     "description": _NAGIOS_DESCRIPTIONS[i % len(_NAGIOS_DESCRIPTIONS)],
-                    "host_group": "compute",
+                    "host_group": "compute,cincompute" if i % 2 else "compute",
                     "nagiosdrained": "1" if i % 10 == 9 else "0",
                     "node": node,
+                    "rack": node[1:4],
+                    "slot": node[5:7],
                     "state": _NAGIOS_STATES[(i + crc) % len(_NAGIOS_STATES)],
                     "state_type": "0" if i % 4 == 3 else "1",
                 }
@@ -213,35 +232,48 @@ def _build_metric(name: str, plugin: str, nodes: Sequence[str], cluster: str) ->
     )
 
 
-def _series_values(metric: _Metric, series_idx: Sequence[int], ts_ms: npt.NDArray[np.int64]) -> Any:
-    """Values of the given series at the given timestamps, shape ``(len(series_idx), n)``.
+def _series_values(
+    metric: _Metric, series_idx: int, ts_ms: npt.NDArray[np.int64], realistic: bool
+) -> Any:
+    """Values of one series at the given timestamps (a 1-D array).
 
     Integer arithmetic reduces the timestamps modulo the periods before the sine, so the
-    result does not depend on float precision at epoch-sized arguments.
+    result does not depend on float precision at epoch-sized arguments. Tidy doubles are
+    rounded to the metric's decimals; realistic ones are a count of units times the unit
+    (``3 * 0.1``), so some carry the float noise real readings have (``0.30000000000000004``)
+    and whole ones come out too (printed ``24`` by KairosDB).
     """
     ts_s = ts_ms // 1000
-    idx = np.asarray(series_idx, dtype=np.int64)[:, None]
+    idx = series_idx
     if metric.kind == "str":
         palette: tuple[str, ...] = _NAGIOS_MESSAGES
         if "downtime" in metric.name:
             palette = _DOWNTIME_COMMENTS
         # Messages change every 10 minutes, not every sample, like real check results.
-        pick = (ts_s[None, :] // 600 + idx * 3 + metric.crc) % len(palette)
+        pick = (ts_s // 600 + idx * 3 + metric.crc) % len(palette)
         return np.asarray(palette, dtype=object)[pick]
     day = 86_400
     hour = 3_600
-    day_phase = ((ts_s[None, :] + metric.crc + idx * 7_919) % day).astype(np.float64) / day
-    hour_phase = ((ts_s[None, :] + idx * 131) % hour).astype(np.float64) / hour
+    day_phase = ((ts_s + metric.crc + idx * 7_919) % day).astype(np.float64) / day
+    hour_phase = ((ts_s + idx * 131) % hour).astype(np.float64) / hour
     raw = metric.base + metric.amplitude * (
         np.sin(2.0 * math.pi * day_phase) + 0.2 * np.sin(2.0 * math.pi * hour_phase)
     )
     if metric.kind == "int":
         return np.rint(raw).astype(np.int64)
+    if metric.decimals == 0:
+        # Whole doubles, but for the samples in minute 7 of every six hours (UTC), which
+        # read half a unit more: a day's first windows hold only whole numbers.
+        return np.rint(raw) + np.where((ts_s % 21_600) // 60 == 7, 0.5, 0.0)
+    if realistic:
+        return np.rint(raw * 10**metric.decimals) * 10.0**-metric.decimals
     return np.round(raw, metric.decimals)
 
 
 def _iso(epoch_s: int) -> str:
-    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A UTC time as pandas' ``to_json(date_format='iso')`` writes a naive Cassandra
+    timestamp: milliseconds and a literal ``Z`` (``2019-09-29T09:06:45.000Z``)."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 class DataModel:
@@ -273,26 +305,98 @@ class DataModel:
             self._metrics[name] = metric
         return metric
 
-    def grid(self, start_ms: int, end_ms: int, now_ms: int) -> tuple[int, int]:
-        """First sample time and sample count in ``[start_ms, end_ms]`` (both inclusive)."""
-        step = self.config.interval_s * 1000
+    @property
+    def step_ms(self) -> int:
+        return self.config.interval_s * 1000
+
+    def slots(self, start_ms: int, end_ms: int, now_ms: int) -> tuple[int, int, int, int]:
+        """Sample slots that may hold a sample in ``[start_ms, end_ms]`` (both inclusive).
+
+        Returns:
+            ``(first slot, slot count, lo, hi)``: slot ``k`` holds one sample per series at
+            ``k * step`` plus its jitter; only samples in ``[lo, hi]`` exist (``lo`` and ``hi``
+            are the window clipped to the data start and the current time).
+        """
+        step = self.step_ms
         lo = start_ms
         if self.config.data_start_ms is not None:
             lo = max(lo, self.config.data_start_ms)
         hi = min(end_ms, now_ms)
-        first = -(-lo // step) * step
-        last = hi // step * step
-        if last < first:
-            return first, 0
-        return first, (last - first) // step + 1
+        first = -(-(lo - self.jitter_span + 1) // step)
+        last = hi // step
+        return first, max(0, last - first + 1), lo, hi
+
+    @property
+    def jitter_span(self) -> int:
+        """Samples land ``0 .. jitter_span - 1`` ms after their slot's grid time."""
+        return min(JITTER_MS, self.step_ms) if self.config.realistic else 1
+
+    def times(self, metric: _Metric, series_idx: Any, slots: Any) -> Any:
+        """Sample times (epoch ms) of series ``series_idx`` in ``slots`` (NumPy, broadcast)."""
+        k = np.asarray(slots, dtype=np.int64)
+        base = k * self.step_ms
+        span = self.jitter_span
+        if span == 1:
+            return base + np.zeros_like(np.asarray(series_idx, dtype=np.int64))
+        seed = (metric.crc + np.asarray(series_idx, dtype=np.int64) * 7_919) * 40_503
+        return base + ((k * 2_654_435_761 + seed) >> 7) % span
+
+    def sample_times(
+        self, metric: _Metric, series_idx: int, first: int, count: int, lo: int, hi: int
+    ) -> Any:
+        """The sample times of one series within ``[lo, hi]``, from ``count`` slots."""
+        t = self.times(metric, series_idx, np.arange(first, first + count, dtype=np.int64))
+        if count and (t[0] < lo or t[-1] > hi):
+            t = t[(t >= lo) & (t <= hi)]
+        return t
+
+    def sample_counts(
+        self, metric: _Metric, series: list[int], first: int, count: int, lo: int, hi: int
+    ) -> list[int]:
+        """How many samples each of ``series`` has in ``[lo, hi]`` (only edge slots can miss)."""
+        if count == 0:
+            return [0] * len(series)
+        idx = np.asarray(series, dtype=np.int64)
+        t0 = self.times(metric, idx, first)
+        in0 = (t0 >= lo) & (t0 <= hi)
+        if count == 1:
+            return [int(x) for x in in0]
+        t1 = self.times(metric, idx, first + count - 1)
+        in1 = (t1 >= lo) & (t1 <= hi)
+        return [count - 2 + int(a) + int(b) for a, b in zip(in0, in1, strict=True)]
+
+    def job_span_ms(self, k: int) -> tuple[int, int]:
+        """``(start_time, end_time)`` of job ``k`` in epoch milliseconds."""
+        start_s = k * JOB_PERIOD_S
+        return start_s * 1000, (start_s + self._run_time(k)[0]) * 1000
+
+    def _run_time(self, k: int) -> tuple[int, str, str, int, int]:
+        """``(run_time s, state, reason, exit code, time limit min)`` of job ``k``."""
+        h = _crc(f"job:{k}")
+        partition = _PARTITIONS[h % len(_PARTITIONS)]
+        time_limit = (30, 60, 240, 1440)[(h >> 12) % 4]  # minutes
+        if partition == "m100_usr_dbg":
+            time_limit = 30
+        roll = (h >> 16) % 10
+        run_time = 60 + (h >> 3) % max(1, time_limit * 60 - 60)
+        if roll == 7:
+            return run_time, "FAILED", "NonZeroExitCode", 1 + (h >> 20) % 255, time_limit
+        if roll == 8:
+            # Cancelled at launch: Slurm records the same start and end time.
+            return 0, "CANCELLED", "None", 0, time_limit
+        if roll == 9:
+            return time_limit * 60, "TIMEOUT", "TimeLimit", 0, time_limit
+        return run_time, "COMPLETED", "None", 0, time_limit
 
     def job(self, k: int) -> JsonObj:
-        """The job that ends at ``k * JOB_PERIOD_S``; every field derives from its id."""
+        """The job that starts at ``k * JOB_PERIOD_S``; every field derives from its id.
+
+        Like a Cassandra row, every record has every column; a column a job lacks is None.
+        """
         job_id = k
         h = _crc(f"job:{job_id}")
         h2 = _crc(f"wait:{job_id}")
-        partitions = ("m100_usr_prod", "m100_usr_prod", "m100_usr_dbg", "m100_all_serial")
-        partition = partitions[h % len(partitions)]
+        partition = _PARTITIONS[h % len(_PARTITIONS)]
         qos = {"m100_usr_dbg": "m100_qos_dbg", "m100_all_serial": "normal"}.get(
             partition, "normal" if h % 3 else "m100_qos_bprod"
         )
@@ -301,18 +405,9 @@ class DataModel:
         cpus_per_node = 4 if partition == "m100_all_serial" else 128
         first_node = (h >> 8) % len(self.nodes)
         nodes = [self.nodes[(first_node + j) % len(self.nodes)] for j in range(num_nodes)]
-        time_limit = (30, 60, 240, 1440)[(h >> 12) % 4]  # minutes
-        if partition == "m100_usr_dbg":
-            time_limit = 30
-        roll = (h >> 16) % 10
-        state, reason, exit_code = "COMPLETED", "None", 0
-        run_time = 60 + (h >> 3) % max(1, time_limit * 60 - 60)
-        if roll == 7:
-            state, reason, exit_code = "FAILED", "NonZeroExitCode", 1 + (h >> 20) % 255
-        elif roll == 9:
-            state, reason, run_time = "TIMEOUT", "TimeLimit", time_limit * 60
-        end_s = k * JOB_PERIOD_S
-        start_s = end_s - run_time
+        run_time, state, reason, exit_code, time_limit = self._run_time(k)
+        start_s = k * JOB_PERIOD_S
+        end_s = start_s + run_time
         submit_s = start_s - h2 % 7_200
         user_no = h2 % 60
         user = f"a08tra{user_no:02d}"
@@ -354,16 +449,12 @@ class DataModel:
             "std_out": f"/m100/home/userexternal/{user}/slurm-{job_id}.out",
             "cluster": self.config.cluster,
         }
-        # Optional fields appear on some records only: clients must take the union of keys.
-        if h % 6 == 0:
-            record["array_job_id"] = job_id - (h >> 5) % 8
-            record["array_task_id"] = (h >> 5) % 8
-        if h % 5 == 0:
-            record["dependency"] = f"afterok:{job_id - 1}"
-        if h % 4 == 0:
-            record["comment"] = 'rerun of "baseline", step 2'
-        if h % 3 == 0:
-            record["features"] = "gpu,ib"
-        if h % 7 == 0:
-            record["resv_name"] = None
+        # Columns that only some jobs fill: the others hold null (None).
+        array = h % 6 == 0
+        record["array_job_id"] = job_id - (h >> 5) % 8 if array else None
+        record["array_task_id"] = (h >> 5) % 8 if array else None
+        record["dependency"] = f"afterok:{job_id - 1}" if h % 5 == 0 else None
+        record["comment"] = 'rerun of "baseline", step 2' if h % 4 == 0 else None
+        record["features"] = "gpu,ib" if h % 3 == 0 else None
+        record["resv_name"] = None
         return record

@@ -8,22 +8,25 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Final, cast
 
 import numpy as np
 import orjson
 
-from dxt_core.backends.examon.simulator.faults import Faults, _MetricFault, _QueryLimit
+from dxt_core.backends.examon.simulator.faults import (
+    CORRUPTIONS,
+    Faults,
+    _MetricFault,
+    _QueryLimit,
+)
 from dxt_core.backends.examon.simulator.model import (
-    JOB_PERIOD_S,
     DataModel,
     JsonObj,
     _Metric,
     _series_values,
 )
 
-# Guards the jobs endpoint against an accidental "everything since 1970" query.
-_MAX_JOBS_PER_QUERY: Final = 250_000
 _INTERNAL_METRICS: Final = (
     "kairosdb.datastore.query_time",
     "kairosdb.http.query_time",
@@ -177,27 +180,80 @@ def _parse_metric(raw: Any, i: int) -> _MetricQuery:
 
 @dataclass(slots=True)
 class _Plan:
-    """A metric query resolved to series and sample grid, with its point count."""
+    """A metric query resolved to series and sample slots, with its point count."""
 
     metric: _Metric | None
     query: _MetricQuery
-    first_ms: int
-    samples: int
+    first_slot: int
+    slots: int
+    lo: int
+    hi: int
     groups: list[tuple[dict[str, str], list[int]]]  # (group tag values, series indices)
+    counts: dict[int, int]  # samples per series index in the window
     points: int
 
     @property
     def empty(self) -> bool:
-        return self.metric is None or self.samples == 0 or not self.groups
+        return self.metric is None or self.points == 0 or not self.groups
 
 
 def _empty_result(name: str) -> JsonObj:
-    return {
-        "name": name,
-        "group_by": [{"name": "type", "type": "number"}],
-        "tags": {},
-        "values": [],
-    }
+    # A metric without rows in the window (or unknown) is one group with no GroupByResult:
+    # no "group_by" key (KairosDatastore.groupByTypeAndTag adds a SortingDataPointGroup;
+    # JsonResponse.formatQuery writes group_by only when there are results).
+    return {"name": name, "tags": {}, "values": []}
+
+
+def java_double(x: float) -> str:
+    """``Double.toString(x)`` as Java 8 writes it.
+
+    Decimal notation for 1e-3 <= |x| < 1e7, otherwise ``d.dddE<n>``; the digits are the
+    shortest that read back as ``x`` (JDK 8 is sometimes longer, for rare values).
+    """
+    if x != x or x in (math.inf, -math.inf):
+        raise ValueError(f"JSON does not allow non-finite numbers: {x}")
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    text = repr(x)
+    if 1e-3 <= abs(x) < 1e7:
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = Decimal(text).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    power = cast(int, exponent) + len(digits) - 1
+    return f"{'-' if sign else ''}{ds[0]}.{ds[1:] or '0'}E{power}"
+
+
+def org_json_number(x: float) -> str:
+    """A double as KairosDB 1.2.2 writes it: org.json (chargebee-1.0) ``numberToString``
+    drops trailing zeros and then a trailing point from ``Double.toString`` when there is no
+    exponent: ``24.0`` -> ``24``, ``0.1 + 0.2`` -> ``0.30000000000000004``, ``1.0E7`` kept."""
+    text = java_double(x)
+    if "." in text and "E" not in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _encode(ts: Any, values: Any, kind: str) -> bytes:
+    """``[[ts, v], ...]`` as KairosDB writes a series: doubles through org.json, longs as
+    integers, strings quoted."""
+    if kind == "float":
+        return _encode_doubles(ts, values)
+    return orjson.dumps(list(zip(ts.tolist(), values.tolist(), strict=True)))
+
+
+def _encode_doubles(ts: Any, values: Any) -> bytes:
+    """``[[ts, v], ...]`` with the doubles as org.json prints them."""
+    finite = values[values != 0]
+    if finite.size == 0 or (np.abs(finite).min() >= 1e-3 and np.abs(finite).max() < 1e7):
+        # orjson writes these as Python's repr does, always with a fraction: only the
+        # whole ones differ (``24.0``), and ``.0]`` can only be a value's end.
+        return orjson.dumps(list(zip(ts.tolist(), values.tolist(), strict=True))).replace(
+            b".0]", b"]"
+        )
+    pairs = ",".join(
+        f"[{t},{org_json_number(v)}]" for t, v in zip(ts.tolist(), values.tolist(), strict=True)
+    )
+    return f"[{pairs}]".encode()
 
 
 def _tags_of(metric: _Metric, series_idx: Sequence[int]) -> dict[str, list[str]]:
@@ -209,11 +265,22 @@ def _tags_of(metric: _Metric, series_idx: Sequence[int]) -> dict[str, list[str]]
 
 @dataclass(slots=True)
 class _Response:
+    """An answer before it is written.
+
+    Attributes:
+        encoding: who would compress it: ``"kairosdb"`` (Jetty's GzipFilter: whenever the
+            client accepts gzip), ``"flask"`` (the Examon server's ``flask_gzip``: 2xx of
+            500 bytes or more) or ``"none"`` (Grafana's own API, ``enable_gzip = false``;
+            error pages).
+    """
+
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     points: int = 0
     cacheable: bool = False
+    content_type: str = "application/json; charset=UTF-8"
+    encoding: str = "kairosdb"
 
 
 def _json(status: int, obj: Any, **headers: str) -> _Response:
@@ -239,14 +306,17 @@ class QueryEngine:
 
     def _plan(self, query: _Query, mq: _MetricQuery, now_ms: int) -> _Plan:
         metric = self.model.metric(mq.name)
-        first, samples = self.model.grid(query.start_ms, query.end_ms, now_ms)
-        if metric is None or samples == 0:
-            return _Plan(metric, mq, first, samples, [], 0)
+        first, count, lo, hi = self.model.slots(query.start_ms, query.end_ms, now_ms)
+        if metric is None or count == 0:
+            return _Plan(metric, mq, first, count, lo, hi, [], {}, 0)
         selected = [
             i
             for i, tags in enumerate(metric.series)
             if all(tags.get(key) in wanted for key, wanted in mq.tags.items())
         ]
+        found = self.model.sample_counts(metric, selected, first, count, lo, hi)
+        counts = dict(zip(selected, found, strict=True))
+        selected = [i for i in selected if counts[i]]
         groups: dict[tuple[str, ...], list[int]] = {}
         if mq.group_keys is None:
             if selected:
@@ -259,34 +329,42 @@ class QueryEngine:
         plan_groups = [(dict(zip(keys, gk, strict=True)), groups[gk]) for gk in sorted(groups)]
         points = 0
         for _, idx in plan_groups:
-            n = samples * len(idx)
+            n = sum(counts[i] for i in idx)
             points += n if mq.limit is None else min(n, mq.limit)
-        return _Plan(metric, mq, first, samples, plan_groups, points)
+        return _Plan(metric, mq, first, count, lo, hi, plan_groups, counts, points)
 
     def _render_results(self, plan: _Plan) -> list[Any]:
         if plan.empty:
             return [_empty_result(plan.query.name)]
         metric = cast(_Metric, plan.metric)
         mq = plan.query
-        step = self.config.interval_s * 1000
-        ts = plan.first_ms + step * np.arange(plan.samples, dtype=np.int64)
+        realistic = self.config.realistic
         type_group = {"name": "type", "type": "text" if metric.kind == "str" else "number"}
         results: list[Any] = []
         for group, idx in plan.groups:
-            values = _series_values(metric, idx, ts)
-            if len(idx) == 1:
-                flat_ts, flat_values = ts, values[0]
+            parts = []
+            for i in idx:
+                ts = self.model.sample_times(
+                    metric, i, plan.first_slot, plan.slots, plan.lo, plan.hi
+                )
+                parts.append((ts, _series_values(metric, i, ts, realistic)))
+            if len(parts) == 1:
+                flat_ts, flat_values = parts[0]
             else:
                 # Merged series come out in time order, ties in series order, as KairosDB does.
-                flat_ts = np.repeat(ts, len(idx))
-                flat_values = values.T.reshape(-1)
+                all_ts = np.concatenate([t for t, _ in parts])
+                order = np.argsort(all_ts, kind="stable")
+                flat_ts = all_ts[order]
+                flat_values = np.concatenate([v for _, v in parts])[order]
             if mq.descending:
                 flat_ts, flat_values = flat_ts[::-1], flat_values[::-1]
             if mq.limit is not None:
                 flat_ts, flat_values = flat_ts[: mq.limit], flat_values[: mq.limit]
             # Encode each series' values on its own so that the big list of pairs is
             # short-lived; orjson splices the bytes in unchanged.
-            encoded = orjson.dumps(list(zip(flat_ts.tolist(), flat_values.tolist(), strict=True)))
+            encoded = _encode(flat_ts, flat_values, metric.kind)
+            if not results and len(flat_ts):
+                encoded = self._spoil(encoded, flat_ts, flat_values, metric.kind, plan.lo)
             group_by: list[JsonObj] = [type_group]
             if mq.group_keys is not None:
                 group_by.append({"name": "tag", "tags": list(mq.group_keys), "group": group})
@@ -299,6 +377,19 @@ class QueryEngine:
                 }
             )
         return results
+
+    def _spoil(self, encoded: bytes, ts: Any, values: Any, kind: str, start_ms: int) -> bytes:
+        """Apply ``faults.stray_points`` and ``faults.corrupt_values`` to a series' text."""
+        faults = self.faults
+        first = _encode(ts[:1], values[:1], kind)[1:-1]  # "[t,v]", how the text starts
+        if faults.stray_points:
+            stray = b"[%d" % (start_ms - 3_600_000) + first[first.index(b",") :]
+            encoded = b"[" + stray + b"," + encoded[1:]
+            first = stray
+        if faults.corrupt_values is not None:
+            bad = first[: first.index(b",") + 1] + CORRUPTIONS[faults.corrupt_values] + b"]"
+            encoded = b"[" + bad + encoded[1 + len(first) :]
+        return encoded
 
     # -- endpoint implementations ------------------------------------------------------------
 
@@ -313,10 +404,13 @@ class QueryEngine:
         # The answer is immutable once the window is wholly in the past.
         cacheable = query.absolute_end and query.end_ms < now_ms
         if tags_only:
+            # MetricsResource.getMeta formats an EmptyDataPointGroup per metric: name, tags
+            # and an empty "values", no sample_size and no group_by.
             tag_results = [
                 {
                     "name": p.query.name,
                     "tags": {} if p.empty else _tags_of(cast(_Metric, p.metric), _all(p)),
+                    "values": [],
                 }
                 for p in plans
             ]
@@ -332,38 +426,14 @@ class QueryEngine:
         response.cacheable = cacheable
         return response
 
-    def jobs(self, body: Any) -> _Response:
-        """Answer ``/api/v1/examon/jobs/query``: a JSON string holding the job list."""
-        if not isinstance(body, dict):
-            raise _BadRequest("body must be a JSON object {table, tstart, tstop}")
-        table = body.get("table")
-        if table not in self.model.job_tables:
-            known = ", ".join(sorted(self.model.job_tables)) or "none"
-            raise _BadRequest(f"unknown job table {table!r}; known tables: {known}")
-        if body.get("tstart") is None or body.get("tstop") is None:
-            raise _BadRequest("tstart and tstop (epoch milliseconds, UTC) are required")
-        tstart = _as_int(body["tstart"], "tstart")
-        tstop = _as_int(body["tstop"], "tstop")
-        if tstop < tstart:
-            raise _BadRequest(f"tstop ({tstop}) is before tstart ({tstart})")
-        lo = tstart
-        if self.config.data_start_ms is not None:
-            lo = max(lo, self.config.data_start_ms)
-        hi = min(tstop, int(time.time() * 1000) + 1)  # jobs not yet ended do not exist
-        period_ms = JOB_PERIOD_S * 1000
-        first = -(-lo // period_ms)
-        stop = -(-hi // period_ms)  # end_time < tstop: half-open window
-        if stop - first > _MAX_JOBS_PER_QUERY:
-            raise _BadRequest(
-                f"the window holds {stop - first} jobs, more than {_MAX_JOBS_PER_QUERY}; "
-                "narrow tstart/tstop"
-            )
-        records = [self.model.job(k) for k in range(first, max(first, stop))]
-        return _json(200, orjson.dumps(records).decode("utf-8"))
-
     def metric_names(self, prefix: str | None) -> _Response:
         """Answer ``/api/v1/metricnames``."""
-        names = sorted([*self.model.plugins, *_INTERNAL_METRICS])
+        if prefix == "":
+            # CassandraDatastore.getMetricNames increments the last byte of the prefix:
+            # an empty one fails (ArrayIndexOutOfBoundsException) and the catch answers 500.
+            return _error(500, "java.lang.ArrayIndexOutOfBoundsException: -1")
+        # Names come in Cassandra's order of the string_index column (UTF-8 bytes).
+        names = sorted([*self.model.plugins, *_INTERNAL_METRICS], key=lambda n: n.encode())
         if prefix:
             names = [n for n in names if n.startswith(prefix)]
         return _json(200, {"results": names})

@@ -13,14 +13,26 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, cast
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from dxt_core.backends.examon.simulator.faults import Faults, _MetricFault, _QueryLimit
+from dxt_core.backends.examon.simulator.faults import (
+    REFUSALS,
+    Faults,
+    _MetricFault,
+    _QueryLimit,
+    nginx_page,
+)
+from dxt_core.backends.examon.simulator.jobs import (
+    HTML,
+    JobsEndpoint,
+    unauthorized,
+    werkzeug_page,
+)
 from dxt_core.backends.examon.simulator.model import DataModel, SimConfig, node_names
 from dxt_core.backends.examon.simulator.query import (
     QueryEngine,
@@ -44,12 +56,13 @@ _CACHE_ENTRIES: Final = 256
 _CACHE_BYTES: Final = 512 * 1024 * 1024
 
 
-def _query_limit_error(limit: int) -> _Response:
-    # KairosDB answers 500 (not 4xx) when query_limit is exceeded; clients must tell it apart
-    # from an outage by the message, so keep the wording stable.
-    return _error(
-        500, f"Query exceeded the query_limit of {limit} data points; narrow the time range"
-    )
+_JOBS_PATHS: Final = {"/api/v1/examon/jobs/query": 1, "/api/v2/examon/jobs/query": 2}
+
+
+def _query_limit_error(limit: int, refusal: str) -> _Response:
+    # KairosDB answers 500 (not 4xx) when a query is too big; clients tell it apart from an
+    # outage by the message, worded here as KairosDB 1.2.2 words it (faults.REFUSALS).
+    return _error(500, REFUSALS[refusal].format(limit=limit))
 
 
 class _Server(ThreadingHTTPServer):
@@ -57,8 +70,12 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], sim: ExamonSimulator) -> None:
+    def __init__(
+        self, address: tuple[str, int], sim: ExamonSimulator, jobs_only: bool = False
+    ) -> None:
         self.sim = sim
+        #: The Examon server's own port (5000): only its routes, not KairosDB's.
+        self.jobs_only = jobs_only
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -71,10 +88,19 @@ class _Server(ThreadingHTTPServer):
 class ExamonSimulator:
     """A KairosDB + Examon jobs server over ``http.server``, serving deterministic data.
 
+    The main port answers KairosDB (directly and as Grafana's proxy path) and the Examon
+    jobs endpoints; ``jobs_port`` adds a second port with the jobs endpoints only, as the
+    real Examon server has (port 5000, where clients look for it by default).
+
     Args:
         config: what to serve; ``config.faults`` may be changed while it runs.
         host: address to bind.
         port: port to bind; 0 picks a free one (see :attr:`url`).
+        jobs_port: also serve the jobs endpoints on this port (0 picks a free one);
+            ``None``: only on the main port.
+
+    Raises:
+        OSError: a port cannot be bound.
 
     Example:
         >>> sim = ExamonSimulator(SimConfig(catalog=[("total_power", "ipmi_pub")]))
@@ -84,50 +110,68 @@ class ExamonSimulator:
         >>> sim.stop()
     """
 
-    def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        config: SimConfig,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        jobs_port: int | None = None,
+    ) -> None:
         self.config = config
         self.verbose = False
         self._lock = threading.Lock()
         self.model = DataModel(config)
         self.engine = QueryEngine(self.model, config.faults)
+        self.jobs = JobsEndpoint(self.model)
         self._cache: OrderedDict[tuple[str, bytes, bool], _Response] = OrderedDict()
         self._cache_bytes = 0
         self._stats: dict[str, Any] = {}
         self.reset_stats()
         self._server = _Server((host, port), self)
-        self._thread: threading.Thread | None = None
+        self._jobs_server: _Server | None = None
+        if jobs_port is not None:
+            try:
+                self._jobs_server = _Server((host, jobs_port), self, jobs_only=True)
+            except OSError:
+                self._server.server_close()
+                raise
+        self._threads: list[threading.Thread] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:8083``."""
-        host, port = self._server.server_address[:2]
-        host_text = host.decode() if isinstance(host, bytes) else str(host)
-        if ":" in host_text:
-            host_text = f"[{host_text}]"
-        return f"http://{host_text}:{port}"
+        return _url(self._server)
+
+    @property
+    def jobs_url(self) -> str | None:
+        """Base URL of the jobs-only port, e.g. ``http://127.0.0.1:5000``, if there is one."""
+        return _url(self._jobs_server) if self._jobs_server is not None else None
 
     def start(self) -> None:
-        """Serve in a background daemon thread; returns at once."""
-        if self._thread is not None:
+        """Serve in background daemon threads; returns at once."""
+        if self._threads:
             return
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="dxt-simulate-examon", daemon=True
-        )
-        self._thread.start()
+        for server in (self._server, self._jobs_server):
+            if server is not None:
+                thread = threading.Thread(
+                    target=server.serve_forever, name="dxt-simulate-examon", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop serving and close the listening socket."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=10)
-            self._thread = None
-        self._server.server_close()
-
-    def serve_forever(self) -> None:
-        """Serve in the calling thread until :meth:`stop` is called from another one."""
-        self._server.serve_forever()
+        """Stop serving and close the listening sockets."""
+        servers = [x for x in (self._server, self._jobs_server) if x is not None]
+        if self._threads:
+            for server in servers:
+                server.shutdown()
+            for thread in self._threads:
+                thread.join(timeout=10)
+            self._threads = []
+        for server in servers:
+            server.server_close()
 
     def __enter__(self) -> ExamonSimulator:
         self.start()
@@ -156,9 +200,13 @@ class ExamonSimulator:
                 "refused_max_points": 0,
                 "slow_served": 0,
                 "unauthorized": 0,
+                "rate_limited": 0,
+                "proxy_timeouts": 0,
                 "bad_requests": 0,
                 "points_served": 0,
                 "cache_hits": 0,
+                # The time range of the last tag-discovery query answered (not from cache).
+                "last_tags_query": None,
             }
 
     def _count(self, key: str, amount: int = 1) -> None:
@@ -198,6 +246,17 @@ class ExamonSimulator:
             self._stats["faults_served"] += 1
             return faults.fail_status
 
+    def _take_rate_limit(self) -> _Response | None:
+        with self._lock:
+            faults = self.config.faults
+            if faults.rate_limit_next <= 0:
+                return None
+            faults.rate_limit_next -= 1
+            self._stats["rate_limited"] += 1
+            status, retry_after = faults.rate_limit_status, faults.retry_after_s
+        headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+        return _Response(status, nginx_page(status), headers, content_type="text/html")
+
     # -- data model --------------------------------------------------------------------------
 
     def _cache_get(self, key: tuple[str, bytes, bool]) -> _Response | None:
@@ -220,6 +279,14 @@ class ExamonSimulator:
             while len(self._cache) > _CACHE_ENTRIES or self._cache_bytes > _CACHE_BYTES:
                 old_key, old = self._cache.popitem(last=False)
                 self._cache_bytes -= len(old.body) + len(old_key[1])
+
+
+def _url(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    host_text = host.decode() if isinstance(host, bytes) else str(host)
+    if ":" in host_text:
+        host_text = f"[{host_text}]"
+    return f"http://{host_text}:{port}"
 
 
 def _wants_gzip(header: str | None) -> bool:
@@ -315,19 +382,21 @@ class _Handler(BaseHTTPRequestHandler):
         sim = self.sim
         split = urlsplit(self.path)
         path = split.path.rstrip("/") or "/"
-        gzip_ok = _wants_gzip(self.headers.get("Accept-Encoding"))
+        accept = self.headers.get("Accept-Encoding")
+        gzip_ok = _wants_gzip(accept)
         try:
             body = self._read_body()
         except (_BadRequest, ValueError) as exc:
             self.close_connection = True
-            self._send(_error(400, str(exc)), gzip_ok)
+            self._send(_error(400, str(exc)), accept)
             return
         if path.startswith("/_sim/") or path == "/_sim":
-            self._send(self._admin(method, path, body), gzip_ok)
+            self._send(self._admin(method, path, body), accept)
             return
 
+        jobs_only = cast(_Server, self.server).jobs_only
         endpoint, ds_id = path, ""
-        proxied = path.startswith(_PROXY_PREFIX)
+        proxied = path.startswith(_PROXY_PREFIX) and not jobs_only
         if proxied:
             ds_id, _, rest = path[len(_PROXY_PREFIX) :].partition("/")
             endpoint = "/" + rest
@@ -339,27 +408,36 @@ class _Handler(BaseHTTPRequestHandler):
         faults = sim.config.faults
         if faults.delay_s > 0:
             time.sleep(faults.delay_s)
+        limited = sim._take_rate_limit()  # a reverse proxy in front refuses first
+        if limited is not None:
+            self._send(limited, accept)
+            return
         status = sim._take_failure()
         if status is not None:
-            self._send(_error(status, "simulated outage"), gzip_ok)
+            self._send(_error(status, faults.fail_message), accept)
+            return
+        jobs_version = None if proxied else _JOBS_PATHS.get(endpoint)
+        if jobs_version is not None or jobs_only:
+            self._send(self._examon_server(method, endpoint, jobs_version, body), accept)
             return
         if not self._authorized():
             sim._count("unauthorized")
             response = _error(401, "authentication required")
             response.headers["WWW-Authenticate"] = 'Basic realm="kairosdb"'
-            self._send(response, gzip_ok)
+            self._send(response, accept)
             return
         if proxied and ds_id != str(GRAFANA_DATASOURCE_ID):
-            self._send(_json(404, {"message": "Data source not found"}), gzip_ok)
+            self._send(_grafana(404, {"message": "Data source not found"}), accept)
             return
 
         cache_key = (f"{method} {endpoint}?{split.query}", body, gzip_ok)
         is_query = endpoint in ("/api/v1/datapoints/query", "/api/v1/datapoints/query/tags")
-        # Per-metric faults are decided on the parsed query, so skip the cache while any is set.
-        if is_query and not faults.fail_metrics:
+        # Faults decided on the parsed query, or that change the answer, skip the cache.
+        uncached = faults.fail_metrics or faults.corrupt_values or faults.stray_points
+        if is_query and not uncached:
             cached = sim._cache_get(cache_key)
             if cached is not None:
-                self._send_query(cached, gzip_ok)
+                self._send_query(cached, gzip_ok, proxied)
                 return
         try:
             response = self._route(method, endpoint, split.query, body)
@@ -368,20 +446,36 @@ class _Handler(BaseHTTPRequestHandler):
             response = _error(400, str(exc))
         except _QueryLimit as exc:
             sim._count("refused_max_points")
-            response = _query_limit_error(exc.args[0])
+            response = _query_limit_error(exc.args[0], faults.refusal)
         except _MetricFault as exc:
             sim._count("faults_served")
             response = _error(
-                sim.config.faults.fail_status, f"simulated outage for {', '.join(exc.args[0])}"
+                faults.fail_status, f"{faults.fail_message} for {', '.join(exc.args[0])}"
             )
         if is_query and response.status == 200:
             if gzip_ok:
                 response.body = gzip.compress(response.body, compresslevel=1, mtime=0)
-            if response.cacheable:
+            if response.cacheable and not uncached:
                 sim._cache_put(cache_key, response)
-            self._send_query(response, gzip_ok)
+            self._send_query(response, gzip_ok, proxied)
             return
-        self._send(response, gzip_ok)
+        self._send(response, accept)
+
+    def _examon_server(
+        self, method: str, endpoint: str, version: int | None, body: bytes
+    ) -> _Response:
+        """The Examon server (Flask): its routes, its 405 and 401, then the handlers."""
+        if version is not None and method != "POST":
+            # Flask's router answers 405 before the view (and its login_required) runs.
+            return werkzeug_page(405, Allow="OPTIONS, POST")
+        if not self._authorized():
+            self.sim._count("unauthorized")
+            return unauthorized()
+        if version is None:
+            if endpoint == "/" and method == "GET":
+                return _Response(200, b"Examon Server", content_type=HTML, encoding="flask")
+            return werkzeug_page(404)
+        return self.sim.jobs.answer(version, body, self.headers.get("Content-Type"))
 
     def _route(self, method: str, endpoint: str, query_string: str, body: bytes) -> _Response:
         sim = self.sim
@@ -391,11 +485,11 @@ class _Handler(BaseHTTPRequestHandler):
             "/api/v1/health/status": lambda: _json(200, ["JVM-Thread-Deadlock: OK"]),
             "/api/v1/tagnames": sim.engine.tag_names,
             "/api/v1/tagvalues": sim.engine.tag_values,
-            f"/api/datasources/id/{GRAFANA_DATASOURCE_NAME}": lambda: _json(
+            f"/api/datasources/id/{GRAFANA_DATASOURCE_NAME}": lambda: _grafana(
                 200, {"id": GRAFANA_DATASOURCE_ID}
             ),
         }
-        params = parse_qs(query_string)
+        params = parse_qs(query_string, keep_blank_values=True)
         if endpoint in gets:
             return gets[endpoint]() if method == "GET" else _error(405, "use GET")
         if endpoint == "/api/v1/metricnames":
@@ -412,13 +506,21 @@ class _Handler(BaseHTTPRequestHandler):
                 raw = body
             else:
                 return _error(405, "use POST (or GET with ?query=)")
-            return sim.engine.datapoints(_loads(raw), tags_only=tags_only)
-        if endpoint == "/api/v1/examon/jobs/query":
-            if method != "POST":
-                return _error(405, "use POST")
-            return sim.engine.jobs(_loads(body))
+            query = _loads(raw)
+            if tags_only and isinstance(query, dict):
+                with sim._lock:
+                    sim._stats["last_tags_query"] = {
+                        k: query.get(k)
+                        for k in (
+                            "start_absolute",
+                            "end_absolute",
+                            "start_relative",
+                            "end_relative",
+                        )
+                    }
+            return sim.engine.datapoints(query, tags_only=tags_only)
         if endpoint.startswith("/api/datasources/id/"):
-            return _json(404, {"message": "Data source not found"})
+            return _grafana(404, {"message": "Data source not found"})
         return _error(404, f"Not found: {endpoint}")
 
     def _admin(self, method: str, path: str, body: bytes) -> _Response:
@@ -462,41 +564,59 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- response writing --------------------------------------------------------------------
 
-    def _send_query(self, response: _Response, gzip_ok: bool) -> None:
+    def _send_query(self, response: _Response, gzip_ok: bool, proxied: bool) -> None:
         """Send a datapoints answer (body already encoded for ``gzip_ok``), faults first."""
         sim = self.sim
         faults = sim.config.faults
+        accept = self.headers.get("Accept-Encoding")
         if faults.max_points is not None and response.points > faults.max_points:
             # A cached answer may predate the limit; refuse it the same way.
             sim._count("refused_max_points")
-            self._send(_query_limit_error(faults.max_points), gzip_ok)
+            self._send(_query_limit_error(faults.max_points, faults.refusal), accept)
             return
         if faults.slow_points is not None and response.points > faults.slow_points:
             sim._count("slow_served")
+            if proxied and faults.slow_delay_s > faults.grafana_timeout_s:
+                # Grafana's data proxy gives up after [dataproxy] timeout: 504, no body
+                # (pkg/util/proxyutil/reverse_proxy.go errorHandler only writes the header).
+                time.sleep(faults.grafana_timeout_s)
+                sim._count("proxy_timeouts")
+                self._send(_Response(504, b"", content_type="", encoding="none"), accept)
+                return
             time.sleep(faults.slow_delay_s)
         sim._count("points_served", response.points)
         self._write(response, gzip=gzip_ok)
 
-    def _send(self, response: _Response, gzip_ok: bool) -> None:
-        if gzip_ok and response.body:
-            response = _Response(
-                response.status,
-                gzip.compress(response.body, compresslevel=1, mtime=0),
-                response.headers,
+    def _send(self, response: _Response, accept: str | None) -> None:
+        """Send ``response``, compressed as the server that made it would (see encoding)."""
+        if response.encoding == "kairosdb":
+            compress = _wants_gzip(accept) and bool(response.body)
+        elif response.encoding == "flask":  # web/examon-server/flask_gzip.py
+            compress = (
+                200 <= response.status < 300
+                and len(response.body) >= 500
+                and "gzip" in (accept or "").lower()
             )
-            self._write(response, gzip=True)
         else:
-            self._write(response, gzip=False)
+            compress = False
+        if compress:
+            level = 6 if response.encoding == "flask" else 1
+            response = replace(
+                response, body=gzip.compress(response.body, compresslevel=level, mtime=0)
+            )
+        self._write(response, gzip=compress)
 
     def _write(self, response: _Response, *, gzip: bool) -> None:
         try:
             self.send_response(response.status)
             if response.status != 204:
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                if response.content_type:
+                    self.send_header("Content-Type", response.content_type)
                 if gzip and response.body:
                     self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(response.body)))
-            self.send_header("Vary", "Accept-Encoding")
+            if response.encoding == "kairosdb":
+                self.send_header("Vary", "Accept-Encoding")
             for name, value in response.headers.items():
                 self.send_header(name, value)
             self.end_headers()
@@ -504,6 +624,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(response.body)
         except (ConnectionError, TimeoutError):
             self.close_connection = True
+
+
+def _grafana(status: int, obj: Any) -> _Response:
+    """An answer of Grafana's own API: never gzipped (``[server] enable_gzip = false`` in
+    grafana/grafana ``conf/defaults.ini``, left so by ExaMon's ``grafana.ini``)."""
+    return _Response(status, orjson.dumps(obj), content_type="application/json", encoding="none")
 
 
 def _loads(raw: bytes) -> Any:
