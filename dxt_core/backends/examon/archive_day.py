@@ -5,6 +5,7 @@ catalog entry -> day window -> source (schema, batches) -> writer -> atomic comm
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -150,10 +151,17 @@ def archive_examon_day(
                         value_type=first[0] if first else "double",
                     )
                     writer.open(schema)
-                    if first is not None:
-                        writer.write_batch(first[1])
-                    for _, batch in typed:
-                        writer.write_batch(batch)
+                    try:
+                        if first is not None:
+                            writer.write_batch(first[1])
+                        for _, batch in typed:
+                            writer.write_batch(batch)
+                    except BaseException:
+                        # Finish the Parquet file in the temporary file (which the failed
+                        # commit deletes) rather than leave pyarrow's writer open.
+                        with contextlib.suppress(Exception):
+                            writer.close()
+                        raise
                 else:
                     writer = GzipCsvWriter(fh, source.tz, origin_ms=window.start_ms)
                     writer.open(schema)
