@@ -240,7 +240,7 @@ def test_a_rate_limit_is_waited_out_never_split(
     # nginx ngx_http_limit_req_module.c: limit_req_status (503 by default, often 429), its
     # HTML page ("429 Too Many Requests"), Retry-After only when configured.
     with source(up.url, windows=WindowPolicy(initial_s=86_400)) as src:
-        schema = src.schema(AMBIENT)
+        schema = src.schema(AMBIENT, day_window(DAY))
         up.faults(rate_limit_next=2, rate_limit_status=status, retry_after_s=retry_after)
         batches = list(src.iter_batches(AMBIENT, day_window(DAY), schema))
     assert sum(b.points for b in batches) == NODES * PER_DAY
@@ -259,7 +259,7 @@ def test_a_rate_limit_that_outlasts_the_retries_is_rate_limited(
 def test_a_403_quota_refusal_fails_at_once(up: SimulatorProcess, tmp_path: Path) -> None:
     # RFC 9110 15.5.4: 403 is a refusal to authorize; "exceeded" in it is no window size.
     with source(up.url, windows=WindowPolicy(initial_s=3600)) as src:
-        schema = src.schema(AMBIENT)
+        schema = src.schema(AMBIENT, day_window(DAY))
         up.faults(fail_next=1, fail_status=403, fail_message="quota exceeded")
         it = src.iter_batches(AMBIENT, day_window(DAY), schema)
         with pytest.raises(QueryRejected) as ei:
