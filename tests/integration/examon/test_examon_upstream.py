@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -77,14 +78,18 @@ def up(sim: SimulatorProcess):
     )
 
 
-def source(url: str, retry: RetryPolicy | None = None, **kw: object) -> KairosDBSource:
-    windows = kw.pop("windows", None)
-    options = kw.pop("options", None)
+def source(
+    url: str,
+    retry: RetryPolicy | None = None,
+    windows: WindowPolicy | None = None,
+    options: ExamonOptions | None = None,
+    **kw: Any,
+) -> KairosDBSource:
     return KairosDBSource(
-        ExamonConnection(url=url, **kw),  # type: ignore[arg-type]
-        options=options,  # type: ignore[arg-type]
+        ExamonConnection(url=url, **kw),
+        options=options,
         retry=retry or RetryPolicy(attempts=3, backoff_s=0.01),
-        windows=windows,  # type: ignore[arg-type]
+        windows=windows,
     )
 
 

@@ -2,11 +2,18 @@
 
 The simulator answers the parts of the KairosDB REST API that Examon clients use
 (``/api/v1/datapoints/query``, ``.../query/tags``, ``metricnames``, ``version``,
-``health/check``), the Examon job accounting endpoint (``/api/v1/examon/jobs/query``) and the
-Grafana proxy path (``/api/datasources/proxy/<id>/api/v1/...``). Every value is a pure
-function of the metric name, the series and the timestamp, so two runs (and two processes)
-always serve the same data. Faults (outages, delays, query limits, slow answers) can be
-switched on at runtime through the unauthenticated ``/_sim/*`` admin endpoints.
+``health/check``), the Examon server's job accounting endpoints (``/api/v1`` and ``/api/v2``
+``/examon/jobs/query``, also alone on a second port, 5000 by default) and Grafana's
+data-source proxy path (``/api/datasources/proxy/<id>/api/v1/...``), each as the upstream
+source shows it (docs/compatibility.md). Every value is a pure function of the metric name,
+the series and the timestamp, so two runs (and two processes) always serve the same data:
+realistic by default (millisecond jitter, float noise, numbers printed as KairosDB's org.json
+prints them), tidy on request. Faults (outages, delays, refusals, rate limits, slow answers,
+bad values) can be switched on at runtime through the unauthenticated ``/_sim/*`` admin
+endpoints.
+
+Modules: ``model`` (series, values, jobs), ``query`` (KairosDB query semantics), ``jobs``
+(the Examon server's handlers), ``faults``, ``server`` (HTTP), ``__main__`` (command line).
 
 Run it as ``python -m dxt_core.backends.examon.simulator --port 0``; the first line on stdout is
 ``dxt-simulate-examon listening on http://HOST:PORT``.
