@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 from datetime import UTC, date, datetime, timedelta
-from types import FrameType
 
 from dxt_core.backends.examon.simulator.faults import Faults
 from dxt_core.backends.examon.simulator.model import SimConfig, load_catalog
@@ -160,26 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sim.verbose = args.verbose
 
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        sim.start()
-        # Launchers wait for this first line (dxt_core.simulate reads the URL from it).
-        print(f"dxt-simulate-examon listening on {sim.url}", flush=True)
-        if sim.jobs_url:
-            print(f"dxt-simulate-examon: Examon jobs API also on {sim.jobs_url}", flush=True)
-        print(f"archive from it with: {extract_command(sim, args)}", flush=True)
-        while not stop.wait(0.5):
-            pass
-    finally:
-        sim.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0
+    lines = []
+    if sim.jobs_url:
+        lines.append(f"dxt-simulate-examon: Examon jobs API also on {sim.jobs_url}")
+    lines.append(f"archive from it with: {extract_command(sim, args)}")
+    # The first line, printed by the shared serving code, is what launchers wait for
+    # (dxt_core.simulate reads the URL from it).
+    return sim.run_until_signal("\n".join(lines))
 
 
 if __name__ == "__main__":

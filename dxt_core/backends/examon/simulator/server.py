@@ -8,13 +8,11 @@ import base64
 import binascii
 import gzip
 import hmac
-import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, fields, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,6 +40,7 @@ from dxt_core.backends.examon.simulator.query import (
     _Response,
 )
 from dxt_core.errors import ConfigError
+from dxt_core.simulate.serving import Served, SimHandler
 
 VERSION: Final = "KairosDB 1.2.2-1.20180201 (dxt simulator)"
 GRAFANA_DATASOURCE_ID: Final = 1
@@ -63,26 +62,6 @@ def _query_limit_error(limit: int, refusal: str) -> _Response:
     # KairosDB answers 500 (not 4xx) when a query is too big; clients tell it apart from an
     # outage by the message, worded here as KairosDB 1.2.2 words it (faults.REFUSALS).
     return _error(500, REFUSALS[refusal].format(limit=limit))
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(
-        self, address: tuple[str, int], sim: ExamonSimulator, jobs_only: bool = False
-    ) -> None:
-        self.sim = sim
-        #: The Examon server's own port (5000): only its routes, not KairosDB's.
-        self.jobs_only = jobs_only
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (read timeout) is part of the test, not a server error.
-        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            return
-        super().handle_error(request, client_address)
 
 
 class ExamonSimulator:
@@ -127,51 +106,49 @@ class ExamonSimulator:
         self._cache_bytes = 0
         self._stats: dict[str, Any] = {}
         self.reset_stats()
-        self._server = _Server((host, port), self)
-        self._jobs_server: _Server | None = None
+        # HTTP serving is shared by the simulators (dxt_core.simulate.serving).
+        self.served = Served("examon", self, _Handler, host, port)
+        self.jobs_served: Served | None = None
         if jobs_port is not None:
             try:
-                self._jobs_server = _Server((host, jobs_port), self, jobs_only=True)
+                self.jobs_served = Served("examon-jobs", self, _JobsHandler, host, jobs_port)
             except OSError:
-                self._server.server_close()
+                self.served.stop()
                 raise
-        self._threads: list[threading.Thread] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:8083``."""
-        return _url(self._server)
+        return self.served.url
 
     @property
     def jobs_url(self) -> str | None:
         """Base URL of the jobs-only port, e.g. ``http://127.0.0.1:5000``, if there is one."""
-        return _url(self._jobs_server) if self._jobs_server is not None else None
+        return self.jobs_served.url if self.jobs_served is not None else None
 
     def start(self) -> None:
         """Serve in background daemon threads; returns at once."""
-        if self._threads:
-            return
-        for server in (self._server, self._jobs_server):
-            if server is not None:
-                thread = threading.Thread(
-                    target=server.serve_forever, name="dxt-simulate-examon", daemon=True
-                )
-                thread.start()
-                self._threads.append(thread)
+        self.served.start()
+        if self.jobs_served is not None:
+            self.jobs_served.start()
 
     def stop(self) -> None:
         """Stop serving and close the listening sockets."""
-        servers = [x for x in (self._server, self._jobs_server) if x is not None]
-        if self._threads:
-            for server in servers:
-                server.shutdown()
-            for thread in self._threads:
-                thread.join(timeout=10)
-            self._threads = []
-        for server in servers:
-            server.server_close()
+        self.served.stop()
+        if self.jobs_served is not None:
+            self.jobs_served.stop()
+
+    def run_until_signal(self, banner: str = "") -> int:
+        """Serve in the foreground until SIGTERM or SIGINT, the jobs port in a thread."""
+        if self.jobs_served is not None:
+            self.jobs_served.start()
+        try:
+            return self.served.run_until_signal(banner)
+        finally:
+            if self.jobs_served is not None:
+                self.jobs_served.stop()
 
     def __enter__(self) -> ExamonSimulator:
         self.start()
@@ -281,14 +258,6 @@ class ExamonSimulator:
                 self._cache_bytes -= len(old.body) + len(old_key[1])
 
 
-def _url(server: _Server) -> str:
-    host, port = server.server_address[:2]
-    host_text = host.decode() if isinstance(host, bytes) else str(host)
-    if ":" in host_text:
-        host_text = f"[{host_text}]"
-    return f"http://{host_text}:{port}"
-
-
 def _wants_gzip(header: str | None) -> bool:
     """Whether an ``Accept-Encoding`` header accepts gzip (``q=0`` refuses it)."""
     if not header:
@@ -308,21 +277,14 @@ def _wants_gzip(header: str | None) -> bool:
     return False
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes; with Nagle's algorithm the body would
-    # wait for the client's delayed ACK (~40 ms per request on a kept-alive connection),
-    # a cost real servers do not have.
-    disable_nagle_algorithm = True
+class _Handler(SimHandler):
     server_version = "dxt-simulate-examon/1"
+    #: The Examon server's own port (5000): only its routes, not KairosDB's.
+    jobs_only = False
 
     @property
     def sim(self) -> ExamonSimulator:
-        return cast(_Server, self.server).sim
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if self.sim.verbose:
-            super().log_message(format, *args)
+        return cast(ExamonSimulator, self.app)
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -394,7 +356,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(self._admin(method, path, body), accept)
             return
 
-        jobs_only = cast(_Server, self.server).jobs_only
+        jobs_only = self.jobs_only
         endpoint, ds_id = path, ""
         proxied = path.startswith(_PROXY_PREFIX) and not jobs_only
         if proxied:
@@ -639,3 +601,7 @@ def _loads(raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise _BadRequest(f"invalid JSON in request body: {exc}") from exc
+
+
+class _JobsHandler(_Handler):
+    jobs_only = True
