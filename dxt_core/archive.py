@@ -434,6 +434,15 @@ class DayWrite:
                 staged.unlink()
             raise
 
+    def discard(self, extension: str) -> None:
+        """Drop what was staged for ``<day>.<extension>``; the archived file (if any) stays."""
+        self._check_open()
+        name = self.archive.data_path(self.key, extension).name
+        staged = self._staged.pop(name, None)
+        if staged is not None:
+            with contextlib.suppress(FileNotFoundError):
+                staged.unlink()
+
     def remove(self, extension: str) -> None:
         """This commit leaves no ``<day>.<extension>`` (an empty day): drop what was staged
         for it, and remove the archived file at commit (if the rule allows it)."""

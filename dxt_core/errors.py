@@ -7,10 +7,9 @@
     |   +-- CatalogError       bad catalog file: names the file, line and problem
     +-- SourceError            a backend could not be read; carries the URL (never credentials)
     |   +-- SourceUnavailable  retryable: connection error, timeout, 429 or 5xx after all retries
+    |   |   +-- RateLimited    the server or a proxy limits the request rate; wait, never split
     |   +-- QueryRejected      not retryable: 4xx, or a server error that names a bad query
     |   +-- WindowTooLarge     the server refused the window as too large; split it and retry
-    |   +-- RateLimited        429, or 503 saying so, after every retry (retryable); 403 "quota
-    |   |                      exceeded" (not retryable)
     |   +-- AnswerTooLarge     one answer decoded to more than the configured cap
     +-- ArchiveError           the archive could not be written or read back (manifest, checksum,
         |                      or an OS error: read-only, disk full, name too long)
@@ -65,6 +64,23 @@ class SourceUnavailable(SourceError):
     retryable = True
 
 
+class RateLimited(SourceUnavailable):
+    """The server, or a reverse proxy in front of it, limits the request rate (HTTP 429, or
+    503 with ``Retry-After``). Wait (``retry_after_s`` when the server said how long) and
+    retry the same request; never read it as "window too large"."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str = "",
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.retry_after_s = retry_after_s
+
+
 class QueryRejected(SourceError):
     """The server refused the request itself (4xx or an error naming the query)."""
 
@@ -73,25 +89,6 @@ class WindowTooLarge(SourceError):
     """The server refused the time window as too large (point limit, memory, timeout)."""
 
     retryable = True
-
-
-class RateLimited(SourceError):
-    """The server said "too many requests" (429, or 503 saying so) through every retry, or
-    refused with a quota (403 "quota exceeded", not retryable: waiting a few seconds does
-    not reset a quota)."""
-
-    retryable = True
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        url: str = "",
-        status: int | None = None,
-        retryable: bool = True,
-    ) -> None:
-        super().__init__(message, url=url, status=status)
-        self.retryable = retryable
 
 
 class AnswerTooLarge(SourceError):

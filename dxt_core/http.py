@@ -6,7 +6,8 @@ jitter). Every answer is classified once:
 - **rate limited**: 429, or 503 with ``Retry-After`` or a "Too Many Requests" body. Retried,
   waiting at least ``Retry-After`` (capped) and the backoff; never read as "window too
   large", so never split. Persisting, it raises :class:`RateLimited`.
-- **quota**: 403 saying "quota exceeded": :class:`RateLimited`, not retryable.
+- **quota**: 403 saying "quota exceeded": :class:`QueryRejected` at once (waiting seconds
+  does not reset a quota).
 - **too large**: a source may declare that some answers mean "this window is too large"
   (``too_large``); raised at once as :class:`WindowTooLarge` so that the caller splits.
 - **transient**: connection errors, timeouts, other 5xx: retried, then
@@ -468,9 +469,9 @@ class HttpClient:
         Raises:
             WindowTooLarge: ``too_large`` matched the answer; or, with
                 ``timeout_is_too_large``, a read timeout, the deadline or the size cap.
-            RateLimited: 429 (or 503 saying so) through every retry; 403 "quota exceeded".
+            RateLimited: 429 (or 503 saying so) through every retry.
             AnswerTooLarge: the answer decoded to more than ``max_answer_bytes``.
-            QueryRejected: a 4xx other than 429.
+            QueryRejected: a 4xx other than 429 (a 403 "quota exceeded" included).
             SourceUnavailable: transient failures outlasted the retry policy.
         """
         url = self.url(path)
@@ -481,6 +482,7 @@ class HttpClient:
         last: str = ""
         last_status: int | None = None
         rate_limited = False
+        last_retry_after: float | None = None
         for attempt in range(1, self.retry.attempts + 1):
             if attempt > 1:
                 stats.retries += 1
@@ -538,16 +540,15 @@ class HttpClient:
                 shown = redact_url(final_url)
                 moved = "" if shown == redact_url(url) else f" (redirected to {shown})"
                 if is_quota_exceeded(status, body):
-                    raise RateLimited(
+                    raise QueryRejected(
                         f"quota exceeded ({text}){where}; not retried: wait until the "
                         "server's quota resets, then rerun",
                         url=shown,
                         status=status,
-                        retryable=False,
                     )
                 if is_rate_limited(status, resp.headers, body):
                     rate_limited = True
-                    retry_after = _retry_after(resp.headers.get("Retry-After"))
+                    retry_after = last_retry_after = _retry_after(resp.headers.get("Retry-After"))
                     last, last_status = f"rate limited: {text}", status
                 elif too_large is not None and too_large(status, body):
                     raise WindowTooLarge(
@@ -584,10 +585,12 @@ class HttpClient:
                 self.sleep(delay)
         if rate_limited:
             raise RateLimited(
-                f"still rate limited after {self.retry.attempts} attempts{where}: {last}; "
-                "lower the parallelism (Airflow pool) or retry later",
+                f"the server (or a proxy in front of it) limits the request rate: still "
+                f"refused after {self.retry.attempts} attempts{where} ({last}); run fewer "
+                "workers at once (an Airflow pool) or retry later",
                 url=url,
                 status=last_status,
+                retry_after_s=last_retry_after,
             )
         raise SourceUnavailable(
             f"gave up after {self.retry.attempts} attempts{where}: {last}; the task can be "

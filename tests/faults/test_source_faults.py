@@ -117,7 +117,7 @@ def test_503_saying_too_many_requests_is_a_rate_limit(examon_proxy, reference, t
 
 def test_persistent_rate_limit_fails_as_rate_limited(examon_proxy, tmp_path):
     examon_proxy.inject(*[Answer(429, b"Too Many Requests", match=DATA) for _ in range(4)])
-    with pytest.raises(RateLimited, match="still rate limited after 4 attempts") as ei:
+    with pytest.raises(RateLimited, match="limits the request rate: still refused after 4") as ei:
         archive_day(examon_proxy.url, tmp_path)
     assert ei.value.retryable
     assert len(data_requests(examon_proxy)) == 4  # no split: the same window four times
@@ -125,7 +125,7 @@ def test_persistent_rate_limit_fails_as_rate_limited(examon_proxy, tmp_path):
 
 def test_quota_exceeded_fails_at_once(examon_proxy, tmp_path):
     examon_proxy.inject(Answer(403, b'{"message": "daily quota exceeded"}', match=DATA))
-    with pytest.raises(RateLimited, match=r"quota exceeded.*not retried") as ei:
+    with pytest.raises(QueryRejected, match=r"quota exceeded.*not retried") as ei:
         archive_day(examon_proxy.url, tmp_path)
     assert not ei.value.retryable and ei.value.status == 403
     assert len(data_requests(examon_proxy)) == 1

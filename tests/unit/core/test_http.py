@@ -172,7 +172,7 @@ def test_rate_limits_wait_and_are_never_read_as_too_large(status, headers, body)
 
 def test_persistent_rate_limit_raises_rate_limited_retryable():
     c, sleeps = client(lambda req: httpx.Response(429, text="Too Many Requests"), attempts=3)
-    with pytest.raises(RateLimited, match="still rate limited after 3 attempts") as ei:
+    with pytest.raises(RateLimited, match="limits the request rate: still refused after 3") as ei:
         c.get_json("x", too_large=always_too_large)
     assert ei.value.retryable and ei.value.status == 429
     assert len(sleeps) == 2
@@ -180,9 +180,10 @@ def test_persistent_rate_limit_raises_rate_limited_retryable():
 
 def test_quota_exceeded_is_not_retried():
     c, sleeps = client(lambda req: httpx.Response(403, json={"message": "API quota exceeded"}))
-    with pytest.raises(RateLimited, match="quota exceeded") as ei:
+    with pytest.raises(QueryRejected, match="quota exceeded") as ei:
         c.get_json("x")
     assert not ei.value.retryable and ei.value.status == 403
+    assert "not retried: wait until the server's quota resets" in str(ei.value)
     assert sleeps == []
 
 
