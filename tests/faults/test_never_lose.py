@@ -113,7 +113,7 @@ def test_examon_cli_reports_the_kept_day_as_failed(examon_sim, expired_sims, tmp
     examon_day(examon_sim.url, Archive(tmp_path))
     cmd = [sys.executable, "-m", "dxt_core.cli", "extract", "examon", "--url", late.url,
            "--metric", "ambient", "--plugin", "ipmi_pub", "--start-day", "2020-03-09",
-           "--archive", str(tmp_path), "-q"]  # fmt: skip
+           "--archive", str(tmp_path), "--refetch", "-q"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert "0 failed" not in out.stdout and "1 failed" in out.stdout
@@ -205,6 +205,6 @@ def test_collectd_es_rerun_after_retention_keeps_the_archive(tmp_path):
         run([[]])
     after = snapshot(d)
     after.pop("2017-12-13.kept.json")
-    assert after == before and first["rows"] == len(hits)
-    assert run([late], Archive(tmp_path, replace=True))["rows"] == len(late)
+    assert after == before and first.rows == len(hits)
+    assert run([late], Archive(tmp_path, replace=True)).rows == len(late)
     assert any((d / ".versions").glob("2017-12-13.jsonl.gz.prev-*"))
