@@ -323,3 +323,18 @@ def test_a_wrong_url_password_fails_without_showing_it(auth_sim, tmp_path):
         archive_day(url, tmp_path)
     for piece in ("wr/ong", "ong#pass", "#pass", "alice"):
         assert piece not in str(ei.value)
+
+
+def test_url_credentials_reach_the_examon_jobs_service(auth_sim, tmp_path):
+    """The jobs service is another URL of the same connection: credentials given in the
+    connection URL go there too."""
+    url = auth_sim.url.replace("http://", "http://alice:pw%2Fwith%23odd%40chars@")
+    jobs = CatalogEntry("job_info_marconi100", "job_table")
+    with source(url, jobs_url=auth_sim.url) as src:
+        rep = archive_examon_day(src, jobs, DAY, Archive(tmp_path))
+    assert rep.status in ("archived", "empty") and rep.stats.requests >= 1
+
+
+def test_default_jobs_url_with_an_odd_url_password(auth_sim):
+    conn = ExamonConnection(url="http://alice:pw/x#y@examon.example:8083")
+    assert conn.default_jobs_url() == "http://examon.example:5000"

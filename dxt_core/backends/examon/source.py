@@ -470,14 +470,8 @@ class KairosDBSource:
         archived with the next day, so each job lands in exactly one day.
         """
         if self._jobs_http is None:
-            self._jobs_http = HttpClient(
-                self.conn.jobs_url or self.conn.default_jobs_url(),
-                user=self.conn.user,
-                password=self.conn.password,
-                timeout_s=self.conn.timeout_s,
-                retry=self.retry,
-                verify_tls=self.conn.verify_tls,
-            )
+            # the same connection: its credentials (also those given in the URL) go along
+            self._jobs_http = self._http.sibling(self.conn.jobs_url or self.conn.default_jobs_url())
         api = self.conn.jobs_api
         path = f"api/{api}/examon/jobs/query"
         url = self._jobs_http.url(path)
