@@ -1,0 +1,43 @@
+"""Injected faults: delays per request and per site, and the "too much data" refusal."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from dxt_core.backends.kwollect.simulator.model import SimSettings
+from dxt_core.backends.kwollect.simulator.query import ApiError
+
+TOO_MUCH_DATA: Final = "Request timeout, too much data to process"
+#: Settings that ``POST /_sim/config`` may change.
+CONFIGURABLE: Final = frozenset({"delay_s", "site_delay_s", "max_points", "timeout_delay_s"})
+
+
+class Faults:
+    """Applies the run-time fault settings of :class:`SimSettings` to one metrics request."""
+
+    def __init__(self, settings: SimSettings) -> None:
+        self.settings = settings
+
+    def configure(self, changes: dict[str, Any]) -> None:
+        unknown = set(changes) - CONFIGURABLE
+        if unknown:
+            allowed = sorted(CONFIGURABLE)
+            raise ApiError(400, f"unknown settings {sorted(unknown)}; allowed {allowed}")
+        for key, value in changes.items():
+            setattr(self.settings, key, value)
+
+    def delay(self, site: str) -> None:
+        s = self.settings
+        delay = s.delay_s + s.site_delay_s.get(site, 0.0)
+        if delay:
+            time.sleep(delay)
+
+    def too_much_data(self, points: int) -> bool:
+        """Whether an answer of ``points`` points is refused (after ``timeout_delay_s``)."""
+        s = self.settings
+        if s.max_points is not None and points > s.max_points:
+            if s.timeout_delay_s:
+                time.sleep(s.timeout_delay_s)
+            return True
+        return False
