@@ -44,9 +44,11 @@ from dxt_core.backends.kwollect.source import (
     KwollectClient,
     Point,
     by_site,
+    check_component,
     parse_nodes,
     parse_time,
     point_time,
+    sites_path,
 )
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.http import RequestStats, RetryPolicy
@@ -247,12 +249,6 @@ class _CsvFile:
         return gz.bytes, sha
 
 
-def _safe_component(text: str, what: str) -> str:
-    if not text or "/" in text or "\\" in text or text.startswith(".") or "\0" in text:
-        raise SourceError(f"refusing {what} {text!r} as a file name (the API sent it)")
-    return text
-
-
 # --------------------------------------------------------------------------------------------
 # The service
 # --------------------------------------------------------------------------------------------
@@ -372,7 +368,7 @@ class Kwollect:
 
     def _site_exists(self, site: str) -> bool:
         try:
-            self.client.get(f"sites/{site}")
+            self.client.get(sites_path(site))
         except SourceError as exc:
             if exc.status == 404:
                 return False
@@ -647,7 +643,9 @@ class Kwollect:
                         key = (node.fqdn, str(p.get("metric_id")))
                         writer = files.get(key)
                         if writer is None:
-                            metric = _safe_component(key[1], "metric name")
+                            metric = check_component(
+                                key[1], "metric name sent by the API", SourceError
+                            )
                             path = root / node.fqdn / f"{metric}.{file_cls.extension}"
                             # many files stay open at once: small write buffers
                             fh = stack.enter_context(atomic_file(path, buffer_size=1 << 16))
@@ -724,6 +722,7 @@ def archive_kwollect_day(
     day only. Points are written in the API's order (chronological); a rerun over unchanged
     data writes identical bytes.
     """
+    check_component(metric, "metric")
     parsed = parse_nodes(nodes, site)
     if not parsed:
         raise ConfigError(f"no nodes configured for site {site}")

@@ -83,7 +83,9 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     if not args.backup:
         raise ConfigError("choose --backup DIR (an experiment) or --archive ROOT (daily files)")
     if args.job:
-        site, _, job_id = args.job.partition(":")
+        site, sep, job_id = args.job.partition(":")
+        if not sep or not site or not job_id:
+            raise ConfigError(f"--job {args.job!r}: write SITE:JOB_ID, e.g. lyon:1234567")
         k = Kwollect.from_job(site, job_id, api_url=args.api_url, auth=auth, **options)
         if args.start:
             k.start(args.start)

@@ -31,6 +31,7 @@ from dxt_core.backends.kwollect.source import (
     G5kNode,
     KwollectClient,
     by_site,
+    check_component,
     parse_nodes,
 )
 from dxt_core.config import as_bool, check_extras, url_from_host
@@ -59,6 +60,11 @@ class KwollectArchiveConfig:
 
     def __post_init__(self) -> None:
         zone(self.time_zone)
+        for metric in self.metrics:
+            check_component(metric, f"{self.source}: metric")
+        for site, cluster in self.clusters:
+            check_component(site, f"{self.source}: site")
+            check_component(cluster, f"{self.source}: cluster")
         if not self.metrics:
             raise ConfigError(f"{self.source}: no metrics to archive; set {ENV_METRICS}")
         if not self.nodes and not self.clusters:

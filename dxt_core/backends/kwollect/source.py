@@ -23,8 +23,9 @@ from typing import Any
 
 import httpx
 
-from dxt_core.errors import ConfigError, SourceError, WindowTooLarge
+from dxt_core.errors import ConfigError, DxtError, SourceError, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
+from dxt_core.paths import check_path_component
 
 log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
 
@@ -42,6 +43,18 @@ _NODE_RE = re.compile(r"^(?P<cluster>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-(?P<num
 _UNKNOWN_RATE = 1.0
 
 Point = dict[str, Any]
+
+
+def check_component(value: str, what: str, error: type[DxtError] = ConfigError) -> str:
+    """``value`` if it can be one path component (of a file path or an API URL), else ``error``.
+
+    Site, cluster, node and metric names end up in backup and archive paths and in API URLs:
+    ``--job "../../x:1"`` must not write outside the backup directory (nor ask another URL).
+    """
+    problem = check_path_component(value, what)
+    if problem:
+        raise error(problem)
+    return value
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -63,6 +76,13 @@ class G5kNode:
         return self.fqdn
 
 
+def sites_path(site: str, *rest: object) -> str:
+    """``sites/<site>/...`` of the API, each component checked (no ``..``, no ``/``)."""
+    parts = [check_component(site, "site")]
+    parts += [check_component(str(p), "API path component") for p in rest]
+    return "/".join(["sites", *parts])
+
+
 def parse_node(node: object, site: str | None = None) -> G5kNode:
     """A Grid'5000 node from a host name or an object with an ``address`` (EnOSlib ``Host``).
 
@@ -71,6 +91,8 @@ def parse_node(node: object, site: str | None = None) -> G5kNode:
     Raises:
         ConfigError: the name is not a Grid'5000 node name; the message says which forms work.
     """
+    if site is not None:
+        check_component(site, "site")
     if isinstance(node, G5kNode):
         if site is not None and node.site != site:
             raise ConfigError(f"node {node.fqdn} is on site {node.site!r}, not {site!r}")
@@ -92,6 +114,7 @@ def parse_node(node: object, site: str | None = None) -> G5kNode:
         raise ConfigError(f"node {raw!r}: {name!r} is not a <cluster>-<number> name; {hint}")
     if not node_site:
         raise ConfigError(f"node {raw!r} has no site; {hint}")
+    check_component(node_site, f"site of node {raw!r}")
     if site is not None and node_site != site:
         raise ConfigError(f"node {raw!r} is on site {node_site!r}, not {site!r}")
     return G5kNode(node_site, name)
@@ -316,9 +339,9 @@ class KwollectClient:
             cached = self._nodes.get(site)
         if cached is not None:
             return cached
-        clusters = [str(c["uid"]) for c in self.get(f"sites/{site}/clusters").get("items", [])]
+        clusters = [str(c["uid"]) for c in self.get(sites_path(site, "clusters")).get("items", [])]
         found = {
-            c: [str(n["uid"]) for n in self.get(f"sites/{site}/clusters/{c}/nodes")["items"]]
+            c: [str(n["uid"]) for n in self.get(sites_path(site, "clusters", c, "nodes"))["items"]]
             for c in clusters
         }
         with self._lock:
@@ -332,7 +355,7 @@ class KwollectClient:
         if cached is not None:
             return cached
         try:
-            doc = self.get(f"sites/{site}/clusters/{cluster}/nodes")
+            doc = self.get(sites_path(site, "clusters", cluster, "nodes"))
         except SourceError as exc:
             if exc.status == 404:
                 return None
@@ -349,7 +372,7 @@ class KwollectClient:
             cached = self._catalogs.get(key)
         if cached is not None:
             return cached
-        doc = self.get(f"sites/{site}/clusters/{cluster}")
+        doc = self.get(sites_path(site, "clusters", cluster))
         metrics = list(doc.get("metrics") or [])
         with self._lock:
             self._catalogs[key] = metrics
@@ -364,7 +387,9 @@ class KwollectClient:
         ]
 
     def job(self, site: str, job_id: int | str) -> dict[str, Any]:
-        doc = self.get(f"sites/{site}/jobs/{job_id}")
+        if not str(job_id).strip().isdigit():
+            raise ConfigError(f"job id {str(job_id)!r} of site {site}: expected an OAR job number")
+        doc = self.get(sites_path(site, "jobs", str(job_id).strip()))
         if not isinstance(doc, dict):
             raise SourceError(f"job {job_id} of site {site}: unexpected answer {doc!r:.200}")
         return doc
@@ -400,7 +425,7 @@ class KwollectClient:
         stats = stats if stats is not None else RequestStats()
         try:
             data = self.http.get_json(
-                f"sites/{req.site}/metrics",
+                sites_path(req.site, "metrics"),
                 params=req.params(),
                 stats=stats,
                 too_large=too_much_data,
@@ -425,7 +450,7 @@ class KwollectClient:
         if not isinstance(data, list):
             raise SourceError(
                 f"site {req.site}: expected a JSON array of points, got {type(data).__name__}",
-                url=self.http.url(f"sites/{req.site}/metrics"),
+                url=self.http.url(sites_path(req.site, "metrics")),
             )
         return data
 
