@@ -42,6 +42,7 @@ from dxt_core.backends.kwollect.source import (
     POWER_METRICS,
     G5kNode,
     KwollectClient,
+    KwollectStats,
     Point,
     by_site,
     check_component,
@@ -308,7 +309,7 @@ class Kwollect:
         self.max_workers = max_workers
         self.start_time: dt.datetime | None = None
         self.stop_time: dt.datetime | None = None
-        self.last_stats = RequestStats()
+        self.last_stats = KwollectStats()
         self.job: dict[str, Any] | None = None
 
     # -- after the fact ------------------------------------------------------------------
@@ -492,7 +493,7 @@ class Kwollect:
         """
         chosen = self._select(nodes if roles is None else [*(nodes or []), *roles])
         mets = [metrics] if isinstance(metrics, str) else metrics
-        stats = RequestStats()
+        stats = KwollectStats()
         t0 = time.perf_counter()
 
         def one_site(site: str, site_nodes: list[G5kNode]) -> dict[str, list[Point]]:
@@ -624,7 +625,7 @@ class Kwollect:
         chosen = self._select(nodes)
         mets = [metrics] if isinstance(metrics, str) else metrics
         start, stop = self.window()
-        stats = RequestStats()
+        stats = KwollectStats()
         t0 = time.perf_counter()
         file_cls = _JsonlFile if format == "jsonl" else _CsvFile
 
@@ -733,7 +734,7 @@ def archive_kwollect_day(
     key = DayKey("kwollect", (site, metric), day)
     archive.begin(key)
     target = archive.data_path(key, "jsonl.gz")
-    stats = RequestStats()
+    stats = KwollectStats()
     rows = 0
     first: str | None = None
     last: str | None = None
@@ -766,6 +767,8 @@ def archive_kwollect_day(
         },
         "format": "jsonl.gz",
         "requests": stats.as_dict(),
+        # points the server sent outside the window asked for: dropped, never archived
+        "dropped_outside_window": stats.outside_window,
     }
     if rows == 0:
         archive.remove_data(key, "jsonl.gz")

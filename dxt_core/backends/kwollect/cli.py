@@ -15,6 +15,7 @@ from dxt_core.backends.kwollect.source import (
     parse_nodes,
 )
 from dxt_core.errors import ConfigError, DxtError
+from dxt_core.http import RequestStats
 from dxt_core.windows import days, parse_day
 
 ENV_PASSWORD = "DXT_KWOLLECT_PASSWORD"
@@ -73,7 +74,7 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
                             archive,
                             config.time_zone,
                         )
-                        print(report.summary())
+                        print(report.summary() + _dropped(report.stats))
                     except DxtError as exc:
                         failed += 1
                         print(
@@ -99,9 +100,15 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     manifest = k.backup(args.backup, metrics=metrics, format=args.format)
     s = k.last_stats
     print(
-        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, {s.seconds:.1f} s)"
+        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, "
+        f"{s.seconds:.1f} s{_dropped(s)})"
     )
     return 0
+
+
+def _dropped(stats: RequestStats) -> str:
+    n = getattr(stats, "outside_window", 0)
+    return f", {n} points outside the window dropped" if n else ""
 
 
 def _time(text: str) -> object:

@@ -45,6 +45,17 @@ _UNKNOWN_RATE = 1.0
 Point = dict[str, Any]
 
 
+@dataclass(slots=True)
+class KwollectStats(RequestStats):
+    """Request counters plus the points the client dropped because they were outside the
+    window it asked for (a server or proxy that adds, say, a point of the day before)."""
+
+    outside_window: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**RequestStats.as_dict(self), "outside_window": self.outside_window}
+
+
 def check_component(value: str, what: str, error: type[DxtError] = ConfigError) -> str:
     """``value`` if it can be one path component (of a file path or an API URL), else ``error``.
 
@@ -263,6 +274,38 @@ def merge_chronological(batches: Sequence[list[Point]]) -> list[Point]:
     return list(heapq.merge(*non_empty, key=point_time))
 
 
+def drop_outside(points: list[Point], req: MetricsRequest) -> tuple[list[Point], int]:
+    """``points`` of ``[req.start, req.stop]`` (inclusive, as asked) and how many were not.
+
+    The API only answers points of the window it is asked for; a point outside it (a proxy's
+    or a cache's mistake) would otherwise be archived in two days, or once per window.
+
+    Raises:
+        SourceError: a point without a readable ``timestamp``.
+    """
+    bad: list[int] = []
+    last_text: object = None
+    inside = True
+    for i, p in enumerate(points):
+        text = p.get("timestamp") if isinstance(p, dict) else None
+        if text != last_text:  # points of one instant share a timestamp: parse it once
+            last_text = text
+            try:
+                t = dt.datetime.fromisoformat(text)  # type: ignore[arg-type]
+                inside = req.start <= t <= req.stop
+            except (TypeError, ValueError) as exc:
+                raise SourceError(
+                    f"site {req.site}: point {str(p)[:200]} of the window "
+                    f"[{_iso(req.start)}, {_iso(req.stop)}] has no readable timestamp"
+                ) from exc
+        if not inside:
+            bad.append(i)
+    if not bad:
+        return points, 0
+    skip = set(bad)
+    return [p for i, p in enumerate(points) if i not in skip], len(bad)
+
+
 def too_much_data(status: int, body: bytes) -> bool:
     """The server's answer to a request it could not finish in its query timeout."""
     return status >= 500 and TOO_MUCH_DATA in body[:2000].decode("utf-8", "replace").lower()
@@ -422,7 +465,7 @@ class KwollectClient:
 
     def fetch(self, req: MetricsRequest, stats: RequestStats | None = None) -> list[Point]:
         """One planned request, split again while the server says it is too large."""
-        stats = stats if stats is not None else RequestStats()
+        stats = stats if stats is not None else KwollectStats()
         try:
             data = self.http.get_json(
                 sites_path(req.site, "metrics"),
@@ -452,7 +495,18 @@ class KwollectClient:
                 f"site {req.site}: expected a JSON array of points, got {type(data).__name__}",
                 url=self.http.url(sites_path(req.site, "metrics")),
             )
-        return data
+        kept, dropped = drop_outside(data, req)
+        if dropped:
+            log.warning(
+                "%s: dropped %d points outside the window [%s, %s] the server was asked for",
+                req.site,
+                dropped,
+                _iso(req.start),
+                _iso(req.stop),
+            )
+            if isinstance(stats, KwollectStats):
+                stats.outside_window += dropped
+        return kept
 
     def iter_batches(
         self,

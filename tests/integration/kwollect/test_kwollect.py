@@ -378,3 +378,25 @@ def test_monitor_job_gives_50_hz_wattmetre_data_split_as_needed(sim):
     after = Kwollect(["gros-1.nancy"], api_url=sim.url)
     after.start(end + dt.timedelta(seconds=1)).stop(end + dt.timedelta(seconds=10))
     assert len(after.get_metrics(WATT)["gros-1.nancy.grid5000.fr"]) == 10
+
+
+def test_points_outside_the_window_are_dropped_and_counted(sim, tmp_path):
+    # issues 11/12: a server or proxy that adds a point of the day before to every answer;
+    # the day is fetched in 4 windows, so that point came back 4 times into the day's file.
+    sim.configure(stray_offset_s=86_400.0)
+    archive = Archive(tmp_path / "archive")
+    day = dt.date(2024, 11, 26)
+    client = KwollectClient(sim.url, max_points=2 * 86_400 // 4 + 10)
+    r = archive_kwollect_day(client, "lyon", WATT, ["nova-1.lyon", "nova-2.lyon"], day, archive)
+    lines = [json.loads(x) for x in gzip.decompress(r.path.read_bytes()).splitlines()]
+    assert r.stats.requests == 4
+    assert len(lines) == r.rows == 2 * 86_400
+    assert {p["timestamp"][:10] for p in lines} == {"2024-11-26"}
+    manifest = json.loads(r.manifest.read_text())
+    assert manifest["dropped_outside_window"] == 4
+    assert manifest["requests"]["outside_window"] == 4
+    assert r.as_dict()["outside_window"] == 4
+    # the experiment backup drops them too
+    k = Kwollect(["nova-1.lyon"], api_url=sim.url).start(T0).stop(T0 + dt.timedelta(seconds=9))
+    assert len(k.get_metrics(WATT)["nova-1.lyon.grid5000.fr"]) == 10
+    assert k.last_stats.outside_window == 1

@@ -10,7 +10,9 @@ from dxt_core.backends.kwollect.simulator.query import ApiError
 
 TOO_MUCH_DATA: Final = "Request timeout, too much data to process"
 #: Settings that ``POST /_sim/config`` may change.
-CONFIGURABLE: Final = frozenset({"delay_s", "site_delay_s", "max_points", "timeout_delay_s"})
+CONFIGURABLE: Final = frozenset(
+    {"delay_s", "site_delay_s", "max_points", "timeout_delay_s", "stray_offset_s"}
+)
 
 
 class Faults:
@@ -32,6 +34,12 @@ class Faults:
         delay = s.delay_s + s.site_delay_s.get(site, 0.0)
         if delay:
             time.sleep(delay)
+
+    def stray_point_us(self, start_us: int) -> int | None:
+        """The time of a point from outside the window to add first (a proxy's mistake), or
+        None: ``stray_offset_s`` seconds before the window's start."""
+        offset = self.settings.stray_offset_s
+        return None if offset is None else start_us - round(offset * 1_000_000)
 
     def too_much_data(self, points: int) -> bool:
         """Whether an answer of ``points`` points is refused (after ``timeout_delay_s``)."""

@@ -132,6 +132,8 @@ class SimSettings:
     site_delay_s: dict[str, float] = field(default_factory=dict)
     max_points: int | None = None
     timeout_delay_s: float = 0.0
+    #: fault: every metrics answer starts with a point this many seconds before its window
+    stray_offset_s: float | None = None
     zero_bmc_node: str = "taurus-3"
     user: str | None = None
     password: str | None = field(default=None, repr=False)

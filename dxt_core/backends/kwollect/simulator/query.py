@@ -223,13 +223,33 @@ class QueryEngine:
         return series, start_us, end_us, summary, as_rate
 
     def render(
-        self, series: list[Series], start_us: int, end_us: int, summary: bool, as_rate: bool
+        self,
+        series: list[Series],
+        start_us: int,
+        end_us: int,
+        summary: bool,
+        as_rate: bool,
+        stray_us: int | None = None,
     ) -> Iterator[bytes]:
-        """The JSON array, one minute of data at a time, oldest first."""
+        """The JSON array, one minute of data at a time, oldest first.
+
+        ``stray_us`` (a fault): one more point, of the first series at that time, first.
+        """
         model = self.model
         fmt = TimeFormatter()
         yield b"["
         first_out = True
+        if stray_us is not None and series:
+            s = series[0]
+            point = {
+                "timestamp": fmt(stray_us),
+                "device_id": s.node,
+                "metric_id": s.metric.name,
+                "value": model.value(s, stray_us, as_rate),
+                "labels": orjson.loads(s.labels_json),
+            }
+            yield orjson.dumps(point)
+            first_out = False
         if summary:
             for s in series:
                 times = model.times(s, start_us, end_us).tolist()

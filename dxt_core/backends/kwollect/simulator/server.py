@@ -88,6 +88,7 @@ class KwollectSimulator:
             "site_delay_s": s.site_delay_s,
             "max_points": s.max_points,
             "timeout_delay_s": s.timeout_delay_s,
+            "stray_offset_s": s.stray_offset_s,
             "nodes_per_cluster": s.nodes_per_cluster,
             "zero_bmc_node": s.zero_bmc_node,
             "sites": self.clusters,
@@ -197,7 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.end_headers()
             try:
-                for piece in sim.query.render(series, start_us, end_us, summary, as_rate):
+                stray = sim.faults.stray_point_us(start_us)
+                pieces = sim.query.render(series, start_us, end_us, summary, as_rate, stray)
+                for piece in pieces:
                     self.wfile.write(piece)
             except (ConnectionError, TimeoutError):
                 return
