@@ -43,6 +43,7 @@ _NODE_RE = re.compile(r"^(?P<cluster>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-(?P<num
 _UNKNOWN_RATE = 1.0
 
 Point = dict[str, Any]
+_UNSET = object()
 
 
 @dataclass(slots=True)
@@ -284,7 +285,7 @@ def drop_outside(points: list[Point], req: MetricsRequest) -> tuple[list[Point],
         SourceError: a point without a readable ``timestamp``.
     """
     bad: list[int] = []
-    last_text: object = None
+    last_text: object = _UNSET
     inside = True
     for i, p in enumerate(points):
         text = p.get("timestamp") if isinstance(p, dict) else None
