@@ -38,7 +38,11 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     from dxt_core.backends.kwollect.archive_day import Kwollect, archive_kwollect_day
 
     auth = _auth(args)
-    options = {"max_points": args.max_points, "timeout_s": args.timeout}
+    options = {
+        "max_points": args.max_points,
+        "timeout_s": args.timeout,
+        "min_window_s": args.min_window,
+    }
     metrics = _split(args.metrics) or None
     if args.archive:
         if not args.start_day:
@@ -143,6 +147,13 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
     k.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, help="points per request")
     k.add_argument("--timeout", type=float, default=330.0, help="HTTP read timeout, seconds")
+    k.add_argument(
+        "--min-window",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="shortest time window a refused request is split down to (default %(default)s)",
+    )
     k.set_defaults(func=cmd_extract_kwollect)
 
 

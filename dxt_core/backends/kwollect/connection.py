@@ -44,7 +44,7 @@ ENV_CLUSTERS = "DXT_KWOLLECT_CLUSTERS"
 ENV_METRICS = "DXT_KWOLLECT_METRICS"
 ENV_TIME_ZONE = "DXT_KWOLLECT_TIME_ZONE"
 DEFAULT_TIME_ZONE = "Europe/Paris"
-_EXTRAS = {"api_url", "timeout", "verify_tls", "max_points", "max_nodes"}
+_EXTRAS = {"api_url", "timeout", "verify_tls", "max_points", "max_nodes", "min_window"}
 _FILE_KEYS = {"time_zone", "metrics", "nodes", "clusters"}
 
 
@@ -165,7 +165,7 @@ def kwollect_connection_from_fields(
     (``https://api.grid5000.fr/stable``), or built from ``schema`` (http/https; another value
     is taken as the path, e.g. ``stable``), ``host`` and ``port``. ``login``/``password`` give
     HTTP Basic auth. Extras: ``api_url``, ``timeout``, ``verify_tls``, ``max_points``,
-    ``max_nodes``.
+    ``max_nodes``, ``min_window`` (seconds).
     """
     extra = check_extras(conn_id, extra, _EXTRAS)
     if extra.get("api_url"):
@@ -186,6 +186,8 @@ def kwollect_connection_from_fields(
     try:
         if "timeout" in extra:
             options["timeout_s"] = float(extra["timeout"])
+        if "min_window" in extra:
+            options["min_window_s"] = float(extra["min_window"])
         for key in ("max_points", "max_nodes"):
             if key in extra:
                 options[key] = int(extra[key])

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from dxt_core.errors import ConfigError, DxtError, SourceError, WindowTooLarge
+from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailable, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
 from dxt_core.paths import check_path_component
 
@@ -39,6 +39,10 @@ DEFAULT_MAX_POINTS = 25_000
 POWER_METRICS = ("wattmetre_power_watt", "pdu_outlet_power_watt", "bmc_node_power_watt")
 _US = dt.timedelta(microseconds=1)
 _NODE_RE = re.compile(r"^(?P<cluster>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-(?P<number>\d+)$")
+#: Read timeout of reference API requests (small documents).
+REFERENCE_TIMEOUT_S = 60.0
+#: Read timeout of the "is the server alive?" request sent after a read timeout.
+PROBE_TIMEOUT_S = 30.0
 # Rate assumed for a metric missing from the reference API catalog (points per second).
 _UNKNOWN_RATE = 1.0
 
@@ -349,11 +353,32 @@ class KwollectClient:
             verify_tls=verify_tls,
             transport=transport,
         )
+        self._ref_http = HttpClient(
+            api_url,
+            user=auth[0] if auth else None,
+            password=auth[1] if auth else None,
+            timeout_s=min(timeout_s, REFERENCE_TIMEOUT_S),
+            retry=retry or RetryPolicy(),
+            verify_tls=verify_tls,
+            transport=transport,
+        )
+        # A read timeout is taken for "too much data" only once a tiny request has been
+        # answered: a server that answers nothing costs two timeouts, not a split cascade.
+        self._probe_http = HttpClient(
+            api_url,
+            user=auth[0] if auth else None,
+            password=auth[1] if auth else None,
+            timeout_s=min(timeout_s, PROBE_TIMEOUT_S),
+            retry=RetryPolicy(attempts=1),
+            verify_tls=verify_tls,
+            transport=transport,
+        )
         self.max_points = max_points
         self.max_nodes = max_nodes
         self.min_window = dt.timedelta(seconds=min_window_s)
         self._lock = threading.Lock()
         self._catalogs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._catalog_errors: dict[tuple[str, str], SourceError] = {}
         self._nodes: dict[str, dict[str, list[str]]] = {}
 
     @property
@@ -362,6 +387,8 @@ class KwollectClient:
 
     def close(self) -> None:
         self.http.close()
+        self._probe_http.close()
+        self._ref_http.close()
 
     def __enter__(self) -> KwollectClient:
         return self
@@ -372,7 +399,21 @@ class KwollectClient:
     # -- reference API -------------------------------------------------------------------
 
     def get(self, path: str, stats: RequestStats | None = None) -> Any:
-        return self.http.get_json(path, stats=stats)
+        """A reference API document (small: a shorter read timeout than metrics requests).
+
+        Raises:
+            SourceUnavailable: the API did not answer through the retries; the message says
+                what to check.
+        """
+        try:
+            return self._ref_http.get_json(path, stats=stats)
+        except SourceUnavailable as exc:
+            raise SourceUnavailable(
+                f"the Grid'5000 API does not answer ({exc}). Check the API URL ({self.safe_url}) "
+                "and that the service is up, then retry",
+                url=self._ref_http.url(path),
+                status=exc.status,
+            ) from exc
 
     def sites(self) -> list[str]:
         return [str(item["uid"]) for item in self.get("sites").get("items", [])]
@@ -416,7 +457,17 @@ class KwollectClient:
             cached = self._catalogs.get(key)
         if cached is not None:
             return cached
-        doc = self.get(sites_path(site, "clusters", cluster))
+        with self._lock:
+            failed = self._catalog_errors.get(key)
+        if failed is not None:
+            raise failed
+        try:
+            doc = self.get(sites_path(site, "clusters", cluster))
+        except SourceError as exc:
+            if not isinstance(exc, SourceUnavailable):  # a refusal: the same next time
+                with self._lock:
+                    self._catalog_errors[key] = exc
+            raise
         metrics = list(doc.get("metrics") or [])
         with self._lock:
             self._catalogs[key] = metrics
@@ -442,6 +493,8 @@ class KwollectClient:
         """Estimated points per second of ``node`` for ``metrics`` (all when None)."""
         try:
             catalog = self.node_metrics(node)
+        except SourceUnavailable:
+            raise
         except SourceError as exc:
             log.warning("no metrics catalog for %s (%s); assuming 1 point/s per metric", node, exc)
             return _UNKNOWN_RATE * (len(metrics) if metrics else 10)
@@ -476,6 +529,8 @@ class KwollectClient:
                 timeout_is_too_large=True,
             )
         except WindowTooLarge as exc:
+            if exc.status is None:  # no answer at all (read timeout), not a refusal
+                self._check_alive(req, stats)
             if req.stop - req.start >= 2 * self.min_window:
                 parts = req.split_time()
                 stats.splits += 1
@@ -487,7 +542,10 @@ class KwollectClient:
                 return merge_chronological([self.fetch(h, stats) for h in halves])
             raise WindowTooLarge(
                 f"site {req.site}: even one node ({req.nodes[0]}) over "
-                f"{self.min_window.total_seconds():g} s is too much data; lower min_window_s",
+                f"{self.min_window.total_seconds():g} s is too much data for the server; "
+                "ask fewer metrics (--metrics), or a shorter shortest window (--min-window "
+                "on the command line, min_window_s in the library, extra min_window of the "
+                "connection)",
                 url=exc.url,
                 status=exc.status,
             ) from exc
@@ -508,6 +566,32 @@ class KwollectClient:
             if isinstance(stats, KwollectStats):
                 stats.outside_window += dropped
         return kept
+
+    def _check_alive(self, req: MetricsRequest, stats: RequestStats) -> None:
+        """After a read timeout: does the server answer a one-node, one-second request?
+
+        Raises:
+            SourceUnavailable: it does not either; splitting the window cannot help.
+        """
+        stop = min(req.stop, req.start + dt.timedelta(seconds=1) - _US)
+        probe = MetricsRequest(
+            req.site, req.nodes[:1], req.metrics[:1] if req.metrics else None, req.start, stop
+        )
+        path = sites_path(req.site, "metrics")
+        try:
+            self._probe_http.get_json(path, params=probe.params(), stats=stats)
+        except SourceUnavailable as exc:
+            raise SourceUnavailable(
+                f"the Kwollect API does not answer: no answer to a request of "
+                f"{len(req.nodes)} nodes over {(req.stop - req.start).total_seconds():g} s "
+                f"within {self.http.timeout_s:g} s, nor to a one-node, one-second request "
+                f"within {self._probe_http.timeout_s:g} s ({exc}). Check the API URL "
+                f"({self.safe_url}) and that the service is up, then retry; --timeout (the "
+                "connection's extra timeout, timeout_s in the library) sets the wait",
+                url=self.http.url(path),
+            ) from exc
+        except DxtError:
+            pass  # it answered (even with an error): the big request was too big
 
     def iter_batches(
         self,
