@@ -50,6 +50,7 @@ from dxt_core.backends.kwollect.source import (
     parse_time,
     point_time,
     sites_path,
+    unknown_metric_error,
 )
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.http import RequestStats, RetryPolicy
@@ -479,7 +480,17 @@ class Kwollect:
         stats: RequestStats,
     ) -> Iterator[list[Point]]:
         start, stop = self.window()
-        return self.client.iter_batches(site, nodes, metrics, start, stop, stats)
+        return self.client.iter_batches(
+            site, nodes, metrics, start, stop, stats, monitored=self.monitored
+        )
+
+    @property
+    def monitored(self) -> bool:
+        """Whether the job (``from_job``) is of type ``monitor``: its nodes' promotable
+        metrics come at their ``optional_period`` (wattmetre: 20 ms), and requests are
+        planned for that."""
+        types = (self.job or {}).get("types") or []
+        return any(str(t).split("=", 1)[0].strip() == "monitor" for t in types)
 
     def get_metrics(
         self,
@@ -493,6 +504,13 @@ class Kwollect:
         """
         chosen = self._select(nodes if roles is None else [*(nodes or []), *roles])
         mets = [metrics] if isinstance(metrics, str) else metrics
+        return self._get_metrics(chosen, mets, check_names=True)
+
+    def _get_metrics(
+        self, chosen: list[G5kNode], mets: Sequence[str] | None, check_names: bool
+    ) -> dict[str, list[Point]]:
+        if mets and check_names:
+            self.check_metrics(mets, chosen)
         stats = KwollectStats()
         t0 = time.perf_counter()
 
@@ -512,6 +530,24 @@ class Kwollect:
         stats.seconds = time.perf_counter() - t0
         self.last_stats = stats
         return {n.fqdn: merged.get(n.fqdn, []) for n in chosen}
+
+    def check_metrics(self, metrics: Sequence[str], nodes: Sequence[G5kNode]) -> None:
+        """Refuse names that no catalogue of any site of ``nodes`` knows (issue: a typo
+        would give empty results that look like "no data").
+
+        Raises:
+            ConfigError: names the metrics and the closest known names.
+        """
+        unknown: set[str] | None = None
+        entries: list[dict[str, Any]] = []
+        for site, site_nodes in by_site(nodes).items():
+            here, seen = self.client.unknown_metrics(site, site_nodes, metrics)
+            entries += seen
+            unknown = set(here) if unknown is None else unknown & set(here)
+        if unknown:
+            where = "sites " + ", ".join(sorted(by_site(nodes)))
+            missing = [m for m in metrics if m in unknown]
+            raise unknown_metric_error(missing, entries, where, self.client.safe_url)
 
     def get_metrics_pandas(
         self,
@@ -555,7 +591,8 @@ class Kwollect:
         Joules are a trapezoidal integral between the first and last samples.
         """
         chosen = self._select(nodes)
-        data = self.get_metrics(list(POWER_METRICS), chosen)
+        # the three power metrics are ours to ask: a site without one is not a typo
+        data = self._get_metrics(chosen, list(POWER_METRICS), check_names=False)
         out: dict[str, dict[str, Any]] = {}
         for node in chosen:
             per_metric: dict[str, list[Point]] = {}
@@ -624,6 +661,8 @@ class Kwollect:
             (root / BACKUP_MANIFEST).unlink()
         chosen = self._select(nodes)
         mets = [metrics] if isinstance(metrics, str) else metrics
+        if mets:
+            self.check_metrics(mets, chosen)
         start, stop = self.window()
         stats = KwollectStats()
         t0 = time.perf_counter()
@@ -727,6 +766,7 @@ def archive_kwollect_day(
     parsed = parse_nodes(nodes, site)
     if not parsed:
         raise ConfigError(f"no nodes configured for site {site}")
+    client.check_metrics(site, parsed, [metric])  # a typo is an error, not "empty" forever
     t0 = time.perf_counter()
     tz = zone(time_zone)
     window = day_window(day, tz)

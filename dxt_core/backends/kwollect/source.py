@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
+from dxt_core.backends.kwollect import catalog
 from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailable, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
 from dxt_core.paths import check_path_component
@@ -35,6 +37,9 @@ TOO_MUCH_DATA = "too much data"
 #: Points per planned request. A point parsed into Python objects takes ~1.4 kB: 25,000 points
 #: keep one answer near 35 MB (measured: a 2-site backup peaks near 170 MB, whatever its length).
 DEFAULT_MAX_POINTS = 25_000
+#: JSON bytes per point above which an answer is denser than planned (a point is 120-200
+#: bytes of JSON; labels make some longer): ``max_points`` of them bound one parsed answer.
+ANSWER_BYTES_PER_POINT = 400
 #: Energy metrics, best first.
 POWER_METRICS = ("wattmetre_power_watt", "pdu_outlet_power_watt", "bmc_node_power_watt")
 _US = dt.timedelta(microseconds=1)
@@ -311,6 +316,21 @@ def drop_outside(points: list[Point], req: MetricsRequest) -> tuple[list[Point],
     return [p for i, p in enumerate(points) if i not in skip], len(bad)
 
 
+def unknown_metric_error(
+    unknown: Sequence[str], entries: list[dict[str, Any]], where: str, url: str
+) -> ConfigError:
+    """The error for metric names no catalogue knows, with the closest known names."""
+    problems = []
+    for m in unknown:
+        near = catalog.closest(m, entries)
+        hint = f"closest known: {', '.join(near)}" if near else "no close name"
+        problems.append(f"{m!r} ({hint})")
+    return ConfigError(
+        f"unknown metric {'; '.join(problems)}: in no metric catalogue of {where} "
+        f"({url}/sites/<site>/clusters/<cluster>); check the spelling"
+    )
+
+
 def too_much_data(status: int, body: bytes) -> bool:
     """The server's answer to a request it could not finish in its query timeout."""
     return status >= 500 and TOO_MUCH_DATA in body[:2000].decode("utf-8", "replace").lower()
@@ -341,6 +361,7 @@ class KwollectClient:
         min_window_s: float = 1.0,
         verify_tls: bool = True,
         transport: httpx.BaseTransport | None = None,
+        max_answer_bytes: int | None = None,
     ) -> None:
         if auth is not None and (len(auth) != 2 or not all(isinstance(a, str) for a in auth)):
             raise ConfigError("auth must be a (login, password) pair of strings")
@@ -375,6 +396,7 @@ class KwollectClient:
         )
         self.max_points = max_points
         self.max_nodes = max_nodes
+        self.max_answer_bytes = max_answer_bytes or max_points * ANSWER_BYTES_PER_POINT
         self.min_window = dt.timedelta(seconds=min_window_s)
         self._lock = threading.Lock()
         self._catalogs: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -489,18 +511,78 @@ class KwollectClient:
             raise SourceError(f"job {job_id} of site {site}: unexpected answer {doc!r:.200}")
         return doc
 
-    def rate(self, node: G5kNode, metrics: Sequence[str] | None) -> float:
-        """Estimated points per second of ``node`` for ``metrics`` (all when None)."""
+    def rate(self, node: G5kNode, metrics: Sequence[str] | None, monitored: bool = False) -> float:
+        """Estimated points per second of ``node`` for ``metrics`` (all when None).
+
+        From the real catalogue shapes (:mod:`dxt_core.backends.kwollect.catalog`): every
+        entry, ``period: 0`` entries at their ``optional_period``, Prometheus bundles
+        expanded; ``monitored`` (a ``monitor`` job runs on the node): the faster
+        ``optional_period`` where there is one (wattmetre: 50 or 100 times the ``period``).
+        """
         try:
-            catalog = self.node_metrics(node)
+            entries = self.node_metrics(node)
         except SourceUnavailable:
             raise
         except SourceError as exc:
             log.warning("no metrics catalog for %s (%s); assuming 1 point/s per metric", node, exc)
             return _UNKNOWN_RATE * (len(metrics) if metrics else 10)
-        periods = {m["name"]: float(m.get("period") or 1000) for m in catalog}
-        names = list(metrics) if metrics else list(periods)
-        return sum(1000.0 / periods[n] if n in periods else _UNKNOWN_RATE for n in names)
+        return catalog.node_rate(entries, metrics, monitored)
+
+    def unknown_metrics(
+        self, site: str, nodes: Sequence[G5kNode], metrics: Sequence[str]
+    ) -> tuple[list[str], list[dict[str, Any]]]:
+        """The names of ``metrics`` that the site's catalogue has never heard of, and the
+        catalogue entries read (for suggestions); ``[]`` when it cannot be checked.
+
+        The API answers ``[]`` for a name it does not know, which would be archived as an
+        "empty" day forever. The catalogues of the nodes' clusters are read first; a name
+        they lack is looked up in the site's other clusters (``pdu_outlet_power_watt`` on a
+        cluster without PDU data is a known name with empty days, not a typo). A catalogue
+        that cannot be had (refused) disables the check.
+        """
+        mine = sorted({n.cluster for n in nodes})
+        entries = self._catalogs_of(site, mine)
+        if entries is None:
+            return [], []
+        unknown = catalog.unknown_metrics(metrics, entries)
+        if not unknown:
+            return [], entries
+        try:
+            listed = self.get(sites_path(site, "clusters")).get("items", [])
+            others = sorted({str(c["uid"]) for c in listed} - set(mine))
+        except SourceUnavailable:
+            raise
+        except (SourceError, AttributeError, KeyError, TypeError) as exc:
+            log.warning("cannot list the clusters of %s to check metric names (%s)", site, exc)
+            return [], entries
+        more = self._catalogs_of(site, others)
+        if more is None:
+            return [], entries
+        entries += more
+        return catalog.unknown_metrics(unknown, entries), entries
+
+    def check_metrics(self, site: str, nodes: Sequence[G5kNode], metrics: Sequence[str]) -> None:
+        """Refuse metric names the site's catalogue has never heard of (see
+        :meth:`unknown_metrics`).
+
+        Raises:
+            ConfigError: names the metric, the site and the closest known names.
+        """
+        unknown, entries = self.unknown_metrics(site, nodes, metrics)
+        if unknown:
+            raise unknown_metric_error(unknown, entries, f"site {site}", self.safe_url)
+
+    def _catalogs_of(self, site: str, clusters: Sequence[str]) -> list[dict[str, Any]] | None:
+        entries: list[dict[str, Any]] = []
+        for cluster in clusters:
+            try:
+                entries += self.catalog(site, cluster)
+            except SourceUnavailable:
+                raise
+            except SourceError as exc:
+                log.warning("cannot check metric names on %s/%s (%s)", site, cluster, exc)
+                return None
+        return entries
 
     # -- metrics -------------------------------------------------------------------------
 
@@ -511,8 +593,9 @@ class KwollectClient:
         metrics: Sequence[str] | None,
         start: dt.datetime,
         stop: dt.datetime,
+        monitored: bool = False,
     ) -> list[list[MetricsRequest]]:
-        rates = {n: self.rate(n, metrics) for n in nodes}
+        rates = {n: self.rate(n, metrics, monitored) for n in nodes}
         return plan_requests(
             site, nodes, metrics, start, stop, rates, self.max_points, self.max_nodes
         )
@@ -520,14 +603,32 @@ class KwollectClient:
     def fetch(self, req: MetricsRequest, stats: RequestStats | None = None) -> list[Point]:
         """One planned request, split again while the server says it is too large."""
         stats = stats if stats is not None else KwollectStats()
+        path = sites_path(req.site, "metrics")
         try:
-            data = self.http.get_json(
-                sites_path(req.site, "metrics"),
+            body = self.http.request(
+                "GET",
+                path,
                 params=req.params(),
                 stats=stats,
                 too_large=too_much_data,
                 timeout_is_too_large=True,
             )
+            if len(body) > self.max_answer_bytes:
+                # Denser than planned (a monitor job the plan did not know of): never parse
+                # more than the bound; the halves are asked again.
+                raise WindowTooLarge(
+                    f"answer of {len(body)} bytes is above max_answer_bytes "
+                    f"({self.max_answer_bytes}): denser than planned",
+                    url=self.http.url(path),
+                    status=200,
+                )
+            try:
+                data = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise SourceError(
+                    f"site {req.site}: answer is not valid JSON ({exc}): {body[:200]!r}",
+                    url=self.http.url(path),
+                ) from exc
         except WindowTooLarge as exc:
             if exc.status is None:  # no answer at all (read timeout), not a refusal
                 self._check_alive(req, stats)
@@ -601,11 +702,12 @@ class KwollectClient:
         start: dt.datetime,
         stop: dt.datetime,
         stats: RequestStats | None = None,
+        monitored: bool = False,
     ) -> Iterator[list[Point]]:
         """Points of ``[start, stop]`` (inclusive) on one site, one window at a time.
 
         Each batch is oldest first and follows the previous one in time, so the whole stream is
         chronological; at most one request's answer is held in memory.
         """
-        for window in self.plan(site, nodes, metrics, start, stop):
+        for window in self.plan(site, nodes, metrics, start, stop, monitored):
             yield merge_chronological([self.fetch(req, stats) for req in window])
