@@ -8,7 +8,9 @@ from typing import Any, Final
 from dxt_core.backends.kwollect.simulator.model import SimSettings
 from dxt_core.backends.kwollect.simulator.query import ApiError
 
-TOO_MUCH_DATA: Final = "Request timeout, too much data to process"
+#: ``api.get_metrics`` after the statement timeout (kwollect ``kwollect_setup_db.py``:
+#: ``raise Exception("Request timeout, too much data to process.")``, SQLSTATE 38000).
+TOO_MUCH_DATA: Final = "Exception: Request timeout, too much data to process."
 #: Settings that ``POST /_sim/config`` may change.
 CONFIGURABLE: Final = frozenset(
     {"delay_s", "site_delay_s", "max_points", "timeout_delay_s", "stray_offset_s"}

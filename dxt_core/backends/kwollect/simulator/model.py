@@ -242,7 +242,7 @@ class SimModel:
                 total += max(0, k1 - k0 + 1)
         return total
 
-    def value(self, s: Series, us: int, as_rate: bool) -> float | int:
+    def value(self, s: Series, us: int, as_rate: bool = False) -> float | int:
         t = us / 1_000_000
         kind = s.metric.kind
         if kind == "power":
@@ -253,7 +253,5 @@ class SimModel:
             return power_watts(s.index, t, "bmc", s.node.rsplit("-", 1)[0])
         if kind == "counter":
             rate = 125_000 * (1 + s.index % 3)
-            if as_rate:
-                return float(rate)
             return s.index * 1_000_000_000 + us * rate // 1_000_000
         return round(abs(math.sin(t / 300 + s.index)) * 4, 2)

@@ -15,7 +15,7 @@ import orjson
 
 from dxt_core.backends.kwollect.simulator.faults import TOO_MUCH_DATA, Faults
 from dxt_core.backends.kwollect.simulator.model import SimModel, SimSettings
-from dxt_core.backends.kwollect.simulator.query import ApiError, QueryEngine
+from dxt_core.backends.kwollect.simulator.query import ApiError, PgError, QueryEngine
 
 
 class KwollectSimulator:
@@ -158,6 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not parts or parts[0] != "sites":
                 raise ApiError(404, f"Not found: {path or '/'}")
             self._json(200, sim.query.reference(parts))
+        except PgError as exc:
+            self._json(exc.status, exc.doc())
         except ApiError as exc:
             self._json(exc.status, {"code": exc.status, "message": exc.message})
 
@@ -190,10 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             series, start_us, end_us, summary, as_rate = sim.query.plan_metrics(site, params)
             sim.faults.delay(site)
-            points = len(series) if summary else sim.model.count_points(series, start_us, end_us)
+            points = sim.query.count_points(series, start_us, end_us, summary)
             if sim.faults.too_much_data(points):
                 sim._count("too_much_data")
-                raise ApiError(500, TOO_MUCH_DATA)
+                raise PgError(500, "38000", TOO_MUCH_DATA)
             self.send_response(200)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.end_headers()
