@@ -35,7 +35,6 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
-import functools
 import hashlib
 import os
 import shutil
@@ -43,10 +42,10 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, ParamSpec, TypeVar
+from typing import Any, BinaryIO, Literal
 
 import orjson
 
@@ -794,28 +793,6 @@ class Archive:
         if kept is not None:
             return "archived", _kept_detail(kept)
         return "archived", ""
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def aborts_unfinished_write(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Decorate a function that begins and commits one metric-day on an :class:`Archive`
-    argument: when it raises, the transaction it left open is aborted at once (staged files
-    removed, lock released) rather than at the thread's next ``begin``."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return fn(*args, **kwargs)
-        except BaseException:
-            for a in (*args, *kwargs.values()):
-                if isinstance(a, Archive):
-                    a.abort_thread()
-            raise
-
-    return wrapper
 
 
 def _kept_detail(kept: dict[str, Any]) -> str:
