@@ -212,8 +212,14 @@ class ServerInfo:
         version = doc.get("version") if isinstance(doc, dict) else None
         number = version.get("number") if isinstance(version, dict) else None
         distribution = version.get("distribution") if isinstance(version, dict) else None
-        if distribution == "opensearch":
+        tagline = doc.get("tagline") if isinstance(doc, dict) else None
+        opensearch_tagline = isinstance(tagline, str) and tagline.startswith("The OpenSearch")
+        if distribution == "opensearch" or opensearch_tagline:
             product = "opensearch"
+            if distribution != "opensearch":
+                # compatibility.override_main_response_version: the number is "7.10.2",
+                # not OpenSearch's own (opensearch-project/OpenSearch#847)
+                number = None
         elif (
             headers.get("x-elastic-product") == "Elasticsearch"
             or (isinstance(doc, dict) and doc.get("tagline") == "You Know, for Search")

@@ -16,6 +16,7 @@ import datetime as dt
 import http.server
 import itertools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -284,6 +285,8 @@ class Flavour:
         self.shard_doc = (es and self.version >= (7, 12, 0)) or (
             not es and self.version >= (3, 3, 0)
         )
+        #: POST /{index}/{type} (removed in Elasticsearch 8 and OpenSearch 2)
+        self.typed_routes = self.version < ((8, 0, 0) if es else (2, 0, 0))
 
     def main_body(self) -> dict[str, Any]:
         version: dict[str, Any] = {
@@ -348,7 +351,10 @@ class Flavour:
                     )
         if has_body:
             base = (content_type or "").split(";", 1)[0].strip().lower()
-            known = base in _KNOWN_TYPES or (self.compat_headers and base.startswith(_VND))
+            # ES 7.11+ strips vnd.elasticsearch+ and compatible-with (XContentType.java,
+            # removeVersionInMediaType); ES <= 7.10 and OpenSearch do not know it
+            vnd_ok = self.es and self.version >= (7, 11, 0)
+            known = base in _KNOWN_TYPES or (vnd_ok and base.startswith(_VND))
             if not known:
                 raise StandinError(
                     406,
@@ -357,6 +363,19 @@ class Flavour:
                         "status": 406,
                     },
                 )
+
+
+#: TimeValue.parseTimeValue (elastic/elasticsearch libs/core ... TimeValue.java)
+_TIME_VALUE = re.compile(r"-1|0|\d+(nanos|micros|ms|s|m|h|d)")
+
+
+def _time_value_error(name: str, value: Any) -> StandinError:
+    return _es_error(
+        400,
+        "parse_exception",
+        f"failed to parse setting [{name}] with value [{value}] as a time value: unit is "
+        "missing or unrecognized",
+    )
 
 
 def _compat_version(header: str | None) -> int | None:
@@ -451,7 +470,8 @@ class StandinHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(body)))
-        if self.state.flavour.product_header:
+        # not on unauthenticated answers (elastic/elasticsearch#73434)
+        if self.state.flavour.product_header and status != 401:
             self.send_header("X-Elastic-Product", "Elasticsearch")
         for k, v in (extra or {}).items():
             self.send_header(k, v)
@@ -565,6 +585,9 @@ class StandinHandler(http.server.BaseHTTPRequestHandler):
             return self._close_pit(body.get("id"), "es")
         if parts == ["_search", "point_in_time"] and m == "DELETE" and fl.os_pit:
             ids = body.get("pit_id") or []
+            ids = ids if isinstance(ids, list) else [ids]
+            if not ids:
+                raise _es_error(400, "action_request_validation_exception", "no pit ids specified")
             results = [self._close_pit(i, "os")[1] for i in ids]
             return 200, {"pits": results}
         if parts == ["_search"] and m in ("GET", "POST"):
@@ -576,12 +599,20 @@ class StandinHandler(http.server.BaseHTTPRequestHandler):
         if len(parts) == 2 and parts[1] == "_pit" and m == "POST" and fl.es_pit:
             self._params(path, params, _ES_PIT_PARAMS)
             return self._open_pit(parts[0], params, "es")
+        if len(parts) == 2 and m == "POST" and fl.typed_routes:
+            # ES 7.x and OpenSearch 1.x route POST /{index}/{type} to the index API
+            # (RestIndexAction): "_pit" is taken for a type name
+            if not body:
+                raise _es_error(400, "parse_exception", "request body is required")
+            self._params(path, params, frozenset())
         if parts[1:] == ["_search", "point_in_time"] and m == "POST" and fl.os_pit:
             self._params(path, params, _OS_PIT_PARAMS)
             return self._open_pit(parts[0], params, "os")
         raise self._no_handler(path)
 
     def _open_pit(self, index: str, params: dict[str, str], api: str) -> tuple[int, Any]:
+        if "keep_alive" in params and not _TIME_VALUE.fullmatch(params["keep_alive"]):
+            raise _time_value_error("keep_alive", params["keep_alive"])
         if "keep_alive" not in params:
             raise _es_error(
                 400,
@@ -608,7 +639,7 @@ class StandinHandler(http.server.BaseHTTPRequestHandler):
         if api == "es":
             freed = int(upstream is not None)
             return (200 if freed else 404), {"succeeded": True, "num_freed": freed}
-        return 200, {"pit_id": sid, "successful": upstream is not None}
+        return 200, {"succeeded": upstream is not None, "pitId": sid}
 
     def _search(
         self, index: str | None, params: dict[str, str], body: dict[str, Any], entry: dict[str, Any]
@@ -628,6 +659,18 @@ class StandinHandler(http.server.BaseHTTPRequestHandler):
                 },
             )
         pit = body.get("pit")
+        entry["slice"] = "slice" in body
+        if "scroll" in params and body.get("track_total_hits") is False:
+            # SearchRequest.validate
+            raise _es_error(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: disabling [track_total_hits] is not allowed in a scroll "
+                "context;",
+            )
+        for value in [params.get("scroll"), (pit or {}).get("keep_alive")]:
+            if value is not None and not _TIME_VALUE.fullmatch(str(value)):
+                raise _time_value_error("scroll" if pit is None else "keep_alive", value)
         up_body = dict(body)
         up_params = {k: v for k, v in params.items() if k in ("scroll",)}
         if pit is not None:
@@ -635,8 +678,7 @@ class StandinHandler(http.server.BaseHTTPRequestHandler):
                 raise _es_error(
                     400,
                     "action_request_validation_exception",
-                    "Validation Failed: 1: [indices] cannot be used with point in time. Do "
-                    "not specify any index with point in time.;",
+                    "Validation Failed: 1: [indices] cannot be used with point in time;",
                 )
             sid = str(pit.get("id"))
             entry["pit"] = sid
@@ -757,7 +799,7 @@ class StandinHandler(http.server.BaseHTTPRequestHandler):
             first = hits[0]
             stray = orjson.loads(orjson.dumps(first))
             stray["_id"] = f"stray-{n}"
-            ts = int(first["sort"][0]) - 3_600_000
+            ts = int(first["sort"][0]) - int(faults.get("outside_offset_ms", 86_400_000))
             stray["sort"] = [ts, *first["sort"][1:]]
             src = stray.get("_source") or {}
             if "@timestamp" in src:
