@@ -31,7 +31,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 import orjson
 
-from dxt_core.config import as_bool, check_extras, url_from_host
+from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
 from dxt_core.errors import ConfigError, QueryRejected, SourceError, SourceUnavailable
 from dxt_core.http import RetryPolicy
 
@@ -101,51 +101,6 @@ class CollectdEsConnection:
         user = env.get(ENV_USER) or None
         password = env.get(ENV_PASSWORD) or None
         return cls(url=url, user=user, password=password, **kwargs)
-
-
-_EXTRAS = {"index", "host_prefix", "verify_certs", "timeout"}
-
-
-def connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None,
-    schema: str | None,
-    login: str | None,
-    password: str | None,
-    extra: Mapping[str, Any] | None,
-) -> CollectdEsConnection:
-    """A connection from an Airflow connection's fields (no Airflow import here).
-
-    ``host`` may be a bare host name or a whole ``http(s)://host:port`` URL; ``schema`` is
-    ``http`` or ``https`` (default ``http``); ``port`` defaults to 9200. Extras: ``index``,
-    ``host_prefix``, ``verify_certs``, ``timeout``.
-    """
-    extra = check_extras(conn_id, extra, _EXTRAS)
-    if not host:
-        raise ConfigError(f"connection {conn_id!r} has no host: set it to the Elasticsearch host")
-    scheme = (schema or "http").lower()
-    if "://" not in host and scheme not in ("http", "https"):
-        raise ConfigError(
-            f"connection {conn_id!r}: schema {schema!r} must be http or https "
-            "(it selects the URL scheme, not a database)"
-        )
-    url = url_from_host(host, port or (None if "://" in host else 9200), scheme)
-    verify = as_bool(extra.get("verify_certs", True), "extra verify_certs")
-    try:
-        timeout = float(extra.get("timeout", 60.0))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"connection {conn_id!r}: extra 'timeout' must be seconds") from exc
-    return CollectdEsConnection(
-        url=url,
-        user=login or None,
-        password=password or None,
-        index=str(extra.get("index", DEFAULT_INDEX)),
-        host_prefix=str(extra.get("host_prefix", DEFAULT_HOST_PREFIX)),
-        verify_certs=bool(verify),
-        timeout_s=timeout,
-    )
 
 
 # --------------------------------------------------------------------------- server identity
@@ -548,3 +503,64 @@ def _retry_after(value: str | None) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+# --------------------------------------------------------------------------- connection spec
+
+
+def _build(f: ConnectionFields) -> CollectdEsConnection:
+    x = f.extras
+    return CollectdEsConnection(
+        url=f.url,
+        user=f.login,
+        password=f.password,
+        index=x["index"],
+        host_prefix=x["host_prefix"],
+        verify_certs=x["verify_certs"],
+        timeout_s=x["timeout"],
+    )
+
+
+def probe(conn: CollectdEsConnection) -> str:
+    """The server's name and version from ``GET /`` (and the paging the export will use)."""
+    client = EsClient(conn, retry=RetryPolicy(attempts=1))
+    try:
+        info = client.server_info()
+    finally:
+        client.close()
+    paging = (
+        "scroll"
+        if info.pit_api is None
+        else ("point in time" + (" + _shard_doc" if info.shard_doc else ", keyset"))
+    )
+    return f"{info} at {conn.safe_url} (reads with {paging})"
+
+
+#: Elasticsearch (or OpenSearch) holding collectd documents.
+SPEC: ConnectionSpec[CollectdEsConnection] = ConnectionSpec(
+    backend="collectd_es",
+    default_conn_id="elasticsearch_default",
+    hook_name="collectd in Elasticsearch (dxt-archive)",
+    hook_kwarg="elasticsearch_conn_id",
+    build=_build,
+    probe=probe,
+    default_scheme="http",
+    default_port=9200,
+    other_schema="error",
+    user_env=ENV_USER,
+    password_env=ENV_PASSWORD,
+    host_example="es.example.org",
+    labels={"schema": "Scheme (http or https)"},
+    extras=(
+        Extra("index", str, DEFAULT_INDEX, "Index pattern", "index pattern", flag=""),
+        Extra("host_prefix", str, DEFAULT_HOST_PREFIX, "Host prefix", "hostname prefix", flag=""),
+        Extra("verify_certs", bool, True, "Verify TLS", "verify TLS certificates", flag=""),
+        Extra("timeout", float, 60.0, "Timeout (s)", "request timeout, seconds", flag=""),
+    ),
+)
+
+
+def connection_from_fields(**fields: Any) -> CollectdEsConnection:
+    """A connection from an Airflow connection's fields (see :data:`SPEC`)."""
+    conn: CollectdEsConnection = SPEC.from_fields(**fields)
+    return conn

@@ -272,16 +272,14 @@ def test_hits_outside_the_window_are_dropped_and_counted(es_standin, tmp_path, c
 
     standin.faults(outside_pages=[1])
     stats = ExportStats()
+    archive = Archive(tmp_path / "archive")
     with CollectdEsSource(CollectdEsConnection(standin.url)) as src:
-        doc = archive_collectd_es_day(
-            es_pages(src, stats),
-            "disk",
-            T0.date(),
-            Archive(tmp_path / "archive"),
-            stats=stats,
-            num_nodes=16,
+        report = archive_collectd_es_day(
+            es_pages(src, stats), "disk", T0.date(), archive, stats=stats, num_nodes=16
         )
-    assert doc["rows"] == 7038 and doc["export"]["outside_window"] == 1
+    assert report.rows == 7038
+    manifest = json.loads(report.manifest.read_text())
+    assert manifest["rows"] == 7038 and manifest["export"]["outside_window"] == 1
 
 
 def test_a_hit_without_sort_values_is_named(es_standin, tmp_path, capsys):
