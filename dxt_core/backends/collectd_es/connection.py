@@ -328,6 +328,8 @@ class EsClient:
         )
         self._lock = threading.Lock()
         self.requests = 0
+        #: the most one answer may hold (decoded); a page of 10,000 collectd hits is ~5 MB
+        self.max_answer_bytes = 256 << 20
 
     def close(self) -> None:
         self._client.close()
@@ -359,10 +361,7 @@ class EsClient:
             with self._lock:
                 self.requests += 1
             try:
-                resp = self._client.request(
-                    method, url, params=params, content=content, headers=headers
-                )
-                data = resp.content
+                resp, data = self._fetch(method, url, params, content, headers, path, what)
             except httpx.TimeoutException as exc:
                 last = f"no answer within {self.conn.timeout_s:g} s ({type(exc).__name__})"
             except httpx.TransportError as exc:
@@ -416,6 +415,38 @@ class EsClient:
             "(the task can be retried later)",
             url=self.url(path),
         )
+
+    def _fetch(
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, str] | None,
+        content: bytes | None,
+        headers: dict[str, str] | None,
+        path: str,
+        what: str,
+    ) -> tuple[httpx.Response, bytes]:
+        """The answer and its (decoded) body, read up to :attr:`max_answer_bytes`."""
+        request = self._client.build_request(
+            method, url, params=params, content=content, headers=headers
+        )
+        resp = self._client.send(request, stream=True)
+        try:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in resp.iter_bytes():
+                size += len(chunk)
+                if size > self.max_answer_bytes:
+                    raise SourceError(
+                        f"{what}: the answer is larger than {self.max_answer_bytes} bytes; "
+                        "lower the page size (--page-size)",
+                        url=self.url(path),
+                        status=resp.status_code,
+                    )
+                chunks.append(chunk)
+        finally:
+            resp.close()
+        return resp, b"".join(chunks)
 
     def json(
         self,

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import itertools
 import os
 import re
 import tempfile
@@ -531,7 +532,9 @@ def write_tokio_hdf5(
         raise ConfigError("the initial range and the window need the same timestep")
     try:
         if created:
-            f = h5py.File(final.name, "w", driver="core", backing_store=False)
+            # a name of its own: HDF5 refuses to open one name twice in a process
+            name = f"{final.name}.{os.getpid()}.{next(_IMAGES)}.mem"
+            f = h5py.File(name, "w", driver="core", backing_store=False)
         else:
             f = h5py.File(final, "r", driver="core", backing_store=False)
             f.close()  # readable as HDF5: now load it whole, writable (in memory only)
@@ -629,6 +632,9 @@ def write_tokio_hdf5(
         window_rows=(int(r0), int(r1)),
         columns=columns_used,
     )
+
+
+_IMAGES = itertools.count()
 
 
 def _write_atomic(final: Path, image: bytes) -> tuple[int, str]:

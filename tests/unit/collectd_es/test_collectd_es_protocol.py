@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import httpx
 import orjson
 import pytest
 
@@ -16,7 +17,7 @@ from dxt_core.backends.collectd_es.connection import (
     error_parts,
 )
 from dxt_core.backends.collectd_es.source import shard_problem, time_slices
-from dxt_core.errors import ConfigError
+from dxt_core.errors import ConfigError, QueryRejected, SourceError
 
 ES_MAIN = {"name": "n", "cluster_name": "c", "tagline": "You Know, for Search"}
 OS_TAGLINE = "The OpenSearch Project: https://opensearch.org/"
@@ -146,3 +147,59 @@ def test_naive_times_are_utc_unless_tz_says_otherwise(monkeypatch):
     assert parse_zone("local") is None
     with pytest.raises(ConfigError, match="IANA"):
         parse_zone("Mars/Olympus")
+
+
+# --------------------------------------------------------------------------- the HTTP client
+# (answers faked with httpx.MockTransport: a server's answer, not our code)
+
+
+def client_for(handler, **kw):
+    from dxt_core.backends.collectd_es.connection import CollectdEsConnection, EsClient
+    from dxt_core.http import RetryPolicy
+
+    conn = CollectdEsConnection("http://es.example.org:9200", user="reader", password="pw-123")
+    return EsClient(conn, retry=RetryPolicy(attempts=3, backoff_s=0), sleep=lambda s: None,
+                    transport=httpx.MockTransport(handler), **kw)  # fmt: skip
+
+
+def test_requests_are_plain_json_with_basic_auth():
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        return httpx.Response(200, json={"ok": True})
+
+    c = client_for(handler)
+    assert c.json("POST", "/x/_search", body={"size": 1}, what="t") == {"ok": True}
+    r = seen[0]
+    assert r.headers["accept"] == "application/json"
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["authorization"].startswith("Basic ")
+
+
+def test_overload_is_retried_then_answered():
+    answers = iter([httpx.Response(503, json={"error": "busy"}), httpx.Response(429, text="slow down"),
+                    httpx.Response(200, json={"n": 1})])  # fmt: skip
+    c = client_for(lambda request: next(answers))
+    assert c.json("GET", "/", what="t") == {"n": 1} and c.requests == 3
+
+
+def test_a_redirect_is_not_followed_and_names_the_target():
+    c = client_for(lambda r: httpx.Response(302, headers={"location": "https://u:pw@other.example.org/es/?t=1"}))  # fmt: skip
+    with pytest.raises(QueryRejected, match=r"redirects to https://other.example.org/es/") as exc:
+        c.json("GET", "/", what="t")
+    assert "u:pw@" not in str(exc.value) and "t=1" not in str(exc.value)
+
+
+def test_an_answer_larger_than_the_cap_is_refused():
+    c = client_for(lambda r: httpx.Response(200, content=b"x" * 5000))
+    c.max_answer_bytes = 1000
+    with pytest.raises(SourceError, match="larger than 1000 bytes; lower the page size"):
+        c.json("GET", "/", what="t")
+
+
+def test_wrong_credentials_name_the_variables_not_the_password():
+    c = client_for(lambda r: httpx.Response(401, json={"error": {"type": "security_exception", "reason": "unable to authenticate user [reader]"}, "status": 401}))  # fmt: skip
+    with pytest.raises(QueryRejected) as exc:
+        c.json("GET", "/", what="asking")
+    assert "PYTOKIO_ES_USER" in str(exc.value) and "pw-123" not in str(exc.value)
