@@ -226,8 +226,10 @@ def export(argv: list[str]) -> int:
             num_nodes=a.num_nodes,
         )  # fmt: skip
     else:
+        # noida-db's first answer to a query costs O(documents in the index): tens of
+        # seconds for the full day, more than the default 60 s timeout on a busy machine
         with CollectdEsSource(
-            CollectdEsConnection(a.url),
+            CollectdEsConnection(a.url, timeout_s=900),
             slices=a.slices,
             page_size=a.page_size,
             use_pit=a.mode == "pit",

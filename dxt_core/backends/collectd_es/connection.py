@@ -59,7 +59,23 @@ class CollectdEsConnection:
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
+        after_scheme = self.url.split("://", 1)[-1]
+        if "@" in after_scheme:
+            # never echo such a URL: a password with an unencoded '/', '#' or '?' moves part
+            # of itself into what urlsplit calls the path or the fragment
+            raise ConfigError(
+                "the Elasticsearch URL holds '@' (a user name and password?): give the URL "
+                f"without them and pass the credentials in {ENV_USER}/{ENV_PASSWORD} or the "
+                "Airflow connection's login/password"
+            )
+        try:
+            parts = urlsplit(self.url)
+            _ = parts.port
+        except ValueError as exc:
+            raise ConfigError(
+                f"the Elasticsearch URL cannot be read ({exc}): pass e.g. "
+                "--url http://es.example.org:9200"
+            ) from exc
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(
                 f"Elasticsearch URL {self.safe_url!r} is not http(s)://host[:port]: "

@@ -203,3 +203,20 @@ def test_wrong_credentials_name_the_variables_not_the_password():
     with pytest.raises(QueryRejected) as exc:
         c.json("GET", "/", what="asking")
     assert "PYTOKIO_ES_USER" in str(exc.value) and "pw-123" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://reader:pa/ss@es.example.org:9200", "http://reader:pa#ss@es.example.org:9200",
+     "http://reader:pa%2Fss@es.example.org:9200", "http://reader:pa?ss@es.example.org"],
+)  # fmt: skip
+def test_a_url_with_credentials_is_refused_without_echoing_it(url, capsys):
+    """Issue 12.5: a password with an unencoded '/' or '#' ended in a traceback showing the
+    URL. The error says where credentials go and shows no part of them."""
+    from dxt_core.cli import main
+
+    rc = main(["extract", "collectd-es", "--url", url, "2017-12-13T08:00", "2017-12-13T09:00", "--out", "x.hdf5"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and "PYTOKIO_ES_PASSWORD" in err
+    userinfo = url.split("://", 1)[1].split("@", 1)[0]
+    assert userinfo not in err and "reader" not in err and "es.example.org" not in err
