@@ -80,7 +80,7 @@ def add_extract_parser(subparsers: Any) -> None:
         help="zone of times without an offset: UTC (default), local (this machine's zone, "
         "as pytokio read them) or an IANA name",
     )
-    e.add_argument("--url", help="Elasticsearch URL, e.g. http://es.example.org:9200")
+    e.add_argument("--url", help="Elasticsearch or OpenSearch URL, e.g. http://es.example.org:9200")
     e.add_argument("--index", default=DEFAULT_INDEX, help="index pattern (default %(default)s)")
     e.add_argument("--host-prefix", default=DEFAULT_HOST_PREFIX, help="hostname prefix (bb)")
     e.add_argument(
@@ -98,10 +98,19 @@ def add_extract_parser(subparsers: Any) -> None:
         "--input",
         help="saved pytokio JSON (list of pages of hits), .gz ok; read one page at a time",
     )
-    e.add_argument("--slices", type=int, default=2, help="parallel slices (default 2)")
+    e.add_argument(
+        "--slices",
+        type=int,
+        default=2,
+        help="parallel readers, each a @timestamp range of the window (default 2)",
+    )
     e.add_argument("--page-size", type=int, default=5000, help="hits per request (5000)")
     e.add_argument("--keep-alive", default="2m", help="PIT/scroll keep-alive (default 2m)")
-    e.add_argument("--no-pit", action="store_true", help="read with sliced scrolls, not PIT")
+    e.add_argument(
+        "--no-pit",
+        action="store_true",
+        help="read with scrolls, not a point in time (otherwise chosen from the server version)",
+    )
     e.add_argument("--timeout", type=float, default=60.0, help="request timeout, s")
     e.add_argument("--no-verify-certs", action="store_true", help="skip TLS verification")
     e.add_argument(
