@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dxt_core._version import __version__
-from dxt_core.archive import Archive, coverage
+from dxt_core.archive import MANIFEST_SUFFIX, Archive, coverage
 from dxt_core.backends.collectd_es.cli import add_parser as add_collectd_es_parser
 from dxt_core.backends.examon.archive_day import (
     FORMATS,
@@ -25,18 +25,39 @@ from dxt_core.windows import days, parse_day
 log = logging.getLogger("dxt_core.cli")
 
 
+def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[str]]) -> None:
+    """Raise ConfigError unless ``archive`` holds something of ``source`` for ``units``.
+
+    Without this, a mistyped --archive path reads as "everything missing" and the refill
+    commands would ask to fetch it all again.
+    """
+    root = archive.root
+    if not root.exists():
+        raise ConfigError(f"archive root {root} does not exist: check --archive")
+    if not root.is_dir():
+        raise ConfigError(f"archive root {root} is not a directory: check --archive")
+    top = root / source
+    if not top.is_dir() or next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is None:
+        raise ConfigError(
+            f"archive root {root} holds no {source} archive (no *{MANIFEST_SUFFIX} under "
+            f"{top}): check --archive"
+        )
+    if not any(root.joinpath(source, *parts).is_dir() for parts in units):
+        raise ConfigError(
+            f"none of the {len(units)} catalog entries has a directory under {top} "
+            f"(e.g. {root.joinpath(source, *units[0]) if units else top}): "
+            "check --catalog and --format"
+        )
+
+
 def cmd_coverage(args: argparse.Namespace) -> int:
     archive = Archive(args.archive)
     entries = load_catalog(args.catalog)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
-    rows = coverage(
-        archive,
-        "examon",
-        [examon_parts(e, args.format) for e in entries],
-        day_list,
-        verify=args.verify,
-    )
+    units = [examon_parts(e, args.format) for e in entries]
+    check_archive_holds(archive, "examon", units)
+    rows = coverage(archive, "examon", units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
         counts[r.status] += 1
@@ -150,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         "coverage",
         help="archived / empty / missing metric-days, and how to refill them",
         description="Scan manifests and report, per metric and day, archived / empty / "
-        "missing / corrupt. Exit status 3 when anything is missing or corrupt.",
+        "missing / corrupt. Exit status 3 when anything is missing or corrupt, 2 when the "
+        "archive root does not exist or holds nothing of the catalog.",
     )
     c.add_argument("--archive", required=True, help="archive root directory")
     c.add_argument("--catalog", help="catalog CSV (default: shipped M100 catalog)")
