@@ -7,25 +7,20 @@ form hints): host (name or URL), port (9200), schema (http/https), login, passwo
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import os
 from typing import Any
 
-from airflow.sdk import BaseHook
-
+from dxt_core.airflow import dag_settings, runs
+from dxt_core.airflow.hooks import CollectdEsHook
+from dxt_core.airflow.runs import day_of
 from dxt_core.archive import Archive
 from dxt_core.backends.collectd_es.archive_day import (
     OUTPUT_FORMATS,
     archive_collectd_es_day,
-    day_window_utc,
     es_pages,
 )
 from dxt_core.backends.collectd_es.source import (
-    CollectdEsConnection,
-    CollectdEsSource,
     ExportStats,
-    connection_from_fields,
 )
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError
@@ -33,84 +28,15 @@ from dxt_core.errors import ConfigError
 log = logging.getLogger("dxt_core.airflow")
 
 
-class CollectdEsHook(BaseHook):
-    """Elasticsearch holding collectd documents, from an Airflow connection."""
-
-    conn_name_attr = "elasticsearch_conn_id"
-    default_conn_name = "elasticsearch_default"
-    conn_type = "collectd_es"
-    hook_name = "collectd in Elasticsearch (dxt-archive)"
-
-    def __init__(self, elasticsearch_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.elasticsearch_conn_id = elasticsearch_conn_id
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {"schema": "Scheme (http or https)"},
-            "placeholders": {
-                "host": "es.example.org",
-                "port": "9200",
-                "schema": "https",
-                "extra": '{"index": "cori-collectd-*", "host_prefix": "bb", '
-                '"verify_certs": true, "timeout": 60}',
-            },
-        }
-
-    def connection(self) -> CollectdEsConnection:
-        c = self.get_connection(self.elasticsearch_conn_id)
-        return connection_from_fields(
-            conn_id=self.elasticsearch_conn_id,
-            host=c.host,
-            port=c.port,
-            schema=c.schema,
-            login=c.login,
-            password=c.password,
-            extra=c.extra_dejson,
-        )
-
-    def get_conn(self, **kwargs: Any) -> CollectdEsSource:
-        return CollectdEsSource(self.connection(), **kwargs)
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
-
-
-def day_of(context: Any) -> dt.date:
-    """The archive day of a run: the UTC date of its data interval start."""
-    start = context.get("data_interval_start") or context.get("logical_date")
-    if start is None:
-        raise ConfigError(
-            "this run has no logical date; trigger dxt_collectd_es through its schedule or "
-            "'airflow backfill create --dag-id dxt_collectd_es --from-date D --to-date D'"
-        )
-    utc = start.astimezone(dt.UTC)
-    return dt.date(utc.year, utc.month, utc.day)
-
-
 def day_is_over(context: Any, settle_s: int) -> bool:
-    end = day_window_utc(day_of(context))[1] + dt.timedelta(seconds=settle_s)
-    if dt.datetime.now(dt.UTC) < end:
-        log.info("day %s is not over (plus settle) until %s; waiting", day_of(context), end)
-        return False
-    return True
+    """True once the run's UTC day has ended plus ``settle_s`` seconds."""
+    return runs.day_is_over(day_of(context), "UTC", settle_s)
 
 
 def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any]:
     """Archive one (family, day); returns a short report (pushed as XCom)."""
-    formats = [
-        f.strip() for f in os.environ.get("DXT_COLLECTD_ES_FORMATS", "jsonl,hdf5").split(",")
-    ]
-    formats = [f for f in formats if f]
+    s = dag_settings("collectd_es")
+    formats = list(s["formats"])
     if not formats or set(formats) - set(OUTPUT_FORMATS):
         raise ConfigError(f"DXT_COLLECTD_ES_FORMATS: use jsonl and/or hdf5, not {formats}")
     archive = Archive(archive_root())
@@ -118,12 +44,12 @@ def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any
     stats = ExportStats()
     hook = CollectdEsHook(conn_id)
     with hook.get_conn(
-        slices=_env_int("DXT_COLLECTD_ES_SLICES", 2),
-        page_size=_env_int("DXT_COLLECTD_ES_PAGE_SIZE", 5000),
+        slices=s["slices"],
+        page_size=s["page_size"],
     ) as source:
         conn = source.conn
         log.info("archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.root)
-        doc = archive_collectd_es_day(
+        report = archive_collectd_es_day(
             es_pages(source, stats),
             family,
             day,
@@ -135,14 +61,8 @@ def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any
                 "host_prefix": conn.host_prefix,
             },
             stats=stats,
-            timestep=_env_int("DXT_COLLECTD_ES_TIMESTEP", 10),
-            num_nodes=_env_int("DXT_COLLECTD_ES_NUM_NODES", 288),
-            ssds_per_node=_env_int("DXT_COLLECTD_ES_SSDS_PER_NODE", 4),
+            timestep=s["timestep"],
+            num_nodes=s["num_nodes"],
+            ssds_per_node=s["ssds_per_node"],
         )
-    return {
-        "family": family,
-        "day": day.isoformat(),
-        "status": doc["status"],
-        "rows": doc["rows"],
-        "files": [f["file"] for f in doc.get("files", [])],
-    }
+    return report.as_dict()

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import os
 from typing import Any
 
+from dxt_core.airflow import dag_settings, runs
+from dxt_core.airflow.runs import day_of
 from dxt_core.archive import Archive
 from dxt_core.backends.examon.archive_day import archive_examon_day
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog
-from dxt_core.config import ENV_EXAMON_CATALOG, ENV_EXAMON_OPTIONS, archive_root
+from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError
-from dxt_core.windows import day_window
 
 log = logging.getLogger("dxt_core.airflow")
 
 
 def catalog_entries(max_map_length: int | None = None) -> list[dict[str, str]]:
     """The catalog as the list that feeds ``expand``; checks Airflow's map length limit."""
-    path = os.environ.get(ENV_EXAMON_CATALOG) or None
+    path = dag_settings("examon")["catalog"] or None
     entries = load_catalog(path)
     if max_map_length is not None and len(entries) > max_map_length:
         raise ConfigError(
@@ -40,20 +39,8 @@ def _round_up(n: int) -> int:
 
 
 def examon_options() -> ExamonOptions:
-    path = os.environ.get(ENV_EXAMON_OPTIONS)
+    path = dag_settings("examon")["options"]
     return ExamonOptions.from_toml(path) if path else ExamonOptions()
-
-
-def day_of(context: Any) -> dt.date:
-    """The archive day of a run: the UTC date of its data interval start (= logical date)."""
-    start = context.get("data_interval_start") or context.get("logical_date")
-    if start is None:
-        raise ConfigError(
-            "this run has no logical date; trigger dxt_examon through its schedule or "
-            "'airflow backfill create --dag-id dxt_examon --from-date D --to-date D'"
-        )
-    utc = start.astimezone(dt.UTC)
-    return dt.date(utc.year, utc.month, utc.day)
 
 
 def day_is_over(context: Any, conn_id: str, settle_s: int) -> bool:
@@ -61,13 +48,7 @@ def day_is_over(context: Any, conn_id: str, settle_s: int) -> bool:
     from dxt_core.airflow.hooks import ExamonHook
 
     conn = ExamonHook(conn_id).connection()
-    day = day_of(context)
-    end = day_window(day, conn.time_zone).end + dt.timedelta(seconds=settle_s)
-    now = dt.datetime.now(dt.UTC)
-    if now < end:
-        log.info("day %s (%s) is not over until %s; waiting", day, conn.time_zone, end)
-        return False
-    return True
+    return runs.day_is_over(day_of(context), conn.time_zone, settle_s)
 
 
 def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dict[str, Any]:
@@ -86,6 +67,6 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
             source.conn.safe_url,
             archive.root,
         )
-        fmt = os.environ.get("DXT_EXAMON_FORMAT", "csv")
+        fmt = str(dag_settings("examon")["format"])
         report = archive_examon_day(source, catalog_entry, day, archive, fmt=fmt)
     return report.as_dict()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dxt_core.archive import Archive, DayKey, atomic_file
+from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.collectd_es.columnar_hits import COLUMN_SOURCE_FIELDS
 from dxt_core.backends.collectd_es.source import (
     FAMILIES,
@@ -178,12 +179,11 @@ def archive_collectd_es_day(
     timestep: int = 10,
     num_nodes: int = 288,
     ssds_per_node: int = 4,
-) -> dict[str, Any]:
+) -> DayReport:
     """Archive one (family, UTC day) into ``collectd_es/<family>/<day>.{jsonl.gz,hdf5}``.
 
     Reruns rewrite the day from scratch (the HDF5 file is recreated, not appended to), so
     a rerun over unchanged data gives the same JSON Lines bytes and the same HDF5 values.
-    Returns the manifest written.
     """
     check_family(family)
     fmts = [f for f in OUTPUT_FORMATS if f in formats]
@@ -194,21 +194,7 @@ def archive_collectd_es_day(
         )
     key = DayKey(SOURCE_NAME, (family,), day)
     start, end = day_window_utc(day)
-    archive.begin(key)
-    paths = {f: archive.data_path(key, EXTENSIONS[f]) for f in fmts}
-    report = export_window(
-        provider,
-        [family],
-        start,
-        end,
-        jsonl_path=paths.get("jsonl"),
-        hdf5_path=paths.get("hdf5"),
-        timestep=timestep,
-        num_nodes=num_nodes,
-        ssds_per_node=ssds_per_node,
-        replace_hdf5=True,
-    )
-    base: dict[str, Any] = {
+    manifest: dict[str, Any] = {
         **(source_info or {}),
         "family": family,
         "window": {"start": start.isoformat(), "end": end.isoformat()},
@@ -216,53 +202,42 @@ def archive_collectd_es_day(
         "timestep": timestep,
         "num_nodes": num_nodes,
         "ssds_per_node": ssds_per_node,
-        "seconds": round(report.seconds, 3),
     }
-    if stats is not None:
-        base["export"] = stats.as_dict()
-    if report.hits == 0:
-        for f in fmts:
-            archive.remove_data(key, EXTENSIONS[f])
-        doc = {**base, "status": "empty", "file": None, "rows": 0, "bytes": 0}
-        archive.commit_manifest(key, doc)
-        log.info("collectd_es/%s %s: empty", family, day)
-        return doc
-    files: list[dict[str, Any]] = []
-    if report.jsonl is not None:
-        j = report.jsonl
-        files.append(
-            {
-                "file": paths["jsonl"].name,
-                "format": "jsonl",
-                "rows": j.rows,
-                "bytes": j.bytes,
-                "sha256": j.sha256,
-                **j.extra,
-            }
+
+    def write(staging: Staging) -> None:
+        jsonl = staging.path(EXTENSIONS["jsonl"], label="jsonl") if "jsonl" in fmts else None
+        hdf5 = staging.path(EXTENSIONS["hdf5"], label="hdf5") if "hdf5" in fmts else None
+        report = export_window(
+            provider,
+            [family],
+            start,
+            end,
+            jsonl_path=jsonl,
+            hdf5_path=hdf5,
+            timestep=timestep,
+            num_nodes=num_nodes,
+            ssds_per_node=ssds_per_node,
+            replace_hdf5=True,
         )
-    if report.hdf5 is not None:
-        h = report.hdf5
-        files.append(
-            {
-                "file": h.path.name,
-                "format": "hdf5",
-                "rows": h.rows,
-                "bytes": h.bytes,
-                "sha256": h.sha256,
-                "columns": h.columns,
-                **{k: v for k, v in report.build.items() if k != "documents"},
-            }
-        )
-    main = files[0]
-    doc = {
-        **base,
-        "status": "archived",
-        "file": main["file"],
-        "rows": report.hits,
-        "bytes": main["bytes"],
-        "sha256": main["sha256"],
-        "files": files,
-    }
-    archive.commit_manifest(key, doc)
-    log.info("collectd_es/%s %s: %s", family, day, report.summary())
-    return doc
+        staging.rows = report.hits
+        staging.list_files = True
+        staging.manifest["seconds"] = round(report.seconds, 3)
+        if stats is not None:
+            staging.manifest["export"] = stats.as_dict()
+        if report.jsonl is not None:
+            staging.done(EXTENSIONS["jsonl"], report.jsonl)
+        if report.hdf5 is not None:
+            h = report.hdf5
+            build = {k: v for k, v in report.build.items() if k != "documents"}
+            staging.done(
+                EXTENSIONS["hdf5"],
+                WriteResult(
+                    rows=h.rows,
+                    bytes=h.bytes,
+                    sha256=h.sha256,
+                    extra={"columns": h.columns, **build},
+                ),
+            )
+        log.info("collectd_es/%s %s: %s", family, day, report.summary())
+
+    return archive_one_day(archive, key, write, manifest=manifest, report_extra={"family": family})

@@ -15,6 +15,7 @@ from dxt_core.backends.collectd_es.source import (
     ENV_PASSWORD,
     ENV_USER,
     FAMILIES,
+    check_family,
 )
 from dxt_core.errors import ConfigError
 
@@ -31,7 +32,7 @@ def parse_time(text: str, what: str) -> dt.datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
 
 
-def add_parser(subparsers: Any) -> None:
+def add_extract_parser(subparsers: Any) -> None:
     e = subparsers.add_parser(
         "collectd-es",
         help="collectd in Elasticsearch (pytokio archive_collectdes)",
@@ -124,3 +125,20 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+add_parser = add_extract_parser  # the name before the backend registry
+
+
+def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """One unit per family: ``--families`` (default every family)."""
+    families = [f.strip() for f in (args.families or "").split(",") if f.strip()]
+    return [(check_family(f),) for f in families or FAMILIES]
+
+
+def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
+    return {"family": parts[0]}
+
+
+def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--families", help="(collectd-es) comma-separated families (default all)")

@@ -41,7 +41,6 @@ import numpy as np
 import orjson
 
 from dxt_core.backends.collectd_es.columnar_hits import ColumnarHits, columnar_available
-from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError, QueryRejected, SourceError, SourceUnavailable
 
 log = logging.getLogger("dxt_core.backends.collectd_es.source")
@@ -926,46 +925,10 @@ def select_saved_hits(
 
 # --------------------------------------------------------------------------- connection fields
 
-_EXTRAS = {"index", "host_prefix", "verify_certs", "timeout"}
 
+def connection_from_fields(**fields: Any) -> CollectdEsConnection:
+    """A connection from an Airflow connection's fields (see ``connection.SPEC``)."""
+    from dxt_core.backends.collectd_es.connection import SPEC
 
-def connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None,
-    schema: str | None,
-    login: str | None,
-    password: str | None,
-    extra: Mapping[str, Any] | None,
-) -> CollectdEsConnection:
-    """A connection from an Airflow connection's fields (no Airflow import here).
-
-    ``host`` may be a bare host name or a whole ``http(s)://host:port`` URL; ``schema`` is
-    ``http`` or ``https`` (default ``http``); ``port`` defaults to 9200. Extras: ``index``,
-    ``host_prefix``, ``verify_certs``, ``timeout``.
-    """
-    extra = check_extras(conn_id, extra, _EXTRAS)
-    if not host:
-        raise ConfigError(f"connection {conn_id!r} has no host: set it to the Elasticsearch host")
-    scheme = (schema or "http").lower()
-    if "://" not in host and scheme not in ("http", "https"):
-        raise ConfigError(
-            f"connection {conn_id!r}: schema {schema!r} must be http or https "
-            "(it selects the URL scheme, not a database)"
-        )
-    url = url_from_host(host, port or (None if "://" in host else 9200), scheme)
-    verify = as_bool(extra.get("verify_certs", True), "extra verify_certs")
-    try:
-        timeout = float(extra.get("timeout", 60.0))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"connection {conn_id!r}: extra 'timeout' must be seconds") from exc
-    return CollectdEsConnection(
-        url=url,
-        user=login or None,
-        password=password or None,
-        index=str(extra.get("index", DEFAULT_INDEX)),
-        host_prefix=str(extra.get("host_prefix", DEFAULT_HOST_PREFIX)),
-        verify_certs=bool(verify),
-        timeout_s=timeout,
-    )
+    conn: CollectdEsConnection = SPEC.from_fields(**fields)
+    return conn

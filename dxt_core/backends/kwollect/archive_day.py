@@ -35,7 +35,7 @@ import orjson
 
 from dxt_core._version import __version__
 from dxt_core.archive import Archive, DayKey, atomic_file, write_json_atomic
-from dxt_core.backends.examon.archive_day import DayReport
+from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
@@ -52,6 +52,7 @@ from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.http import RequestStats, RetryPolicy
 from dxt_core.prefetch import prefetched
 from dxt_core.windows import day_window, zone
+from dxt_core.writers.base import WriteResult
 from dxt_core.writers.compress import GzipStream
 
 log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
@@ -727,34 +728,12 @@ def archive_kwollect_day(
     parsed = parse_nodes(nodes, site)
     if not parsed:
         raise ConfigError(f"no nodes configured for site {site}")
-    t0 = time.perf_counter()
     tz = zone(time_zone)
     window = day_window(day, tz)
     start, stop = window.start, window.end - dt.timedelta(microseconds=1)
     key = DayKey("kwollect", (site, metric), day)
-    archive.begin(key)
-    target = archive.data_path(key, "jsonl.gz")
     stats = RequestStats()
-    rows = 0
-    first: str | None = None
-    last: str | None = None
-    size, sha = 0, ""
-    with atomic_file(target) as fh:
-        gz = GzipStream(fh)
-        for batch in prefetched(client.iter_batches(site, parsed, [metric], start, stop, stats)):
-            for p in batch:
-                if p.get("metric_id") != metric:
-                    continue
-                gz.write(orjson.dumps(p) + b"\n")
-                rows += 1
-                first = first or p["timestamp"]
-                last = p["timestamp"]
-            batch.clear()  # free this answer now, not when the next one arrives
-        sha = gz.close()
-        size = gz.bytes
-    seconds = time.perf_counter() - t0
-    stats.seconds = seconds
-    base: dict[str, Any] = {
+    manifest: dict[str, Any] = {
         "source_url": client.safe_url,
         "site": site,
         "metric": metric,
@@ -766,29 +745,27 @@ def archive_kwollect_day(
             "end_inclusive": stop.astimezone(tz).isoformat(),
         },
         "format": "jsonl.gz",
-        "requests": stats.as_dict(),
     }
-    if rows == 0:
-        archive.remove_data(key, "jsonl.gz")
-        manifest = archive.commit_manifest(
-            key, {**base, "status": "empty", "file": None, "rows": 0, "bytes": 0}
-        )
-        report = DayReport(key, "empty", 0, 0, None, manifest, seconds, stats)
-    else:
-        manifest = archive.commit_manifest(
-            key,
-            {
-                **base,
-                "status": "archived",
-                "file": target.name,
-                "rows": rows,
-                "bytes": size,
-                "sha256": sha,
-                "compression": gz.label,
-                "first_timestamp": first,
-                "last_timestamp": last,
-            },
-        )
-        report = DayReport(key, "archived", rows, size, target, manifest, seconds, stats)
-    log.info("%s -> %s", report.summary(), report.path or "empty (manifest only)")
-    return report
+
+    def write(staging: Staging) -> None:
+        rows = 0
+        first: str | None = None
+        last: str | None = None
+        with staging.open("jsonl.gz") as fh:
+            gz = GzipStream(fh)
+            for batch in prefetched(
+                client.iter_batches(site, parsed, [metric], start, stop, stats)
+            ):
+                for p in batch:
+                    if p.get("metric_id") != metric:
+                        continue
+                    gz.write(orjson.dumps(p) + b"\n")
+                    rows += 1
+                    first = first or p["timestamp"]
+                    last = p["timestamp"]
+                batch.clear()  # free this answer now, not when the next one arrives
+            sha = gz.close()
+        extra = {"compression": gz.label, "first_timestamp": first, "last_timestamp": last}
+        staging.done("jsonl.gz", WriteResult(rows=rows, bytes=gz.bytes, sha256=sha, extra=extra))
+
+    return archive_one_day(archive, key, write, manifest=manifest, stats=stats)

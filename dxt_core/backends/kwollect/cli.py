@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
-import sys
+from typing import Any
 
-from dxt_core.archive import Archive
+from dxt_core.archive import Archive, DayKey
+from dxt_core.archive_day import DayReport
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, KwollectArchiveConfig
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
@@ -14,7 +16,8 @@ from dxt_core.backends.kwollect.source import (
     KwollectClient,
     parse_nodes,
 )
-from dxt_core.errors import ConfigError, DxtError
+from dxt_core.errors import ConfigError
+from dxt_core.runner import Unit, run_units
 from dxt_core.windows import days, parse_day
 
 ENV_PASSWORD = "DXT_KWOLLECT_PASSWORD"
@@ -59,27 +62,21 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
         first = parse_day(args.start_day)
         last = parse_day(args.end_day) if args.end_day else first
         archive = Archive(args.archive)
-        failed = 0
         with KwollectClient(args.api_url, auth, **options) as client:
-            for unit in config.units(client):
-                for day in days(first, last):
-                    try:
-                        report = archive_kwollect_day(
-                            client,
-                            unit["site"],
-                            unit["metric"],
-                            unit["nodes"],
-                            day,
-                            archive,
-                            config.time_zone,
-                        )
-                        print(report.summary())
-                    except DxtError as exc:
-                        failed += 1
-                        print(
-                            f"FAILED {unit['site']}/{unit['metric']} {day}: {exc}", file=sys.stderr
-                        )
-        return 1 if failed else 0
+
+            def unit(u: dict[str, Any], day: dt.date) -> Unit:
+                def run() -> DayReport:
+                    report = archive_kwollect_day(
+                        client, u["site"], u["metric"], u["nodes"], day, archive, config.time_zone
+                    )
+                    print(report.summary())
+                    return report
+
+                return Unit(DayKey("kwollect", (u["site"], u["metric"]), day), run)
+
+            units = [unit(u, d) for u in config.units(client) for d in days(first, last)]
+            # one unit at a time: the API is shared, and its answers are large
+            return run_units(units, archive, workers=1, refetch=args.refetch, quiet=True)
     if not args.backup:
         raise ConfigError("choose --backup DIR (an experiment) or --archive ROOT (daily files)")
     if args.job:
@@ -129,6 +126,11 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--backup", help="experiment backup directory")
     k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
     k.add_argument("--archive", help="archive root (daily files)")
+    k.add_argument(
+        "--refetch",
+        action="store_true",
+        help="(--archive) fetch days again even when the archive holds them complete",
+    )
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
@@ -137,4 +139,32 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.set_defaults(func=cmd_extract_kwollect)
 
 
-__all__ = ["add_extract_parser", "cmd_extract_kwollect"]
+def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """(site, metric) units: ``--sites`` (default: the sites the archive holds) x
+    ``--metrics`` (default: the power metrics)."""
+    from dxt_core.backends.kwollect.source import POWER_METRICS
+
+    sites = _split(args.sites)
+    if not sites:
+        root = Archive(args.archive).root / "kwollect"
+        sites = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    metrics = _split(args.metrics) or list(POWER_METRICS)
+    return [(s, m) for s in sites for m in metrics]
+
+
+def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
+    return {"site": parts[0], "metric": parts[1]}
+
+
+def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sites", help="(kwollect) comma-separated sites (default: archived)")
+    parser.add_argument("--metrics", help="(kwollect) comma-separated metrics (default: power)")
+
+
+__all__ = [
+    "add_coverage_arguments",
+    "add_extract_parser",
+    "cmd_extract_kwollect",
+    "coverage_units",
+    "describe_parts",
+]

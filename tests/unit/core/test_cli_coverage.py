@@ -75,7 +75,7 @@ def test_archive_in_another_format(capsys, catalog, tmp_path):
     archive_empty_day(tmp_path / "a", ("ipmi_pub", "ambient"))  # CSV layout
     rc, _, err = coverage(capsys, tmp_path / "a", catalog, "--format", "parquet")
     assert rc == 2
-    assert "none of the 2 catalog entries has a directory" in err
+    assert "none of the 2 units asked for has a directory" in err
     assert "plugin=ipmi_pub/metric=ambient" in err and "--format" in err
 
 
