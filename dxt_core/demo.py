@@ -3,7 +3,14 @@
 Starts the Examon simulator and Airflow (``airflow standalone``: SQLite, LocalExecutor,
 scheduler, dag-processor, API server and UI), backfills the last few days of a small slice of
 the Marconi100 catalog through ``airflow backfill create``, then prints what was archived,
-where, and how to log in to the UI.
+where, and the UI's address (no login).
+
+It can run again in the same folder: ``--exit`` waits for the scheduler to close the backfill,
+and a backfill an earlier demo left open is cancelled at start. Ctrl-C (SIGINT), ``kill``
+(SIGTERM) and a closing terminal (SIGHUP) all stop what it started: every process of Airflow's
+session (SIGTERM, then SIGKILL after a bounded wait), then the simulator. Processes a demo
+killed with SIGKILL left behind, or a busy UI port, stop it before it starts anything, with the
+command that clears them.
 """
 
 from __future__ import annotations
