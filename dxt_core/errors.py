@@ -7,6 +7,7 @@
     |   +-- CatalogError       bad catalog file: names the file, line and problem
     +-- SourceError            a backend could not be read; carries the URL (never credentials)
     |   +-- SourceUnavailable  retryable: connection error, timeout, 429 or 5xx after all retries
+    |   |   +-- RateLimited    the server or a proxy limits the request rate; wait, never split
     |   +-- QueryRejected      not retryable: 4xx, or a server error that names a bad query
     |   +-- WindowTooLarge     the server refused the window as too large; split it and retry
     +-- ArchiveError           the archive could not be written or read back (manifest, checksum)
@@ -56,6 +57,23 @@ class SourceUnavailable(SourceError):
     """Transient failure that persisted through every retry; rerun the task later."""
 
     retryable = True
+
+
+class RateLimited(SourceUnavailable):
+    """The server, or a reverse proxy in front of it, limits the request rate (HTTP 429, or
+    503 with ``Retry-After``). Wait (``retry_after_s`` when the server said how long) and
+    retry the same request; never read it as "window too large"."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str = "",
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.retry_after_s = retry_after_s
 
 
 class QueryRejected(SourceError):

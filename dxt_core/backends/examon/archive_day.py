@@ -5,17 +5,20 @@ catalog entry -> day window -> source (schema, batches) -> writer -> atomic comm
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.examon.catalog import CatalogEntry
-from dxt_core.backends.examon.source import KairosDBSource
-from dxt_core.errors import ConfigError
+from dxt_core.backends.examon.source import KairosDBSource, QueryCounts
+from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
+from dxt_core.records import RawPoints, SeriesBatch
 from dxt_core.windows import day_window
 from dxt_core.writers.base import SeriesWriter
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
@@ -44,7 +47,9 @@ def archive_examon_day(
 ) -> DayReport:
     """Fetch ``entry`` for ``day`` and commit it to ``archive``; returns what was done.
 
-    Rerunning over unchanged data rewrites byte-identical data files.
+    Rerunning over unchanged data rewrites byte-identical data files. Points (or jobs) the
+    server sent outside the day are dropped and counted: ``dropped_outside_window`` in the
+    manifest and in the report's ``extra``.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
@@ -66,13 +71,23 @@ def archive_examon_day(
         "query_window": query_doc,
         "format": ext,
     }
-    job_table = source.options.for_plugin(entry.plugin).job_table
-    if job_table:
+    plugin = source.options.for_plugin(entry.plugin)
+    if plugin.job_table:
         manifest["job_table"] = True
+    counts = QueryCounts()
+    # Filled by write(); archive_one_day copies it into the report after write() returns.
+    report_extra: dict[str, Any] = {}
 
     def write(staging: Staging) -> None:
-        if job_table:
-            records = source.fetch_jobs(entry.metric, window, stats)
+        try:
+            _write(staging)
+        finally:
+            staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
+            report_extra["dropped_outside_window"] = counts.dropped_outside_window
+
+    def _write(staging: Staging) -> None:
+        if plugin.job_table:
+            records = source.fetch_jobs(entry.metric, window, stats, counts)
             if records:
                 with staging.open(ext) as fh:
                     if fmt == "parquet":
@@ -83,20 +98,97 @@ def archive_examon_day(
             return
         schema = source.schema(entry, window, stats)
         if not schema.tag_keys:
+            # No series ever (with this filter): empty, unless KairosDB has never heard of
+            # the name at all, which is a catalog error, not an empty day.
+            source.check_known(entry, stats)
             return
         with staging.open(ext) as fh:
             block_ms = source.windows.min_s * 1000
+            batches = prefetched(source.iter_batches(entry, window, schema, stats, counts))
             writer: SeriesWriter
             if fmt == "parquet":
-                writer = ParquetSeriesWriter(fh, block_ms=block_ms, origin_ms=window.start_ms)
+                typed = _typed(batches, entry, plugin.value_type)
+                first = next(typed, None)
+                writer = ParquetSeriesWriter(
+                    fh,
+                    block_ms=block_ms,
+                    origin_ms=window.start_ms,
+                    value_type=first[0] if first else "double",
+                )
+                writer.open(schema)
+                try:
+                    if first is not None:
+                        writer.write_batch(first[1])
+                    for _, batch in typed:
+                        writer.write_batch(batch)
+                except BaseException:
+                    # Finish the Parquet file in the temporary file (which the failed day
+                    # discards) rather than leave pyarrow's writer open.
+                    with contextlib.suppress(Exception):
+                        writer.close()
+                    raise
             else:
                 writer = GzipCsvWriter(fh, source.tz, origin_ms=window.start_ms)
-            writer.open(schema)
-            for batch in prefetched(source.iter_batches(entry, window, schema, stats)):
-                writer.write_batch(batch)
+                writer.open(schema)
+                for batch in batches:
+                    writer.write_batch(batch)
             res = writer.close()
         staging.done(ext, res)
 
-    report = archive_one_day(archive, key, write, manifest=manifest, stats=stats, tz=source.tz)
+    report = archive_one_day(
+        archive,
+        key,
+        write,
+        manifest=manifest,
+        stats=stats,
+        tz=source.tz,
+        report_extra=report_extra,
+    )
     log.debug("%s: query window [%s, %s)", key, query_doc["start"], query_doc["end"])
     return report
+
+
+def _typed(
+    batches: Iterable[SeriesBatch], entry: CatalogEntry, declared: str | None
+) -> Iterator[tuple[str, SeriesBatch]]:
+    """The Parquet value type of ``entry`` with each batch, checked against every batch.
+
+    The rule (docs/examon.md), stable across windows and days: the type the plugin options
+    declare, else ``string`` for a metric whose series hold text and ``double`` for every
+    numeric one. KairosDB prints a whole double without ``.0`` (org.json), so a numeric
+    series mixes ``24`` and ``24.5``: the digits alone cannot tell a long from a double.
+    """
+    value_type = declared
+    for batch in batches:
+        if not batch.series:
+            if value_type is not None:
+                yield value_type, batch
+            continue
+        has_text = any(
+            not isinstance(s.points, RawPoints) and any(isinstance(p[1], str) for p in s.points)
+            for s in batch.series
+        )
+        if value_type is None:
+            value_type = "string" if has_text else "double"
+        elif has_text and value_type != "string":
+            raise ArchiveError(
+                f"{entry.key}: text values in [{batch.start_ms}, {batch.end_ms}) ms, but the "
+                f'Parquet value column is {value_type}; declare value_type = "string" for '
+                f"[plugins.{entry.plugin}] in the plugin options, or archive as CSV"
+            )
+        if value_type == "int64":
+            for s in batch.series:
+                pts = s.points
+                whole = (
+                    pts.all_integers()
+                    if isinstance(pts, RawPoints)
+                    else all(type(p[1]) is int for p in pts)
+                )
+                if not whole:
+                    raise ArchiveError(
+                        f"{entry.key}: a non-integer value in [{batch.start_ms}, "
+                        f"{batch.end_ms}) ms (series {dict(s.tags)}), but [plugins."
+                        f'{entry.plugin}] declares value_type = "int64"; declare '
+                        '"double" (or remove the declaration)'
+                    )
+        yield value_type, batch

@@ -5,8 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
+from dxt_core.errors import ConfigError
 from dxt_core.http import normalise_base_url, redact_url
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
+
+#: Handlers of the Examon server's job accounting endpoint (ExamonHPC/examon
+#: ``web/examon-server/server.py``): ``v1`` is what examon-client 0.4 calls.
+JOBS_APIS = ("v1", "v2")
 
 
 @dataclass
@@ -20,6 +25,9 @@ class ExamonConnection:
         time_zone: zone of the archive's days and of the CSV timestamps.
         cluster: value of the ``cluster`` tag filter.
         jobs_url: base URL of the Examon jobs service; default the same host on port 5000.
+        jobs_api: which handler of the jobs service to call: ``v1`` (the default, what
+            examon-client calls: the body is a JSON string holding the query) or ``v2``
+            (the query object itself).
     """
 
     url: str
@@ -29,6 +37,7 @@ class ExamonConnection:
     time_zone: str = DEFAULT_TIME_ZONE
     cluster: str | None = None
     jobs_url: str | None = None
+    jobs_api: str = "v1"
     timeout_s: float = 120.0
     verify_tls: bool = True
 
@@ -37,6 +46,10 @@ class ExamonConnection:
         zone(self.time_zone)
         if self.jobs_url:
             self.jobs_url = normalise_base_url(self.jobs_url, "Examon jobs URL")
+        if self.jobs_api not in JOBS_APIS:
+            raise ConfigError(
+                f"jobs_api must be one of {', '.join(JOBS_APIS)}, not {self.jobs_api!r}"
+            )
 
     @property
     def safe_url(self) -> str:
@@ -52,6 +65,11 @@ class ExamonConnection:
 
 def _build(f: ConnectionFields) -> ExamonConnection:
     x = f.extras
+    if x["jobs_api"] not in JOBS_APIS:
+        raise ConfigError(
+            f"connection {f.conn_id!r}: extra 'jobs_api' must be one of {', '.join(JOBS_APIS)}, "
+            f"not {x['jobs_api']!r}"
+        )
     return ExamonConnection(
         url=f.url,
         user=f.login,
@@ -60,6 +78,7 @@ def _build(f: ConnectionFields) -> ExamonConnection:
         time_zone=x["time_zone"],
         cluster=x["cluster"],
         jobs_url=x["jobs_url"],
+        jobs_api=x["jobs_api"],
         timeout_s=x["timeout"],
         verify_tls=x["verify_tls"],
     )
@@ -101,6 +120,13 @@ SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
             None,
             "Jobs service URL",
             "Examon jobs service URL (default: same host, port 5000)",
+        ),
+        Extra(
+            "jobs_api",
+            str,
+            "v1",
+            "Jobs service handler",
+            "v1 (what examon-client calls: the query as a JSON string) or v2 (the query object)",
         ),
         Extra("timeout", float, 120.0, "Timeout (s)", "HTTP read timeout, seconds"),
         Extra("verify_tls", bool, True, "Verify TLS", "verify TLS certificates", flag=""),

@@ -17,6 +17,7 @@ from dxt_core.backends.kwollect.source import (
     parse_nodes,
 )
 from dxt_core.errors import ConfigError
+from dxt_core.http import RequestStats
 from dxt_core.runner import Unit, run_units
 from dxt_core.windows import days, parse_day
 
@@ -40,7 +41,11 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     from dxt_core.backends.kwollect.archive_day import Kwollect, archive_kwollect_day
 
     auth = _auth(args)
-    options = {"max_points": args.max_points, "timeout_s": args.timeout}
+    options = {
+        "max_points": args.max_points,
+        "timeout_s": args.timeout,
+        "min_window_s": args.min_window,
+    }
     metrics = _split(args.metrics) or None
     if args.archive:
         if not args.start_day:
@@ -69,7 +74,7 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
                     report = archive_kwollect_day(
                         client, u["site"], u["metric"], u["nodes"], day, archive, config.time_zone
                     )
-                    print(report.summary())
+                    print(report.summary() + _dropped(report.stats))
                     return report
 
                 return Unit(DayKey("kwollect", (u["site"], u["metric"]), day), run)
@@ -80,7 +85,9 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     if not args.backup:
         raise ConfigError("choose --backup DIR (an experiment) or --archive ROOT (daily files)")
     if args.job:
-        site, _, job_id = args.job.partition(":")
+        site, sep, job_id = args.job.partition(":")
+        if not sep or not site or not job_id:
+            raise ConfigError(f"--job {args.job!r}: write SITE:JOB_ID, e.g. lyon:1234567")
         k = Kwollect.from_job(site, job_id, api_url=args.api_url, auth=auth, **options)
         if args.start:
             k.start(args.start)
@@ -94,9 +101,15 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     manifest = k.backup(args.backup, metrics=metrics, format=args.format)
     s = k.last_stats
     print(
-        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, {s.seconds:.1f} s)"
+        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, "
+        f"{s.seconds:.1f} s{_dropped(s)})"
     )
     return 0
+
+
+def _dropped(stats: RequestStats) -> str:
+    n = getattr(stats, "outside_window", 0)
+    return f", {n} points outside the window dropped" if n else ""
 
 
 def _time(text: str) -> object:
@@ -136,6 +149,13 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
     k.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, help="points per request")
     k.add_argument("--timeout", type=float, default=330.0, help="HTTP read timeout, seconds")
+    k.add_argument(
+        "--min-window",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="shortest time window a refused request is split down to (default %(default)s)",
+    )
     k.set_defaults(func=cmd_extract_kwollect)
 
 

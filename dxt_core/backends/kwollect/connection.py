@@ -30,6 +30,7 @@ from dxt_core.backends.kwollect.source import (
     G5kNode,
     KwollectClient,
     by_site,
+    check_component,
     parse_nodes,
 )
 from dxt_core.config import read
@@ -58,6 +59,11 @@ class KwollectArchiveConfig:
 
     def __post_init__(self) -> None:
         zone(self.time_zone)
+        for metric in self.metrics:
+            check_component(metric, f"{self.source}: metric")
+        for site, cluster in self.clusters:
+            check_component(site, f"{self.source}: site")
+            check_component(cluster, f"{self.source}: cluster")
         if not self.metrics:
             raise ConfigError(f"{self.source}: no metrics to archive; set {ENV_METRICS}")
         if not self.nodes and not self.clusters:
@@ -150,6 +156,8 @@ def _build(f: ConnectionFields) -> KwollectConnection:
     x = f.extras
     if x["timeout"] is not None:
         options["timeout_s"] = x["timeout"]
+    if x["min_window"] is not None:
+        options["min_window_s"] = x["min_window"]
     for key in ("max_points", "max_nodes"):
         if x[key] is not None:
             options[key] = x[key]
@@ -183,6 +191,14 @@ SPEC: ConnectionSpec[KwollectConnection] = ConnectionSpec(
         Extra("verify_tls", bool, None, "Verify TLS", "verify TLS certificates", flag=""),
         Extra("max_points", int, None, "Points per request", "points per request", flag=""),
         Extra("max_nodes", int, None, "Nodes per request", "nodes per request", flag=""),
+        Extra(
+            "min_window",
+            float,
+            None,
+            "Shortest window (s)",
+            "shortest time window a refused request is split down to, seconds",
+            flag="",
+        ),
     ),
 )
 
