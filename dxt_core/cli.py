@@ -12,11 +12,37 @@ from typing import Any
 
 from dxt_core import backends as registry
 from dxt_core._version import __version__
-from dxt_core.archive import Archive, coverage
+from dxt_core.archive import MANIFEST_SUFFIX, Archive, coverage
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
+
+
+def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[str]]) -> None:
+    """Raise ConfigError unless ``archive`` holds something of ``source`` for ``units``.
+
+    Without this, a mistyped --archive path reads as "everything missing" and the refill
+    commands would ask to fetch it all again.
+    """
+    root = archive.root
+    if not root.exists():
+        raise ConfigError(f"archive root {root} does not exist: check --archive")
+    if not root.is_dir():
+        raise ConfigError(f"archive root {root} is not a directory: check --archive")
+    top = root / source
+    if not top.is_dir() or next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is None:
+        raise ConfigError(
+            f"archive root {root} holds no {source} archive (no *{MANIFEST_SUFFIX} under "
+            f"{top}): check --archive"
+        )
+    if not any(root.joinpath(source, *parts).is_dir() for parts in units):
+        example = f" (e.g. {root.joinpath(source, *units[0])})" if units else ""
+        raise ConfigError(
+            f"none of the {len(units)} units asked for has a directory under {top}{example}: "
+            "check the options that choose them (--catalog, --format, --sites, --metrics, "
+            "--families)"
+        )
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
@@ -26,6 +52,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     units = cli.coverage_units(args)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
+    check_archive_holds(archive, backend.name, units)
     rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
@@ -135,7 +162,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "coverage",
         help="archived / empty / missing metric-days, and how to refill them",
         description="Scan manifests and report, per metric and day, archived / empty / "
-        "missing / corrupt. Exit status 3 when anything is missing or corrupt.",
+        "missing / corrupt. Exit status 3 when anything is missing or corrupt, 2 when the "
+        "archive root does not exist or holds nothing of that source.",
     )
     names = [b.command for b in registry.backends()]
     c.add_argument(
