@@ -67,6 +67,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                             **cli.describe_parts(r.parts),
                             "day": r.day.isoformat(),
                             "status": r.status,
+                            "kept": r.kept,
                             "detail": r.detail,
                         }
                         for r in rows
@@ -109,22 +110,25 @@ def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
     return out
 
 
-_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X"}
+_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K"}
 
 
 def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
     by_unit: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
-        by_unit.setdefault(r.parts, []).append(r.status)
-    print(f"legend: # archived  o empty  . missing  X corrupt   days {day_list[0]}..{day_list[-1]}")
+        by_unit.setdefault(r.parts, []).append("kept" if r.kept else r.status)
+    print(
+        "legend: # archived  o empty  . missing  X corrupt  K kept (a rerun found fewer rows "
+        f"at the source; the archive was kept)   days {day_list[0]}..{day_list[-1]}"
+    )
     for parts, statuses in by_unit.items():
         if not show_all and all(s in ("archived", "empty") for s in statuses):
             continue
         marks = "".join(_MARK[s] for s in statuses)
         print(f"{'/'.join(parts):<60} {marks}")
     for r in rows:
-        if r.status == "corrupt":
-            print(f"corrupt: {'/'.join(r.parts)} {r.day}: {r.detail}")
+        if r.status == "corrupt" or r.kept:
+            print(f"{'kept' if r.kept else 'corrupt'}: {'/'.join(r.parts)} {r.day}: {r.detail}")
 
 
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
