@@ -208,7 +208,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="simulator + Airflow (SQLite) + backfill of the last days, then the UI",
         description="Start the Examon simulator and Airflow (standalone, SQLite, "
         "LocalExecutor), backfill the last few days for a small slice of the catalog, print "
-        "what was archived and where the UI is, and keep running until Ctrl-C.",
+        "what was archived and where the UI is, and keep running until Ctrl-C (or SIGTERM, "
+        "SIGHUP), which stops everything it started. Rerunning it in the same folder works.",
     )
     d.add_argument("--dir", default=".dxt-demo", help="work directory (default %(default)s)")
     d.add_argument("--days", type=int, default=3, help="days to backfill (default 3)")
