@@ -287,6 +287,9 @@ class HttpClient:
     transport: httpx.BaseTransport | None = None
     deadline_s: float = field(default_factory=default_deadline_s)
     max_answer_bytes: int = field(default_factory=default_max_answer_bytes)
+    #: Follow redirects (by hand: TLS verified on every hop, credentials to the configured
+    #: origin only). Off: a redirect is answered to :meth:`exchange`'s ``accept``.
+    follow_redirects: bool = True
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
     _foreign: httpx.Client | None = field(default=None, init=False, repr=False)
 
@@ -382,7 +385,7 @@ class HttpClient:
                 method, target, content=content, params=params, headers=headers, timeout=timeout
             ) as resp:
                 location = resp.headers.get("Location")
-                if resp.status_code in _REDIRECT_STATUS and location:
+                if resp.status_code in _REDIRECT_STATUS and location and self.follow_redirects:
                     nxt = resp.url.join(location)
                     log.info(
                         "%s %s redirected (HTTP %d) to %s%s",
