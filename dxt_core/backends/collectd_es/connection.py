@@ -18,7 +18,6 @@ its paging API from it (see ``docs/compatibility.md``).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -117,9 +116,7 @@ class CollectdEsConnection:
         cls, url: str, env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> CollectdEsConnection:
         """Credentials from ``PYTOKIO_ES_USER``/``PYTOKIO_ES_PASSWORD`` (as pytokio)."""
-        env = os.environ if env is None else env
-        user = env.get(ENV_USER) or None
-        password = env.get(ENV_PASSWORD) or None
+        user, password = SPEC.credentials(env=env)
         return cls(url=url, user=user, password=password, **kwargs)
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 from typing import Any
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
-from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, KwollectArchiveConfig
+from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, SPEC, KwollectArchiveConfig
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
@@ -22,7 +21,7 @@ from dxt_core.runner import Unit, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import days, parse_day
 
-ENV_PASSWORD = "DXT_KWOLLECT_PASSWORD"
+ENV_PASSWORD = SPEC.password_env
 
 
 def _split(text: str | None) -> list[str]:
@@ -32,7 +31,7 @@ def _split(text: str | None) -> list[str]:
 def _auth(args: argparse.Namespace) -> tuple[str, str] | None:
     if not args.user:
         return None
-    password = args.password if args.password is not None else os.environ.get(ENV_PASSWORD)
+    _, password = SPEC.credentials(args.user, args.password)
     if password is None:
         raise ConfigError(f"--user {args.user} needs a password: set {ENV_PASSWORD}")
     return (args.user, password)
