@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dxt_core._version import __version__
-from dxt_core.archive import Archive, coverage
+from dxt_core.archive import Archive
 from dxt_core.backends.collectd_es.cli import add_parser as add_collectd_es_parser
 from dxt_core.backends.examon.archive_day import (
     FORMATS,
@@ -20,6 +20,7 @@ from dxt_core.backends.examon.archive_day import (
 from dxt_core.backends.examon.catalog import load_catalog
 from dxt_core.backends.examon.cli import add_extract_parser as add_examon_parser
 from dxt_core.errors import ConfigError, DxtError
+from dxt_core.index import add_index_parser, coverage_rows
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
@@ -30,7 +31,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     entries = load_catalog(args.catalog)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
-    rows = coverage(
+    rows = coverage_rows(  # from the manifest index when the archive has one
         archive,
         "examon",
         [examon_parts(e, args.format) for e in entries],
@@ -149,8 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "coverage",
         help="archived / empty / missing metric-days, and how to refill them",
-        description="Scan manifests and report, per metric and day, archived / empty / "
-        "missing / corrupt. Exit status 3 when anything is missing or corrupt.",
+        description="Report, per metric and day, archived / empty / missing / corrupt, from "
+        "the archive's manifest index when it has one (checked against the directories), "
+        "else from the manifests. --verify reads every manifest and checks every file's "
+        "sha256. Exit status 3 when anything is missing or corrupt.",
     )
     c.add_argument("--archive", required=True, help="archive root directory")
     c.add_argument("--catalog", help="catalog CSV (default: shipped M100 catalog)")
@@ -162,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete metrics too")
     c.add_argument("--dag-id", default="dxt_examon", help="DAG named in the refill commands")
     c.set_defaults(func=cmd_coverage)
+
+    add_index_parser(sub)
 
     s = sub.add_parser(
         "simulate",
