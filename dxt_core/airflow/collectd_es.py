@@ -14,9 +14,12 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from dxt_core.airflow.assets import emit_day_event
+from dxt_core.airflow.runs import day_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.collectd_es.archive_day import (
     OUTPUT_FORMATS,
+    SOURCE_NAME,
     archive_collectd_es_day,
     day_window_utc,
     es_pages,
@@ -86,33 +89,35 @@ def _env_int(name: str, default: int) -> int:
 
 
 def day_of(context: Any) -> dt.date:
-    """The archive day of a run: the UTC date of its data interval start."""
-    start = context.get("data_interval_start") or context.get("logical_date")
-    if start is None:
-        raise ConfigError(
-            "this run has no logical date; trigger dxt_collectd_es through its schedule or "
-            "'airflow backfill create --dag-id dxt_collectd_es --from-date D --to-date D'"
-        )
-    utc = start.astimezone(dt.UTC)
-    return dt.date(utc.year, utc.month, utc.day)
+    """The archive day of a run: its ``day`` param, else its logical date (see ``runs``)."""
+    return day_of_context(context, "dxt_collectd_es")
 
 
-def day_is_over(context: Any, settle_s: int) -> bool:
-    end = day_window_utc(day_of(context))[1] + dt.timedelta(seconds=settle_s)
-    if dt.datetime.now(dt.UTC) < end:
-        log.info("day %s is not over (plus settle) until %s; waiting", day_of(context), end)
-        return False
-    return True
+def day_end(context: Any, settle_s: int) -> dt.datetime:
+    """End of the run's UTC day, plus ``settle_s`` seconds."""
+    return day_window_utc(day_of(context))[1] + dt.timedelta(seconds=settle_s)
+
+
+def output_formats(context: Any) -> list[str]:
+    """The run's ``formats`` param, else ``DXT_COLLECTD_ES_FORMATS`` (jsonl,hdf5)."""
+    params = context.get("params") or {}
+    chosen = params.get("formats")
+    if chosen:
+        formats = [str(f).strip() for f in chosen] if isinstance(chosen, list) else [str(chosen)]
+        where = "the 'formats' param"
+    else:
+        raw = os.environ.get("DXT_COLLECTD_ES_FORMATS", "jsonl,hdf5")
+        formats = [f.strip() for f in raw.split(",")]
+        where = "DXT_COLLECTD_ES_FORMATS"
+    formats = [f for f in formats if f]
+    if not formats or set(formats) - set(OUTPUT_FORMATS):
+        raise ConfigError(f"{where}: use jsonl and/or hdf5, not {formats}")
+    return formats
 
 
 def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any]:
     """Archive one (family, day); returns a short report (pushed as XCom)."""
-    formats = [
-        f.strip() for f in os.environ.get("DXT_COLLECTD_ES_FORMATS", "jsonl,hdf5").split(",")
-    ]
-    formats = [f for f in formats if f]
-    if not formats or set(formats) - set(OUTPUT_FORMATS):
-        raise ConfigError(f"DXT_COLLECTD_ES_FORMATS: use jsonl and/or hdf5, not {formats}")
+    formats = output_formats(context)
     archive = Archive(archive_root())
     day = day_of(context)
     stats = ExportStats()
@@ -139,10 +144,21 @@ def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any
             num_nodes=_env_int("DXT_COLLECTD_ES_NUM_NODES", 288),
             ssds_per_node=_env_int("DXT_COLLECTD_ES_SSDS_PER_NODE", 4),
         )
-    return {
+    files = doc.get("files", [])
+    report = {
         "family": family,
         "day": day.isoformat(),
         "status": doc["status"],
         "rows": doc["rows"],
-        "files": [f["file"] for f in doc.get("files", [])],
+        "files": [f["file"] for f in files],
     }
+    main = f"{SOURCE_NAME}/{family}/{files[0]['file']}" if files else None
+    emit_day_event(
+        context,
+        SOURCE_NAME,
+        family,
+        family,
+        {**report, "bytes": sum(int(f.get("bytes") or 0) for f in files)},
+        main,
+    )
+    return report

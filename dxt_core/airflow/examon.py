@@ -7,8 +7,9 @@ import logging
 import os
 from typing import Any
 
+from dxt_core.airflow.runs import day_of_context
 from dxt_core.archive import Archive
-from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.archive_day import FORMATS, archive_examon_day
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog
 from dxt_core.config import ENV_EXAMON_CATALOG, ENV_EXAMON_OPTIONS, archive_root
 from dxt_core.errors import ConfigError
@@ -45,33 +46,31 @@ def examon_options() -> ExamonOptions:
 
 
 def day_of(context: Any) -> dt.date:
-    """The archive day of a run: the UTC date of its data interval start (= logical date)."""
-    start = context.get("data_interval_start") or context.get("logical_date")
-    if start is None:
-        raise ConfigError(
-            "this run has no logical date; trigger dxt_examon through its schedule or "
-            "'airflow backfill create --dag-id dxt_examon --from-date D --to-date D'"
-        )
-    utc = start.astimezone(dt.UTC)
-    return dt.date(utc.year, utc.month, utc.day)
+    """The archive day of a run: its ``day`` param, else its logical date (see ``runs``)."""
+    return day_of_context(context, "dxt_examon")
 
 
-def day_is_over(context: Any, conn_id: str, settle_s: int) -> bool:
-    """True once the run's local day has ended plus ``settle_s`` seconds of ingestion lag."""
+def day_end(context: Any, conn_id: str, settle_s: int) -> dt.datetime:
+    """End of the run's day in the connection's time zone, plus ``settle_s`` seconds."""
     from dxt_core.airflow.hooks import ExamonHook
 
     conn = ExamonHook(conn_id).connection()
-    day = day_of(context)
-    end = day_window(day, conn.time_zone).end + dt.timedelta(seconds=settle_s)
-    now = dt.datetime.now(dt.UTC)
-    if now < end:
-        log.info("day %s (%s) is not over until %s; waiting", day, conn.time_zone, end)
-        return False
-    return True
+    return day_window(day_of(context), conn.time_zone).end + dt.timedelta(seconds=settle_s)
+
+
+def output_format(context: Any) -> str:
+    """The run's ``format`` param, else ``DXT_EXAMON_FORMAT`` (csv)."""
+    params = context.get("params") or {}
+    fmt = params.get("format") or os.environ.get("DXT_EXAMON_FORMAT", "csv")
+    if fmt not in FORMATS:
+        raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    return str(fmt)
 
 
 def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dict[str, Any]:
-    """Archive one (metric, day); returns the report (pushed as XCom)."""
+    """Archive one (metric, day); returns the report (pushed as XCom) and adds the day's
+    event to the plugin's asset."""
+    from dxt_core.airflow.assets import emit_day_event, relative_path
     from dxt_core.airflow.hooks import ExamonHook
 
     catalog_entry = CatalogEntry(metric=entry["metric"], plugin=entry["plugin"])
@@ -86,6 +85,14 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
             source.conn.safe_url,
             archive.root,
         )
-        fmt = os.environ.get("DXT_EXAMON_FORMAT", "csv")
-        report = archive_examon_day(source, catalog_entry, day, archive, fmt=fmt)
-    return report.as_dict()
+        report = archive_examon_day(source, catalog_entry, day, archive, fmt=output_format(context))
+    doc = report.as_dict()
+    emit_day_event(
+        context,
+        "examon",
+        entry["plugin"],
+        f"{entry['plugin']}/{entry['metric']}",
+        doc,
+        relative_path(report.path, archive.root),
+    )
+    return doc

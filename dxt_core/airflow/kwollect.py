@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from dxt_core.airflow.runs import day_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.kwollect.connection import (
     KwollectConnection,
@@ -80,23 +81,21 @@ def units(conn_id: str, max_map_length: int | None = None) -> list[dict[str, Any
     return found
 
 
-def day_is_over(context: Any, settle_s: int) -> bool:
-    """True once the run's day (in the configured zone) is over plus ``settle_s`` seconds."""
-    from dxt_core.airflow.examon import day_of
+def day_of(context: Any) -> dt.date:
+    """The archive day of a run: its ``day`` param, else its logical date (see ``runs``)."""
+    return day_of_context(context, "dxt_kwollect")
 
+
+def day_end(context: Any, settle_s: int) -> dt.datetime:
+    """End of the run's day in the configured time zone, plus ``settle_s`` seconds."""
     config = load_archive_config()
-    end = day_window(day_of(context), config.time_zone).end + dt.timedelta(seconds=settle_s)
-    if dt.datetime.now(dt.UTC) < end:
-        log.info(
-            "day %s (%s) is not over until %s; waiting", day_of(context), config.time_zone, end
-        )
-        return False
-    return True
+    return day_window(day_of(context), config.time_zone).end + dt.timedelta(seconds=settle_s)
 
 
 def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[str, Any]:
-    """Archive one (site, metric, day); returns the report (pushed as XCom)."""
-    from dxt_core.airflow.examon import day_of
+    """Archive one (site, metric, day); returns the report (pushed as XCom) and adds the
+    day's event to the site's asset."""
+    from dxt_core.airflow.assets import emit_day_event, relative_path
     from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 
     config = load_archive_config()
@@ -115,4 +114,13 @@ def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[s
         report = archive_kwollect_day(
             client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone
         )
-    return report.as_dict()
+    doc = report.as_dict()
+    emit_day_event(
+        context,
+        "kwollect",
+        unit["site"],
+        f"{unit['site']}/{unit['metric']}",
+        doc,
+        relative_path(report.path, archive.root),
+    )
+    return doc

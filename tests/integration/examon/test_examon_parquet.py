@@ -8,7 +8,14 @@ import json
 import pytest
 
 from dxt_core import Archive, CatalogEntry, WindowPolicy, archive_examon_day
-from tests.integration.examon.test_examon_extract import AMBIENT, DAY, NODES, PER_DAY, read_rows, source
+from tests.integration.examon.test_examon_extract import (
+    AMBIENT,
+    DAY,
+    NODES,
+    PER_DAY,
+    read_rows,
+    source,
+)
 
 pytestmark = pytest.mark.integration
 pa = pytest.importorskip("pyarrow")

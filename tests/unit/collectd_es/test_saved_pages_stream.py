@@ -10,8 +10,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from dxt_core.backends.collectd_es import source as collectd_es
 
+from dxt_core.backends.collectd_es import source as collectd_es
 from dxt_core.backends.collectd_es.source import _whole_file_pages, iter_saved_pages
 from dxt_core.errors import ConfigError
 

@@ -1,0 +1,90 @@
+"""The dxt-archive Airflow plugin: the archive coverage view and the run notes.
+
+Registered by installing the package (entry point ``airflow.plugins`` -> ``dxt_archive``)
+and, for a deployment that mounts the repository's ``plugins/`` folder without installing
+the package's entry point, by ``plugins/dxt_archive.py``. It brings:
+
+* a FastAPI app served by the API server under ``/dxt-archive`` (the page and its JSON
+  endpoints, each behind the auth manager's token: ``dxt_core.airflow.ui.app``);
+* two external views: "Archive coverage" in the navigation (Browse) and a tab on each DAG
+  (it shows the DAG's source when the DAG is one of the dxt DAGs);
+* a listener that writes "Archives <day> ..." as the note of each dxt DAG run that starts
+  without a note, so that the grid and the run list say which day a run archives.
+
+Every Airflow component loads plugins (task processes too), so this module imports nothing
+heavy: the FastAPI app is built on the first request the API server routes to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.listeners import hookimpl
+from airflow.plugins_manager import AirflowPlugin
+
+log = logging.getLogger("dxt_core.airflow.plugin")
+
+PLUGIN_NAME = "dxt_archive"
+URL_PREFIX = "/dxt-archive"
+DXT_DAGS = ("dxt_examon", "dxt_kwollect", "dxt_collectd_es")
+
+
+class LazyApp:
+    """An ASGI app that builds the coverage app on its first request."""
+
+    def __init__(self) -> None:
+        self._app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._app is None:
+            from dxt_core.airflow.ui.app import create_app
+
+            self._app = create_app()
+        await self._app(scope, receive, send)
+
+    def __repr__(self) -> str:
+        return "dxt_core.airflow.ui.app:create_app"
+
+
+class RunNoteListener:
+    """Notes which day a dxt DAG run archives when the run starts (if it has no note)."""
+
+    @hookimpl
+    def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
+        if dag_run.dag_id not in DXT_DAGS:
+            return
+        try:
+            if dag_run.note:
+                return
+            from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day, run_note
+
+            conf = dag_run.conf if isinstance(dag_run.conf, dict) else {}
+            chosen = conf.get(DAY_PARAM)
+            day = run_day(chosen, dag_run.data_interval_start, dag_run.logical_date)
+            dag_run.note = run_note(day, parse_param_day(chosen) is not None)
+        except Exception:  # a note is never worth failing the scheduler's loop
+            log.warning("could not note the archive day of %s", dag_run.run_id, exc_info=True)
+
+
+class DxtArchivePlugin(AirflowPlugin):
+    name = PLUGIN_NAME
+    fastapi_apps = [
+        {"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "dxt-archive coverage"},
+    ]
+    external_views = [
+        {
+            "name": "Archive coverage",
+            "href": f"{URL_PREFIX.lstrip('/')}/coverage",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "dxt-archive-coverage",
+        },
+        {
+            "name": "Archive coverage",
+            "href": f"{URL_PREFIX.lstrip('/')}/coverage?dag_id={{DAG_ID}}",
+            "destination": "dag",
+            "url_route": "dxt-archive-dag-coverage",
+        },
+    ]
+    listeners = [RunNoteListener()]
