@@ -9,7 +9,9 @@ the package's entry point, by ``plugins/dxt_archive.py``. It brings:
 * two external views: "Archive coverage" in the navigation (Browse) and a tab on each DAG
   (it shows the DAG's source when the DAG is one of the dxt DAGs);
 * a listener that writes "Archives <day> ..." as the note of each dxt DAG run that starts
-  without a note, so that the grid and the run list say which day a run archives.
+  without a note, so that the grid and the run list say which day a run archives, and that
+  creates the run's asset per group before its tasks add events to them
+  (:func:`create_group_assets`).
 
 Every Airflow component loads plugins (task processes too), so this module imports nothing
 heavy: the FastAPI app is built on the first request the API server routes to it.
@@ -48,23 +50,66 @@ class LazyApp:
 
 
 class RunNoteListener:
-    """Notes which day a dxt DAG run archives when the run starts (if it has no note)."""
+    """When a dxt DAG run starts (in the scheduler): note which day it archives (if the run
+    has no note), and make sure the assets its tasks will add events to exist."""
 
     @hookimpl
     def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
         if dag_run.dag_id not in DXT_DAGS:
             return
         try:
-            if dag_run.note:
-                return
-            from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day, run_note
+            if not dag_run.note:
+                from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day, run_note
 
-            conf = dag_run.conf if isinstance(dag_run.conf, dict) else {}
-            chosen = conf.get(DAY_PARAM)
-            day = run_day(chosen, dag_run.data_interval_start, dag_run.logical_date)
-            dag_run.note = run_note(day, parse_param_day(chosen) is not None)
+                conf = dag_run.conf if isinstance(dag_run.conf, dict) else {}
+                chosen = conf.get(DAY_PARAM)
+                day = run_day(chosen, dag_run.data_interval_start, dag_run.logical_date)
+                dag_run.note = run_note(day, parse_param_day(chosen) is not None)
         except Exception:  # a note is never worth failing the scheduler's loop
             log.warning("could not note the archive day of %s", dag_run.run_id, exc_info=True)
+        try:
+            create_group_assets(dag_run)
+        except Exception:
+            log.warning("could not create the assets of %s", dag_run.dag_id, exc_info=True)
+
+
+def create_group_assets(dag_run: Any) -> list[str]:
+    """Create the assets of the run's source groups that do not exist yet.
+
+    Airflow creates an asset named by an alias event when the first event arrives, without
+    guarding against two tasks doing so at once: two metric-days of a new plugin that finish
+    together fail with a unique-constraint error (seen on SQLite; the code path is the same on
+    PostgreSQL). Creating them here, once per run start in the scheduler, removes the race.
+    Returns the names created.
+    """
+    from airflow.models.asset import AssetModel
+    from sqlalchemy import select
+    from sqlalchemy.exc import IntegrityError
+    from sqlalchemy.orm import object_session
+
+    from dxt_core.airflow.assets import archive_asset
+    from dxt_core.airflow.ui.grid import DAG_SOURCES, display_name
+
+    session = object_session(dag_run)
+    spec = DAG_SOURCES.get(dag_run.dag_id)
+    if session is None or spec is None:
+        return []
+    units, _ = spec.units()
+    assets = {a.name: a for a in (archive_asset(spec.source, display_name(p[:1])) for p in units)}
+    if not assets:
+        return []
+    have = set(session.scalars(select(AssetModel.name).where(AssetModel.name.in_(list(assets)))))
+    created = []
+    for name in sorted(set(assets) - have):
+        try:
+            with session.begin_nested():  # a savepoint: a lost race leaves the run alone
+                session.add(AssetModel(name=name, uri=assets[name].uri, group="asset", extra={}))
+            created.append(name)
+        except IntegrityError:
+            pass
+    if created:
+        log.info("created the assets %s", ", ".join(created))
+    return created
 
 
 class DxtArchivePlugin(AirflowPlugin):

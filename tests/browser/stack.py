@@ -42,6 +42,7 @@ def stack_env(home: Path, archive: Path, sim_url: str, catalog: Path | None, por
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",  # four worker processes, not 32
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS,
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",

@@ -31,6 +31,7 @@ from dxt_core.airflow.runs import parse_param_day
 from dxt_core.airflow.ui.grid import (
     DAG_SOURCES,
     SOURCES,
+    NotFound,
     SourceSpec,
     build_grid,
     cell_detail,
@@ -160,8 +161,8 @@ def create_app() -> FastAPI:
     async def _dxt_error(request: Request, exc: DxtError) -> Response:
         return _json({"detail": str(exc)}, 400)
 
-    @app.exception_handler(LookupError)
-    async def _not_found(request: Request, exc: LookupError) -> Response:
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> Response:
         return _json({"detail": str(exc.args[0] if exc.args else exc)}, 404)
 
     @app.get("/coverage", response_class=HTMLResponse)

@@ -54,6 +54,10 @@ TI_NAMES = {
 MAX_DAYS = 3700
 
 
+class NotFound(LookupError):
+    """A unit or cell the source does not have (answered with 404)."""
+
+
 @dataclass(frozen=True)
 class SourceSpec:
     """How one archive source maps onto its DAG."""
@@ -280,8 +284,8 @@ class AirflowStates:
 def airflow_states(
     session: Any, spec: SourceSpec, units: Units, days: Sequence[dt.date]
 ) -> AirflowStates:
-    runs = _runs(session, spec.dag_id, days[0], days[-1])
     day_pos = {d: i for i, d in enumerate(days)}
+    runs = [r for r in _runs(session, spec.dag_id, min(days), max(days)) if r.day in day_pos]
     unit_pos = units.position()
     n_units, n_days = len(units.names), len(days)
     latest_run: dict[dt.date, RunInfo] = {}
@@ -402,7 +406,7 @@ def find_unit(spec: SourceSpec, archive: Archive, name: str) -> tuple[int, Units
     units = source_units(spec, archive)
     pos = units.position().get(name)
     if pos is None:
-        raise LookupError(f"{spec.source} has no unit {name!r}")
+        raise NotFound(f"{spec.source} has no unit {name!r}")
     return pos, units
 
 
@@ -416,7 +420,7 @@ def cell_detail(
     key = DayKey(spec.source, parts, day)
     manifest_path = archive.manifest_path(key)
     if not manifest_path.resolve().is_relative_to(archive.root):
-        raise LookupError(f"{unit} {day}: the manifest lies outside the archive")
+        raise NotFound(f"{unit} {day}: the manifest lies outside the archive")
     grid = scan_states(archive, spec.source, [parts], [day], check_sizes=True)
     state = grid.state(0, 0)
     manifest: dict[str, Any] | None = None
@@ -489,6 +493,16 @@ def _cell_history(
     return out
 
 
+def _running_backfill(session: Any, dag_id: str) -> int | None:
+    from airflow.models.backfill import Backfill
+    from sqlalchemy import select
+
+    found = session.scalar(
+        select(Backfill.id).where(Backfill.dag_id == dag_id, Backfill.completed_at.is_(None))
+    )
+    return None if found is None else int(found)
+
+
 @dataclass
 class RefillPlan:
     """What "Refill" asks Airflow's REST API to do, with the signed-in user's rights."""
@@ -544,7 +558,7 @@ def refill_plan(
     else:
         for name, day in cells:
             if name not in pos:
-                raise LookupError(f"{spec.source} has no unit {name!r}")
+                raise NotFound(f"{spec.source} has no unit {name!r}")
             wanted.append((pos[name], day_pos[day]))
     plan = RefillPlan(spec.dag_id, spec.task_id, cells=len(wanted))
     per_run: dict[str, list[tuple[str, int]]] = {}
@@ -582,7 +596,18 @@ def refill_plan(
         )
     for run_id in sorted(whole_runs):
         plan.clears.append({"dag_run_id": run_id, "task_ids": None, "only_failed": True})
-    if no_run:
+    running = _running_backfill(session, spec.dag_id) if no_run else None
+    if no_run and running is not None:
+        for day in sorted(no_run):
+            plan.skipped.append(
+                {
+                    "unit": "(every unit)",
+                    "day": day.isoformat(),
+                    "reason": f"backfill {running} of {spec.dag_id} is still running; Airflow "
+                    "runs one at a time: refill this day when it has finished",
+                }
+            )
+    elif no_run:
         plan.backfill = {
             "dag_id": spec.dag_id,
             "from_date": min(no_run).isoformat() + "T00:00:00Z",

@@ -98,7 +98,7 @@
     }
     if (hover && hover.c !== undefined) {
       ctx.fillStyle = "rgba(128,128,128,.12)";
-      ctx.fillRect(LABEL_W + hover.c * cw - sx, HEADER_H, cw, h);
+      ctx.fillRect(LABEL_W + hover.c * cw - sx, HEADER_H, cw, Math.min(h, rows.length * ROW_H - sy));
     }
     // labels column and day header on top of the cells
     ctx.fillStyle = color("--bg"); ctx.fillRect(0, HEADER_H, LABEL_W, h);
@@ -124,7 +124,9 @@
       const day = data.days[c], x = LABEL_W + c * cw - sx;
       if (x < LABEL_W - 2) continue;
       const dom = Number(day.slice(8, 10));
-      if (dom === 1 || c === c0) { ctx.fillStyle = fg; ctx.fillText(day.slice(0, 7), x, 9); ctx.fillStyle = muted; }
+      const monthDays = new Date(Date.UTC(+day.slice(0, 4), +day.slice(5, 7), 0)).getUTCDate();
+      const roomy = (monthDays - dom + 1) * cw > 56;  // the month's name fits before the next
+      if (dom === 1 || (c === c0 && roomy)) { ctx.fillStyle = fg; ctx.fillText(day.slice(0, 7), Math.max(x, LABEL_W), 9); ctx.fillStyle = muted; }
       if ((dom - 1) % every === 0 && dom <= 29) ctx.fillText(String(dom), x, 25);
     }
     ctx.fillStyle = fg; ctx.fillText(data.group_label, 4, 25);
@@ -306,15 +308,23 @@
     if (plan.backfill) {
       const b = plan.backfill, body = { dag_id: b.dag_id, from_date: b.from_date, to_date: b.to_date, reprocess_behavior: b.reprocess_behavior };
       if (b.max_active_runs) body.max_active_runs = b.max_active_runs;
-      try {
-        const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
-        done.push(`backfill ${r.id} created`);
-      } catch (e) { failed.push(`backfill: ${e.message}`); }
+      // On SQLite, Airflow answers 503 while the scheduler holds the write lock: try again.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
+          done.push(`backfill ${r.id} created`);
+          break;
+        } catch (e) {
+          if (e.status === 503 && attempt < 10) { status(`backfill: ${e.message}; trying again`); await new Promise((ok) => setTimeout(ok, 3000)); continue; }
+          failed.push(`backfill: ${e.message}`);
+          break;
+        }
+      }
     }
     selected = new Set();
     status(`${done.join("; ")}${failed.length ? `; FAILED: ${failed.join("; ")}` : ""}`, failed.length > 0);
-    window.dxtCoverage.refills.push({ done, failed });
     await load(false);
+    window.dxtCoverage.refills.push({ done, failed });
   }
 
   async function init() {
@@ -394,8 +404,8 @@
       if (y < scroller.scrollTop + HEADER_H || y + ROW_H > scroller.scrollTop + scroller.clientHeight) scroller.scrollTop = y - HEADER_H - 40;
       if (x < scroller.scrollLeft + LABEL_W || x + cw > scroller.scrollLeft + scroller.clientWidth) scroller.scrollLeft = x - LABEL_W - 40;
       draw();
-      const rect = scroller.getBoundingClientRect();
-      return { x: rect.left + x - scroller.scrollLeft + cw / 2, y: rect.top + y - scroller.scrollTop + ROW_H / 2 };
+      // position inside the scroller element (what a click on it at that offset hits)
+      return { x: x - scroller.scrollLeft + cw / 2, y: y - scroller.scrollTop + ROW_H / 2 };
     },
     selection: () => [...selected].map((k) => { const [u, c] = k.split(":").map(Number); return [data.units[u], data.days[c]]; }),
   };
