@@ -17,7 +17,6 @@
                  u: color("--ti-u"), o: color("--ti-o") };
   const LABEL_W = 250, HEADER_H = 34, ROW_H = 18;
   const canvas = $("grid"), scroller = $("scroller"), ctx = canvas.getContext("2d");
-  const t0 = performance.now();
   let data = null, rows = [], cw = 12, selected = new Set(), collapsed = new Set();
   let hover = null, current = null, refreshTimer = null, rendered = null;
 
@@ -195,7 +194,7 @@
       sel.value = groups.includes(was) ? was : "";
       $("group-label").textContent = data.group_label[0].toUpperCase() + data.group_label.slice(1);
       buildRows(); resize(); draw();
-      if (rendered === null) rendered = performance.now() - t0;
+      if (rendered === null) rendered = performance.now();  // since navigation start
       window.dxtCoverage.lastLoadMs = performance.now() - t;
       summary(); updateSelection();
       if (data.warnings.length) notice(data.warnings.join("; "));
