@@ -9,8 +9,9 @@ process (peak RSS is that process's), after one warm-up run:
 * ``scroll``: the same with sliced scrolls
 * ``input``: from the same documents saved in pytokio's format (a JSON list of pages), no
   server: the client-side cost alone (JSON decoding, cells, HDF5)
-* ``floor``: what the server can serve: the same query through sliced scrolls (2 threads,
-  raw HTTP), answers decoded with orjson and nothing else done with them
+* ``floor``: what the server can serve: the same query through scrolls over the same time
+  slices as the pipelines (2 threads, raw HTTP), answers decoded with orjson and nothing else
+  done with them
 * ``replay``: ``scroll`` against benchmarks/es_replay.py, a scroll-only stand-in that
   answers from memory with pre-rendered hits: the client's own pace end to end over HTTP,
   where noida-db's (about 20,000 documents/s) would hide it
@@ -83,25 +84,26 @@ def generate_hits(hosts: int, hours: int, devices: int = 4, step_s: int = 10) ->
 
 
 def floor_scroll(url: str, hours: int, slices: int, page_size: int) -> dict[str, Any]:
-    """Sliced scrolls of the disk query over raw HTTP, decoded and dropped: the server's
-    pace plus JSON decoding, with no processing and no output."""
+    """Scrolls of the disk query over raw HTTP, one per time slice (as the pipelines cut the
+    window), decoded and dropped: the server's pace plus JSON decoding, with no processing
+    and no output."""
     import httpx
     import orjson
 
-    from dxt_core.backends.collectd_es.source import family_query
+    from dxt_core.backends.collectd_es.source import family_query_ms, time_slices, to_ms
 
     start = dt.datetime(DAY.year, DAY.month, DAY.day, tzinfo=dt.UTC)
-    query = family_query("disk", start, start + dt.timedelta(hours=hours), "bb")
-    counts = [0] * slices
-    requests = [0] * slices
+    windows = time_slices(to_ms(start), to_ms(start + dt.timedelta(hours=hours)), slices, 10_000)
+    counts = [0] * len(windows)
+    requests = [0] * len(windows)
 
     def one(i: int) -> None:
+        query = family_query_ms("disk", *windows[i], "bb")
         with httpx.Client(base_url=url, timeout=600) as c:
             body: dict[str, Any] = {"query": query, "sort": [{"@timestamp": "asc"}]}
             body["size"] = page_size
-            if slices > 1:
-                body["slice"] = {"field": "@timestamp", "id": i, "max": slices}
-            r = c.post("/cori-collectd-*/_search", params={"scroll": "2m"}, json=body)
+            params = {"scroll": "2m", "allow_partial_search_results": "false"}
+            r = c.post("/cori-collectd-*/_search", params=params, json=body)
             while True:
                 r.raise_for_status()
                 requests[i] += 1
@@ -113,7 +115,7 @@ def floor_scroll(url: str, hours: int, slices: int, page_size: int) -> dict[str,
                 r = c.post("/_search/scroll", json={"scroll": "2m", "scroll_id": doc["_scroll_id"]})
             c.request("DELETE", "/_search/scroll", json={"scroll_id": doc["_scroll_id"]})
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(slices)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(windows))]
     for t in threads:
         t.start()
     for t in threads:
@@ -224,8 +226,10 @@ def export(argv: list[str]) -> int:
             num_nodes=a.num_nodes,
         )  # fmt: skip
     else:
+        # noida-db's first answer to a query costs O(documents in the index): tens of
+        # seconds for the full day, more than the default 60 s timeout on a busy machine
         with CollectdEsSource(
-            CollectdEsConnection(a.url),
+            CollectdEsConnection(a.url, timeout_s=900),
             slices=a.slices,
             page_size=a.page_size,
             use_pit=a.mode == "pit",

@@ -137,13 +137,13 @@ print(json.dumps({"runs": n_days, "task_instances": len(rows), "seconds": second
 SERVER_TIME = """
 import datetime as dt, json, sys, time
 from airflow.utils.session import create_session
-from dxt_core.airflow.ui.grid import SOURCES, build_grid
+from dxt_core.airflow.ui.grid import build_grid, sources
 days = [dt.date.fromisoformat(sys.argv[1]) + dt.timedelta(days=i) for i in range(int(sys.argv[2]))]
 times, doc = [], None
 for _ in range(int(sys.argv[3])):
     t = time.perf_counter()
     with create_session() as s:
-        doc = build_grid(s, SOURCES["examon"], days)
+        doc = build_grid(s, sources()["examon"], days)
     times.append(time.perf_counter() - t)
 print(json.dumps({"times": times, "parts": doc["seconds"], "counts": doc["counts"],
                   "airflow_counts": doc["airflow_counts"], "units": len(doc["units"])}))

@@ -6,14 +6,17 @@ saved pytokio export in memory, renders each hit's JSON once per ``_source`` fil
 answers the scroll API the way Elasticsearch does for our queries:
 
 * ``POST /{index}/_search?scroll=..`` with ``query`` (``constant_score``/``bool`` of
-  ``range``, ``term``, ``prefix``, ``regexp``), ``sort`` on ``@timestamp``, ``size``,
-  ``slice`` (``id``/``max``; a document's slice is its ``@timestamp`` in ms modulo ``max``)
-  and ``_source`` (a list of fields);
+  ``range``, ``term``, ``prefix``, ``regexp``), ``sort`` on ``@timestamp``, ``size`` and
+  ``_source`` (a list of fields); the client's slices are ``@timestamp`` ranges in the
+  query (a ``slice`` is still taken: a document's slice is its ``@timestamp`` in ms modulo
+  ``max``);
 * ``POST /_search/scroll`` and ``DELETE /_search/scroll``;
 * ``GET /`` (and every answer carries ``X-Elastic-Product``, which elasticsearch-py checks).
 
-Anything else is a 400 in Elasticsearch's error shape (so a point in time is refused and
-the client falls back to scroll). Matching a query costs one pass over the documents, once
+Anything else is a 400 in Elasticsearch's error shape: it has no point in time, so the
+client reads it with ``use_pit=False`` (``--no-pit``). It reports itself as Elasticsearch
+8.15.0 and, as Elasticsearch 8 does, refuses requests whose ``compatible-with`` is not 7 or
+8 (``RestCompatibleVersionHelper.java``). Matching a query costs one pass over the documents, once
 per distinct query (cached), and hits are rendered once per ``_source`` filter (the last
 filter's are kept), so a warmed-up run pays only for joining each page's hits.
 
@@ -154,7 +157,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return orjson.loads(self.rfile.read(n)) if n else {}
 
+    def _headers_refused(self) -> bool:
+        """Elasticsearch 8's media-type rule (RestCompatibleVersionHelper.java), in short."""
+        for name in ("Accept", "Content-Type"):
+            value = self.headers.get(name) or ""
+            m = re.search(r"compatible-with=(\d+)", value)
+            if m and m.group(1) not in ("7", "8"):
+                self._error(
+                    400,
+                    "media_type_header_exception",
+                    f"Invalid media-type value on headers [Accept, Content-Type] ({name}={value})",
+                )
+                return True
+        return False
+
     def do_GET(self) -> None:
+        if self._headers_refused():
+            return
         if urlsplit(self.path).path == "/":
             self._send(200, orjson.dumps({"name": "es-replay", "cluster_name": "replay",
                                           "version": {"number": "8.15.0"},
@@ -168,6 +187,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         url = urlsplit(self.path)
         body = self._body()
+        if self._headers_refused():
+            return
         if url.path == "/_search/scroll":
             sid = body.get("scroll_id", "")
             scroll = self.scrolls.get(sid)

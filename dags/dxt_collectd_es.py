@@ -14,32 +14,24 @@ The run of logical date D archives the UTC day D of each family (disk, cpu, memo
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from dxt_core.airflow import dag_settings
 from dxt_core.airflow.assets import source_alias
 from dxt_core.airflow.runs import day_param, replace_param
 from dxt_core.airflow.wait import WaitForDayEnd
 
 UTC = pendulum.timezone("UTC")
-START_DAY = os.environ.get("DXT_COLLECTD_ES_START_DATE", "2017-12-13")
-CONN_ID = os.environ.get("DXT_COLLECTD_ES_CONN_ID", "elasticsearch_default")
-CATCHUP = os.environ.get("DXT_COLLECTD_ES_CATCHUP", "true").lower() in ("1", "true", "yes")
-SETTLE_S = int(os.environ.get("DXT_COLLECTD_ES_SETTLE_SECONDS", "900"))
-FORMATS = [
-    f.strip()
-    for f in os.environ.get("DXT_COLLECTD_ES_FORMATS", "jsonl,hdf5").split(",")
-    if f.strip()
-]
-FAMILIES = [
-    f.strip()
-    for f in os.environ.get("DXT_COLLECTD_ES_FAMILIES", "disk,cpu,memory").split(",")
-    if f.strip()
-]
+S = dag_settings("collectd_es")
+START_DAY = S["start_date"]
+CONN_ID = S["conn_id"]
+CATCHUP = S["catchup"]
+SETTLE_S = S["settle_seconds"]
+FAMILIES = S["families"]
 
 
 @dag(
@@ -47,9 +39,9 @@ FAMILIES = [
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
     start_date=pendulum.instance(datetime.fromisoformat(START_DAY), tz=UTC),
     catchup=CATCHUP,
-    max_active_runs=int(os.environ.get("DXT_COLLECTD_ES_MAX_ACTIVE_RUNS", "2")),
+    max_active_runs=S["max_active_runs"],
     default_args={
-        "retries": int(os.environ.get("DXT_COLLECTD_ES_RETRIES", "2")),
+        "retries": S["retries"],
         "retry_delay": timedelta(minutes=2),
     },
     tags=["dxt", "collectd", "elasticsearch"],
@@ -57,7 +49,7 @@ FAMILIES = [
     params={
         "day": day_param(),
         "formats": Param(
-            FORMATS,
+            list(S["formats"]),
             type="array",
             items={"type": "string", "enum": ["jsonl", "hdf5"]},
             title="Output formats",

@@ -18,25 +18,25 @@ Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from dxt_core.airflow import dag_settings
 from dxt_core.airflow.assets import source_alias
 from dxt_core.airflow.runs import day_param, replace_param
 from dxt_core.airflow.wait import WaitForDayEnd
 
 UTC = pendulum.timezone("UTC")
-START_DAY = os.environ.get("DXT_EXAMON_START_DATE", "2020-03-09")
-POOL = os.environ.get("DXT_EXAMON_POOL", "examon")
-CONN_ID = os.environ.get("DXT_EXAMON_CONN_ID", "examon_default")
-CATCHUP = os.environ.get("DXT_EXAMON_CATCHUP", "true").lower() in ("1", "true", "yes")
-RETRIES = int(os.environ.get("DXT_EXAMON_RETRIES", "2"))
-SETTLE_S = int(os.environ.get("DXT_EXAMON_SETTLE_SECONDS", "900"))
-FORMAT = os.environ.get("DXT_EXAMON_FORMAT", "csv")
+S = dag_settings("examon")
+START_DAY = S["start_date"]
+POOL = S["pool"]
+CONN_ID = S["conn_id"]
+CATCHUP = S["catchup"]
+RETRIES = S["retries"]
+SETTLE_S = S["settle_seconds"]
 
 
 @dag(
@@ -45,14 +45,14 @@ FORMAT = os.environ.get("DXT_EXAMON_FORMAT", "csv")
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
     start_date=pendulum.instance(datetime.fromisoformat(START_DAY), tz=UTC),
     catchup=CATCHUP,
-    max_active_runs=int(os.environ.get("DXT_EXAMON_MAX_ACTIVE_RUNS", "4")),
+    max_active_runs=S["max_active_runs"],
     default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
     tags=["dxt", "examon"],
     doc_md=__doc__,
     params={
         "day": day_param(),
         "format": Param(
-            FORMAT,
+            S["format"],
             enum=["csv", "parquet"],
             title="Output format",
             description="gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)",

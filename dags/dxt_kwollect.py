@@ -16,24 +16,25 @@ a file in ``DXT_KWOLLECT_CONFIG``; the API comes from the connection ``kwollect_
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
 import pendulum
 from airflow.sdk import dag, get_current_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from dxt_core.airflow import dag_settings
 from dxt_core.airflow.assets import source_alias
 from dxt_core.airflow.runs import day_param, replace_param
 from dxt_core.airflow.wait import WaitForDayEnd
 
 UTC = pendulum.timezone("UTC")
-START_DAY = os.environ.get("DXT_KWOLLECT_START_DATE", "2024-11-01")
-POOL = os.environ.get("DXT_KWOLLECT_POOL", "default_pool")
-CONN_ID = os.environ.get("DXT_KWOLLECT_CONN_ID", "kwollect_default")
-CATCHUP = os.environ.get("DXT_KWOLLECT_CATCHUP", "true").lower() in ("1", "true", "yes")
-RETRIES = int(os.environ.get("DXT_KWOLLECT_RETRIES", "2"))
-SETTLE_S = int(os.environ.get("DXT_KWOLLECT_SETTLE_SECONDS", "900"))
+S = dag_settings("kwollect")
+START_DAY = S["start_date"]
+POOL = S["pool"]
+CONN_ID = S["conn_id"]
+CATCHUP = S["catchup"]
+RETRIES = S["retries"]
+SETTLE_S = S["settle_seconds"]
 
 
 @dag(
@@ -42,7 +43,7 @@ SETTLE_S = int(os.environ.get("DXT_KWOLLECT_SETTLE_SECONDS", "900"))
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
     start_date=pendulum.instance(datetime.fromisoformat(START_DAY), tz=UTC),
     catchup=CATCHUP,
-    max_active_runs=int(os.environ.get("DXT_KWOLLECT_MAX_ACTIVE_RUNS", "4")),
+    max_active_runs=S["max_active_runs"],
     default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
     tags=["dxt", "kwollect", "grid5000"],
     doc_md=__doc__,

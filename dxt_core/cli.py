@@ -10,15 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dxt_core import backends as registry
 from dxt_core._version import __version__
-from dxt_core.archive import Archive
-from dxt_core.backends.collectd_es.cli import add_parser as add_collectd_es_parser
-from dxt_core.backends.examon.archive_day import (
-    FORMATS,
-    examon_parts,
-)
-from dxt_core.backends.examon.catalog import load_catalog
-from dxt_core.backends.examon.cli import add_extract_parser as add_examon_parser
+from dxt_core.archive import MANIFEST_SUFFIX, Archive
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.index import add_index_parser, coverage_rows
 from dxt_core.windows import days, parse_day
@@ -26,18 +20,42 @@ from dxt_core.windows import days, parse_day
 log = logging.getLogger("dxt_core.cli")
 
 
+def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[str]]) -> None:
+    """Raise ConfigError unless ``archive`` holds something of ``source`` for ``units``.
+
+    Without this, a mistyped --archive path reads as "everything missing" and the refill
+    commands would ask to fetch it all again.
+    """
+    root = archive.root
+    if not root.exists():
+        raise ConfigError(f"archive root {root} does not exist: check --archive")
+    if not root.is_dir():
+        raise ConfigError(f"archive root {root} is not a directory: check --archive")
+    top = root / source
+    if not top.is_dir() or next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is None:
+        raise ConfigError(
+            f"archive root {root} holds no {source} archive (no *{MANIFEST_SUFFIX} under "
+            f"{top}): check --archive"
+        )
+    if not any(root.joinpath(source, *parts).is_dir() for parts in units):
+        example = f" (e.g. {root.joinpath(source, *units[0])})" if units else ""
+        raise ConfigError(
+            f"none of the {len(units)} units asked for has a directory under {top}{example}: "
+            "check the options that choose them (--catalog, --format, --sites, --metrics, "
+            "--families)"
+        )
+
+
 def cmd_coverage(args: argparse.Namespace) -> int:
+    backend = registry.get(args.backend)
     archive = Archive(args.archive)
-    entries = load_catalog(args.catalog)
+    cli = backend.module("cli")
+    units = cli.coverage_units(args)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
-    rows = coverage_rows(  # from the manifest index when the archive has one
-        archive,
-        "examon",
-        [examon_parts(e, args.format) for e in entries],
-        day_list,
-        verify=args.verify,
-    )
+    check_archive_holds(archive, backend.name, units)
+    # from the manifest index when the archive has one (--verify reads every manifest)
+    rows = coverage_rows(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
         counts[r.status] += 1
@@ -48,10 +66,10 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                     "counts": counts,
                     "rows": [
                         {
-                            "plugin": r.parts[0].removeprefix("plugin="),
-                            "metric": r.parts[1].removeprefix("metric="),
+                            **cli.describe_parts(r.parts),
                             "day": r.day.isoformat(),
                             "status": r.status,
+                            "kept": r.kept,
                             "detail": r.detail,
                         }
                         for r in rows
@@ -63,15 +81,16 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     else:
         _print_coverage_table(rows, day_list, args.show_all)
         print(
-            f"\n{len(entries)} metrics x {len(day_list)} days: "
+            f"\n{len(units)} units x {len(day_list)} days: "
             + ", ".join(f"{v} {k}" for k, v in counts.items())
         )
     bad_days = sorted({r.day for r in rows if r.status in ("missing", "corrupt")})
+    dag_id = args.dag_id or backend.dag_id
     if bad_days and not args.json:
         print("\nTo refill the missing metric-days with Airflow:")
         for a, b in _ranges(bad_days):
             print(
-                f"  airflow backfill create --dag-id {args.dag_id} --from-date {a} "
+                f"  airflow backfill create --dag-id {dag_id} --from-date {a} "
                 f"--to-date {b} --reprocess-behavior failed"
             )
         print(
@@ -79,7 +98,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
             "it reruns that day's metric tasks, which rewrite identical files:"
         )
         for a, b in _ranges(bad_days):
-            print(f"  airflow tasks clear {args.dag_id} -t archive_metric_day -s {a} -e {b} -y")
+            print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
     return 0 if not bad_days else 3
 
 
@@ -93,34 +112,33 @@ def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
     return out
 
 
-_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X"}
+_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K"}
 
 
 def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
     by_unit: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
-        by_unit.setdefault(r.parts, []).append(r.status)
-    print(f"legend: # archived  o empty  . missing  X corrupt   days {day_list[0]}..{day_list[-1]}")
+        by_unit.setdefault(r.parts, []).append("kept" if r.kept else r.status)
+    print(
+        "legend: # archived  o empty  . missing  X corrupt  K kept (a rerun found fewer rows "
+        f"at the source; the archive was kept)   days {day_list[0]}..{day_list[-1]}"
+    )
     for parts, statuses in by_unit.items():
         if not show_all and all(s in ("archived", "empty") for s in statuses):
             continue
         marks = "".join(_MARK[s] for s in statuses)
         print(f"{'/'.join(parts):<60} {marks}")
     for r in rows:
-        if r.status == "corrupt":
-            print(f"corrupt: {'/'.join(r.parts)} {r.day}: {r.detail}")
+        if r.status == "corrupt" or r.kept:
+            print(f"{'kept' if r.kept else 'corrupt'}: {'/'.join(r.parts)} {r.day}: {r.detail}")
 
 
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
-    if args.backend == "examon":
-        from dxt_core.backends.examon.simulator import main as sim_main
-
-        return sim_main(rest)
-    if args.backend == "kwollect":
-        from dxt_core.backends.kwollect.simulator import main as kwollect_sim_main
-
-        return kwollect_sim_main(rest)
-    raise ConfigError(f"unknown simulator {args.backend!r}")
+    backend = registry.get(args.backend)
+    if not backend.has("simulator"):
+        raise ConfigError(f"{backend.command} has no simulator")
+    rc: int = backend.module("simulator").main(rest)
+    return rc
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -129,7 +147,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``dxt`` parser; with ``only``, just that backend's ``extract`` (fast start)."""
     p = argparse.ArgumentParser(
         prog="dxt",
         description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
@@ -141,29 +160,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("extract", help="extract telemetry into the archive (no Airflow)")
     exs = ex.add_subparsers(dest="backend", required=True)
-    add_examon_parser(exs)
-    from dxt_core.backends.kwollect.cli import add_extract_parser as add_kwollect_parser
-
-    add_kwollect_parser(exs)
-    add_collectd_es_parser(exs)
+    for backend in registry.backends():
+        if only is None or only in (backend.name, backend.command, *backend.aliases):
+            backend.module("cli").add_extract_parser(exs)
 
     c = sub.add_parser(
         "coverage",
         help="archived / empty / missing metric-days, and how to refill them",
-        description="Report, per metric and day, archived / empty / missing / corrupt, from "
-        "the archive's manifest index when it has one (checked against the directories), "
-        "else from the manifests. --verify reads every manifest and checks every file's "
-        "sha256. Exit status 3 when anything is missing or corrupt.",
+        description="Report, per metric and day, archived / empty / missing / corrupt (and "
+        "kept), from the archive's manifest index when it has one (checked against the "
+        "directories), else from the manifests; --verify reads every manifest. Exit status "
+        "3 when anything is missing or corrupt, 2 when the archive root does not exist or "
+        "holds nothing of that source.",
+    )
+    names = [b.command for b in registry.backends()]
+    c.add_argument(
+        "backend",
+        nargs="?",
+        default="examon",
+        help=f"which source: {', '.join(names)} (default examon)",
     )
     c.add_argument("--archive", required=True, help="archive root directory")
-    c.add_argument("--catalog", help="catalog CSV (default: shipped M100 catalog)")
     c.add_argument("--start-day", required=True)
     c.add_argument("--end-day", required=True)
     c.add_argument("--verify", action="store_true", help="also check every file's sha256")
-    c.add_argument("--format", choices=FORMATS, default="csv", help="archive format (csv)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
-    c.add_argument("--all", dest="show_all", action="store_true", help="list complete metrics too")
-    c.add_argument("--dag-id", default="dxt_examon", help="DAG named in the refill commands")
+    c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
+    c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")
+    for backend in registry.backends() if only is None else []:
+        # Backends share an option when they mean the same by it (--metrics): first one wins.
+        shared = argparse.ArgumentParser(add_help=False)
+        backend.module("cli").add_coverage_arguments(shared)
+        for action in shared._actions:
+            if not any(s in c._option_string_actions for s in action.option_strings):
+                c._add_action(action)
     c.set_defaults(func=cmd_coverage)
 
     add_index_parser(sub)
@@ -174,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a simulator; options after the backend name go to it "
         "(dxt simulate examon --help).",
     )
-    s.add_argument("backend", choices=["examon", "kwollect"])
+    s.add_argument(
+        "backend", choices=[b.command for b in registry.backends() if b.has("simulator")]
+    )
     s.set_defaults(func=None)
 
     d = sub.add_parser(
@@ -182,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulator + Airflow (SQLite) + backfill of the last days, then the UI",
         description="Start the Examon simulator and Airflow (standalone, SQLite, "
         "LocalExecutor), backfill the last few days for a small slice of the catalog, print "
-        "what was archived and where the UI is, and keep running until Ctrl-C.",
+        "what was archived and where the UI is, and keep running until Ctrl-C (or SIGTERM, "
+        "SIGHUP), which stops everything it started. Rerunning it in the same folder works.",
     )
     d.add_argument("--dir", default=".dxt-demo", help="work directory (default %(default)s)")
     d.add_argument("--days", type=int, default=3, help="days to backfill (default 3)")
@@ -196,7 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    # `dxt extract BACKEND ...` imports that backend's modules only.
+    known = {n for b in registry.backends() for n in (b.name, b.command, *b.aliases)}
+    only = argv[1] if len(argv) >= 2 and argv[0] == "extract" and argv[1] in known else None
+    parser = build_parser(only)
     if len(argv) >= 2 and argv[0] == "simulate" and argv[1] not in ("-h", "--help"):
         args = parser.parse_args(argv[:2])
         return cmd_simulate(args, argv[2:])

@@ -1,29 +1,95 @@
-"""Settings from the environment and from connection fields, shared by the CLI and Airflow.
+"""Settings, read one way: a declared :class:`Setting`, then :func:`read`.
 
-Nothing here imports Airflow: the Airflow hook passes a connection's fields in.
+Every setting has a key (``examon_retries``), a type, a default and one line of help. Its value
+comes from, in order: the environment variable ``DXT_<KEY>`` (``DXT_EXAMON_RETRIES``), then, under
+Airflow, the ``[dxt]`` section of Airflow's configuration (``AIRFLOW__DXT__EXAMON_RETRIES`` or
+airflow.cfg), then the default. The core settings are declared here, each backend's in its
+package (``dxt_core.backends.<name>.SETTINGS``); the provider info lists them all as its
+configuration section. A bad value is an error that names the variable and what it should be.
+
+Nothing here imports Airflow: the Airflow adapters register the ``[dxt]`` lookup with
+:func:`set_fallback`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dxt_core.errors import ConfigError
 
 ENV_ARCHIVE_ROOT = "DXT_ARCHIVE_ROOT"
-ENV_EXAMON_CATALOG = "DXT_EXAMON_CATALOG"
-ENV_EXAMON_OPTIONS = "DXT_EXAMON_OPTIONS"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting: ``key`` is its name in ``[dxt]``; ``DXT_<KEY>`` is its variable."""
+
+    key: str
+    kind: type
+    default: Any
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "DXT_" + self.key.upper()
+
+    def parse(self, raw: str) -> Any:
+        raw = raw.strip()
+        if self.kind is bool:
+            return as_bool(raw, self.env)
+        if self.kind is int:
+            try:
+                return int(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{self.env}={raw!r} is not a whole number") from exc
+        if self.kind is float:
+            try:
+                return float(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{self.env}={raw!r} is not a number") from exc
+        if self.kind is list:
+            return [part.strip() for part in raw.split(",") if part.strip()]
+        return raw
+
+
+_fallback: Callable[[str], str | None] | None = None
+
+
+def set_fallback(lookup: Callable[[str], str | None] | None) -> None:
+    """Where a setting comes from when its variable is unset (Airflow's ``[dxt]`` section)."""
+    global _fallback
+    _fallback = lookup
+
+
+def read(setting: Setting, env: Mapping[str, str] | None = None) -> Any:
+    """The value of ``setting``: ``DXT_<KEY>``, else ``[dxt] <key>``, else its default."""
+    env = os.environ if env is None else env
+    raw = env.get(setting.env)
+    if raw is None and _fallback is not None:
+        raw = _fallback(setting.key)
+    if raw is None or (raw.strip() == "" and setting.kind is not str):
+        return setting.default
+    return setting.parse(raw)
+
+
+def read_all(settings: Sequence[Setting], prefix: str = "") -> dict[str, Any]:
+    """Every setting's value, keyed by its key without ``prefix``."""
+    return {s.key.removeprefix(prefix): read(s) for s in settings}
+
+
+ARCHIVE_ROOT = Setting("archive_root", str, "", "archive root directory (required)")
+
+
 def archive_root(env: Mapping[str, str] | None = None) -> Path:
     """The archive root from ``DXT_ARCHIVE_ROOT``; a clear error when it is unset."""
-    env = os.environ if env is None else env
-    root = env.get(ENV_ARCHIVE_ROOT, "").strip()
+    root = str(read(ARCHIVE_ROOT, env)).strip()
     if not root:
         raise ConfigError(
             f"{ENV_ARCHIVE_ROOT} is not set: export {ENV_ARCHIVE_ROOT}=/path/to/archive in the "

@@ -7,9 +7,15 @@
     |   +-- CatalogError       bad catalog file: names the file, line and problem
     +-- SourceError            a backend could not be read; carries the URL (never credentials)
     |   +-- SourceUnavailable  retryable: connection error, timeout, 429 or 5xx after all retries
+    |   |   +-- RateLimited    the server or a proxy limits the request rate; wait, never split
     |   +-- QueryRejected      not retryable: 4xx, or a server error that names a bad query
     |   +-- WindowTooLarge     the server refused the window as too large; split it and retry
-    +-- ArchiveError           the archive could not be written or read back (manifest, checksum)
+    |   +-- AnswerTooLarge     one answer decoded to more than the configured cap
+    +-- ArchiveError           the archive could not be written or read back (manifest, checksum,
+        |                      or an OS error: read-only, disk full, name too long)
+        +-- SourceShrank       the source now has fewer rows than the archived day: kept the
+        |                      archived file; rerun with replace to overwrite it
+        +-- ArchiveLocked      another process is archiving the same metric-day
 
 Messages say what went wrong and what to do about it.
 """
@@ -58,6 +64,23 @@ class SourceUnavailable(SourceError):
     retryable = True
 
 
+class RateLimited(SourceUnavailable):
+    """The server, or a reverse proxy in front of it, limits the request rate (HTTP 429, or
+    503 with ``Retry-After``). Wait (``retry_after_s`` when the server said how long) and
+    retry the same request; never read it as "window too large"."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str = "",
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, url=url, status=status)
+        self.retry_after_s = retry_after_s
+
+
 class QueryRejected(SourceError):
     """The server refused the request itself (4xx or an error naming the query)."""
 
@@ -68,5 +91,34 @@ class WindowTooLarge(SourceError):
     retryable = True
 
 
+class AnswerTooLarge(SourceError):
+    """One answer decoded to more bytes than the configured cap (``max_answer_bytes``)."""
+
+
 class ArchiveError(DxtError):
     """The archive could not be written, or what is on disk does not match its manifest."""
+
+
+class SourceShrank(ArchiveError):
+    """A rerun read fewer rows than the archive holds for the day; the archive was kept.
+
+    Attributes:
+        archive_rows: rows of the archived file.
+        source_rows: rows the source gave on this run (0 when it said "empty").
+        path: the archived data file that was kept.
+    """
+
+    def __init__(self, message: str, *, archive_rows: int, source_rows: int, path: str) -> None:
+        super().__init__(message)
+        self.archive_rows = archive_rows
+        self.source_rows = source_rows
+        self.path = path
+
+
+class ArchiveLocked(ArchiveError):
+    """Another process holds the lock of the metric-day; ``holder`` says who (pid, host,
+    start time) when it could be read."""
+
+    def __init__(self, message: str, *, holder: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder or {}

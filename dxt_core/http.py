@@ -1,29 +1,48 @@
 """HTTP access with timeouts, retries and credential-free URLs, shared by every source.
 
-Retries live here and nowhere else: connection errors, timeouts, 429 and 5xx are retried with
-exponential backoff (``Retry-After`` honoured); any other 4xx fails at once with the server's
-own error text. A source may declare that some answers mean "this window is too large"
-(``too_large``), which is raised at once as :class:`WindowTooLarge` so that the caller splits
-the window instead of hammering the server with the same query.
+Retries live here and nowhere else, under one :class:`RetryPolicy` (exponential backoff with
+jitter). Every answer is classified once:
+
+- **rate limited**: 429, or 503 with ``Retry-After`` or a "Too Many Requests" body. Retried,
+  waiting at least ``Retry-After`` (capped) and the backoff; never read as "window too
+  large", so never split. Persisting, it raises :class:`RateLimited`.
+- **quota**: 403 saying "quota exceeded": :class:`QueryRejected` at once (waiting seconds
+  does not reset a quota).
+- **too large**: a source may declare that some answers mean "this window is too large"
+  (``too_large``); raised at once as :class:`WindowTooLarge` so that the caller splits.
+- **transient**: connection errors, timeouts, other 5xx: retried, then
+  :class:`SourceUnavailable`.
+- **rejected**: any other 4xx fails at once with the server's own error text.
+
+Each attempt has a total deadline (``deadline_s``, not only the per-read timeout) and a cap
+on the decoded size of the answer (``max_answer_bytes``); the body is decoded as it streams
+in, so a compressed bomb stops at the cap. Redirects are followed by hand: every TLS hop is
+verified (also after an ``http://`` start), and credentials go to the configured origin only.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
+import random
+import re
 import ssl
 import time
+import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 import orjson
 
 from dxt_core.errors import (
+    AnswerTooLarge,
     ConfigError,
     QueryRejected,
+    RateLimited,
     SourceError,
     SourceUnavailable,
     WindowTooLarge,
@@ -32,54 +51,122 @@ from dxt_core.errors import (
 log = logging.getLogger("dxt_core.http")
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 5
+_RATE_LIMIT_TEXT = re.compile(rb"too many requests|rate.?limit", re.I)
+_QUOTA_TEXT = re.compile(rb"quota", re.I)
+
+ENV_MAX_ANSWER_MB = "DXT_MAX_ANSWER_MB"
+ENV_REQUEST_DEADLINE_S = "DXT_REQUEST_DEADLINE_S"
+DEFAULT_MAX_ANSWER_BYTES = 512 << 20
+DEFAULT_DEADLINE_S = 900.0
+
+
+# --------------------------------------------------------------------------------------------
+# URLs and credentials
+# --------------------------------------------------------------------------------------------
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``url`` without its ``user:password@`` part, and the (percent-decoded) user and password.
+
+    The credentials end at the *last* ``@`` of the URL, so a password holding an unencoded
+    ``/``, ``?``, ``#`` or ``@`` still comes out whole instead of being read as a path or
+    fragment (an ``@`` in a base URL's path must then be written ``%40``). Percent-encoded
+    characters (``p%2Fss``) are decoded, as user agents do before Basic auth.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url, None, None
+    userinfo, _, hostpart = rest.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    return f"{scheme}://{hostpart}", unquote(user), unquote(password) if colon else None
 
 
 def redact_url(url: str) -> str:
     """``url`` without user name, password, query string or fragment (safe for logs)."""
-    parts = urlsplit(url)
+    clean, _, _ = split_credentials(url)
+    parts = urlsplit(clean)
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    try:
+        port = parts.port
+    except ValueError:  # not a number: keep it out of the message rather than fail here
+        port = None
+    netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def normalise_base_url(url: str, what: str = "URL") -> str:
-    """Check a base URL and drop a trailing slash; the error says what a good one looks like."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    """Check a base URL and drop a trailing slash; the error says what a good one looks like.
+
+    Credentials stay in the returned URL (:class:`HttpClient` moves them out); error
+    messages never show them.
+    """
+    clean, _, _ = split_credentials(url.strip())
+    parts = urlsplit(clean)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ConfigError(
             f"bad {what} {redact_url(url)!r}: expected http(s)://host[:port][/path], "
-            "e.g. http://examon.example.org:8083"
+            "e.g. http://examon.example.org:8083 (characters such as / # ? @ in a password "
+            "may be percent-encoded: %2F %23 %3F %40)"
         )
     return url.strip().rstrip("/")
 
 
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return (url.scheme, url.host, url.port or default)
+
+
+# --------------------------------------------------------------------------------------------
+# Retry policy
+# --------------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How often and how patiently to retry transient failures.
+    """How often and how patiently to retry transient failures and rate limits.
 
     Attributes:
         attempts: total tries per request (1 = no retry).
         backoff_s: first delay; doubles each retry.
         max_backoff_s: ceiling of one delay (also caps ``Retry-After``).
+        jitter: fraction of each backoff drawn at random (0 = none): delays fall in
+            ``[(1 - jitter) * b, b]`` so that many clients retrying at once spread out.
     """
 
     attempts: int = 5
     backoff_s: float = 0.5
     max_backoff_s: float = 30.0
+    jitter: float = 0.5
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ConfigError(f"retry attempts must be >= 1, got {self.attempts}")
         if self.backoff_s < 0 or self.max_backoff_s < 0:
             raise ConfigError("retry delays must be >= 0")
+        if not 0 <= self.jitter <= 1:
+            raise ConfigError(f"retry jitter must be within [0, 1], got {self.jitter}")
 
-    def delay(self, retry_number: int, retry_after: float | None = None) -> float:
-        """Delay before retry ``retry_number`` (1-based)."""
+    def delay(
+        self,
+        retry_number: int,
+        retry_after: float | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> float:
+        """Delay before retry ``retry_number`` (1-based): the jittered backoff, at least the
+        server's ``Retry-After``, never above ``max_backoff_s``."""
+        base = min(self.backoff_s * (2 ** (retry_number - 1)), self.max_backoff_s)
+        delay = base * (1.0 - self.jitter * rand())
         if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_backoff_s)
-        return float(min(self.backoff_s * (2 ** (retry_number - 1)), self.max_backoff_s))
+            delay = max(delay, retry_after)
+        return float(min(max(delay, 0.0), self.max_backoff_s))
 
 
 @dataclass(slots=True)
@@ -120,12 +207,73 @@ def error_text(body: bytes, limit: int = 500) -> str:
     return str(doc)[:limit]
 
 
+def is_rate_limited(status: int, headers: Mapping[str, str], body: bytes) -> bool:
+    """429, or a 503 that says so (``Retry-After``, or "Too Many Requests" in the body)."""
+    if status == 429:
+        return True
+    return status == 503 and (
+        "retry-after" in {k.lower() for k in headers} or bool(_RATE_LIMIT_TEXT.search(body[:2000]))
+    )
+
+
+def is_quota_exceeded(status: int, body: bytes) -> bool:
+    """403 naming a quota: waiting seconds does not help, so it is not retried."""
+    return status == 403 and bool(_QUOTA_TEXT.search(body[:2000]))
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, not {raw!r}") from exc
+    if value <= 0:
+        raise ConfigError(f"{name} must be > 0, not {raw!r}")
+    return value
+
+
+def default_max_answer_bytes() -> int:
+    """``DXT_MAX_ANSWER_MB`` (MiB) if set, else 512 MiB."""
+    return int(_env_float(ENV_MAX_ANSWER_MB, DEFAULT_MAX_ANSWER_BYTES / (1 << 20)) * (1 << 20))
+
+
+def default_deadline_s() -> float:
+    """``DXT_REQUEST_DEADLINE_S`` if set, else 900 s."""
+    return _env_float(ENV_REQUEST_DEADLINE_S, DEFAULT_DEADLINE_S)
+
+
+class _Deadline(Exception):
+    pass
+
+
+class _TooBig(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------------------------
+
+
 @dataclass
 class HttpClient:
     """A small synchronous client: one base URL, Basic auth, timeouts, retries.
 
     The password is held by httpx's auth object only; it never appears in URLs, logs or
-    exception messages.
+    exception messages. Credentials embedded in ``base_url`` (percent-encoded or not) move
+    to the auth object; :meth:`sibling` gives another service of the same connection the
+    same credentials.
+
+    Attributes:
+        timeout_s: per-read (and per-write) timeout.
+        connect_timeout_s: TCP and TLS connect timeout.
+        deadline_s: total time one attempt (request and whole answer) may take; a server
+            that trickles its answer is cut off there. Default ``DXT_REQUEST_DEADLINE_S``
+            or 900 s.
+        max_answer_bytes: cap on the decoded size of one answer. Default
+            ``DXT_MAX_ANSWER_MB`` or 512 MiB.
     """
 
     base_url: str
@@ -137,39 +285,69 @@ class HttpClient:
     verify_tls: bool = True
     sleep: Callable[[float], None] = time.sleep
     transport: httpx.BaseTransport | None = None
+    deadline_s: float = field(default_factory=default_deadline_s)
+    max_answer_bytes: int = field(default_factory=default_max_answer_bytes)
+    #: Follow redirects (by hand: TLS verified on every hop, credentials to the configured
+    #: origin only). Off: a redirect is answered to :meth:`exchange`'s ``accept``.
+    follow_redirects: bool = True
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
+    _foreign: httpx.Client | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.base_url = normalise_base_url(self.base_url)
-        parts = urlsplit(self.base_url)
-        if parts.username and self.user is None:
+        clean, user, password = split_credentials(self.base_url)
+        if user and self.user is None:
             # Credentials embedded in the URL move to the auth object, out of the URL.
-            self.user = parts.username
-            self.password = parts.password
-        self.base_url = redact_url(self.base_url).rstrip("/")
+            self.user = user
+            self.password = password
+        self.base_url = redact_url(clean).rstrip("/")
+        if self.deadline_s <= 0 or self.max_answer_bytes <= 0:
+            raise ConfigError("deadline_s and max_answer_bytes must be > 0")
+
+    def sibling(self, base_url: str) -> HttpClient:
+        """A client for another service of the same connection (e.g. Examon's jobs service):
+        same credentials (unless ``base_url`` carries its own), timeouts, retries and TLS
+        settings."""
+        _, user, _ = split_credentials(base_url.strip())
+        return replace(
+            self,
+            base_url=base_url,
+            user=None if user else self.user,
+            password=None if user else self.password,
+        )
 
     @property
     def client(self) -> httpx.Client:
+        """The client for the configured origin (with the credentials)."""
         if self._client is None:
             auth = httpx.BasicAuth(self.user, self.password or "") if self.user else None
-            self._client = httpx.Client(
-                auth=auth,
-                timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
-                # Loading the CA bundle costs ~0.2 s, paid by every Airflow task process:
-                # only https URLs need it.
-                verify=_ssl_context(self.verify_tls)
-                if self.base_url.startswith("https:")
-                else False,
-                headers={"Accept-Encoding": "gzip", "User-Agent": "dxt-archive"},
-                transport=self.transport,
-                follow_redirects=True,
-            )
+            self._client = self._new_client(auth, https=self.base_url.startswith("https:"))
         return self._client
 
+    def _foreign_client(self) -> httpx.Client:
+        """The client for other origins a redirect leads to: no credentials, TLS verified."""
+        if self._foreign is None:
+            self._foreign = self._new_client(None, https=True)
+        return self._foreign
+
+    def _new_client(self, auth: httpx.Auth | None, https: bool) -> httpx.Client:
+        return httpx.Client(
+            auth=auth,
+            timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
+            # Loading the CA bundle costs ~0.2 s, paid by every Airflow task process: only
+            # https needs it (a redirect from http to https gets the foreign client, which
+            # has it).
+            verify=_ssl_context(self.verify_tls) if https else False,
+            headers={"Accept-Encoding": "gzip", "User-Agent": "dxt-archive"},
+            transport=self.transport,
+            follow_redirects=False,
+        )
+
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for c in (self._client, self._foreign):
+            if c is not None:
+                c.close()
+        self._client = self._foreign = None
 
     def __enter__(self) -> HttpClient:
         return self
@@ -180,6 +358,101 @@ class HttpClient:
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
 
+    # -- one exchange -------------------------------------------------------------------------
+    def _exchange(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str] | None,
+        deadline: float,
+    ) -> tuple[httpx.Response, bytes, str]:
+        """One attempt, following redirects by hand; returns the last answer, its decoded
+        body and its URL. Raises ``_Deadline`` or ``_TooBig`` (caught by the caller)."""
+        home = _origin(httpx.URL(self.url("")))
+        target: httpx.URL = httpx.URL(url)
+        for _hop in range(_MAX_REDIRECTS + 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Deadline
+            same = _origin(target) == home
+            client = self.client if same else self._foreign_client()
+            timeout = httpx.Timeout(
+                min(self.timeout_s, left), connect=min(self.connect_timeout_s, left)
+            )
+            with client.stream(
+                method, target, content=content, params=params, headers=headers, timeout=timeout
+            ) as resp:
+                location = resp.headers.get("Location")
+                if resp.status_code in _REDIRECT_STATUS and location and self.follow_redirects:
+                    nxt = resp.url.join(location)
+                    log.info(
+                        "%s %s redirected (HTTP %d) to %s%s",
+                        method,
+                        redact_url(str(target)),
+                        resp.status_code,
+                        redact_url(str(nxt)),
+                        "" if _origin(nxt) == home else " (another origin: no credentials sent)",
+                    )
+                    if resp.status_code in (302, 303) or (
+                        resp.status_code == 301 and method == "POST"
+                    ):
+                        method, content, headers = "GET", None, None
+                    target, params = nxt, None
+                    continue
+                return resp, self._read(resp, deadline), str(resp.url)
+        raise QueryRejected(
+            f"more than {_MAX_REDIRECTS} redirects; set the URL the server redirects to",
+            url=redact_url(url),
+        )
+
+    def _read(self, resp: httpx.Response, deadline: float) -> bytes:
+        """The decoded body, decoded as it streams in (bounded by ``max_answer_bytes`` even
+        within one compressed chunk); stops at the deadline or the size cap."""
+        if resp.is_stream_consumed:  # an answer built in memory (a test's fake server)
+            if len(resp.content) > self.max_answer_bytes:
+                raise _TooBig
+            return resp.content
+        encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+        if encoding in ("gzip", "x-gzip"):
+            inflate: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            inflate = zlib.decompressobj()
+        elif encoding in ("", "identity"):
+            inflate = None
+        else:
+            raise SourceError(
+                f"answer has Content-Encoding {encoding!r}, which was not asked for",
+                url=redact_url(str(resp.url)),
+            )
+        cap = self.max_answer_bytes
+        chunks: list[bytes] = []
+        total = 0
+        for raw in resp.iter_raw():
+            if time.monotonic() > deadline:
+                raise _Deadline
+            data = raw
+            while data:
+                if inflate is None:
+                    out, data = data, b""
+                else:
+                    try:
+                        out = inflate.decompress(data, cap - total + 1)
+                    except zlib.error as exc:
+                        raise SourceError(
+                            f"answer is not valid {encoding} ({exc})",
+                            url=redact_url(str(resp.url)),
+                        ) from exc
+                    data = inflate.unconsumed_tail
+                total += len(out)
+                if total > cap:
+                    raise _TooBig
+                if out:
+                    chunks.append(out)
+        return b"".join(chunks)
+
+    # -- the retry loop -----------------------------------------------------------------------
     def request(
         self,
         method: str,
@@ -190,66 +463,150 @@ class HttpClient:
         stats: RequestStats | None = None,
         too_large: TooLarge | None = None,
         timeout_is_too_large: bool = False,
+        context: str = "",
     ) -> bytes:
         """Send a request and return the (decompressed) body of a 2xx answer.
 
+        See :meth:`exchange` for the errors.
+        """
+        _, body, _ = self.exchange(
+            method,
+            path,
+            json_body=json_body,
+            params=params,
+            stats=stats,
+            too_large=too_large,
+            timeout_is_too_large=timeout_is_too_large,
+            context=context,
+        )
+        return body
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        stats: RequestStats | None = None,
+        too_large: TooLarge | None = None,
+        timeout_is_too_large: bool = False,
+        context: str = "",
+        accept: Callable[[int, bytes], bool] | None = None,
+    ) -> tuple[int, bytes, httpx.Headers]:
+        """Send a request with the retry policy; return (status, decoded body, headers) of a
+        2xx answer, or of an answer ``accept(status, body)`` takes (a backend that reads its
+        server's error bodies itself). ``headers`` are added to this request's.
+
+        ``context`` (e.g. the metric and window) is added to error messages.
+
         Raises:
-            WindowTooLarge: ``too_large`` matched the answer, or a read timeout with
-                ``timeout_is_too_large``.
-            QueryRejected: a 4xx other than 429.
+            WindowTooLarge: ``too_large`` matched the answer; or, with
+                ``timeout_is_too_large``, a read timeout, the deadline or the size cap.
+            RateLimited: 429 (or 503 saying so) through every retry.
+            AnswerTooLarge: the answer decoded to more than ``max_answer_bytes``.
+            QueryRejected: a 4xx other than 429 (a 403 "quota exceeded" included).
             SourceUnavailable: transient failures outlasted the retry policy.
         """
         url = self.url(path)
+        where = f" ({context})" if context else ""
         content = orjson.dumps(json_body) if json_body is not None else None
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        sent = dict(headers or {})
+        if content is not None:
+            sent.setdefault("Content-Type", "application/json")
         stats = stats if stats is not None else RequestStats()
         last: str = ""
         last_status: int | None = None
+        rate_limited = False
+        last_retry_after: float | None = None
         for attempt in range(1, self.retry.attempts + 1):
             if attempt > 1:
                 stats.retries += 1
             retry_after: float | None = None
+            rate_limited = False
             t0 = time.perf_counter()
+            deadline = time.monotonic() + self.deadline_s
             stats.requests += 1
             try:
-                resp = self.client.request(
-                    method, url, content=content, params=params, headers=headers
+                resp, body, final_url = self._exchange(
+                    method, url, content, params, sent or None, deadline
                 )
-                body = resp.content
+            except _TooBig:
+                stats.seconds += time.perf_counter() - t0
+                cap = f"{self.max_answer_bytes / (1 << 20):g} MiB"
+                msg = (
+                    f"answer larger than {cap} once decoded{where}; narrow the window or raise "
+                    f"the cap ({ENV_MAX_ANSWER_MB})"
+                )
+                if timeout_is_too_large or too_large is not None:
+                    raise WindowTooLarge(msg, url=url) from None
+                raise AnswerTooLarge(msg, url=url) from None
+            except _Deadline:
+                stats.seconds += time.perf_counter() - t0
+                if timeout_is_too_large:
+                    raise WindowTooLarge(
+                        f"no complete answer within the {self.deadline_s:g} s deadline{where}",
+                        url=url,
+                    ) from None
+                last, last_status = f"no complete answer within {self.deadline_s:g} s", None
             except httpx.TimeoutException as exc:
                 stats.seconds += time.perf_counter() - t0
                 if timeout_is_too_large and isinstance(exc, httpx.ReadTimeout):
                     raise WindowTooLarge(
-                        f"no answer within {self.timeout_s:g} s (read timeout)", url=url
+                        f"no answer within {self.timeout_s:g} s (read timeout){where}", url=url
                     ) from exc
                 last, last_status = f"timeout ({type(exc).__name__})", None
             except httpx.TransportError as exc:
                 stats.seconds += time.perf_counter() - t0
+                tls = _tls_failure(exc)
+                if tls is not None:
+                    raise SourceError(
+                        f"TLS certificate check failed ({tls}){where}; fix the server's "
+                        "certificate, or set verify_tls false if you trust this network",
+                        url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
+                    ) from None
                 last, last_status = f"connection error ({type(exc).__name__}: {exc})", None
             else:
                 stats.seconds += time.perf_counter() - t0
                 stats.bytes_received += len(body)
                 status = resp.status_code
-                if 200 <= status < 300:
-                    return body
+                if 200 <= status < 300 or (accept is not None and accept(status, body)):
+                    return status, body, resp.headers
                 text = error_text(body)
-                if too_large is not None and too_large(status, body):
-                    raise WindowTooLarge(
-                        f"server refused the window: {text}", url=url, status=status
-                    )
-                if status == 401 or status == 403:
+                shown = redact_url(final_url)
+                moved = "" if shown == redact_url(url) else f" (redirected to {shown})"
+                if is_quota_exceeded(status, body):
                     raise QueryRejected(
-                        f"authentication failed ({text}); check the user name and password "
-                        "of the connection",
-                        url=url,
+                        f"quota exceeded ({text}){where}; not retried: wait until the "
+                        "server's quota resets, then rerun",
+                        url=shown,
                         status=status,
                     )
-                if status not in _RETRY_STATUS:
-                    raise QueryRejected(
-                        f"server rejected the request: {text}", url=url, status=status
+                if is_rate_limited(status, resp.headers, body):
+                    rate_limited = True
+                    retry_after = last_retry_after = _retry_after(resp.headers.get("Retry-After"))
+                    last, last_status = f"rate limited: {text}", status
+                elif too_large is not None and too_large(status, body):
+                    raise WindowTooLarge(
+                        f"server refused the window: {text}{where}", url=shown, status=status
                     )
-                last, last_status = f"server error: {text}", status
-                retry_after = _retry_after(resp.headers.get("Retry-After"))
+                elif status == 401 or status == 403:
+                    hint = (
+                        "; credentials are sent to the configured origin only: set the URL "
+                        "the server redirects to"
+                        if moved
+                        else "; check the user name and password of the connection"
+                    )
+                    raise QueryRejected(
+                        f"authentication failed ({text}){moved}{hint}", url=shown, status=status
+                    )
+                elif status not in _RETRY_STATUS:
+                    raise QueryRejected(
+                        f"server rejected the request: {text}{where}", url=shown, status=status
+                    )
+                else:
+                    last, last_status = f"server error: {text}", status
             if attempt < self.retry.attempts:
                 delay = self.retry.delay(attempt, retry_after)
                 log.warning(
@@ -263,9 +620,18 @@ class HttpClient:
                     delay,
                 )
                 self.sleep(delay)
+        if rate_limited:
+            raise RateLimited(
+                f"the server (or a proxy in front of it) limits the request rate: still "
+                f"refused after {self.retry.attempts} attempts{where} ({last}); run fewer "
+                "workers at once (an Airflow pool) or retry later",
+                url=url,
+                status=last_status,
+                retry_after_s=last_retry_after,
+            )
         raise SourceUnavailable(
-            f"gave up after {self.retry.attempts} attempts: {last}; the task can be retried "
-            "later (Airflow retries it, or clear it)",
+            f"gave up after {self.retry.attempts} attempts{where}: {last}; the task can be "
+            "retried later (Airflow retries it, or clear it)",
             url=url,
             status=last_status,
         )
@@ -275,6 +641,28 @@ class HttpClient:
 
     def post_json(self, path: str, body: Any, **kw: Any) -> Any:
         return _loads(self.request("POST", path, json_body=body, **kw), self.url(path))
+
+
+def _has_request(exc: httpx.TransportError) -> bool:
+    try:
+        exc.request  # noqa: B018 - raises RuntimeError when unset
+    except RuntimeError:
+        return False
+    return True
+
+
+def _tls_failure(exc: BaseException) -> str | None:
+    """The certificate problem behind a connection error, if that is what it is."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen.verify_message or str(seen)
+        if isinstance(seen, ssl.SSLError) and "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return "certificate verify failed"
+    return None
 
 
 @functools.cache

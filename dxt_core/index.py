@@ -1,15 +1,17 @@
 """The manifest index: one SQLite file per archive that answers coverage questions fast.
 
 Reading 300,000 manifests per question (811 metrics x 365 days) takes minutes; the index
-holds one row per manifest (source, unit, day, status, data file, rows, bytes, sha256) in
-``<root>/.dxt-index.sqlite``. :meth:`dxt_core.archive.Archive.commit_manifest` updates it on
-every commit (:func:`record_commit`), ``dxt index rebuild --archive ROOT`` recreates it from
-the manifests, and ``dxt coverage`` and the Airflow coverage view read it.
+holds one row per manifest (source, unit, day, status, data files with their sizes, rows,
+bytes, sha256) in ``<root>/.dxt-index.sqlite``. Every manifest written
+(:meth:`dxt_core.archive.Archive.write_manifest`) updates it (:func:`record_commit`),
+``dxt index rebuild --archive ROOT`` recreates it from the manifests, and ``dxt coverage``
+and the Airflow coverage view read it.
 
 The index is a cache, never the record: the manifests are. A failed index update is logged
 and the commit stands. Answers from the index are checked against one directory listing per
 unit, so a manifest or data file deleted since it was indexed shows as missing or corrupt,
-and a manifest the index has never seen is read from disk. Sizes are compared only with
+a day kept by the never-shrink rule (its ``<day>.kept.json`` sidecar) shows as kept, and a
+manifest the index has never seen is read from disk. Sizes are compared only with
 ``check_sizes`` (one ``stat`` per file) and checksums only by ``dxt coverage --verify``,
 which reads every manifest.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -31,13 +34,21 @@ from typing import Any, Literal
 
 import orjson
 
-from dxt_core.archive import MANIFEST_SUFFIX, Archive, CoverageRow, DayKey
+from dxt_core.archive import (
+    KEPT_SUFFIX,
+    MANIFEST_SUFFIX,
+    Archive,
+    CoverageRow,
+    DayKey,
+    _kept_detail,
+    manifest_files,
+)
 from dxt_core.errors import ArchiveError
 
 log = logging.getLogger("dxt_core.index")
 
 INDEX_NAME = ".dxt-index.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 #: Seconds a writer waits for another writer's lock before giving up on the index update.
 BUSY_TIMEOUT_S = 30.0
 
@@ -54,7 +65,7 @@ CODE_STATES: dict[str, State] = {v: k for k, v in STATE_CODES.items()}
 
 _MANIFEST_NAME = re.compile(r"^_?(\d{4}-\d{2}-\d{2})" + re.escape(MANIFEST_SUFFIX) + "$")
 
-_INSERT = "INSERT OR REPLACE INTO manifests VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT = "INSERT OR REPLACE INTO manifests VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS manifests (
@@ -69,6 +80,7 @@ CREATE TABLE IF NOT EXISTS manifests (
     sha256 TEXT,
     written_at TEXT,
     detail TEXT NOT NULL DEFAULT '',
+    files TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (source, unit, day)
 ) WITHOUT ROWID;
 """
@@ -98,6 +110,8 @@ class IndexEntry:
     sha256: str | None = None
     written_at: str | None = None
     detail: str = ""
+    #: JSON list of ``[name, bytes]``, one per data file the manifest names
+    files: str = "[]"
 
     def as_tuple(self) -> tuple[Any, ...]:
         return (
@@ -112,6 +126,7 @@ class IndexEntry:
             self.sha256,
             self.written_at,
             self.detail,
+            self.files,
         )
 
 
@@ -119,17 +134,22 @@ def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _plain(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and "/" not in name and name not in (".", "..")
+
+
 def manifest_status(doc: dict[str, Any]) -> tuple[str, str]:
     """The indexed status of a manifest document, and why when it is corrupt."""
     status = doc.get("status")
     if status == "empty":
         return "empty", ""
-    if status == "kept" or (status == "archived" and doc.get("kept")):
-        return "kept", ""
     if status == "archived":
-        name = doc.get("file")
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            return "corrupt", "manifest names no data file in its own directory"
+        files = manifest_files(doc)
+        if not files:
+            return "corrupt", "manifest names no data file"
+        for f in files:
+            if not _plain(f.get("file")):
+                return "corrupt", f"manifest names {f.get('file')!r}, not a file of its directory"
         return "archived", ""
     return "corrupt", f"manifest status {status!r} is unknown"
 
@@ -139,6 +159,11 @@ def entry_from_manifest(
 ) -> IndexEntry:
     status, detail = manifest_status(doc)
     name = doc.get("file")
+    files = [
+        [f["file"], _int_or_none(f.get("bytes"))]
+        for f in manifest_files(doc)
+        if _plain(f.get("file"))
+    ]
     return IndexEntry(
         source=source,
         unit=unit_of(parts),
@@ -151,6 +176,7 @@ def entry_from_manifest(
         sha256=doc.get("sha256") if isinstance(doc.get("sha256"), str) else None,
         written_at=doc.get("written_at") if isinstance(doc.get("written_at"), str) else None,
         detail=detail,
+        files=json.dumps(files if status == "archived" else []),
     )
 
 
@@ -171,7 +197,15 @@ class ManifestIndex:
         self._conn: sqlite3.Connection | None = None
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        """True when the index file exists and this version can read it."""
+        if not self.path.is_file():
+            return False
+        try:
+            self._connection()
+        except sqlite3.Error as exc:
+            log.warning("%s; reading the manifests instead", exc)
+            return False
+        return True
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -182,6 +216,13 @@ class ManifestIndex:
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
                     (SCHEMA_VERSION,),
                 )
+                found = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                if found is None or found[0] != SCHEMA_VERSION:
+                    raise sqlite3.DatabaseError(
+                        f"{self.path} has index schema {found[0] if found else None}, this "
+                        f"version writes {SCHEMA_VERSION}: run 'dxt index rebuild --archive "
+                        f"{self.root}'"
+                    )
             except sqlite3.Error:
                 conn.close()
                 raise
@@ -205,8 +246,7 @@ class ManifestIndex:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany(
-                "INSERT OR REPLACE INTO manifests (source, unit, day, status, manifest, file, "
-                "rows, bytes, sha256, written_at, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                _INSERT,
                 rows,
             )
             conn.execute("COMMIT")
@@ -217,12 +257,13 @@ class ManifestIndex:
 
     def entries(
         self, source: str, first: dt.date, last: dt.date
-    ) -> Iterator[tuple[str, str, str, str | None, str]]:
-        """``(unit, day, status, file, manifest)`` of every indexed day of ``source`` in range."""
+    ) -> Iterator[tuple[str, str, str, str, str]]:
+        """``(unit, day, status, files, manifest)`` of every indexed day of ``source`` in range
+        (``files``: JSON ``[[name, bytes], ...]``)."""
         if not self.exists():
             return iter(())
         return self._connection().execute(
-            "SELECT unit, day, status, file, manifest FROM manifests "
+            "SELECT unit, day, status, files, manifest FROM manifests "
             "WHERE source = ? AND day BETWEEN ? AND ?",
             (source, first.isoformat(), last.isoformat()),
         )
@@ -234,7 +275,8 @@ class ManifestIndex:
             self._connection()
             .execute(
                 "SELECT source, unit, day, status, manifest, file, rows, bytes, sha256, "
-                "written_at, detail FROM manifests WHERE source = ? AND unit = ? AND day = ?",
+                "written_at, detail, files FROM manifests "
+                "WHERE source = ? AND unit = ? AND day = ?",
                 (source, unit, day.isoformat()),
             )
             .fetchone()
@@ -399,121 +441,105 @@ def scan_states(
 ) -> StateGrid:
     """Archive state of every (unit, day), from the index checked against directory listings.
 
-    Without an index file every manifest is read (slow on large archives). A manifest the
+    Without a usable index every manifest is read (slow on large archives). A manifest the
     index does not know is read from disk; with ``check_sizes`` each data file's size is
     compared with its manifest's (one ``stat`` per file).
     """
     own = index is None
     idx = index if index is not None else ManifestIndex(archive.root)
     try:
-        day_pos = {d.isoformat(): i for i, d in enumerate(days)}
-        names = [unit_of(p) for p in units]
-        unit_pos = {u: i for i, u in enumerate(names)}
-        known: dict[tuple[int, int], tuple[str, str | None, str]] = {}
-        have_index = idx.exists()
-        if have_index and days:
-            for unit, day, status, file, manifest in idx.entries(source, min(days), max(days)):
-                u = unit_pos.get(unit)
-                d = day_pos.get(day)
-                if u is not None and d is not None:
-                    known[(u, d)] = (status, file, manifest)
-        sizes: dict[tuple[int, int], int | None] = {}
-        if check_sizes and have_index:
-            sizes = _indexed_sizes(idx, source, names, days)
-        grid = StateGrid(units=names, days=list(days), rows=[])
-        day_names = [d.isoformat() for d in days]
-        missing = STATE_CODES["missing"]
-        for u, parts in enumerate(units):
-            directory = archive.root.joinpath(source, *parts)
-            listing = _listing(directory)
-            if not listing:
-                grid.rows.append(missing * len(days))
-                continue
-            prefix = "_" if any("=" in p for p in parts) else ""
-            cells: list[str] = []
-            for d, day in enumerate(day_names):
-                manifest = f"{prefix}{day}{MANIFEST_SUFFIX}"
-                if manifest not in listing:
-                    cells.append(missing)
-                    continue
-                hit = known.get((u, d)) if have_index else None
-                if hit is None or hit[2] != manifest:
-                    state, detail = _state_from_disk(archive, source, parts, days[d], check_sizes)
-                    if detail:
-                        grid.details[(u, d)] = detail
-                    cells.append(STATE_CODES[state])
-                    continue
-                status, file, _ = hit
-                if status in ("archived", "kept"):
-                    if not file or file not in listing:
-                        grid.details[(u, d)] = f"data file {file} is missing"
-                        cells.append(STATE_CODES["corrupt"])
-                        continue
-                    if check_sizes:
-                        want = sizes.get((u, d))
-                        try:
-                            size = (directory / file).stat().st_size
-                        except OSError:
-                            size = -1
-                        if want is not None and size != want:
-                            grid.details[(u, d)] = (
-                                f"data file {file} has {size} bytes, manifest says {want}"
-                            )
-                            cells.append(STATE_CODES["corrupt"])
-                            continue
-                    cells.append(STATE_CODES["archived" if status == "archived" else "kept"])
-                elif status == "empty":
-                    cells.append(STATE_CODES["empty"])
-                else:
-                    grid.details[(u, d)] = "unreadable manifest"
-                    cells.append(STATE_CODES["corrupt"])
-            grid.rows.append("".join(cells))
-        return grid
+        return _scan(archive, source, units, days, check_sizes, idx)
     finally:
         if own:
             idx.close()
 
 
-def _indexed_sizes(
-    idx: ManifestIndex, source: str, names: Sequence[str], days: Sequence[dt.date]
-) -> dict[tuple[int, int], int | None]:
-    unit_pos = {u: i for i, u in enumerate(names)}
+def _scan(
+    archive: Archive,
+    source: str,
+    units: Sequence[Sequence[str]],
+    days: Sequence[dt.date],
+    check_sizes: bool,
+    idx: ManifestIndex,
+) -> StateGrid:
     day_pos = {d.isoformat(): i for i, d in enumerate(days)}
-    out: dict[tuple[int, int], int | None] = {}
-    for unit, day, size in idx._connection().execute(
-        "SELECT unit, day, bytes FROM manifests WHERE source = ? AND day BETWEEN ? AND ?",
-        (source, min(days).isoformat(), max(days).isoformat()),
-    ):
-        u, d = unit_pos.get(unit), day_pos.get(day)
-        if u is not None and d is not None:
-            out[(u, d)] = size
-    return out
+    names = [unit_of(p) for p in units]
+    unit_pos = {u: i for i, u in enumerate(names)}
+    known: dict[tuple[int, int], tuple[str, str, str]] = {}
+    have_index = idx.exists()
+    if have_index and days:
+        for unit, day, status, files, manifest in idx.entries(source, min(days), max(days)):
+            u = unit_pos.get(unit)
+            d = day_pos.get(day)
+            if u is not None and d is not None:
+                known[(u, d)] = (status, files, manifest)
+    grid = StateGrid(units=names, days=list(days), rows=[])
+    day_names = [d.isoformat() for d in days]
+    missing, archived, kept = STATE_CODES["missing"], STATE_CODES["archived"], STATE_CODES["kept"]
+    for u, parts in enumerate(units):
+        directory = archive.root.joinpath(source, *parts)
+        listing = _listing(directory)
+        if not listing:
+            grid.rows.append(missing * len(days))
+            continue
+        prefix = "_" if any("=" in p for p in parts) else ""
+        cells: list[str] = []
+        for d, day in enumerate(day_names):
+            manifest = f"{prefix}{day}{MANIFEST_SUFFIX}"
+            if manifest not in listing:
+                cells.append(missing)
+                continue
+            hit = known.get((u, d))
+            if hit is None or hit[2] != manifest:
+                state, detail = _state_from_disk(archive, source, parts, days[d], check_sizes)
+                if detail:
+                    grid.details[(u, d)] = detail
+                cells.append(STATE_CODES[state])
+                continue
+            status, files, _ = hit
+            if status == "archived":
+                problem = _files_problem(directory, listing, files, check_sizes)
+                if problem:
+                    grid.details[(u, d)] = problem
+                    cells.append(STATE_CODES["corrupt"])
+                elif f"{prefix}{day}{KEPT_SUFFIX}" in listing:
+                    cells.append(kept)
+                else:
+                    cells.append(archived)
+            elif status == "empty":
+                cells.append(STATE_CODES["empty"])
+            else:
+                grid.details[(u, d)] = "unreadable manifest"
+                cells.append(STATE_CODES["corrupt"])
+        grid.rows.append("".join(cells))
+    return grid
+
+
+def _files_problem(directory: Path, listing: set[str], files: str, check_sizes: bool) -> str:
+    """Why the data files of an archived day are not as its manifest says ("" if they are)."""
+    for name, want in json.loads(files):
+        if name not in listing:
+            return f"data file {name} is missing"
+        if check_sizes:
+            try:
+                size = (directory / name).stat().st_size
+            except OSError:
+                return f"data file {name} is missing"
+            if want is not None and size != want:
+                return f"data file {name} has {size} bytes, manifest says {want}"
+    return ""
 
 
 def _state_from_disk(
     archive: Archive, source: str, parts: Sequence[str], day: dt.date, check_sizes: bool
 ) -> tuple[State, str]:
-    key = DayKey(source, tuple(parts), day)
-    try:
-        doc = archive.read_manifest(key)
-    except ArchiveError as exc:
-        return "corrupt", str(exc)
-    if doc is None:
-        return "missing", ""
-    status, detail = manifest_status(doc)
-    if status in ("archived", "kept"):
-        name = str(doc.get("file"))
-        data = archive.directory(key) / name
-        try:
-            size = data.stat().st_size
-        except OSError:
-            return "corrupt", f"data file {name} is missing"
-        if check_sizes and size != doc.get("bytes"):
-            return "corrupt", f"data file {name} has {size} bytes, manifest says {doc.get('bytes')}"
-        return ("kept" if status == "kept" else "archived"), ""
-    if status == "empty":
-        return "empty", ""
-    return "corrupt", detail
+    """What :meth:`Archive.status` says (it compares sizes), with kept days told apart."""
+    status, detail = archive.status(DayKey(source, tuple(parts), day))
+    if status == "archived" and detail.startswith("kept:"):
+        return "kept", ""
+    if status == "corrupt" and str(archive.root) in detail:
+        detail = detail.replace(f"{archive.root}/", "").replace(str(archive.root), "")
+    return status, detail
 
 
 def coverage_rows(
@@ -538,14 +564,12 @@ def coverage_rows(
     for u, parts in enumerate(unit_list):
         for d, day in enumerate(day_list):
             state = grid.state(u, d)
-            rows.append(
-                CoverageRow(
-                    parts,
-                    day,
-                    "archived" if state == "kept" else state,
-                    grid.details.get((u, d), ""),
-                )
-            )
+            detail = grid.details.get((u, d), "")
+            if state == "kept":
+                kept = archive.read_kept(DayKey(source, parts, day)) or {}
+                rows.append(CoverageRow(parts, day, "archived", _kept_detail(kept), True))
+            else:
+                rows.append(CoverageRow(parts, day, state, detail))
     return rows
 
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 _FORBIDDEN_CHARS = ("/", "\\", "\x00")
 
+#: Longest file or directory name most file systems accept (ext4, XFS, Btrfs, ZFS, NFS):
+#: 255 bytes, counted in UTF-8.
+MAX_COMPONENT_BYTES = 255
+
 
 def check_path_component(value: str, what: str) -> str | None:
     """Return why ``value`` cannot be one directory name in the archive, or None if it can."""
@@ -22,4 +26,10 @@ def check_path_component(value: str, what: str) -> str | None:
         return f"{what} {value!r} contains a control character"
     if value != value.strip():
         return f"{what} {value!r} has leading or trailing spaces"
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMPONENT_BYTES:
+        return (
+            f"{what} {value[:40]!r}... is {size} bytes long in UTF-8; file systems accept at "
+            f"most {MAX_COMPONENT_BYTES} bytes per name: shorten it"
+        )
     return None

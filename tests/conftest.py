@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
+import socket
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,6 +79,116 @@ def examon_sim(small_catalog: Path) -> Iterator[SimulatorProcess]:
     sim = SimulatorProcess(["--catalog", str(small_catalog), "--nodes", "4"])
     yield sim
     sim.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def service_missing(message: str) -> None:
+    """A service a test needs is absent: skip on a developer's machine, fail in CI
+    (CI=true), where a missing service must not turn the production path into a skip."""
+    if in_ci():
+        pytest.fail(f"{message} (CI is set: a missing service fails instead of skipping)")
+    pytest.skip(message)
+
+
+def _redis_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture()
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of our own on a free loopback port, in memory only (no RDB, no AOF), in
+    a temporary directory; stopped afterwards. Nothing else's Redis is touched."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        service_missing(
+            "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server); "
+            "the production-path test starts its own on a free port"
+        )
+    workdir = tmp_path_factory.mktemp("redis")
+    log_path = workdir / "redis.log"
+    for _ in range(3):  # the free port may be taken between probing and binding
+        port = free_port()
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                [
+                    str(exe),
+                    *("--port", str(port), "--bind", "127.0.0.1"),
+                    *("--save", "", "--appendonly", "no"),
+                    *("--dir", str(workdir), "--daemonize", "no"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 15
+        while proc.poll() is None and time.monotonic() < deadline and not _redis_ping(port):
+            time.sleep(0.1)
+        if proc.poll() is None and _redis_ping(port):
+            break
+        proc.kill()
+        proc.wait()
+    else:
+        pytest.fail(f"redis-server did not start:\n{log_path.read_text()[-2000:]}")
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
+
+
+def psql(sql: str, db: str = "postgres") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *("psql", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "-d", db),
+            *("-v", "ON_ERROR_STOP=1", "-X", "-q", "-c", sql),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PGCONNECT_TIMEOUT": "5"},
+    )
+
+
+@pytest.fixture()
+def pg_database() -> Iterator[str]:
+    """A PostgreSQL database of our own (unique name) on 127.0.0.1:5432, dropped afterwards;
+    no other database is touched."""
+    if shutil.which("psql") is None:
+        service_missing("psql is not installed: the production-path test needs PostgreSQL")
+    probe = psql("select 1")
+    if probe.returncode != 0:
+        service_missing(
+            f"PostgreSQL is not reachable as {PG_USER}@{PG_HOST}:{PG_PORT} "
+            f"(.ci/run starts it): {probe.stderr.strip()[-300:]}"
+        )
+    name = f"dxt_test_{uuid.uuid4().hex[:12]}"
+    created = psql(f"CREATE DATABASE {name}")
+    assert created.returncode == 0, created.stderr
+    try:
+        yield name
+    finally:
+        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def run_benchmarks(tmp_path: Path, *args: str, timeout: float = 600) -> tuple[str, dict]:

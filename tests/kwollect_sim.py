@@ -21,7 +21,9 @@ class KwollectSimProcess:
         return r.json()
 
     def reset(self) -> None:
-        self.configure(delay_s=0.0, site_delay_s={}, max_points=None, timeout_delay_s=0.0)
+        self.configure(
+            delay_s=0.0, site_delay_s={}, max_points=None, timeout_delay_s=0.0, stray_offset_s=None
+        )
         httpx.post(f"{self.url}/_sim/stats/reset", timeout=10).raise_for_status()
 
     def stats(self) -> dict[str, Any]:

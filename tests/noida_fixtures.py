@@ -1,24 +1,32 @@
-"""noida-db (a local Elasticsearch 8.15 stand-in) for the collectd_es tests.
+"""noida-db (a local Elasticsearch 8.15 stand-in) for the collectd_es tests, and version
+stand-ins in front of it (Elasticsearch 7.10/8.x/9.x, OpenSearch 1.x/2.x; see
+``dxt_core.backends.collectd_es.simulator``).
 
-Import the fixtures into a test module (``from tests.noida_fixtures import noida_es``): one
-server per test session on a free loopback port, loaded with the pytokio sample hour, stopped
-(and reaped) at the end.
+Import the fixtures into a test module (``from tests.noida_fixtures import noida_es,
+es_standin``): one noida-db per test session on a free loopback port, loaded with the
+pytokio sample hour; stand-ins started on first use, one per (flavour, user), reset (no
+faults, empty log) for every test that asks for one; all stopped (and reaped) at the end.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from dxt_core.backends.collectd_es.simulator import (
     bulk_load,
+    spawn_es_standin,
     spawn_noida_elasticsearch,
     stop_process,
+    stop_standin,
 )
 
 SAMPLE_JSON = (
@@ -30,6 +38,20 @@ SAMPLE_JSON = (
 class NoidaEs:
     url: str
     sample_hits: int
+
+
+@dataclass
+class Standin:
+    """A running stand-in: its URL, and its control endpoints."""
+
+    url: str
+    flavour: str
+
+    def faults(self, **faults: Any) -> None:
+        httpx.post(f"{self.url}/_standin/faults", json=faults).raise_for_status()
+
+    def log(self) -> list[dict[str, Any]]:
+        return httpx.get(f"{self.url}/_standin/log").json()["log"]
 
 
 def sample_hits() -> list[dict]:
@@ -44,3 +66,30 @@ def noida_es(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoidaEs]:
         yield NoidaEs(url, n)
     finally:
         stop_process(proc)
+
+
+@pytest.fixture(scope="session")
+def _standins(noida_es: NoidaEs) -> Iterator[dict[tuple[str, str | None], tuple[Any, str]]]:
+    running: dict[tuple[str, str | None], tuple[subprocess.Popen[str], str]] = {}
+    try:
+        yield running
+    finally:
+        for proc, _ in running.values():
+            stop_standin(proc)
+
+
+@pytest.fixture
+def es_standin(
+    noida_es: NoidaEs, _standins: dict[tuple[str, str | None], tuple[Any, str]]
+) -> Callable[..., Standin]:
+    """``es_standin("opensearch-2.11.1", user=None, password=None)`` -> a reset stand-in."""
+
+    def get(flavour: str, user: str | None = None, password: str | None = None) -> Standin:
+        key = (flavour, user)
+        if key not in _standins:
+            _standins[key] = spawn_es_standin(noida_es.url, flavour, user=user, password=password)
+        standin = Standin(_standins[key][1], flavour)
+        standin.faults()
+        return standin
+
+    return get

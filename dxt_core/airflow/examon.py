@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from typing import Any
 
-from dxt_core.airflow.runs import day_of_context
+from dxt_core.airflow import dag_settings, runs
+from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.examon.archive_day import FORMATS, archive_examon_day
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog
-from dxt_core.config import ENV_EXAMON_CATALOG, ENV_EXAMON_OPTIONS, archive_root
+from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError
-from dxt_core.windows import day_window
 
 log = logging.getLogger("dxt_core.airflow")
 
 
 def catalog_entries(max_map_length: int | None = None) -> list[dict[str, str]]:
     """The catalog as the list that feeds ``expand``; checks Airflow's map length limit."""
-    path = os.environ.get(ENV_EXAMON_CATALOG) or None
+    path = dag_settings("examon")["catalog"] or None
     entries = load_catalog(path)
     if max_map_length is not None and len(entries) > max_map_length:
         raise ConfigError(
@@ -41,13 +40,8 @@ def _round_up(n: int) -> int:
 
 
 def examon_options() -> ExamonOptions:
-    path = os.environ.get(ENV_EXAMON_OPTIONS)
+    path = dag_settings("examon")["options"]
     return ExamonOptions.from_toml(path) if path else ExamonOptions()
-
-
-def day_of(context: Any) -> dt.date:
-    """The archive day of a run: its ``day`` param, else its logical date (see ``runs``)."""
-    return day_of_context(context, "dxt_examon")
 
 
 def day_end(context: Any, conn_id: str, settle_s: int) -> dt.datetime:
@@ -55,13 +49,13 @@ def day_end(context: Any, conn_id: str, settle_s: int) -> dt.datetime:
     from dxt_core.airflow.hooks import ExamonHook
 
     conn = ExamonHook(conn_id).connection()
-    return day_window(day_of(context), conn.time_zone).end + dt.timedelta(seconds=settle_s)
+    return runs.day_end(day_of(context), conn.time_zone, settle_s)
 
 
 def output_format(context: Any) -> str:
-    """The run's ``format`` param, else ``DXT_EXAMON_FORMAT`` (csv)."""
+    """The run's ``format`` param, else the ``format`` setting (``DXT_EXAMON_FORMAT``)."""
     params = context.get("params") or {}
-    fmt = params.get("format") or os.environ.get("DXT_EXAMON_FORMAT", "csv")
+    fmt = params.get("format") or dag_settings("examon")["format"]
     if fmt not in FORMATS:
         raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
     return str(fmt)
@@ -74,7 +68,7 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
     from dxt_core.airflow.hooks import ExamonHook
 
     catalog_entry = CatalogEntry(metric=entry["metric"], plugin=entry["plugin"])
-    archive = Archive(archive_root())
+    archive = Archive(archive_root(), replace=replace_of_context(context))
     with ExamonHook(conn_id).get_conn(options=examon_options()) as source:
         day = day_of(context)
         log.info(
@@ -85,7 +79,8 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
             source.conn.safe_url,
             archive.root,
         )
-        report = archive_examon_day(source, catalog_entry, day, archive, fmt=output_format(context))
+        fmt = output_format(context)
+        report = archive_examon_day(source, catalog_entry, day, archive, fmt=fmt)
     doc = report.as_dict()
     emit_day_event(
         context,

@@ -6,65 +6,17 @@ import datetime as dt
 import logging
 from typing import Any
 
-from airflow.sdk import BaseHook
-
-from dxt_core.airflow.runs import day_of_context
+from dxt_core.airflow import runs
+from dxt_core.airflow.hooks import KwollectHook
+from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.kwollect.connection import (
-    KwollectConnection,
-    kwollect_connection_from_fields,
     load_archive_config,
 )
-from dxt_core.backends.kwollect.source import KwollectClient
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError
-from dxt_core.windows import day_window
 
 log = logging.getLogger("dxt_core.airflow")
-
-
-class KwollectHook(BaseHook):
-    """The Grid'5000 API (reference + Kwollect metrics) from an Airflow connection.
-
-    Host (a name or a full URL such as ``https://api.grid5000.fr/stable``), port, schema
-    (http/https, or the path), login/password for HTTP Basic; extras ``api_url``, ``timeout``,
-    ``verify_tls``, ``max_points``, ``max_nodes``.
-    """
-
-    conn_name_attr = "kwollect_conn_id"
-    default_conn_name = "kwollect_default"
-    conn_type = "kwollect"
-    hook_name = "Kwollect (Grid'5000)"
-
-    def __init__(self, kwollect_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.kwollect_conn_id = kwollect_conn_id
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {"host": "API URL or host", "login": "Grid'5000 login"},
-            "placeholders": {
-                "host": "https://api.grid5000.fr/stable",
-                "extra": '{"timeout": 330, "max_points": 25000}',
-            },
-        }
-
-    def connection(self) -> KwollectConnection:
-        c = self.get_connection(self.kwollect_conn_id)
-        return kwollect_connection_from_fields(
-            conn_id=self.kwollect_conn_id,
-            host=c.host,
-            port=c.port,
-            schema=c.schema,
-            login=c.login,
-            password=c.password,
-            extra=c.extra_dejson,
-        )
-
-    def get_conn(self) -> KwollectClient:
-        return self.connection().client()
 
 
 def units(conn_id: str, max_map_length: int | None = None) -> list[dict[str, Any]]:
@@ -81,15 +33,9 @@ def units(conn_id: str, max_map_length: int | None = None) -> list[dict[str, Any
     return found
 
 
-def day_of(context: Any) -> dt.date:
-    """The archive day of a run: its ``day`` param, else its logical date (see ``runs``)."""
-    return day_of_context(context, "dxt_kwollect")
-
-
 def day_end(context: Any, settle_s: int) -> dt.datetime:
     """End of the run's day in the configured time zone, plus ``settle_s`` seconds."""
-    config = load_archive_config()
-    return day_window(day_of(context), config.time_zone).end + dt.timedelta(seconds=settle_s)
+    return runs.day_end(day_of(context), load_archive_config().time_zone, settle_s)
 
 
 def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[str, Any]:
@@ -100,7 +46,7 @@ def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[s
 
     config = load_archive_config()
     day = day_of(context)
-    archive = Archive(archive_root())
+    archive = Archive(archive_root(), replace=replace_of_context(context))
     with KwollectHook(conn_id).get_conn() as client:
         log.info(
             "archiving %s/%s for %s (%s) from %s into %s",

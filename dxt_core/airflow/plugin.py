@@ -19,6 +19,7 @@ heavy: the FastAPI app is built on the first request the API server routes to it
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -29,7 +30,14 @@ log = logging.getLogger("dxt_core.airflow.plugin")
 
 PLUGIN_NAME = "dxt_archive"
 URL_PREFIX = "/dxt-archive"
-DXT_DAGS = ("dxt_examon", "dxt_kwollect", "dxt_collectd_es")
+
+
+@functools.cache
+def dxt_dag_ids() -> frozenset[str]:
+    """The DAG ids of the registry's backends (built-in and ``DXT_EXTRA_BACKENDS``)."""
+    from dxt_core import backends as registry
+
+    return frozenset(b.dag_id for b in registry.backends() if b.dag_id)
 
 
 class LazyApp:
@@ -55,7 +63,7 @@ class RunNoteListener:
 
     @hookimpl
     def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
-        if dag_run.dag_id not in DXT_DAGS:
+        if dag_run.dag_id not in dxt_dag_ids():
             return
         try:
             if not dag_run.note:
@@ -88,10 +96,10 @@ def create_group_assets(dag_run: Any) -> list[str]:
     from sqlalchemy.orm import object_session
 
     from dxt_core.airflow.assets import archive_asset
-    from dxt_core.airflow.ui.grid import DAG_SOURCES, display_name
+    from dxt_core.airflow.ui.grid import dag_sources, display_name
 
     session = object_session(dag_run)
-    spec = DAG_SOURCES.get(dag_run.dag_id)
+    spec = dag_sources().get(dag_run.dag_id)
     if session is None or spec is None:
         return []
     units, _ = spec.units()

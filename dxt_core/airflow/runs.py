@@ -1,4 +1,4 @@
-"""Which day a DAG run archives, and the Params the dxt DAGs share.
+"""What a DAG run archives (its day, and whether that day is over), and the dxt DAGs' Params.
 
 Scheduled and backfill runs of logical date D archive day D (the UTC date of their data
 interval start, which is their logical date with the daily UTC timetable). A run triggered
@@ -11,10 +11,14 @@ task helpers, the plugin's listener and the coverage view agree on one rule.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from dxt_core.errors import ConfigError
+from dxt_core.windows import day_window
+
+log = logging.getLogger("dxt_core.airflow")
 
 DAY_PARAM = "day"
 REPLACE_PARAM = "replace"
@@ -70,15 +74,32 @@ def run_day(
     return utc_date(start)
 
 
-def day_of_context(context: Mapping[str, Any], dag_id: str = "the DAG") -> dt.date:
-    """The archive day of the running task's DAG run."""
+def day_of(context: Mapping[str, Any]) -> dt.date:
+    """The archive day of the running task's DAG run: its ``day`` param, else its data
+    interval start (the logical date of scheduled and backfill runs)."""
     params = context.get("params") or {}
+    dag = context.get("dag")
     return run_day(
         params.get(DAY_PARAM),
         context.get("data_interval_start"),
         context.get("logical_date"),
-        dag_id,
+        getattr(dag, "dag_id", "the DAG"),
     )
+
+
+def day_end(day: dt.date, time_zone: str, settle_s: int) -> dt.datetime:
+    """When ``day`` (midnight to midnight in ``time_zone``) may be archived: its end plus
+    ``settle_s`` seconds of ingestion lag."""
+    return day_window(day, time_zone).end + dt.timedelta(seconds=settle_s)
+
+
+def day_is_over(day: dt.date, time_zone: str, settle_s: int) -> bool:
+    """True once ``day`` (midnight to midnight in ``time_zone``) has ended plus ``settle_s``."""
+    end = day_end(day, time_zone, settle_s)
+    if dt.datetime.now(dt.UTC) < end:
+        log.info("day %s (%s) is not over until %s; waiting", day, time_zone, end)
+        return False
+    return True
 
 
 def replace_of_context(context: Mapping[str, Any]) -> bool:

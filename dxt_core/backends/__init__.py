@@ -1,1 +1,134 @@
-"""Backends: one package per source, each with the same file roles."""
+"""The backends, one package each, and the one list of them.
+
+Every backend package has the same modules for the same roles:
+
+* ``connection``: where the server is (a :class:`~dxt_core.connection.ConnectionSpec`,
+  ``SPEC``) and the connection object it builds;
+* ``source``: the queries: (what, window) -> records, with paging, splitting and retries;
+* ``archive_day``: one (parts, day) unit through :func:`dxt_core.archive_day.archive_one_day`;
+* ``cli``: ``dxt extract <backend>`` (``add_extract_parser``) and the units ``dxt coverage``
+  checks (``coverage_units``);
+* ``simulator``: a stand-in server for tests and demos (``main``), run as
+  ``python -m dxt_core.backends.<name>.simulator``.
+
+The package's ``__init__`` declares a :class:`Backend` (names, DAG id, settings) and imports
+nothing heavy. The CLI, the provider info and the demo read :data:`BACKENDS`; adding a backend
+is a new package and one line here (or, out of tree, ``DXT_EXTRA_BACKENDS``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from dxt_core.config import Setting
+from dxt_core.errors import ConfigError
+
+#: The backends that ship with dxt-archive, by package name.
+BUILTIN = ("examon", "kwollect", "collectd_es")
+ENV_EXTRA = "DXT_EXTRA_BACKENDS"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend: its names, where its modules are, its DAG and its settings.
+
+    Attributes:
+        name: the archive's top directory and the registry key (``examon``).
+        title: one line for ``--help``.
+        package: the Python package holding the role modules.
+        cli_name: the word after ``dxt extract`` (``collectd-es``).
+        aliases: other names accepted on the command line (``kairosdb``).
+        dag_id: the DAG that archives it.
+        hook: the Airflow hook class, ``module.Class``.
+        task_id: the mapped task of the DAG (refill commands name it).
+        settings: the backend's settings (``DXT_<KEY>``).
+    """
+
+    name: str
+    title: str
+    package: str
+    cli_name: str = ""
+    aliases: tuple[str, ...] = ()
+    dag_id: str = ""
+    hook: str = ""
+    task_id: str = ""
+    settings: tuple[Setting, ...] = field(default_factory=tuple)
+
+    @property
+    def command(self) -> str:
+        return self.cli_name or self.name
+
+    def module(self, role: str) -> ModuleType:
+        """The backend's module for ``role`` (``connection``, ``source``, ``cli``...)."""
+        return importlib.import_module(f"{self.package}.{role}")
+
+    def has(self, role: str) -> bool:
+        return importlib.util.find_spec(f"{self.package}.{role}") is not None
+
+    @property
+    def spec(self) -> Any:
+        return self.module("connection").SPEC
+
+    def setting(self, key: str) -> Setting:
+        for s in self.settings:
+            if s.key == f"{self.name}_{key}":
+                return s
+        raise KeyError(key)
+
+
+def _load(ref: str) -> Backend:
+    module, _, attr = ref.partition(":")
+    try:
+        backend = getattr(importlib.import_module(module), attr or "BACKEND")
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"{ENV_EXTRA}: cannot load {ref!r} ({exc}); give 'package.module[:BACKEND]'"
+        ) from exc
+    if not isinstance(backend, Backend):
+        raise ConfigError(f"{ENV_EXTRA}: {ref!r} is not a dxt_core.backends.Backend")
+    return backend
+
+
+def backends() -> list[Backend]:
+    """Every backend: the built-in ones, then those named in ``DXT_EXTRA_BACKENDS``."""
+    found = [_load(f"dxt_core.backends.{name}") for name in BUILTIN]
+    found += [_load(r.strip()) for r in os.environ.get(ENV_EXTRA, "").split(",") if r.strip()]
+    return found
+
+
+def get(name: str) -> Backend:
+    """The backend called ``name`` (or one of its aliases); the error lists the known ones."""
+    for b in backends():
+        if name in (b.name, b.command, *b.aliases):
+            return b
+    known = ", ".join(b.command for b in backends())
+    raise ConfigError(f"unknown backend {name!r}: choose one of {known}")
+
+
+def dag_settings(name: str) -> dict[str, Any]:
+    """A backend's settings by short key (``retries``), for its DAG file."""
+    from dxt_core.config import read_all
+
+    b = get(name)
+    return read_all(b.settings, prefix=f"{b.name}_")
+
+
+def common_settings(
+    name: str, *, start_date: str, pool: str, conn_id: str, max_active_runs: int
+) -> tuple[Setting, ...]:
+    """The settings every backend's DAG has, with the backend's defaults."""
+    p = f"{name}_"
+    return (
+        Setting(p + "start_date", str, start_date, "first day of the schedule"),
+        Setting(p + "catchup", bool, True, "create runs for every past day"),
+        Setting(p + "conn_id", str, conn_id, "Airflow connection id"),
+        Setting(p + "pool", str, pool, "Airflow pool that throttles the archive tasks"),
+        Setting(p + "retries", int, 2, "task retries (2 minutes apart)"),
+        Setting(p + "max_active_runs", int, max_active_runs, "days processed at once"),
+        Setting(p + "settle_seconds", int, 900, "wait after the day ends before archiving it"),
+    )

@@ -14,8 +14,11 @@ def _spawn(
     backend: str, args: list[str], stderr: int | IO[Any] | None, timeout: float
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``dxt simulate BACKEND --port 0 ARGS``; return the process once it prints its URL."""
+    from dxt_core.backends import get
+
+    package = get(backend).package
     proc = subprocess.Popen(
-        [sys.executable, "-m", f"dxt_core.backends.{backend}.simulator", "--port", "0", *args],
+        [sys.executable, "-m", f"{package}.simulator", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
@@ -31,6 +34,16 @@ def _spawn(
     proc.kill()
     proc.wait()
     raise DxtError(f"the {backend} simulator did not start (args: {' '.join(args)})")
+
+
+def spawn(
+    backend: str,
+    args: list[str],
+    stderr: int | IO[Any] | None = subprocess.DEVNULL,
+    timeout: float = 30,
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``dxt simulate BACKEND --port 0 ARGS`` as a process; return it and its URL."""
+    return _spawn(backend, args, stderr, timeout)
 
 
 def spawn_examon_simulator(

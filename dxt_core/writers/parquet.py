@@ -126,6 +126,7 @@ class ParquetSeriesWriter(SeriesWriter):
         origin_ms: int = 0,
         compression: str = "zstd",
         row_group_ms: int = 3_600_000,
+        value_type: str | None = None,
     ) -> None:
         super().__init__(out)
         try:
@@ -140,6 +141,11 @@ class ParquetSeriesWriter(SeriesWriter):
         self._schema: SeriesSchema | None = None
         self._writer: Any = None
         self._arrow_schema: Any = None
+        if value_type not in (None, "double", "int64", "string"):
+            raise ConfigError(f"value_type must be double, int64 or string, not {value_type!r}")
+        # Set by the caller (a rule stable across windows and days), or else taken from
+        # the first window that holds points.
+        self._fixed_type = value_type
         self._value_type = ""
         self._result = WriteResult()
         if row_group_ms % block_ms:
@@ -181,7 +187,7 @@ class ParquetSeriesWriter(SeriesWriter):
         if not kept:
             return
         if self._writer is None:
-            self._start(_value_type(batch))
+            self._start(self._fixed_type or _value_type(batch))
         cols = [_numeric_columns(series, self._value_type) for series in kept]
         # Dictionary codes per series: one dictionary per column for this window.
         dicts: list[tuple[list[str], np.ndarray]] = []

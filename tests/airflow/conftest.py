@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
+
+__all__ = ["free_port"]  # imported from here by the Airflow tests
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> dict[str, str]:

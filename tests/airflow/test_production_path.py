@@ -1,6 +1,10 @@
 """Airflow's production path on this machine: PostgreSQL metadata DB, CeleryExecutor with a
 Redis broker, separate scheduler / dag-processor / API server / Celery worker processes.
-One daily run of the full Marconi100 catalog (811 mapped metric-days, tiny data)."""
+One daily run of the full Marconi100 catalog (811 mapped metric-days, tiny data).
+
+The Redis broker is a redis-server the test starts for itself (free port, in memory) and the
+metadata database one it creates and drops (tests/conftest.py: redis_url, pg_database): nothing
+that runs on this machine already is flushed or dropped."""
 
 from __future__ import annotations
 
@@ -9,40 +13,19 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 
 import httpx
 import pytest
 
 from tests.airflow.conftest import AIRFLOW, airflow, base_env, free_port
-from tests.conftest import SimulatorProcess
+from tests.conftest import PG_HOST, PG_PORT, PG_USER, SimulatorProcess
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
 
-PG = "postgres@127.0.0.1:5432"
+PG = f"{PG_USER}@{PG_HOST}:{PG_PORT}"
 
 
-def psql(sql: str, db: str = "postgres") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-c", sql],
-        capture_output=True,
-        text=True,
-    )
-
-
-@pytest.fixture()
-def pg_database():
-    if psql("select 1").returncode != 0:
-        pytest.fail("PostgreSQL is not reachable on 127.0.0.1:5432 (.ci/run starts it)")
-    name = f"dxt_test_{uuid.uuid4().hex[:8]}"
-    assert psql(f"CREATE DATABASE {name}").returncode == 0
-    yield name
-    psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, tmp_path):
-    redis_db = 11
-    subprocess.run(["redis-cli", "-n", str(redis_db), "flushdb"], capture_output=True)
+def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, redis_url, tmp_path):
     sim = SimulatorProcess(["--nodes", "1", "--interval", "3600"])
     port = free_port()
     env = base_env(tmp_path / "home", tmp_path / "archive", sim.url, None)
@@ -51,7 +34,7 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, tmp_path):
         {
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{PG}/{pg_database}",
             "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-            "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:6379/{redis_db}",
+            "AIRFLOW__CELERY__BROKER_URL": redis_url,
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql://{PG}/{pg_database}",
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": "8",
             "AIRFLOW__CORE__PARALLELISM": "16",
@@ -144,4 +127,3 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, tmp_path):
         for log in logs:
             log.close()
         sim.stop()
-        subprocess.run(["redis-cli", "-n", str(redis_db), "flushdb"], capture_output=True)

@@ -29,14 +29,14 @@ from pydantic import BaseModel
 
 from dxt_core.airflow.runs import parse_param_day
 from dxt_core.airflow.ui.grid import (
-    DAG_SOURCES,
-    SOURCES,
     NotFound,
     SourceSpec,
     build_grid,
     cell_detail,
+    dag_sources,
     parse_range,
     refill_plan,
+    sources,
 )
 from dxt_core.errors import DxtError
 
@@ -101,9 +101,10 @@ def _may(user: Any, dag_id: str, method: str = "GET") -> bool:
 
 
 def _source(user: Any, name: str) -> SourceSpec:
-    spec = SOURCES.get(name)
+    known = sources()
+    spec = known.get(name)
     if spec is None:
-        raise HTTPException(404, f"unknown source {name!r}; known: {', '.join(SOURCES)}")
+        raise HTTPException(404, f"unknown source {name!r}; known: {', '.join(known)}")
     if not _may(user, spec.dag_id):
         raise HTTPException(403, f"you may not read the task instances of {spec.dag_id}")
     return spec
@@ -176,7 +177,7 @@ def create_app() -> FastAPI:
         dag_id = request.query_params.get("dag_id")
         source = request.query_params.get("source")
         if dag_id and not source:
-            spec = DAG_SOURCES.get(dag_id)
+            spec = dag_sources().get(dag_id)
             source = spec.source if spec else None
         base = _base_path()
         config = {
@@ -184,14 +185,14 @@ def create_app() -> FastAPI:
             "api": f"{base}/api/v2",
             "source": source,
             "dag_id": dag_id,
-            "not_ours": bool(dag_id and dag_id not in DAG_SOURCES),
+            "not_ours": bool(dag_id and dag_id not in dag_sources()),
             "user": html.escape(str(user.get_name())),
         }
         return HTMLResponse(_page(config), headers={"Cache-Control": "no-store"})
 
     @app.get("/api/sources")
-    def sources(user: UserDep) -> Response:
-        visible = [s for s in SOURCES.values() if _may(user, s.dag_id)]
+    def list_sources(user: UserDep) -> Response:
+        visible = [s for s in sources().values() if _may(user, s.dag_id)]
         info = _dag_info([s.dag_id for s in visible])
         return _json(
             {

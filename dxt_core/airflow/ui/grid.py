@@ -20,7 +20,7 @@ from typing import Any
 
 from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day
 from dxt_core.archive import Archive, DayKey
-from dxt_core.config import ENV_EXAMON_CATALOG, archive_root
+from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.index import STATE_CODES, ManifestIndex, scan_states
 from dxt_core.windows import days as day_range
@@ -74,46 +74,48 @@ class SourceSpec:
         """The configured units (archive path parts) and configuration warnings."""
         try:
             return _configured_units(self.source), []
-        except (DxtError, OSError) as exc:
+        except (DxtError, OSError, KeyError) as exc:
             return [], [f"{self.source}: {exc}"]
 
 
-SOURCES: dict[str, SourceSpec] = {
-    s.source: s
-    for s in (
-        SourceSpec(
-            "examon", "Examon (KairosDB)", "dxt_examon", "archive_metric_day", "plugin", "catalog"
-        ),
-        SourceSpec(
-            "kwollect",
-            "Kwollect (Grid'5000)",
-            "dxt_kwollect",
-            "archive_site_metric_day",
-            "site",
-            "units",
-        ),
-        SourceSpec(
-            "collectd_es",
-            "collectd in Elasticsearch",
-            "dxt_collectd_es",
-            "archive_family_day",
-            "family",
-            None,
-        ),
-    )
+#: What the grid knows of the built-in backends beyond the registry: the row groups' label
+#: and the upstream task whose return value lists the mapped units.
+_SHAPES: dict[str, tuple[str, str | None]] = {
+    "examon": ("plugin", "catalog"),
+    "kwollect": ("site", "units"),
+    "collectd_es": ("family", None),
 }
-DAG_SOURCES = {s.dag_id: s for s in SOURCES.values()}
+
+
+def sources() -> dict[str, SourceSpec]:
+    """Every backend of the registry that has a DAG, by source (archive directory) name."""
+    from dxt_core import backends as registry
+
+    out: dict[str, SourceSpec] = {}
+    for b in registry.backends():
+        if not (b.dag_id and b.task_id):
+            continue
+        group, expand_from = _SHAPES.get(b.name, ("group", None))
+        out[b.name] = SourceSpec(b.name, b.title, b.dag_id, b.task_id, group, expand_from)
+    return out
+
+
+def dag_sources() -> dict[str, SourceSpec]:
+    """The same, by DAG id."""
+    return {s.dag_id: s for s in sources().values()}
 
 
 def _configured_units(source: str) -> list[tuple[str, ...]]:
+    """The units the DAG's settings name (no network): an out-of-tree backend has none, and
+    its grid shows the units its index holds."""
+    from dxt_core.airflow import dag_settings
+
     if source == "examon":
         from dxt_core.backends.examon.archive_day import examon_parts
         from dxt_core.backends.examon.catalog import load_catalog
 
-        fmt = os.environ.get("DXT_EXAMON_FORMAT", "csv")
-        return [
-            examon_parts(e, fmt) for e in load_catalog(os.environ.get(ENV_EXAMON_CATALOG) or None)
-        ]
+        s = dag_settings("examon")
+        return [examon_parts(e, str(s["format"])) for e in load_catalog(s["catalog"] or None)]
     if source == "kwollect":
         from dxt_core.backends.kwollect.connection import load_archive_config
 
@@ -121,9 +123,8 @@ def _configured_units(source: str) -> list[tuple[str, ...]]:
         sites = sorted({n.site for n in config.nodes} | {s for s, _ in config.clusters})
         return [(site, metric) for site in sites for metric in config.metrics]
     if source == "collectd_es":
-        raw = os.environ.get("DXT_COLLECTD_ES_FAMILIES", "disk,cpu,memory")
-        return [(f.strip(),) for f in raw.split(",") if f.strip()]
-    raise ConfigError(f"unknown source {source!r}")
+        return [(str(f),) for f in dag_settings("collectd_es")["families"]]
+    return []
 
 
 def display_name(parts: Sequence[str]) -> str:
@@ -253,7 +254,7 @@ def _task_instances(
 def _expanded_names(session: Any, spec: SourceSpec, run_id: str) -> list[str | None]:
     """Unit names by map index for a run whose mapped tasks have not rendered theirs yet."""
     if spec.expand_from is None:
-        return [display_name(p) for p in _configured_units(spec.source)]
+        return [display_name(p) for p in spec.units()[0]]
     from airflow.models.xcom import XComModel
     from sqlalchemy import select
 

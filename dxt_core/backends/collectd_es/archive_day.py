@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from dxt_core.archive import Archive, DayKey, atomic_file
+from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.collectd_es.columnar_hits import COLUMN_SOURCE_FIELDS
 from dxt_core.backends.collectd_es.source import (
     FAMILIES,
@@ -32,7 +33,7 @@ from dxt_core.backends.collectd_es.tokio_hdf5 import (
     TokioTimeSeriesBuilder,
     write_tokio_hdf5,
 )
-from dxt_core.errors import ConfigError
+from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.writers.base import WriteResult
 from dxt_core.writers.jsonl_gzip import GzipJsonlHitsWriter
 
@@ -42,31 +43,72 @@ SOURCE_NAME = "collectd_es"
 OUTPUT_FORMATS: tuple[str, ...] = ("jsonl", "hdf5")
 EXTENSIONS = {"jsonl": "jsonl.gz", "hdf5": "hdf5"}
 
-#: (family, start, end, full_source) -> pages
-PageProvider = Callable[[str, dt.datetime, dt.datetime, bool], Iterator[Page]]
+
+class PageProvider(Protocol):
+    """Pages of one family over a window. ``full``: whole hits (JSON Lines) rather than
+    the fields the HDF5 conversion reads; ``timestep``: the HDF5 row width (s)."""
+
+    #: where the documents come from, for messages
+    where: str
+
+    def __call__(
+        self, family: str, start: dt.datetime, end: dt.datetime, full: bool, timestep: int
+    ) -> Iterator[Page]: ...
+
+
+class EmptyExport(DxtError):
+    """The window holds no document at all: nothing was written."""
+
+
+@dataclass
+class _EsPages:
+    source: CollectdEsSource
+    stats: ExportStats
+    where: str
+
+    def __call__(
+        self, family: str, start: dt.datetime, end: dt.datetime, full: bool, timestep: int
+    ) -> Iterator[Page]:
+        # slices cut the window on the HDF5 time grid: a cell's documents stay in one slice
+        if full:  # the JSON Lines output keeps whole hits, as dicts
+            return self.source.iter_pages(family, start, end, stats=self.stats, align_s=timestep)
+        # the columns need no @timestamp: sort[0] carries it (fewer bytes to decode)
+        return self.source.iter_pages(
+            family,
+            start,
+            end,
+            fields=COLUMN_SOURCE_FIELDS,
+            stats=self.stats,
+            columnar=True,
+            align_s=timestep,
+        )
 
 
 def es_pages(source: CollectdEsSource, stats: ExportStats) -> PageProvider:
-    def provide(family: str, start: dt.datetime, end: dt.datetime, full: bool) -> Iterator[Page]:
-        if full:  # the JSON Lines output keeps whole hits, as dicts
-            return source.iter_pages(family, start, end, stats=stats)
-        # the columns need no @timestamp: sort[0] carries it (fewer bytes to decode)
-        return source.iter_pages(
-            family, start, end, fields=COLUMN_SOURCE_FIELDS, stats=stats, columnar=True
-        )
+    conn = source.conn
+    where = f"{conn.safe_url} index {conn.index} (host prefix {conn.host_prefix!r})"
+    return _EsPages(source, stats, where)
 
-    return provide
+
+@dataclass
+class _SavedPages:
+    pages: list[Page] | str | Path
+    host_prefix: str
+    name: str
+    where: str
+
+    def __call__(
+        self, family: str, start: dt.datetime, end: dt.datetime, full: bool, timestep: int
+    ) -> Iterator[Page]:
+        pages = self.pages
+        source = iter_saved_pages(pages) if isinstance(pages, str | Path) else pages
+        return select_saved_hits(source, family, start, end, self.host_prefix, where=self.name)
 
 
 def saved_pages(pages: list[Page] | str | Path, host_prefix: str, where: str) -> PageProvider:
     """Saved hits as a page source: a list of pages, or a file read one page at a time
     (once per family asked for), so memory holds a page, not the file."""
-
-    def provide(family: str, start: dt.datetime, end: dt.datetime, full: bool) -> Iterator[Page]:
-        source = iter_saved_pages(pages) if isinstance(pages, str | Path) else pages
-        return select_saved_hits(source, family, start, end, host_prefix, where=where)
-
-    return provide
+    return _SavedPages(pages, host_prefix, where, f"{where} (host prefix {host_prefix!r})")
 
 
 @dataclass
@@ -112,8 +154,55 @@ def export_window(
     init_start: dt.datetime | None = None,
     init_end: dt.datetime | None = None,
     replace_hdf5: bool = False,
+    allow_empty: bool = False,
 ) -> ExportReport:
-    """Export ``families`` over ``[start, end)`` into the requested files (atomically)."""
+    """Export ``families`` over ``[start, end)`` into the requested files (atomically).
+
+    A window without any document raises :class:`EmptyExport` and writes nothing, unless
+    ``allow_empty`` (then the files are written, empty). An OS error while writing (full
+    disk, read-only directory) is an :class:`ArchiveError` naming the file.
+    """
+    try:
+        return _export_window(
+            provider,
+            families,
+            start,
+            end,
+            jsonl_path=jsonl_path,
+            hdf5_path=hdf5_path,
+            timestep=timestep,
+            num_nodes=num_nodes,
+            ssds_per_node=ssds_per_node,
+            init_start=init_start,
+            init_end=init_end,
+            replace_hdf5=replace_hdf5,
+            allow_empty=allow_empty,
+        )
+    except OSError as exc:
+        paths = " and ".join(str(p) for p in (jsonl_path, hdf5_path) if p is not None)
+        raise ArchiveError(
+            f"writing {paths}: {exc.strerror or exc}"
+            + (f" ({exc.filename})" if exc.filename else "")
+            + "; free space or fix the directory, then rerun (no partial file is left)"
+        ) from exc
+
+
+def _export_window(
+    provider: PageProvider,
+    families: Sequence[str],
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    jsonl_path: Path | None,
+    hdf5_path: Path | None,
+    timestep: int,
+    num_nodes: int,
+    ssds_per_node: int,
+    init_start: dt.datetime | None,
+    init_end: dt.datetime | None,
+    replace_hdf5: bool,
+    allow_empty: bool,
+) -> ExportReport:
     fams = [check_family(f) for f in families]
     if not fams:
         raise ConfigError(f"no family chosen: pick from {', '.join(FAMILIES)}")
@@ -130,11 +219,20 @@ def export_window(
 
     def feed(on_page: Callable[[Page], None]) -> None:
         for fam in fams:
-            for page in provider(fam, start, end, full):
+            for page in provider(fam, start, end, full, timestep):
                 report.hits += len(page)
                 on_page(page)
                 if builder is not None:
                     builder.add_page(page)
+        if report.hits == 0 and not allow_empty:
+            where = provider.where
+            raise EmptyExport(
+                f"no {'/'.join(fams)} document in [{start.isoformat()}, {end.isoformat()}) "
+                f"in {where}: nothing written. Check the window (times without an offset "
+                "are read in --tz, UTC by default; pytokio read them as the machine's local "
+                "time: --tz local), the index and the host prefix; --allow-empty writes the "
+                "empty file anyway"
+            )
 
     if jsonl_path is not None:
         with atomic_file(jsonl_path) as fh:
@@ -178,12 +276,11 @@ def archive_collectd_es_day(
     timestep: int = 10,
     num_nodes: int = 288,
     ssds_per_node: int = 4,
-) -> dict[str, Any]:
+) -> DayReport:
     """Archive one (family, UTC day) into ``collectd_es/<family>/<day>.{jsonl.gz,hdf5}``.
 
     Reruns rewrite the day from scratch (the HDF5 file is recreated, not appended to), so
     a rerun over unchanged data gives the same JSON Lines bytes and the same HDF5 values.
-    Returns the manifest written.
     """
     check_family(family)
     fmts = [f for f in OUTPUT_FORMATS if f in formats]
@@ -194,21 +291,7 @@ def archive_collectd_es_day(
         )
     key = DayKey(SOURCE_NAME, (family,), day)
     start, end = day_window_utc(day)
-    archive.begin(key)
-    paths = {f: archive.data_path(key, EXTENSIONS[f]) for f in fmts}
-    report = export_window(
-        provider,
-        [family],
-        start,
-        end,
-        jsonl_path=paths.get("jsonl"),
-        hdf5_path=paths.get("hdf5"),
-        timestep=timestep,
-        num_nodes=num_nodes,
-        ssds_per_node=ssds_per_node,
-        replace_hdf5=True,
-    )
-    base: dict[str, Any] = {
+    manifest: dict[str, Any] = {
         **(source_info or {}),
         "family": family,
         "window": {"start": start.isoformat(), "end": end.isoformat()},
@@ -216,53 +299,53 @@ def archive_collectd_es_day(
         "timestep": timestep,
         "num_nodes": num_nodes,
         "ssds_per_node": ssds_per_node,
-        "seconds": round(report.seconds, 3),
     }
-    if stats is not None:
-        base["export"] = stats.as_dict()
-    if report.hits == 0:
-        for f in fmts:
-            archive.remove_data(key, EXTENSIONS[f])
-        doc = {**base, "status": "empty", "file": None, "rows": 0, "bytes": 0}
-        archive.commit_manifest(key, doc)
-        log.info("collectd_es/%s %s: empty", family, day)
-        return doc
-    files: list[dict[str, Any]] = []
-    if report.jsonl is not None:
-        j = report.jsonl
-        files.append(
-            {
-                "file": paths["jsonl"].name,
-                "format": "jsonl",
-                "rows": j.rows,
-                "bytes": j.bytes,
-                "sha256": j.sha256,
-                **j.extra,
-            }
+
+    def write(staging: Staging) -> None:
+        jsonl = staging.path(EXTENSIONS["jsonl"], label="jsonl") if "jsonl" in fmts else None
+        hdf5 = staging.path(EXTENSIONS["hdf5"], label="hdf5") if "hdf5" in fmts else None
+        report = export_window(
+            provider,
+            [family],
+            start,
+            end,
+            jsonl_path=jsonl,
+            hdf5_path=hdf5,
+            timestep=timestep,
+            num_nodes=num_nodes,
+            ssds_per_node=ssds_per_node,
+            replace_hdf5=True,
+            allow_empty=True,  # an empty day is recorded as such (status "empty")
         )
-    if report.hdf5 is not None:
-        h = report.hdf5
-        files.append(
-            {
-                "file": h.path.name,
-                "format": "hdf5",
-                "rows": h.rows,
-                "bytes": h.bytes,
-                "sha256": h.sha256,
-                "columns": h.columns,
-                **{k: v for k, v in report.build.items() if k != "documents"},
-            }
-        )
-    main = files[0]
-    doc = {
-        **base,
-        "status": "archived",
-        "file": main["file"],
-        "rows": report.hits,
-        "bytes": main["bytes"],
-        "sha256": main["sha256"],
-        "files": files,
-    }
-    archive.commit_manifest(key, doc)
-    log.info("collectd_es/%s %s: %s", family, day, report.summary())
-    return doc
+        staging.rows = report.hits
+        if report.hits == 0:
+            log.warning(
+                "collectd_es/%s %s: NO DOCUMENT in [%s, %s) in %s (recorded as empty); if "
+                "the day should hold data, check the connection's index and host prefix",
+                family,
+                day,
+                start.isoformat(),
+                end.isoformat(),
+                provider.where,
+            )
+        staging.list_files = True
+        staging.manifest["seconds"] = round(report.seconds, 3)
+        if stats is not None:
+            staging.manifest["export"] = stats.as_dict()
+        if report.jsonl is not None:
+            staging.done(EXTENSIONS["jsonl"], report.jsonl)
+        if report.hdf5 is not None:
+            h = report.hdf5
+            build = {k: v for k, v in report.build.items() if k != "documents"}
+            staging.done(
+                EXTENSIONS["hdf5"],
+                WriteResult(
+                    rows=h.rows,
+                    bytes=h.bytes,
+                    sha256=h.sha256,
+                    extra={"columns": h.columns, **build},
+                ),
+            )
+        log.info("collectd_es/%s %s: %s", family, day, report.summary())
+
+    return archive_one_day(archive, key, write, manifest=manifest, report_extra={"family": family})

@@ -1,5 +1,5 @@
-"""``dxt extract collectd-es``: one window of collectd-in-Elasticsearch to JSON Lines or
-TOKIO Time Series HDF5 (pytokio's ``archive_collectdes``, on elasticsearch-py 8/9)."""
+"""``dxt extract collectd-es``: one window of collectd in Elasticsearch or OpenSearch to JSON
+Lines or TOKIO Time Series HDF5 (pytokio's ``archive_collectdes``)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,32 @@ from dxt_core.backends.collectd_es.source import (
     ENV_PASSWORD,
     ENV_USER,
     FAMILIES,
+    check_family,
 )
 from dxt_core.errors import ConfigError
 
 
-def parse_time(text: str, what: str) -> dt.datetime:
-    """ISO 8601; without an offset the time is UTC."""
+def parse_zone(name: str) -> dt.tzinfo | None:
+    """``UTC`` (the default), ``local`` (None: this machine's zone, as pytokio read naive
+    times) or an IANA zone name such as ``America/Los_Angeles``."""
+    if name.upper() == "UTC":
+        return dt.UTC
+    if name == "local":
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(
+            f"--tz {name!r} is not a time zone: use UTC, local (this machine's zone, as "
+            "pytokio did) or an IANA name such as America/Los_Angeles"
+        ) from exc
+
+
+def parse_time(text: str, what: str, zone: dt.tzinfo | None = dt.UTC) -> dt.datetime:
+    """ISO 8601; without an offset the time is read in ``zone`` (UTC by default; None: the
+    machine's local time, with its DST rules, as pytokio's naive times were)."""
     try:
         t = dt.datetime.fromisoformat(text)
     except ValueError as exc:
@@ -28,22 +48,39 @@ def parse_time(text: str, what: str) -> dt.datetime:
             f"{what} {text!r} is not ISO 8601: write e.g. 2017-12-13T08:00:00 (UTC) or "
             "2017-12-13T09:00:00+01:00"
         ) from exc
-    return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
+    if t.tzinfo is not None:
+        return t
+    if zone is None:
+        return t.astimezone()  # naive = local time (the C library's rules for that date)
+    if isinstance(zone, dt.timezone):
+        return t.replace(tzinfo=zone)
+    # a zone with DST: resolve the wall time (fold 0 for an ambiguous one)
+    return t.replace(tzinfo=zone).astimezone(dt.UTC).astimezone(zone)
 
 
-def add_parser(subparsers: Any) -> None:
+def add_extract_parser(subparsers: Any) -> None:
     e = subparsers.add_parser(
         "collectd-es",
         help="collectd in Elasticsearch (pytokio archive_collectdes)",
         description="Export collectd documents (disk, cpu, memory of hosts HOST_PREFIX*) from "
-        "Elasticsearch, or from a saved pytokio JSON (--input), over [START, END) into gzip "
-        "JSON Lines or a TOKIO Time Series HDF5 file. An existing HDF5 file is updated in "
-        "place (atomically) when its range covers the window. Credentials: environment "
+        "Elasticsearch 7.x-9.x or OpenSearch 1.x-3.x, or from a saved pytokio JSON (--input), "
+        "over [START, END) into gzip JSON Lines or a TOKIO Time Series HDF5 file. An existing "
+        "HDF5 file is updated (atomically) when its range covers the window and its layout "
+        "is the writer's. A window without any document is an error (exit status 2) and "
+        "writes nothing, unless --allow-empty. Credentials: environment "
         f"{ENV_USER} and {ENV_PASSWORD}.",
     )
-    e.add_argument("start", metavar="START", help="window start, ISO 8601 (no offset: UTC)")
+    e.add_argument(
+        "start", metavar="START", help="window start, ISO 8601 (no offset: in --tz, UTC)"
+    )
     e.add_argument("end", metavar="END", help="window end (exclusive), ISO 8601")
-    e.add_argument("--url", help="Elasticsearch URL, e.g. http://es.example.org:9200")
+    e.add_argument(
+        "--tz",
+        default="UTC",
+        help="zone of times without an offset: UTC (default), local (this machine's zone, "
+        "as pytokio read them) or an IANA name",
+    )
+    e.add_argument("--url", help="Elasticsearch or OpenSearch URL, e.g. http://es.example.org:9200")
     e.add_argument("--index", default=DEFAULT_INDEX, help="index pattern (default %(default)s)")
     e.add_argument("--host-prefix", default=DEFAULT_HOST_PREFIX, help="hostname prefix (bb)")
     e.add_argument(
@@ -61,12 +98,26 @@ def add_parser(subparsers: Any) -> None:
         "--input",
         help="saved pytokio JSON (list of pages of hits), .gz ok; read one page at a time",
     )
-    e.add_argument("--slices", type=int, default=2, help="parallel slices (default 2)")
+    e.add_argument(
+        "--slices",
+        type=int,
+        default=2,
+        help="parallel readers, each a @timestamp range of the window (default 2)",
+    )
     e.add_argument("--page-size", type=int, default=5000, help="hits per request (5000)")
     e.add_argument("--keep-alive", default="2m", help="PIT/scroll keep-alive (default 2m)")
-    e.add_argument("--no-pit", action="store_true", help="read with sliced scrolls, not PIT")
+    e.add_argument(
+        "--no-pit",
+        action="store_true",
+        help="read with scrolls, not a point in time (otherwise chosen from the server version)",
+    )
     e.add_argument("--timeout", type=float, default=60.0, help="request timeout, s")
     e.add_argument("--no-verify-certs", action="store_true", help="skip TLS verification")
+    e.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write the (empty) file even when the window holds no document",
+    )
     e.add_argument("--out", required=True, help="output file")
     e.set_defaults(func=cmd_extract_collectd_es)
 
@@ -79,8 +130,9 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
         ExportStats,
     )
 
-    start = parse_time(args.start, "START")
-    end = parse_time(args.end, "END")
+    zone = parse_zone(args.tz)
+    start = parse_time(args.start, "START", zone)
+    end = parse_time(args.end, "END", zone)
     if end <= start:
         raise ConfigError(f"END {args.end} is not after START {args.start}")
     families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -91,8 +143,11 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
         "timestep": args.timestep,
         "num_nodes": args.num_nodes,
         "ssds_per_node": args.ssds_per_node,
-        "init_start": parse_time(args.init_start, "--init-start") if args.init_start else None,
-        "init_end": parse_time(args.init_end, "--init-end") if args.init_end else None,
+        "init_start": parse_time(args.init_start, "--init-start", zone)
+        if args.init_start
+        else None,
+        "init_end": parse_time(args.init_end, "--init-end", zone) if args.init_end else None,
+        "allow_empty": args.allow_empty,
     }
     stats = ExportStats()
     if args.input:
@@ -120,7 +175,28 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
     if not args.input:
         s = stats
         print(
-            f"export: {s.mode}, {s.slices} slices, {s.requests} requests, {s.resumed} resumed",
+            f"export: {s.server}, {s.mode}, {s.slices} slices, {s.requests} requests, "
+            f"{s.resumed} resumed, {s.partial_retries} partial pages asked again, "
+            f"{s.outside_window} documents outside the window dropped",
             file=sys.stderr,
         )
+    if report.hits == 0:
+        print(f"warning: no document in the window; {out} holds no data", file=sys.stderr)
     return 0
+
+
+add_parser = add_extract_parser  # the name before the backend registry
+
+
+def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """One unit per family: ``--families`` (default every family)."""
+    families = [f.strip() for f in (args.families or "").split(",") if f.strip()]
+    return [(check_family(f),) for f in families or FAMILIES]
+
+
+def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
+    return {"family": parts[0]}
+
+
+def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--families", help="(collectd-es) comma-separated families (default all)")

@@ -16,7 +16,7 @@ does not know about columns gets exactly the hits the server sent.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -48,10 +48,13 @@ def _schema() -> Any:
         types = {"string": pa.string(), "float64": pa.float64()}
         source = pa.struct([(name, types[kind]) for name, kind in COLUMN_FIELDS])
         hit = pa.struct([("_id", pa.string()), ("_source", source), ("sort", pa.list_(pa.int64()))])
+        shards = pa.struct([(k, pa.int64()) for k in ("total", "successful", "skipped", "failed")])
         _SCHEMA = pa.schema(
             [
                 ("_scroll_id", pa.string()),
                 ("pit_id", pa.string()),
+                ("timed_out", pa.bool_()),
+                ("_shards", shards),
                 ("hits", pa.struct([("hits", pa.list_(hit))])),
             ]
         )
@@ -135,9 +138,9 @@ class ColumnarHits(Sequence[dict[str, Any]]):
 
 
 def decode_search_response(data: bytes) -> dict[str, Any] | None:
-    """A search or scroll response as ``{"_scroll_id", "pit_id", "hits": {"hits":
-    ColumnarHits}}``, or None when ``data`` is not one the schema can hold (then decode it
-    as plain JSON)."""
+    """A search or scroll response as ``{"_scroll_id", "pit_id", "timed_out", "_shards",
+    "hits": {"hits": ColumnarHits}}``, or None when ``data`` is not one the schema can hold
+    (then decode it as plain JSON)."""
     if b'"hits":[' not in data or data[:1] != b"{":
         return None
     import pyarrow as pa
@@ -172,6 +175,8 @@ def decode_search_response(data: bytes) -> dict[str, Any] | None:
     return {
         "_scroll_id": table.column("_scroll_id")[0].as_py(),
         "pit_id": table.column("pit_id")[0].as_py(),
+        "timed_out": table.column("timed_out")[0].as_py(),
+        "_shards": table.column("_shards")[0].as_py(),
         "hits": {"hits": ColumnarHits(hits, data, sort0)},
     }
 
@@ -184,22 +189,3 @@ def columnar_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def columnar_serializer() -> Any:
-    """An elasticsearch-py serializer that decodes search responses into
-    :class:`ColumnarHits` and everything else with orjson (the json module on
-    elasticsearch-py releases without an orjson serializer)."""
-    from elasticsearch import serializer
-
-    # elasticsearch-py releases without an orjson serializer use the json module
-    base: Any = getattr(serializer, "OrjsonSerializer", serializer.JsonSerializer)
-
-    class ColumnarSerializer(base):  # type: ignore[misc]
-        mimetype: ClassVar[str] = "application/json"
-
-        def loads(self, data: bytes) -> Any:
-            page = decode_search_response(data)
-            return page if page is not None else super().loads(data)
-
-    return ColumnarSerializer()

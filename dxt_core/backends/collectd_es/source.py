@@ -1,4 +1,5 @@
-"""collectd metrics stored in Elasticsearch (NERSC Cori's burst buffer nodes, pytokio style).
+"""collectd metrics stored in Elasticsearch or OpenSearch (NERSC Cori's burst buffer nodes,
+pytokio style).
 
 The families pytokio archived, queried over a half-open window ``[start, end)``:
 
@@ -6,13 +7,37 @@ The families pytokio archived, queried over a half-open window ``[start, end)``:
 * ``cpu``: ``plugin:cpu``, ``type_instance`` idle/user/system
 * ``memory``: ``plugin:memory``
 
-Bulk export reads every matching document once with a point in time (PIT) and
-``search_after``, in parallel ``slice`` readers (threads); servers without PIT fall back to
-sliced scrolls. Each slice is sorted on ``@timestamp`` (then ``_shard_doc``): when a context
-expires mid-export the slice opens a new one, restarts at its last timestamp and skips the
-documents it already emitted at that timestamp, so nothing is read twice or missed, even if
-the server merged segments in between (``_shard_doc`` values alone would not survive that).
-Slices are keyed on ``@timestamp`` values (not Lucene doc ids) for the same reason.
+Bulk export reads every matching document once, in parallel slices (threads). **A slice is
+a part of the time window** (``[start, end)`` cut into equal ``@timestamp`` ranges), not an
+Elasticsearch ``slice``: Elasticsearch assigns its slices to shards first (whole shards per
+slice when there are at least as many shards as slices; only within a shard by a field's
+hash otherwise, ``SliceBuilder.java``), so which documents an Elasticsearch slice holds
+depends on the shards the search context resolved. A context reopened after expiry may
+resolve other shards (a new daily index, one deleted by retention) and the same slice id
+would then cover other documents. A time range covers the same documents in every context.
+
+How a slice pages, by server (:class:`~dxt_core.backends.collectd_es.connection.ServerInfo`):
+
+* ``pit``: a point in time (PIT) and ``search_after``, sorted on ``@timestamp`` then
+  ``_shard_doc`` (Elasticsearch >= 7.12, OpenSearch >= 3.3);
+* ``pit-keyset``: a PIT without a tiebreaker (OpenSearch 2.4 to 3.2): each page asks again
+  for ``@timestamp >= last timestamp emitted`` and drops the documents of that timestamp
+  already emitted (their ``_id`` s are remembered); more than a page of documents at one
+  millisecond is an error that says to raise the page size;
+* ``scroll``: a scroll sorted on ``@timestamp`` (older servers, or ``use_pit=False``).
+
+Every search asks for ``allow_partial_search_results=false`` and every page's ``_shards`` is
+checked (``failed > 0`` or ``successful + skipped < total`` is a partial page, as
+elasticsearch-py's ``helpers.scan`` raises ``ScanError`` for): a partial PIT page is asked
+again (the same request returns the same page), a partial scroll page restarts the slice
+(below), and what persists fails the export. The most recent PIT and scroll ids returned
+are the ones used (and closed).
+
+When a context expires mid-export, the slice opens a new one, restarts at its last
+timestamp and skips the documents it already emitted at that timestamp: nothing is read
+twice or missed, even if the server merged segments in between (``_shard_doc`` values
+would not survive that). Hits outside the slice's range (a server or proxy answering more
+than was asked) are dropped and counted (``outside_window``).
 
 Pages are handed to the caller one at a time, in a fixed order (slice 0 page 1, slice 1
 page 1, ..., slice 0 page 2, ...), each slice re-chunked to exactly ``page_size`` hits: the
@@ -25,8 +50,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import gzip
+import itertools
 import logging
-import os
 import queue
 import re
 import threading
@@ -35,22 +60,53 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import orjson
 
-from dxt_core.backends.collectd_es.columnar_hits import ColumnarHits, columnar_available
-from dxt_core.config import as_bool, check_extras, url_from_host
-from dxt_core.errors import ConfigError, QueryRejected, SourceError, SourceUnavailable
+from dxt_core.backends.collectd_es.columnar_hits import (
+    ColumnarHits,
+    columnar_available,
+    decode_search_response,
+)
+from dxt_core.backends.collectd_es.connection import (
+    DEFAULT_HOST_PREFIX,
+    DEFAULT_INDEX,
+    ENV_PASSWORD,
+    ENV_USER,
+    CollectdEsConnection,
+    ContextExpired,
+    EsClient,
+    ServerInfo,
+    connection_from_fields,
+    endpoint_missing,
+    index_path,
+    loads,
+)
+from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
+from dxt_core.http import RetryPolicy
 
 log = logging.getLogger("dxt_core.backends.collectd_es.source")
 
 FAMILIES: tuple[str, ...] = ("disk", "cpu", "memory")
-DEFAULT_INDEX = "cori-collectd-*"
-DEFAULT_HOST_PREFIX = "bb"
-ENV_USER = "PYTOKIO_ES_USER"
-ENV_PASSWORD = "PYTOKIO_ES_PASSWORD"
+
+__all__ = [
+    "DEFAULT_HOST_PREFIX",
+    "DEFAULT_INDEX",
+    "ENV_PASSWORD",
+    "ENV_USER",
+    "FAMILIES",
+    "CollectdEsConnection",
+    "CollectdEsSource",
+    "ExportStats",
+    "ServerInfo",
+    "connection_from_fields",
+    "family_query",
+    "iter_saved_pages",
+    "load_saved_pages",
+    "select_saved_hits",
+    "time_slices",
+]
 
 #: ``_source`` fields the HDF5 conversion reads (the JSON Lines output keeps everything).
 SOURCE_FIELDS: tuple[str, ...] = (
@@ -95,6 +151,19 @@ def family_filters(family: str) -> list[dict[str, Any]]:
     return [{"term": {"plugin": "memory"}}]
 
 
+def family_query_ms(
+    family: str, lo_ms: int, hi_ms: int, host_prefix: str = DEFAULT_HOST_PREFIX
+) -> dict[str, Any]:
+    """The query of one family over ``[lo_ms, hi_ms)`` (epoch milliseconds)."""
+    must: list[dict[str, Any]] = [
+        {"range": {"@timestamp": {"gte": lo_ms, "lt": hi_ms, "format": "epoch_millis"}}},
+    ]
+    if host_prefix:
+        must.append({"prefix": {"hostname": host_prefix}})
+    must.extend(family_filters(family))
+    return {"constant_score": {"filter": {"bool": {"must": must}}}}
+
+
 def family_query(
     family: str,
     start: dt.datetime,
@@ -104,13 +173,25 @@ def family_query(
 ) -> dict[str, Any]:
     """The query of one family over ``[start, end)``; ``since_ms`` narrows the start (resume)."""
     lo = to_ms(start) if since_ms is None else max(to_ms(start), since_ms)
-    must: list[dict[str, Any]] = [
-        {"range": {"@timestamp": {"gte": lo, "lt": to_ms(end), "format": "epoch_millis"}}},
-    ]
-    if host_prefix:
-        must.append({"prefix": {"hostname": host_prefix}})
-    must.extend(family_filters(family))
-    return {"constant_score": {"filter": {"bool": {"must": must}}}}
+    return family_query_ms(family, lo, to_ms(end), host_prefix)
+
+
+def time_slices(lo_ms: int, hi_ms: int, n: int, align_ms: int = 1) -> list[tuple[int, int]]:
+    """``[lo_ms, hi_ms)`` cut into at most ``n`` consecutive ranges of about equal length,
+    with inner bounds on multiples of ``align_ms`` after ``lo_ms`` (an HDF5 time step: a
+    cell's documents then stay in one slice, so "the last document wins" means the latest).
+    Fewer ranges when the window is too short to cut."""
+    if n < 1 or hi_ms <= lo_ms:
+        raise ConfigError(f"cannot cut [{lo_ms}, {hi_ms}) into {n} slices")
+    align = max(1, align_ms)
+    bounds = {lo_ms, hi_ms}
+    for k in range(1, n):
+        b = lo_ms + (hi_ms - lo_ms) * k // n
+        b = lo_ms + (b - lo_ms) // align * align
+        if lo_ms < b < hi_ms:
+            bounds.add(b)
+    s = sorted(bounds)
+    return list(itertools.pairwise(s))
 
 
 def family_of(source: Mapping[str, Any]) -> str | None:
@@ -147,60 +228,6 @@ def parse_timestamp_ms(value: Any) -> int:
     raise ValueError(f"bad @timestamp {value!r}")
 
 
-# --------------------------------------------------------------------------- connection
-
-
-@dataclass(frozen=True)
-class CollectdEsConnection:
-    """Where the collectd indices live. ``safe_url`` never holds credentials."""
-
-    url: str
-    user: str | None = None
-    password: str | None = field(default=None, repr=False)
-    index: str = DEFAULT_INDEX
-    host_prefix: str = DEFAULT_HOST_PREFIX
-    verify_certs: bool = True
-    timeout_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(
-                f"Elasticsearch URL {self.safe_url!r} is not http(s)://host[:port]: "
-                "pass e.g. --url http://es.example.org:9200"
-            )
-        if parts.username or parts.password:
-            raise ConfigError(
-                f"Elasticsearch URL {self.safe_url} holds credentials: pass them in "
-                f"{ENV_USER}/{ENV_PASSWORD} or the Airflow connection's login/password"
-            )
-        if not self.index:
-            raise ConfigError("empty Elasticsearch index pattern: pass --index cori-collectd-*")
-        if (self.user is None) != (self.password is None):
-            raise ConfigError(
-                f"Elasticsearch user and password go together: set both {ENV_USER} and "
-                f"{ENV_PASSWORD} (or neither)"
-            )
-
-    @property
-    def safe_url(self) -> str:
-        parts = urlsplit(self.url)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
-
-    @classmethod
-    def from_env(
-        cls, url: str, env: Mapping[str, str] | None = None, **kwargs: Any
-    ) -> CollectdEsConnection:
-        """Credentials from ``PYTOKIO_ES_USER``/``PYTOKIO_ES_PASSWORD`` (as pytokio)."""
-        env = os.environ if env is None else env
-        user = env.get(ENV_USER) or None
-        password = env.get(ENV_PASSWORD) or None
-        return cls(url=url, user=user, password=password, **kwargs)
-
-
 # --------------------------------------------------------------------------- export
 
 
@@ -209,12 +236,17 @@ class ExportStats:
     """What one export did (merged into manifests and reports)."""
 
     mode: str = ""
+    server: str = ""
     slices: int = 0
     pages: int = 0
     hits: int = 0
     requests: int = 0
     resumed: int = 0
     skipped_duplicates: int = 0
+    #: hits the server sent from outside the range asked for (dropped)
+    outside_window: int = 0
+    #: partial pages (a shard missing) asked again
+    partial_retries: int = 0
     #: seconds spent waiting for (and decoding) answers, summed over slices
     request_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -227,12 +259,15 @@ class ExportStats:
     def as_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
+            "server": self.server,
             "slices": self.slices,
             "pages": self.pages,
             "hits": self.hits,
             "requests": self.requests,
             "resumed": self.resumed,
             "skipped_duplicates": self.skipped_duplicates,
+            "outside_window": self.outside_window,
+            "partial_retries": self.partial_retries,
             "request_s": round(self.request_s, 3),
         }
 
@@ -241,22 +276,55 @@ class _Stop(Exception):
     """The consumer went away; a slice worker ends quietly."""
 
 
-def _context_expired(exc: BaseException) -> bool:
-    """True for Elasticsearch's 'search context missing' answers (PIT or scroll expired)."""
-    status = getattr(getattr(exc, "meta", None), "status", None)
-    if status != 404:
-        return False
-    text = f"{getattr(exc, 'body', '')} {exc}"
-    return "search_context_missing" in text or "No search context found" in text
+class _PartialPage(Exception):
+    """A page that misses some shard's hits."""
 
 
-def _pit_unsupported(exc: BaseException) -> bool:
-    status = getattr(getattr(exc, "meta", None), "status", None)
-    return status in (400, 404, 405, 501)
+class _PitUnsupported(Exception):
+    """The server has no such endpoint."""
+
+
+class _Pit:
+    """A point in time; ``id`` is the most recent id the server returned for it."""
+
+    def __init__(self, api: str, pit_id: str) -> None:
+        self.api = api
+        self.id = pit_id
+        self._lock = threading.Lock()
+
+    def update(self, new_id: Any) -> None:
+        if isinstance(new_id, str) and new_id:
+            with self._lock:
+                self.id = new_id
+
+
+def shard_problem(r: Mapping[str, Any]) -> str | None:
+    """What is partial about a search answer, or None when every shard answered."""
+    if r.get("timed_out") is True:
+        return "the search timed out on some shards (timed_out: true)"
+    shards = r.get("_shards")
+    if not isinstance(shards, Mapping):
+        return None  # servers that omit it (none we know of) cannot be checked
+    try:
+        total = int(shards.get("total") or 0)
+        ok = int(shards.get("successful") or 0)
+        skipped = int(shards.get("skipped") or 0)
+        failed = int(shards.get("failed") or 0)
+    except (TypeError, ValueError):
+        return f"unreadable _shards {dict(shards)!r}"
+    if failed > 0 or ok + skipped < total:
+        reason = ""
+        failures = shards.get("failures")
+        if isinstance(failures, list) and failures and isinstance(failures[0], Mapping):
+            cause = failures[0].get("reason")
+            if isinstance(cause, Mapping):
+                reason = f" (first failure: {cause.get('type')}: {cause.get('reason')})"
+        return f"only {ok} (+{skipped} skipped) of {total} shards answered, {failed} failed{reason}"
+    return None
 
 
 class CollectdEsSource:
-    """Reads collectd families from Elasticsearch with elasticsearch-py 8/9."""
+    """Reads collectd families from Elasticsearch 7.x/8.x/9.x or OpenSearch 1.x-3.x."""
 
     def __init__(
         self,
@@ -268,7 +336,7 @@ class CollectdEsSource:
         max_retries: int = 3,
         max_resumes: int = 5,
         use_pit: bool = True,
-        client: Any = None,
+        client: EsClient | None = None,
     ) -> None:
         if page_size < 1 or page_size > 10_000:
             raise ConfigError(
@@ -276,38 +344,19 @@ class CollectdEsSource:
             )
         if slices < 1:
             raise ConfigError(f"slices must be >= 1, not {slices}")
+        if max_retries < 0:
+            raise ConfigError(f"max_retries must be >= 0, not {max_retries}")
         self.conn = conn
         self.page_size = page_size
         self.slices = slices
         self.keep_alive = keep_alive
         self.max_resumes = max_resumes
         self.use_pit = use_pit
-        if client is None:
-            from elasticsearch import Elasticsearch
-
-            kwargs: dict[str, Any] = {
-                "request_timeout": conn.timeout_s,
-                "max_retries": max_retries,
-                "retry_on_timeout": True,
-                "retry_on_status": (429, 502, 503, 504),
-            }
-            if conn.url.startswith("https"):
-                kwargs["verify_certs"] = conn.verify_certs
-            if conn.user is not None and conn.password is not None:
-                kwargs["basic_auth"] = (conn.user, conn.password)
-            with contextlib.suppress(ImportError):
-                # orjson decodes pages several times faster than the json module
-                from elasticsearch.serializer import OrjsonSerializer
-
-                kwargs["serializer"] = OrjsonSerializer()
-            client = Elasticsearch(conn.url, **kwargs)
-            self._client_kwargs: dict[str, Any] | None = kwargs
-        else:
-            self._client_kwargs = None  # a client given by the caller: pages as it decodes them
-        self.es = client
-        self._columnar_es: Any = None
+        self.retry = RetryPolicy(attempts=max_retries + 1, backoff_s=0.5, max_backoff_s=30.0)
+        self.client = client if client is not None else EsClient(conn, retry=self.retry)
+        self._server: ServerInfo | None = None
         self._open_lock = threading.Lock()
-        self._open_pits: set[str] = set()
+        self._open_pits: list[_Pit] = []
         self._open_scrolls: set[str] = set()
 
     def __enter__(self) -> CollectdEsSource:
@@ -319,79 +368,82 @@ class CollectdEsSource:
     def close(self) -> None:
         self._close_contexts()
         with contextlib.suppress(Exception):
-            self.es.close()
-        if self._columnar_es is not None:
-            with contextlib.suppress(Exception):
-                self._columnar_es.close()
+            self.client.close()
 
-    def _pages_client(self, columnar: bool) -> Any:
-        """The client that reads pages: with ``columnar``, one whose search responses are
-        :class:`ColumnarHits` (a second connection pool; opened on first use)."""
-        if not columnar or self._client_kwargs is None or not columnar_available():
-            return self.es
+    def server(self) -> ServerInfo:
+        """The server answering (asked once, with ``GET /``)."""
         with self._open_lock:
-            if self._columnar_es is None:
-                from elasticsearch import Elasticsearch
-
-                from dxt_core.backends.collectd_es.columnar_hits import columnar_serializer
-
-                kwargs = dict(self._client_kwargs)
-                kwargs.pop("serializer", None)
-                serializer = columnar_serializer()
-                kwargs["serializers"] = {
-                    "application/json": serializer,
-                    "application/vnd.elasticsearch+json": serializer,
-                }
-                self._columnar_es = Elasticsearch(self.conn.url, **kwargs)
-            return self._columnar_es
-
-    # -- errors -------------------------------------------------------------------------
-
-    def _error(self, exc: BaseException, what: str) -> SourceError:
-        """Our exception for an elasticsearch-py one (never with credentials)."""
-        from elastic_transport import TransportError
-        from elasticsearch import ApiError, AuthenticationException, AuthorizationException
-
-        url = self.conn.safe_url
-        if isinstance(exc, AuthenticationException | AuthorizationException):
-            return QueryRejected(
-                f"{what}: authentication or authorisation failed; check {ENV_USER}/"
-                f"{ENV_PASSWORD} (CLI) or the connection's login/password (Airflow)",
-                url=url,
-                status=exc.meta.status,
-            )
-        if isinstance(exc, ApiError):
-            status = exc.meta.status
-            detail = str(exc.message)
-            cls = SourceUnavailable if status >= 500 or status == 429 else QueryRejected
-            return cls(f"{what}: {detail}", url=url, status=status)
-        if isinstance(exc, TransportError):
-            return SourceUnavailable(
-                f"{what}: {type(exc).__name__} after retries ({exc.message}); is the server up?",
-                url=url,
-            )
-        return SourceError(f"{what}: {exc}", url=url)
+            known = self._server
+        if known is None:
+            known = self.client.server_info()
+            log.info("%s is %s", self.conn.safe_url, known)
+            with self._open_lock:
+                self._server = known
+        return known
 
     # -- contexts -----------------------------------------------------------------------
 
-    def _open_pit(self) -> str:
-        r = self.es.open_point_in_time(index=self.conn.index, keep_alive=self.keep_alive)
-        pit_id = str(r["id"])
+    def _open_pit(self, api: str) -> _Pit:
+        index = index_path(self.conn.index)
+        if api == "_pit":
+            path, params = f"/{index}/_pit", {"keep_alive": self.keep_alive}
+        else:  # OpenSearch: a partial PIT would silently miss a shard's documents
+            path = f"/{index}/_search/point_in_time"
+            params = {"keep_alive": self.keep_alive, "allow_partial_pit_creation": "false"}
+        what = f"opening a point in time on {self.conn.index}"
+        status, data, _ = self.client.request("POST", path, params=params, what=what)
+        if not 200 <= status < 300:
+            if endpoint_missing(status, data):
+                raise _PitUnsupported(data[:300].decode("utf-8", "replace"))
+            raise self.client.error(status, data, path, what)
+        r = loads(data, self.client.url(path), what)
+        pit_id = r.get("id") if api == "_pit" else r.get("pit_id")
+        if not isinstance(pit_id, str) or not pit_id:
+            raise SourceError(
+                f"{what}: the answer holds no point in time id: {data[:200]!r}",
+                url=self.client.url(path),
+            )
+        pit = _Pit(api, pit_id)
         with self._open_lock:
-            self._open_pits.add(pit_id)
-        return pit_id
+            self._open_pits.append(pit)
+        problem = shard_problem(r)
+        if problem is not None:
+            self._forget_pit(pit)
+            raise SourceUnavailable(
+                f"{what}: {problem}; rerun when every shard is available",
+                url=self.client.url(path),
+            )
+        return pit
 
-    def _forget_pit(self, pit_id: str) -> None:
+    def _forget_pit(self, pit: _Pit) -> None:
         with self._open_lock:
-            self._open_pits.discard(pit_id)
-        with contextlib.suppress(Exception):
-            self.es.close_point_in_time(id=pit_id)
+            if not any(p is pit for p in self._open_pits):
+                return
+            self._open_pits = [p for p in self._open_pits if p is not pit]
+        body: dict[str, Any]
+        if pit.api == "_pit":
+            path, body = "/_pit", {"id": pit.id}
+        else:
+            path, body = "/_search/point_in_time", {"pit_id": [pit.id]}
+        try:
+            self.client.request("DELETE", path, body=body, what="closing a point in time")
+        except SourceError as exc:
+            log.debug("closing a point in time failed: %s", exc)
 
     def _forget_scroll(self, scroll_id: str) -> None:
         with self._open_lock:
+            if scroll_id not in self._open_scrolls:
+                return
             self._open_scrolls.discard(scroll_id)
-        with contextlib.suppress(Exception):
-            self.es.clear_scroll(scroll_id=scroll_id)
+        try:
+            self.client.request(
+                "DELETE",
+                "/_search/scroll",
+                body={"scroll_id": [scroll_id]},
+                what="clearing a scroll",
+            )
+        except SourceError as exc:
+            log.debug("clearing a scroll failed: %s", exc)
 
     def _close_contexts(self) -> None:
         with self._open_lock:
@@ -417,34 +469,40 @@ class CollectdEsSource:
         fields: Iterable[str] | None = None,
         stats: ExportStats | None = None,
         columnar: bool = False,
+        align_s: int = 1,
     ) -> Iterator[Page]:
         """Every document of ``family`` in ``[start, end)``, page by page.
 
         ``fields`` restricts ``_source`` (None: the whole document). Hits carry ``_index``,
         ``_id``, ``_source`` and ``sort`` (``sort[0]`` is ``@timestamp`` in epoch ms).
         With ``columnar``, pages are :class:`ColumnarHits` where the response allows it
-        (for the HDF5 conversion; they still read as lists of hit dicts).
+        (for the HDF5 conversion; they still read as lists of hit dicts). ``align_s``: the
+        slices' inner bounds fall on multiples of it after ``start``.
         Contexts opened here are closed when the iterator ends or is closed.
         """
         check_family(family)
-        if to_ms(end) <= to_ms(start):
+        lo, hi = to_ms(start), to_ms(end)
+        if hi <= lo:
             raise ConfigError(f"empty window [{start.isoformat()}, {end.isoformat()})")
         stats = stats if stats is not None else ExportStats()
-        shared_pit: str | None = None
-        mode = "scroll"
-        if self.use_pit:
+        server = self.server()
+        api = server.pit_api if self.use_pit else None
+        shared: _Pit | None = None
+        if api is not None:
             try:
-                shared_pit = self._open_pit()
-                mode = "pit"
-            except Exception as exc:
-                if not _pit_unsupported(exc):
-                    raise self._error(exc, f"opening a point in time on {self.conn.index}") from exc
-                log.info("point in time unsupported (%s); falling back to scroll", exc)
-        stats.mode, stats.slices = mode, self.slices
+                shared = self._open_pit(api)
+            except _PitUnsupported as exc:
+                log.warning(
+                    "%s has no point-in-time endpoint (%s); reading with scrolls", server, exc
+                )
+                api = None
+        mode = "scroll" if api is None else ("pit" if server.shard_doc else "pit-keyset")
+        windows = time_slices(lo, hi, self.slices, align_s * 1000)
+        stats.mode, stats.server, stats.slices = mode, str(server), len(windows)
         src = list(fields) if fields is not None else None
+        columnar = columnar and columnar_available()
         stop = threading.Event()
-        es = self._pages_client(columnar)
-        queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in range(self.slices)]
+        queues: list[queue.Queue[Any]] = [queue.Queue(maxsize=2) for _ in windows]
         done = object()
 
         def put(q: queue.Queue[Any], item: Any) -> None:
@@ -459,11 +517,12 @@ class CollectdEsSource:
 
         def worker(slice_id: int) -> None:
             q = queues[slice_id]
+            reader = _SliceReader(
+                self, family, windows[slice_id], slice_id, mode, shared, src, stats, columnar
+            )
             try:
                 buf: Page = []
-                for hits in self._slice_hits(
-                    family, start, end, slice_id, shared_pit, src, stats, stop, es
-                ):
+                for hits in reader.hits(stop):
                     if isinstance(hits, ColumnarHits):
                         if buf:
                             put(q, buf)
@@ -482,191 +541,329 @@ class CollectdEsSource:
             except BaseException as exc:
                 with contextlib.suppress(_Stop):
                     put(q, exc)
+            finally:
+                reader.close()
 
         threads = [
             threading.Thread(target=worker, args=(i,), name=f"es-slice-{i}", daemon=True)
-            for i in range(self.slices)
+            for i in range(len(windows))
         ]
         try:
             for t in threads:
                 t.start()
-            active = list(range(self.slices))
+            active = list(range(len(windows)))
             while active:
                 for i in list(active):
                     item = queues[i].get()
                     if item is done:
                         active.remove(i)
                         continue
+                    if isinstance(item, SourceError | ConfigError):
+                        raise item
                     if isinstance(item, BaseException):
-                        if isinstance(item, SourceError | ConfigError):
-                            raise item
-                        raise self._error(item, f"reading {family} slice {i}") from item
+                        raise SourceError(
+                            f"reading {family} slice {i}: {type(item).__name__}: {item}",
+                            url=self.conn.safe_url,
+                        ) from item
                     stats.add(pages=1, hits=len(item))
                     yield item
         finally:
             stop.set()
             for t in threads:
                 t.join(timeout=30)
-            if shared_pit is not None:
-                self._forget_pit(shared_pit)
+            if shared is not None:
+                self._forget_pit(shared)
 
-    def _slice_hits(
+
+class _SliceReader:
+    """One slice: a time range read with a PIT (``pit``, ``pit-keyset``) or a scroll."""
+
+    def __init__(
         self,
+        source: CollectdEsSource,
         family: str,
-        start: dt.datetime,
-        end: dt.datetime,
+        window: tuple[int, int],
         slice_id: int,
-        shared_pit: str | None,
+        mode: str,
+        shared: _Pit | None,
         fields: list[str] | None,
         stats: ExportStats,
-        stop: threading.Event,
-        es: Any = None,
-    ) -> Iterator[Sequence[Hit]]:
-        """One slice, in ``@timestamp`` order; resumes expired contexts at the last timestamp."""
+        columnar: bool,
+    ) -> None:
+        self.src = source
+        self.client = source.client
+        self.family = family
+        self.lo, self.hi = window
+        self.where = f"{family} slice {slice_id}"
+        self.mode = mode
+        self.pit = shared
+        self.own_pit: _Pit | None = None
+        self.scroll_id: str | None = None
+        self.fields = fields
+        self.stats = stats
+        self.columnar = columnar
+        self.size = source.page_size
+
+    def close(self) -> None:
+        if self.own_pit is not None:
+            self.src._forget_pit(self.own_pit)
+            self.own_pit = None
+        if self.scroll_id is not None:
+            self.src._forget_scroll(self.scroll_id)
+            self.scroll_id = None
+
+    def _query(self, since: int | None) -> dict[str, Any]:
+        lo = self.lo if since is None else max(self.lo, since)
+        return family_query_ms(self.family, lo, self.hi, self.src.conn.host_prefix)
+
+    def hits(self, stop: threading.Event) -> Iterator[Sequence[Hit]]:
+        """The slice's hits in ``@timestamp`` order, resuming expired contexts."""
         last_ts: int | None = None
-        seen_at_last: set[str] = set()
+        seen: set[str] = set()
         resumes = 0
-        slice_doc = (
-            {"field": "@timestamp", "id": slice_id, "max": self.slices} if self.slices > 1 else None
-        )
-        own_pit: str | None = None
-        pit_id = shared_pit
-        try:
-            while True:
-                query = family_query(family, start, end, self.conn.host_prefix, since_ms=last_ts)
-                es = es if es is not None else self.es
-                pages = (
-                    self._pit_pages(pit_id, query, slice_doc, fields, stats, es)
-                    if pit_id is not None
-                    else self._scroll_pages(query, slice_doc, fields, stats, es)
-                )
-                try:
-                    for hits in pages:
-                        if stop.is_set():
-                            return
-                        fresh = _drop_seen(hits, last_ts, seen_at_last)
-                        if len(fresh) != len(hits):
-                            stats.add(skipped_duplicates=len(hits) - len(fresh))
-                        if fresh:
-                            ts, ids = _tail(fresh)
-                            if ts != last_ts:
-                                last_ts = ts
-                                seen_at_last = set()
-                            seen_at_last.update(ids)
-                            yield fresh
-                    return
-                except Exception as exc:
-                    if not _context_expired(exc):
-                        raise
-                    resumes += 1
-                    if resumes > self.max_resumes:
-                        raise SourceUnavailable(
-                            f"search context of {family} slice {slice_id} expired {resumes} "
-                            f"times; raise keep_alive (now {self.keep_alive}) or page size",
-                            url=self.conn.safe_url,
-                        ) from exc
-                    stats.add(resumed=1)
-                    log.warning(
-                        "%s slice %d: search context expired; resuming at @timestamp %s ms",
-                        family,
-                        slice_id,
-                        last_ts,
-                    )
-                    if pit_id is not None:
-                        if own_pit is not None:
-                            self._forget_pit(own_pit)
-                        own_pit = pit_id = self._open_pit()
-        finally:
-            if own_pit is not None:
-                self._forget_pit(own_pit)
-
-    def _pit_pages(
-        self,
-        pit_id: str,
-        query: dict[str, Any],
-        slice_doc: dict[str, Any] | None,
-        fields: list[str] | None,
-        stats: ExportStats,
-        es: Any,
-    ) -> Iterator[Page]:
         search_after: list[Any] | None = None
-        while True:
-            body: dict[str, Any] = {
-                "pit": {"id": pit_id, "keep_alive": self.keep_alive},
-                "query": query,
-                "sort": [{"@timestamp": "asc"}, {"_shard_doc": "asc"}],
-                "size": self.page_size,
-                "track_total_hits": False,
-            }
-            if slice_doc is not None:
-                body["slice"] = slice_doc
-            if search_after is not None:
-                body["search_after"] = search_after
-            if fields is not None:
-                body["_source"] = fields
-            t0 = time.perf_counter()
-            r = es.search(**body)
-            stats.add(requests=1, request_s=time.perf_counter() - t0)
-            hits = r["hits"]["hits"]
-            if not hits:
+        query = self._query(None)
+        while not stop.is_set():
+            try:
+                if self.mode == "scroll":
+                    r = self._scroll_page(query)
+                else:
+                    if self.mode == "pit-keyset":
+                        query = self._query(last_ts)
+                    r = self._pit_page(query, search_after)
+            except (ContextExpired, _PartialPage) as exc:
+                resumes += 1
+                if resumes > self.src.max_resumes:
+                    raise SourceUnavailable(
+                        f"{self.where}: search context lost {resumes} times (last: {exc}); "
+                        f"raise the keep-alive (now {self.src.keep_alive}) or lower the page "
+                        "size, or rerun when every shard is available",
+                        url=self.src.conn.safe_url,
+                    ) from exc
+                self.stats.add(resumed=1)
+                log.warning(
+                    "%s: %s; resuming at @timestamp %s ms", self.where, exc, last_ts or self.lo
+                )
+                self._reopen()
+                search_after = None
+                query = self._query(last_ts)
+                continue
+            raw = _hits_of(r, self.where, self.client.url("/_search"))
+            if not len(raw):
                 return
-            yield hits
-            if len(hits) < self.page_size:
+            hits = self._checked(raw)
+            fresh = _drop_seen(hits, last_ts, seen)
+            if len(fresh) != len(hits):
+                self.stats.add(skipped_duplicates=len(hits) - len(fresh))
+            if len(fresh):
+                ts, ids = _tail(fresh)
+                if ts != last_ts:
+                    last_ts = ts
+                    seen = set()
+                seen.update(ids)
+                yield fresh
+            if self.mode == "scroll":
+                continue
+            if len(raw) < self.size:
                 return
-            search_after = _last_sort(hits)
+            if self.mode == "pit":
+                search_after = _last_sort(raw)
+            elif not len(fresh) or _first_ts(raw) == _last_ts_of(raw):
+                raise SourceError(
+                    f"{self.where}: more than {self.size} documents share @timestamp "
+                    f"{_last_ts_of(raw)} ms, which paging without a tiebreaker (this server "
+                    "has no _shard_doc) cannot step over; raise the page size (up to 10000) "
+                    "or read with scrolls (--no-pit)",
+                    url=self.src.conn.safe_url,
+                )
 
-    def _scroll_pages(
-        self,
-        query: dict[str, Any],
-        slice_doc: dict[str, Any] | None,
-        fields: list[str] | None,
-        stats: ExportStats,
-        es: Any,
-    ) -> Iterator[Page]:
-        body: dict[str, Any] = {
-            "index": self.conn.index,
-            "scroll": self.keep_alive,
-            "query": query,
-            "sort": [{"@timestamp": "asc"}],
-            "size": self.page_size,
-        }
-        if slice_doc is not None:
-            body["slice"] = slice_doc
-        if fields is not None:
-            body["_source"] = fields
-        t0 = time.perf_counter()
-        r = es.search(**body)
-        stats.add(requests=1, request_s=time.perf_counter() - t0)
-        scroll_id: str | None = r.get("_scroll_id")
-        if scroll_id:
-            with self._open_lock:
-                self._open_scrolls.add(scroll_id)
-        try:
-            while True:
-                hits = r["hits"]["hits"]
-                if not hits:
-                    return
-                yield hits
-                if scroll_id is None:
-                    return
-                t0 = time.perf_counter()
-                r = es.scroll(scroll_id=scroll_id, scroll=self.keep_alive)
-                stats.add(requests=1, request_s=time.perf_counter() - t0)
-                new_id = r.get("_scroll_id")
-                if new_id and new_id != scroll_id:
-                    with self._open_lock:
-                        self._open_scrolls.discard(scroll_id)
-                        self._open_scrolls.add(new_id)
-                    scroll_id = new_id
-        finally:
-            if scroll_id:
-                self._forget_scroll(scroll_id)
+    def _reopen(self) -> None:
+        if self.mode == "scroll":
+            if self.scroll_id is not None:
+                self.src._forget_scroll(self.scroll_id)
+                self.scroll_id = None
+            return
+        if self.own_pit is not None:
+            self.src._forget_pit(self.own_pit)
+            self.own_pit = None
+        assert self.pit is not None
+        self.own_pit = self.pit = self.src._open_pit(self.pit.api)
+
+    def _search(
+        self, path: str, params: Mapping[str, str] | None, body: dict[str, Any], *, again: bool
+    ) -> Mapping[str, Any]:
+        """One search answer; a partial one is asked again (``again``) or raises
+        :class:`_PartialPage`."""
+        what = f"reading {self.where}"
+        problem = ""
+        attempts = self.src.retry.attempts if again else 1
+        for attempt in range(1, attempts + 1):
+            t0 = time.perf_counter()
+            status, data, _ = self.client.request("POST", path, params=params, body=body, what=what)
+            if not 200 <= status < 300:
+                self.stats.add(requests=1, request_s=time.perf_counter() - t0)
+                raise self.client.error(status, data, path, what)
+            r = self._decode(data, path, what)
+            self.stats.add(requests=1, request_s=time.perf_counter() - t0)
+            problem = shard_problem(r) or ""
+            if not problem:
+                return r
+            if not again:
+                raise _PartialPage(problem)
+            self.stats.add(partial_retries=1)
+            if attempt < attempts:
+                delay = self.src.retry.delay(attempt)
+                log.warning("%s: %s; asking again in %.1f s", self.where, problem, delay)
+                self.client.sleep(delay)
+        raise SourceUnavailable(
+            f"{what}: {problem}, {attempts} times; the cluster is missing shards: rerun when "
+            "it is green (nothing partial was archived)",
+            url=self.client.url(path),
+        )
+
+    def _decode(self, data: bytes, path: str, what: str) -> Mapping[str, Any]:
+        if self.columnar:
+            page = decode_search_response(data)
+            if page is not None:
+                return page
+        r = loads(data, self.client.url(path), what)
+        if not isinstance(r, dict):
+            raise SourceError(f"{what}: the answer is not a JSON object", url=self.client.url(path))
+        return r
+
+    def _body(self, query: dict[str, Any], sort: list[dict[str, str]]) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "sort": sort, "size": self.size}
+        if self.fields is not None:
+            body["_source"] = self.fields
+        return body
+
+    def _pit_page(self, query: dict[str, Any], search_after: list[Any] | None) -> Mapping[str, Any]:
+        assert self.pit is not None
+        sort = [{"@timestamp": "asc"}]
+        if self.mode == "pit":
+            sort.append({"_shard_doc": "asc"})
+        body = self._body(query, sort)
+        body["pit"] = {"id": self.pit.id, "keep_alive": self.src.keep_alive}
+        body["track_total_hits"] = False
+        if search_after is not None:
+            body["search_after"] = search_after
+        r = self._search("/_search", {"allow_partial_search_results": "false"}, body, again=True)
+        self.pit.update(r.get("pit_id"))  # always page on with the most recent id
+        return r
+
+    def _scroll_page(self, query: dict[str, Any]) -> Mapping[str, Any]:
+        if self.scroll_id is None:
+            params = {"scroll": self.src.keep_alive, "allow_partial_search_results": "false"}
+            body = self._body(query, [{"@timestamp": "asc"}])
+            path = f"/{index_path(self.src.conn.index)}/_search"
+            r = self._search(path, params, body, again=False)
+        else:
+            body = {"scroll": self.src.keep_alive, "scroll_id": self.scroll_id}
+            r = self._search("/_search/scroll", None, body, again=False)
+        new_id = r.get("_scroll_id")
+        if isinstance(new_id, str) and new_id and new_id != self.scroll_id:
+            with self.src._open_lock:
+                if self.scroll_id is not None:
+                    self.src._open_scrolls.discard(self.scroll_id)
+                self.src._open_scrolls.add(new_id)
+            self.scroll_id = new_id
+        return r
+
+    def _checked(self, hits: Sequence[Hit]) -> Sequence[Hit]:
+        """The page's hits inside the slice's range; a malformed hit is an error naming it."""
+        lo, hi = self.lo, self.hi
+        if isinstance(hits, ColumnarHits):
+            if hits.sort0 is not None and not hits.hits.field("_id").null_count:
+                inside = (hits.sort0 >= lo) & (hits.sort0 < hi)
+                if inside.all():
+                    return hits
+                first_out = hits.ids(0)[int(np.argmin(inside))]
+                self._outside(len(hits) - int(inside.sum()), first_out)
+                return hits.where(inside)
+            hits = hits.dicts()  # the hit-by-hit check names what is missing
+        keep: list[Hit] = []
+        outside: list[Any] = []
+        for j, h in enumerate(hits):
+            ts = _checked_sort0(h, j, self.where, self.client.url("/_search"))
+            if lo <= ts < hi:
+                keep.append(h)
+            else:
+                outside.append(h.get("_id"))
+        if outside:
+            self._outside(len(outside), outside[0])
+        return keep
+
+    def _outside(self, n: int, first_id: Any) -> None:
+        self.stats.add(outside_window=n)
+        log.warning(
+            "%s: the server sent %d document(s) outside [%s, %s) (first: _id %s); dropped",
+            self.where,
+            n,
+            _iso_ms(self.lo),
+            _iso_ms(self.hi),
+            first_id,
+        )
+
+
+def _iso_ms(ms: int) -> str:
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def _hits_of(r: Mapping[str, Any], where: str, url: str) -> Sequence[Hit]:
+    outer = r.get("hits")
+    hits = outer.get("hits") if isinstance(outer, Mapping) else None
+    if not isinstance(hits, list | ColumnarHits):
+        keys = ", ".join(sorted(map(str, r))) or "none"
+        raise SourceError(
+            f"reading {where}: the answer has no hits.hits list (keys: {keys}); is this an "
+            "Elasticsearch-compatible server?",
+            url=url,
+        )
+    return hits
+
+
+def _checked_sort0(h: Any, j: int, where: str, url: str) -> int:
+    """``sort[0]`` of hit ``j`` (epoch ms); a clear error for a malformed hit."""
+    if not isinstance(h, dict):
+        raise SourceError(
+            f"reading {where}: hit {j} of a page is {type(h).__name__}, not an object", url=url
+        )
+    name = f"hit {j} of a page (_index {h.get('_index')}, _id {h.get('_id')})"
+    if not isinstance(h.get("_id"), str):
+        raise SourceError(f"reading {where}: {name} has no '_id'", url=url)
+    if not isinstance(h.get("_source"), dict):
+        raise SourceError(f"reading {where}: {name} has no '_source' object", url=url)
+    srt = h.get("sort")
+    if not isinstance(srt, list) or not srt:
+        raise SourceError(
+            f"reading {where}: {name} has no 'sort' values; a sorted search must return them "
+            "(is this an Elasticsearch-compatible server?)",
+            url=url,
+        )
+    ts = srt[0]
+    if not isinstance(ts, int) or isinstance(ts, bool):
+        raise SourceError(
+            f"reading {where}: {name} has sort[0] = {ts!r}, not @timestamp in epoch "
+            "milliseconds (is @timestamp mapped as a date?)",
+            url=url,
+        )
+    return ts
 
 
 def _first_ts(hits: Sequence[Hit]) -> Any:
     if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
         return int(hits.sort0[0])
     return hits[0]["sort"][0]
+
+
+def _last_ts_of(hits: Sequence[Hit]) -> Any:
+    if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
+        return int(hits.sort0[-1])
+    return hits[-1]["sort"][0]
 
 
 def _last_sort(hits: Sequence[Hit]) -> Any:
@@ -694,8 +891,8 @@ def _tail(hits: Sequence[Hit]) -> tuple[Any, list[Any]]:
 
 def _drop_seen(hits: Sequence[Hit], last_ts: int | None, seen: set[str]) -> Sequence[Hit]:
     """Hits minus those already emitted at the resume timestamp (only the first page after a
-    resume can hold any)."""
-    if last_ts is None or not seen or _first_ts(hits) != last_ts:
+    resume, or every page of ``pit-keyset``, can hold any)."""
+    if last_ts is None or not seen or not len(hits) or _first_ts(hits) != last_ts:
         return hits
     if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
         at_last = np.flatnonzero(hits.sort0 == last_ts)
@@ -922,50 +1119,3 @@ def select_saved_hits(
                 out.append(h)
         if out:
             yield out
-
-
-# --------------------------------------------------------------------------- connection fields
-
-_EXTRAS = {"index", "host_prefix", "verify_certs", "timeout"}
-
-
-def connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None,
-    schema: str | None,
-    login: str | None,
-    password: str | None,
-    extra: Mapping[str, Any] | None,
-) -> CollectdEsConnection:
-    """A connection from an Airflow connection's fields (no Airflow import here).
-
-    ``host`` may be a bare host name or a whole ``http(s)://host:port`` URL; ``schema`` is
-    ``http`` or ``https`` (default ``http``); ``port`` defaults to 9200. Extras: ``index``,
-    ``host_prefix``, ``verify_certs``, ``timeout``.
-    """
-    extra = check_extras(conn_id, extra, _EXTRAS)
-    if not host:
-        raise ConfigError(f"connection {conn_id!r} has no host: set it to the Elasticsearch host")
-    scheme = (schema or "http").lower()
-    if "://" not in host and scheme not in ("http", "https"):
-        raise ConfigError(
-            f"connection {conn_id!r}: schema {schema!r} must be http or https "
-            "(it selects the URL scheme, not a database)"
-        )
-    url = url_from_host(host, port or (None if "://" in host else 9200), scheme)
-    verify = as_bool(extra.get("verify_certs", True), "extra verify_certs")
-    try:
-        timeout = float(extra.get("timeout", 60.0))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"connection {conn_id!r}: extra 'timeout' must be seconds") from exc
-    return CollectdEsConnection(
-        url=url,
-        user=login or None,
-        password=password or None,
-        index=str(extra.get("index", DEFAULT_INDEX)),
-        host_prefix=str(extra.get("host_prefix", DEFAULT_HOST_PREFIX)),
-        verify_certs=bool(verify),
-        timeout_s=timeout,
-    )

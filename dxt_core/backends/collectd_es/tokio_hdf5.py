@@ -29,9 +29,10 @@ Re-archiving a window first resets every row of that window, in every dataset wr
 even when documents disappeared upstream). A window must lie inside the file's range and
 on its timestep grid; a file with another timestep is refused.
 
-The file is never modified in place: a new file is written under a temporary name beside the
-target, an existing one is copied to a temporary name and updated there, then renamed over
-the target.
+The file is never modified in place: it is assembled in memory (a new one, or an existing one
+loaded whole) and written under a temporary name beside the target, then renamed over it. An
+existing file is checked first (dtype, shape and attributes of what is about to be written):
+a file of another layout is refused, never clipped into.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import itertools
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -498,14 +499,6 @@ class HdfWriteResult:
     columns: dict[str, int]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _str_attr(v: Any) -> str:
     return v.decode() if isinstance(v, bytes | np.bytes_) else str(v)
 
@@ -519,119 +512,117 @@ def write_tokio_hdf5(
 ) -> HdfWriteResult:
     """Write the builder's window into ``path`` (created over ``init``, default the window,
     or updated if it exists, unless ``replace``); atomic: readers see the old file or the
-    new one."""
+    new one.
+
+    The file is assembled in memory (HDF5's ``core`` driver; an existing file is loaded
+    whole, so memory holds its size) and written out with plain file I/O: a full disk or
+    a size limit is then an :class:`ArchiveError` naming the file, never an error inside the
+    HDF5 library (which used to report "timestamps do not match" on a new file and then
+    crash). An existing file whose layout is not what this writer makes (dtype, shape,
+    attributes) is refused before anything is written.
+    """
     import h5py
 
     final = Path(path)
     window = builder.window
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
     updated = int((now or dt.datetime.now(dt.UTC)).timestamp())
     created = replace or not final.exists()
+    grid = init or window
+    if created and grid.timestep != window.timestep:
+        raise ConfigError("the initial range and the window need the same timestep")
     try:
         if created:
-            grid = init or window
-            if grid.timestep != window.timestep:
-                raise ConfigError("the initial range and the window need the same timestep")
-            mode = "w"
+            # a name of its own: HDF5 refuses to open one name twice in a process
+            name = f"{final.name}.{os.getpid()}.{next(_IMAGES)}.mem"
+            f = h5py.File(name, "w", driver="core", backing_store=False)
         else:
-            shutil.copyfile(final, tmp)
-            mode = "r+"
-        with h5py.File(tmp, mode) as f:
-            if created:
-                f.attrs["version"] = SCHEMA_VERSION
-                f.attrs["start"] = np.int64(grid.start)
-                f.attrs["end"] = np.int64(grid.start + grid.rows * grid.timestep)
-            else:
-                grid = _existing_grid(f, final)
-                if grid.timestep != window.timestep:
-                    raise ConfigError(
-                        f"{final} has a timestep of {grid.timestep} s, not {window.timestep} s: "
-                        "write another file or pass the file's timestep"
-                    )
-            if (window.start - grid.start) % grid.timestep or (
-                window.end != grid.end and (window.end - grid.start) % grid.timestep
-            ):
-                raise ConfigError(
-                    f"window [{_iso(window.start)}, {_iso(window.end)}) is not on the "
-                    f"{grid.timestep} s grid of {final} (starting {_iso(grid.start)})"
-                )
-            if window.start < grid.start or window.end > grid.end:
-                raise ConfigError(
-                    f"window [{_iso(window.start)}, {_iso(window.end)}) is outside the range "
-                    f"[{_iso(grid.start)}, {_iso(grid.end)}) of {final}: write another file "
-                    "or recreate this one with a wider --init-start/--init-end"
-                )
-            r0 = (window.start - grid.start) // grid.timestep
-            r1 = min(r0 + window.rows, grid.rows)
-            columns_used: dict[str, int] = {}
-            for name, (cols, values) in builder.results().items():
-                group_name = name.split("/", 1)[0]
-                group = f.require_group(group_name)
-                group.attrs["source"] = GROUP_SOURCE
-                ts_name = f"{group_name}/timestamps"
-                if ts_name not in f:
-                    f.create_dataset(ts_name, data=grid.timestamps, dtype="i8")
-                elif not np.array_equal(f[ts_name][:], grid.timestamps):
-                    raise ArchiveError(
-                        f"{final}: {ts_name} does not match the file's start/end/timestep; "
-                        "the file is inconsistent, recreate it"
-                    )
-                cap = builder.datasets[name].capacity
-                if name in f:
-                    ds = f[name]
-                    if ds.shape[0] != grid.rows:
-                        raise ArchiveError(
-                            f"{final}: {name} has {ds.shape[0]} rows, not {grid.rows}"
-                        )
-                    file_cols = [_str_attr(c) for c in ds.attrs.get("columns", [])]
-                    cap = ds.shape[1]
-                else:
-                    ds = f.create_dataset(
-                        name,
-                        shape=(grid.rows, cap),
-                        dtype="f8",
-                        chunks=True,
-                        compression="gzip",
-                        fillvalue=-0.0,
-                    )
-                    ds[...] = np.full((grid.rows, cap), -0.0)
-                    file_cols = []
-                index = {c: i for i, c in enumerate(file_cols)}
-                new = sorted((c for c in cols if c not in index), key=natural_key)
-                if len(file_cols) + len(new) > cap:
-                    raise ConfigError(
-                        f"{final}: {name} has room for {cap} columns, {len(file_cols)} used; "
-                        f"{len(new)} new ({', '.join(new[:5])}...) do not fit: recreate the file "
-                        "with a larger --num-nodes"
-                    )
-                for c in new:
-                    index[c] = len(file_cols)
-                    file_cols.append(c)
-                block = np.full((r1 - r0, cap), -0.0)
-                if cols:
-                    where = np.fromiter((index[c] for c in cols), dtype=np.int64, count=len(cols))
-                    block[:, where] = values[: r1 - r0]
-                ds[r0:r1, :] = block
-                width = max((len(c.encode()) for c in file_cols), default=1)
-                ds.attrs["columns"] = np.array([c.encode() for c in file_cols], dtype=f"S{width}")
-                ds.attrs["units"] = DATASETS[name][1]
-                ds.attrs["updated"] = np.int64(updated)
-                ds.attrs["version"] = SCHEMA_VERSION
-                columns_used[name] = len(file_cols)
+            f = h5py.File(final, "r", driver="core", backing_store=False)
+            f.close()  # readable as HDF5: now load it whole, writable (in memory only)
+            f = h5py.File(final, "r+", driver="core", backing_store=False)
+    except OSError as exc:
+        raise ArchiveError(
+            f"{final}: cannot read it as HDF5 ({exc}); move it away or write another file"
+        ) from exc
+    with f:
+        if created:
             f.attrs["version"] = SCHEMA_VERSION
-        with tmp.open("rb+") as fh:
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        size = tmp.stat().st_size
-        digest = _sha256(tmp)
-        os.replace(tmp, final)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+            f.attrs["start"] = np.int64(grid.start)
+            f.attrs["end"] = np.int64(grid.start + grid.rows * grid.timestep)
+        else:
+            grid = _existing_grid(f, final)
+            if grid.timestep != window.timestep:
+                raise ConfigError(
+                    f"{final} has a timestep of {grid.timestep} s, not {window.timestep} s: "
+                    "write another file or pass the file's timestep"
+                )
+        if (window.start - grid.start) % grid.timestep or (
+            window.end != grid.end and (window.end - grid.start) % grid.timestep
+        ):
+            raise ConfigError(
+                f"window [{_iso(window.start)}, {_iso(window.end)}) is not on the "
+                f"{grid.timestep} s grid of {final} (starting {_iso(grid.start)})"
+            )
+        if window.start < grid.start or window.end > grid.end:
+            raise ConfigError(
+                f"window [{_iso(window.start)}, {_iso(window.end)}) is outside the range "
+                f"[{_iso(grid.start)}, {_iso(grid.end)}) of {final}: write another file "
+                "or recreate this one with a wider --init-start/--init-end"
+            )
+        results = builder.results()
+        if not created:
+            check_layout(f, final, grid, list(results))
+        r0 = (window.start - grid.start) // grid.timestep
+        r1 = min(r0 + window.rows, grid.rows)
+        columns_used: dict[str, int] = {}
+        for name, (cols, values) in results.items():
+            group_name = name.split("/", 1)[0]
+            group = f.require_group(group_name)
+            group.attrs["source"] = GROUP_SOURCE
+            ts_name = f"{group_name}/timestamps"
+            if ts_name not in f:
+                f.create_dataset(ts_name, data=grid.timestamps, dtype="i8")
+            cap = builder.datasets[name].capacity
+            if name in f:
+                ds = f[name]
+                file_cols = [_str_attr(c) for c in ds.attrs.get("columns", [])]
+                cap = ds.shape[1]
+            else:
+                ds = f.create_dataset(
+                    name,
+                    shape=(grid.rows, cap),
+                    dtype="f8",
+                    chunks=True,
+                    compression="gzip",
+                    fillvalue=-0.0,
+                )
+                ds[...] = np.full((grid.rows, cap), -0.0)
+                file_cols = []
+            index = {c: i for i, c in enumerate(file_cols)}
+            new = sorted((c for c in cols if c not in index), key=natural_key)
+            if len(file_cols) + len(new) > cap:
+                raise ConfigError(
+                    f"{final}: {name} has room for {cap} columns, {len(file_cols)} used; "
+                    f"{len(new)} new ({', '.join(new[:5])}...) do not fit: recreate the file "
+                    "with a larger --num-nodes"
+                )
+            for c in new:
+                index[c] = len(file_cols)
+                file_cols.append(c)
+            block = np.full((r1 - r0, cap), -0.0)
+            if cols:
+                where = np.fromiter((index[c] for c in cols), dtype=np.int64, count=len(cols))
+                block[:, where] = values[: r1 - r0]
+            ds[r0:r1, :] = block
+            width = max((len(c.encode()) for c in file_cols), default=1)
+            ds.attrs["columns"] = np.array([c.encode() for c in file_cols], dtype=f"S{width}")
+            ds.attrs["units"] = DATASETS[name][1]
+            ds.attrs["updated"] = np.int64(updated)
+            ds.attrs["version"] = SCHEMA_VERSION
+            columns_used[name] = len(file_cols)
+        f.attrs["version"] = SCHEMA_VERSION
+        f.flush()
+        image = f.id.get_file_image()
+    size, digest = _write_atomic(final, image)
     return HdfWriteResult(
         path=final,
         bytes=size,
@@ -641,6 +632,99 @@ def write_tokio_hdf5(
         window_rows=(int(r0), int(r1)),
         columns=columns_used,
     )
+
+
+_IMAGES = itertools.count()
+
+
+def _write_atomic(final: Path, image: bytes) -> tuple[int, str]:
+    """``image`` under a temporary name beside ``final``, fsynced, then renamed over it.
+    (size, sha256); an OS error (full disk, size limit, read-only directory) is an
+    :class:`ArchiveError` naming the file, with nothing left behind."""
+    tmp: Path | None = None
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+        tmp = Path(tmp_name)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(image)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise ArchiveError(
+            f"{final}: cannot write the HDF5 file ({exc.strerror or exc}; {len(image)} bytes "
+            "to write): free space or fix the directory, then rerun (the previous file, if "
+            "any, is unchanged)"
+        ) from exc
+    except BaseException:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise
+    return len(image), hashlib.sha256(image).hexdigest()
+
+
+def check_layout(f: Any, where: Path, grid: TimeGrid, names: Sequence[str]) -> None:
+    """Refuse an existing file this writer would damage: the groups, timestamps and the
+    datasets ``names`` it is about to write must have the TOKIO Time Series layout (float64
+    values, ``rows x columns`` on the file's grid, a ``columns`` list that fits, the same
+    units). Raises :class:`ArchiveError` naming the file, the dataset and the problem."""
+    import h5py
+
+    def refuse(what: str) -> ArchiveError:
+        return ArchiveError(
+            f"{where}: {what}; this is not a TOKIO Time Series file this writer can update "
+            "(values could be clipped or misplaced): move it away or write another file"
+        )
+
+    version = _str_attr(f.attrs.get("version", ""))
+    if version != SCHEMA_VERSION:
+        raise refuse(f"root attribute version is {version!r}, not {SCHEMA_VERSION!r}")
+    for group_name in sorted({n.split("/", 1)[0] for n in names}):
+        if group_name not in f:
+            continue
+        group = f[group_name]
+        if not isinstance(group, h5py.Group):
+            raise refuse(f"/{group_name} is a dataset, not a group")
+        ts_name = f"{group_name}/timestamps"
+        if ts_name not in f:
+            continue
+        ts = f[ts_name]
+        if not isinstance(ts, h5py.Dataset) or ts.dtype.kind not in "iu" or ts.ndim != 1:
+            raise refuse(f"{ts_name} is not a one-dimensional integer dataset")
+        if ts.shape[0] != grid.rows or not np.array_equal(ts[:], grid.timestamps):
+            raise refuse(
+                f"{ts_name} does not match the root start/end and the timestep "
+                f"({ts.shape[0]} rows, {grid.rows} expected)"
+            )
+    for name in names:
+        if name not in f:
+            continue
+        ds = f[name]
+        if not isinstance(ds, h5py.Dataset):
+            raise refuse(f"{name} is a group, not a dataset")
+        if ds.dtype != np.float64:
+            raise refuse(f"{name} is {ds.dtype}, not float64")
+        if ds.ndim != 2 or ds.shape[0] != grid.rows or ds.shape[1] < 1:
+            raise refuse(f"{name} has shape {ds.shape}, not ({grid.rows}, columns)")
+        raw = ds.attrs.get("columns")
+        if raw is not None:
+            arr = np.asarray(raw)
+            if arr.ndim != 1 or arr.dtype.kind not in "SUO":
+                raise refuse(f"{name}: attribute columns is not a list of names")
+            cols = [_str_attr(c) for c in arr]
+            if len(cols) > ds.shape[1]:
+                raise refuse(f"{name}: {len(cols)} column names for {ds.shape[1]} columns")
+            if len(set(cols)) != len(cols):
+                raise refuse(f"{name}: attribute columns repeats a name")
+        units = ds.attrs.get("units")
+        if units is not None and _str_attr(units) != DATASETS[name][1]:
+            raise refuse(f"{name} is in {_str_attr(units)!r}, not {DATASETS[name][1]!r}")
 
 
 def _iso(epoch_s: int) -> str:
@@ -656,16 +740,26 @@ def _existing_grid(f: Any, where: Path) -> TimeGrid:
             f"{where} has no root start/end attributes: not a TOKIO Time Series file; "
             "move it away or write another file"
         ) from exc
+    except (TypeError, ValueError) as exc:
+        raise ArchiveError(
+            f"{where}: root start/end attributes are not epoch seconds; move it away or "
+            "write another file"
+        ) from exc
     step = None
     for group in ("datatargets", "dataservers"):
         key = f"{group}/timestamps"
-        if key in f and f[key].shape[0] >= 2:
+        if key in f and getattr(f[key], "ndim", 0) == 1 and f[key].shape[0] >= 2:
             ts = f[key][:2]
             step = int(ts[1] - ts[0])
             break
     if step is None:
         raise ArchiveError(
             f"{where}: no timestamps dataset with two rows; cannot tell its timestep"
+        )
+    if step < 1 or end <= start:
+        raise ArchiveError(
+            f"{where}: start/end/timestamps do not describe a time grid (start {start}, end "
+            f"{end}, step {step}); move it away or write another file"
         )
     return TimeGrid(start, end, step)
 

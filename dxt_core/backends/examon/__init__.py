@@ -1,1 +1,28 @@
-"""The examon backend."""
+"""Examon on KairosDB (CINECA's Marconi100): daily gzip CSV or Parquet per plugin/metric."""
+
+from dxt_core.backends import Backend, common_settings
+from dxt_core.config import Setting
+
+SETTINGS = (
+    *common_settings(
+        "examon",
+        start_date="2020-03-09",
+        pool="examon",
+        conn_id="examon_default",
+        max_active_runs=4,
+    ),
+    Setting("examon_catalog", str, "", "metric,plugin CSV (default: the shipped M100 catalog)"),
+    Setting("examon_options", str, "", "TOML with the cluster name and per-plugin options"),
+    Setting("examon_format", str, "csv", "csv (gzip CSV) or parquet"),
+)
+
+BACKEND = Backend(
+    name="examon",
+    title="Examon / KairosDB",
+    package="dxt_core.backends.examon",
+    aliases=("kairosdb",),
+    dag_id="dxt_examon",
+    hook="dxt_core.airflow.hooks.ExamonHook",
+    task_id="archive_metric_day",
+    settings=SETTINGS,
+)

@@ -25,6 +25,9 @@ DEFAULT_CATALOG = "M100_metrics.csv"
 
 _METRIC_HEADERS = ("metric", "name")
 
+#: Parquet value types a plugin may declare (``value_type`` in the plugin options).
+VALUE_TYPES = ("double", "int64", "string")
+
 
 @dataclass(frozen=True, slots=True)
 class CatalogEntry:
@@ -47,10 +50,15 @@ class PluginOptions:
         cluster_tag: the plugin's series carry a ``cluster`` tag, so queries filter on it.
         job_table: the plugin is a job accounting table served by the Examon jobs endpoint,
             not KairosDB; the catalog's metric name is the table name.
+        value_type: type of the Parquet ``value`` column of the plugin's metrics:
+            ``double``, ``int64`` or ``string``. Unset (the default): ``string`` for a
+            metric whose series hold text, ``double`` for every numeric one, whether the
+            server prints a value as ``24`` or ``24.5`` (see docs/examon.md).
     """
 
     cluster_tag: bool = False
     job_table: bool = False
+    value_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +99,8 @@ class ExamonOptions:
             cluster_tag = true
             [plugins.my_jobs]
             job_table = true
+            [plugins.slurm_pub]
+            value_type = "int64"
         """
         p = Path(path)
         try:
@@ -105,15 +115,22 @@ class ExamonOptions:
         for name, opts in raw_plugins.items():
             if not isinstance(opts, dict):
                 raise ConfigError(f"{p}: [plugins.{name}] must be a table")
-            unknown = set(opts) - {"cluster_tag", "job_table"}
+            unknown = set(opts) - {"cluster_tag", "job_table", "value_type"}
             if unknown:
                 raise ConfigError(
                     f"{p}: [plugins.{name}] has unknown key(s) {sorted(unknown)}; "
-                    "allowed: cluster_tag, job_table"
+                    "allowed: cluster_tag, job_table, value_type"
+                )
+            value_type = opts.get("value_type")
+            if value_type is not None and value_type not in VALUE_TYPES:
+                raise ConfigError(
+                    f"{p}: plugins.{name}.value_type must be one of {', '.join(VALUE_TYPES)}, "
+                    f"not {value_type!r}"
                 )
             plugins[name] = PluginOptions(
                 cluster_tag=_bool(opts.get("cluster_tag", False), p, f"plugins.{name}.cluster_tag"),
                 job_table=_bool(opts.get("job_table", False), p, f"plugins.{name}.job_table"),
+                value_type=value_type,
             )
         cluster = doc.get("cluster", base.cluster)
         if not isinstance(cluster, str) or not cluster:
@@ -129,7 +146,9 @@ def _bool(value: Any, path: Path, key: str) -> bool:
 
 def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
     """Parse catalog CSV text. ``source`` names the file in error messages."""
-    reader = csv.reader(io.StringIO(text))
+    # A byte-order mark (spreadsheets write one) belongs to the file, not to its first
+    # line, which may then be a comment as well as the header.
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
     header: list[str] | None = None
     header_line = 0
     metric_col = plugin_col = -1
@@ -140,7 +159,7 @@ def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
         if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
             continue
         if header is None:
-            header = [c.strip().lstrip("\ufeff").lower() for c in row]
+            header = [c.strip().lower() for c in row]
             header_line = line
             metric_col = next((header.index(h) for h in _METRIC_HEADERS if h in header), -1)
             plugin_col = header.index("plugin") if "plugin" in header else -1

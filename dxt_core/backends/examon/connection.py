@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from dxt_core.config import as_bool, check_extras, url_from_host
+from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
 from dxt_core.errors import ConfigError
-from dxt_core.http import normalise_base_url, redact_url
+from dxt_core.http import normalise_base_url, redact_url, split_credentials
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
-_EXAMON_EXTRAS = {"grafana_proxy", "time_zone", "cluster", "jobs_url", "timeout", "verify_tls"}
+#: Handlers of the Examon server's job accounting endpoint (ExamonHPC/examon
+#: ``web/examon-server/server.py``): ``v1`` is what examon-client 0.4 calls.
+JOBS_APIS = ("v1", "v2")
 
 
 @dataclass
@@ -25,6 +25,9 @@ class ExamonConnection:
         time_zone: zone of the archive's days and of the CSV timestamps.
         cluster: value of the ``cluster`` tag filter.
         jobs_url: base URL of the Examon jobs service; default the same host on port 5000.
+        jobs_api: which handler of the jobs service to call: ``v1`` (the default, what
+            examon-client calls: the body is a JSON string holding the query) or ``v2``
+            (the query object itself).
     """
 
     url: str
@@ -34,6 +37,7 @@ class ExamonConnection:
     time_zone: str = DEFAULT_TIME_ZONE
     cluster: str | None = None
     jobs_url: str | None = None
+    jobs_api: str = "v1"
     timeout_s: float = 120.0
     verify_tls: bool = True
 
@@ -42,6 +46,10 @@ class ExamonConnection:
         zone(self.time_zone)
         if self.jobs_url:
             self.jobs_url = normalise_base_url(self.jobs_url, "Examon jobs URL")
+        if self.jobs_api not in JOBS_APIS:
+            raise ConfigError(
+                f"jobs_api must be one of {', '.join(JOBS_APIS)}, not {self.jobs_api!r}"
+            )
 
     @property
     def safe_url(self) -> str:
@@ -50,47 +58,81 @@ class ExamonConnection:
     def default_jobs_url(self) -> str:
         from urllib.parse import urlsplit
 
-        p = urlsplit(self.url)
+        p = urlsplit(split_credentials(self.url)[0])
         host = p.hostname or ""
         return f"{p.scheme}://{host}:5000"
 
 
-def examon_connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None = None,
-    schema: str | None = None,
-    login: str | None = None,
-    password: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> ExamonConnection:
-    """Build an :class:`ExamonConnection` from generic connection fields.
-
-    ``host`` may be a bare name or a URL (``https://grafana.example.org/sub``); ``schema`` is
-    the scheme when ``host`` has none (http connections use it that way). Extras:
-    ``grafana_proxy``, ``time_zone``, ``cluster``, ``jobs_url``, ``timeout``, ``verify_tls``.
-    """
-    extra = check_extras(conn_id, extra, _EXAMON_EXTRAS)
-    if not host:
+def _build(f: ConnectionFields) -> ExamonConnection:
+    x = f.extras
+    if x["jobs_api"] not in JOBS_APIS:
         raise ConfigError(
-            f"connection {conn_id!r} has no host: set it, e.g. "
-            f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "http", "host": '
-            '"examon.example.org", "port": 8083}\''
+            f"connection {f.conn_id!r}: extra 'jobs_api' must be one of {', '.join(JOBS_APIS)}, "
+            f"not {x['jobs_api']!r}"
         )
-    url = url_from_host(host, port, schema if schema in ("http", "https") else "http")
-    try:
-        timeout = float(extra.get("timeout", 120))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"connection {conn_id!r}: extra 'timeout' must be seconds") from exc
     return ExamonConnection(
-        url=url,
-        user=login or None,
-        password=password or None,
-        grafana_proxy=as_bool(extra.get("grafana_proxy", False), "extra grafana_proxy"),
-        time_zone=str(extra.get("time_zone") or "Europe/Rome"),
-        cluster=str(extra["cluster"]) if extra.get("cluster") else None,
-        jobs_url=str(extra["jobs_url"]) if extra.get("jobs_url") else None,
-        timeout_s=timeout,
-        verify_tls=as_bool(extra.get("verify_tls", True), "extra verify_tls"),
+        url=f.url,
+        user=f.login,
+        password=f.password,
+        grafana_proxy=x["grafana_proxy"],
+        time_zone=x["time_zone"],
+        cluster=x["cluster"],
+        jobs_url=x["jobs_url"],
+        jobs_api=x["jobs_api"],
+        timeout_s=x["timeout"],
+        verify_tls=x["verify_tls"],
     )
+
+
+def probe(conn: ExamonConnection) -> str:
+    """KairosDB's version, through Grafana's proxy when the connection goes that way."""
+    from dxt_core.backends.examon.source import KairosDBSource
+    from dxt_core.http import RetryPolicy
+
+    with KairosDBSource(conn, retry=RetryPolicy(attempts=1)) as source:
+        return f"{source.version()} at {conn.safe_url}"
+
+
+#: The Examon connection: KairosDB directly, or through Grafana's data source proxy.
+SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
+    backend="examon",
+    hook_name="Examon (KairosDB)",
+    build=_build,
+    probe=probe,
+    default_scheme="http",
+    other_schema="ignore",
+    host_example="examon.example.org",
+    labels={"host": "Host or URL (KairosDB, or Grafana with grafana_proxy)"},
+    extras=(
+        Extra("grafana_proxy", bool, False, "Through Grafana", "go through Grafana's proxy"),
+        Extra(
+            "time_zone",
+            str,
+            DEFAULT_TIME_ZONE,
+            "Time zone",
+            "time zone of days",
+            flag="--tz",
+        ),
+        Extra("cluster", str, None, "Cluster", "cluster tag value (default marconi100)"),
+        Extra(
+            "jobs_url",
+            str,
+            None,
+            "Jobs service URL",
+            "Examon jobs service URL (default: same host, port 5000)",
+        ),
+        Extra(
+            "jobs_api",
+            str,
+            "v1",
+            "Jobs service handler",
+            "v1 (what examon-client calls: the query as a JSON string) or v2 (the query object)",
+        ),
+        Extra("timeout", float, 120.0, "Timeout (s)", "HTTP read timeout, seconds"),
+        Extra("verify_tls", bool, True, "Verify TLS", "verify TLS certificates", flag=""),
+    ),
+)
+
+
+#: The name before connection specs: ``examon_connection_from_fields(conn_id=..., host=..., ...)``.
+examon_connection_from_fields = SPEC.from_fields

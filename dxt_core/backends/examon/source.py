@@ -16,30 +16,151 @@ half-open window ``[a, b)`` is queried as ``a .. b-1 ms``.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
+import json
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions
 from dxt_core.backends.examon.connection import ExamonConnection
-from dxt_core.errors import ConfigError, SourceError, WindowTooLarge
+from dxt_core.errors import (
+    ConfigError,
+    QueryRejected,
+    RateLimited,
+    SourceError,
+    SourceUnavailable,
+    WindowTooLarge,
+)
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy
 from dxt_core.records import RawPoints, Record, Series, SeriesBatch, SeriesSchema
-from dxt_core.windows import Window, next_window_ms, zone
+from dxt_core.windows import Window, from_ms, next_window_ms, zone
+
+_T = TypeVar("_T")
 
 log = logging.getLogger("dxt_core.kairosdb")
 
-_TOO_LARGE = re.compile(
-    r"query_limit|MemoryMonitor|too (many|much|large)|exceed|narrow the time range", re.I
+
+@dataclass(frozen=True, slots=True)
+class RefusalRule:
+    """How one kind of refusal is read: what the server sends, what it means, what we do.
+
+    Attributes:
+        status: HTTP status the rule applies to.
+        pattern: a regular expression the error text must match (``None``: any text;
+            ``""``: an empty body).
+        meaning: ``too_large`` (split the window), ``rate_limited`` (wait and retry the same
+            window), or ``rejected`` (fail at once).
+        proxy_only: the rule applies only when going through Grafana's data-source proxy.
+        upstream: the source of the rule (repository and file).
+    """
+
+    status: int
+    pattern: str | None
+    meaning: str
+    action: str
+    upstream: str
+    proxy_only: bool = False
+
+
+#: The one table of how KairosDB, Grafana's proxy and a reverse proxy refuse a query, and
+#: what we do. Only wording the real servers use is matched (docs/compatibility.md shows
+#: it). The HTTP client (dxt_core.http) retries 429 and 5xx, honouring ``Retry-After``, and
+#: fails other 4xx at once; the rules marked ``too_large`` are checked first and split the
+#: window instead; 429s that outlast the retries become :class:`RateLimited`.
+REFUSAL_RULES: tuple[RefusalRule, ...] = (
+    RefusalRule(
+        500,
+        r"Query exceeded limit of \d+ data points",
+        "too_large",
+        "split the window",
+        "kairosdb/kairosdb v1.2.2 src/main/java/org/kairosdb/datastore/cassandra/"
+        "QueryMonitor.java (kairosdb.datastore.cassandra.query_limit), wrapped twice in "
+        "DatastoreException",
+    ),
+    RefusalRule(
+        500,
+        r"Insufficient memory to perform request",
+        "too_large",
+        "split the window",
+        "kairosdb/kairosdb v1.2.2 src/main/java/org/kairosdb/util/MemoryMonitorException.java, "
+        "caught in core/http/rest/MetricsResource.java runQuery",
+    ),
+    RefusalRule(
+        500,
+        r"Java heap space|GC overhead limit exceeded",
+        "too_large",
+        "split the window",
+        "kairosdb/kairosdb v1.2.2 core/http/rest/MetricsResource.java runQuery: catch "
+        "(OutOfMemoryError e) answers the JVM's message",
+    ),
+    RefusalRule(
+        504,
+        "",
+        "too_large",
+        "split the window",
+        "grafana/grafana pkg/util/proxyutil/reverse_proxy.go (errorHandler: 504 on a timeout, "
+        "no body); conf/defaults.ini [dataproxy] timeout = 30",
+        proxy_only=True,
+    ),
+    RefusalRule(
+        429,
+        None,
+        "rate_limited",
+        "wait Retry-After (else back off) and retry the same window; never split",
+        "nginx/nginx src/http/modules/ngx_http_limit_req_module.c (limit_req_status 429), "
+        "page from src/http/ngx_http_special_response.c",
+    ),
+    RefusalRule(
+        503,
+        None,
+        "rate_limited",
+        "wait Retry-After (else back off) and retry the same window; never split",
+        "nginx/nginx src/http/modules/ngx_http_limit_req_module.c (limit_req's default status "
+        "is 503, no Retry-After unless added)",
+    ),
+    RefusalRule(
+        403,
+        None,
+        "rejected",
+        "fail at once (permission or quota): no retry, no split",
+        "RFC 9110 section 15.5.4 (403 Forbidden: the server refuses to authorize it)",
+    ),
 )
 
+_TOO_LARGE_RULES = [
+    (r.status, re.compile(r.pattern) if r.pattern else None, r.proxy_only, r.pattern == "")
+    for r in REFUSAL_RULES
+    if r.meaning == "too_large"
+]
 
-def _too_large(status: int, body: bytes) -> bool:
-    return status >= 400 and bool(_TOO_LARGE.search(body[:2000].decode("utf-8", "replace")))
+
+def too_large(status: int, body: bytes, *, proxy: bool = False) -> bool:
+    """Whether an error answer is a "window too large" refusal (see :data:`REFUSAL_RULES`)."""
+    text = body[:4000].decode("utf-8", "replace")
+    for rule_status, pattern, proxy_only, empty in _TOO_LARGE_RULES:
+        if status != rule_status or (proxy_only and not proxy):
+            continue
+        if empty and not body.strip():
+            return True
+        if pattern is not None and pattern.search(text):
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class QueryCounts:
+    """What a metric-day's queries dropped, reported with it.
+
+    Attributes:
+        dropped_outside_window: points the server sent outside the queried window.
+    """
+
+    dropped_outside_window: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +215,7 @@ class KairosDBSource:
         )
         self._jobs_http: HttpClient | None = None
         self._api: str | None = None
+        self._metric_names: frozenset[str] | None = None
 
     def close(self) -> None:
         self._http.close()
@@ -124,15 +246,46 @@ class KairosDBSource:
                 self._api = "api/v1"
         return f"{self._api}/{endpoint}"
 
+    def _too_large(self, status: int, body: bytes) -> bool:
+        return too_large(status, body, proxy=self.conn.grafana_proxy)
+
     def version(self) -> str:
-        doc = self._http.get_json(self.api_path("version"))
+        doc = _rate_limited(self._http.get_json, self.api_path("version"))
         return str(doc.get("version", "")) if isinstance(doc, dict) else str(doc)
 
     def metric_names(self, prefix: str | None = None) -> list[str]:
+        """Metric names KairosDB knows (``GET /api/v1/metricnames``), internal ones left out."""
         params = {"prefix": prefix} if prefix else None
-        doc = self._http.get_json(self.api_path("metricnames"), params=params)
-        names = doc.get("results", []) if isinstance(doc, dict) else []
-        return [n for n in names if not str(n).startswith("kairosdb.")]
+        path = self.api_path("metricnames")
+        doc = _rate_limited(self._http.get_json, path, params=params)
+        names = doc.get("results") if isinstance(doc, dict) else None
+        if not isinstance(names, list):
+            raise SourceError(
+                "unexpected answer to metricnames: no 'results' list", url=self._http.url(path)
+            )
+        return [str(n) for n in names if not str(n).startswith("kairosdb.")]
+
+    def check_known(self, entry: CatalogEntry, stats: RequestStats | None = None) -> None:
+        """Raise unless KairosDB knows ``entry``'s metric name (asked once per source).
+
+        KairosDB answers a query for a name it has never stored exactly as one for a metric
+        without data in the window (``KairosDatastore.groupByTypeAndTag``: an empty group),
+        so a misspelled catalog entry would archive as "empty" forever.
+
+        Raises:
+            QueryRejected: the name is unknown; the message names the closest known names.
+        """
+        if self._metric_names is None:
+            self._metric_names = frozenset(self.metric_names())
+        if entry.metric in self._metric_names:
+            return
+        close = difflib.get_close_matches(entry.metric, self._metric_names, n=5, cutoff=0.6)
+        hint = f"closest known names: {', '.join(close)}" if close else "no similar name"
+        raise QueryRejected(
+            f"{entry.key}: KairosDB has never stored a metric named {entry.metric!r} "
+            f"({hint}); fix the catalog entry",
+            url=self._http.url(self.api_path("metricnames")),
+        )
 
     # -- queries ---------------------------------------------------------------------------
     def _tag_filter(self, entry: CatalogEntry) -> dict[str, list[str]]:
@@ -156,13 +309,24 @@ class KairosDBSource:
         }
 
     def schema(
-        self, entry: CatalogEntry, window: Window, stats: RequestStats | None = None
+        self, entry: CatalogEntry, window: Window | None = None, stats: RequestStats | None = None
     ) -> SeriesSchema:
-        """Discover the metric's tag keys in ``window`` (ExamonQL ``SELECT('*')``)."""
-        body = self._body(entry, window.start_ms, window.end_ms, None)
-        doc = self._http.post_json(self.api_path("datapoints/query/tags", stats), body, stats=stats)
+        """The metric's tag keys over all time (ExamonQL ``SELECT('*')``).
+
+        As examon-client's ``query_metricstags`` did (``start_absolute: 0``, no end), so a
+        metric's columns do not change from one day to the next; a tag key that first appears
+        later is a new column from then on (and in reruns of earlier days). ``window`` is
+        not used.
+        """
+        body = {
+            "start_absolute": 0,
+            "cache_time": 0,
+            "metrics": [{"name": entry.metric, "tags": self._tag_filter(entry)}],
+        }
+        path = self.api_path("datapoints/query/tags", stats)
+        doc = _rate_limited(self._http.post_json, path, body, stats=stats)
         keys: set[str] = set()
-        for result in _results(doc, self._http.url("datapoints/query/tags")):
+        for result in _results(doc, self._http.url(path)):
             tags = result.get("tags") or {}
             if isinstance(tags, dict):
                 keys.update(k for k, v in tags.items() if v)
@@ -175,39 +339,71 @@ class KairosDBSource:
         end_ms: int,
         schema: SeriesSchema,
         stats: RequestStats | None = None,
+        counts: QueryCounts | None = None,
     ) -> SeriesBatch:
-        """One query for ``[start_ms, end_ms)``; series ordered by their tag values."""
+        """One query for ``[start_ms, end_ms)``; series ordered by their tag values.
+
+        Points outside the window are dropped and counted in ``counts``.
+
+        Raises:
+            SourceError: the answer holds a value that is not a JSON number or string.
+        """
         body = self._body(entry, start_ms, end_ms, schema.tag_keys)
         path = self.api_path("datapoints/query", stats)
-        raw = self._http.request(
+        raw = _rate_limited(
+            self._http.request,
             "POST",
             path,
             json_body=body,
             stats=stats,
-            too_large=_too_large,
+            too_large=self._too_large,
             timeout_is_too_large=True,
         )
         url = self._http.url(path)
-        doc, arrays = _decode_keeping_values(raw, url)
+        where = (
+            f"{entry.key}, window [{from_ms(start_ms, self.tz).isoformat()}, "
+            f"{from_ms(end_ms, self.tz).isoformat()})"
+        )
+        doc, arrays = _decode_keeping_values(raw, url, where)
         results = _results(doc, url)
         if arrays is not None and len(arrays) != len(results):
-            doc, arrays = _loads_answer(raw, url), None
+            doc, arrays = _loads_answer(raw, url, where), None
             results = _results(doc, url)
         batch = SeriesBatch(start_ms, end_ms)
+        dropped = 0
         for i, result in enumerate(results):
             points: Sequence[Any]
             if arrays is None:
-                points = result.get("values") or []
+                points = _checked_points(result.get("values"), url, where)
             elif not arrays[i]:
                 continue
             else:
-                points = RawPoints.from_json(arrays[i]) or _loads_answer(
-                    b"[" + arrays[i] + b"]", url
-                )
+                raw_points = RawPoints.from_json(arrays[i])
+                if raw_points is not None and not _valid_numbers(arrays[i]):
+                    raise SourceError(
+                        f"{where}: a value is not a JSON number: "
+                        f"{_bad_pair(arrays[i])[:100].decode('utf-8', 'replace')!r}; "
+                        "nothing of the window is archived",
+                        url=url,
+                    )
+                if raw_points is not None:
+                    points = raw_points
+                else:
+                    points = _checked_points(
+                        _loads_answer(b"[" + arrays[i] + b"]", url, where), url, where
+                    )
+            if not points:
+                continue
+            points, out = _inside(points, start_ms, end_ms)
+            dropped += out
             if not points:
                 continue
             group = _group_tags(result)
             batch.series.append(Series(str(result.get("name", entry.metric)), group, points))
+        if dropped:
+            log.warning("%s: dropped %d points outside the queried window", where, dropped)
+            if counts is not None:
+                counts.dropped_outside_window += dropped
         keys = schema.tag_keys
         batch.series.sort(key=lambda s: tuple(s.tags.get(k, "") for k in keys))
         return batch
@@ -218,6 +414,7 @@ class KairosDBSource:
         window: Window,
         schema: SeriesSchema,
         stats: RequestStats | None = None,
+        counts: QueryCounts | None = None,
     ) -> Iterator[SeriesBatch]:
         """Fetch ``window`` as consecutive batches, adapting and splitting windows as needed."""
         stats = stats if stats is not None else RequestStats()
@@ -229,7 +426,7 @@ class KairosDBSource:
         while cursor < end:
             stop = min(cursor + size, end)
             try:
-                batch = self.query(entry, cursor, stop, schema, stats)
+                batch = self.query(entry, cursor, stop, schema, stats, counts)
             except WindowTooLarge as exc:
                 if stop - cursor <= min_ms:
                     raise WindowTooLarge(
@@ -256,38 +453,110 @@ class KairosDBSource:
 
     # -- job tables ------------------------------------------------------------------------
     def fetch_jobs(
-        self, table: str, window: Window, stats: RequestStats | None = None
+        self,
+        table: str,
+        window: Window,
+        stats: RequestStats | None = None,
+        counts: QueryCounts | None = None,
     ) -> list[Record]:
-        """Job records of ``table`` whose end time falls in ``window`` (half-open)."""
-        if self._jobs_http is None:
-            self._jobs_http = HttpClient(
-                self.conn.jobs_url or self.conn.default_jobs_url(),
-                user=self.conn.user,
-                password=self.conn.password,
-                timeout_s=self.conn.timeout_s,
-                retry=self.retry,
-                verify_tls=self.conn.verify_tls,
-            )
-        path = "api/v1/examon/jobs/query"
-        body = {"table": table, "tstart": window.start_ms, "tstop": window.end_ms}
-        doc = self._jobs_http.post_json(path, body, stats=stats)
-        if isinstance(doc, str):  # the service answers with a JSON string holding the list
-            import orjson
+        """Job records of ``table`` whose start time falls in ``window`` (half-open).
 
+        Asked as examon-client 0.4 asks (``jobsclient.py`` ``query_jobs``): the serialized
+        ``Query`` (``tstart``, ``tstop`` in UTC epoch ms, ``metrics: [table]``, ...), as a JSON
+        string for the ``v1`` handler, as the object itself for ``v2``. The Examon server
+        selects on ``(start_time, end_time)`` tuples with both ends inclusive
+        (``web/examon-server/server.py`` ``query_builder``), so a job of zero length starting
+        at the next midnight comes back too: it is dropped here (and counted), to be
+        archived with the next day, so each job lands in exactly one day.
+        """
+        if self._jobs_http is None:
+            # the same connection: its credentials (also those given in the URL) go along
+            self._jobs_http = self._http.sibling(self.conn.jobs_url or self.conn.default_jobs_url())
+        api = self.conn.jobs_api
+        path = f"api/{api}/examon/jobs/query"
+        url = self._jobs_http.url(path)
+        query = {
+            "tstart": window.start_ms,
+            "tstop": window.end_ms,
+            "metrics": [table],
+            "tags": None,
+            "groupby": [{"name": "tag", "tags": []}],  # every column, as SELECT('*') sends
+            "aggrby": None,
+            "limit": None,
+            "time_zone": self.conn.time_zone,
+        }
+        body: Any = json.dumps(query) if api == "v1" else query
+        try:
+            doc = _rate_limited(self._jobs_http.post_json, path, body, stats=stats)
+        except (QueryRejected, SourceUnavailable) as exc:
+            if exc.status in (404, 405, 500):
+                other = "v2" if api == "v1" else "v1"
+                raise QueryRejected(
+                    f"the Examon jobs service refused the {api} query of {table!r} ({exc}); "
+                    f"if it runs the other handler, set jobs_api={other} (CLI --jobs-api "
+                    f'{other}, connection extra "jobs_api": "{other}")',
+                    url=url,
+                    status=exc.status,
+                ) from exc
+            raise
+        if isinstance(doc, str):  # v1: jsonify(df.to_json(...)), a JSON string of the list
             try:
                 doc = orjson.loads(doc)
             except orjson.JSONDecodeError as exc:
-                raise SourceError(
-                    f"jobs answer is not a JSON list ({exc})", url=self._jobs_http.url(path)
-                ) from exc
+                raise SourceError(f"jobs answer is not a JSON list ({exc})", url=url) from exc
         if not isinstance(doc, list) or not all(isinstance(r, dict) for r in doc):
-            raise SourceError(
-                "jobs answer is not a list of job records", url=self._jobs_http.url(path)
+            raise SourceError("jobs answer is not a list of job records", url=url)
+        kept: list[Record] = []
+        for record in doc:
+            start = _job_start_ms(record, url)
+            if start is None or window.start_ms <= start < window.end_ms:
+                kept.append(record)
+        if len(kept) < len(doc):
+            log.info(
+                "%s: dropped %d jobs starting outside [%s, %s)",
+                table,
+                len(doc) - len(kept),
+                window.start.isoformat(),
+                window.end.isoformat(),
             )
-        return doc
+            if counts is not None:
+                counts.dropped_outside_window += len(doc) - len(kept)
+        return kept
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
+
+
+def _rate_limited(call: Callable[..., _T], *args: Any, **kw: Any) -> _T:
+    """``call(*args, **kw)``; a 429 that outlasted the client's retries is :class:`RateLimited`."""
+    try:
+        return call(*args, **kw)
+    except SourceUnavailable as exc:
+        if exc.status == 429 and not isinstance(exc, RateLimited):
+            raise RateLimited(
+                f"the server (or a proxy in front of it) limits the request rate and kept "
+                f"refusing ({exc}); run fewer workers at once or retry later",
+                url=exc.url,
+                status=exc.status,
+            ) from exc
+        raise
+
+
+def _job_start_ms(record: Record, url: str) -> int | None:
+    value = record.get("start_time")
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value)  # pandas' default epoch ms
+    try:
+        when = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise SourceError(
+            f"job {record.get('job_id')!r}: start_time {value!r} is not an ISO time", url=url
+        ) from exc
+    if when.tzinfo is None:  # Cassandra timestamps are UTC
+        when = when.replace(tzinfo=dt.UTC)
+    return round(when.timestamp() * 1000)
 
 
 def _blocks(size_ms: int, block_ms: int) -> int:
@@ -298,14 +567,85 @@ def _blocks(size_ms: int, block_ms: int) -> int:
 _VALUES_KEY = b'"values":['
 
 
-def _loads_answer(raw: bytes, url: str) -> Any:
+def _loads_answer(raw: bytes, url: str, where: str = "") -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise SourceError(f"answer is not valid JSON ({exc}): {raw[:200]!r}", url=url) from exc
+        pos = exc.pos
+        near = raw[max(0, pos - 60) : pos + 20] if pos else raw[:200]
+        raise SourceError(
+            f"{where + ': ' if where else ''}the answer is not valid JSON ({exc}) near "
+            f"{near!r}; nothing of it is archived",
+            url=url,
+        ) from exc
 
 
-def _decode_keeping_values(raw: bytes, url: str) -> tuple[Any, list[bytes] | None]:
+# One [timestamp, value] pair of a numeric series, as strict JSON (RFC 8259 numbers).
+_NUMBER = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_PAIRS = re.compile(rb"(?:\[(?:0|[1-9][0-9]*)," + _NUMBER + rb"\],)*")
+
+
+def _valid_numbers(inner: bytes) -> bool:
+    """Whether every token of a numeric ``values`` text is a JSON number.
+
+    :meth:`RawPoints.from_json` checks the alphabet and the shape (``[t,v]`` pairs); this
+    checks the numbers themselves, which the writers copy as they are: orjson parses the
+    pairs as one flat array (``[ts,]`` or ``[ts,1-2e]`` fail here).
+    """
+    try:
+        flat = orjson.loads(b"[" + inner[1:-1].replace(b"],[", b",") + b"]")
+    except orjson.JSONDecodeError:
+        return False
+    return len(flat) == 2 * (inner.count(b"],[") + 1)
+
+
+def _bad_pair(inner: bytes) -> bytes:
+    """The first ``[t,v]`` of a ``values`` text that is not two JSON numbers."""
+    at = _PAIRS.match(inner)
+    start = at.end() if at else 0
+    end = inner.find(b"]", start)
+    return inner[start : end + 1 if end >= 0 else start + 40]
+
+
+def _checked_points(values: Any, url: str, where: str) -> list[Any]:
+    """A decoded ``values`` list, checked: each point ``[int ms, number or string]``."""
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        raise SourceError(f"{where}: 'values' is not a list: {str(values)[:100]!r}", url=url)
+    for p in values:
+        if (
+            not isinstance(p, list)
+            or len(p) != 2
+            or type(p[0]) is not int
+            or isinstance(p[1], bool)
+            or not isinstance(p[1], int | float | str)
+        ):
+            raise SourceError(
+                f"{where}: a point is not [timestamp, number or string]: "
+                f"{orjson.dumps(p)[:100].decode()!r}; nothing of the window is archived",
+                url=url,
+            )
+    return values
+
+
+def _inside(points: Sequence[Any], start_ms: int, end_ms: int) -> tuple[Sequence[Any], int]:
+    """The points in ``[start_ms, end_ms)`` and how many were outside.
+
+    The points are in time order (the query asks ``order: asc``), so a series inside the
+    window is seen from its first and last time alone.
+    """
+    if isinstance(points, RawPoints):
+        if start_ms <= points.ts(0) and points.ts(-1) < end_ms:
+            return points, 0
+        points = list(points)
+    elif start_ms <= points[0][0] and points[-1][0] < end_ms:
+        return points, 0
+    kept = [p for p in points if start_ms <= p[0] < end_ms]
+    return kept, len(points) - len(kept)
+
+
+def _decode_keeping_values(raw: bytes, url: str, where: str = "") -> tuple[Any, list[bytes] | None]:
     """Decode a query answer, keeping each result's ``values`` array as its JSON text.
 
     Returns the document with every ``values`` emptied and the arrays' inner texts in
@@ -323,21 +663,21 @@ def _decode_keeping_values(raw: bytes, url: str) -> tuple[Any, list[bytes] | Non
         else:
             end = raw.find(b"]]", start)
             if end < 0:
-                return _loads_answer(raw, url), None
+                return _loads_answer(raw, url, where), None
             end += 1
         inner = raw[start:end]
         if b'"' in inner:
-            return _loads_answer(raw, url), None
+            return _loads_answer(raw, url, where), None
         pieces.append(raw[pos:start])
         arrays.append(inner)
         pos = end
     if not arrays:
-        return _loads_answer(raw, url), None
+        return _loads_answer(raw, url, where), None
     pieces.append(raw[pos:])
     try:
         return orjson.loads(b"".join(pieces)), arrays
     except orjson.JSONDecodeError:
-        return _loads_answer(raw, url), None
+        return _loads_answer(raw, url, where), None
 
 
 def _results(doc: Any, url: str) -> list[dict[str, Any]]:

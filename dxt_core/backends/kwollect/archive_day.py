@@ -35,23 +35,28 @@ import orjson
 
 from dxt_core._version import __version__
 from dxt_core.archive import Archive, DayKey, atomic_file, write_json_atomic
-from dxt_core.backends.examon.archive_day import DayReport
+from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
     POWER_METRICS,
     G5kNode,
     KwollectClient,
+    KwollectStats,
     Point,
     by_site,
+    check_component,
     parse_nodes,
     parse_time,
     point_time,
+    sites_path,
+    unknown_metric_error,
 )
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.http import RequestStats, RetryPolicy
 from dxt_core.prefetch import prefetched
 from dxt_core.windows import day_window, zone
+from dxt_core.writers.base import WriteResult
 from dxt_core.writers.compress import GzipStream
 
 log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
@@ -247,12 +252,6 @@ class _CsvFile:
         return gz.bytes, sha
 
 
-def _safe_component(text: str, what: str) -> str:
-    if not text or "/" in text or "\\" in text or text.startswith(".") or "\0" in text:
-        raise SourceError(f"refusing {what} {text!r} as a file name (the API sent it)")
-    return text
-
-
 # --------------------------------------------------------------------------------------------
 # The service
 # --------------------------------------------------------------------------------------------
@@ -312,7 +311,7 @@ class Kwollect:
         self.max_workers = max_workers
         self.start_time: dt.datetime | None = None
         self.stop_time: dt.datetime | None = None
-        self.last_stats = RequestStats()
+        self.last_stats = KwollectStats()
         self.job: dict[str, Any] | None = None
 
     # -- after the fact ------------------------------------------------------------------
@@ -372,7 +371,7 @@ class Kwollect:
 
     def _site_exists(self, site: str) -> bool:
         try:
-            self.client.get(f"sites/{site}")
+            self.client.get(sites_path(site))
         except SourceError as exc:
             if exc.status == 404:
                 return False
@@ -482,7 +481,17 @@ class Kwollect:
         stats: RequestStats,
     ) -> Iterator[list[Point]]:
         start, stop = self.window()
-        return self.client.iter_batches(site, nodes, metrics, start, stop, stats)
+        return self.client.iter_batches(
+            site, nodes, metrics, start, stop, stats, monitored=self.monitored
+        )
+
+    @property
+    def monitored(self) -> bool:
+        """Whether the job (``from_job``) is of type ``monitor``: its nodes' promotable
+        metrics come at their ``optional_period`` (wattmetre: 20 ms), and requests are
+        planned for that."""
+        types = (self.job or {}).get("types") or []
+        return any(str(t).split("=", 1)[0].strip() == "monitor" for t in types)
 
     def get_metrics(
         self,
@@ -496,7 +505,14 @@ class Kwollect:
         """
         chosen = self._select(nodes if roles is None else [*(nodes or []), *roles])
         mets = [metrics] if isinstance(metrics, str) else metrics
-        stats = RequestStats()
+        return self._get_metrics(chosen, mets, check_names=True)
+
+    def _get_metrics(
+        self, chosen: list[G5kNode], mets: Sequence[str] | None, check_names: bool
+    ) -> dict[str, list[Point]]:
+        if mets and check_names:
+            self.check_metrics(mets, chosen)
+        stats = KwollectStats()
         t0 = time.perf_counter()
 
         def one_site(site: str, site_nodes: list[G5kNode]) -> dict[str, list[Point]]:
@@ -515,6 +531,24 @@ class Kwollect:
         stats.seconds = time.perf_counter() - t0
         self.last_stats = stats
         return {n.fqdn: merged.get(n.fqdn, []) for n in chosen}
+
+    def check_metrics(self, metrics: Sequence[str], nodes: Sequence[G5kNode]) -> None:
+        """Refuse names that no catalogue of any site of ``nodes`` knows (issue: a typo
+        would give empty results that look like "no data").
+
+        Raises:
+            ConfigError: names the metrics and the closest known names.
+        """
+        unknown: set[str] | None = None
+        entries: list[dict[str, Any]] = []
+        for site, site_nodes in by_site(nodes).items():
+            here, seen = self.client.unknown_metrics(site, site_nodes, metrics)
+            entries += seen
+            unknown = set(here) if unknown is None else unknown & set(here)
+        if unknown:
+            where = "sites " + ", ".join(sorted(by_site(nodes)))
+            missing = [m for m in metrics if m in unknown]
+            raise unknown_metric_error(missing, entries, where, self.client.safe_url)
 
     def get_metrics_pandas(
         self,
@@ -558,7 +592,8 @@ class Kwollect:
         Joules are a trapezoidal integral between the first and last samples.
         """
         chosen = self._select(nodes)
-        data = self.get_metrics(list(POWER_METRICS), chosen)
+        # the three power metrics are ours to ask: a site without one is not a typo
+        data = self._get_metrics(chosen, list(POWER_METRICS), check_names=False)
         out: dict[str, dict[str, Any]] = {}
         for node in chosen:
             per_metric: dict[str, list[Point]] = {}
@@ -627,8 +662,10 @@ class Kwollect:
             (root / BACKUP_MANIFEST).unlink()
         chosen = self._select(nodes)
         mets = [metrics] if isinstance(metrics, str) else metrics
+        if mets:
+            self.check_metrics(mets, chosen)
         start, stop = self.window()
-        stats = RequestStats()
+        stats = KwollectStats()
         t0 = time.perf_counter()
         file_cls = _JsonlFile if format == "jsonl" else _CsvFile
 
@@ -647,7 +684,9 @@ class Kwollect:
                         key = (node.fqdn, str(p.get("metric_id")))
                         writer = files.get(key)
                         if writer is None:
-                            metric = _safe_component(key[1], "metric name")
+                            metric = check_component(
+                                key[1], "metric name sent by the API", SourceError
+                            )
                             path = root / node.fqdn / f"{metric}.{file_cls.extension}"
                             # many files stay open at once: small write buffers
                             fh = stack.enter_context(atomic_file(path, buffer_size=1 << 16))
@@ -724,37 +763,17 @@ def archive_kwollect_day(
     day only. Points are written in the API's order (chronological); a rerun over unchanged
     data writes identical bytes.
     """
+    check_component(metric, "metric")
     parsed = parse_nodes(nodes, site)
     if not parsed:
         raise ConfigError(f"no nodes configured for site {site}")
-    t0 = time.perf_counter()
+    client.check_metrics(site, parsed, [metric])  # a typo is an error, not "empty" forever
     tz = zone(time_zone)
     window = day_window(day, tz)
     start, stop = window.start, window.end - dt.timedelta(microseconds=1)
     key = DayKey("kwollect", (site, metric), day)
-    archive.begin(key)
-    target = archive.data_path(key, "jsonl.gz")
-    stats = RequestStats()
-    rows = 0
-    first: str | None = None
-    last: str | None = None
-    size, sha = 0, ""
-    with atomic_file(target) as fh:
-        gz = GzipStream(fh)
-        for batch in prefetched(client.iter_batches(site, parsed, [metric], start, stop, stats)):
-            for p in batch:
-                if p.get("metric_id") != metric:
-                    continue
-                gz.write(orjson.dumps(p) + b"\n")
-                rows += 1
-                first = first or p["timestamp"]
-                last = p["timestamp"]
-            batch.clear()  # free this answer now, not when the next one arrives
-        sha = gz.close()
-        size = gz.bytes
-    seconds = time.perf_counter() - t0
-    stats.seconds = seconds
-    base: dict[str, Any] = {
+    stats = KwollectStats()
+    manifest: dict[str, Any] = {
         "source_url": client.safe_url,
         "site": site,
         "metric": metric,
@@ -766,29 +785,29 @@ def archive_kwollect_day(
             "end_inclusive": stop.astimezone(tz).isoformat(),
         },
         "format": "jsonl.gz",
-        "requests": stats.as_dict(),
     }
-    if rows == 0:
-        archive.remove_data(key, "jsonl.gz")
-        manifest = archive.commit_manifest(
-            key, {**base, "status": "empty", "file": None, "rows": 0, "bytes": 0}
-        )
-        report = DayReport(key, "empty", 0, 0, None, manifest, seconds, stats)
-    else:
-        manifest = archive.commit_manifest(
-            key,
-            {
-                **base,
-                "status": "archived",
-                "file": target.name,
-                "rows": rows,
-                "bytes": size,
-                "sha256": sha,
-                "compression": gz.label,
-                "first_timestamp": first,
-                "last_timestamp": last,
-            },
-        )
-        report = DayReport(key, "archived", rows, size, target, manifest, seconds, stats)
-    log.info("%s -> %s", report.summary(), report.path or "empty (manifest only)")
-    return report
+
+    def write(staging: Staging) -> None:
+        rows = 0
+        first: str | None = None
+        last: str | None = None
+        with staging.open("jsonl.gz") as fh:
+            gz = GzipStream(fh)
+            for batch in prefetched(
+                client.iter_batches(site, parsed, [metric], start, stop, stats)
+            ):
+                for p in batch:
+                    if p.get("metric_id") != metric:
+                        continue
+                    gz.write(orjson.dumps(p) + b"\n")
+                    rows += 1
+                    first = first or p["timestamp"]
+                    last = p["timestamp"]
+                batch.clear()  # free this answer now, not when the next one arrives
+            sha = gz.close()
+        # points the server sent outside the window asked for: dropped, never archived
+        manifest["dropped_outside_window"] = stats.outside_window
+        extra = {"compression": gz.label, "first_timestamp": first, "last_timestamp": last}
+        staging.done("jsonl.gz", WriteResult(rows=rows, bytes=gz.bytes, sha256=sha, extra=extra))
+
+    return archive_one_day(archive, key, write, manifest=manifest, stats=stats)

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
+import datetime as dt
+from typing import Any
 
-from dxt_core.archive import Archive
-from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, KwollectArchiveConfig
+from dxt_core.archive import Archive, DayKey
+from dxt_core.archive_day import DayReport
+from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, SPEC, KwollectArchiveConfig
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
     KwollectClient,
     parse_nodes,
 )
-from dxt_core.errors import ConfigError, DxtError
+from dxt_core.errors import ConfigError
+from dxt_core.http import RequestStats
+from dxt_core.runner import Unit, run_units
+from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import days, parse_day
 
-ENV_PASSWORD = "DXT_KWOLLECT_PASSWORD"
+ENV_PASSWORD = SPEC.password_env
 
 
 def _split(text: str | None) -> list[str]:
@@ -27,7 +31,7 @@ def _split(text: str | None) -> list[str]:
 def _auth(args: argparse.Namespace) -> tuple[str, str] | None:
     if not args.user:
         return None
-    password = args.password if args.password is not None else os.environ.get(ENV_PASSWORD)
+    _, password = SPEC.credentials(args.user, args.password)
     if password is None:
         raise ConfigError(f"--user {args.user} needs a password: set {ENV_PASSWORD}")
     return (args.user, password)
@@ -37,7 +41,11 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     from dxt_core.backends.kwollect.archive_day import Kwollect, archive_kwollect_day
 
     auth = _auth(args)
-    options = {"max_points": args.max_points, "timeout_s": args.timeout}
+    options = {
+        "max_points": args.max_points,
+        "timeout_s": args.timeout,
+        "min_window_s": args.min_window,
+    }
     metrics = _split(args.metrics) or None
     if args.archive:
         if not args.start_day:
@@ -58,32 +66,28 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
         )
         first = parse_day(args.start_day)
         last = parse_day(args.end_day) if args.end_day else first
-        archive = Archive(args.archive)
-        failed = 0
+        archive = Archive(args.archive, replace=args.replace)
         with KwollectClient(args.api_url, auth, **options) as client:
-            for unit in config.units(client):
-                for day in days(first, last):
-                    try:
-                        report = archive_kwollect_day(
-                            client,
-                            unit["site"],
-                            unit["metric"],
-                            unit["nodes"],
-                            day,
-                            archive,
-                            config.time_zone,
-                        )
-                        print(report.summary())
-                    except DxtError as exc:
-                        failed += 1
-                        print(
-                            f"FAILED {unit['site']}/{unit['metric']} {day}: {exc}", file=sys.stderr
-                        )
-        return 1 if failed else 0
+
+            def unit(u: dict[str, Any], day: dt.date) -> Unit:
+                def run() -> DayReport:
+                    report = archive_kwollect_day(
+                        client, u["site"], u["metric"], u["nodes"], day, archive, config.time_zone
+                    )
+                    print(report.summary() + _dropped(report.stats))
+                    return report
+
+                return Unit(DayKey("kwollect", (u["site"], u["metric"]), day), run)
+
+            units = [unit(u, d) for u in config.units(client) for d in days(first, last)]
+            # one unit at a time: the API is shared, and its answers are large
+            return run_units(units, archive, workers=1, refetch=args.refetch, quiet=True)
     if not args.backup:
         raise ConfigError("choose --backup DIR (an experiment) or --archive ROOT (daily files)")
     if args.job:
-        site, _, job_id = args.job.partition(":")
+        site, sep, job_id = args.job.partition(":")
+        if not sep or not site or not job_id:
+            raise ConfigError(f"--job {args.job!r}: write SITE:JOB_ID, e.g. lyon:1234567")
         k = Kwollect.from_job(site, job_id, api_url=args.api_url, auth=auth, **options)
         if args.start:
             k.start(args.start)
@@ -97,9 +101,15 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
     manifest = k.backup(args.backup, metrics=metrics, format=args.format)
     s = k.last_stats
     print(
-        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, {s.seconds:.1f} s)"
+        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, "
+        f"{s.seconds:.1f} s{_dropped(s)})"
     )
     return 0
+
+
+def _dropped(stats: RequestStats) -> str:
+    n = getattr(stats, "outside_window", 0)
+    return f", {n} points outside the window dropped" if n else ""
 
 
 def _time(text: str) -> object:
@@ -129,12 +139,48 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--backup", help="experiment backup directory")
     k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
     k.add_argument("--archive", help="archive root (daily files)")
+    add_run_arguments(k)
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
     k.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, help="points per request")
     k.add_argument("--timeout", type=float, default=330.0, help="HTTP read timeout, seconds")
+    k.add_argument(
+        "--min-window",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="shortest time window a refused request is split down to (default %(default)s)",
+    )
     k.set_defaults(func=cmd_extract_kwollect)
 
 
-__all__ = ["add_extract_parser", "cmd_extract_kwollect"]
+def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """(site, metric) units: ``--sites`` (default: the sites the archive holds) x
+    ``--metrics`` (default: the power metrics)."""
+    from dxt_core.backends.kwollect.source import POWER_METRICS
+
+    sites = _split(args.sites)
+    if not sites:
+        root = Archive(args.archive).root / "kwollect"
+        sites = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    metrics = _split(args.metrics) or list(POWER_METRICS)
+    return [(s, m) for s in sites for m in metrics]
+
+
+def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
+    return {"site": parts[0], "metric": parts[1]}
+
+
+def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sites", help="(kwollect) comma-separated sites (default: archived)")
+    parser.add_argument("--metrics", help="(kwollect) comma-separated metrics (default: power)")
+
+
+__all__ = [
+    "add_coverage_arguments",
+    "add_extract_parser",
+    "cmd_extract_kwollect",
+    "coverage_units",
+    "describe_parts",
+]

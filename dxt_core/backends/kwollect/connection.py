@@ -18,7 +18,6 @@ and/or environment variables, which win: ``DXT_KWOLLECT_NODES`` (comma-separated
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,9 +30,11 @@ from dxt_core.backends.kwollect.source import (
     G5kNode,
     KwollectClient,
     by_site,
+    check_component,
     parse_nodes,
 )
-from dxt_core.config import as_bool, check_extras, url_from_host
+from dxt_core.config import read
+from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
 from dxt_core.errors import ConfigError
 from dxt_core.windows import zone
 
@@ -43,7 +44,6 @@ ENV_CLUSTERS = "DXT_KWOLLECT_CLUSTERS"
 ENV_METRICS = "DXT_KWOLLECT_METRICS"
 ENV_TIME_ZONE = "DXT_KWOLLECT_TIME_ZONE"
 DEFAULT_TIME_ZONE = "Europe/Paris"
-_EXTRAS = {"api_url", "timeout", "verify_tls", "max_points", "max_nodes"}
 _FILE_KEYS = {"time_zone", "metrics", "nodes", "clusters"}
 
 
@@ -59,6 +59,11 @@ class KwollectArchiveConfig:
 
     def __post_init__(self) -> None:
         zone(self.time_zone)
+        for metric in self.metrics:
+            check_component(metric, f"{self.source}: metric")
+        for site, cluster in self.clusters:
+            check_component(site, f"{self.source}: site")
+            check_component(cluster, f"{self.source}: cluster")
         if not self.metrics:
             raise ConfigError(f"{self.source}: no metrics to archive; set {ENV_METRICS}")
         if not self.nodes and not self.clusters:
@@ -93,10 +98,14 @@ def _split(text: str) -> list[str]:
 
 def load_archive_config(env: Mapping[str, str] | None = None) -> KwollectArchiveConfig:
     """The archive settings from ``DXT_KWOLLECT_CONFIG`` and ``DXT_KWOLLECT_*`` variables."""
-    env = os.environ if env is None else env
+    from dxt_core.backends.kwollect import BACKEND
+
+    def setting(key: str) -> str:
+        return str(read(BACKEND.setting(key), env)).strip()
+
     doc: dict[str, Any] = {}
     source = "environment"
-    path = env.get(ENV_CONFIG, "").strip()
+    path = setting("config")
     if path:
         source = path
         try:
@@ -109,11 +118,10 @@ def load_archive_config(env: Mapping[str, str] | None = None) -> KwollectArchive
         unknown = set(doc) - _FILE_KEYS
         if unknown:
             raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known {sorted(_FILE_KEYS)}")
-    node_names = _split(env[ENV_NODES]) if env.get(ENV_NODES) else list(doc.get("nodes", []))
-    cluster_names = (
-        _split(env[ENV_CLUSTERS]) if env.get(ENV_CLUSTERS) else list(doc.get("clusters", []))
-    )
-    metrics = _split(env[ENV_METRICS]) if env.get(ENV_METRICS) else doc.get("metrics")
+    nodes, clusters_text, metrics_text = setting("nodes"), setting("clusters"), setting("metrics")
+    node_names = _split(nodes) if nodes else list(doc.get("nodes", []))
+    cluster_names = _split(clusters_text) if clusters_text else list(doc.get("clusters", []))
+    metrics = _split(metrics_text) if metrics_text else doc.get("metrics")
     clusters: list[tuple[str, str]] = []
     for c in cluster_names:
         site, sep, cluster = str(c).partition("/")
@@ -126,7 +134,7 @@ def load_archive_config(env: Mapping[str, str] | None = None) -> KwollectArchive
         metrics=tuple(metrics) if metrics else POWER_METRICS,
         nodes=tuple(parse_nodes(node_names)),
         clusters=tuple(clusters),
-        time_zone=env.get(ENV_TIME_ZONE) or str(doc.get("time_zone") or DEFAULT_TIME_ZONE),
+        time_zone=setting("time_zone") or str(doc.get("time_zone") or DEFAULT_TIME_ZONE),
         source=source,
     )
 
@@ -143,49 +151,57 @@ class KwollectConnection:
         return KwollectClient(self.api_url, self.auth, **self.options)
 
 
-def kwollect_connection_from_fields(
-    *,
-    conn_id: str,
-    host: str | None,
-    port: int | None = None,
-    schema: str | None = None,
-    login: str | None = None,
-    password: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> KwollectConnection:
-    """A :class:`KwollectConnection` from generic connection fields.
-
-    The URL is extra ``api_url``, or ``host`` when it is a URL
-    (``https://api.grid5000.fr/stable``), or built from ``schema`` (http/https; another value
-    is taken as the path, e.g. ``stable``), ``host`` and ``port``. ``login``/``password`` give
-    HTTP Basic auth. Extras: ``api_url``, ``timeout``, ``verify_tls``, ``max_points``,
-    ``max_nodes``.
-    """
-    extra = check_extras(conn_id, extra, _EXTRAS)
-    if extra.get("api_url"):
-        url = str(extra["api_url"])
-    elif host and "://" in host:
-        url = url_from_host(host, port, "https")
-    elif host:
-        scheme = schema if schema in ("http", "https") else "https"
-        path = schema if schema and schema not in ("http", "https") else ""
-        url = url_from_host(host, port, scheme) + (f"/{path}" if path else "")
-    else:
-        raise ConfigError(
-            f"connection {conn_id!r} has no host: set it, e.g. "
-            f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "kwollect", "host": '
-            '"https://api.grid5000.fr/stable", "login": "jdoe", "password": "..."}\''
-        )
+def _build(f: ConnectionFields) -> KwollectConnection:
     options: dict[str, Any] = {}
-    try:
-        if "timeout" in extra:
-            options["timeout_s"] = float(extra["timeout"])
-        for key in ("max_points", "max_nodes"):
-            if key in extra:
-                options[key] = int(extra[key])
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"connection {conn_id!r}: bad number in extras ({exc})") from exc
-    if "verify_tls" in extra:
-        options["verify_tls"] = as_bool(extra["verify_tls"], "extra verify_tls")
-    auth = (login, password or "") if login else None
-    return KwollectConnection(url, auth, options)
+    x = f.extras
+    if x["timeout"] is not None:
+        options["timeout_s"] = x["timeout"]
+    if x["min_window"] is not None:
+        options["min_window_s"] = x["min_window"]
+    for key in ("max_points", "max_nodes"):
+        if x[key] is not None:
+            options[key] = x[key]
+    if x["verify_tls"] is not None:
+        options["verify_tls"] = x["verify_tls"]
+    auth = (f.login, f.password or "") if f.login else None
+    return KwollectConnection(f.url, auth, options)
+
+
+def probe(conn: KwollectConnection) -> str:
+    """The sites the API lists."""
+    with conn.client() as client:
+        sites = client.sites()
+    return f"{len(sites)} sites at {client.safe_url}: {', '.join(sites[:8])}"
+
+
+#: The Grid'5000 API (reference API + Kwollect metrics).
+SPEC: ConnectionSpec[KwollectConnection] = ConnectionSpec(
+    backend="kwollect",
+    hook_name="Kwollect (Grid'5000)",
+    build=_build,
+    probe=probe,
+    default_scheme="https",
+    other_schema="path",
+    url_extra="api_url",
+    host_example="https://api.grid5000.fr/stable",
+    labels={"host": "API URL or host", "login": "Grid'5000 login"},
+    extras=(
+        Extra("api_url", str, None, "API URL", "the API's base URL (wins over host)", flag=""),
+        Extra("timeout", float, None, "Timeout (s)", "HTTP read timeout, seconds", flag=""),
+        Extra("verify_tls", bool, None, "Verify TLS", "verify TLS certificates", flag=""),
+        Extra("max_points", int, None, "Points per request", "points per request", flag=""),
+        Extra("max_nodes", int, None, "Nodes per request", "nodes per request", flag=""),
+        Extra(
+            "min_window",
+            float,
+            None,
+            "Shortest window (s)",
+            "shortest time window a refused request is split down to, seconds",
+            flag="",
+        ),
+    ),
+)
+
+
+#: The name before connection specs: ``kwollect_connection_from_fields(conn_id=..., ...)``.
+kwollect_connection_from_fields = SPEC.from_fields

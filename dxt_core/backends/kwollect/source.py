@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
-from dxt_core.errors import ConfigError, SourceError, WindowTooLarge
+from dxt_core.backends.kwollect import catalog
+from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailable, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
+from dxt_core.paths import check_path_component
 
 log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
 
@@ -34,14 +37,45 @@ TOO_MUCH_DATA = "too much data"
 #: Points per planned request. A point parsed into Python objects takes ~1.4 kB: 25,000 points
 #: keep one answer near 35 MB (measured: a 2-site backup peaks near 170 MB, whatever its length).
 DEFAULT_MAX_POINTS = 25_000
+#: JSON bytes per point above which an answer is denser than planned (a point is 120-200
+#: bytes of JSON; labels make some longer): ``max_points`` of them bound one parsed answer.
+ANSWER_BYTES_PER_POINT = 400
 #: Energy metrics, best first.
 POWER_METRICS = ("wattmetre_power_watt", "pdu_outlet_power_watt", "bmc_node_power_watt")
 _US = dt.timedelta(microseconds=1)
 _NODE_RE = re.compile(r"^(?P<cluster>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-(?P<number>\d+)$")
+#: Read timeout of reference API requests (small documents).
+REFERENCE_TIMEOUT_S = 60.0
+#: Read timeout of the "is the server alive?" request sent after a read timeout.
+PROBE_TIMEOUT_S = 30.0
 # Rate assumed for a metric missing from the reference API catalog (points per second).
 _UNKNOWN_RATE = 1.0
 
 Point = dict[str, Any]
+_UNSET = object()
+
+
+@dataclass(slots=True)
+class KwollectStats(RequestStats):
+    """Request counters plus the points the client dropped because they were outside the
+    window it asked for (a server or proxy that adds, say, a point of the day before)."""
+
+    outside_window: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**RequestStats.as_dict(self), "outside_window": self.outside_window}
+
+
+def check_component(value: str, what: str, error: type[DxtError] = ConfigError) -> str:
+    """``value`` if it can be one path component (of a file path or an API URL), else ``error``.
+
+    Site, cluster, node and metric names end up in backup and archive paths and in API URLs:
+    ``--job "../../x:1"`` must not write outside the backup directory (nor ask another URL).
+    """
+    problem = check_path_component(value, what)
+    if problem:
+        raise error(problem)
+    return value
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -63,6 +97,13 @@ class G5kNode:
         return self.fqdn
 
 
+def sites_path(site: str, *rest: object) -> str:
+    """``sites/<site>/...`` of the API, each component checked (no ``..``, no ``/``)."""
+    parts = [check_component(site, "site")]
+    parts += [check_component(str(p), "API path component") for p in rest]
+    return "/".join(["sites", *parts])
+
+
 def parse_node(node: object, site: str | None = None) -> G5kNode:
     """A Grid'5000 node from a host name or an object with an ``address`` (EnOSlib ``Host``).
 
@@ -71,6 +112,8 @@ def parse_node(node: object, site: str | None = None) -> G5kNode:
     Raises:
         ConfigError: the name is not a Grid'5000 node name; the message says which forms work.
     """
+    if site is not None:
+        check_component(site, "site")
     if isinstance(node, G5kNode):
         if site is not None and node.site != site:
             raise ConfigError(f"node {node.fqdn} is on site {node.site!r}, not {site!r}")
@@ -92,6 +135,7 @@ def parse_node(node: object, site: str | None = None) -> G5kNode:
         raise ConfigError(f"node {raw!r}: {name!r} is not a <cluster>-<number> name; {hint}")
     if not node_site:
         raise ConfigError(f"node {raw!r} has no site; {hint}")
+    check_component(node_site, f"site of node {raw!r}")
     if site is not None and node_site != site:
         raise ConfigError(f"node {raw!r} is on site {node_site!r}, not {site!r}")
     return G5kNode(node_site, name)
@@ -240,6 +284,53 @@ def merge_chronological(batches: Sequence[list[Point]]) -> list[Point]:
     return list(heapq.merge(*non_empty, key=point_time))
 
 
+def drop_outside(points: list[Point], req: MetricsRequest) -> tuple[list[Point], int]:
+    """``points`` of ``[req.start, req.stop]`` (inclusive, as asked) and how many were not.
+
+    The API only answers points of the window it is asked for; a point outside it (a proxy's
+    or a cache's mistake) would otherwise be archived in two days, or once per window.
+
+    Raises:
+        SourceError: a point without a readable ``timestamp``.
+    """
+    bad: list[int] = []
+    last_text: object = _UNSET
+    inside = True
+    for i, p in enumerate(points):
+        text = p.get("timestamp") if isinstance(p, dict) else None
+        if text != last_text:  # points of one instant share a timestamp: parse it once
+            last_text = text
+            try:
+                t = dt.datetime.fromisoformat(text)  # type: ignore[arg-type]
+                inside = req.start <= t <= req.stop
+            except (TypeError, ValueError) as exc:
+                raise SourceError(
+                    f"site {req.site}: point {str(p)[:200]} of the window "
+                    f"[{_iso(req.start)}, {_iso(req.stop)}] has no readable timestamp"
+                ) from exc
+        if not inside:
+            bad.append(i)
+    if not bad:
+        return points, 0
+    skip = set(bad)
+    return [p for i, p in enumerate(points) if i not in skip], len(bad)
+
+
+def unknown_metric_error(
+    unknown: Sequence[str], entries: list[dict[str, Any]], where: str, url: str
+) -> ConfigError:
+    """The error for metric names no catalogue knows, with the closest known names."""
+    problems = []
+    for m in unknown:
+        near = catalog.closest(m, entries)
+        hint = f"closest known: {', '.join(near)}" if near else "no close name"
+        problems.append(f"{m!r} ({hint})")
+    return ConfigError(
+        f"unknown metric {'; '.join(problems)}: in no metric catalogue of {where} "
+        f"({url}/sites/<site>/clusters/<cluster>); check the spelling"
+    )
+
+
 def too_much_data(status: int, body: bytes) -> bool:
     """The server's answer to a request it could not finish in its query timeout."""
     return status >= 500 and TOO_MUCH_DATA in body[:2000].decode("utf-8", "replace").lower()
@@ -270,6 +361,7 @@ class KwollectClient:
         min_window_s: float = 1.0,
         verify_tls: bool = True,
         transport: httpx.BaseTransport | None = None,
+        max_answer_bytes: int | None = None,
     ) -> None:
         if auth is not None and (len(auth) != 2 or not all(isinstance(a, str) for a in auth)):
             raise ConfigError("auth must be a (login, password) pair of strings")
@@ -282,11 +374,33 @@ class KwollectClient:
             verify_tls=verify_tls,
             transport=transport,
         )
+        self._ref_http = HttpClient(
+            api_url,
+            user=auth[0] if auth else None,
+            password=auth[1] if auth else None,
+            timeout_s=min(timeout_s, REFERENCE_TIMEOUT_S),
+            retry=retry or RetryPolicy(),
+            verify_tls=verify_tls,
+            transport=transport,
+        )
+        # A read timeout is taken for "too much data" only once a tiny request has been
+        # answered: a server that answers nothing costs two timeouts, not a split cascade.
+        self._probe_http = HttpClient(
+            api_url,
+            user=auth[0] if auth else None,
+            password=auth[1] if auth else None,
+            timeout_s=min(timeout_s, PROBE_TIMEOUT_S),
+            retry=RetryPolicy(attempts=1),
+            verify_tls=verify_tls,
+            transport=transport,
+        )
         self.max_points = max_points
         self.max_nodes = max_nodes
+        self.max_answer_bytes = max_answer_bytes or max_points * ANSWER_BYTES_PER_POINT
         self.min_window = dt.timedelta(seconds=min_window_s)
         self._lock = threading.Lock()
         self._catalogs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._catalog_errors: dict[tuple[str, str], SourceError] = {}
         self._nodes: dict[str, dict[str, list[str]]] = {}
 
     @property
@@ -295,6 +409,8 @@ class KwollectClient:
 
     def close(self) -> None:
         self.http.close()
+        self._probe_http.close()
+        self._ref_http.close()
 
     def __enter__(self) -> KwollectClient:
         return self
@@ -305,7 +421,21 @@ class KwollectClient:
     # -- reference API -------------------------------------------------------------------
 
     def get(self, path: str, stats: RequestStats | None = None) -> Any:
-        return self.http.get_json(path, stats=stats)
+        """A reference API document (small: a shorter read timeout than metrics requests).
+
+        Raises:
+            SourceUnavailable: the API did not answer through the retries; the message says
+                what to check.
+        """
+        try:
+            return self._ref_http.get_json(path, stats=stats)
+        except SourceUnavailable as exc:
+            raise SourceUnavailable(
+                f"the Grid'5000 API does not answer ({exc}). Check the API URL ({self.safe_url}) "
+                "and that the service is up, then retry",
+                url=self._ref_http.url(path),
+                status=exc.status,
+            ) from exc
 
     def sites(self) -> list[str]:
         return [str(item["uid"]) for item in self.get("sites").get("items", [])]
@@ -316,9 +446,9 @@ class KwollectClient:
             cached = self._nodes.get(site)
         if cached is not None:
             return cached
-        clusters = [str(c["uid"]) for c in self.get(f"sites/{site}/clusters").get("items", [])]
+        clusters = [str(c["uid"]) for c in self.get(sites_path(site, "clusters")).get("items", [])]
         found = {
-            c: [str(n["uid"]) for n in self.get(f"sites/{site}/clusters/{c}/nodes")["items"]]
+            c: [str(n["uid"]) for n in self.get(sites_path(site, "clusters", c, "nodes"))["items"]]
             for c in clusters
         }
         with self._lock:
@@ -332,7 +462,7 @@ class KwollectClient:
         if cached is not None:
             return cached
         try:
-            doc = self.get(f"sites/{site}/clusters/{cluster}/nodes")
+            doc = self.get(sites_path(site, "clusters", cluster, "nodes"))
         except SourceError as exc:
             if exc.status == 404:
                 return None
@@ -349,7 +479,17 @@ class KwollectClient:
             cached = self._catalogs.get(key)
         if cached is not None:
             return cached
-        doc = self.get(f"sites/{site}/clusters/{cluster}")
+        with self._lock:
+            failed = self._catalog_errors.get(key)
+        if failed is not None:
+            raise failed
+        try:
+            doc = self.get(sites_path(site, "clusters", cluster))
+        except SourceError as exc:
+            if not isinstance(exc, SourceUnavailable):  # a refusal: the same next time
+                with self._lock:
+                    self._catalog_errors[key] = exc
+            raise
         metrics = list(doc.get("metrics") or [])
         with self._lock:
             self._catalogs[key] = metrics
@@ -364,21 +504,85 @@ class KwollectClient:
         ]
 
     def job(self, site: str, job_id: int | str) -> dict[str, Any]:
-        doc = self.get(f"sites/{site}/jobs/{job_id}")
+        if not str(job_id).strip().isdigit():
+            raise ConfigError(f"job id {str(job_id)!r} of site {site}: expected an OAR job number")
+        doc = self.get(sites_path(site, "jobs", str(job_id).strip()))
         if not isinstance(doc, dict):
             raise SourceError(f"job {job_id} of site {site}: unexpected answer {doc!r:.200}")
         return doc
 
-    def rate(self, node: G5kNode, metrics: Sequence[str] | None) -> float:
-        """Estimated points per second of ``node`` for ``metrics`` (all when None)."""
+    def rate(self, node: G5kNode, metrics: Sequence[str] | None, monitored: bool = False) -> float:
+        """Estimated points per second of ``node`` for ``metrics`` (all when None).
+
+        From the real catalogue shapes (:mod:`dxt_core.backends.kwollect.catalog`): every
+        entry, ``period: 0`` entries at their ``optional_period``, Prometheus bundles
+        expanded; ``monitored`` (a ``monitor`` job runs on the node): the faster
+        ``optional_period`` where there is one (wattmetre: 50 or 100 times the ``period``).
+        """
         try:
-            catalog = self.node_metrics(node)
+            entries = self.node_metrics(node)
+        except SourceUnavailable:
+            raise
         except SourceError as exc:
             log.warning("no metrics catalog for %s (%s); assuming 1 point/s per metric", node, exc)
             return _UNKNOWN_RATE * (len(metrics) if metrics else 10)
-        periods = {m["name"]: float(m.get("period") or 1000) for m in catalog}
-        names = list(metrics) if metrics else list(periods)
-        return sum(1000.0 / periods[n] if n in periods else _UNKNOWN_RATE for n in names)
+        return catalog.node_rate(entries, metrics, monitored)
+
+    def unknown_metrics(
+        self, site: str, nodes: Sequence[G5kNode], metrics: Sequence[str]
+    ) -> tuple[list[str], list[dict[str, Any]]]:
+        """The names of ``metrics`` that the site's catalogue has never heard of, and the
+        catalogue entries read (for suggestions); ``[]`` when it cannot be checked.
+
+        The API answers ``[]`` for a name it does not know, which would be archived as an
+        "empty" day forever. The catalogues of the nodes' clusters are read first; a name
+        they lack is looked up in the site's other clusters (``pdu_outlet_power_watt`` on a
+        cluster without PDU data is a known name with empty days, not a typo). A catalogue
+        that cannot be had (refused) disables the check.
+        """
+        mine = sorted({n.cluster for n in nodes})
+        entries = self._catalogs_of(site, mine)
+        if entries is None:
+            return [], []
+        unknown = catalog.unknown_metrics(metrics, entries)
+        if not unknown:
+            return [], entries
+        try:
+            listed = self.get(sites_path(site, "clusters")).get("items", [])
+            others = sorted({str(c["uid"]) for c in listed} - set(mine))
+        except SourceUnavailable:
+            raise
+        except (SourceError, AttributeError, KeyError, TypeError) as exc:
+            log.warning("cannot list the clusters of %s to check metric names (%s)", site, exc)
+            return [], entries
+        more = self._catalogs_of(site, others)
+        if more is None:
+            return [], entries
+        entries += more
+        return catalog.unknown_metrics(unknown, entries), entries
+
+    def check_metrics(self, site: str, nodes: Sequence[G5kNode], metrics: Sequence[str]) -> None:
+        """Refuse metric names the site's catalogue has never heard of (see
+        :meth:`unknown_metrics`).
+
+        Raises:
+            ConfigError: names the metric, the site and the closest known names.
+        """
+        unknown, entries = self.unknown_metrics(site, nodes, metrics)
+        if unknown:
+            raise unknown_metric_error(unknown, entries, f"site {site}", self.safe_url)
+
+    def _catalogs_of(self, site: str, clusters: Sequence[str]) -> list[dict[str, Any]] | None:
+        entries: list[dict[str, Any]] = []
+        for cluster in clusters:
+            try:
+                entries += self.catalog(site, cluster)
+            except SourceUnavailable:
+                raise
+            except SourceError as exc:
+                log.warning("cannot check metric names on %s/%s (%s)", site, cluster, exc)
+                return None
+        return entries
 
     # -- metrics -------------------------------------------------------------------------
 
@@ -389,24 +593,45 @@ class KwollectClient:
         metrics: Sequence[str] | None,
         start: dt.datetime,
         stop: dt.datetime,
+        monitored: bool = False,
     ) -> list[list[MetricsRequest]]:
-        rates = {n: self.rate(n, metrics) for n in nodes}
+        rates = {n: self.rate(n, metrics, monitored) for n in nodes}
         return plan_requests(
             site, nodes, metrics, start, stop, rates, self.max_points, self.max_nodes
         )
 
     def fetch(self, req: MetricsRequest, stats: RequestStats | None = None) -> list[Point]:
         """One planned request, split again while the server says it is too large."""
-        stats = stats if stats is not None else RequestStats()
+        stats = stats if stats is not None else KwollectStats()
+        path = sites_path(req.site, "metrics")
         try:
-            data = self.http.get_json(
-                f"sites/{req.site}/metrics",
+            body = self.http.request(
+                "GET",
+                path,
                 params=req.params(),
                 stats=stats,
                 too_large=too_much_data,
                 timeout_is_too_large=True,
             )
+            if len(body) > self.max_answer_bytes:
+                # Denser than planned (a monitor job the plan did not know of): never parse
+                # more than the bound; the halves are asked again.
+                raise WindowTooLarge(
+                    f"answer of {len(body)} bytes is above max_answer_bytes "
+                    f"({self.max_answer_bytes}): denser than planned",
+                    url=self.http.url(path),
+                    status=200,
+                )
+            try:
+                data = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise SourceError(
+                    f"site {req.site}: answer is not valid JSON ({exc}): {body[:200]!r}",
+                    url=self.http.url(path),
+                ) from exc
         except WindowTooLarge as exc:
+            if exc.status is None:  # no answer at all (read timeout), not a refusal
+                self._check_alive(req, stats)
             if req.stop - req.start >= 2 * self.min_window:
                 parts = req.split_time()
                 stats.splits += 1
@@ -418,16 +643,56 @@ class KwollectClient:
                 return merge_chronological([self.fetch(h, stats) for h in halves])
             raise WindowTooLarge(
                 f"site {req.site}: even one node ({req.nodes[0]}) over "
-                f"{self.min_window.total_seconds():g} s is too much data; lower min_window_s",
+                f"{self.min_window.total_seconds():g} s is too much data for the server; "
+                "ask fewer metrics (--metrics), or a shorter shortest window (--min-window "
+                "on the command line, min_window_s in the library, extra min_window of the "
+                "connection)",
                 url=exc.url,
                 status=exc.status,
             ) from exc
         if not isinstance(data, list):
             raise SourceError(
                 f"site {req.site}: expected a JSON array of points, got {type(data).__name__}",
-                url=self.http.url(f"sites/{req.site}/metrics"),
+                url=self.http.url(sites_path(req.site, "metrics")),
             )
-        return data
+        kept, dropped = drop_outside(data, req)
+        if dropped:
+            log.warning(
+                "%s: dropped %d points outside the window [%s, %s] the server was asked for",
+                req.site,
+                dropped,
+                _iso(req.start),
+                _iso(req.stop),
+            )
+            if isinstance(stats, KwollectStats):
+                stats.outside_window += dropped
+        return kept
+
+    def _check_alive(self, req: MetricsRequest, stats: RequestStats) -> None:
+        """After a read timeout: does the server answer a one-node, one-second request?
+
+        Raises:
+            SourceUnavailable: it does not either; splitting the window cannot help.
+        """
+        stop = min(req.stop, req.start + dt.timedelta(seconds=1) - _US)
+        probe = MetricsRequest(
+            req.site, req.nodes[:1], req.metrics[:1] if req.metrics else None, req.start, stop
+        )
+        path = sites_path(req.site, "metrics")
+        try:
+            self._probe_http.get_json(path, params=probe.params(), stats=stats)
+        except SourceUnavailable as exc:
+            raise SourceUnavailable(
+                f"the Kwollect API does not answer: no answer to a request of "
+                f"{len(req.nodes)} nodes over {(req.stop - req.start).total_seconds():g} s "
+                f"within {self.http.timeout_s:g} s, nor to a one-node, one-second request "
+                f"within {self._probe_http.timeout_s:g} s ({exc}). Check the API URL "
+                f"({self.safe_url}) and that the service is up, then retry; --timeout (the "
+                "connection's extra timeout, timeout_s in the library) sets the wait",
+                url=self.http.url(path),
+            ) from exc
+        except DxtError:
+            pass  # it answered (even with an error): the big request was too big
 
     def iter_batches(
         self,
@@ -437,11 +702,12 @@ class KwollectClient:
         start: dt.datetime,
         stop: dt.datetime,
         stats: RequestStats | None = None,
+        monitored: bool = False,
     ) -> Iterator[list[Point]]:
         """Points of ``[start, stop]`` (inclusive) on one site, one window at a time.
 
         Each batch is oldest first and follows the previous one in time, so the whole stream is
         chronological; at most one request's answer is held in memory.
         """
-        for window in self.plan(site, nodes, metrics, start, stop):
+        for window in self.plan(site, nodes, metrics, start, stop, monitored):
             yield merge_chronological([self.fetch(req, stats) for req in window])

@@ -3,13 +3,10 @@ the correctness bar through the client; auth against a fake server's answers."""
 
 from __future__ import annotations
 
-import base64
-import http.server
 import json
-import threading
 import time
 
-import numpy as np
+import httpx
 import pytest
 
 from dxt_core.backends.collectd_es.archive_day import es_pages, export_window
@@ -112,19 +109,19 @@ def test_expired_context_resumes_without_restart_or_duplicates(noida_es, use_pit
 
 
 def test_abandoned_export_closes_its_contexts(noida_es):
-    from elasticsearch import NotFoundError
-
     with source(noida_es.url, slices=2, page_size=100) as src:
         pages = src.iter_pages("disk", T0, T1)
         next(pages)
         with src._open_lock:
-            pit_ids = set(src._open_pits)
+            pit_ids = {p.id for p in src._open_pits}
         assert pit_ids
         pages.close()
         assert src.open_contexts == 0
-        for pit in pit_ids:
-            with pytest.raises(NotFoundError):
-                src.es.search(pit={"id": pit, "keep_alive": "1m"}, size=1)
+    for pit in pit_ids:
+        r = httpx.post(
+            f"{noida_es.url}/_search", json={"pit": {"id": pit, "keep_alive": "1m"}, "size": 1}
+        )
+        assert r.status_code == 404 and "search_context_missing" in r.text
 
 
 def test_jsonl_through_the_client_equals_saved_hits(noida_es, tmp_path):
@@ -150,119 +147,77 @@ def test_jsonl_through_the_client_equals_saved_hits(noida_es, tmp_path):
 
 # --------------------------------------------------------------------------- auth
 # noida-db accepts any credentials (it has no security), so authentication is checked
-# against a small fake server that answers like Elasticsearch with security enabled.
+# through the version stand-in with --user: it answers 401 security_exception like an
+# Elasticsearch with security enabled, and 403 on GET / for a user without the monitor
+# privilege when asked to.
 
 
-class _FakeSecureEs(http.server.BaseHTTPRequestHandler):
-    expected = "Basic " + base64.b64encode(b"reader:s3cr3t").decode()
-    seen: list[str | None] = []
-    cleared: list[object] = []
-    pit_supported = True
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, doc: dict) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("X-Elastic-Product", "Elasticsearch")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _handle(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(n) or b"{}")
-        auth = self.headers.get("Authorization")
-        self.seen.append(auth)
-        if auth != self.expected:
-            self._send(401, {"error": {"type": "security_exception", "reason": "unable to authenticate user [reader]"}, "status": 401})  # fmt: skip
-            return
-        if "/_pit" in self.path and not self.pit_supported:
-            # what a server older than 7.10 answers: no such endpoint
-            self._send(400, {"error": {"type": "illegal_argument_exception", "reason": f"request [{self.path}] contains unrecognized parameter"}, "status": 400})  # fmt: skip
-        elif self.path.startswith("/_search/scroll"):
-            if self.command == "DELETE":
-                self.cleared.append(body.get("scroll_id"))
-                self._send(200, {"succeeded": True, "num_freed": 1})
-            else:
-                self._send(200, {"_scroll_id": "scroll-1", "hits": {"hits": []}})
-        elif "/_pit" in self.path and self.command == "POST":
-            self._send(200, {"id": "pit-1"})
-        elif self.path.startswith("/_pit"):
-            self._send(200, {"succeeded": True, "num_freed": 1})
-        elif "_search" in self.path:
-            hits = []
-            if "search_after" not in body:
-                ts = int(T0.timestamp() * 1000)
-                src = {"@timestamp": "2017-12-13T08:00:00.000Z", "hostname": "bb1", "plugin": "disk",
-                       "plugin_instance": "nvme0n1", "collectd_type": "disk_octets", "read": 1.0, "write": 2.0}  # fmt: skip
-                hits = [{"_index": "i", "_id": "a", "_source": src, "sort": [ts, 1]}]
-            if "scroll=" in self.path:
-                self._send(200, {"_scroll_id": "scroll-1", "hits": {"hits": hits}})
-            else:
-                self._send(200, {"pit_id": "pit-1", "hits": {"hits": hits}})
-        else:
-            self._send(404, {"error": "no handler"})
-
-    do_GET = do_POST = do_DELETE = _handle
-
-
-@pytest.fixture
-def fake_secure_es():
-    _FakeSecureEs.seen = []
-    _FakeSecureEs.cleared = []
-    _FakeSecureEs.pit_supported = True
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeSecureEs)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    t.join()
-
-
-def test_basic_auth_from_pytokio_environment(fake_secure_es):
+def test_basic_auth_from_pytokio_environment(es_standin):
+    standin = es_standin("elasticsearch-8.15.3", user="reader", password="s3cr3t")
     env = {"PYTOKIO_ES_USER": "reader", "PYTOKIO_ES_PASSWORD": "s3cr3t"}
-    conn = CollectdEsConnection.from_env(fake_secure_es, env=env)
-    with CollectdEsSource(conn, slices=1, page_size=10) as src:
-        pages = list(src.iter_pages("disk", T0, T1))
-    assert [h["_id"] for p in pages for h in p] == ["a"]
-    assert set(_FakeSecureEs.seen) == {_FakeSecureEs.expected}
+    conn = CollectdEsConnection.from_env(standin.url, env=env)
+    with CollectdEsSource(conn, slices=1, page_size=5000) as src:
+        n = sum(len(p) for p in src.iter_pages("disk", T0, T1))
+    assert n == 7038
+    requests = [e for e in standin.log() if "method" in e]
+    assert requests and all(e["status"] < 400 for e in requests)  # none was refused
 
 
-def test_wrong_password_is_a_clear_error_without_the_secret(fake_secure_es, caplog):
+def test_wrong_password_is_a_clear_error_without_the_secret(es_standin, caplog):
+    standin = es_standin("elasticsearch-8.15.3", user="reader", password="s3cr3t")
     env = {"PYTOKIO_ES_USER": "reader", "PYTOKIO_ES_PASSWORD": "wrong-pw"}
-    conn = CollectdEsConnection.from_env(fake_secure_es, env=env)
+    conn = CollectdEsConnection.from_env(standin.url, env=env)
     with CollectdEsSource(conn, slices=1, max_retries=0) as src:
         with pytest.raises(QueryRejected) as exc:
             list(src.iter_pages("disk", T0, T1))
     msg = str(exc.value)
-    assert "PYTOKIO_ES_USER" in msg and "HTTP 401" in msg and fake_secure_es in msg
+    assert "PYTOKIO_ES_USER" in msg and "HTTP 401" in msg and standin.url in msg
     assert "wrong-pw" not in msg and "wrong-pw" not in caplog.text
 
 
-def test_cli_reads_credentials_from_the_environment(fake_secure_es, tmp_path, monkeypatch, capsys):
+def test_cli_reads_credentials_from_the_environment(es_standin, tmp_path, monkeypatch, capsys):
+    standin = es_standin("elasticsearch-8.15.3", user="reader", password="s3cr3t")
     monkeypatch.setenv("PYTOKIO_ES_USER", "reader")
     monkeypatch.setenv("PYTOKIO_ES_PASSWORD", "s3cr3t")
     out = tmp_path / "x.hdf5"
-    rc = main(["extract", "collectd-es", "--url", fake_secure_es, "--families", "disk",
-               "2017-12-13T08:00:00", "2017-12-13T09:00:00", "--num-nodes", "1", "--out", str(out)])  # fmt: skip
+    rc = main(["extract", "collectd-es", "--url", standin.url, "--families", "disk",
+               "2017-12-13T08:00:00", "2017-12-13T09:00:00", "--num-nodes", "16", "--out", str(out)])  # fmt: skip
     assert rc == 0
-    assert "s3cr3t" not in capsys.readouterr().out
-    cols, reads, _ = read_tokio_dataset(out, "datatargets/readrates")
-    assert cols == ["bb1:nvme0n1"] and reads[0, 0] == 1.0 and np.signbit(reads[1:, 0]).all()
+    captured = capsys.readouterr()
+    assert "s3cr3t" not in captured.out + captured.err
+    assert_same_as_pytokio(out)
 
 
-def test_server_without_pit_falls_back_to_scroll_and_clears_it(fake_secure_es):
-    _FakeSecureEs.pit_supported = False
-    env = {"PYTOKIO_ES_USER": "reader", "PYTOKIO_ES_PASSWORD": "s3cr3t"}
+@pytest.mark.parametrize(
+    ("flavour", "mode"), [("elasticsearch-8.15.3", "pit"), ("opensearch-2.11.1", "scroll")]
+)
+def test_a_user_without_the_monitor_privilege_still_reads(es_standin, flavour, mode):
+    """GET / answers 403 to a user without ``cluster:monitor/main``. Elasticsearch >= 7.14
+    still names itself in ``X-Elastic-Product`` (PIT); anything else is read with scrolls,
+    which every version has."""
+    standin = es_standin(flavour, user="reader", password="s3cr3t")
+    standin.faults(monitor_forbidden=True)
     stats = ExportStats()
-    conn = CollectdEsConnection.from_env(fake_secure_es, env=env)
-    with CollectdEsSource(conn, slices=1, page_size=10) as src:
+    conn = CollectdEsConnection(standin.url, user="reader", password="s3cr3t")
+    with CollectdEsSource(conn, slices=2, page_size=3000) as src:
+        ids = [h["_id"] for p in src.iter_pages("disk", T0, T1, stats=stats) for h in p]
+        assert src.open_contexts == 0
+    assert stats.mode == mode and len(ids) == len(set(ids)) == 7038
+
+
+def test_server_without_pit_reads_with_scrolls_and_clears_them(es_standin):
+    """OpenSearch 1.x has no point in time (RestCreatePitAction.java arrived in 2.4)."""
+    standin = es_standin("opensearch-1.3.20")
+    stats = ExportStats()
+    with source(standin.url, slices=1, page_size=3000) as src:
         pages = list(src.iter_pages("disk", T0, T1, stats=stats))
         assert src.open_contexts == 0
-    assert stats.mode == "scroll"
-    assert [h["_id"] for p in pages for h in p] == ["a"]
-    assert _FakeSecureEs.cleared in (["scroll-1"], [["scroll-1"]])  # the scroll was cleared
+    assert stats.mode == "scroll" and stats.server == "OpenSearch 1.3.20"
+    assert sum(map(len, pages)) == 7038
+    log = standin.log()
+    assert not [
+        e for e in log if "_pit" in e.get("path", "") or "point_in_time" in e.get("path", "")
+    ]
+    cleared = [e["cleared_scroll"] for e in log if "cleared_scroll" in e]
+    scrolled = {e["scroll_id"] for e in log if "scroll_id" in e}
+    assert cleared and set(cleared) >= scrolled  # every scroll used was cleared

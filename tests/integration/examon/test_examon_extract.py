@@ -42,7 +42,10 @@ PER_DAY = 86_400 // 20
 def source(url: str, **kw) -> KairosDBSource:
     retry = kw.pop("retry", RetryPolicy(attempts=3, backoff_s=0.01))
     windows = kw.pop("windows", None)
-    return KairosDBSource(ExamonConnection(url=url, **kw), retry=retry, windows=windows)
+    options = kw.pop("options", None)
+    return KairosDBSource(
+        ExamonConnection(url=url, **kw), options=options, retry=retry, windows=windows
+    )
 
 
 def read_rows(path: Path) -> list[list[str]]:
@@ -103,8 +106,10 @@ def test_metric_day_matches_what_the_server_holds(examon_sim, tmp_path):
     m = json.loads((tmp_path / "examon/ipmi_pub/ambient/2020-03-09.manifest.json").read_text())
     assert m["status"] == "archived" and m["rows"] == rep.rows
     assert m["bytes"] == path.stat().st_size
-    assert m["first_timestamp"] == "2020-03-09T00:00:00+01:00"
-    assert m["last_timestamp"] == "2020-03-09T23:59:40+01:00"
+    # Realistic samples land a few milliseconds after the 20 s grid.
+    assert m["first_timestamp"].startswith("2020-03-09T00:00:00.")
+    assert m["last_timestamp"].startswith("2020-03-09T23:59:40.")
+    assert m["dropped_outside_window"] == 0
     assert m["query_window"]["start"] == "2020-03-09T00:00:00+01:00"
     assert m["query_window"]["end"] == "2020-03-10T00:00:00+01:00"
     assert m["source_url"] == examon_sim.url
@@ -112,16 +117,30 @@ def test_metric_day_matches_what_the_server_holds(examon_sim, tmp_path):
     assert m["columns"] == rows[0]
 
 
-def test_midnight_sample_is_archived_once_and_days_tile(examon_sim, tmp_path):
+@pytest.fixture(scope="module")
+def tidy_sim(small_catalog):
+    sim = SimulatorProcess(["--catalog", str(small_catalog), "--nodes", str(NODES), "--tidy"])
+    yield sim
+    sim.stop()
+
+
+@pytest.mark.parametrize("mode", ["tidy", "realistic"])
+def test_midnight_sample_is_archived_once_and_days_tile(examon_sim, tidy_sim, tmp_path, mode):
+    sim = tidy_sim if mode == "tidy" else examon_sim
     archive = Archive(tmp_path)
-    with source(examon_sim.url) as src:
+    with source(sim.url) as src:
         for d in (DAY, DAY + dt.timedelta(days=1)):
             archive_examon_day(src, AMBIENT, d, archive)
     d1 = read_rows(tmp_path / "examon/ipmi_pub/ambient/2020-03-09.csv.gz")[1:]
     d2 = read_rows(tmp_path / "examon/ipmi_pub/ambient/2020-03-10.csv.gz")[1:]
-    midnight = "2020-03-10T00:00:00.000+01:00"
-    assert sum(r[0] == midnight for r in d1) == 0
-    assert sum(r[0] == midnight for r in d2) == NODES
+    midnight = dt.datetime.fromisoformat("2020-03-10T00:00:00+01:00")
+    first_slot = [
+        r for r in d2 if dt.datetime.fromisoformat(r[0]) < midnight + dt.timedelta(seconds=20)
+    ]
+    assert all(dt.datetime.fromisoformat(r[0]) < midnight for r in d1)
+    assert len(first_slot) == NODES
+    if mode == "tidy":  # a sample exactly at midnight, in the second day only
+        assert {r[0] for r in first_slot} == {"2020-03-10T00:00:00.000+01:00"}
     assert not {tuple(r) for r in d1} & {tuple(r) for r in d2}
 
 
@@ -176,13 +195,13 @@ def test_job_table(examon_sim, tmp_path):
         )
     rows = read_rows(rep.path)
     header = rows[0]
-    assert header == sorted(header) and "job_id" in header and "end_time" in header
+    assert header == sorted(header) and "job_id" in header and "start_time" in header
     w = day_window(DAY, "Europe/Rome")
-    end_col = header.index("end_time")
-    for r in rows[1:]:
-        end = dt.datetime.fromisoformat(r[end_col].replace("Z", "+00:00"))
-        assert w.start <= end < w.end
-    assert rep.rows == len(rows) - 1 > 0
+    start_col = header.index("start_time")
+    for r in rows[1:]:  # the day's jobs are those that started in it
+        start = dt.datetime.fromisoformat(r[start_col].replace("Z", "+00:00"))
+        assert w.start <= start < w.end
+    assert rep.rows == len(rows) - 1 == 86_400 // 360
 
 
 def test_transient_errors_are_retried(examon_sim, tmp_path):
@@ -212,9 +231,10 @@ def test_outage_fails_cleanly_without_partial_files(examon_sim, tmp_path):
     finally:
         examon_sim.reset_faults()
     d = tmp_path / "examon/ipmi_pub/ambient"
-    # the old manifest was withdrawn first, so the day now reads as missing, never stale
-    assert sorted(p.name for p in d.iterdir()) == ["2020-03-09.csv.gz"]
-    assert archive.status(archive_key(DAY))[0] == "missing"
+    # the failed rerun wrote only staged files, removed when it failed: the earlier run's
+    # file and manifest stand as they were, and the lock is released
+    assert sorted(p.name for p in d.iterdir()) == ["2020-03-09.csv.gz", "2020-03-09.manifest.json"]
+    assert archive.status(archive_key(DAY), verify=True)[0] == "archived"
 
 
 def archive_key(day):

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from dxt_core import Archive, CatalogEntry, WindowPolicy, archive_examon_day
+from dxt_core.backends.examon.catalog import ExamonOptions
 from tests.integration.examon.test_examon_extract import (
     AMBIENT,
     DAY,
@@ -42,7 +43,7 @@ def test_parquet_day_matches_the_csv_day(examon_sim, tmp_path):
     want = sorted(csv_rows[1:], key=lambda c: (c[3:], dt.datetime.fromisoformat(c[0])))
     for row, c in zip(got, want, strict=True):
         assert row["timestamp"] == dt.datetime.fromisoformat(c[0])
-        assert repr(row["value"]) == c[1] or str(row["value"]) == c[1]
+        assert row["value"] == float(c[1])  # CSV keeps KairosDB's digits ("24" for 24.0)
         assert [row[k] for k in keys] == c[3:]
     m = json.loads((path.parent / "_2020-03-09.manifest.json").read_text())
     assert (
@@ -51,18 +52,29 @@ def test_parquet_day_matches_the_csv_day(examon_sim, tmp_path):
 
 
 def test_parquet_types_and_split_windows_give_identical_bytes(examon_sim, tmp_path):
+    options = tmp_path / "plugins.toml"
+    options.write_text('[plugins.slurm_pub]\ncluster_tag = true\nvalue_type = "int64"\n')
+    declared = ExamonOptions.from_toml(options)
     with source(examon_sim.url) as src:
-        a = archive_examon_day(
-            src, CatalogEntry("num_nodes", "slurm_pub"), DAY, Archive(tmp_path / "a"), fmt="parquet"
+        d = archive_examon_day(
+            src, CatalogEntry("num_nodes", "slurm_pub"), DAY, Archive(tmp_path / "d"), fmt="parquet"
         )
         s = archive_examon_day(
             src, CatalogEntry("state", "nagios_pub"), DAY, Archive(tmp_path / "a"), fmt="parquet"
         )
+    with source(examon_sim.url, options=declared) as src:
+        a = archive_examon_day(
+            src, CatalogEntry("num_nodes", "slurm_pub"), DAY, Archive(tmp_path / "a"), fmt="parquet"
+        )
+    # The rule: double for numeric metrics unless the plugin options declare int64.
+    assert pq.read_schema(d.path).field("value").type == pa.float64()
     assert pq.read_schema(a.path).field("value").type == pa.int64()
     assert pq.read_schema(s.path).field("value").type == pa.string()
     examon_sim.faults(max_points=300)
     try:
-        with source(examon_sim.url, windows=WindowPolicy(initial_s=86_400)) as src:
+        with source(
+            examon_sim.url, options=declared, windows=WindowPolicy(initial_s=86_400)
+        ) as src:
             b = archive_examon_day(
                 src,
                 CatalogEntry("num_nodes", "slurm_pub"),

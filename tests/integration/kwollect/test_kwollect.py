@@ -330,9 +330,13 @@ def test_daily_archive_is_half_open_and_rerun_identical(sim, tmp_path):
     r2 = archive_kwollect_day(client, "lyon", WATT, nodes, day, archive)
     assert r2.path.read_bytes() == before and r2.rows == r1.rows
     assert archive.status(r2.key, verify=True) == ("archived", "")
-    # a metric that does not exist on these nodes: an "empty" manifest, no data file
+    # a metric the site knows but these nodes do not have: an "empty" manifest, no data file
     r3 = archive_kwollect_day(client, "lyon", "pdu_outlet_power_watt", nodes, day, archive)
     assert r3.status == "empty" and r3.path is None
+    # a name no catalogue of the site knows (issue 15.3): an error, not an "empty" day
+    with pytest.raises(ConfigError, match=r"closest known: wattmetre_power_watt"):
+        archive_kwollect_day(client, "lyon", "wattmetre_power_wat", nodes, day, archive)
+    assert not (archive.root / "kwollect/lyon/wattmetre_power_wat").exists()
 
 
 def test_basic_auth_and_secret_free_errors(tmp_path):
@@ -359,13 +363,16 @@ def test_basic_auth_and_secret_free_errors(tmp_path):
 def test_monitor_job_gives_50_hz_wattmetre_data_split_as_needed(sim):
     # nancy job 5200000 (gros-1..3, 2024-11-29 14:00-15:00 UTC) has type monitor=wattmetre_power_watt:
     # 20 ms samples, fifty times the catalog's 1 s period that requests are planned with.
+    # The job's type is known (from_job): requests are planned at 20 ms (catalogue
+    # optional_period), none is refused.
     sim.configure(max_points=20_000)
     k = Kwollect.from_job("nancy", 5200000, api_url=sim.url, max_points=15_000)
+    assert k.monitored
     a = k.start_time + dt.timedelta(minutes=10)
     k.start(a).stop(a + dt.timedelta(minutes=5))
     data = k.get_metrics(WATT)
     assert [len(v) for v in data.values()] == [300 * 50 + 1] * 3
-    assert k.last_stats.splits > 0 and sim.stats()["too_much_data"] > 0
+    assert k.last_stats.splits == 0 and sim.stats()["too_much_data"] == 0
     ts = stamps(data["gros-2.nancy.grid5000.fr"])
     assert ts[1] - ts[0] == dt.timedelta(milliseconds=20) and ts == sorted(ts)
     e = k.energy(["gros-2.nancy"])["gros-2.nancy.grid5000.fr"]
@@ -378,3 +385,55 @@ def test_monitor_job_gives_50_hz_wattmetre_data_split_as_needed(sim):
     after = Kwollect(["gros-1.nancy"], api_url=sim.url)
     after.start(end + dt.timedelta(seconds=1)).stop(end + dt.timedelta(seconds=10))
     assert len(after.get_metrics(WATT)["gros-1.nancy.grid5000.fr"]) == 10
+
+
+def test_points_outside_the_window_are_dropped_and_counted(sim, tmp_path):
+    # issues 11/12: a server or proxy that adds a point of the day before to every answer;
+    # the day is fetched in 4 windows, so that point came back 4 times into the day's file.
+    sim.configure(stray_offset_s=86_400.0)
+    archive = Archive(tmp_path / "archive")
+    day = dt.date(2024, 11, 26)
+    client = KwollectClient(sim.url, max_points=2 * 86_400 // 4 + 10)
+    r = archive_kwollect_day(client, "lyon", WATT, ["nova-1.lyon", "nova-2.lyon"], day, archive)
+    lines = [json.loads(x) for x in gzip.decompress(r.path.read_bytes()).splitlines()]
+    assert r.stats.requests == 4
+    assert len(lines) == r.rows == 2 * 86_400
+    assert {p["timestamp"][:10] for p in lines} == {"2024-11-26"}
+    manifest = json.loads(r.manifest.read_text())
+    assert manifest["dropped_outside_window"] == 4
+    assert manifest["requests"]["outside_window"] == 4
+    assert r.as_dict()["outside_window"] == 4
+    # the experiment backup drops them too
+    k = Kwollect(["nova-1.lyon"], api_url=sim.url).start(T0).stop(T0 + dt.timedelta(seconds=9))
+    assert len(k.get_metrics(WATT)["nova-1.lyon.grid5000.fr"]) == 10
+    assert k.last_stats.outside_window == 1
+
+
+def test_an_unknown_monitor_job_is_caught_by_the_answer_size_bound(sim, tmp_path):
+    # The daily archive cannot know other users' monitor jobs: planned at 1 s, the window
+    # holding job 5200000 (3 nodes at 20 ms for an hour) answers 50x denser than planned. Such
+    # an answer is not parsed (above max_answer_bytes) and is asked again in halves.
+    archive = Archive(tmp_path / "archive")
+    client = KwollectClient(sim.url, max_points=20_000)
+    assert client.max_answer_bytes == 20_000 * 400
+    nodes = ["gros-1.nancy", "gros-2.nancy", "gros-3.nancy"]
+    r = archive_kwollect_day(client, "nancy", WATT, nodes, dt.date(2024, 11, 29), archive)
+    # per node: 86,400 1 s samples, of which the job's 3,601 seconds at 20 ms instead
+    assert r.rows == 3 * (86_399 - 3_600 + 3_600 * 50 + 1)
+    assert r.stats.splits > 0
+    assert r.stats.bytes_received > 8_000_000  # the over-large answers were received, unparsed
+
+
+def test_a_misspelled_metric_in_an_experiment_is_an_error(sim, tmp_path):
+    # issue 15.3: the catalogue knows the names; an unknown one is not "no data"
+    k = Kwollect(["nova-1.lyon", "gros-1.nancy"], api_url=sim.url)
+    k.start(T0).stop(T0 + dt.timedelta(seconds=10))
+    with pytest.raises(
+        ConfigError, match=r"'wattmetre_power_wat' \(closest known: wattmetre_power_watt"
+    ):
+        k.get_metrics(["wattmetre_power_wat", "bmc_node_power_watt"])
+    with pytest.raises(ConfigError, match="wattmetre_power_wat"):
+        k.backup(tmp_path / "b", metrics="wattmetre_power_wat")
+    # known on one site of the experiment only (PDU outlets: taurus in lyon): not an error
+    assert k.get_metrics("pdu_outlet_power_watt")["gros-1.nancy.grid5000.fr"] == []
+    assert sim.stats()["metrics_requests"].get("nancy", 0) == 1

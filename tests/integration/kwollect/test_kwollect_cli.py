@@ -112,3 +112,17 @@ def test_simulate_kwollect_through_the_cli():
         proc.terminate()
         proc.wait(10)
         proc.stdout.close()
+
+
+def test_job_site_that_would_escape_the_backup_directory_is_refused(sim, tmp_path):
+    # issue 12.3: the site of --job SITE:ID becomes a path component (and a URL component)
+    backup = tmp_path / "deep" / "backup"
+    out = dxt(
+        "extract", "kwollect", "--api-url", sim.url, "--job", "../../x:1930000",
+        "--backup", str(backup),
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "site '../../x'" in out.stderr and "escape" in out.stderr
+    assert not list(tmp_path.rglob("*"))  # nothing written, not even the backup directory
+    bad = dxt("extract", "kwollect", "--api-url", sim.url, "--job", "lyon", "--backup", "x")
+    assert bad.returncode == 2 and "SITE:JOB_ID" in bad.stderr

@@ -73,6 +73,19 @@ def disk_hit(host: str, dev: str, t: dt.datetime, read: float, write: float, n: 
     }
 
 
+class GivenPages:
+    """A page provider that hands over the pages given, whatever is asked (a server that
+    answers more than its query)."""
+
+    where = "the pages given"
+
+    def __init__(self, pages: list[list[dict]]) -> None:
+        self.pages = pages
+
+    def __call__(self, family, start, end, full, timestep):
+        return iter(self.pages)
+
+
 def assert_same_as_pytokio(path: Path) -> None:
     for name in ("datatargets/readrates", "datatargets/writerates"):
         cols, ours, _ = read_tokio_dataset(path, name)
@@ -236,7 +249,7 @@ def test_out_of_range_documents_are_counted_and_reported(tmp_path, caplog):
     assert (b.stats.documents, b.stats.inserted, b.stats.out_of_range) == (5, 2, 3)
     # the export reports them (log warning + summary)
     report = export_window(
-        lambda fam, s, e, full: iter([hits]),
+        GivenPages([hits]),
         ["disk"],
         T0,
         T0 + dt.timedelta(minutes=1),

@@ -9,8 +9,9 @@ import sqlite3
 
 import pytest
 
-from dxt_core.archive import Archive, DayKey, atomic_file, coverage
+from dxt_core.archive import Archive, DayKey, coverage
 from dxt_core.cli import main as dxt_main
+from dxt_core.errors import SourceShrank
 from dxt_core.index import (
     INDEX_NAME,
     ManifestIndex,
@@ -24,24 +25,23 @@ DAYS = [D1, D2, D3]
 
 
 def commit(archive: Archive, parts: tuple[str, ...], day: dt.date, payload: bytes | None) -> None:
-    """Commit one day the way the backends do: data file first, manifest last."""
+    """Commit one day the way the backends do: a transaction, data staged, manifest last."""
     key = DayKey("examon", parts, day)
-    archive.begin(key)
-    if payload is None:
-        archive.commit_manifest(key, {"status": "empty", "file": None, "rows": 0, "bytes": 0})
-        return
-    with atomic_file(archive.data_path(key, "csv.gz")) as fh:
-        fh.write(payload)
-    archive.commit_manifest(
-        key,
-        {
-            "status": "archived",
-            "file": f"{day.isoformat()}.csv.gz",
-            "rows": len(payload),
-            "bytes": len(payload),
-            "sha256": hashlib.sha256(payload).hexdigest(),
-        },
-    )
+    with archive.begin(key) as write:
+        if payload is None:
+            write.commit({"status": "empty", "file": None, "rows": 0, "bytes": 0})
+            return
+        with write.open("csv.gz") as fh:
+            fh.write(payload)
+        write.commit(
+            {
+                "status": "archived",
+                "file": f"{day.isoformat()}.csv.gz",
+                "rows": len(payload),
+                "bytes": len(payload),
+                "sha256": hashlib.sha256(payload).hexdigest(),
+            }
+        )
 
 
 @pytest.fixture
@@ -71,8 +71,20 @@ def test_every_commit_updates_the_index(archive):
     assert grid.counts() == {"archived": 2, "empty": 1, "missing": 6, "corrupt": 0, "kept": 0}
 
 
-def test_a_rerun_replaces_the_indexed_row(archive):
-    commit(archive, ("ipmi_pub", "ambient"), D1, None)
+def test_a_kept_day_shows_kept_and_a_replace_updates_the_index(archive):
+    # The source lost the day: the never-shrink rule keeps the archived file.
+    with pytest.raises(SourceShrank):
+        commit(archive, ("ipmi_pub", "ambient"), D1, None)
+    with ManifestIndex(archive.root) as idx:
+        assert idx.get("examon", "ipmi_pub/ambient", D1).status == "archived"
+    assert scan_states(archive, "examon", UNITS[:1], DAYS).rows == ["KEM"]
+    [row] = [r for r in coverage_rows(archive, "examon", UNITS[:1], [D1])]
+    assert (row.status, row.kept) == ("archived", True)
+    assert (
+        row.detail.startswith("kept: on ") and "the source had 0 rows, the archive 8" in row.detail
+    )
+    # With replace the new (empty) day wins, and the index follows.
+    commit(Archive(archive.root, replace=True), ("ipmi_pub", "ambient"), D1, None)
     with ManifestIndex(archive.root) as idx:
         assert idx.get("examon", "ipmi_pub/ambient", D1).status == "empty"
     assert scan_states(archive, "examon", UNITS[:1], DAYS).rows == ["EEM"]
@@ -188,3 +200,21 @@ def test_concurrent_writers_wait_for_each_other(tmp_path):
     t.join(10)
     with ManifestIndex(a.root) as idx:
         assert idx.get("examon", "p/m", D2).status == "archived"
+
+
+def test_every_data_file_of_a_manifest_is_checked(tmp_path):
+    # collectd days name two files (JSON Lines and HDF5): losing either one is corrupt.
+    a = Archive(tmp_path / "archive")
+    key = DayKey("collectd_es", ("disk",), D1)
+    with a.begin(key) as write:
+        files = []
+        for ext, payload in (("jsonl.gz", b"{}\n"), ("hdf5", b"HDF")):
+            with write.open(ext) as fh:
+                fh.write(payload)
+            files.append({"file": f"{D1}.{ext}", "bytes": len(payload), "sha256": "x"})
+        write.commit({"status": "archived", "file": files[0]["file"], "files": files, "rows": 1})
+    assert scan_states(a, "collectd_es", [("disk",)], [D1]).rows == ["A"]
+    (a.root / f"collectd_es/disk/{D1}.hdf5").unlink()
+    grid = scan_states(a, "collectd_es", [("disk",)], [D1])
+    assert grid.rows == ["C"] and grid.details[(0, 0)] == f"data file {D1}.hdf5 is missing"
+    assert [r.status for r in coverage(a, "collectd_es", [("disk",)], [D1])] == ["corrupt"]

@@ -195,7 +195,10 @@ def test_fetch_splits_in_time_then_nodes_and_keeps_every_point_once():
 
 def test_fetch_gives_up_clearly_when_one_node_and_min_window_is_still_too_much():
     client = KwollectClient("http://kwollect.test", transport=_fake_server(0, []), min_window_s=10)
-    with pytest.raises(WindowTooLarge, match=r"even one node \(nova-1.lyon.grid5000.fr\)"):
+    # the advice names options that exist (issue 12.14: it named one the CLI did not have)
+    with pytest.raises(
+        WindowTooLarge, match=r"even one node \(nova-1.lyon.grid5000.fr\).*--min-window"
+    ):
         list(
             client.iter_batches(
                 "lyon", [G5kNode("lyon", "nova-1")], ["m"], T0, T0 + dt.timedelta(seconds=30)
@@ -272,3 +275,18 @@ def test_start_stop_record_times_without_api_calls():
         Kwollect([], api_url="http://kwollect.test")
     with pytest.raises(ConfigError, match="unknown backup format"):
         k.backup("/nonexistent-never-created", format="xml")  # type: ignore[arg-type]
+
+
+def test_drop_outside_keeps_the_inclusive_window_and_names_unreadable_points():
+    from dxt_core.backends.kwollect.source import MetricsRequest, drop_outside
+    from dxt_core.errors import SourceError
+
+    node = G5kNode("lyon", "nova-1")
+    req = MetricsRequest("lyon", (node,), None, T0, T0 + dt.timedelta(seconds=2))
+    pts = [{"timestamp": (T0 + dt.timedelta(seconds=s)).isoformat()} for s in (-86_400, 0, 1, 2, 3)]
+    kept, dropped = drop_outside(pts, req)
+    assert [p["timestamp"] for p in kept] == [p["timestamp"] for p in pts[1:4]] and dropped == 2
+    same, none = drop_outside(pts[1:4], req)
+    assert none == 0 and same == pts[1:4]
+    with pytest.raises(SourceError, match="no readable timestamp"):
+        drop_outside([{"value": 1}], req)

@@ -1,0 +1,460 @@
+"""KairosDB and Examon jobs query semantics of the simulator: parse a request body, plan it
+over the data model, and render the answer. Pure: no HTTP and no sockets here.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Final, cast
+
+import numpy as np
+import orjson
+
+from dxt_core.backends.examon.simulator.faults import (
+    CORRUPTIONS,
+    Faults,
+    _MetricFault,
+    _QueryLimit,
+)
+from dxt_core.backends.examon.simulator.model import (
+    DataModel,
+    JsonObj,
+    _Metric,
+    _series_values,
+)
+
+_INTERNAL_METRICS: Final = (
+    "kairosdb.datastore.query_time",
+    "kairosdb.http.query_time",
+    "kairosdb.http.request_time",
+    "kairosdb.protocol.http_request_count",
+)
+_UNIT_MS: Final = {
+    "milliseconds": 1,
+    "seconds": 1_000,
+    "minutes": 60_000,
+    "hours": 3_600_000,
+    "days": 86_400_000,
+    "weeks": 7 * 86_400_000,
+    "months": 30 * 86_400_000,
+    "years": 365 * 86_400_000,
+}
+
+
+class _BadRequest(Exception):
+    """The request is malformed: answered with HTTP 400 and this message."""
+
+
+@dataclass(slots=True)
+class _MetricQuery:
+    name: str
+    tags: dict[str, list[str]]
+    group_keys: list[str] | None
+    limit: int | None
+    descending: bool
+    exclude_tags: bool
+
+
+@dataclass(slots=True)
+class _Query:
+    start_ms: int
+    end_ms: int
+    absolute_end: bool
+    metrics: list[_MetricQuery]
+
+
+def _as_int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise _BadRequest(f"{what} must be a number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise _BadRequest(f"{what} must be a number, got {value!r}")
+
+
+def _relative_ms(value: Any, what: str, now_ms: int) -> int:
+    if not isinstance(value, dict):
+        raise _BadRequest(f"query.{what} must be an object {{value, unit}}, got {value!r}")
+    amount = _as_int(value.get("value"), f"query.{what}.value")
+    unit = str(value.get("unit", "")).lower()
+    if unit not in _UNIT_MS:
+        raise _BadRequest(
+            f"query.{what}.unit must be one of {', '.join(_UNIT_MS)}, got {value.get('unit')!r}"
+        )
+    return now_ms - amount * _UNIT_MS[unit]
+
+
+def _parse_query(body: Any, now_ms: int) -> _Query:
+    if not isinstance(body, dict):
+        raise _BadRequest("query must be a JSON object")
+    metrics_raw = body.get("metrics")
+    if not isinstance(metrics_raw, list) or not metrics_raw:
+        raise _BadRequest("query.metric[] must have a size of at least 1")
+    if body.get("start_absolute") is not None:
+        start = _as_int(body["start_absolute"], "query.start_absolute")
+    elif body.get("start_relative") is not None:
+        start = _relative_ms(body["start_relative"], "start_relative", now_ms)
+    else:
+        raise _BadRequest("query.metric[0].start_time relative or absolute time must be set")
+    absolute_end = body.get("end_absolute") is not None
+    if absolute_end:
+        end = _as_int(body["end_absolute"], "query.end_absolute")
+    elif body.get("end_relative") is not None:
+        end = _relative_ms(body["end_relative"], "end_relative", now_ms)
+    else:
+        end = now_ms
+    if start < 0:
+        raise _BadRequest("query.start_absolute must not be before Jan 01, 1970")
+    metrics = [_parse_metric(m, i) for i, m in enumerate(metrics_raw)]
+    if end < start:
+        raise _BadRequest(f"query.metric[0].end_time must be greater than the start time ({start})")
+    return _Query(start, end, absolute_end, metrics)
+
+
+def _parse_metric(raw: Any, i: int) -> _MetricQuery:
+    ctx = f"query.metric[{i}]"
+    if not isinstance(raw, dict):
+        raise _BadRequest(f"{ctx} must be an object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise _BadRequest(f"{ctx}.name may not be empty")
+    tags: dict[str, list[str]] = {}
+    tags_raw = raw.get("tags") or {}
+    if not isinstance(tags_raw, dict):
+        raise _BadRequest(f"{ctx}.tags must be an object of tag: [values]")
+    for key, values in tags_raw.items():
+        if isinstance(values, str):
+            tags[key] = [values]
+        elif isinstance(values, list) and all(isinstance(v, str) for v in values):
+            tags[key] = list(values)
+        else:
+            raise _BadRequest(f"{ctx}.tags.{key} must be a string or a list of strings")
+    group_keys: list[str] | None = None
+    group_raw = raw.get("group_by")
+    if group_raw is not None:
+        if not isinstance(group_raw, list):
+            raise _BadRequest(f"{ctx}.group_by must be a list")
+        for j, grouper in enumerate(group_raw):
+            gname = grouper.get("name") if isinstance(grouper, dict) else None
+            if not isinstance(gname, str) or not gname:
+                raise _BadRequest(f"{ctx}.group_by[{j}] must have a name")
+            if gname in ("time", "value", "bin"):
+                raise _BadRequest(f"{ctx}.group_by[{j}].{gname} is not supported by the simulator")
+            if gname != "tag":
+                raise _BadRequest(f"{ctx}.group_by[{j}].{gname} invalid group_by name")
+            keys = cast(JsonObj, grouper).get("tags")
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                raise _BadRequest(f"{ctx}.group_by[{j}].tags must be a list of tag names")
+            group_keys = (group_keys or []) + [k for k in keys if k not in (group_keys or [])]
+    if raw.get("aggregators"):
+        raise _BadRequest(
+            f"{ctx}.aggregators are not supported by the simulator; query raw data points"
+        )
+    limit = None
+    if raw.get("limit") is not None:
+        limit = _as_int(raw["limit"], f"{ctx}.limit")
+        if limit < 0:
+            raise _BadRequest(f"{ctx}.limit must be >= 0")
+    order = str(raw.get("order", "asc")).lower()
+    if order not in ("asc", "desc"):
+        raise _BadRequest(f"{ctx}.order must be 'asc' or 'desc', got {raw.get('order')!r}")
+    return _MetricQuery(
+        name=name,
+        tags=tags,
+        group_keys=group_keys,
+        limit=limit,
+        descending=order == "desc",
+        exclude_tags=bool(raw.get("exclude_tags", False)),
+    )
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A metric query resolved to series and sample slots, with its point count."""
+
+    metric: _Metric | None
+    query: _MetricQuery
+    first_slot: int
+    slots: int
+    lo: int
+    hi: int
+    groups: list[tuple[dict[str, str], list[int]]]  # (group tag values, series indices)
+    counts: dict[int, int]  # samples per series index in the window
+    points: int
+
+    @property
+    def empty(self) -> bool:
+        return self.metric is None or self.points == 0 or not self.groups
+
+
+def _empty_result(name: str) -> JsonObj:
+    # A metric without rows in the window (or unknown) is one group with no GroupByResult:
+    # no "group_by" key (KairosDatastore.groupByTypeAndTag adds a SortingDataPointGroup;
+    # JsonResponse.formatQuery writes group_by only when there are results).
+    return {"name": name, "tags": {}, "values": []}
+
+
+def java_double(x: float) -> str:
+    """``Double.toString(x)`` as Java 8 writes it.
+
+    Decimal notation for 1e-3 <= |x| < 1e7, otherwise ``d.dddE<n>``; the digits are the
+    shortest that read back as ``x`` (JDK 8 is sometimes longer, for rare values).
+    """
+    if x != x or x in (math.inf, -math.inf):
+        raise ValueError(f"JSON does not allow non-finite numbers: {x}")
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    text = repr(x)
+    if 1e-3 <= abs(x) < 1e7:
+        return text if "." in text else text + ".0"
+    sign, digits, exponent = Decimal(text).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    power = cast(int, exponent) + len(digits) - 1
+    return f"{'-' if sign else ''}{ds[0]}.{ds[1:] or '0'}E{power}"
+
+
+def org_json_number(x: float) -> str:
+    """A double as KairosDB 1.2.2 writes it: org.json (chargebee-1.0) ``numberToString``
+    drops trailing zeros and then a trailing point from ``Double.toString`` when there is no
+    exponent: ``24.0`` -> ``24``, ``0.1 + 0.2`` -> ``0.30000000000000004``, ``1.0E7`` kept."""
+    text = java_double(x)
+    if "." in text and "E" not in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _encode(ts: Any, values: Any, kind: str) -> bytes:
+    """``[[ts, v], ...]`` as KairosDB writes a series: doubles through org.json, longs as
+    integers, strings quoted."""
+    if kind == "float":
+        return _encode_doubles(ts, values)
+    return orjson.dumps(list(zip(ts.tolist(), values.tolist(), strict=True)))
+
+
+def _encode_doubles(ts: Any, values: Any) -> bytes:
+    """``[[ts, v], ...]`` with the doubles as org.json prints them."""
+    finite = values[values != 0]
+    if finite.size == 0 or (np.abs(finite).min() >= 1e-3 and np.abs(finite).max() < 1e7):
+        # orjson writes these as Python's repr does, always with a fraction: only the
+        # whole ones differ (``24.0``), and ``.0]`` can only be a value's end.
+        return orjson.dumps(list(zip(ts.tolist(), values.tolist(), strict=True))).replace(
+            b".0]", b"]"
+        )
+    pairs = ",".join(
+        f"[{t},{org_json_number(v)}]" for t, v in zip(ts.tolist(), values.tolist(), strict=True)
+    )
+    return f"[{pairs}]".encode()
+
+
+def _tags_of(metric: _Metric, series_idx: Sequence[int]) -> dict[str, list[str]]:
+    return {
+        key: sorted({metric.series[i][key] for i in series_idx if key in metric.series[i]})
+        for key in metric.tag_keys
+    }
+
+
+@dataclass(slots=True)
+class _Response:
+    """An answer before it is written.
+
+    Attributes:
+        encoding: who would compress it: ``"kairosdb"`` (Jetty's GzipFilter: whenever the
+            client accepts gzip), ``"flask"`` (the Examon server's ``flask_gzip``: 2xx of
+            500 bytes or more) or ``"none"`` (Grafana's own API, ``enable_gzip = false``;
+            error pages).
+    """
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    points: int = 0
+    cacheable: bool = False
+    content_type: str = "application/json; charset=UTF-8"
+    encoding: str = "kairosdb"
+
+
+def _json(status: int, obj: Any, **headers: str) -> _Response:
+    return _Response(status, orjson.dumps(obj), dict(headers))
+
+
+def _error(status: int, *messages: str) -> _Response:
+    return _json(status, {"errors": list(messages)})
+
+
+class QueryEngine:
+    """Answers KairosDB and Examon jobs queries over a :class:`DataModel`.
+
+    Args:
+        model: the data to serve.
+        faults: the faults in force (read on every query; may change between queries).
+    """
+
+    def __init__(self, model: DataModel, faults: Faults) -> None:
+        self.model = model
+        self.config = model.config
+        self.faults = faults
+
+    def _plan(self, query: _Query, mq: _MetricQuery, now_ms: int) -> _Plan:
+        metric = self.model.metric(mq.name)
+        first, count, lo, hi = self.model.slots(query.start_ms, query.end_ms, now_ms)
+        if metric is None or count == 0:
+            return _Plan(metric, mq, first, count, lo, hi, [], {}, 0)
+        selected = [
+            i
+            for i, tags in enumerate(metric.series)
+            if all(tags.get(key) in wanted for key, wanted in mq.tags.items())
+        ]
+        found = self.model.sample_counts(metric, selected, first, count, lo, hi)
+        counts = dict(zip(selected, found, strict=True))
+        selected = [i for i in selected if counts[i]]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        if mq.group_keys is None:
+            if selected:
+                groups[()] = selected
+        else:
+            for i in selected:
+                tags = metric.series[i]
+                groups.setdefault(tuple(tags.get(k, "") for k in mq.group_keys), []).append(i)
+        keys = mq.group_keys or []
+        plan_groups = [(dict(zip(keys, gk, strict=True)), groups[gk]) for gk in sorted(groups)]
+        points = 0
+        for _, idx in plan_groups:
+            n = sum(counts[i] for i in idx)
+            points += n if mq.limit is None else min(n, mq.limit)
+        return _Plan(metric, mq, first, count, lo, hi, plan_groups, counts, points)
+
+    def _render_results(self, plan: _Plan) -> list[Any]:
+        if plan.empty:
+            return [_empty_result(plan.query.name)]
+        metric = cast(_Metric, plan.metric)
+        mq = plan.query
+        realistic = self.config.realistic
+        type_group = {"name": "type", "type": "text" if metric.kind == "str" else "number"}
+        results: list[Any] = []
+        for group, idx in plan.groups:
+            parts = []
+            for i in idx:
+                ts = self.model.sample_times(
+                    metric, i, plan.first_slot, plan.slots, plan.lo, plan.hi
+                )
+                parts.append((ts, _series_values(metric, i, ts, realistic)))
+            if len(parts) == 1:
+                flat_ts, flat_values = parts[0]
+            else:
+                # Merged series come out in time order, ties in series order, as KairosDB does.
+                all_ts = np.concatenate([t for t, _ in parts])
+                order = np.argsort(all_ts, kind="stable")
+                flat_ts = all_ts[order]
+                flat_values = np.concatenate([v for _, v in parts])[order]
+            if mq.descending:
+                flat_ts, flat_values = flat_ts[::-1], flat_values[::-1]
+            if mq.limit is not None:
+                flat_ts, flat_values = flat_ts[: mq.limit], flat_values[: mq.limit]
+            # Encode each series' values on its own so that the big list of pairs is
+            # short-lived; orjson splices the bytes in unchanged.
+            encoded = _encode(flat_ts, flat_values, metric.kind)
+            if not results and len(flat_ts):
+                encoded = self._spoil(encoded, flat_ts, flat_values, metric.kind, plan.lo)
+            group_by: list[JsonObj] = [type_group]
+            if mq.group_keys is not None:
+                group_by.append({"name": "tag", "tags": list(mq.group_keys), "group": group})
+            results.append(
+                {
+                    "name": metric.name,
+                    "group_by": group_by,
+                    "tags": {} if mq.exclude_tags else _tags_of(metric, idx),
+                    "values": orjson.Fragment(encoded),
+                }
+            )
+        return results
+
+    def _spoil(self, encoded: bytes, ts: Any, values: Any, kind: str, start_ms: int) -> bytes:
+        """Apply ``faults.stray_points`` and ``faults.corrupt_values`` to a series' text."""
+        faults = self.faults
+        first = _encode(ts[:1], values[:1], kind)[1:-1]  # "[t,v]", how the text starts
+        if faults.stray_points:
+            stray = b"[%d" % (start_ms - 3_600_000) + first[first.index(b",") :]
+            encoded = b"[" + stray + b"," + encoded[1:]
+            first = stray
+        if faults.corrupt_values is not None:
+            bad = first[: first.index(b",") + 1] + CORRUPTIONS[faults.corrupt_values] + b"]"
+            encoded = b"[" + bad + encoded[1 + len(first) :]
+        return encoded
+
+    # -- endpoint implementations ------------------------------------------------------------
+
+    def datapoints(self, body: Any, *, tags_only: bool = False) -> _Response:
+        """Answer ``/api/v1/datapoints/query`` (or ``.../query/tags``) for a parsed body."""
+        now_ms = int(time.time() * 1000)
+        query = _parse_query(body, now_ms)
+        failing = set(self.faults.fail_metrics).intersection(m.name for m in query.metrics)
+        if failing:
+            raise _MetricFault(sorted(failing))
+        plans = [self._plan(query, mq, now_ms) for mq in query.metrics]
+        # The answer is immutable once the window is wholly in the past.
+        cacheable = query.absolute_end and query.end_ms < now_ms
+        if tags_only:
+            # MetricsResource.getMeta formats an EmptyDataPointGroup per metric: name, tags
+            # and an empty "values", no sample_size and no group_by.
+            tag_results = [
+                {
+                    "name": p.query.name,
+                    "tags": {} if p.empty else _tags_of(cast(_Metric, p.metric), _all(p)),
+                    "values": [],
+                }
+                for p in plans
+            ]
+            response = _json(200, {"queries": [{"results": tag_results}]})
+            response.cacheable = cacheable
+            return response
+        total = sum(p.points for p in plans)
+        limit = self.faults.max_points
+        if limit is not None and total > limit:
+            raise _QueryLimit(limit)
+        queries = [{"sample_size": p.points, "results": self._render_results(p)} for p in plans]
+        response = _Response(200, orjson.dumps({"queries": queries}), points=total)
+        response.cacheable = cacheable
+        return response
+
+    def metric_names(self, prefix: str | None) -> _Response:
+        """Answer ``/api/v1/metricnames``."""
+        if prefix == "":
+            # CassandraDatastore.getMetricNames increments the last byte of the prefix:
+            # an empty one fails (ArrayIndexOutOfBoundsException) and the catch answers 500.
+            return _error(500, "java.lang.ArrayIndexOutOfBoundsException: -1")
+        # Names come in Cassandra's order of the string_index column (UTF-8 bytes).
+        names = sorted([*self.model.plugins, *_INTERNAL_METRICS], key=lambda n: n.encode())
+        if prefix:
+            names = [n for n in names if n.startswith(prefix)]
+        return _json(200, {"results": names})
+
+    def tag_names(self) -> _Response:
+        """Answer ``/api/v1/tagnames``: every tag key of every metric."""
+        keys: set[str] = set()
+        for name in self.model.plugins:
+            keys.update(cast(_Metric, self.model.metric(name)).tag_keys)
+        return _json(200, {"results": sorted(keys)})
+
+    def tag_values(self) -> _Response:
+        """Answer ``/api/v1/tagvalues``: every tag value of every metric."""
+        values: set[str] = set()
+        for name in self.model.plugins:
+            for tags in cast(_Metric, self.model.metric(name)).series:
+                values.update(tags.values())
+        return _json(200, {"results": sorted(values)})
+
+    # -- response cache ----------------------------------------------------------------------
+
+
+def _all(plan: _Plan) -> list[int]:
+    return [i for _, idx in plan.groups for i in idx]

@@ -1,0 +1,88 @@
+"""The simulator's command line: ``dxt simulate kwollect`` and ``python -m`` of this package."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from dxt_core.backends.kwollect.simulator.model import SimJob, SimSettings
+from dxt_core.backends.kwollect.simulator.server import KwollectSimulator
+from dxt_core.errors import ConfigError
+
+
+def _parse_job(text: str) -> SimJob:
+    try:
+        site, uid, nodes, start, stop = text.split(":")
+        return SimJob(site, int(uid), tuple(nodes.split(",")), int(float(start)), int(float(stop)))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"bad --job {text!r}: expected SITE:ID:NODE,NODE:START_EPOCH:STOP_EPOCH"
+        ) from exc
+
+
+def _site_delay(text: str) -> tuple[str, float]:
+    site, _, value = text.partition("=")
+    try:
+        return site, float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"bad --site-delay {text!r}: expected SITE=SECONDS"
+        ) from exc
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dxt simulate kwollect",
+        description="Serve a deterministic Grid'5000 reference + Kwollect metrics API.",
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8084, help="port; 0 picks a free one")
+    p.add_argument("--nodes", type=int, default=4, help="nodes per cluster (default 4, >= 3)")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds before every metrics answer")
+    p.add_argument(
+        "--site-delay",
+        type=_site_delay,
+        action="append",
+        default=[],
+        metavar="SITE=SECONDS",
+        help="extra delay of one site's metrics answers (repeatable)",
+    )
+    p.add_argument("--max-points", type=int, help="'too much data' (HTTP 500) above N points")
+    p.add_argument("--timeout-delay", type=float, default=0.0, help="seconds before that error")
+    p.add_argument("--user", help="require HTTP Basic auth with this user")
+    p.add_argument("--password", help="password of --user (or env DXT_SIM_PASSWORD)")
+    p.add_argument(
+        "--job",
+        type=_parse_job,
+        action="append",
+        default=[],
+        help="SITE:ID:NODE,NODE:START_EPOCH:STOP_EPOCH (repeatable)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the simulator until SIGTERM or SIGINT."""
+    args = _parser().parse_args(argv)
+    password = args.password if args.password is not None else os.environ.get("DXT_SIM_PASSWORD")
+    try:
+        settings = SimSettings(
+            nodes_per_cluster=args.nodes,
+            delay_s=args.delay,
+            site_delay_s=dict(args.site_delay),
+            max_points=args.max_points,
+            timeout_delay_s=args.timeout_delay,
+            user=args.user,
+            password=password if args.user else None,
+            jobs=list(args.job),
+        )
+        sim = KwollectSimulator(settings, host=args.host, port=args.port)
+    except (ConfigError, OSError) as exc:
+        print(f"dxt-simulate-kwollect: {exc}", file=sys.stderr)
+        return 2
+    return sim.served.run_until_signal()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""Injected faults: delays per request and per site, and the "too much data" refusal."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from dxt_core.backends.kwollect.simulator.model import SimSettings
+from dxt_core.backends.kwollect.simulator.query import ApiError
+
+#: ``api.get_metrics`` after the statement timeout (kwollect ``kwollect_setup_db.py``:
+#: ``raise Exception("Request timeout, too much data to process.")``, SQLSTATE 38000).
+TOO_MUCH_DATA: Final = "Exception: Request timeout, too much data to process."
+#: Settings that ``POST /_sim/config`` may change.
+CONFIGURABLE: Final = frozenset(
+    {"delay_s", "site_delay_s", "max_points", "timeout_delay_s", "stray_offset_s"}
+)
+
+
+class Faults:
+    """Applies the run-time fault settings of :class:`SimSettings` to one metrics request."""
+
+    def __init__(self, settings: SimSettings) -> None:
+        self.settings = settings
+
+    def configure(self, changes: dict[str, Any]) -> None:
+        unknown = set(changes) - CONFIGURABLE
+        if unknown:
+            allowed = sorted(CONFIGURABLE)
+            raise ApiError(400, f"unknown settings {sorted(unknown)}; allowed {allowed}")
+        for key, value in changes.items():
+            setattr(self.settings, key, value)
+
+    def delay(self, site: str) -> None:
+        s = self.settings
+        delay = s.delay_s + s.site_delay_s.get(site, 0.0)
+        if delay:
+            time.sleep(delay)
+
+    def stray_point_us(self, start_us: int) -> int | None:
+        """The time of a point from outside the window to add first (a proxy's mistake), or
+        None: ``stray_offset_s`` seconds before the window's start."""
+        offset = self.settings.stray_offset_s
+        return None if offset is None else start_us - round(offset * 1_000_000)
+
+    def too_much_data(self, points: int) -> bool:
+        """Whether an answer of ``points`` points is refused (after ``timeout_delay_s``)."""
+        s = self.settings
+        if s.max_points is not None and points > s.max_points:
+            if s.timeout_delay_s:
+                time.sleep(s.timeout_delay_s)
+            return True
+        return False

@@ -1,0 +1,282 @@
+"""Connections as data: one declarative spec per backend.
+
+A :class:`ConnectionSpec` says what a backend's connection holds (host, port, scheme, login,
+password, typed extras with defaults) and how to build the backend's connection object from
+it. Everything else follows from the spec, so the three ways in read a connection the same way:
+
+* the Airflow hook (``dxt_core.airflow.hooks``) passes an Airflow connection's fields to
+  :meth:`ConnectionSpec.from_fields`;
+* the provider info's ``conn-fields`` and ``ui-field-behaviour`` (the connection form) come
+  from :meth:`ConnectionSpec.provider_entry`;
+* the CLI's ``--url/--user/--password`` and extra options come from
+  :meth:`ConnectionSpec.add_cli_arguments`, with the password from the spec's environment
+  variable (never from a flag in shell history, unless given).
+
+Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from dxt_core.config import as_bool, check_extras, url_from_host
+from dxt_core.errors import ConfigError
+
+T = TypeVar("T")
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+@dataclass(frozen=True, slots=True)
+class Extra:
+    """One typed connection extra.
+
+    Attributes:
+        name: key in the connection's extra JSON.
+        kind: ``str``, ``int``, ``float`` or ``bool``.
+        default: value when absent (``None``: unset).
+        label: the form's label.
+        help: one line for the form and ``--help``.
+        flag: the CLI option (``--name-with-dashes`` by default; ``""`` for none).
+    """
+
+    name: str
+    kind: type
+    default: Any = None
+    label: str = ""
+    help: str = ""
+    flag: str | None = None
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag if self.flag is not None else "--" + self.name.replace("_", "-")
+
+    def parse(self, value: Any, conn_id: str) -> Any:
+        if value is None or value == "":
+            return self.default
+        where = f"connection {conn_id!r}: extra {self.name!r}"
+        if self.kind is bool:
+            return as_bool(value, where)
+        if self.kind in (int, float):
+            try:
+                return self.kind(value)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{where} must be a number, not {value!r}") from exc
+        return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionFields:
+    """A connection's generic fields after the spec's checks: a base URL, login, typed extras."""
+
+    conn_id: str
+    url: str
+    login: str | None
+    password: str | None = field(repr=False)
+    extras: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ConnectionSpec(Generic[T]):
+    """What one backend's connection is, and how to build the backend's connection object.
+
+    Attributes:
+        backend: the backend's name.
+        hook_name: the connection type's name in the UI.
+        conn_type: Airflow connection type registered by the provider (default: backend).
+        default_conn_id: the connection id the DAG uses (default ``<backend>_default``).
+        hook_kwarg: the hook's keyword for the connection id (default ``<backend>_conn_id``).
+        default_scheme: scheme of a bare host name.
+        default_port: port of a bare host name (``None``: the scheme's).
+        other_schema: what a ``schema`` other than http/https means: ``"path"`` (the URL's
+            path, Grid'5000's ``stable``), ``"ignore"`` (the default scheme) or ``"error"``.
+        url_extra: an extra whose value, when set, is the whole base URL.
+        extras: the typed extras.
+        build: turns checked fields into the backend's connection object.
+        user_env, password_env: environment variables the CLI reads credentials from.
+        host_example: shown in errors and form placeholders.
+        labels: form relabelling of the standard fields.
+    """
+
+    backend: str
+    hook_name: str
+    build: Callable[[ConnectionFields], T]
+    conn_type: str = ""
+    default_conn_id: str = ""
+    hook_kwarg: str = ""
+    extras: tuple[Extra, ...] = ()
+    default_scheme: str = "http"
+    default_port: int | None = None
+    other_schema: str = "error"
+    url_extra: str | None = None
+    user_env: str | None = None
+    password_env: str | None = None
+    host_example: str = "host.example.org"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: Extra keys that only the CLI sets (e.g. the URL of a sibling service): not in the form.
+    hidden_fields: tuple[str, ...] = ()
+    #: One cheap request that shows the connection works (the UI's "Test" button); returns
+    #: what the server said, raises :class:`~dxt_core.errors.DxtError` otherwise.
+    probe: Callable[[T], str] | None = None
+
+    def __post_init__(self) -> None:
+        # The usual names follow from the backend's: examon, examon_default, examon_conn_id.
+        if not self.conn_type:
+            object.__setattr__(self, "conn_type", self.backend)
+        if not self.default_conn_id:
+            object.__setattr__(self, "default_conn_id", f"{self.backend}_default")
+        if not self.hook_kwarg:
+            object.__setattr__(self, "hook_kwarg", f"{self.backend}_conn_id")
+        if self.password_env is None:
+            object.__setattr__(self, "password_env", f"DXT_{self.backend.upper()}_PASSWORD")
+
+    # ------------------------------------------------------------------ reading fields
+
+    def extra_names(self) -> set[str]:
+        return {e.name for e in self.extras}
+
+    def parse_extras(self, conn_id: str, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Typed extras with defaults; an unknown key (a typo) is an error naming it.
+
+        Keys written by Airflow's connection form (``extra__<type>__<name>``) are accepted.
+        """
+        prefix = f"extra__{self.conn_type}__"
+        given = {key.removeprefix(prefix): value for key, value in (extra or {}).items()}
+        check_extras(conn_id, given, self.extra_names())
+        return {e.name: e.parse(given.get(e.name), conn_id) for e in self.extras}
+
+    def base_url(self, conn_id: str, host: str | None, port: int | None, schema: str | None) -> str:
+        if not host:
+            raise ConfigError(
+                f"connection {conn_id!r} has no host: set it, e.g. "
+                f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "{self.conn_type}", '
+                f'"host": "{self.host_example}"}}\''
+            )
+        if "://" in host:
+            return url_from_host(host, port, self.default_scheme)
+        scheme = (schema or self.default_scheme).lower()
+        path = ""
+        if scheme not in ("http", "https"):
+            if self.other_schema == "error":
+                raise ConfigError(
+                    f"connection {conn_id!r}: schema {schema!r} must be http or https "
+                    "(it selects the URL scheme, not a database)"
+                )
+            if self.other_schema == "path":
+                path = (schema or "").strip("/")
+            scheme = self.default_scheme
+        url = url_from_host(host, port or self.default_port, scheme)
+        return url + (f"/{path}" if path else "")
+
+    def from_fields(
+        self,
+        *,
+        conn_id: str,
+        host: str | None,
+        port: int | None = None,
+        schema: str | None = None,
+        login: str | None = None,
+        password: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> T:
+        """The backend's connection from generic connection fields (an Airflow connection's,
+        or the CLI's)."""
+        extras = self.parse_extras(conn_id, extra)
+        if self.url_extra and extras.get(self.url_extra):
+            url = str(extras[self.url_extra])
+        else:
+            url = self.base_url(conn_id, host, port, schema)
+        fields = ConnectionFields(conn_id, url, login or None, password or None, extras)
+        return self.build(fields)
+
+    # ------------------------------------------------------------------ Airflow provider
+
+    def provider_entry(self, hook_class_name: str) -> dict[str, Any]:
+        """This connection type in the provider info: form fields declared, not coded."""
+        conn_fields: dict[str, Any] = {}
+        for e in self.extras:
+            if e.name in self.hidden_fields:
+                continue
+            schema: dict[str, Any] = {"type": [_JSON_TYPES[e.kind], "null"]}
+            if e.default is not None:
+                schema["default"] = e.default
+            conn_fields[e.name] = {
+                "label": e.label or e.name.replace("_", " ").capitalize(),
+                "schema": schema,
+                **({"description": e.help} if e.help else {}),
+            }
+        placeholders = {"host": self.host_example}
+        if self.default_port:
+            placeholders["port"] = str(self.default_port)
+        return {
+            "hook-class-name": hook_class_name,
+            "hook-name": self.hook_name,
+            "connection-type": self.conn_type,
+            "conn-fields": conn_fields,
+            "ui-field-behaviour": {
+                "hidden-fields": ["extra"] if conn_fields else [],
+                "relabeling": dict(self.labels),
+                "placeholders": placeholders,
+            },
+        }
+
+    # ------------------------------------------------------------------ CLI
+
+    def add_cli_arguments(
+        self, parser: argparse.ArgumentParser, url_flag: str = "--url", url_help: str = ""
+    ) -> None:
+        """``--url``, ``--user``, ``--password`` and one option per extra."""
+        parser.add_argument(url_flag, dest="url", help=url_help or "base URL")
+        parser.add_argument("--user", help="HTTP Basic user")
+        env = f" (better: environment {self.password_env})" if self.password_env else ""
+        parser.add_argument("--password", help=f"HTTP Basic password{env}")
+        for e in self.extras:
+            if not e.cli_flag:
+                continue
+            dest = f"conn_{e.name}"
+            if e.kind is bool:
+                parser.add_argument(e.cli_flag, dest=dest, action="store_true", help=e.help)
+            else:
+                parser.add_argument(
+                    e.cli_flag,
+                    dest=dest,
+                    type=e.kind,
+                    default=None,
+                    help=e.help + (f" (default {e.default})" if e.default is not None else ""),
+                )
+
+    def credentials(
+        self,
+        user: str | None = None,
+        password: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[str | None, str | None]:
+        """The user and password given, else those of the spec's environment variables."""
+        env = os.environ if env is None else env
+        if user is None and self.user_env:
+            user = env.get(self.user_env) or None
+        if password is None and self.password_env:
+            password = env.get(self.password_env) or None
+        return user, password
+
+    def from_cli(self, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T:
+        """The connection from the CLI options; credentials may come from the environment."""
+        user, password = self.credentials(args.user, args.password, env)
+        extra = {
+            e.name: getattr(args, f"conn_{e.name}")
+            for e in self.extras
+            if e.cli_flag and getattr(args, f"conn_{e.name}", None) not in (None, False)
+        }
+        if not args.url:
+            raise ConfigError(f"{self.backend}: give the server's address with --url")
+        return self.from_fields(
+            conn_id=f"{self.backend} (command line)",
+            host=args.url,
+            login=user,
+            password=password,
+            extra=extra,
+        )

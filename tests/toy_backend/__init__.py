@@ -1,0 +1,1 @@
+"""A fourth backend built by following docs/adding-a-backend.md, kept out of the package."""

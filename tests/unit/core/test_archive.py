@@ -1,0 +1,483 @@
+"""The archive's commit API: the never-shrink rule, versions, locks, durability, OS errors.
+
+These tests drive :class:`dxt_core.archive.Archive` directly (no backend); the same faults
+through each backend and its simulator are in ``tests/faults/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dxt_core.archive import Archive, DayKey, atomic_file, coverage
+from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, SourceShrank
+
+DAY = dt.date(2020, 3, 9)
+KEY = DayKey("examon", ("ipmi_pub", "ambient"), DAY)
+HIVE = DayKey("examon", ("plugin=ipmi_pub", "metric=ambient"), DAY)
+
+
+def write_day(archive: Archive, rows: int, key: DayKey = KEY, payload: bytes | None = None):
+    """What a backend does: begin, write the data file staged, commit with the row count."""
+    data = payload if payload is not None else b"row\n" * rows
+    with archive.begin(key) as day:
+        if rows:
+            with day.open("csv.gz") as fh:
+                fh.write(data)
+            doc = {
+                "status": "archived",
+                "file": f"{key.day}.csv.gz",
+                "rows": rows,
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        else:
+            day.remove("csv.gz")
+            doc = {"status": "empty", "file": None, "rows": 0, "bytes": 0}
+        return day.commit(doc)
+
+
+def listing(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir())
+
+
+# -- the never-shrink rule ---------------------------------------------------------------------
+
+
+def test_rerun_with_fewer_rows_keeps_the_archived_file_and_manifest(tmp_path):
+    archive = Archive(tmp_path)
+    manifest = write_day(archive, 34_560)
+    d = manifest.parent
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    with pytest.raises(SourceShrank) as ei:
+        write_day(archive, 33_120)
+    msg = str(ei.value)
+    assert "source has fewer rows than the archive (34,560 -> 33,120)" in msg
+    assert "kept the archived file" in msg and "replace" in msg
+    assert str(d / f"{DAY}.csv.gz") in msg
+    assert ei.value.archive_rows == 34_560 and ei.value.source_rows == 33_120
+    # data and manifest byte for byte as they were; a sidecar records the attempt
+    after = {p.name: p.read_bytes() for p in d.iterdir() if p.name != f"{DAY}.kept.json"}
+    assert after == before
+    kept = json.loads((d / f"{DAY}.kept.json").read_text())
+    assert kept["archive_rows"] == 34_560 and kept["source_rows"] == 33_120
+    assert kept["source_status"] == "archived" and kept["schema"] == "dxt-archive/kept/1"
+    # archived stays archived, and coverage shows the marker
+    (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=True)
+    assert row.status == "archived" and row.kept
+    assert "34,560" in row.detail and "33,120" in row.detail
+    # no lock, temporary or staged file is left behind
+    assert listing(d) == [f"{DAY}.csv.gz", f"{DAY}.kept.json", f"{DAY}.manifest.json"]
+
+
+def test_rerun_that_finds_the_day_empty_keeps_the_archived_file(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 100)
+    with pytest.raises(SourceShrank, match=r"\(100 -> 0\)"):
+        write_day(archive, 0)
+    assert archive.status(KEY, verify=True)[0] == "archived"
+    assert (archive.data_path(KEY, "csv.gz")).read_bytes() == b"row\n" * 100
+
+
+def test_replace_overwrites_and_keeps_the_previous_version(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 100)
+    old = archive.data_path(KEY, "csv.gz").read_bytes()
+    old_manifest = archive.read_manifest(KEY)
+    with pytest.raises(SourceShrank):
+        write_day(archive, 60)
+    archive_r = Archive(tmp_path, replace=True)
+    write_day(archive_r, 60)
+    assert archive.data_path(KEY, "csv.gz").read_bytes() == b"row\n" * 60
+    assert archive.read_manifest(KEY)["rows"] == 60
+    sha8 = hashlib.sha256(old).hexdigest()[:8]
+    versions = archive.directory(KEY) / ".versions"
+    assert listing(versions) == [f"{DAY}.csv.gz.prev-{sha8}", f"{DAY}.manifest.json.prev-{sha8}"]
+    assert (versions / f"{DAY}.csv.gz.prev-{sha8}").read_bytes() == old
+    assert json.loads((versions / f"{DAY}.manifest.json.prev-{sha8}").read_text()) == old_manifest
+    # the kept marker is gone once the day is rewritten
+    assert not archive.kept_path(KEY).exists()
+    (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=True)
+    assert row.status == "archived" and not row.kept
+
+
+def test_replace_with_an_empty_source_removes_the_file_but_keeps_a_version(tmp_path):
+    write_day(Archive(tmp_path), 10)
+    archive = Archive(tmp_path)
+    with archive.begin(KEY, replace=True) as day:
+        day.remove("csv.gz")
+        day.commit({"status": "empty", "file": None, "rows": 0, "bytes": 0})
+    assert archive.status(KEY) == ("empty", "")
+    assert not archive.data_path(KEY, "csv.gz").exists()
+    (version,) = (archive.directory(KEY) / ".versions").glob("*.csv.gz.prev-*")
+    assert version.read_bytes() == b"row\n" * 10
+
+
+def test_more_or_as_many_rows_replace_without_a_version(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 10)
+    write_day(archive, 10, payload=b"x" * 7)
+    write_day(archive, 12)
+    assert archive.read_manifest(KEY)["rows"] == 12
+    assert not (archive.directory(KEY) / ".versions").exists()
+
+
+def test_an_empty_day_can_fill_up_later(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 0)
+    assert archive.status(KEY)[0] == "empty"
+    write_day(archive, 5)
+    assert archive.status(KEY, verify=True)[0] == "archived"
+
+
+def test_a_lost_data_file_does_not_block_the_repair(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 10)
+    archive.data_path(KEY, "csv.gz").unlink()
+    assert archive.status(KEY)[0] == "corrupt"
+    write_day(archive, 4)  # nothing left to protect: the rerun repairs the day
+    assert archive.status(KEY, verify=True)[0] == "archived"
+
+
+def test_a_crash_between_data_and_manifest_still_protects_the_rows(tmp_path):
+    """After the data rename the old manifest is parked (.pending) until the new one is
+    written: a crash in between leaves the day 'missing', and the next run still compares
+    with the parked row count."""
+    archive = Archive(tmp_path)
+    write_day(archive, 10)
+    d = archive.directory(KEY)
+    # the state such a crash leaves: the manifest parked, no manifest under its final name
+    os.replace(d / f"{DAY}.manifest.json", d / f".{DAY}.manifest.json.pending")
+    assert archive.status(KEY)[0] == "missing"
+    with pytest.raises(SourceShrank, match=r"\(10 -> 3\)"):
+        write_day(archive, 3)
+    write_day(archive, 10)
+    assert listing(d) == [f"{DAY}.csv.gz", f"{DAY}.manifest.json"]
+
+
+def test_manifest_may_only_name_files_written_in_the_transaction(tmp_path):
+    archive = Archive(tmp_path)
+    with archive.begin(KEY) as day, pytest.raises(ArchiveError, match="not written through"):
+        day.commit({"status": "archived", "file": f"{DAY}.csv.gz", "rows": 1, "bytes": 1})
+
+
+def test_failure_before_commit_leaves_the_day_and_no_staged_file(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 10)
+    d = archive.directory(KEY)
+    before = listing(d)
+    with pytest.raises(RuntimeError), archive.begin(KEY) as day:
+        with day.open("csv.gz") as fh:
+            fh.write(b"partial")
+        raise RuntimeError("source failed mid-day")
+    assert listing(d) == before
+
+
+def test_hive_layout_sidecars_start_with_underscore(tmp_path):
+    archive = Archive(tmp_path)
+    with archive.begin(HIVE) as day:
+        with day.open("parquet") as fh:
+            fh.write(b"PAR1")
+        day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 9, "bytes": 4})
+    with pytest.raises(SourceShrank), archive.begin(HIVE) as day:
+        day.remove("parquet")
+        day.commit({"status": "empty", "file": None, "rows": 0, "bytes": 0})
+    d = archive.directory(HIVE)
+    assert listing(d) == [f"{DAY}.parquet", f"_{DAY}.kept.json", f"_{DAY}.manifest.json"]
+
+
+# -- stale temporary files ---------------------------------------------------------------------
+
+
+def test_stale_temporary_files_are_cleaned_including_hive_manifests(tmp_path):
+    archive = Archive(tmp_path)
+    d = archive.directory(HIVE)
+    d.mkdir(parents=True)
+    stale = [
+        d / f".{DAY}.parquet.abc123.tmp",
+        d / f"._{DAY}.manifest.json.k2j3h4.tmp",  # left by a crash while writing a manifest
+        d / f".{DAY}.parquet.staged.tmp",
+    ]
+    other_day = d / "._2020-03-10.manifest.json.zz.tmp"
+    for p in [*stale, other_day]:
+        p.write_bytes(b"x")
+    with archive.begin(HIVE) as day:
+        day.remove("parquet")
+        day.commit({"status": "empty", "file": None, "rows": 0, "bytes": 0})
+    assert not any(p.exists() for p in stale)
+    assert other_day.exists()  # another day's file is that day's business
+
+
+# -- the lock ----------------------------------------------------------------------------------
+
+HOLDER = textwrap.dedent(
+    """
+    import datetime as dt, sys, time
+    from dxt_core.archive import Archive, DayKey
+    a = Archive(sys.argv[1])
+    w = a.begin(DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9)))
+    print("locked", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_a_second_writer_is_refused_with_the_holder_named(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ArchiveLocked) as ei:
+            write_day(Archive(tmp_path), 5)
+        msg = str(ei.value)
+        assert f"pid {holder.pid} on host {os.uname().nodename}" in msg
+        assert "examon/ipmi_pub/ambient 2020-03-09 is being archived by" in msg
+        assert ei.value.holder["pid"] == holder.pid and "started" in ei.value.holder
+        # the refused writer touched nothing
+        assert archive_listing_without_lock(tmp_path) == []
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+        holder.stdout.close()
+    write_day(Archive(tmp_path), 5)  # the lock went with its holder
+
+
+def archive_listing_without_lock(root: Path) -> list[str]:
+    d = root / "examon/ipmi_pub/ambient"
+    return [n for n in listing(d) if n != f".{DAY}.lock"]
+
+
+def test_other_days_and_metrics_are_not_blocked(tmp_path):
+    archive = Archive(tmp_path)
+    with archive.begin(KEY):
+        other = Archive(tmp_path)
+        write_day(other, 3, key=DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 10)))
+        write_day(other, 3, key=DayKey("examon", ("ipmi_pub", "pcie"), DAY))
+
+
+def test_the_same_thread_beginning_again_aborts_its_unfinished_write(tmp_path):
+    """A backend that raised between begin and commit (no context manager) does not keep
+    the lock once its thread moves on."""
+    archive = Archive(tmp_path)
+    first = archive.begin(KEY)
+    with first.open("csv.gz") as fh:
+        fh.write(b"abandoned")
+    write_day(archive, 2)
+    assert first.closed
+    assert archive.data_path(KEY, "csv.gz").read_bytes() == b"row\n" * 2
+
+
+# -- durability --------------------------------------------------------------------------------
+
+
+def test_directory_is_fsynced_after_the_data_rename_and_after_the_manifest(tmp_path, monkeypatch):
+    """Spy on the OS calls (not on our code): after the data file's rename and after the
+    manifest's rename, the directory itself must be fsynced before anything else happens."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        kind = "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
+        events.append(("fsync", kind))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", Path(dst).name))
+        return real_replace(src, dst)
+
+    archive = Archive(tmp_path)
+    archive.directory(KEY).mkdir(parents=True)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_day(archive, 3)
+    data_at = events.index(("replace", f"{DAY}.csv.gz"))
+    manifest_at = events.index(("replace", f"{DAY}.manifest.json"))
+    assert ("fsync", "dir") in events[data_at + 1 : manifest_at]
+    assert events[manifest_at + 1] == ("fsync", "dir")
+    # and the data itself was fsynced before its rename
+    assert ("fsync", "file") in events[:data_at]
+
+
+def test_atomic_file_fsyncs_the_directory(tmp_path, monkeypatch):
+    kinds: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(
+        os,
+        "fsync",
+        lambda fd: (
+            kinds.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"),
+            real(fd),
+        )[1],
+    )
+    with atomic_file(tmp_path / "x.json") as fh:
+        fh.write(b"{}")
+    assert kinds == ["file", "dir"]
+
+
+# -- coverage --verify and manifests naming other files -----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["/etc/hostname", "../../../etc/hostname", "..", "a/b.csv.gz"])
+def test_a_manifest_naming_a_file_outside_its_directory_is_corrupt(tmp_path, name):
+    archive = Archive(tmp_path)
+    target = Path("/etc/hostname")
+    size = target.stat().st_size if target.exists() else 0
+    archive.write_manifest(
+        KEY,
+        {
+            "status": "archived",
+            "file": name,
+            "rows": 1,
+            "bytes": size,
+            "sha256": hashlib.sha256(target.read_bytes()).hexdigest() if size else "",
+        },
+    )
+    status, detail = archive.status(KEY, verify=True)
+    assert status == "corrupt"
+    assert "not a file of its own directory" in detail
+
+
+def test_every_file_of_a_multi_file_manifest_is_checked(tmp_path):
+    archive = Archive(tmp_path)
+    with archive.begin(KEY) as day:
+        for ext in ("jsonl.gz", "hdf5"):
+            with day.open(ext) as fh:
+                fh.write(ext.encode())
+        files = [
+            {
+                "file": f"{DAY}.{ext}",
+                "bytes": len(ext),
+                "sha256": hashlib.sha256(ext.encode()).hexdigest(),
+            }
+            for ext in ("jsonl.gz", "hdf5")
+        ]
+        day.commit({"status": "archived", "rows": 1, **files[0], "files": files})
+    assert archive.status(KEY, verify=True)[0] == "archived"
+    archive.data_path(KEY, "hdf5").write_bytes(b"HDF5")
+    assert archive.status(KEY, verify=True) == (
+        "corrupt",
+        f"{archive.data_path(KEY, 'hdf5')} does not match the manifest's sha256",
+    )
+
+
+# -- OS errors become one-line ArchiveErrors ----------------------------------------------------
+
+
+def test_a_file_where_a_directory_should_be(tmp_path):
+    (tmp_path / "examon").mkdir()
+    (tmp_path / "examon" / "ipmi_pub").write_text("not a directory")
+    with pytest.raises(ArchiveError) as ei:
+        write_day(Archive(tmp_path), 3)
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert str(tmp_path / "examon" / "ipmi_pub") in msg
+    assert "a file stands where a directory should be" in msg
+
+
+def test_a_path_too_long_for_the_file_system(tmp_path):
+    deep = tmp_path.joinpath(*["d" * 250] * 17)  # > PATH_MAX (4096 bytes)
+    key = DayKey("examon", ("ipmi_pub", "ambient"), DAY)
+    with pytest.raises(ArchiveError) as ei:
+        write_day(Archive(deep), 3, key=key)
+    msg = str(ei.value)
+    assert "\n" not in msg and "too long" in msg.lower() and "cannot create directory" in msg
+
+
+def test_a_component_over_255_bytes_is_refused_before_any_write(tmp_path):
+    with pytest.raises(ConfigError, match=r"300 bytes long in UTF-8.*at most 255"):
+        DayKey("examon", ("ipmi_pub", "m" * 300), DAY)
+    with pytest.raises(ConfigError, match="256 bytes"):
+        DayKey("examon", ("ipmi_pub", "é" * 128), DAY)  # 128 characters, 256 bytes
+    DayKey("examon", ("ipmi_pub", "m" * 255), DAY)
+
+
+DISK_FULL = textwrap.dedent(
+    """
+    import datetime as dt, resource, signal, sys
+    from dxt_core.archive import Archive, DayKey
+    from dxt_core.errors import ArchiveError
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # writes past 4 KiB fail: EFBIG
+    a = Archive(sys.argv[1])
+    key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9))
+    try:
+        with a.begin(key) as day:
+            with day.open("csv.gz", buffer_size=1024) as fh:
+                for _ in range(100):
+                    fh.write(b"x" * 1000)
+    except ArchiveError as exc:
+        print("ArchiveError:", exc)
+    """
+)
+
+
+def test_a_write_the_disk_refuses_names_the_file(tmp_path):
+    """RLIMIT_FSIZE makes the kernel refuse writes past 4 KiB (EFBIG), as a full disk
+    refuses them (ENOSPC), in a child process."""
+    out = subprocess.run(
+        [sys.executable, "-c", DISK_FULL, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    assert line.startswith("ArchiveError: cannot write ")
+    assert str(tmp_path / "examon/ipmi_pub/ambient/2020-03-09.csv.gz") in line
+    assert "File too large" in line and "\n" not in line
+    assert "Traceback" not in out.stderr
+    d = tmp_path / "examon/ipmi_pub/ambient"
+    assert listing(d) == []  # nothing staged left behind, no lock
+
+
+READ_ONLY = textwrap.dedent(
+    """
+    import datetime as dt, os, sys
+    from dxt_core.archive import Archive, DayKey
+    from dxt_core.errors import ArchiveError
+    if os.geteuid() == 0:
+        os.setgid(65534); os.setuid(65534)  # root ignores permissions: become nobody
+    a = Archive(sys.argv[1])
+    key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9))
+    try:
+        with a.begin(key) as day:
+            pass
+    except ArchiveError as exc:
+        print("ArchiveError:", exc)
+    """
+)
+
+
+def test_a_read_only_archive(tmp_path):
+    root = tmp_path / "ro"
+    root.mkdir()
+    root.chmod(0o555)
+    tmp_path.chmod(0o755)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", READ_ONLY, str(root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
+    finally:
+        root.chmod(0o755)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    assert line.startswith("ArchiveError: cannot create directory ")
+    assert str(root / "examon") in line and "Permission denied" in line
+    assert "make the archive writable" in line and "\n" not in line
