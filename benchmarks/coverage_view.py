@@ -106,8 +106,9 @@ from airflow.models.dagrun import DagRun
 from airflow.models.taskinstance import TaskInstance
 from airflow.utils.session import create_session
 
-units, first, n_days = json.loads(sys.argv[1]), dt.date.fromisoformat(sys.argv[2]), int(sys.argv[3])
-states = json.loads(sys.argv[4])
+spec = json.load(open(sys.argv[1]))
+units, first, n_days = spec["units"], dt.date.fromisoformat(spec["first"]), spec["days"]
+states = spec["states"]
 t0 = time.perf_counter()
 with create_session() as s:
     for d in range(n_days):
@@ -239,18 +240,13 @@ def _workload(
         for u in range(len(units))
     ]
     names = [f"{p}/{m}" for p, m in units]
-    filled = json.loads(
-        _run(
-            env,
-            sys.executable,
-            "-c",
-            FILL_DB,
-            json.dumps(names),
-            days[0].isoformat(),
-            str(len(days)),
-            json.dumps(states),
-        ).splitlines()[-1]
+    spec = work / "fill.json"  # too large for a command line
+    spec.write_text(
+        json.dumps(
+            {"units": names, "first": days[0].isoformat(), "days": len(days), "states": states}
+        )
     )
+    filled = json.loads(_run(env, sys.executable, "-c", FILL_DB, str(spec)).splitlines()[-1])
     server = json.loads(
         _run(
             env, sys.executable, "-c", SERVER_TIME, days[0].isoformat(), str(len(days)), str(repeat)

@@ -1,8 +1,10 @@
 """The coverage plugin inside a real Airflow API server: who may see what, and what it says.
 
-One run of dxt_examon for 2024-05-01 is made with ``airflow dags test`` against the Examon
-simulator (pcie fails there), then ``airflow api-server`` serves the plugin with three
-signed-in users: admin, viewer (read only) and nobody (no role).
+Two manual runs of dxt_examon are made with ``airflow dags test`` against the Examon simulator
+(pcie fails there; no data before 2024-05-01): one with the ``day`` param 2024-05-01, one
+without, which archives the day before its logical date (an empty day). Then
+``airflow api-server`` serves the plugin with three signed-in users: admin, viewer (read
+only) and nobody (no role).
 """
 
 from __future__ import annotations
@@ -19,20 +21,17 @@ from tests.conftest import ROOT, SimulatorProcess
 
 pytestmark = pytest.mark.airflow
 
-DAY = "2024-05-01"
-UNITS = ["ipmi_pub/ambient", "ipmi_pub/ghost", "ipmi_pub/pcie", "nagios_pub/state"]
+D0, DAY, D2 = "2024-04-30", "2024-05-01", "2024-05-02"
+UNITS = ["ipmi_pub/ambient", "ipmi_pub/pcie", "nagios_pub/state"]
 
 
 @pytest.fixture(scope="module")
 def server(migrated_home, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("plugin")
-    sim_catalog = tmp / "sim.csv"
-    sim_catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n")
-    catalog = tmp / "catalog.csv"  # ghost: a metric the server does not have (an empty day)
-    catalog.write_text(
-        "metric,plugin\nambient,ipmi_pub\nghost,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n"
-    )
-    sim = SimulatorProcess(["--catalog", str(sim_catalog), "--nodes", "2", "--fail-metric", "pcie"])
+    catalog = tmp / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n")
+    args = ["--catalog", str(catalog), "--nodes", "2", "--fail-metric", "pcie"]
+    sim = SimulatorProcess([*args, "--data-start", DAY])
     home = fresh_home(migrated_home, tmp / "home")
     archive = tmp / "archive"
     stack = None
@@ -42,10 +41,17 @@ def server(migrated_home, tmp_path_factory):
         env = stack_env(home, archive, sim.url, catalog, 1)
         # a manual run: the 'day' param makes it archive DAY (else the day before)
         conf = json.dumps({"day": DAY})
-        out = airflow(env, "dags", "test", "dxt_examon", DAY, "-c", conf, check=False, timeout=300)
+        # (another logical date: 'dags test' replaces a run of the same logical date)
+        out = airflow(
+            env, "dags", "test", "dxt_examon", "2024-06-01", "-c", conf, check=False, timeout=300
+        )
         assert (archive / f"examon/ipmi_pub/ambient/{DAY}.manifest.json").is_file(), out.stderr[
             -3000:
         ]
+        # no 'day': a manual run of logical date DAY archives the day before, D0
+        out = airflow(env, "dags", "test", "dxt_examon", DAY, check=False, timeout=300)
+        m = archive / f"examon/ipmi_pub/ambient/{D0}.manifest.json"
+        assert json.loads(m.read_text())["status"] == "empty", out.stderr[-3000:]
         (archive / f"examon/nagios_pub/state/{DAY}.csv.gz").unlink()  # corrupt from now on
         stack = start_api_server(home, archive, catalog, tmp / "api-server.log")
         yield stack
@@ -91,14 +97,16 @@ def test_a_user_without_rights_on_the_dag_sees_nothing(server):
 
 
 def test_grid_joins_archive_and_task_states(server):
-    doc = server.get(f"/dxt-archive/api/grid?source=examon&start={DAY}&end=2024-05-02")
-    assert doc["units"] == UNITS and doc["days"] == [DAY, "2024-05-02"]
-    assert doc["groups"] == ["ipmi_pub", "ipmi_pub", "ipmi_pub", "nagios_pub"]
-    # archived, empty, missing (its task failed), corrupt (data file deleted); day 2: no run
-    assert doc["archive"] == ["AM", "EM", "MM", "CM"]
-    assert doc["airflow"] == ["sn", "sn", "fn", "sn"]
-    assert doc["details"] == {"3:0": f"data file {DAY}.csv.gz is missing"}
-    assert doc["counts"] == {"archived": 1, "empty": 1, "missing": 5, "corrupt": 1, "kept": 0}
+    doc = server.get(f"/dxt-archive/api/grid?source=examon&start={D0}&end={D2}")
+    assert doc["units"] == UNITS and doc["days"] == [D0, DAY, D2]
+    assert doc["groups"] == ["ipmi_pub", "ipmi_pub", "nagios_pub"]
+    # D0 empty (no data yet), D1 archived, corrupt (data file deleted) and missing (its task
+    # failed on both days), D2 never ran
+    assert doc["archive"] == ["EAM", "MMM", "ECM"]
+    assert doc["airflow"] == ["ssn", "ffn", "ssn"]
+    assert doc["details"] == {"2:1": f"data file {DAY}.csv.gz is missing"}
+    assert doc["counts"] == {"archived": 1, "empty": 2, "missing": 5, "corrupt": 1, "kept": 0}
+    assert set(doc["runs"]) == {D0, DAY}
     assert doc["can_clear"] is True
 
 
@@ -130,35 +138,48 @@ def test_cells_outside_the_catalog_or_archive_do_not_exist(server, unit, day, st
 
 def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server):
     r = server.request(
-        "POST",
-        "/dxt-archive/api/refill/plan",
-        json={"source": "examon", "start": DAY, "end": "2024-05-02"},
+        "POST", "/dxt-archive/api/refill/plan", json={"source": "examon", "start": D0, "end": D2}
     )
     plan = r.json()
-    cell = server.get(f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/pcie&day={DAY}")
-    run_id = cell["task"]["run_id"]
-    corrupt = server.get(f"/dxt-archive/api/cell?source=examon&unit=nagios_pub/state&day={DAY}")
-    assert plan["clears"] == [
-        {
-            "dag_run_id": run_id,
-            "task_ids": sorted(
-                [
-                    ["archive_metric_day", cell["task"]["map_index"]],
-                    ["archive_metric_day", corrupt["task"]["map_index"]],
-                ]
-            ),
-            "only_failed": False,
-        }
-    ]
-    assert plan["backfill"]["days"] == ["2024-05-02"]
+
+    def task(unit, day):
+        return server.get(f"/dxt-archive/api/cell?source=examon&unit={unit}&day={day}")["task"]
+
+    pcie0, pcie1, state1 = (
+        task("ipmi_pub/pcie", D0),
+        task("ipmi_pub/pcie", DAY),
+        task("nagios_pub/state", DAY),
+    )
+    assert pcie0["run_id"] != pcie1["run_id"] == state1["run_id"]
+    assert sorted(plan["clears"], key=lambda c: c["dag_run_id"]) == sorted(
+        [
+            {
+                "dag_run_id": pcie1["run_id"],
+                "task_ids": sorted(
+                    [
+                        ["archive_metric_day", pcie1["map_index"]],
+                        ["archive_metric_day", state1["map_index"]],
+                    ]
+                ),
+                "only_failed": False,
+            },
+            {
+                "dag_run_id": pcie0["run_id"],
+                "task_ids": [["archive_metric_day", pcie0["map_index"]]],
+                "only_failed": False,
+            },
+        ],
+        key=lambda c: c["dag_run_id"],
+    )
+    assert plan["backfill"]["days"] == [D2]
     assert plan["backfill"]["reprocess_behavior"] == "none"
-    assert plan["cells"] == 2 + 4  # pcie (failed) and state (corrupt) on day 1, all of day 2
+    assert plan["cells"] == 3 + 3  # pcie twice and state (corrupt), then all of D2
     one = server.request(
         "POST",
         "/dxt-archive/api/refill/plan",
         json={"source": "examon", "cells": [["ipmi_pub/pcie", DAY]]},
     ).json()
-    assert one["clears"][0]["task_ids"] == [["archive_metric_day", cell["task"]["map_index"]]]
+    assert one["clears"][0]["task_ids"] == [["archive_metric_day", pcie1["map_index"]]]
     assert one["backfill"] is None
 
 

@@ -22,7 +22,7 @@ from tests.conftest import ROOT, SimulatorProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow]
 
-D1, D2, D3, D4 = "2024-05-01", "2024-05-02", "2024-05-03", "2024-05-04"
+D0, D1, D2, D3, D4 = "2024-04-30", "2024-05-01", "2024-05-02", "2024-05-03", "2024-05-04"
 IMG = ROOT / "docs" / "img"
 #: the scheduled run of yesterday waits this long in the triggerer after the stack starts
 DEFER_S = 150
@@ -31,17 +31,15 @@ DEFER_S = 150
 @pytest.fixture(scope="module")
 def stack(migrated_home, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
-    sim_catalog = tmp / "sim.csv"
-    sim_catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n")
-    catalog = tmp / "catalog.csv"  # ghost: a metric the server does not have (an empty day)
-    catalog.write_text(
-        "metric,plugin\nambient,ipmi_pub\nghost,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n"
-    )
+    catalog = tmp / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n")
     dags = tmp / "dags"  # the project's DAGs and the documented downstream example
     dags.mkdir()
     for f in [*(ROOT / "dags").glob("*.py"), ROOT / "docs/examples/dxt_ipmi_quality.py"]:
         (dags / f.name).symlink_to(f)
-    sim = SimulatorProcess(["--catalog", str(sim_catalog), "--nodes", "2", "--fail-metric", "pcie"])
+    # pcie fails; the server has no data before D1, so D0 is an empty day
+    args = ["--catalog", str(catalog), "--nodes", "2", "--fail-metric", "pcie"]
+    sim = SimulatorProcess([*args, "--data-start", D1])
     home = fresh_home(migrated_home, tmp / "home")
     env = stack_env(home, tmp / "archive", sim.url, catalog, free_port())
     # Yesterday's day (Europe/Rome) plus this settle delay ends DEFER_S from now: the run the
@@ -127,14 +125,14 @@ def badge(frame, which: str) -> str:
 
 
 def test_coverage_view_shows_each_state_and_refills(stack, browser):
-    # Backfill two days through Airflow's REST API (as the view's refill does), unpause the
+    # Backfill three days through Airflow's REST API (as the view's refill does), unpause the
     # DAG (the scheduler then creates yesterday's run) and the downstream example DAG.
     for dag_id in ("dxt_examon", "dxt_ipmi_quality"):
         r = stack.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
         assert r.status_code == 200, r.text
     body = {
         "dag_id": "dxt_examon",
-        "from_date": f"{D1}T00:00:00Z",
+        "from_date": f"{D0}T00:00:00Z",
         "to_date": f"{D2}T00:00:00Z",
         "reprocess_behavior": "none",
     }
@@ -177,7 +175,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
 
         def finished():
             done = [r for r in runs(stack) if r["state"] in ("success", "failed")]
-            return len(done) >= 3 and all(
+            return len(done) >= 4 and all(
                 r["state"] in ("success", "failed")
                 for r in runs(stack)
                 if r["run_type"] in ("backfill", "manual")
@@ -204,10 +202,10 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
         page.get_by_role("button", name="Browse").click()
         page.get_by_role("menuitem", name="Archive coverage").click()
         frame = coverage_frame(page, stack)
-        show_range(frame, D1, D4)
+        show_range(frame, D0, D4)
         expected = {
             ("ipmi_pub/ambient", D1): ("corrupt", "success"),
-            ("ipmi_pub/ghost", D1): ("empty", "success"),
+            ("ipmi_pub/ambient", D0): ("empty", "success"),
             ("ipmi_pub/pcie", D1): ("missing", "failed"),
             ("nagios_pub/state", D2): ("archived", "success"),
             ("ipmi_pub/ambient", D3): ("missing", "no run"),
@@ -226,7 +224,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
                 log = frame.get_attribute("#log-link", "href")
                 assert log.startswith("/dags/dxt_examon/runs/") and "/mapped/" in log
                 assert frame.get_attribute("#xcom-link", "href") == f"{log}/xcom"
-        state = frame.evaluate("window.dxtCoverage.state('ipmi_pub/ghost', '2024-05-04')")
+        state = frame.evaluate("window.dxtCoverage.state('nagios_pub/state', '2024-04-30')")
         assert state == {"archive": "empty", "airflow": "success"}
         assert "Rendered in" in frame.inner_text("#summary")
         frame.click("#close-detail")
@@ -265,7 +263,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
         page.get_by_role("link", name="Archive coverage").click()
         frame = coverage_frame(page, stack)
         assert frame.input_value("#source") == "examon"
-        show_range(frame, D1, D4)
+        show_range(frame, D0, D4)
         assert frame.evaluate("window.dxtCoverage.state('ipmi_pub/pcie', '2024-05-01')") == {
             "archive": "archived",
             "airflow": "success",
