@@ -448,6 +448,7 @@ def cell_detail(
         "day": day.isoformat(),
         "archive_state": state,
         "problem": problem,
+        "kept": archive.read_kept(key) if state == "kept" else None,
         "manifest_path": rel,
         "data_path": data,
         "manifest": manifest,

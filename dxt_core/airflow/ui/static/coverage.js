@@ -235,7 +235,8 @@
       $("detail-states").innerHTML =
         `Archive: <span class="badge" data-archive-state="${d.archive_state}" style="background:${ACOL[Object.keys(ARCHIVE).find((k) => ARCHIVE[k] === d.archive_state)]}">${d.archive_state}</span> ` +
         `Airflow: <span class="badge" data-airflow-state="${d.airflow_state}" style="background:${TCOL[Object.keys(AIRFLOW).find((k) => AIRFLOW[k] === d.airflow_state)] || "#a0aec0"}">${d.airflow_state}</span>` +
-        (d.problem ? `<br><span class="error">${esc(d.problem)}</span>` : "");
+        (d.problem ? `<br><span class="error">${esc(d.problem)}</span>` : "") +
+        (d.kept ? `<br>Kept: on ${esc(d.kept.at)} the source had ${esc(d.kept.source_rows)} rows, the archive ${esc(d.kept.archive_rows)}; the archived file stays (trigger with <code>replace</code> to take the smaller day).` : "");
       const t = d.task;
       if (t) {
         const base = `/dags/${encodeURIComponent(d.dag_id)}/runs/${encodeURIComponent(t.run_id)}/tasks/${encodeURIComponent(d.task_id)}/mapped/${t.map_index}`;
@@ -284,10 +285,11 @@
     }
     if (plan.backfill) items.push(`backfill ${plan.backfill.days.length} ${plan.backfill.days.length === 1 ? "day" : "days"} with no run (${plan.backfill.from_date.slice(0, 10)} to ${plan.backfill.to_date.slice(0, 10)}, days that have a run are left alone)`);
     for (const s of plan.skipped) items.push(`skip ${esc(s.unit)} ${s.day}: ${esc(s.reason)}`);
+    if (!plan.can_clear) items.push(`<span class="error">you may not clear task instances of ${esc(plan.dag_id)}; Airflow would refuse the refill</span>`);
     $("plan").innerHTML = `<b>Refill ${plan.cells} ${plan.cells === 1 ? "cell" : "cells"} of ${esc(plan.dag_id)}</b>` +
       (plan.paused ? ` <span class="error">(the DAG is paused: cleared tasks wait until it is unpaused; backfills run)</span>` : "") +
       `<ul>${items.map((i) => `<li>${i}</li>`).join("") || "<li>nothing to do</li>"}</ul>`;
-    $("confirm-refill").disabled = !(plan.clears.length || plan.backfill);
+    $("confirm-refill").disabled = !(plan.clears.length || plan.backfill) || !plan.can_clear;
     $("confirm").hidden = false;
     window.dxtCoverage.plan = plan;
   }
