@@ -27,6 +27,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -481,21 +482,28 @@ def _scan(
         [f"{'_' if h else ''}{day}{KEPT_SUFFIX}" for day in day_names] for h in (False, True)
     ]
     directories = [archive.root.joinpath(source, *parts) for parts in units]
-    listings = [_listing(d) for d in directories]
+    rows: list[tuple[str, str, str, str, str]] = []
+    # The listings (system calls) and the index query (SQLite) both run without the GIL: list
+    # the directories in threads while the index answers.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        listed = pool.map(_listing, directories, chunksize=32)
+        if days and idx.exists():
+            rows = list(idx.entries(source, min(days), max(days)))
+        listings = list(listed)
     unknown = ord("?")
     codes = [bytearray(b"?" * n_days) for _ in units]
     grid = StateGrid(units=names, days=list(days), rows=[])
     a_code, k_code = ord(STATE_CODES["archived"]), ord(STATE_CODES["kept"])
     e_code, c_code = ord(STATE_CODES["empty"]), ord(STATE_CODES["corrupt"])
     m_code = ord(STATE_CODES["missing"])
-    if days and idx.exists():
+    if rows:
         # Rows come in primary-key order, unit by unit: look the unit up once per run of rows.
         current, u = None, None
         listing: set[str] = set()
         manifests: list[str] = []
         kepts: list[str] = []
         row = bytearray()
-        for unit, day, status, files, sizes in idx.entries(source, min(days), max(days)):
+        for unit, day, status, files, sizes in rows:
             if unit != current:
                 current, u = unit, unit_pos.get(unit)
                 if u is not None:
