@@ -6,8 +6,12 @@ The run of logical date D archives day D (midnight to midnight in the connection
 
 * Backfill: ``airflow backfill create --dag-id dxt_examon --from-date D1 --to-date D2``
   (add ``--reprocess-behavior failed`` to redo failed days).
-* Retry one failed metric-day: clear its task instance (UI, or ``airflow tasks clear``).
-* ``wait_for_day_end`` holds a run until its local day is over (plus a settle delay).
+* Retry one failed metric-day: clear its task instance (UI, or ``airflow tasks clear``), or
+  refill it from the "Archive coverage" view.
+* Archive one chosen day: Trigger with the ``day`` param (the run's note names the day).
+* ``wait_for_day_end`` holds a run until its local day is over (plus a settle delay),
+  deferred to the triggerer.
+* Each metric-day adds an event to the asset ``dxt-archive/examon/<plugin>``.
 
 Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 """
@@ -17,10 +21,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pendulum
-from airflow.sdk import dag, get_current_context, task
+from airflow.sdk import Param, dag, get_current_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from dxt_core.airflow import dag_settings
+from dxt_core.airflow.assets import source_alias
+from dxt_core.airflow.runs import day_param, replace_param
+from dxt_core.airflow.wait import WaitForDayEnd
 
 UTC = pendulum.timezone("UTC")
 S = dag_settings("examon")
@@ -42,13 +49,21 @@ SETTLE_S = S["settle_seconds"]
     default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
     tags=["dxt", "examon"],
     doc_md=__doc__,
+    params={
+        "day": day_param(),
+        "format": Param(
+            S["format"],
+            enum=["csv", "parquet"],
+            title="Output format",
+            description="gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)",
+        ),
+        "replace": replace_param(),
+    },
 )
 def dxt_examon() -> None:
-    @task.sensor(poke_interval=300, timeout=3 * 86400, mode="reschedule")
-    def wait_for_day_end() -> bool:
-        from dxt_core.airflow.examon import day_is_over
-
-        return day_is_over(get_current_context(), CONN_ID, SETTLE_S)
+    wait = WaitForDayEnd(
+        task_id="wait_for_day_end", source="examon", conn_id=CONN_ID, settle_s=SETTLE_S
+    )
 
     @task
     def catalog() -> list[dict[str, str]]:
@@ -65,6 +80,7 @@ def dxt_examon() -> None:
         multiple_outputs=False,
         map_index_template="{{ task.op_kwargs['entry']['plugin'] }}/"
         "{{ task.op_kwargs['entry']['metric'] }}",
+        outlets=[source_alias("examon")],
     )
     def archive_metric_day(entry: dict[str, str]) -> dict[str, object]:
         from dxt_core.airflow.examon import archive_metric_day as run
@@ -72,7 +88,7 @@ def dxt_examon() -> None:
         return run(entry, get_current_context(), CONN_ID)
 
     entries = catalog()
-    wait_for_day_end() >> entries
+    wait >> entries
     archive_metric_day.expand(entry=entries)
 
 

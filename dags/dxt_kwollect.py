@@ -7,7 +7,11 @@ Configure with ``DXT_KWOLLECT_NODES`` / ``DXT_KWOLLECT_CLUSTERS`` / ``DXT_KWOLLE
 a file in ``DXT_KWOLLECT_CONFIG``; the API comes from the connection ``kwollect_default``.
 
 * Backfill: ``airflow backfill create --dag-id dxt_kwollect --from-date D1 --to-date D2``.
-* Retry one failed (site, metric, day): clear its task instance.
+* Retry one failed (site, metric, day): clear its task instance, or refill it from the
+  "Archive coverage" view.
+* Archive one chosen day: Trigger with the ``day`` param (the run's note names the day).
+* ``wait_for_day_end`` waits in the triggerer for the day's end plus a settle delay.
+* Each (site, metric, day) adds an event to the asset ``dxt-archive/kwollect/<site>``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from airflow.sdk import dag, get_current_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from dxt_core.airflow import dag_settings
+from dxt_core.airflow.assets import source_alias
+from dxt_core.airflow.runs import day_param, replace_param
+from dxt_core.airflow.wait import WaitForDayEnd
 
 UTC = pendulum.timezone("UTC")
 S = dag_settings("kwollect")
@@ -40,13 +47,11 @@ SETTLE_S = S["settle_seconds"]
     default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
     tags=["dxt", "kwollect", "grid5000"],
     doc_md=__doc__,
+    # Kwollect days are written as gzip JSON Lines only: no format to choose.
+    params={"day": day_param(), "replace": replace_param()},
 )
 def dxt_kwollect() -> None:
-    @task.sensor(poke_interval=300, timeout=3 * 86400, mode="reschedule")
-    def wait_for_day_end() -> bool:
-        from dxt_core.airflow.kwollect import day_is_over
-
-        return day_is_over(get_current_context(), SETTLE_S)
+    wait = WaitForDayEnd(task_id="wait_for_day_end", source="kwollect", settle_s=SETTLE_S)
 
     @task
     def units() -> list[dict[str, object]]:
@@ -61,6 +66,7 @@ def dxt_kwollect() -> None:
         multiple_outputs=False,  # the report as one XCom, not one per key
         map_index_template="{{ task.op_kwargs['unit']['site'] }}/"
         "{{ task.op_kwargs['unit']['metric'] }}",
+        outlets=[source_alias("kwollect")],
     )
     def archive_site_metric_day(unit: dict[str, object]) -> dict[str, object]:
         from dxt_core.airflow.kwollect import archive_unit_day
@@ -68,7 +74,7 @@ def dxt_kwollect() -> None:
         return archive_unit_day(unit, get_current_context(), CONN_ID)
 
     found = units()
-    wait_for_day_end() >> found
+    wait >> found
     archive_site_metric_day.expand(unit=found)
 
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from dxt_core import backends as registry
 from dxt_core._version import __version__
-from dxt_core.archive import MANIFEST_SUFFIX, Archive, coverage
+from dxt_core.archive import MANIFEST_SUFFIX, Archive
 from dxt_core.errors import ConfigError, DxtError
+from dxt_core.index import add_index_parser, coverage_rows
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
@@ -53,7 +54,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
-    rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
+    # from the manifest index when the archive has one (--verify reads every manifest)
+    rows = coverage_rows(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
         counts[r.status] += 1
@@ -165,9 +167,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     c = sub.add_parser(
         "coverage",
         help="archived / empty / missing metric-days, and how to refill them",
-        description="Scan manifests and report, per metric and day, archived / empty / "
-        "missing / corrupt. Exit status 3 when anything is missing or corrupt, 2 when the "
-        "archive root does not exist or holds nothing of that source.",
+        description="Report, per metric and day, archived / empty / missing / corrupt (and "
+        "kept), from the archive's manifest index when it has one (checked against the "
+        "directories), else from the manifests; --verify reads every manifest. Exit status "
+        "3 when anything is missing or corrupt, 2 when the archive root does not exist or "
+        "holds nothing of that source.",
     )
     names = [b.command for b in registry.backends()]
     c.add_argument(
@@ -191,6 +195,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)
     c.set_defaults(func=cmd_coverage)
+
+    add_index_parser(sub)
 
     s = sub.add_parser(
         "simulate",
