@@ -159,6 +159,22 @@ def main(argv: list[str] | None = None) -> int:
     prod.add_argument("--celery-workers", type=int, default=2, help="default %(default)s")
     prod.add_argument("--concurrency", type=int, default=4, help="per worker (default 4)")
     prod.add_argument("--max-active-runs", type=int, default=4, help="of the backfill (default 4)")
+    prod.add_argument(
+        "--min-heartbeat-interval",
+        type=int,
+        help="[workers] min_heartbeat_interval, seconds (default: Airflow's, 5)",
+    )
+    prod.add_argument(
+        "--retry-delay",
+        type=int,
+        help="task retry delay, seconds, through a cluster policy (default: tiny 5, full the "
+        "DAG's 120)",
+    )
+    prod.add_argument(
+        "--heartbeat-timeout",
+        type=int,
+        help="[scheduler] task_instance_heartbeat_timeout, seconds (default: tiny 30, full 60)",
+    )
     p.add_argument("--out", default="benchmarks/results/latest.json")
     a = p.parse_args(argv)
     results = []
@@ -193,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
                 workers=a.celery_workers,
                 concurrency=a.concurrency,
                 max_active_runs=a.max_active_runs,
+                min_heartbeat_interval=a.min_heartbeat_interval,
+                retry_delay_s=a.retry_delay,
+                heartbeat_timeout_s=a.heartbeat_timeout,
             )
             print_production(res)
             results.append(res)

@@ -42,6 +42,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -55,6 +56,10 @@ TZ = "Europe/Rome"
 TASK = "archive_metric_day"
 #: size: (catalog metrics, days)
 SIZES = {"tiny": (20, 2), "full": (811, 7)}
+#: size: (one fault group every N requests, task retry delay s (None: the DAG's 120 s),
+#: task_instance_heartbeat_timeout s). The tiny soak must fit in a test run: a task of the
+#: killed worker is failed after the heartbeat timeout, then retried after the delay.
+SOAK = {"tiny": (20, 5, 30), "full": (100, None, 60)}
 _CLUSTER_PLUGINS = ("ganglia_pub", "ipmi_pub", "nagios_pub", "slurm_pub")
 
 
@@ -82,6 +87,19 @@ def _proc_stats() -> dict[int, tuple[int, float, float]]:
         own = (int(fields[11]) + int(fields[12])) / _CLK
         children = (int(fields[13]) + int(fields[14])) / _CLK
         out[int(entry.name)] = (ppid, own, children)
+    return out
+
+
+def _tree_pids(root: int) -> set[int]:
+    stats = _proc_stats()
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in stats.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        out.add(pid)
+        todo.extend(kids.get(pid, ()))
     return out
 
 
@@ -291,6 +309,7 @@ class Airflow:
     """One Airflow deployment on the production path, its processes ours to stop."""
 
     def __init__(self, work: Path, env: dict[str, str], meter: CpuMeter) -> None:
+        self.api = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}/api/v2"
         self.work = work
         self.env = env
         self.meter = meter
@@ -317,6 +336,24 @@ class Airflow:
         )
         self.procs[name] = proc
         self.meter.watch(proc.pid, component or name)
+
+    def fail_runs_outside(self, db: str, dag_id: str, first: dt.date, last: dt.date) -> list[str]:
+        """Mark failed (REST API) the unfinished runs of ``dag_id`` whose day is not in
+        ``[first, last]``: their tasks stop. (Deleted, such a run would be created again by
+        the scheduler at once.)"""
+        rows = query(
+            db,
+            f"SELECT run_id FROM dag_run WHERE dag_id = '{dag_id}' "
+            f"AND state NOT IN ('success', 'failed') AND NOT ({_in_range(first, last)})",
+        )
+        out = []
+        for (run_id,) in rows:
+            url = f"{self.api}/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}"
+            r = httpx.patch(url, json={"state": "failed"}, timeout=60)
+            if r.status_code != 200:
+                raise RuntimeError(f"failing run {run_id}: {r.status_code} {r.text[:300]}")
+            out.append(run_id)
+        return out
 
     def kill(self, name: str) -> None:
         """SIGKILL a component's whole process group, as a crashed machine would."""
@@ -382,16 +419,36 @@ def _env(
     return env
 
 
-def _dag_runs(db: str, dag_id: str) -> dict[str, int]:
-    rows = query(db, f"SELECT state, count(*) FROM dag_run WHERE dag_id = '{dag_id}' GROUP BY 1")
+def _in_range(first: dt.date, last: dt.date, alias: str = "") -> str:
+    """SQL: the run's logical date is one of the measured days (the scheduler also creates
+    a run for each new day while the DAG is unpaused: those are not measured)."""
+    col = f"{alias}logical_date"
+    return f"{col} >= '{first.isoformat()}' AND {col} < '{last + dt.timedelta(days=1)}'"
+
+
+def _dag_runs(db: str, dag_id: str, first: dt.date, last: dt.date) -> dict[str, int]:
+    rows = query(
+        db,
+        f"SELECT state, count(*) FROM dag_run WHERE dag_id = '{dag_id}' "
+        f"AND {_in_range(first, last)} GROUP BY 1",
+    )
     return {state: int(n) for state, n in rows}
 
 
-def _ti_states(db: str, dag_id: str, task_id: str | None = None) -> dict[str, int]:
-    where = f"dag_id = '{dag_id}'" + (f" AND task_id = '{task_id}'" if task_id else "")
-    sql = f"SELECT coalesce(state, 'none'), count(*) FROM task_instance WHERE {where} GROUP BY 1"
-    rows = query(db, sql)
-    return {state: int(n) for state, n in rows}
+def _ti_sql(dag_id: str, first: dt.date, last: dt.date, task_id: str | None = None) -> str:
+    """FROM/WHERE of the task instances of ``dag_id``'s runs of the measured days."""
+    sql = (
+        "FROM task_instance ti JOIN dag_run r ON r.dag_id = ti.dag_id AND r.run_id = ti.run_id "
+        f"WHERE ti.dag_id = '{dag_id}' AND {_in_range(first, last, 'r.')}"
+    )
+    return sql + (f" AND ti.task_id = '{task_id}'" if task_id else "")
+
+
+def _ti_states(
+    db: str, dag_id: str, first: dt.date, last: dt.date, task_id: str | None = None
+) -> dict[str, int]:
+    sql = "SELECT coalesce(ti.state, 'none'), count(*) " + _ti_sql(dag_id, first, last, task_id)
+    return {state: int(n) for state, n in query(db, sql + " GROUP BY 1")}
 
 
 def _db_size(db: str) -> dict[str, int]:
@@ -424,49 +481,54 @@ def run_dag(
     max_active_runs: int,
     during: Callable[[float], None] | None = None,
 ) -> dict[str, Any]:
-    """Unpause ``dag_id`` (the scheduler creates the run of the last day), backfill the other
-    days, wait until every run has ended; returns what was measured."""
+    """Unpause ``dag_id``, backfill the days, wait until every run has ended; returns what
+    was measured.
+
+    Unpaused with catchup off, the scheduler creates a run for the latest interval
+    (yesterday) itself, and one for every new day while the DAG stays unpaused: those runs
+    are outside the measured days and are marked failed as soon as they appear (listed in
+    ``other_runs_failed``), so that they do not compete with the backfill.
+    """
     days = (last - first).days + 1
     size0, cpu0 = _db_size(db), af.meter.totals()
-    tis0 = sum(_ti_states(db, dag_id).values())
+    other_runs: list[str] = []
     t0 = time.monotonic()
     af.cli("dags", "unpause", dag_id)
-    _wait(lambda: sum(_dag_runs(db, dag_id).values()) >= 1, 300, f"the first run of {dag_id}", af)
-    if days > 1:
-        af.cli(
-            *("backfill", "create", "--dag-id", dag_id),
-            *("--from-date", first.isoformat(), "--to-date", last.isoformat()),
-            *("--max-active-runs", str(max_active_runs)),
-        )
+    af.cli(
+        *("backfill", "create", "--dag-id", dag_id),
+        *("--from-date", first.isoformat(), "--to-date", last.isoformat()),
+        *("--max-active-runs", str(max_active_runs)),
+    )
 
     def finished() -> bool:
+        other_runs.extend(af.fail_runs_outside(db, dag_id, first, last))
         if during is not None:
             during(t0)
-        runs = _dag_runs(db, dag_id)
+        runs = _dag_runs(db, dag_id, first, last)
         return sum(runs.values()) >= days and set(runs) <= {"success", "failed"}
 
-    _wait(finished, 6 * 3600, f"{days} runs of {dag_id}", af, every=5)
+    _wait(finished, 6 * 3600, f"{days} runs of {dag_id}", af, every=2 if during else 5)
     wall = time.monotonic() - t0
     af.cli("dags", "pause", dag_id)
     cpu = _delta(af.meter.totals(), cpu0)
     size1 = _db_size(db)
-    tis = _ti_states(db, dag_id, TASK)
-    all_tis = sum(_ti_states(db, dag_id).values()) - tis0
+    tis = _ti_states(db, dag_id, first, last, TASK)
+    all_tis = sum(_ti_states(db, dag_id, first, last).values())
     mapped = sum(tis.values())
     tries = query(
-        db,
-        f"SELECT try_number, count(*) FROM task_instance WHERE dag_id = '{dag_id}' "
-        f"AND task_id = '{TASK}' GROUP BY 1 ORDER BY 1",
+        db, "SELECT ti.try_number, count(*) " + _ti_sql(dag_id, first, last, TASK) + " GROUP BY 1"
     )
     history = int(
         query(db, f"SELECT count(*) FROM task_instance_history WHERE dag_id = '{dag_id}'")[0][0]
     )
+    other_runs.extend(af.fail_runs_outside(db, dag_id, first, last))
     grown = size1["database"] - size0["database"]
     total_cpu = sum(v for k, v in cpu.items() if k != "harness")
     return {
         "dag_id": dag_id,
         "days": days,
-        "dag_runs": _dag_runs(db, dag_id),
+        "dag_runs": _dag_runs(db, dag_id, first, last),
+        "other_runs_failed": other_runs,
         "mapped_task_instances": mapped,
         "task_instances": all_tis,
         "task_states": tis,
@@ -519,11 +581,14 @@ def fault_groups() -> list[tuple[str, list[Any]]]:
 
 
 class FaultInjector:
-    """Queues one group of faults every ``period_s`` seconds, in rotation, until stopped."""
+    """Queues one group of faults every ``every_requests`` requests through the proxy, the
+    groups in rotation, until stopped: the density of faults per request stays the same
+    whether many tasks or one are fetching (a fixed rate in time would make the last task
+    of a run take every fault queued meanwhile)."""
 
-    def __init__(self, proxy: Any, period_s: float) -> None:
+    def __init__(self, proxy: Any, every_requests: int) -> None:
         self.proxy = proxy
-        self.period_s = period_s
+        self.every_requests = every_requests
         self.injected: dict[str, int] = {}
         self.requests_seen = 0
         self._stop = threading.Event()
@@ -536,14 +601,19 @@ class FaultInjector:
     def _run(self) -> None:
         groups = fault_groups()
         i = 0
-        while not self._stop.wait(self.period_s):
-            name, faults = groups[i % len(groups)]
-            self.proxy.inject(*faults)
-            self.injected[name] = self.injected.get(name, 0) + len(faults)
-            i += 1
+        since = 0
+        while not self._stop.wait(0.2):
             with self.proxy._lock:  # keep the proxy's request log small
-                self.requests_seen += len(self.proxy.seen)
+                n = len(self.proxy.seen)
                 self.proxy.seen.clear()
+            self.requests_seen += n
+            since += n
+            while since >= self.every_requests:
+                since -= self.every_requests
+                name, faults = groups[i % len(groups)]
+                self.proxy.inject(*faults)
+                self.injected[name] = self.injected.get(name, 0) + len(faults)
+                i += 1
 
     def stop(self) -> dict[str, Any]:
         self._stop.set()
@@ -551,11 +621,14 @@ class FaultInjector:
         pending = self.proxy.pending()
         with self.proxy._lock:
             self.requests_seen += len(self.proxy.seen)
+        total = sum(self.injected.values())
         return {
+            "one_group_every_requests": self.every_requests,
             "injected": self.injected,
-            "injected_total": sum(self.injected.values()),
+            "injected_total": total,
             "not_consumed_at_end": pending,
             "requests_through_proxy": self.requests_seen,
+            "faulty_answers_share": round((total - pending) / max(self.requests_seen, 1), 3),
         }
 
 
@@ -591,15 +664,24 @@ def workload(
     workers: int = 2,
     concurrency: int = 4,
     max_active_runs: int = 4,
-    fault_period_s: float = 5.0,
+    fault_every_requests: int | None = None,
+    min_heartbeat_interval: int | None = None,
+    retry_delay_s: int | None = None,
+    heartbeat_timeout_s: int | None = None,
 ) -> dict[str, Any]:
     from dxt_core.simulate import spawn_examon_simulator
 
+    every, delay, timeout = SOAK[size]
+    fault_every_requests = fault_every_requests or every
+    retry_delay_s = retry_delay_s if retry_delay_s is not None else delay
+    heartbeat_timeout_s = heartbeat_timeout_s or timeout
+
     n_metrics = metrics or SIZES[size][0]
     n_days = days or SIZES[size][1]
-    # Days that have ended everywhere, the last one yesterday (UTC), so that the scheduler's
-    # own run (catchup off: the latest interval) is the backfill's last day.
-    last = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    # Days whose data is final in the simulator: the last one ended more than a day ago, so
+    # every job that started in it has ended (a job of the accounting table appears when it
+    # ends; the longest run 24 h).
+    last = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=2)
     first = last - dt.timedelta(days=n_days - 1)
     day_list = [first + dt.timedelta(days=i) for i in range(n_days)]
     slots = workers * concurrency
@@ -621,6 +703,9 @@ def workload(
             "parallelism": slots,
             "backfill_max_active_runs": max_active_runs,
             "simulator": "--nodes 1 --interval 3600",
+            "workers_min_heartbeat_interval_s": min_heartbeat_interval or "Airflow's default (5)",
+            "task_retry_delay_s": retry_delay_s or "the DAG's (120)",
+            "task_instance_heartbeat_timeout_s": heartbeat_timeout_s,
         },
         "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()},
     }
@@ -629,7 +714,6 @@ def workload(
         ["--catalog", str(catalog), "--nodes", "1", "--interval", "3600"]
     )
     proxy = None
-    af: Airflow | None = None
     try:
         with services.redis_server() as (redis_url, redis_pid), services.pg_database() as db:
             meter = CpuMeter(db)
@@ -654,74 +738,83 @@ def workload(
                     # instead of 300; a task stuck in queued is handed back after 180 s
                     # instead of 600; the broker redelivers an unacknowledged message
                     # after 300 s instead of 24 h (tasks here take seconds).
-                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(heartbeat_timeout_s),
                     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "180",
                     "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "30",
                     "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "300",
                 }
             )
+            if min_heartbeat_interval:
+                # The task supervisor notices its task process's exit at the latest after
+                # this interval (a race: the sockets close before the process is reaped).
+                env["AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL"] = str(min_heartbeat_interval)
+            if retry_delay_s is not None:
+                _retry_delay_policy(work / "home", retry_delay_s)
             if n_metrics > 1024:
                 env["AIRFLOW__CORE__MAX_MAP_LENGTH"] = "2048"
             af = Airflow(work, env, meter)
-            t0 = time.monotonic()
-            af.cli("db", "migrate", timeout=900)
-            af.cli("pools", "set", "examon", str(slots), "Examon queries")
-            result["setup_s"] = {"db_migrate": round(time.monotonic() - t0, 1)}
-            af.start("api-server", "api-server", "--port", str(api_port))
-            af.start("scheduler", "scheduler")
-            af.start("dag-processor", "dag-processor")
-            for i in range(workers):
-                af.start(
-                    f"worker{i + 1}",
-                    *("celery", "worker", "--celery-hostname", f"w{i + 1}@%h"),
-                    *("--concurrency", str(concurrency), "--skip-serve-logs"),
-                    component="workers",
-                )
-            wanted = ["dxt_examon"] if faults else ["dxt_noop", "dxt_examon"]
-            _wait(
-                lambda: all(query(db, f"SELECT 1 FROM dag WHERE dag_id = '{d}'") for d in wanted),
-                600,
-                "the DAGs to be parsed",
-                af,
-            )
-            result["setup_s"]["airflow_ready"] = round(time.monotonic() - t0, 1)
-            expected = expected_rows(sim_url, entries, day_list)
-            if faults:
-                result.update(
-                    _soak(
-                        af,
-                        db,
-                        work,
-                        sim_url,
-                        proxy,
-                        catalog,
-                        first,
-                        last,
-                        day_list,
-                        expected,
-                        max_active_runs,
-                        fault_period_s,
+            try:
+                t0 = time.monotonic()
+                af.cli("db", "migrate", timeout=900)
+                af.cli("pools", "set", "examon", str(slots), "Examon queries")
+                result["setup_s"] = {"db_migrate": round(time.monotonic() - t0, 1)}
+                af.start("api-server", "api-server", "--port", str(api_port))
+                af.start("scheduler", "scheduler")
+                af.start("dag-processor", "dag-processor")
+                for i in range(workers):
+                    af.start(
+                        f"worker{i + 1}",
+                        *("celery", "worker", "--celery-hostname", f"w{i + 1}@%h"),
+                        *("--concurrency", str(concurrency), "--skip-serve-logs"),
+                        component="workers",
                     )
-                )
-            else:
-                noop = run_dag(af, db, "dxt_noop", first, last, max_active_runs)
-                ours = run_dag(af, db, "dxt_examon", first, last, max_active_runs)
-                ours["archive"] = check_archive(read_archive(work / "archive"), expected)
-                result["dxt_noop"] = noop
-                result["dxt_examon"] = ours
-                result["ours_vs_noop"] = {
-                    "wall": round(ours["wall_s"] / noop["wall_s"], 2),
-                    "cpu_per_task": round(ours["cpu_per_task_s"] / noop["cpu_per_task_s"], 2),
-                    "worker_cpu": round(
-                        ours["cpu_s"].get("workers", 0)
-                        / max(noop["cpu_s"].get("workers", 0), 1e-9),
-                        2,
+                wanted = ["dxt_examon"] if faults else ["dxt_noop", "dxt_examon"]
+                _wait(
+                    lambda: all(
+                        query(db, f"SELECT 1 FROM dag WHERE dag_id = '{d}'") for d in wanted
                     ),
-                }
-            meter.stop()
+                    600,
+                    "the DAGs to be parsed",
+                    af,
+                )
+                result["setup_s"]["airflow_ready"] = round(time.monotonic() - t0, 1)
+                expected = expected_rows(sim_url, entries, day_list)
+                if faults:
+                    result.update(
+                        _soak(
+                            af,
+                            db,
+                            work,
+                            sim_url,
+                            proxy,
+                            catalog,
+                            first,
+                            last,
+                            day_list,
+                            expected,
+                            max_active_runs,
+                            fault_every_requests,
+                        )
+                    )
+                else:
+                    noop = run_dag(af, db, "dxt_noop", first, last, max_active_runs)
+                    ours = run_dag(af, db, "dxt_examon", first, last, max_active_runs)
+                    ours["archive"] = check_archive(read_archive(work / "archive"), expected)
+                    result["dxt_noop"] = noop
+                    result["dxt_examon"] = ours
+                    result["ours_vs_noop"] = {
+                        "wall": round(ours["wall_s"] / noop["wall_s"], 2),
+                        "cpu_per_task": round(ours["cpu_per_task_s"] / noop["cpu_per_task_s"], 2),
+                        "worker_cpu": round(
+                            ours["cpu_s"].get("workers", 0)
+                            / max(noop["cpu_s"].get("workers", 0), 1e-9),
+                            2,
+                        ),
+                    }
+            finally:
+                af.stop()
+                meter.stop()
     finally:
-        if af is not None:
-            af.stop()
         if proxy is not None:
             proxy.stop()
         sim.terminate()
@@ -737,6 +830,20 @@ def workload(
     else:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _retry_delay_policy(home: Path, seconds: int) -> None:
+    """A cluster policy (``airflow_local_settings.task_policy``) giving the benchmark DAGs'
+    tasks another retry delay than their 2 minutes: how the tiny soak fits in a test run.
+    Airflow puts ``$AIRFLOW_HOME/config`` on sys.path for it."""
+    config = home / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "airflow_local_settings.py").write_text(
+        "from datetime import timedelta\n\n\n"
+        "def task_policy(task):\n"
+        '    if task.dag_id in ("dxt_examon", "dxt_noop"):\n'
+        f"        task.retry_delay = timedelta(seconds={int(seconds)})\n"
+    )
 
 
 def _problems(result: dict[str, Any]) -> list[str]:
@@ -772,7 +879,7 @@ def _soak(
     day_list: list[dt.date],
     expected: dict[tuple[str, str, str], int],
     max_active_runs: int,
-    fault_period_s: float,
+    fault_every_requests: int,
 ) -> dict[str, Any]:
     # The fault-free run: the same metric-days with `dxt extract examon`, straight to the
     # simulator (the same library call as the DAG's task; the bytes must be the same).
@@ -794,7 +901,7 @@ def _soak(
     fault_free = read_archive(reference)
     fault_free_s = round(time.monotonic() - t0, 1)
 
-    injector = FaultInjector(proxy, fault_period_s).start()
+    injector = FaultInjector(proxy, fault_every_requests).start()
     total = len(expected)
     kill: dict[str, Any] = {}
 
@@ -804,24 +911,32 @@ def _soak(
         done = int(
             query(
                 db,
-                f"SELECT count(*) FROM task_instance WHERE dag_id = 'dxt_examon' AND "
-                f"task_id = '{TASK}' AND state = 'success'",
+                "SELECT count(*) "
+                + _ti_sql("dxt_examon", first, last, TASK)
+                + " AND ti.state = 'success'",
             )[0][0]
         )
         if "killed_at_s" not in kill and done >= total // 3:
-            running = int(
-                query(
-                    db,
-                    f"SELECT count(*) FROM task_instance WHERE dag_id = 'dxt_examon' AND "
-                    f"task_id = '{TASK}' AND state = 'running'",
-                )[0][0]
+            # Kill it while it runs tasks: the task processes' pids are in the worker's tree.
+            pids = query(
+                db,
+                "SELECT ti.pid "
+                + _ti_sql("dxt_examon", first, last, TASK)
+                + " AND ti.state = 'running' AND ti.pid IS NOT NULL",
             )
+            tree = _tree_pids(af.procs["worker1"].pid)
+            on_worker = [int(p) for (p,) in pids if int(p) in tree]
+            first_seen = kill.setdefault("_threshold_at", time.monotonic())
+            if not on_worker and time.monotonic() - first_seen < 60:
+                return
+            del kill["_threshold_at"]
             af.kill("worker1")
             kill.update(
                 {
                     "killed_at_s": round(time.monotonic() - t_start, 1),
                     "metric_days_done_then": done,
-                    "running_then (all workers)": running,
+                    "tasks_running_on_it": len(on_worker),
+                    "tasks_running_on_all_workers": len(pids),
                     "signal": "SIGKILL to the worker's process group",
                 }
             )
