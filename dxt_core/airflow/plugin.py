@@ -90,12 +90,11 @@ def create_group_assets(dag_run: Any) -> list[str]:
     PostgreSQL). Creating them here, once per run start in the scheduler, removes the race.
     Returns the names created.
     """
-    from airflow.models.asset import AssetModel
+    from airflow.models.asset import AssetAliasModel, AssetModel, alias_association_table
     from sqlalchemy import select
-    from sqlalchemy.exc import IntegrityError
     from sqlalchemy.orm import object_session
 
-    from dxt_core.airflow.assets import archive_asset
+    from dxt_core.airflow.assets import archive_asset, source_alias
     from dxt_core.airflow.ui.grid import dag_sources, display_name
 
     session = object_session(dag_run)
@@ -107,17 +106,42 @@ def create_group_assets(dag_run: Any) -> list[str]:
     if not assets:
         return []
     have = set(session.scalars(select(AssetModel.name).where(AssetModel.name.in_(list(assets)))))
-    created = []
-    for name in sorted(set(assets) - have):
-        try:
-            with session.begin_nested():  # a savepoint: a lost race leaves the run alone
-                session.add(AssetModel(name=name, uri=assets[name].uri, group="asset", extra={}))
-            created.append(name)
-        except IntegrityError:
-            pass
+    created = sorted(set(assets) - have)
+    # INSERT ... ON CONFLICT DO NOTHING in the scheduler's own transaction: the scheduler
+    # commits it, and a task that created the same row meanwhile loses nothing. (A savepoint
+    # would commit inside the scheduler's critical section, which Airflow refuses: "UNEXPECTED
+    # COMMIT - THIS WILL BREAK HA LOCKS!") Both the assets and their link to the source's
+    # alias are made here: a task's first event creates either one without a guard.
+    if created:
+        rows = [{"name": n, "uri": assets[n].uri, "group": "asset", "extra": {}} for n in created]
+        session.execute(_insert_ignore(session, AssetModel.__table__, rows))
+    alias_id = session.scalar(
+        select(AssetAliasModel.id).where(AssetAliasModel.name == source_alias(spec.source).name)
+    )
+    if alias_id is not None:
+        ids = session.scalars(select(AssetModel.id).where(AssetModel.name.in_(list(assets))))
+        links = [{"alias_id": alias_id, "asset_id": i} for i in ids]
+        if links:
+            session.execute(_insert_ignore(session, alias_association_table, links))
     if created:
         log.info("created the assets %s", ", ".join(created))
     return created
+
+
+def _insert_ignore(session: Any, table: Any, rows: list[dict[str, Any]]) -> Any:
+    """INSERT of ``rows`` that skips rows already there, in the session's dialect."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).values(rows).on_conflict_do_nothing()
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table).values(rows).on_conflict_do_nothing()
+    from sqlalchemy import insert
+
+    return insert(table).prefix_with("IGNORE").values(rows)
 
 
 class DxtArchivePlugin(AirflowPlugin):
