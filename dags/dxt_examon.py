@@ -18,78 +18,28 @@ Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
-import pendulum
-from airflow.sdk import Param, dag, get_current_context, task
-from airflow.timetables.interval import CronDataIntervalTimetable
+from airflow.sdk import Param
 
 from dxt_core.airflow import dag_settings
-from dxt_core.airflow.assets import source_alias
-from dxt_core.airflow.runs import day_param, replace_param
-from dxt_core.airflow.wait import WaitForDayEnd
+from dxt_core.airflow.dags import daily_archive_dag
 
-UTC = pendulum.timezone("UTC")
-S = dag_settings("examon")
-START_DAY = S["start_date"]
-POOL = S["pool"]
-CONN_ID = S["conn_id"]
-CATCHUP = S["catchup"]
-RETRIES = S["retries"]
-SETTLE_S = S["settle_seconds"]
-
-
-@dag(
-    dag_id="dxt_examon",
-    # Logical date D (UTC midnight) <-> archive day D, so CLI dates mean archive days.
-    schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
-    start_date=pendulum.instance(datetime.fromisoformat(START_DAY), tz=UTC),
-    catchup=CATCHUP,
-    max_active_runs=S["max_active_runs"],
-    default_args={"retries": RETRIES, "retry_delay": timedelta(minutes=2)},
-    tags=["dxt", "examon"],
+daily_archive_dag(
+    "examon",
     doc_md=__doc__,
+    tags=["examon"],
+    units_task_id="catalog",
+    units="dxt_core.airflow.examon:units",
+    archive_task_id="archive_metric_day",
+    archive="dxt_core.airflow.examon:archive_metric_day",
+    map_index_template="{{ task.op_kwargs['unit']['plugin'] }}/"
+    "{{ task.op_kwargs['unit']['metric'] }}",
+    wait_uses_connection=True,
     params={
-        "day": day_param(),
         "format": Param(
-            S["format"],
+            dag_settings("examon")["format"],
             enum=["csv", "parquet"],
             title="Output format",
             description="gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)",
-        ),
-        "replace": replace_param(),
+        )
     },
 )
-def dxt_examon() -> None:
-    wait = WaitForDayEnd(
-        task_id="wait_for_day_end", source="examon", conn_id=CONN_ID, settle_s=SETTLE_S
-    )
-
-    @task
-    def catalog() -> list[dict[str, str]]:
-        from airflow.configuration import conf
-
-        from dxt_core.airflow.examon import catalog_entries
-
-        return catalog_entries(conf.getint("core", "max_map_length"))
-
-    @task(
-        pool=POOL,
-        # One XCom (the report), not one per key: a dict return type would otherwise
-        # make Airflow push each key separately, a dozen extra API calls per task.
-        multiple_outputs=False,
-        map_index_template="{{ task.op_kwargs['entry']['plugin'] }}/"
-        "{{ task.op_kwargs['entry']['metric'] }}",
-        outlets=[source_alias("examon")],
-    )
-    def archive_metric_day(entry: dict[str, str]) -> dict[str, object]:
-        from dxt_core.airflow.examon import archive_metric_day as run
-
-        return run(entry, get_current_context(), CONN_ID)
-
-    entries = catalog()
-    wait >> entries
-    archive_metric_day.expand(entry=entries)
-
-
-dxt_examon()

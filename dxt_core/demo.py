@@ -573,6 +573,10 @@ def _summary(
     if len(files) > 6:
         print(f"  ... and {len(files) - 6} more")
     print(f"\nAirflow UI: http://127.0.0.1:{port}  (local demo: no login needed)")
+    print(
+        f"archive coverage view: Browse > Archive coverage in the UI, or "
+        f"http://127.0.0.1:{port}/dxt-archive/coverage?dag_id={DAG_ID}"
+    )
     dxt = Path(sys.executable).parent / "dxt"  # the venv's, which may not be on PATH
     print(
         f"coverage:   {dxt} coverage --archive {archive_dir} --catalog {catalog} "

@@ -17,6 +17,11 @@ from dxt_core.errors import ConfigError
 log = logging.getLogger("dxt_core.airflow")
 
 
+def units(conn_id: str, max_map_length: int | None = None) -> list[dict[str, str]]:
+    """The units of the ``catalog`` task: the catalog's (metric, plugin) entries."""
+    return catalog_entries(max_map_length)
+
+
 def catalog_entries(max_map_length: int | None = None) -> list[dict[str, str]]:
     """The catalog as the list that feeds ``expand``; checks Airflow's map length limit."""
     path = dag_settings("examon")["catalog"] or None
