@@ -10,6 +10,15 @@ Workloads:
   kwollect    2 Grid'5000 sites x 50 nodes, wattmetre 1 s, one day, via Kwollect.backup
   collectd_es 64 burst buffer devices x one day at 10 s (552,960 documents) in noida-db
               -> TOKIO HDF5 (PIT, scroll, and saved-input pipelines)
+  command     `dxt extract examon` as a process (start to exit) against the simulator process
+              (realistic data): one 864,000-point metric-day and a 20-metric catalog day,
+              beside the seed-style reference process; time to first request, imports
+  production  the Examon DAG on PostgreSQL + CeleryExecutor + Redis: `airflow backfill create`
+              of METRICS catalog metrics x DAYS days (tiny 20 x 2, full 811 x 7), against the
+              same DAG shape with no-op tasks; rates, CPU shares, metadata DB growth
+  soak        (= production --faults) the same through a fault-injecting proxy, one Celery
+              worker SIGKILLed and restarted; failures, retries, rows lost or duplicated,
+              bytes against a fault-free run
   airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
               airflow standalone, against the same DAG shape with no-op tasks; parse time
   coverage_view  the Airflow coverage view at 811 metrics x 365 days: index rebuild, grid
@@ -145,11 +154,41 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the (slow, memory-hungry) reference pipeline at 10x",
     )
+    prod = p.add_argument_group("production and soak")
+    prod.add_argument("--faults", action="store_true", help="production: run the soak")
+    prod.add_argument("--metrics", type=int, help="catalog metrics (default: by --size)")
+    prod.add_argument("--days", type=int, help="days to backfill (default: by --size)")
+    prod.add_argument("--celery-workers", type=int, default=2, help="default %(default)s")
+    prod.add_argument("--concurrency", type=int, default=4, help="per worker (default 4)")
+    prod.add_argument("--max-active-runs", type=int, default=4, help="of the backfill (default 4)")
+    prod.add_argument(
+        "--min-heartbeat-interval",
+        type=int,
+        help="[workers] min_heartbeat_interval, seconds (default: Airflow's, 5)",
+    )
+    prod.add_argument(
+        "--retry-delay",
+        type=int,
+        help="task retry delay, seconds, through a cluster policy (default: tiny 5, full the "
+        "DAG's 120)",
+    )
+    prod.add_argument(
+        "--heartbeat-timeout",
+        type=int,
+        help="[scheduler] task_instance_heartbeat_timeout, seconds (default: tiny 30, full 60)",
+    )
     p.add_argument("--out", default="benchmarks/results/latest.json")
     a = p.parse_args(argv)
     results = []
     for w in a.workloads.split(","):
-        if w not in SIZES[a.size] and w not in ("kwollect", "collectd_es", "coverage_view"):
+        if w not in SIZES[a.size] and w not in (
+            "kwollect",
+            "collectd_es",
+            "coverage_view",
+            "command",
+            "production",
+            "soak",
+        ):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
         if w == "kwollect":
@@ -168,6 +207,34 @@ def main(argv: list[str] | None = None) -> int:
             res = coverage_workload(a.size, a.repeat)
             res["wall_s"] = round(time.monotonic() - t0, 1)
             print_coverage(res)
+            results.append(res)
+            continue
+        if w in ("production", "soak"):
+            from benchmarks.production import print_result as print_production
+            from benchmarks.production import workload as production_workload
+
+            res = production_workload(
+                a.size,
+                faults=a.faults or w == "soak",
+                metrics=a.metrics,
+                days=a.days,
+                workers=a.celery_workers,
+                concurrency=a.concurrency,
+                max_active_runs=a.max_active_runs,
+                min_heartbeat_interval=a.min_heartbeat_interval,
+                retry_delay_s=a.retry_delay,
+                heartbeat_timeout_s=a.heartbeat_timeout,
+            )
+            print_production(res)
+            results.append(res)
+            continue
+        if w == "command":
+            from benchmarks.command import print_result as print_command
+            from benchmarks.command import workload as command_workload
+
+            res = command_workload(a.size, a.repeat)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
+            print_command(res)
             results.append(res)
             continue
         if w == "collectd_es":

@@ -28,17 +28,46 @@ import os
 import random
 import re
 import ssl
+import sys
 import time
+import types
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import httpx
-import orjson
 
-from dxt_core.errors import (
+def _httpx_cli(*args: Any, **kwargs: Any) -> Any:
+    """``httpx.main`` (httpx's own command line), imported when it is called."""
+    from httpx._main import main
+
+    return main(*args, **kwargs)
+
+
+# `import httpx` runs `from ._main import main` for httpx's own command line, which imports
+# click, rich and pygments whenever they are installed (they are, beside Airflow): 28 of the
+# 44 ms of `import httpx` under `python -X importtime`, and 34-106 ms of a fresh
+# interpreter's start on a shared 2-core machine (benchmarks/command.py measures it as
+# `httpx_cli_ms`, and lists what `dxt extract examon` imports). A stand-in takes the place
+# of `httpx._main` while httpx imports, then leaves sys.modules, so `httpx.main()` and
+# `import httpx._main` still load the real one. When httpx is already imported (Airflow's
+# task processes), nothing changes.
+if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
+    _stub = types.ModuleType("httpx._main", "stand-in while dxt_core.http imports httpx")
+    _stub.__dict__["main"] = _httpx_cli
+    sys.modules["httpx._main"] = _stub
+    try:
+        import httpx
+    finally:
+        if sys.modules.get("httpx._main") is _stub:
+            del sys.modules["httpx._main"]
+        del _stub
+
+import httpx  # noqa: E402  (after the stand-in above)
+import orjson  # noqa: E402
+
+from dxt_core.errors import (  # noqa: E402
     AnswerTooLarge,
     ConfigError,
     QueryRejected,

@@ -38,7 +38,8 @@ def _auth(args: argparse.Namespace) -> tuple[str, str] | None:
 
 
 def cmd_extract_kwollect(args: argparse.Namespace) -> int:
-    from dxt_core.backends.kwollect.archive_day import Kwollect, archive_kwollect_day
+    from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+    from dxt_core.backends.kwollect.experiment import Kwollect
 
     auth = _auth(args)
     options = {
