@@ -27,7 +27,6 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -482,14 +481,8 @@ def _scan(
         [f"{'_' if h else ''}{day}{KEPT_SUFFIX}" for day in day_names] for h in (False, True)
     ]
     directories = [archive.root.joinpath(source, *parts) for parts in units]
-    rows: list[tuple[str, str, str, str, str]] = []
-    # The listings (system calls) and the index query (SQLite) both run without the GIL: list
-    # the directories in threads while the index answers.
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        listed = pool.map(_listing, directories, chunksize=32)
-        if days and idx.exists():
-            rows = list(idx.entries(source, min(days), max(days)))
-        listings = list(listed)
+    listings = [_listing(d) for d in directories]
+    rows = list(idx.entries(source, min(days), max(days))) if days and idx.exists() else []
     unknown = ord("?")
     codes = [bytearray(b"?" * n_days) for _ in units]
     grid = StateGrid(units=names, days=list(days), rows=[])

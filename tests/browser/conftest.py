@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
 
 from tests.airflow.conftest import migrated_home  # noqa: F401  (session fixture)
 from tests.browser.stack import CHROMIUM, CHROMIUM_ARGS
+from tests.conftest import service_missing
 
 
 @pytest.fixture(scope="session")
 def browser():
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
+        service_missing(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)")
+    if importlib.util.find_spec("playwright") is None:
+        service_missing("playwright is missing: pip install -e '.[dev]'")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()

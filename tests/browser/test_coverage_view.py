@@ -5,13 +5,16 @@ against the Examon simulator, where pcie fails. A backfill archives two days thr
 Airflow's REST API, a manual trigger from the UI's form archives a chosen day, one data file
 is deleted, one day never runs. Debian's chromium signs in as a user, opens "Archive coverage"
 from Airflow's navigation, checks each kind of cell, refills one failed and one missing
-metric-day and watches them become archived. Screenshots go to docs/img/.
+metric-day and watches them become archived. The screenshots of docs/ui.md are taken here
+(``DXT_SCREENSHOT_DIR=docs/img ./run test tests/browser`` refreshes them).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +26,9 @@ from tests.conftest import ROOT, SimulatorProcess
 pytestmark = [pytest.mark.browser, pytest.mark.airflow]
 
 D0, D1, D2, D3, D4 = "2024-04-30", "2024-05-01", "2024-05-02", "2024-05-03", "2024-05-04"
-IMG = ROOT / "docs" / "img"
+#: where the screenshots go: docs/img/ when refreshing the docs' pictures
+#: (DXT_SCREENSHOT_DIR=docs/img ./run test tests/browser), else the test's own directory
+SCREENSHOTS = os.environ.get("DXT_SCREENSHOT_DIR")
 #: the scheduled run of yesterday waits this long in the triggerer after the stack starts
 DEFER_S = 150
 
@@ -124,7 +129,9 @@ def badge(frame, which: str) -> str:
     return frame.get_attribute(f"#detail-states [data-{which}-state]", f"data-{which}-state")
 
 
-def test_coverage_view_shows_each_state_and_refills(stack, browser):
+def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
+    img = Path(SCREENSHOTS).resolve() if SCREENSHOTS else tmp_path
+    img.mkdir(parents=True, exist_ok=True)
     # Backfill three days through Airflow's REST API (as the view's refill does), unpause the
     # DAG (the scheduler then creates yesterday's run) and the downstream example DAG.
     for dag_id in ("dxt_examon", "dxt_ipmi_quality"):
@@ -219,7 +226,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
             ), text
             if (unit, day) == ("ipmi_pub/ambient", D1):
                 assert "data file 2024-05-01.csv.gz is missing" in text
-                page.screenshot(path=str(IMG / "coverage-cell.png"))
+                page.screenshot(path=str(img / "coverage-cell.png"))
             if airflow_state != "no run":
                 log = frame.get_attribute("#log-link", "href")
                 assert log.startswith("/dags/dxt_examon/runs/") and "/mapped/" in log
@@ -239,7 +246,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
         plan = frame.inner_text("#plan")
         assert "clear 1 task instance of run backfill__" in plan
         assert f"backfill 1 day with no run ({D3} to {D3}" in plan
-        page.screenshot(path=str(IMG / "coverage-refill.png"))
+        page.screenshot(path=str(img / "coverage-refill.png"))
         frame.click("#confirm-refill")
         frame.wait_for_function("window.dxtCoverage.refills.length === 1")
         outcome = frame.evaluate("window.dxtCoverage.refills[0]")
@@ -256,7 +263,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
         )
         assert "examon/ipmi_pub/pcie/2024-05-01.csv.gz" in click_cell(frame, "ipmi_pub/pcie", D1)
         assert (badge(frame, "archive"), badge(frame, "airflow")) == ("archived", "success")
-        page.screenshot(path=str(IMG / "coverage-grid.png"))
+        page.screenshot(path=str(img / "coverage-grid.png"))
 
         # The tab on the DAG's page shows the same view for that DAG.
         page.goto(f"{stack.base}/dags/dxt_examon")
@@ -268,9 +275,11 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser):
             "archive": "archived",
             "airflow": "success",
         }
-        page.screenshot(path=str(IMG / "coverage-dag-tab.png"))
+        page.screenshot(path=str(img / "coverage-dag-tab.png"))
     finally:
         context.close()
+    for name in ("coverage-cell", "coverage-refill", "coverage-grid", "coverage-dag-tab"):
+        assert (img / f"{name}.png").stat().st_size > 10_000, name
 
     # Each archive task added an event to its plugin's asset; the example DAG ran on them.
     events = stack.get("/api/v2/assets/events?limit=100&order_by=-timestamp")["asset_events"]
