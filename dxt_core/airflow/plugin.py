@@ -57,6 +57,9 @@ class LazyApp:
         return "dxt_core.airflow.ui.app:create_app"
 
 
+from sqlalchemy.orm import object_session  # noqa: E402
+
+
 class RunNoteListener:
     """When a dxt DAG run starts (in the scheduler): note which day it archives (if the run
     has no note), and make sure the assets its tasks will add events to exist."""
@@ -76,7 +79,11 @@ class RunNoteListener:
         except Exception:  # a note is never worth failing the scheduler's loop
             log.warning("could not note the archive day of %s", dag_run.run_id, exc_info=True)
         try:
-            create_group_assets(dag_run)
+            session = object_session(dag_run)
+            if session is not None:
+                # our queries must not flush the scheduler's pending changes of this loop
+                with session.no_autoflush:
+                    create_group_assets(dag_run)
         except Exception:
             log.warning("could not create the assets of %s", dag_run.dag_id, exc_info=True)
 
