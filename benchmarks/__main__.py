@@ -21,6 +21,8 @@ Workloads:
               bytes against a fault-free run
   airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
               airflow standalone, against the same DAG shape with no-op tasks; parse time
+  coverage_view  the Airflow coverage view at 811 metrics x 365 days: index rebuild, grid
+              endpoint, and the page rendered in Debian's chromium (when installed)
 """
 
 from __future__ import annotations
@@ -182,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         if w not in SIZES[a.size] and w not in (
             "kwollect",
             "collectd_es",
+            "coverage_view",
             "command",
             "production",
             "soak",
@@ -195,6 +198,15 @@ def main(argv: list[str] | None = None) -> int:
             res = kwollect_workload(a.size)
             res["wall_s"] = round(time.monotonic() - t0, 1)
             print_kwollect(res)
+            results.append(res)
+            continue
+        if w == "coverage_view":
+            from benchmarks.coverage_view import print_result as print_coverage
+            from benchmarks.coverage_view import workload as coverage_workload
+
+            res = coverage_workload(a.size, a.repeat)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
+            print_coverage(res)
             results.append(res)
             continue
         if w in ("production", "soak"):

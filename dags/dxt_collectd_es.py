@@ -7,55 +7,36 @@ The run of logical date D archives the UTC day D of each family (disk, cpu, memo
 
 * Backfill: ``airflow backfill create --dag-id dxt_collectd_es --from-date D1 --to-date D2``.
 * Reruns rewrite the day from scratch (same result over unchanged data).
+* Archive one chosen day: Trigger with the ``day`` param (the run's note names the day).
+* ``wait_for_day_end`` waits in the triggerer for the day's end plus a settle delay.
+* Each (family, day) adds an event to the asset ``dxt-archive/collectd_es/<family>``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
-import pendulum
-from airflow.sdk import dag, get_current_context, task
-from airflow.timetables.interval import CronDataIntervalTimetable
+from airflow.sdk import Param
 
 from dxt_core.airflow import dag_settings
+from dxt_core.airflow.dags import daily_archive_dag
 
-UTC = pendulum.timezone("UTC")
 S = dag_settings("collectd_es")
-START_DAY = S["start_date"]
-CONN_ID = S["conn_id"]
-CATCHUP = S["catchup"]
-SETTLE_S = S["settle_seconds"]
-FAMILIES = S["families"]
 
-
-@dag(
-    dag_id="dxt_collectd_es",
-    schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
-    start_date=pendulum.instance(datetime.fromisoformat(START_DAY), tz=UTC),
-    catchup=CATCHUP,
-    max_active_runs=S["max_active_runs"],
-    default_args={
-        "retries": S["retries"],
-        "retry_delay": timedelta(minutes=2),
-    },
-    tags=["dxt", "collectd", "elasticsearch"],
+daily_archive_dag(
+    "collectd_es",
     doc_md=__doc__,
+    tags=["collectd", "elasticsearch"],
+    fixed_units=S["families"],
+    archive_task_id="archive_family_day",
+    archive="dxt_core.airflow.collectd_es:archive_family_day",
+    map_index_template="{{ task.op_kwargs['unit'] }}",
+    pooled=False,
+    params={
+        "formats": Param(
+            list(S["formats"]),
+            type="array",
+            items={"type": "string", "enum": ["jsonl", "hdf5"]},
+            title="Output formats",
+            description="raw hits as gzip JSON Lines and/or TOKIO Time Series HDF5",
+        )
+    },
 )
-def dxt_collectd_es() -> None:
-    @task.sensor(poke_interval=300, timeout=3 * 86400, mode="reschedule")
-    def wait_for_day_end() -> bool:
-        from dxt_core.airflow.collectd_es import day_is_over
-
-        return day_is_over(get_current_context(), SETTLE_S)
-
-    # the report as one XCom, not one per key
-    @task(multiple_outputs=False, map_index_template="{{ task.op_kwargs['family'] }}")
-    def archive_family_day(family: str) -> dict[str, object]:
-        from dxt_core.airflow.collectd_es import archive_family_day as run
-
-        return run(family, get_current_context(), CONN_ID)
-
-    wait_for_day_end() >> archive_family_day.expand(family=FAMILIES)
-
-
-dxt_collectd_es()

@@ -24,7 +24,7 @@ _LAZY = {
     "ExamonConnection": "dxt_core.backends.examon.connection",
     "KairosDBSource": "dxt_core.backends.examon.source",
     "WindowPolicy": "dxt_core.backends.examon.source",
-    "Kwollect": "dxt_core.backends.kwollect.archive_day",
+    "Kwollect": "dxt_core.backends.kwollect.experiment",
     "ArchiveError": "dxt_core.errors",
     "CatalogError": "dxt_core.errors",
     "ConfigError": "dxt_core.errors",
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     )
     from dxt_core.backends.examon.connection import ExamonConnection
     from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
-    from dxt_core.backends.kwollect.archive_day import Kwollect
+    from dxt_core.backends.kwollect.experiment import Kwollect
     from dxt_core.errors import (
         ArchiveError,
         CatalogError,

@@ -716,6 +716,9 @@ class Archive:
             **doc,
         }
         write_json_atomic(path, full)
+        from dxt_core.index import record_commit  # the manifest index follows every commit
+
+        record_commit(self.root, key, path, full)
         return path
 
     def remove_data(self, key: DayKey, extension: str) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 from dxt_core import backends as registry
 from dxt_core._version import __version__
-from dxt_core.archive import MANIFEST_SUFFIX, Archive, coverage
+from dxt_core.archive import MANIFEST_SUFFIX, Archive
 from dxt_core.errors import ConfigError, DxtError
+from dxt_core.index import add_index_parser, coverage_rows
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
@@ -53,7 +54,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
-    rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
+    # from the manifest index when the archive has one (--verify reads every manifest)
+    rows = coverage_rows(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
         counts[r.status] += 1
@@ -67,6 +69,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                             **cli.describe_parts(r.parts),
                             "day": r.day.isoformat(),
                             "status": r.status,
+                            "kept": r.kept,
                             "detail": r.detail,
                         }
                         for r in rows
@@ -109,22 +112,25 @@ def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
     return out
 
 
-_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X"}
+_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K"}
 
 
 def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
     by_unit: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
-        by_unit.setdefault(r.parts, []).append(r.status)
-    print(f"legend: # archived  o empty  . missing  X corrupt   days {day_list[0]}..{day_list[-1]}")
+        by_unit.setdefault(r.parts, []).append("kept" if r.kept else r.status)
+    print(
+        "legend: # archived  o empty  . missing  X corrupt  K kept (a rerun found fewer rows "
+        f"at the source; the archive was kept)   days {day_list[0]}..{day_list[-1]}"
+    )
     for parts, statuses in by_unit.items():
         if not show_all and all(s in ("archived", "empty") for s in statuses):
             continue
         marks = "".join(_MARK[s] for s in statuses)
         print(f"{'/'.join(parts):<60} {marks}")
     for r in rows:
-        if r.status == "corrupt":
-            print(f"corrupt: {'/'.join(r.parts)} {r.day}: {r.detail}")
+        if r.status == "corrupt" or r.kept:
+            print(f"{'kept' if r.kept else 'corrupt'}: {'/'.join(r.parts)} {r.day}: {r.detail}")
 
 
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
@@ -161,9 +167,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     c = sub.add_parser(
         "coverage",
         help="archived / empty / missing metric-days, and how to refill them",
-        description="Scan manifests and report, per metric and day, archived / empty / "
-        "missing / corrupt. Exit status 3 when anything is missing or corrupt, 2 when the "
-        "archive root does not exist or holds nothing of that source.",
+        description="Report, per metric and day, archived / empty / missing / corrupt (and "
+        "kept), from the archive's manifest index when it has one (checked against the "
+        "directories), else from the manifests; --verify reads every manifest. Exit status "
+        "3 when anything is missing or corrupt, 2 when the archive root does not exist or "
+        "holds nothing of that source.",
     )
     names = [b.command for b in registry.backends()]
     c.add_argument(
@@ -188,6 +196,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 c._add_action(action)
     c.set_defaults(func=cmd_coverage)
 
+    add_index_parser(sub)
+
     s = sub.add_parser(
         "simulate",
         help="run a backend simulator (for demos and tests)",
@@ -204,7 +214,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="simulator + Airflow (SQLite) + backfill of the last days, then the UI",
         description="Start the Examon simulator and Airflow (standalone, SQLite, "
         "LocalExecutor), backfill the last few days for a small slice of the catalog, print "
-        "what was archived and where the UI is, and keep running until Ctrl-C.",
+        "what was archived and where the UI is, and keep running until Ctrl-C (or SIGTERM, "
+        "SIGHUP), which stops everything it started. Rerunning it in the same folder works.",
     )
     d.add_argument("--dir", default=".dxt-demo", help="work directory (default %(default)s)")
     d.add_argument("--days", type=int, default=3, help="days to backfill (default 3)")

@@ -249,13 +249,23 @@ class ConnectionSpec(Generic[T]):
                     help=e.help + (f" (default {e.default})" if e.default is not None else ""),
                 )
 
-    def from_cli(self, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T:
-        """The connection from the CLI options; credentials may come from the environment."""
+    def credentials(
+        self,
+        user: str | None = None,
+        password: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[str | None, str | None]:
+        """The user and password given, else those of the spec's environment variables."""
         env = os.environ if env is None else env
-        user = args.user if args.user is not None else env.get(self.user_env or "") or None
-        password = args.password
+        if user is None and self.user_env:
+            user = env.get(self.user_env) or None
         if password is None and self.password_env:
             password = env.get(self.password_env) or None
+        return user, password
+
+    def from_cli(self, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T:
+        """The connection from the CLI options; credentials may come from the environment."""
+        user, password = self.credentials(args.user, args.password, env)
         extra = {
             e.name: getattr(args, f"conn_{e.name}")
             for e in self.extras

@@ -32,10 +32,11 @@ from typing import Any
 
 import httpx
 
+from dxt_core import backends as registry
 from dxt_core.archive import Archive, coverage
 from dxt_core.backends.examon.catalog import load_catalog
 from dxt_core.errors import ConfigError, DxtError
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn
 from dxt_core.windows import days
 
 
@@ -77,7 +78,7 @@ def start_simulator(
 ) -> tuple[subprocess.Popen[str], str]:
     """Start ``dxt simulate examon`` on a free port; return the process and its URL."""
     with log_path.open("w") as log:
-        return spawn_examon_simulator(["--catalog", str(catalog), "--nodes", str(nodes)], log)
+        return spawn(BACKEND.name, ["--catalog", str(catalog), "--nodes", str(nodes)], log)
 
 
 class Stopped(BaseException):
@@ -373,7 +374,9 @@ def _cancel_backfill(port: int, backfill_id: int) -> None:
         r.raise_for_status()
 
 
-DAG_ID = "dxt_examon"
+#: The demo runs the Examon backend of the registry: its DAG, simulator and archive folder.
+BACKEND = registry.get("examon")
+DAG_ID = BACKEND.dag_id
 
 
 def unfinished_backfills(port: int) -> list[dict[str, Any]]:
@@ -546,7 +549,7 @@ def _summary(
     entries = load_catalog(catalog)
     rows = coverage(
         Archive(archive_dir),
-        "examon",
+        BACKEND.name,
         [(e.plugin, e.metric) for e in entries],
         days(first, last),
         verify=True,
@@ -570,6 +573,10 @@ def _summary(
     if len(files) > 6:
         print(f"  ... and {len(files) - 6} more")
     print(f"\nAirflow UI: http://127.0.0.1:{port}  (local demo: no login needed)")
+    print(
+        f"archive coverage view: Browse > Archive coverage in the UI, or "
+        f"http://127.0.0.1:{port}/dxt-archive/coverage?dag_id={DAG_ID}"
+    )
     dxt = Path(sys.executable).parent / "dxt"  # the venv's, which may not be on PATH
     print(
         f"coverage:   {dxt} coverage --archive {archive_dir} --catalog {catalog} "

@@ -316,6 +316,9 @@ class HttpClient:
     transport: httpx.BaseTransport | None = None
     deadline_s: float = field(default_factory=default_deadline_s)
     max_answer_bytes: int = field(default_factory=default_max_answer_bytes)
+    #: Follow redirects (by hand: TLS verified on every hop, credentials to the configured
+    #: origin only). Off: a redirect is answered to :meth:`exchange`'s ``accept``.
+    follow_redirects: bool = True
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
     _foreign: httpx.Client | None = field(default=None, init=False, repr=False)
 
@@ -411,7 +414,7 @@ class HttpClient:
                 method, target, content=content, params=params, headers=headers, timeout=timeout
             ) as resp:
                 location = resp.headers.get("Location")
-                if resp.status_code in _REDIRECT_STATUS and location:
+                if resp.status_code in _REDIRECT_STATUS and location and self.follow_redirects:
                     nxt = resp.url.join(location)
                     log.info(
                         "%s %s redirected (HTTP %d) to %s%s",
@@ -493,6 +496,38 @@ class HttpClient:
     ) -> bytes:
         """Send a request and return the (decompressed) body of a 2xx answer.
 
+        See :meth:`exchange` for the errors.
+        """
+        _, body, _ = self.exchange(
+            method,
+            path,
+            json_body=json_body,
+            params=params,
+            stats=stats,
+            too_large=too_large,
+            timeout_is_too_large=timeout_is_too_large,
+            context=context,
+        )
+        return body
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        stats: RequestStats | None = None,
+        too_large: TooLarge | None = None,
+        timeout_is_too_large: bool = False,
+        context: str = "",
+        accept: Callable[[int, bytes], bool] | None = None,
+    ) -> tuple[int, bytes, httpx.Headers]:
+        """Send a request with the retry policy; return (status, decoded body, headers) of a
+        2xx answer, or of an answer ``accept(status, body)`` takes (a backend that reads its
+        server's error bodies itself). ``headers`` are added to this request's.
+
         ``context`` (e.g. the metric and window) is added to error messages.
 
         Raises:
@@ -506,7 +541,9 @@ class HttpClient:
         url = self.url(path)
         where = f" ({context})" if context else ""
         content = orjson.dumps(json_body) if json_body is not None else None
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        sent = dict(headers or {})
+        if content is not None:
+            sent.setdefault("Content-Type", "application/json")
         stats = stats if stats is not None else RequestStats()
         last: str = ""
         last_status: int | None = None
@@ -522,7 +559,7 @@ class HttpClient:
             stats.requests += 1
             try:
                 resp, body, final_url = self._exchange(
-                    method, url, content, params, headers, deadline
+                    method, url, content, params, sent or None, deadline
                 )
             except _TooBig:
                 stats.seconds += time.perf_counter() - t0
@@ -563,8 +600,8 @@ class HttpClient:
                 stats.seconds += time.perf_counter() - t0
                 stats.bytes_received += len(body)
                 status = resp.status_code
-                if 200 <= status < 300:
-                    return body
+                if 200 <= status < 300 or (accept is not None and accept(status, body)):
+                    return status, body, resp.headers
                 text = error_text(body)
                 shown = redact_url(final_url)
                 moved = "" if shown == redact_url(url) else f" (redirected to {shown})"

@@ -1,7 +1,9 @@
 """Many (parts, day) units from the command line, the way every backend's CLI runs them.
 
 * A unit whose manifest says archived (or empty) and whose file still has the manifest's size
-  is skipped, as dxt_examon resumed from its follow files; ``--refetch`` runs it again.
+  is skipped, as dxt_examon resumed from its follow files; ``--refetch`` runs it again, and
+  ``--replace`` also lets a rerun that reads fewer rows than the archive replace it (the
+  replaced file is kept in ``.versions/``).
 * Units run in a thread pool; a failure of one unit, whatever it is, becomes that unit's
   ``FAILED`` line with a one-line cause and the others go on.
 * The run ends with a summary line and exit status 0 (all done), 1 (some failed).
@@ -15,7 +17,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
@@ -81,6 +83,21 @@ def is_complete(archive: Archive, key: DayKey) -> bool:
     return status in ("archived", "empty")
 
 
+def add_arguments(parser: Any, unit: str = "metric-days") -> None:
+    """``--refetch`` and ``--replace``, the same in every backend's ``extract``."""
+    parser.add_argument(
+        "--refetch",
+        action="store_true",
+        help=f"fetch {unit} again even when the archive holds them complete",
+    )
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="refetch, and let a source with fewer rows than the archive replace the archived "
+        "file (kept in .versions/); without it such a day keeps the archive and fails",
+    )
+
+
 def run_units(
     units: Sequence[Unit],
     archive: Archive,
@@ -94,6 +111,7 @@ def run_units(
 ) -> int:
     """Run ``units`` (skipping complete ones unless ``refetch``); print FAILED lines and a
     summary; return the exit status."""
+    refetch = refetch or archive.replace
     todo = [u for u in units if refetch or not is_complete(archive, u.key)]
     skipped = len(units) - len(todo)
     progress = Progress(len(todo), stream=err, enabled=None if not quiet else False)

@@ -7,15 +7,18 @@ form hints): host (name or URL), port (9200), schema (http/https), login, passwo
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
 from dxt_core.airflow import dag_settings, runs
+from dxt_core.airflow.assets import emit_day_event, relative_path
 from dxt_core.airflow.hooks import CollectdEsHook
-from dxt_core.airflow.runs import day_of
+from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.collectd_es.archive_day import (
     OUTPUT_FORMATS,
+    SOURCE_NAME,
     archive_collectd_es_day,
     es_pages,
 )
@@ -28,18 +31,33 @@ from dxt_core.errors import ConfigError
 log = logging.getLogger("dxt_core.airflow")
 
 
-def day_is_over(context: Any, settle_s: int) -> bool:
-    """True once the run's UTC day has ended plus ``settle_s`` seconds."""
-    return runs.day_is_over(day_of(context), "UTC", settle_s)
+def day_end(context: Any, settle_s: int) -> dt.datetime:
+    """End of the run's UTC day, plus ``settle_s`` seconds."""
+    return runs.day_end(day_of(context), "UTC", settle_s)
+
+
+def output_formats(context: Any) -> list[str]:
+    """The run's ``formats`` param, else the ``formats`` setting (``DXT_COLLECTD_ES_FORMATS``)."""
+    params = context.get("params") or {}
+    chosen = params.get("formats")
+    if chosen:
+        formats = [str(f).strip() for f in chosen] if isinstance(chosen, list) else [str(chosen)]
+        where = "the 'formats' param"
+    else:
+        formats = [str(f).strip() for f in dag_settings("collectd_es")["formats"]]
+        where = "DXT_COLLECTD_ES_FORMATS"
+    formats = [f for f in formats if f]
+    if not formats or set(formats) - set(OUTPUT_FORMATS):
+        raise ConfigError(f"{where}: use jsonl and/or hdf5, not {formats}")
+    return formats
 
 
 def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any]:
-    """Archive one (family, day); returns a short report (pushed as XCom)."""
+    """Archive one (family, day); returns a short report (pushed as XCom) and adds the
+    day's event to the family's asset."""
     s = dag_settings("collectd_es")
-    formats = list(s["formats"])
-    if not formats or set(formats) - set(OUTPUT_FORMATS):
-        raise ConfigError(f"DXT_COLLECTD_ES_FORMATS: use jsonl and/or hdf5, not {formats}")
-    archive = Archive(archive_root())
+    formats = output_formats(context)
+    archive = Archive(archive_root(), replace=replace_of_context(context))
     day = day_of(context)
     stats = ExportStats()
     hook = CollectdEsHook(conn_id)
@@ -65,4 +83,8 @@ def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any
             num_nodes=s["num_nodes"],
             ssds_per_node=s["ssds_per_node"],
         )
-    return report.as_dict()
+    doc = report.as_dict()
+    emit_day_event(
+        context, SOURCE_NAME, family, family, doc, relative_path(report.path, archive.root)
+    )
+    return doc

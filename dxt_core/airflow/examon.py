@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
 from dxt_core.airflow import dag_settings, runs
-from dxt_core.airflow.runs import day_of
+from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
-from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.archive_day import FORMATS, archive_examon_day
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError
 
 log = logging.getLogger("dxt_core.airflow")
+
+
+def units(conn_id: str, max_map_length: int | None = None) -> list[dict[str, str]]:
+    """The units of the ``catalog`` task: the catalog's (metric, plugin) entries."""
+    return catalog_entries(max_map_length)
 
 
 def catalog_entries(max_map_length: int | None = None) -> list[dict[str, str]]:
@@ -43,20 +49,31 @@ def examon_options() -> ExamonOptions:
     return ExamonOptions.from_toml(path) if path else ExamonOptions()
 
 
-def day_is_over(context: Any, conn_id: str, settle_s: int) -> bool:
-    """True once the run's local day has ended plus ``settle_s`` seconds of ingestion lag."""
+def day_end(context: Any, conn_id: str, settle_s: int) -> dt.datetime:
+    """End of the run's day in the connection's time zone, plus ``settle_s`` seconds."""
     from dxt_core.airflow.hooks import ExamonHook
 
     conn = ExamonHook(conn_id).connection()
-    return runs.day_is_over(day_of(context), conn.time_zone, settle_s)
+    return runs.day_end(day_of(context), conn.time_zone, settle_s)
+
+
+def output_format(context: Any) -> str:
+    """The run's ``format`` param, else the ``format`` setting (``DXT_EXAMON_FORMAT``)."""
+    params = context.get("params") or {}
+    fmt = params.get("format") or dag_settings("examon")["format"]
+    if fmt not in FORMATS:
+        raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    return str(fmt)
 
 
 def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dict[str, Any]:
-    """Archive one (metric, day); returns the report (pushed as XCom)."""
+    """Archive one (metric, day); returns the report (pushed as XCom) and adds the day's
+    event to the plugin's asset."""
+    from dxt_core.airflow.assets import emit_day_event, relative_path
     from dxt_core.airflow.hooks import ExamonHook
 
     catalog_entry = CatalogEntry(metric=entry["metric"], plugin=entry["plugin"])
-    archive = Archive(archive_root())
+    archive = Archive(archive_root(), replace=replace_of_context(context))
     with ExamonHook(conn_id).get_conn(options=examon_options()) as source:
         day = day_of(context)
         log.info(
@@ -67,6 +84,15 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
             source.conn.safe_url,
             archive.root,
         )
-        fmt = str(dag_settings("examon")["format"])
+        fmt = output_format(context)
         report = archive_examon_day(source, catalog_entry, day, archive, fmt=fmt)
-    return report.as_dict()
+    doc = report.as_dict()
+    emit_day_event(
+        context,
+        "examon",
+        entry["plugin"],
+        f"{entry['plugin']}/{entry['metric']}",
+        doc,
+        relative_path(report.path, archive.root),
+    )
+    return doc

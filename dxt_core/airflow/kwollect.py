@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
 from dxt_core.airflow import runs
 from dxt_core.airflow.hooks import KwollectHook
-from dxt_core.airflow.runs import day_of
+from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.kwollect.connection import (
     load_archive_config,
@@ -32,18 +33,20 @@ def units(conn_id: str, max_map_length: int | None = None) -> list[dict[str, Any
     return found
 
 
-def day_is_over(context: Any, settle_s: int) -> bool:
-    """True once the run's day (in the configured zone) is over plus ``settle_s`` seconds."""
-    return runs.day_is_over(day_of(context), load_archive_config().time_zone, settle_s)
+def day_end(context: Any, settle_s: int) -> dt.datetime:
+    """End of the run's day in the configured time zone, plus ``settle_s`` seconds."""
+    return runs.day_end(day_of(context), load_archive_config().time_zone, settle_s)
 
 
 def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[str, Any]:
-    """Archive one (site, metric, day); returns the report (pushed as XCom)."""
+    """Archive one (site, metric, day); returns the report (pushed as XCom) and adds the
+    day's event to the site's asset."""
+    from dxt_core.airflow.assets import emit_day_event, relative_path
     from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 
     config = load_archive_config()
     day = day_of(context)
-    archive = Archive(archive_root())
+    archive = Archive(archive_root(), replace=replace_of_context(context))
     with KwollectHook(conn_id).get_conn() as client:
         log.info(
             "archiving %s/%s for %s (%s) from %s into %s",
@@ -57,4 +60,13 @@ def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[s
         report = archive_kwollect_day(
             client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone
         )
-    return report.as_dict()
+    doc = report.as_dict()
+    emit_day_event(
+        context,
+        "kwollect",
+        unit["site"],
+        f"{unit['site']}/{unit['metric']}",
+        doc,
+        relative_path(report.path, archive.root),
+    )
+    return doc

@@ -131,4 +131,10 @@ def common_settings(
         Setting(p + "retries", int, 2, "task retries (2 minutes apart)"),
         Setting(p + "max_active_runs", int, max_active_runs, "days processed at once"),
         Setting(p + "settle_seconds", int, 900, "wait after the day ends before archiving it"),
+        Setting(
+            p + "task_timeout_minutes",
+            int,
+            180,
+            "execution_timeout of one archive task (a hung request cannot hold a slot longer)",
+        ),
     )

@@ -70,3 +70,42 @@ def test_catalog_above_max_map_length_fails_clearly_then_maps_when_configured(
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Task failed" not in text
     assert "M100_metrics_1891.csv: 1891 metrics" in text
+
+
+SHAPE = """
+import json
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder={path!r})
+tasks = {{"dxt_examon": "archive_metric_day", "dxt_kwollect": "archive_site_metric_day",
+          "dxt_collectd_es": "archive_family_day"}}
+out = {{}}
+for d, t in tasks.items():
+    task = bag.dags[d].task_dict[t]
+    out[d] = {{"timeout_min": task.execution_timeout.total_seconds() / 60, "pool": task.pool,
+              "retries": task.retries, "params": sorted(bag.dags[d].params.keys()),
+              "max_active_runs": bag.dags[d].max_active_runs}}
+print(json.dumps(out))
+"""
+
+
+def test_every_dag_has_the_shared_shape_and_reads_its_settings(migrated_home, tmp_path):
+    """One DAG shape (dxt_core/airflow/dags.py) for the three backends: each archive task has
+    an execution_timeout, its backend's pool and retries, the day and replace Params; the
+    settings come from DXT_<KEY> (issue 12.13's per-task timeout included)."""
+    env = base_env(fresh_home(migrated_home, tmp_path / "h"), tmp_path / "a", "http://x:1", None)
+    env.update(
+        {
+            "DXT_KWOLLECT_TASK_TIMEOUT_MINUTES": "7",
+            "DXT_KWOLLECT_POOL": "g5k",
+            "DXT_COLLECTD_ES_RETRIES": "5",
+            "DXT_EXAMON_MAX_ACTIVE_RUNS": "9",
+        }
+    )
+    doc = run_dagbag_script(env, SHAPE)
+    assert doc["dxt_examon"]["timeout_min"] == 180 and doc["dxt_examon"]["pool"] == "examon"
+    assert doc["dxt_examon"]["max_active_runs"] == 9
+    assert doc["dxt_kwollect"]["timeout_min"] == 7 and doc["dxt_kwollect"]["pool"] == "g5k"
+    assert doc["dxt_collectd_es"]["retries"] == 5
+    assert doc["dxt_examon"]["params"] == ["day", "format", "replace"]
+    assert doc["dxt_kwollect"]["params"] == ["day", "replace"]
+    assert doc["dxt_collectd_es"]["params"] == ["day", "formats", "replace"]

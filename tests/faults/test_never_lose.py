@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,25 @@ def test_examon_cli_reports_the_kept_day_as_failed(examon_sim, expired_sims, tmp
         f"fewer rows than the archive ({FULL:,} -> {FULL - FIRST_HOUR:,})" in out.stderr
     )
     assert "Traceback" not in out.stderr
+    # coverage keeps calling the day archived, marked K (kept), with the counts
+    one = tmp_path / "one.csv"
+    one.write_text("metric,plugin\nambient,ipmi_pub\n")
+    cov = [sys.executable, "-m", "dxt_core.cli", "coverage", "--archive", str(tmp_path),
+           "--catalog", str(one), "--start-day", "2020-03-09", "--end-day", "2020-03-09"]  # fmt: skip
+    shown = subprocess.run([*cov, "--all"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"ipmi_pub/ambient\s+K$", shown.stdout, re.M), shown.stdout
+    assert "kept: ipmi_pub/ambient 2020-03-09" in shown.stdout
+    rows = json.loads(subprocess.run([*cov, "--json"], capture_output=True, text=True).stdout)
+    (row,) = [r for r in rows["rows"] if r["metric"] == "ambient"]
+    assert row["status"] == "archived" and row["kept"] is True
+    # --replace takes the smaller day (the replaced file goes to .versions/)
+    out = subprocess.run([*cmd[:-2], "--replace", "-q"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "archived 1 metric-days" in out.stdout
+    d = tmp_path / "examon" / "ipmi_pub" / "ambient"
+    assert len(list((d / ".versions").glob("2020-03-09.csv.gz.prev-*"))) == 1
+    assert json.loads((d / "2020-03-09.manifest.json").read_text())["rows"] == FULL - FIRST_HOUR
 
 
 # -- Kwollect: the proxy plays a server whose retention dropped the day's first hour ----------

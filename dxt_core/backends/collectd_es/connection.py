@@ -17,10 +17,7 @@ its paging API from it (see ``docs/compatibility.md``).
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
-import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,8 +29,14 @@ import httpx
 import orjson
 
 from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
-from dxt_core.errors import ConfigError, QueryRejected, SourceError, SourceUnavailable
-from dxt_core.http import RetryPolicy
+from dxt_core.errors import (
+    AnswerTooLarge,
+    ConfigError,
+    QueryRejected,
+    SourceError,
+    SourceUnavailable,
+)
+from dxt_core.http import HttpClient, RequestStats, RetryPolicy
 
 log = logging.getLogger("dxt_core.backends.collectd_es.connection")
 
@@ -113,9 +116,7 @@ class CollectdEsConnection:
         cls, url: str, env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> CollectdEsConnection:
         """Credentials from ``PYTOKIO_ES_USER``/``PYTOKIO_ES_PASSWORD`` (as pytokio)."""
-        env = os.environ if env is None else env
-        user = env.get(ENV_USER) or None
-        password = env.get(ENV_PASSWORD) or None
+        user, password = SPEC.credentials(env=env)
         return cls(url=url, user=user, password=password, **kwargs)
 
 
@@ -288,28 +289,21 @@ def endpoint_missing(status: int, body: bytes) -> bool:
     return "no handler found for uri" in text or (status == 405 and "incorrect http method" in text)
 
 
-@functools.cache
-def _tls_context(verify: bool) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    if not verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx
-
-
 def index_path(index: str) -> str:
     """An index pattern as a path segment (``*`` and ``,`` stay as they are)."""
     return quote(index, safe="*,")
 
 
 class EsClient:
-    """One base URL, Basic auth, timeouts, retries; thread-safe (slices share it).
+    """Requests to one Elasticsearch or OpenSearch; thread-safe (slices share it).
 
-    Connection errors, timeouts and HTTP 429/502/503/504 are retried with backoff
-    (``Retry-After`` honoured); other answers are returned to the caller as they are, except
-    401/403 (credentials) and redirects, which raise at once. Credentials never appear in
-    URLs, logs or errors; redirects are not followed (a server that redirects is named in
-    the error, so no credential goes to another origin).
+    The retry loop is dxt_core's (:meth:`dxt_core.http.HttpClient.exchange`): connection
+    errors, timeouts, HTTP 429 and 502/503/504 are retried with the shared policy (jitter,
+    ``Retry-After`` honoured, a total deadline per attempt, a cap on the decoded answer);
+    other answers come back to the caller as they are, who reads Elasticsearch's error body,
+    except 401/403 (credentials) and redirects, which raise at once. Redirects are not
+    followed: a server that redirects is named in the error, so no credential goes to
+    another address.
     """
 
     def __init__(
@@ -321,34 +315,37 @@ class EsClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.conn = conn
-        self.base = conn.url.rstrip("/")
         self.safe_base = conn.safe_url
         self.retry = retry or RetryPolicy(attempts=4, backoff_s=0.5, max_backoff_s=30.0)
         self.sleep = sleep
-        auth = httpx.BasicAuth(conn.user, conn.password or "") if conn.user is not None else None
-        self._client = httpx.Client(
-            auth=auth,
-            timeout=httpx.Timeout(conn.timeout_s, connect=min(conn.timeout_s, 10.0)),
-            verify=_tls_context(conn.verify_certs) if self.base.startswith("https:") else False,
-            headers={
-                # every server's own current version (see the module docstring)
-                "Accept": "application/json",
-                "User-Agent": "dxt-archive",
-                # as elasticsearch-py: no compression (pages are decoded at once, on loopback
-                # or a LAN; gzip would cost the server and us more than it saves)
-                "Accept-Encoding": "identity",
-            },
+        self.http = HttpClient(
+            conn.url,
+            user=conn.user,
+            password=conn.password,
+            timeout_s=conn.timeout_s,
+            connect_timeout_s=min(conn.timeout_s, 10.0),
+            retry=self.retry,
+            verify_tls=conn.verify_certs,
+            sleep=sleep,
             transport=transport,
+            # a page of 10,000 collectd hits is ~5 MB decoded
+            max_answer_bytes=256 << 20,
             follow_redirects=False,
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
         )
+        _ = self.http.client  # made now, not raced for by the slice threads
         self._lock = threading.Lock()
         self.requests = 0
-        #: the most one answer may hold (decoded); a page of 10,000 collectd hits is ~5 MB
-        self.max_answer_bytes = 256 << 20
+
+    @property
+    def max_answer_bytes(self) -> int:
+        return self.http.max_answer_bytes
+
+    @max_answer_bytes.setter
+    def max_answer_bytes(self, value: int) -> None:
+        self.http.max_answer_bytes = value
 
     def close(self) -> None:
-        self._client.close()
+        self.http.close()
 
     def url(self, path: str) -> str:
         return f"{self.safe_base}{path}"
@@ -366,103 +363,60 @@ class EsClient:
 
         Raises:
             QueryRejected: 401/403, or a redirect.
-            SourceUnavailable: transient failures outlasted the retry policy.
+            SourceUnavailable: transient failures outlasted the retry policy (RateLimited
+                when the server kept limiting the rate).
+            SourceError: the answer was larger than :attr:`max_answer_bytes`.
         """
-        content = orjson.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json"} if content is not None else None
-        url = f"{self.base}{path}"
-        last = ""
-        for attempt in range(1, self.retry.attempts + 1):
-            retry_after: float | None = None
-            with self._lock:
-                self.requests += 1
-            try:
-                resp, data = self._fetch(method, url, params, content, headers, path, what)
-            except httpx.TimeoutException as exc:
-                last = f"no answer within {self.conn.timeout_s:g} s ({type(exc).__name__})"
-            except httpx.TransportError as exc:
-                last = f"connection error ({type(exc).__name__}: {exc})"
-            else:
-                status = resp.status_code
-                if status in (401, 403):
-                    kind, reason = error_parts(data)
-                    hint = (
-                        f"check {ENV_USER}/{ENV_PASSWORD} (CLI) or the connection's "
-                        "login/password (Airflow)"
-                        if status == 401
-                        else "the user lacks a privilege on the cluster or the index"
-                    )
-                    raise EsApiError(
-                        f"{what}: authentication or authorisation failed ({reason}); {hint}",
-                        url=self.url(path),
-                        status=status,
-                        error_type=kind,
-                        reason=reason,
-                        product=resp.headers.get("x-elastic-product"),
-                    )
-                if 300 <= status < 400:
-                    target = resp.headers.get("location", "")
-                    raise QueryRejected(
-                        f"{what}: the server redirects to {_safe_location(target)}; pass that "
-                        "URL as the Elasticsearch URL (redirects are not followed, so that "
-                        "credentials never go to another address)",
-                        url=self.url(path),
-                        status=status,
-                    )
-                if status not in RETRY_STATUS:
-                    return status, data, resp.headers
-                _, reason = error_parts(data)
-                last = f"HTTP {status}: {reason}"
-                retry_after = _retry_after(resp.headers.get("retry-after"))
-            if attempt < self.retry.attempts:
-                delay = self.retry.delay(attempt, retry_after)
-                log.warning(
-                    "%s %s failed (%s); retry %d/%d in %.1f s",
-                    method,
-                    self.url(path),
-                    last,
-                    attempt,
-                    self.retry.attempts - 1,
-                    delay,
-                )
-                self.sleep(delay)
-        raise SourceUnavailable(
-            f"{what}: gave up after {self.retry.attempts} attempts: {last}; is the server up? "
-            "(the task can be retried later)",
-            url=self.url(path),
-        )
-
-    def _fetch(
-        self,
-        method: str,
-        url: str,
-        params: Mapping[str, str] | None,
-        content: bytes | None,
-        headers: dict[str, str] | None,
-        path: str,
-        what: str,
-    ) -> tuple[httpx.Response, bytes]:
-        """The answer and its (decoded) body, read up to :attr:`max_answer_bytes`."""
-        request = self._client.build_request(
-            method, url, params=params, content=content, headers=headers
-        )
-        resp = self._client.send(request, stream=True)
+        stats = RequestStats()
         try:
-            chunks: list[bytes] = []
-            size = 0
-            for chunk in resp.iter_bytes():
-                size += len(chunk)
-                if size > self.max_answer_bytes:
-                    raise SourceError(
-                        f"{what}: the answer is larger than {self.max_answer_bytes} bytes; "
-                        "lower the page size (--page-size)",
-                        url=self.url(path),
-                        status=resp.status_code,
-                    )
-                chunks.append(chunk)
+            status, data, headers = self.http.exchange(
+                method,
+                path,
+                json_body=body,
+                params=params,
+                # every server's own current version (see the module docstring); no
+                # compression, as elasticsearch-py (pages are decoded at once, on loopback
+                # or a LAN: gzip costs the server and us more than it saves)
+                headers={"Accept": "application/json", "Accept-Encoding": "identity"},
+                stats=stats,
+                context=what,
+                accept=lambda status, _: status not in RETRY_STATUS,
+            )
+        except AnswerTooLarge as exc:
+            raise SourceError(
+                f"{what}: the answer is larger than {self.max_answer_bytes} bytes; "
+                "lower the page size (--page-size)",
+                url=self.url(path),
+            ) from exc
         finally:
-            resp.close()
-        return resp, b"".join(chunks)
+            with self._lock:
+                self.requests += stats.requests
+        if status in (401, 403):
+            kind, reason = error_parts(data)
+            hint = (
+                f"check {ENV_USER}/{ENV_PASSWORD} (CLI) or the connection's login/password "
+                "(Airflow)"
+                if status == 401
+                else "the user lacks a privilege on the cluster or the index"
+            )
+            raise EsApiError(
+                f"{what}: authentication or authorisation failed ({reason}); {hint}",
+                url=self.url(path),
+                status=status,
+                error_type=kind,
+                reason=reason,
+                product=headers.get("x-elastic-product"),
+            )
+        if 300 <= status < 400:
+            target = headers.get("location", "")
+            raise QueryRejected(
+                f"{what}: the server redirects to {_safe_location(target)}; pass that URL as "
+                "the Elasticsearch URL (redirects are not followed, so that credentials never "
+                "go to another address)",
+                url=self.url(path),
+                status=status,
+            )
+        return status, data, headers
 
     def json(
         self,
@@ -541,15 +495,6 @@ def _safe_location(location: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
 
 
 # --------------------------------------------------------------------------- connection spec

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
-import http.server
 import itertools
 import os
 import re
@@ -33,6 +32,7 @@ import httpx
 import orjson
 
 from dxt_core.errors import DxtError
+from dxt_core.simulate.serving import Served, SimHandler
 
 COLLECTD_MAPPINGS: dict[str, Any] = {
     "properties": {
@@ -456,12 +456,11 @@ class StandinState:
         self.scrolls = _Contexts()
 
 
-class StandinHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    state: StandinState
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+class StandinHandler(SimHandler):
+    @property
+    def state(self) -> StandinState:
+        state: StandinState = self.app
+        return state
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -820,12 +819,9 @@ def serve_standin(
     port: int = 0,
     user: str | None = None,
     password: str | None = None,
-) -> http.server.ThreadingHTTPServer:
+) -> Served:
     state = StandinState(Flavour(flavour), upstream.rstrip("/"), user, password)
-    handler = type("Handler", (StandinHandler,), {"state": state})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    server.daemon_threads = True
-    return server
+    return Served("collectd_es", state, StandinHandler, "127.0.0.1", port)
 
 
 def spawn_es_standin(
@@ -851,7 +847,7 @@ def spawn_es_standin(
         line = proc.stdout.readline()
         if not line:
             break
-        if line.startswith("listening on "):
+        if "listening on " in line:
             return proc, line.split()[-1]
     proc.kill()
     proc.wait()
@@ -883,11 +879,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--user", help="require Basic auth (password in DXT_STANDIN_PASSWORD)")
     a = p.parse_args(argv)
     password = os.environ.get("DXT_STANDIN_PASSWORD") if a.user else None
-    server = serve_standin(a.upstream, a.flavour, a.port, a.user, password)
-    print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.serve_forever()
-    return 0
+    return serve_standin(a.upstream, a.flavour, a.port, a.user, password).run_until_signal()
 
 
 if __name__ == "__main__":

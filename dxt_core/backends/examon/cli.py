@@ -14,6 +14,7 @@ from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ConfigError
 from dxt_core.http import RetryPolicy
 from dxt_core.runner import Unit, run_units
+from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import days, parse_day
 
 
@@ -36,7 +37,7 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
     entries = _entries(args)
     first = parse_day(args.start_day)
     last = parse_day(args.end_day) if args.end_day else first
-    archive = Archive(args.archive)
+    archive = Archive(args.archive, replace=args.replace)
     windows = WindowPolicy(
         initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
     )
@@ -113,10 +114,6 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="smallest split window and row block, seconds (default 300)",
     )
     e.add_argument("--target-points", type=int, default=100_000, help="points per query")
-    e.add_argument(
-        "--refetch",
-        action="store_true",
-        help="fetch metric-days again even when the archive holds them complete",
-    )
+    add_run_arguments(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_examon)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 from typing import Any
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
-from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, KwollectArchiveConfig
+from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, SPEC, KwollectArchiveConfig
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
@@ -19,9 +18,10 @@ from dxt_core.backends.kwollect.source import (
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.runner import Unit, run_units
+from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import days, parse_day
 
-ENV_PASSWORD = "DXT_KWOLLECT_PASSWORD"
+ENV_PASSWORD = SPEC.password_env
 
 
 def _split(text: str | None) -> list[str]:
@@ -31,14 +31,15 @@ def _split(text: str | None) -> list[str]:
 def _auth(args: argparse.Namespace) -> tuple[str, str] | None:
     if not args.user:
         return None
-    password = args.password if args.password is not None else os.environ.get(ENV_PASSWORD)
+    _, password = SPEC.credentials(args.user, args.password)
     if password is None:
         raise ConfigError(f"--user {args.user} needs a password: set {ENV_PASSWORD}")
     return (args.user, password)
 
 
 def cmd_extract_kwollect(args: argparse.Namespace) -> int:
-    from dxt_core.backends.kwollect.archive_day import Kwollect, archive_kwollect_day
+    from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+    from dxt_core.backends.kwollect.experiment import Kwollect
 
     auth = _auth(args)
     options = {
@@ -66,7 +67,7 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
         )
         first = parse_day(args.start_day)
         last = parse_day(args.end_day) if args.end_day else first
-        archive = Archive(args.archive)
+        archive = Archive(args.archive, replace=args.replace)
         with KwollectClient(args.api_url, auth, **options) as client:
 
             def unit(u: dict[str, Any], day: dt.date) -> Unit:
@@ -139,11 +140,7 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--backup", help="experiment backup directory")
     k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
     k.add_argument("--archive", help="archive root (daily files)")
-    k.add_argument(
-        "--refetch",
-        action="store_true",
-        help="(--archive) fetch days again even when the archive holds them complete",
-    )
+    add_run_arguments(k)
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")

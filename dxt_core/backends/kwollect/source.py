@@ -29,7 +29,7 @@ from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailabl
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
 from dxt_core.paths import check_path_component
 
-log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
+log = logging.getLogger("dxt_core.backends.kwollect.source")
 
 DEFAULT_API_URL = "https://api.grid5000.fr/stable"
 DOMAIN = "grid5000.fr"

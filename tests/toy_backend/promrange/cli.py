@@ -9,6 +9,7 @@ from typing import Any
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.runner import Unit, run_units
+from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import days, parse_day
 from tests.toy_backend.promrange.archive_day import archive_promrange_day
 from tests.toy_backend.promrange.connection import SPEC
@@ -21,7 +22,7 @@ def _metrics(args: argparse.Namespace) -> list[str]:
 
 def cmd_extract(args: argparse.Namespace) -> int:
     conn = SPEC.from_cli(args)
-    archive = Archive(args.archive)
+    archive = Archive(args.archive, replace=args.replace)
     first = parse_day(args.start_day)
     last = parse_day(args.end_day) if args.end_day else first
 
@@ -43,7 +44,7 @@ def add_extract_parser(sub: Any) -> None:
     e.add_argument("--start-day", required=True)
     e.add_argument("--end-day")
     e.add_argument("--archive", required=True)
-    e.add_argument("--refetch", action="store_true")
+    add_run_arguments(e)
     e.set_defaults(func=cmd_extract)
 
 

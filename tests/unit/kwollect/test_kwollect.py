@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from dxt_core.backends.kwollect.archive_day import Kwollect, integrate_power
+from dxt_core.backends.kwollect.experiment import Kwollect, integrate_power
 from dxt_core.backends.kwollect.source import (
     G5kNode,
     KwollectClient,

@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from dxt_core import Archive
-from dxt_core.backends.kwollect.archive_day import Kwollect, archive_kwollect_day
+from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 from dxt_core.backends.kwollect.connection import KwollectArchiveConfig
+from dxt_core.backends.kwollect.experiment import Kwollect
 from dxt_core.backends.kwollect.source import KwollectClient, parse_node, sites_path
 from dxt_core.errors import ConfigError, SourceError
 

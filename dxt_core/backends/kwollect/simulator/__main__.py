@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable
-from types import FrameType
-from typing import Any
 
 from dxt_core.backends.kwollect.simulator.model import SimJob, SimSettings
 from dxt_core.backends.kwollect.simulator.server import KwollectSimulator
@@ -86,24 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"dxt-simulate-kwollect: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    handlers: dict[int, Callable[..., Any] | int | None] = {
-        sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    try:
-        sim.start()
-        print(f"dxt-simulate-kwollect listening on {sim.url}", flush=True)
-        while not stop.wait(0.5):
-            pass
-    finally:
-        sim.stop()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    return 0
+    return sim.served.run_until_signal()
 
 
 if __name__ == "__main__":

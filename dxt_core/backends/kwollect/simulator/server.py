@@ -5,9 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,6 +14,7 @@ import orjson
 from dxt_core.backends.kwollect.simulator.faults import TOO_MUCH_DATA, Faults
 from dxt_core.backends.kwollect.simulator.model import SimModel, SimSettings
 from dxt_core.backends.kwollect.simulator.query import ApiError, PgError, QueryEngine
+from dxt_core.simulate.serving import Served, SimHandler
 
 
 class KwollectSimulator:
@@ -29,8 +28,7 @@ class KwollectSimulator:
         self.faults = Faults(settings)
         self._stats: dict[str, Any] = {}
         self.reset_stats()
-        self._server = _Server((host, port), self)
-        self._thread: threading.Thread | None = None
+        self.served = Served("kwollect", self, _Handler, host, port)
 
     @property
     def clusters(self) -> dict[str, dict[str, list[str]]]:
@@ -40,20 +38,13 @@ class KwollectSimulator:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        host_text = host.decode() if isinstance(host, bytes) else str(host)
-        return f"http://{host_text}:{port}"
+        return self.served.url
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self.served.start()
 
     def stop(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=10)
-            self._thread = None
-        self._server.server_close()
+        self.served.stop()
 
     # -- stats ---------------------------------------------------------------------------
 
@@ -95,27 +86,14 @@ class KwollectSimulator:
         }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], sim: KwollectSimulator) -> None:
-        self.sim = sim
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+class _Handler(SimHandler):
+    # the Grid'5000 API closes each connection after its answer
     protocol_version = "HTTP/1.0"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    @property
+    def sim(self) -> KwollectSimulator:
+        app: KwollectSimulator = self.app
+        return app
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -124,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle("POST")
 
     def _authorized(self) -> bool:
-        s = self.server.sim.settings
+        s = self.sim.settings
         if s.user is None:
             return True
         header = self.headers.get("Authorization", "")
@@ -137,7 +115,7 @@ class _Handler(BaseHTTPRequestHandler):
         return hmac.compare_digest(user, s.user) and hmac.compare_digest(password, s.password or "")
 
     def _handle(self, method: str) -> None:
-        sim = self.server.sim
+        sim = self.sim
         sim._count("requests")
         parts_url = urlsplit(self.path)
         path = parts_url.path.rstrip("/")
@@ -164,7 +142,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(exc.status, {"code": exc.status, "message": exc.message})
 
     def _admin(self, method: str, path: str) -> None:
-        sim = self.server.sim
+        sim = self.sim
         if path == "/_sim/stats" and method == "GET":
             self._json(200, sim.stats)
         elif path == "/_sim/stats/reset" and method == "POST":
@@ -183,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, f"Not found: {path}")
 
     def _metrics(self, site: str, params: dict[str, list[str]]) -> None:
-        sim = self.server.sim
+        sim = self.sim
         with sim._lock:
             st = sim._stats
             st["in_flight"] += 1

@@ -1,0 +1,414 @@
+// Archive coverage: metrics x days, archive state (cell) + Airflow state (stripe).
+// One canvas draws only the visible part of the grid, so 300,000 cells cost what a screenful
+// costs. Refill sends the plan from /api/refill/plan to Airflow's REST API with the
+// signed-in user's own session cookie.
+"use strict";
+(() => {
+  const CFG = window.DXT_CONFIG || {};
+  const $ = (id) => document.getElementById(id);
+  const ARCHIVE = { A: "archived", E: "empty", M: "missing", C: "corrupt", K: "kept" };
+  const AIRFLOW = { s: "success", f: "failed", r: "running", q: "queued", u: "up for retry",
+                    n: "no run", o: "skipped" };
+  const css = getComputedStyle(document.documentElement);
+  const color = (name) => css.getPropertyValue(name).trim();
+  const ACOL = { A: color("--archived"), E: color("--empty"), M: color("--missing"),
+                 C: color("--corrupt"), K: color("--kept") };
+  const TCOL = { s: color("--ti-s"), f: color("--ti-f"), r: color("--ti-r"), q: color("--ti-q"),
+                 u: color("--ti-u"), o: color("--ti-o") };
+  const LABEL_W = 250, HEADER_H = 34, ROW_H = 18;
+  const canvas = $("grid"), scroller = $("scroller"), ctx = canvas.getContext("2d");
+  let data = null, rows = [], cw = 12, selected = new Set(), collapsed = new Set();
+  let hover = null, current = null, refreshTimer = null, rendered = null;
+
+  const api = async (path, init) => {
+    const r = await fetch(path, { credentials: "same-origin", ...init,
+      headers: { "Content-Type": "application/json", Accept: "application/json",
+                 ...(init && init.headers) } });
+    let body = null;
+    try { body = await r.json(); } catch (e) { body = null; }
+    if (!r.ok) {
+      const d = body && body.detail;
+      const msg = typeof d === "string" ? d : JSON.stringify(d || body || r.statusText);
+      const err = new Error(`${r.status}: ${msg}`); err.status = r.status; throw err;
+    }
+    return body;
+  };
+  const status = (text, error) => { const s = $("status"); s.textContent = text;
+                                    s.className = error ? "error" : ""; };
+  const iso = (d) => d.toISOString().slice(0, 10);
+  const key = (u, d) => `${u}:${d}`;
+
+  function buildRows() {
+    const filter = $("filter").value.trim().toLowerCase(), group = $("group").value;
+    rows = [];
+    let head = null;
+    data.units.forEach((name, u) => {
+      const g = data.groups[u];
+      if (group && g !== group) return;
+      if (filter && !name.toLowerCase().includes(filter)) return;
+      if (!head || head.group !== g) { head = { group: g, count: 0 }; rows.push(head); }
+      head.count++;
+      if (!collapsed.has(g)) rows.push({ u });
+    });
+    const days = data.days.length;
+    const avail = scroller.clientWidth - LABEL_W - 4;
+    cw = Math.max(6, Math.min(24, Math.floor(avail / Math.max(days, 1))));
+    $("spacer").style.width = `${LABEL_W + days * cw}px`;
+    $("spacer").style.height = `${HEADER_H + rows.length * ROW_H}px`;
+  }
+
+  function resize() {
+    const dpr = window.devicePixelRatio || 1;
+    const w = scroller.clientWidth, h = scroller.clientHeight;
+    canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+    canvas.style.width = `${w}px`; canvas.style.height = `${h}px`;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  }
+
+  function draw() {
+    if (!data) return;
+    const w = scroller.clientWidth, h = scroller.clientHeight;
+    const sx = scroller.scrollLeft, sy = scroller.scrollTop;
+    ctx.clearRect(0, 0, w, h);
+    ctx.font = "12px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    const r0 = Math.max(0, Math.floor(sy / ROW_H)), r1 = Math.min(rows.length, r0 + Math.ceil(h / ROW_H) + 1);
+    const c0 = Math.max(0, Math.floor(sx / cw)), c1 = Math.min(data.days.length, c0 + Math.ceil(w / cw) + 1);
+    const fg = color("--fg"), muted = color("--muted"), line = color("--line"), panel = color("--panel");
+    for (let r = r0; r < r1; r++) {
+      const row = rows[r], y = HEADER_H + r * ROW_H - sy;
+      if (row.u === undefined) {
+        ctx.fillStyle = panel; ctx.fillRect(0, y, w, ROW_H);
+        ctx.fillStyle = fg;
+        ctx.fillText(`${collapsed.has(row.group) ? "▸" : "▾"} ${row.group} (${row.count})`, 4, y + ROW_H / 2);
+        continue;
+      }
+      const a = data.archive[row.u], t = data.airflow[row.u];
+      for (let c = c0; c < c1; c++) {
+        const x = LABEL_W + c * cw - sx;
+        ctx.fillStyle = ACOL[a[c]]; ctx.fillRect(x + 1, y + 1, cw - 2, ROW_H - 7);
+        const tc = t[c];
+        if (tc !== "n") { ctx.fillStyle = TCOL[tc]; ctx.fillRect(x + 1, y + ROW_H - 5, cw - 2, 4); }
+        if (selected.has(key(row.u, c))) {
+          ctx.strokeStyle = color("--sel"); ctx.lineWidth = 2; ctx.strokeRect(x + 1, y + 1, cw - 2, ROW_H - 2);
+        }
+      }
+      if (hover && hover.r === r) { ctx.fillStyle = "rgba(128,128,128,.12)"; ctx.fillRect(LABEL_W, y, w, ROW_H); }
+    }
+    if (hover && hover.c !== undefined) {
+      ctx.fillStyle = "rgba(128,128,128,.12)";
+      ctx.fillRect(LABEL_W + hover.c * cw - sx, HEADER_H, cw, Math.min(h, rows.length * ROW_H - sy));
+    }
+    // labels column and day header on top of the cells
+    ctx.fillStyle = color("--bg"); ctx.fillRect(0, HEADER_H, LABEL_W, h);
+    for (let r = r0; r < r1; r++) {
+      const row = rows[r], y = HEADER_H + r * ROW_H - sy;
+      if (row.u === undefined) {
+        ctx.fillStyle = panel; ctx.fillRect(0, y, LABEL_W, ROW_H); ctx.fillStyle = fg;
+        ctx.fillText(`${collapsed.has(row.group) ? "▸" : "▾"} ${row.group} (${row.count})`, 4, y + ROW_H / 2);
+      } else {
+        ctx.fillStyle = hover && hover.r === r ? fg : muted;
+        const name = data.units[row.u], g = data.groups[row.u];
+        let label = name.startsWith(`${g}/`) ? name.slice(g.length + 1) : name;
+        while (label.length > 3 && ctx.measureText(label).width > LABEL_W - 24) label = `${label.slice(0, -2)}…`.replace(/……$/, "…");
+        ctx.fillText(label, 16, y + ROW_H / 2);
+      }
+    }
+    ctx.fillStyle = color("--bg"); ctx.fillRect(0, 0, w, HEADER_H);
+    ctx.strokeStyle = line; ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(0, HEADER_H - 0.5); ctx.lineTo(w, HEADER_H - 0.5); ctx.stroke();
+    ctx.fillStyle = muted;
+    const every = cw >= 22 ? 1 : cw >= 12 ? 2 : 7;
+    for (let c = c0; c < c1; c++) {
+      const day = data.days[c], x = LABEL_W + c * cw - sx;
+      if (x < LABEL_W - 2) continue;
+      const dom = Number(day.slice(8, 10));
+      const monthDays = new Date(Date.UTC(+day.slice(0, 4), +day.slice(5, 7), 0)).getUTCDate();
+      const roomy = (monthDays - dom + 1) * cw > 56;  // the month's name fits before the next
+      if (dom === 1 || (c === c0 && roomy)) { ctx.fillStyle = fg; ctx.fillText(day.slice(0, 7), Math.max(x, LABEL_W), 9); ctx.fillStyle = muted; }
+      if ((dom - 1) % every === 0 && dom <= 29) ctx.fillText(String(dom), x, 25);
+    }
+    ctx.fillStyle = fg; ctx.fillText(data.group_label, 4, 25);
+  }
+
+  function cellAt(ev) {
+    const rect = scroller.getBoundingClientRect();
+    const x = ev.clientX - rect.left + scroller.scrollLeft, y = ev.clientY - rect.top + scroller.scrollTop;
+    const r = Math.floor((y - HEADER_H) / ROW_H);
+    const c = Math.floor((x - LABEL_W) / cw);
+    const inHeader = ev.clientY - rect.top < HEADER_H, inLabels = ev.clientX - rect.left < LABEL_W;
+    if (inHeader || r < 0 || r >= rows.length) return null;
+    const row = rows[r];
+    if (row.u === undefined) return { r, group: row.group };
+    if (inLabels || c < 0 || c >= data.days.length) return { r, u: row.u };
+    return { r, c, u: row.u };
+  }
+
+  function describe(u, c) {
+    const d = data.details[`${u}:${c}`];
+    return `${data.units[u]} · ${data.days[c]}: ${ARCHIVE[data.archive[u][c]]}, Airflow ${AIRFLOW[data.airflow[u][c]]}${d ? ` (${d})` : ""}`;
+  }
+
+  function summary() {
+    const a = data.counts, t = data.airflow_counts;
+    const cells = data.units.length * data.days.length;
+    const ms = rendered === null ? "" : ` Rendered in ${(rendered / 1000).toFixed(2)} s (server ${
+      (data.seconds.units + data.seconds.archive + data.seconds.airflow).toFixed(2)} s).`;
+    $("summary").innerHTML = `<b>${data.title}</b> (DAG <code>${data.dag_id}</code>${data.paused ? ", paused" : ""}): ` +
+      `${data.units.length} ${data.units.length === 1 ? "unit" : "units"} × ${data.days.length} days = ${cells.toLocaleString()} cells. ` +
+      `Archive: ${Object.entries(a).map(([k, v]) => `${k} ${v.toLocaleString()}`).join(", ")}. ` +
+      `Airflow: ${Object.entries(t).filter(([, v]) => v).map(([k, v]) => `${k} ${v.toLocaleString()}`).join(", ")}.${ms}`;
+  }
+
+  function legend() {
+    $("legend").innerHTML =
+      Object.entries(ARCHIVE).map(([k, v]) => `<span><i style="background:${ACOL[k]}"></i>${v}</span>`).join("") +
+      "<span>· Airflow:</span>" +
+      Object.entries(AIRFLOW).filter(([k]) => k !== "n").map(([k, v]) =>
+        `<span><i class="stripe" style="background:${TCOL[k]}"></i>${v}</span>`).join("") +
+      "<span>(no stripe: no run)</span><span>· click: details; shift/ctrl-click: select</span>";
+  }
+
+  function updateSelection() {
+    $("selection-count").textContent = `${selected.size} ${selected.size === 1 ? "cell" : "cells"} selected`;
+    $("refill").disabled = selected.size === 0 || !data || !data.can_clear;
+    $("refill").title = data && !data.can_clear ? "You may not clear task instances of this DAG" : "";
+    if (current) $("toggle-cell").textContent = selected.has(key(current.u, current.c)) ? "Unselect this cell" : "Select this cell";
+    draw();
+  }
+
+  async function load(keepSelection) {
+    const source = $("source").value;
+    if (!source) return;
+    const q = new URLSearchParams({ source, start: $("start").value, end: $("end").value });
+    status("loading…");
+    const t = performance.now();
+    try {
+      const doc = await api(`api/grid?${q}`);
+      const sameShape = data && data.source === doc.source && data.days.join() === doc.days.join();
+      data = doc;
+      if (!keepSelection || !sameShape) selected = new Set();
+      const groups = [...new Set(data.groups)];
+      const sel = $("group"), was = sel.value;
+      sel.innerHTML = `<option value="">all</option>` + groups.map((g) => `<option>${g}</option>`).join("");
+      sel.value = groups.includes(was) ? was : "";
+      $("group-label").textContent = data.group_label[0].toUpperCase() + data.group_label.slice(1);
+      buildRows(); resize(); draw();
+      if (rendered === null) rendered = performance.now();  // since navigation start
+      window.dxtCoverage.lastLoadMs = performance.now() - t;
+      summary(); updateSelection();
+      if (data.warnings.length) notice(data.warnings.join("; "));
+      status(`updated ${new Date().toLocaleTimeString()}`);
+      window.dxtCoverage.ready = true;
+      window.dxtCoverage.loads++;
+      scheduleRefresh();
+      if (current) showDetail(current.u, current.c, true);
+    } catch (e) {
+      status(`could not load the grid: ${e.message}`, true);
+      if (e.status === 401) signIn();
+    }
+  }
+
+  function scheduleRefresh() {
+    clearTimeout(refreshTimer);
+    const busy = data.airflow.some((row) => /[qru]/.test(row));
+    if (busy && $("auto").checked) refreshTimer = setTimeout(() => load(true), 5000);
+  }
+
+  function notice(text) { const n = $("notice"); n.textContent = text; n.hidden = !text; }
+  function signIn() { notice("Your Airflow session has ended: sign in again."); window.top.location.href = `${CFG.base}/`; }
+
+  const uiLink = (path) => `${CFG.base}${path}`;
+  const esc = (s) => String(s).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+  async function showDetail(u, c, quiet) {
+    current = { u, c };
+    const pane = $("detail");
+    pane.hidden = false;
+    $("detail-title").textContent = `${data.units[u]} · ${data.days[c]}`;
+    if (!quiet) { $("detail-states").textContent = describe(u, c); $("detail-table").innerHTML = ""; }
+    updateSelection();
+    try {
+      const q = new URLSearchParams({ source: data.source, unit: data.units[u], day: data.days[c] });
+      const d = await api(`api/cell?${q}`);
+      if (!current || current.u !== u || current.c !== c) return;
+      $("detail-states").innerHTML =
+        `Archive: <span class="badge" data-archive-state="${d.archive_state}" style="background:${ACOL[Object.keys(ARCHIVE).find((k) => ARCHIVE[k] === d.archive_state)]}">${d.archive_state}</span> ` +
+        `Airflow: <span class="badge" data-airflow-state="${d.airflow_state}" style="background:${TCOL[Object.keys(AIRFLOW).find((k) => AIRFLOW[k] === d.airflow_state)] || "#a0aec0"}">${d.airflow_state}</span>` +
+        (d.problem ? `<br><span class="error">${esc(d.problem)}</span>` : "") +
+        (d.kept ? `<br>Kept: on ${esc(d.kept.at)} the source had ${esc(d.kept.source_rows)} rows, the archive ${esc(d.kept.archive_rows)}; the archived file stays (trigger with <code>replace</code> to take the smaller day).` : "");
+      const t = d.task;
+      if (t) {
+        const base = `/dags/${encodeURIComponent(d.dag_id)}/runs/${encodeURIComponent(t.run_id)}/tasks/${encodeURIComponent(d.task_id)}/mapped/${t.map_index}`;
+        $("detail-links").innerHTML = `<a id="log-link" target="_top" href="${esc(uiLink(base))}">Log</a> · ` +
+          `<a id="xcom-link" target="_top" href="${esc(uiLink(`${base}/xcom`))}">XCom</a> · try ${t.try_number} · run <code>${esc(t.run_id)}</code>`;
+      } else {
+        $("detail-links").textContent = d.runs.length ? "No task instance for this unit in the day's runs." : "No run archives this day yet.";
+      }
+      const m = d.manifest || {};
+      const stats = m.requests && typeof m.requests === "object" ? m.requests : m;
+      const fields = [
+        ["manifest", d.manifest_path], ["data file", d.data_path], ["status", m.status], ["rows", m.rows],
+        ["bytes", m.bytes], ["sha256", m.sha256],
+        ["time span", m.first_timestamp || m.time_span ? JSON.stringify(m.time_span || [m.first_timestamp, m.last_timestamp]) : undefined],
+        ["query window", m.window ? JSON.stringify(m.window) : m.query_window ? JSON.stringify(m.query_window) : undefined],
+        ["requests", stats.requests], ["retries", stats.retries], ["splits", stats.splits],
+        ["seconds", m.seconds], ["written at", m.written_at],
+      ].filter(([, v]) => v !== undefined && v !== null);
+      $("detail-table").innerHTML = fields.map(([k, v]) => `<tr><th>${k}</th><td>${esc(v)}</td></tr>`).join("");
+      $("detail-runs").innerHTML = d.runs.length ? "<tr><th>run</th><th>run state</th><th>task</th></tr>" + d.runs.map((r) =>
+        `<tr><td>${esc(r.run_id)}${r.day_from_param ? " (day param)" : ""}</td><td>${esc(r.run_state)}</td><td>${r.map_index === null ? "–" : `${esc(r.state)} (try ${r.try_number})`}</td></tr>`).join("") : "<tr><td>none</td></tr>";
+      $("detail-json").textContent = d.manifest ? JSON.stringify(d.manifest, null, 2) : "(no manifest)";
+    } catch (e) {
+      $("detail-states").innerHTML = `<span class="error">${esc(e.message)}</span>`;
+    }
+  }
+
+  function toggle(u, c) {
+    const k = key(u, c);
+    if (selected.has(k)) selected.delete(k); else selected.add(k);
+    updateSelection();
+  }
+
+  async function planRefill(all) {
+    const body = { source: data.source, start: $("start").value, end: $("end").value, cells: null };
+    if (!all) body.cells = [...selected].map((k) => { const [u, c] = k.split(":").map(Number); return [data.units[u], data.days[c]]; });
+    const plan = await api("api/refill/plan", { method: "POST", body: JSON.stringify(body) });
+    return plan;
+  }
+
+  function showPlan(plan) {
+    const items = [];
+    for (const c of plan.clears) {
+      items.push(c.task_ids ? `clear ${c.task_ids.length} task ${c.task_ids.length === 1 ? "instance" : "instances"} of run <code>${esc(c.dag_run_id)}</code>`
+                            : `clear the failed tasks of run <code>${esc(c.dag_run_id)}</code> (it failed before this task)`);
+    }
+    if (plan.backfill) items.push(`backfill ${plan.backfill.days.length} ${plan.backfill.days.length === 1 ? "day" : "days"} with no run (${plan.backfill.from_date.slice(0, 10)} to ${plan.backfill.to_date.slice(0, 10)}, days that have a run are left alone)`);
+    for (const s of plan.skipped) items.push(`skip ${esc(s.unit)} ${s.day}: ${esc(s.reason)}`);
+    if (!plan.can_clear) items.push(`<span class="error">you may not clear task instances of ${esc(plan.dag_id)}; Airflow would refuse the refill</span>`);
+    $("plan").innerHTML = `<b>Refill ${plan.cells} ${plan.cells === 1 ? "cell" : "cells"} of ${esc(plan.dag_id)}</b>` +
+      (plan.paused ? ` <span class="error">(the DAG is paused: cleared tasks wait until it is unpaused; backfills run)</span>` : "") +
+      `<ul>${items.map((i) => `<li>${i}</li>`).join("") || "<li>nothing to do</li>"}</ul>`;
+    $("confirm-refill").disabled = !(plan.clears.length || plan.backfill) || !plan.can_clear;
+    $("confirm").hidden = false;
+    window.dxtCoverage.plan = plan;
+  }
+
+  async function runPlan(plan) {
+    $("confirm").hidden = true;
+    const done = [], failed = [];
+    for (const c of plan.clears) {
+      const body = { dry_run: false, dag_run_id: c.dag_run_id, only_failed: c.only_failed, reset_dag_runs: true,
+                     include_upstream: false, include_downstream: false, note: "Refilled from the archive coverage view" };
+      if (c.task_ids) body.task_ids = c.task_ids;
+      try {
+        const r = await api(`${CFG.api}/dags/${encodeURIComponent(plan.dag_id)}/clearTaskInstances`, { method: "POST", body: JSON.stringify(body) });
+        done.push(`cleared ${r.total_entries} in ${c.dag_run_id}`);
+      } catch (e) { failed.push(`clear ${c.dag_run_id}: ${e.message}`); }
+    }
+    if (plan.backfill) {
+      const b = plan.backfill, body = { dag_id: b.dag_id, from_date: b.from_date, to_date: b.to_date, reprocess_behavior: b.reprocess_behavior };
+      if (b.max_active_runs) body.max_active_runs = b.max_active_runs;
+      // On SQLite, Airflow answers 503 while the scheduler holds the write lock: try again.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
+          done.push(`backfill ${r.id} created`);
+          break;
+        } catch (e) {
+          if (e.status === 503 && attempt < 10) { status(`backfill: ${e.message}; trying again`); await new Promise((ok) => setTimeout(ok, 3000)); continue; }
+          failed.push(`backfill: ${e.message}`);
+          break;
+        }
+      }
+    }
+    selected = new Set();
+    status(`${done.join("; ")}${failed.length ? `; FAILED: ${failed.join("; ")}` : ""}`, failed.length > 0);
+    await load(false);
+    window.dxtCoverage.refills.push({ done, failed });
+  }
+
+  async function init() {
+    legend();
+    const end = new Date(Date.now() - 86400000), start = new Date(end.getTime() - 29 * 86400000);
+    const qs = new URLSearchParams(location.search);
+    $("start").value = qs.get("start") || iso(start);
+    $("end").value = qs.get("end") || iso(end);
+    if (CFG.not_ours) notice(`${CFG.dag_id} is not a dxt-archive DAG; the coverage view shows the dxt DAGs.`);
+    let doc;
+    try { doc = await api("api/sources"); } catch (e) { status(e.message, true); if (e.status === 401) signIn(); return; }
+    const sources = doc.sources;
+    if (!sources.length) { notice("You may not read any dxt-archive DAG."); return; }
+    $("source").innerHTML = sources.map((s) => `<option value="${s.source}">${esc(s.title)}${s.dag_exists ? "" : " (DAG not loaded)"}</option>`).join("");
+    const want = CFG.source || qs.get("source");
+    if (want && sources.some((s) => s.source === want)) $("source").value = want;
+    await load(false);
+  }
+
+  $("controls").addEventListener("submit", (e) => { e.preventDefault(); current = null; $("detail").hidden = true; load(false); });
+  $("source").addEventListener("change", () => { current = null; $("detail").hidden = true; load(false); });
+  $("filter").addEventListener("input", () => { if (data) { buildRows(); draw(); } });
+  $("group").addEventListener("change", () => { if (data) { buildRows(); draw(); } });
+  scroller.addEventListener("scroll", () => requestAnimationFrame(draw));
+  window.addEventListener("resize", () => { if (data) { buildRows(); resize(); draw(); } });
+  scroller.addEventListener("mousemove", (ev) => {
+    if (!data) return;
+    const cell = cellAt(ev), tip = $("tip");
+    hover = cell && cell.c !== undefined ? cell : cell ? { r: cell.r } : null;
+    if (cell && cell.c !== undefined) {
+      tip.textContent = describe(cell.u, cell.c); tip.hidden = false;
+      const rect = $("gridwrap").getBoundingClientRect();
+      tip.style.left = `${Math.min(ev.clientX - rect.left + 12, rect.width - tip.offsetWidth - 4)}px`;
+      tip.style.top = `${ev.clientY - rect.top + 14}px`;
+    } else tip.hidden = true;
+    draw();
+  });
+  scroller.addEventListener("mouseleave", () => { hover = null; $("tip").hidden = true; draw(); });
+  scroller.addEventListener("click", (ev) => {
+    if (!data) return;
+    const cell = cellAt(ev);
+    if (!cell) return;
+    if (cell.group !== undefined) {
+      if (collapsed.has(cell.group)) collapsed.delete(cell.group); else collapsed.add(cell.group);
+      buildRows(); draw(); return;
+    }
+    if (cell.c === undefined) return;
+    if (ev.shiftKey || ev.ctrlKey || ev.metaKey) toggle(cell.u, cell.c);
+    else showDetail(cell.u, cell.c);
+  });
+  $("close-detail").addEventListener("click", () => { current = null; $("detail").hidden = true; });
+  $("toggle-cell").addEventListener("click", () => { if (current) toggle(current.u, current.c); });
+  $("clear-selection").addEventListener("click", () => { selected = new Set(); updateSelection(); });
+  $("select-bad").addEventListener("click", async () => {
+    try { showPlan(await planRefill(true)); } catch (e) { status(e.message, true); }
+  });
+  $("refill").addEventListener("click", async () => {
+    try { showPlan(await planRefill(false)); } catch (e) { status(e.message, true); }
+  });
+  $("cancel-refill").addEventListener("click", () => { $("confirm").hidden = true; });
+  $("confirm-refill").addEventListener("click", () => runPlan(window.dxtCoverage.plan));
+
+  // For tests and scripts: where a cell is drawn, and what the grid holds.
+  window.dxtCoverage = {
+    ready: false, loads: 0, refills: [], plan: null,
+    renderedMs: () => rendered,
+    index(unit, day) { return { u: data.units.indexOf(unit), c: data.days.indexOf(day) }; },
+    state(unit, day) {
+      const { u, c } = this.index(unit, day);
+      return u < 0 || c < 0 ? null : { archive: ARCHIVE[data.archive[u][c]], airflow: AIRFLOW[data.airflow[u][c]] };
+    },
+    cellCenter(unit, day) {
+      const { u, c } = this.index(unit, day);
+      const r = rows.findIndex((row) => row.u === u);
+      if (r < 0 || c < 0) return null;
+      const y = HEADER_H + r * ROW_H, x = LABEL_W + c * cw;
+      if (y < scroller.scrollTop + HEADER_H || y + ROW_H > scroller.scrollTop + scroller.clientHeight) scroller.scrollTop = y - HEADER_H - 40;
+      if (x < scroller.scrollLeft + LABEL_W || x + cw > scroller.scrollLeft + scroller.clientWidth) scroller.scrollLeft = x - LABEL_W - 40;
+      draw();
+      // position inside the scroller element (what a click on it at that offset hits)
+      return { x: x - scroller.scrollLeft + cw / 2, y: y - scroller.scrollTop + ROW_H / 2 };
+    },
+    selection: () => [...selected].map((k) => { const [u, c] = k.split(":").map(Number); return [data.units[u], data.days[c]]; }),
+  };
+  init();
+})();

@@ -1,0 +1,637 @@
+"""The manifest index: one SQLite file per archive that answers coverage questions fast.
+
+Reading 300,000 manifests per question (811 metrics x 365 days) takes minutes; the index
+holds one row per manifest (source, unit, day, status, data files with their sizes, rows,
+bytes, sha256) in ``<root>/.dxt-index.sqlite``. Every manifest written
+(:meth:`dxt_core.archive.Archive.write_manifest`) updates it (:func:`record_commit`),
+``dxt index rebuild --archive ROOT`` recreates it from the manifests, and ``dxt coverage``
+and the Airflow coverage view read it.
+
+The index is a cache, never the record: the manifests are. A failed index update is logged
+and the commit stands. Answers from the index are checked against one directory listing per
+unit, so a manifest or data file deleted since it was indexed shows as missing or corrupt,
+a day kept by the never-shrink rule (its ``<day>.kept.json`` sidecar) shows as kept, and a
+manifest the index has never seen is read from disk. Sizes are compared only with
+``check_sizes`` (one ``stat`` per file) and checksums only by ``dxt coverage --verify``,
+which reads every manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import logging
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from dxt_core.archive import (
+    KEPT_SUFFIX,
+    MANIFEST_SUFFIX,
+    Archive,
+    CoverageRow,
+    DayKey,
+    _kept_detail,
+    manifest_files,
+)
+from dxt_core.errors import ArchiveError
+
+log = logging.getLogger("dxt_core.index")
+
+INDEX_NAME = ".dxt-index.sqlite"
+SCHEMA_VERSION = "3"
+#: Seconds a writer waits for another writer's lock before giving up on the index update.
+BUSY_TIMEOUT_S = 30.0
+
+State = Literal["archived", "empty", "missing", "corrupt", "kept"]
+#: One character per cell in :class:`StateGrid` rows.
+STATE_CODES: dict[State, str] = {
+    "archived": "A",
+    "empty": "E",
+    "missing": "M",
+    "corrupt": "C",
+    "kept": "K",
+}
+CODE_STATES: dict[str, State] = {v: k for k, v in STATE_CODES.items()}
+
+_MANIFEST_NAME = re.compile(r"^_?(\d{4}-\d{2}-\d{2})" + re.escape(MANIFEST_SUFFIX) + "$")
+
+_INSERT = "INSERT OR REPLACE INTO manifests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS manifests (
+    source TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    day TEXT NOT NULL,
+    status TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    file TEXT,
+    rows INTEGER,
+    bytes INTEGER,
+    sha256 TEXT,
+    written_at TEXT,
+    detail TEXT NOT NULL DEFAULT '',
+    names TEXT NOT NULL DEFAULT '',
+    sizes TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (source, unit, day)
+) WITHOUT ROWID;
+"""
+
+
+def index_path(root: str | Path) -> Path:
+    return Path(root) / INDEX_NAME
+
+
+def unit_of(parts: Sequence[str]) -> str:
+    """The unit name of archive path parts: ``("ipmi_pub", "ambient")`` -> ``ipmi_pub/ambient``."""
+    return "/".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """What one manifest says, as the index keeps it."""
+
+    source: str
+    unit: str
+    day: str
+    status: str
+    manifest: str
+    file: str | None = None
+    rows: int | None = None
+    bytes: int | None = None
+    sha256: str | None = None
+    written_at: str | None = None
+    detail: str = ""
+    #: the data files the manifest names, joined by "/" (which no file name holds), and
+    #: their sizes in bytes, joined the same way ("" for a size the manifest does not give)
+    names: str = ""
+    sizes: str = ""
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        return (
+            self.source,
+            self.unit,
+            self.day,
+            self.status,
+            self.manifest,
+            self.file,
+            self.rows,
+            self.bytes,
+            self.sha256,
+            self.written_at,
+            self.detail,
+            self.names,
+            self.sizes,
+        )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _plain(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and "/" not in name and name not in (".", "..")
+
+
+def manifest_status(doc: dict[str, Any]) -> tuple[str, str]:
+    """The indexed status of a manifest document, and why when it is corrupt."""
+    status = doc.get("status")
+    if status == "empty":
+        return "empty", ""
+    if status == "archived":
+        files = manifest_files(doc)
+        if not files:
+            return "corrupt", "manifest names no data file"
+        for f in files:
+            if not _plain(f.get("file")):
+                return "corrupt", f"manifest names {f.get('file')!r}, not a file of its directory"
+        return "archived", ""
+    return "corrupt", f"manifest status {status!r} is unknown"
+
+
+def entry_from_manifest(
+    source: str, parts: Sequence[str], day: dt.date | str, manifest: str, doc: dict[str, Any]
+) -> IndexEntry:
+    status, detail = manifest_status(doc)
+    name = doc.get("file")
+    files = (
+        [f for f in manifest_files(doc) if _plain(f.get("file"))] if status == "archived" else []
+    )
+    sizes = (_int_or_none(f.get("bytes")) for f in files)
+    return IndexEntry(
+        source=source,
+        unit=unit_of(parts),
+        day=day if isinstance(day, str) else day.isoformat(),
+        status=status,
+        manifest=manifest,
+        file=name if isinstance(name, str) and name else None,
+        rows=_int_or_none(doc.get("rows")),
+        bytes=_int_or_none(doc.get("bytes")),
+        sha256=doc.get("sha256") if isinstance(doc.get("sha256"), str) else None,
+        written_at=doc.get("written_at") if isinstance(doc.get("written_at"), str) else None,
+        detail=detail,
+        names="/".join(str(f["file"]) for f in files),
+        sizes="/".join("" if n is None else str(n) for n in sizes),
+    )
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # Rollback journal, not WAL: WAL needs shared memory, which network file systems (where
+    # archives often live) do not give between machines.
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+class ManifestIndex:
+    """The index of the archive at ``root`` (created on first write)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.path = index_path(self.root)
+        self._conn: sqlite3.Connection | None = None
+
+    def exists(self) -> bool:
+        """True when the index file exists and this version can read it."""
+        if not self.path.is_file():
+            return False
+        try:
+            self._connection()
+        except sqlite3.Error as exc:
+            log.warning("%s; reading the manifests instead", exc)
+            return False
+        return True
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = _connect(self.path)
+            try:
+                conn.executescript(_SCHEMA)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+                    (SCHEMA_VERSION,),
+                )
+                found = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                if found is None or found[0] != SCHEMA_VERSION:
+                    raise sqlite3.DatabaseError(
+                        f"{self.path} has index schema {found[0] if found else None}, this "
+                        f"version writes {SCHEMA_VERSION}: run 'dxt index rebuild --archive "
+                        f"{self.root}'"
+                    )
+            except sqlite3.Error:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> ManifestIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def upsert(self, entries: Iterable[IndexEntry]) -> int:
+        conn = self._connection()
+        rows = [e.as_tuple() for e in entries]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                _INSERT,
+                rows,
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return len(rows)
+
+    def entries(
+        self, source: str, first: dt.date, last: dt.date
+    ) -> Iterator[tuple[str, str, str, str, str]]:
+        """``(unit, day, status, names, sizes)`` of every indexed day of ``source`` in range
+        (``names``, ``sizes``: the data files and their sizes, each joined by "/")."""
+        if not self.exists():
+            return iter(())
+        return self._connection().execute(
+            "SELECT unit, day, status, names, sizes FROM manifests "
+            "WHERE source = ? AND day BETWEEN ? AND ?",
+            (source, first.isoformat(), last.isoformat()),
+        )
+
+    def get(self, source: str, unit: str, day: dt.date) -> IndexEntry | None:
+        if not self.exists():
+            return None
+        row = (
+            self._connection()
+            .execute(
+                "SELECT source, unit, day, status, manifest, file, rows, bytes, sha256, "
+                "written_at, detail, names, sizes FROM manifests "
+                "WHERE source = ? AND unit = ? AND day = ?",
+                (source, unit, day.isoformat()),
+            )
+            .fetchone()
+        )
+        return IndexEntry(*row) if row else None
+
+    def units(self, source: str) -> list[str]:
+        if not self.exists():
+            return []
+        return [
+            r[0]
+            for r in self._connection().execute(
+                "SELECT DISTINCT unit FROM manifests WHERE source = ? ORDER BY unit", (source,)
+            )
+        ]
+
+    def sources(self) -> list[str]:
+        if not self.exists():
+            return []
+        return [
+            r[0]
+            for r in self._connection().execute(
+                "SELECT DISTINCT source FROM manifests ORDER BY source"
+            )
+        ]
+
+
+def record_commit(root: Path, key: DayKey, manifest: Path, doc: dict[str, Any]) -> None:
+    """Index a manifest just committed. Never raises: the manifest on disk is the record."""
+    try:
+        with ManifestIndex(root) as index:
+            index.upsert([entry_from_manifest(key.source, key.parts, key.day, manifest.name, doc)])
+    except (sqlite3.Error, OSError) as exc:
+        log.warning(
+            "%s: could not index %s (%s); the manifest is committed, and "
+            "'dxt index rebuild --archive %s' brings the index up to date",
+            index_path(root),
+            manifest,
+            exc,
+            root,
+        )
+
+
+@dataclass
+class RebuildReport:
+    manifests: int = 0
+    corrupt: int = 0
+    seconds: float = 0.0
+    sources: dict[str, int] = field(default_factory=dict)
+
+
+def _read_manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        return None, f"{path.name}: unreadable manifest ({exc})"
+    if not isinstance(doc, dict):
+        return None, f"{path.name}: manifest is not a JSON object"
+    return doc, ""
+
+
+def scan_manifests(root: Path) -> Iterator[IndexEntry]:
+    """Every manifest under ``root``, read from disk (hidden directories skipped)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel = Path(dirpath).relative_to(root).parts
+        if len(rel) < 2:
+            continue
+        source, parts = rel[0], rel[1:]
+        for name in sorted(filenames):
+            m = _MANIFEST_NAME.match(name)
+            if not m:
+                continue
+            doc, problem = _read_manifest(Path(dirpath) / name)
+            if doc is None:
+                yield IndexEntry(
+                    source, unit_of(parts), m.group(1), "corrupt", name, detail=problem
+                )
+            else:
+                yield entry_from_manifest(source, parts, m.group(1), name, doc)
+
+
+def rebuild(root: str | Path) -> RebuildReport:
+    """Recreate the index of ``root`` from its manifests.
+
+    The new index is written beside the old one and renamed over it, so readers never see a
+    half-built index. Commits that land while it runs may be missing from the result: run it
+    when no archive task is running, or run it again.
+    """
+    t0 = time.perf_counter()
+    archive_root = Path(root).expanduser().resolve()
+    if not archive_root.is_dir():
+        raise ArchiveError(f"{archive_root}: no such archive directory")
+    report = RebuildReport()
+    tmp = archive_root / f"{INDEX_NAME}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    try:
+        conn = _connect(tmp)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            conn.execute("BEGIN")
+            batch: list[tuple[Any, ...]] = []
+            for entry in scan_manifests(archive_root):
+                report.manifests += 1
+                report.corrupt += entry.status == "corrupt"
+                report.sources[entry.source] = report.sources.get(entry.source, 0) + 1
+                batch.append(entry.as_tuple())
+                if len(batch) >= 10_000:
+                    conn.executemany(_INSERT, batch)
+                    batch.clear()
+            conn.executemany(_INSERT, batch)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, index_path(archive_root))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+@dataclass
+class StateGrid:
+    """Archive states of ``units`` x ``days``: one string per unit, one character per day
+    (:data:`STATE_CODES`), and why for corrupt cells."""
+
+    units: list[str]
+    days: list[dt.date]
+    rows: list[str]
+    details: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    def state(self, unit: int, day: int) -> State:
+        return CODE_STATES[self.rows[unit][day]]
+
+    def counts(self) -> dict[State, int]:
+        out: dict[State, int] = dict.fromkeys(STATE_CODES, 0)
+        for row in self.rows:
+            for state, code in STATE_CODES.items():
+                out[state] += row.count(code)
+        return out
+
+
+def _listing(directory: Path) -> set[str]:
+    try:
+        return set(os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+
+
+def scan_states(
+    archive: Archive,
+    source: str,
+    units: Sequence[Sequence[str]],
+    days: Sequence[dt.date],
+    check_sizes: bool = False,
+    index: ManifestIndex | None = None,
+) -> StateGrid:
+    """Archive state of every (unit, day), from the index checked against directory listings.
+
+    Without a usable index every manifest is read (slow on large archives). A manifest the
+    index does not know is read from disk; with ``check_sizes`` each data file's size is
+    compared with its manifest's (one ``stat`` per file).
+    """
+    own = index is None
+    idx = index if index is not None else ManifestIndex(archive.root)
+    try:
+        return _scan(archive, source, units, days, check_sizes, idx)
+    finally:
+        if own:
+            idx.close()
+
+
+def _scan(
+    archive: Archive,
+    source: str,
+    units: Sequence[Sequence[str]],
+    days: Sequence[dt.date],
+    check_sizes: bool,
+    idx: ManifestIndex,
+) -> StateGrid:
+    # One pass over the index's rows, each checked against its unit's directory listing, then
+    # one over the cells the index did not answer (a manifest it never saw: read from disk;
+    # no manifest: missing). 300,000 cells take well under a second.
+    n_days = len(days)
+    day_names = [d.isoformat() for d in days]
+    day_pos = {name: i for i, name in enumerate(day_names)}
+    names = [unit_of(p) for p in units]
+    unit_pos = {u: i for i, u in enumerate(names)}
+    hive = [any("=" in p for p in parts) for parts in units]
+    manifest_of = [
+        [f"{'_' if h else ''}{day}{MANIFEST_SUFFIX}" for day in day_names] for h in (False, True)
+    ]
+    kept_of = [
+        [f"{'_' if h else ''}{day}{KEPT_SUFFIX}" for day in day_names] for h in (False, True)
+    ]
+    directories = [archive.root.joinpath(source, *parts) for parts in units]
+    rows: list[tuple[str, str, str, str, str]] = []
+    # The listings (system calls) and the index query (SQLite) both run without the GIL: list
+    # the directories in threads while the index answers.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        listed = pool.map(_listing, directories, chunksize=32)
+        if days and idx.exists():
+            rows = list(idx.entries(source, min(days), max(days)))
+        listings = list(listed)
+    unknown = ord("?")
+    codes = [bytearray(b"?" * n_days) for _ in units]
+    grid = StateGrid(units=names, days=list(days), rows=[])
+    a_code, k_code = ord(STATE_CODES["archived"]), ord(STATE_CODES["kept"])
+    e_code, c_code = ord(STATE_CODES["empty"]), ord(STATE_CODES["corrupt"])
+    m_code = ord(STATE_CODES["missing"])
+    if rows:
+        # Rows come in primary-key order, unit by unit: look the unit up once per run of rows.
+        current, u = None, None
+        listing: set[str] = set()
+        manifests: list[str] = []
+        kepts: list[str] = []
+        row = bytearray()
+        for unit, day, status, files, sizes in rows:
+            if unit != current:
+                current, u = unit, unit_pos.get(unit)
+                if u is not None:
+                    listing, row = listings[u], codes[u]
+                    manifests, kepts = manifest_of[hive[u]], kept_of[hive[u]]
+            if u is None:
+                continue
+            d = day_pos.get(day)
+            if d is None:
+                continue
+            if manifests[d] not in listing:
+                row[d] = m_code
+            elif status == "archived":
+                if "/" not in files and not check_sizes:  # one data file: the usual case
+                    problem = "" if files in listing else f"data file {files} is missing"
+                else:
+                    problem = _files_problem(directories[u], listing, files, sizes, check_sizes)
+                if problem:
+                    grid.details[(u, d)] = problem
+                    row[d] = c_code
+                else:
+                    row[d] = k_code if kepts[d] in listing else a_code
+            elif status == "empty":
+                row[d] = e_code
+            else:
+                grid.details[(u, d)] = "unreadable manifest"
+                row[d] = c_code
+    for u, cells in enumerate(codes):
+        listing, h = listings[u], hive[u]
+        d = cells.find(unknown)
+        while d >= 0:
+            if manifest_of[h][d] not in listing:
+                cells[d] = m_code
+            else:
+                state, detail = _state_from_disk(archive, source, units[u], days[d], check_sizes)
+                if detail:
+                    grid.details[(u, d)] = detail
+                cells[d] = ord(STATE_CODES[state])
+            d = cells.find(unknown, d + 1)
+        grid.rows.append(cells.decode())
+    return grid
+
+
+def _files_problem(
+    directory: Path, listing: set[str], names: str, sizes: str, check_sizes: bool
+) -> str:
+    """Why the data files of an archived day are not as its manifest says ("" if they are)."""
+    if "/" not in names and not check_sizes:  # the usual single file, fast
+        return "" if names in listing else f"data file {names} is missing"
+    wants = sizes.split("/")
+    for i, name in enumerate(names.split("/")):
+        if name not in listing:
+            return f"data file {name} is missing"
+        if check_sizes:
+            want = wants[i] if i < len(wants) else ""
+            try:
+                size = (directory / name).stat().st_size
+            except OSError:
+                return f"data file {name} is missing"
+            if want and size != int(want):
+                return f"data file {name} has {size} bytes, manifest says {want}"
+    return ""
+
+
+def _state_from_disk(
+    archive: Archive, source: str, parts: Sequence[str], day: dt.date, check_sizes: bool
+) -> tuple[State, str]:
+    """What :meth:`Archive.status` says (it compares sizes), with kept days told apart."""
+    status, detail = archive.status(DayKey(source, tuple(parts), day))
+    if status == "archived" and detail.startswith("kept:"):
+        return "kept", ""
+    if status == "corrupt" and str(archive.root) in detail:
+        detail = detail.replace(f"{archive.root}/", "").replace(str(archive.root), "")
+    return status, detail
+
+
+def coverage_rows(
+    archive: Archive,
+    source: str,
+    units: Iterable[Sequence[str]],
+    days: Iterable[dt.date],
+    verify: bool = False,
+) -> list[CoverageRow]:
+    """What :func:`dxt_core.archive.coverage` answers, from the index when there is one.
+
+    ``verify`` (sha256 of every data file) reads every manifest instead.
+    """
+    from dxt_core.archive import coverage
+
+    unit_list = [tuple(u) for u in units]
+    day_list = list(days)
+    if verify or not ManifestIndex(archive.root).exists():
+        return coverage(archive, source, unit_list, day_list, verify=verify)
+    grid = scan_states(archive, source, unit_list, day_list, check_sizes=True)
+    rows: list[CoverageRow] = []
+    for u, parts in enumerate(unit_list):
+        for d, day in enumerate(day_list):
+            state = grid.state(u, d)
+            detail = grid.details.get((u, d), "")
+            if state == "kept":
+                kept = archive.read_kept(DayKey(source, parts, day)) or {}
+                rows.append(CoverageRow(parts, day, "archived", _kept_detail(kept), True))
+            else:
+                rows.append(CoverageRow(parts, day, state, detail))
+    return rows
+
+
+def _cmd_rebuild(args: argparse.Namespace) -> int:
+    report = rebuild(args.archive)
+    per_source = ", ".join(f"{n} {s}" for s, n in sorted(report.sources.items()))
+    print(
+        f"{index_path(Archive(args.archive).root)}: {report.manifests} manifests"
+        f"{' (' + per_source + ')' if per_source else ''}, {report.corrupt} unreadable, "
+        f"{report.seconds:.1f} s"
+    )
+    return 0
+
+
+def add_index_parser(sub: Any) -> None:
+    """``dxt index rebuild --archive ROOT``."""
+    ix = sub.add_parser(
+        "index",
+        help="the manifest index that coverage reads (rebuild it from the manifests)",
+        description=f"The archive's manifest index (<archive>/{INDEX_NAME}) is updated by "
+        "every commit and read by 'dxt coverage' and the Airflow coverage view. 'rebuild' "
+        "recreates it from the manifests (after copying an archive, or if an update failed).",
+    )
+    actions = ix.add_subparsers(dest="action", required=True)
+    rb = actions.add_parser("rebuild", help="recreate the index from every manifest")
+    rb.add_argument("--archive", required=True, help="archive root directory")
+    rb.set_defaults(func=_cmd_rebuild)

@@ -1,0 +1,242 @@
+"""The coverage plugin inside a real Airflow API server: who may see what, and what it says.
+
+Two manual runs of dxt_examon are made with ``airflow dags test`` against the Examon simulator
+(pcie fails there; no data before 2024-05-01): one with the ``day`` param 2024-05-01, one
+without, which archives the day before its logical date (an empty day). Then
+``airflow api-server`` serves the plugin with three signed-in users: admin, viewer (read
+only) and nobody (no role).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.airflow.conftest import airflow, fresh_home
+from tests.browser.stack import start_api_server
+from tests.conftest import ROOT, SimulatorProcess
+
+pytestmark = pytest.mark.airflow
+
+D0, DAY, D2 = "2024-04-30", "2024-05-01", "2024-05-02"
+UNITS = ["ipmi_pub/ambient", "ipmi_pub/pcie", "nagios_pub/state"]
+
+
+@pytest.fixture(scope="module")
+def server(migrated_home, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plugin")
+    catalog = tmp / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n")
+    args = ["--catalog", str(catalog), "--nodes", "2", "--fail-metric", "pcie"]
+    sim = SimulatorProcess([*args, "--data-start", DAY])
+    home = fresh_home(migrated_home, tmp / "home")
+    archive = tmp / "archive"
+    stack = None
+    try:
+        from tests.browser.stack import stack_env
+
+        env = stack_env(home, archive, sim.url, catalog, 1)
+        # a manual run: the 'day' param makes it archive DAY (else the day before)
+        conf = json.dumps({"day": DAY})
+        # (another logical date: 'dags test' replaces a run of the same logical date)
+        out = airflow(
+            env, "dags", "test", "dxt_examon", "2024-06-01", "-c", conf, check=False, timeout=300
+        )
+        assert (archive / f"examon/ipmi_pub/ambient/{DAY}.manifest.json").is_file(), out.stderr[
+            -3000:
+        ]
+        # no 'day': a manual run of logical date DAY archives the day before, D0
+        out = airflow(env, "dags", "test", "dxt_examon", DAY, check=False, timeout=300)
+        m = archive / f"examon/ipmi_pub/ambient/{D0}.manifest.json"
+        assert json.loads(m.read_text())["status"] == "empty", out.stderr[-3000:]
+        (archive / f"examon/nagios_pub/state/{DAY}.csv.gz").unlink()  # corrupt from now on
+        stack = start_api_server(home, archive, catalog, tmp / "api-server.log")
+        yield stack
+    finally:
+        if stack:
+            stack.stop()
+        sim.stop()
+
+
+ENDPOINTS = [
+    ("GET", "/dxt-archive/api/sources", None),
+    ("GET", "/dxt-archive/api/grid?source=examon", None),
+    ("GET", f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}", None),
+    ("POST", "/dxt-archive/api/refill/plan", {"source": "examon"}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
+def test_anonymous_requests_are_refused(server, method, path, body):
+    r = server.request(method, path, user=None, json=body)
+    assert r.status_code == 401, r.text
+    assert "sign in" in r.json()["detail"]
+    bad = server.request(method, path, user=None, json=body, headers={"Authorization": "Bearer x"})
+    assert bad.status_code == 401
+
+
+def test_the_page_sends_anonymous_visitors_to_the_login(server):
+    r = server.request("GET", "/dxt-archive/coverage?dag_id=dxt_examon", user=None)
+    assert r.status_code == 307
+    assert r.headers["location"] == (
+        "/auth/login?next=%2Fdxt-archive%2Fcoverage%3Fdag_id%3Ddxt_examon"
+    )
+    page = server.request("GET", "/dxt-archive/coverage?dag_id=dxt_examon", user="viewer")
+    assert page.status_code == 200 and "Archive coverage" in page.text
+    assert '"source": "examon"' in page.text  # the DAG tab opens on the DAG's source
+
+
+def test_a_user_without_rights_on_the_dag_sees_nothing(server):
+    assert server.get("/dxt-archive/api/sources", user="nobody") == {"sources": []}
+    for method, path, body in ENDPOINTS[1:]:
+        r = server.request(method, path, user="nobody", json={**(body or {})})
+        assert r.status_code == 403, (path, r.text)
+
+
+def test_grid_joins_archive_and_task_states(server):
+    doc = server.get(f"/dxt-archive/api/grid?source=examon&start={D0}&end={D2}")
+    assert doc["units"] == UNITS and doc["days"] == [D0, DAY, D2]
+    assert doc["groups"] == ["ipmi_pub", "ipmi_pub", "nagios_pub"]
+    # D0 empty (no data yet), D1 archived, corrupt (data file deleted) and missing (its task
+    # failed on both days), D2 never ran
+    assert doc["archive"] == ["EAM", "MMM", "ECM"]
+    assert doc["airflow"] == ["ssn", "ffn", "ssn"]
+    assert doc["details"] == {"2:1": f"data file {DAY}.csv.gz is missing"}
+    assert doc["counts"] == {"archived": 1, "empty": 2, "missing": 5, "corrupt": 1, "kept": 0}
+    assert set(doc["runs"]) == {D0, DAY}
+    assert doc["can_clear"] is True
+
+
+def test_cell_shows_its_manifest_and_task_links(server):
+    cell = server.get(f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}")
+    assert cell["archive_state"] == "archived" and cell["airflow_state"] == "success"
+    assert cell["manifest_path"] == f"examon/ipmi_pub/ambient/{DAY}.manifest.json"
+    assert cell["data_path"] == f"examon/ipmi_pub/ambient/{DAY}.csv.gz"
+    m = cell["manifest"]
+    assert m["status"] == "archived" and m["rows"] > 0 and len(m["sha256"]) == 64
+    assert cell["task"]["try_number"] == 1 and cell["task"]["state"] == "success"
+    assert [r["state"] for r in cell["runs"]] == ["success"]
+    assert str(ROOT) not in json.dumps(cell)  # paths are relative to the archive root
+
+
+@pytest.mark.parametrize(
+    ("unit", "day", "status"),
+    [
+        ("../../../etc", DAY, 404),
+        ("ipmi_pub/../../x", DAY, 404),
+        ("ipmi_pub/nonexistent", DAY, 404),
+        ("ipmi_pub/ambient", "../x", 400),
+    ],
+)
+def test_cells_outside_the_catalog_or_archive_do_not_exist(server, unit, day, status):
+    r = server.request("GET", f"/dxt-archive/api/cell?source=examon&unit={unit}&day={day}")
+    assert r.status_code == status, r.text
+
+
+def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server):
+    r = server.request(
+        "POST", "/dxt-archive/api/refill/plan", json={"source": "examon", "start": D0, "end": D2}
+    )
+    plan = r.json()
+
+    def task(unit, day):
+        return server.get(f"/dxt-archive/api/cell?source=examon&unit={unit}&day={day}")["task"]
+
+    pcie0, pcie1, state1 = (
+        task("ipmi_pub/pcie", D0),
+        task("ipmi_pub/pcie", DAY),
+        task("nagios_pub/state", DAY),
+    )
+    assert pcie0["run_id"] != pcie1["run_id"] == state1["run_id"]
+    assert sorted(plan["clears"], key=lambda c: c["dag_run_id"]) == sorted(
+        [
+            {
+                "dag_run_id": pcie1["run_id"],
+                "task_ids": sorted(
+                    [
+                        ["archive_metric_day", pcie1["map_index"]],
+                        ["archive_metric_day", state1["map_index"]],
+                    ]
+                ),
+                "only_failed": False,
+            },
+            {
+                "dag_run_id": pcie0["run_id"],
+                "task_ids": [["archive_metric_day", pcie0["map_index"]]],
+                "only_failed": False,
+            },
+        ],
+        key=lambda c: c["dag_run_id"],
+    )
+    assert plan["backfill"]["days"] == [D2]
+    assert plan["backfill"]["reprocess_behavior"] == "none"
+    assert plan["cells"] == 3 + 3  # pcie twice and state (corrupt), then all of D2
+    one = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        json={"source": "examon", "cells": [["ipmi_pub/pcie", DAY]]},
+    ).json()
+    assert one["clears"][0]["task_ids"] == [["archive_metric_day", pcie1["map_index"]]]
+    assert one["backfill"] is None
+
+
+def test_a_viewer_sees_the_grid_but_airflow_refuses_its_clear(server):
+    doc = server.get(f"/dxt-archive/api/grid?source=examon&start={DAY}&end={DAY}", user="viewer")
+    assert doc["archive"][0] == "A" and doc["can_clear"] is False
+    plan = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        user="viewer",
+        json={"source": "examon", "start": DAY, "end": DAY},
+    ).json()
+    assert plan["can_clear"] is False
+    # What the page would send: Airflow's own API checks the viewer's rights and refuses.
+    clear = plan["clears"][0]
+    r = server.request(
+        "POST",
+        "/api/v2/dags/dxt_examon/clearTaskInstances",
+        user="viewer",
+        json={"dry_run": False, "dag_run_id": clear["dag_run_id"], "task_ids": clear["task_ids"]},
+    )
+    assert r.status_code == 403
+
+
+def test_the_plugin_is_registered_once_from_entry_point_and_plugins_folder(server):
+    plugins = server.get("/api/v2/plugins")["plugins"]
+    ours = [p for p in plugins if p["name"] == "dxt_archive"]
+    assert len(ours) == 1 and "EntryPoint" in ours[0]["source"]
+    assert {v["destination"] for v in ours[0]["external_views"]} == {"nav", "dag"}
+    assert ours[0]["listeners"] == ["dxt_core.airflow.plugin.RunNoteListener"]
+    assert server.get("/api/v2/plugins/importErrors")["import_errors"] == []
+
+
+FOLDER_ONLY = """
+import importlib.metadata, importlib_metadata, json
+# As if dxt_core were on the path without its distribution (no entry points), e.g. a checkout
+# on PYTHONPATH: hide the dxt-archive distribution from both metadata readers.
+for md in (importlib.metadata, importlib_metadata):
+    def without_dxt(real=md.distributions, **kw):
+        return [d for d in real(**kw) if d.metadata["Name"] != "dxt-archive"]
+    md.distributions = without_dxt
+from airflow import plugins_manager
+plugins, errors = plugins_manager._get_plugins()
+print(json.dumps({"sources": [str(p.source) for p in plugins if p.name == "dxt_archive"],
+                  "errors": errors}))
+"""
+
+
+def test_the_plugins_folder_registers_it_without_the_entry_point(server, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-c", FOLDER_ONLY],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["errors"] == {}
+    assert doc["sources"] == ["$PLUGINS_FOLDER/dxt_archive.py"]

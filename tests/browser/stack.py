@@ -1,0 +1,137 @@
+"""A real Airflow with signed-in users, for the plugin and browser tests.
+
+``airflow standalone`` (scheduler, dag-processor, triggerer, API server; SQLite,
+LocalExecutor) or ``airflow api-server`` alone, with the simple auth manager's users
+``admin`` (admin), ``viewer`` (viewer) and ``nobody`` (no role), passwords from a file the
+test writes. Nothing here fakes Airflow: requests go over HTTP to the running server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.airflow.conftest import AIRFLOW, base_env, free_port
+
+PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw", "nobody": "nobody-pw"}
+USERS = "admin:admin,viewer:viewer,nobody:"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+def stack_env(home: Path, archive: Path, sim_url: str, catalog: Path | None, port: int) -> dict:
+    env = base_env(home, archive, sim_url, catalog)
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps(PASSWORDS))
+    env.update(
+        {
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",  # four worker processes, not 32
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS,
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            # the repository's plugins/ folder, beside the package's entry point
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(Path(__file__).resolve().parents[2] / "plugins"),
+        }
+    )
+    return env
+
+
+class Stack:
+    """A running Airflow (``standalone`` or ``api-server``) and an HTTP client for it."""
+
+    def __init__(self, env: dict[str, str], log: Path, command: str = "standalone") -> None:
+        self.env = env
+        self.port = int(env["AIRFLOW__API__PORT"])
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = log
+        self._log = log.open("w")
+        args = [AIRFLOW, "standalone"] if command == "standalone" else [AIRFLOW, "api-server"]
+        self.proc = subprocess.Popen(
+            args, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self._tokens: dict[str, str] = {}
+
+    def wait_up(self, timeout: float = 240) -> None:
+        self.wait(
+            lambda: httpx.get(f"{self.base}/api/v2/monitor/health", timeout=5).status_code == 200,
+            timeout,
+            "the API server",
+        )
+
+    def token(self, user: str = "admin") -> str:
+        if user not in self._tokens:
+            r = httpx.post(
+                f"{self.base}/auth/token",
+                json={"username": user, "password": PASSWORDS[user]},
+                timeout=30,
+            )
+            r.raise_for_status()
+            self._tokens[user] = r.json()["access_token"]
+        return self._tokens[user]
+
+    def request(self, method: str, path: str, user: str | None = "admin", **kw) -> httpx.Response:
+        headers = dict(kw.pop("headers", {}))
+        if user is not None:
+            headers["Authorization"] = f"Bearer {self.token(user)}"
+        return httpx.request(
+            method, f"{self.base}{path}", headers=headers, timeout=60, follow_redirects=False, **kw
+        )
+
+    def get(self, path: str, user: str = "admin") -> dict:
+        r = self.request("GET", path, user)
+        r.raise_for_status()
+        return r.json()
+
+    def wait(self, predicate, timeout: float, what: str):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = predicate()
+                if last:
+                    return last
+            except (httpx.HTTPError, KeyError, StopIteration):
+                pass
+            if self.proc.poll() is not None:
+                raise AssertionError(f"airflow exited early; see {self.log_path}")
+            time.sleep(2)
+        raise AssertionError(f"timed out waiting for {what}; last: {last}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+        self._log.close()
+
+
+def start_api_server(home: Path, archive: Path, catalog: Path | None, log: Path) -> Stack:
+    env = stack_env(home, archive, "http://127.0.0.1:1", catalog, free_port())
+    stack = Stack(env, log, command="api-server")
+    try:
+        stack.wait_up()
+    except BaseException:
+        stack.stop()
+        raise
+    return stack

@@ -1,0 +1,295 @@
+"""The coverage view in a real browser, inside a real Airflow, on a real archive.
+
+``airflow standalone`` (scheduler, dag-processor, triggerer, API server) runs dxt_examon
+against the Examon simulator, where pcie fails. A backfill archives two days through
+Airflow's REST API, a manual trigger from the UI's form archives a chosen day, one data file
+is deleted, one day never runs. Debian's chromium signs in as a user, opens "Archive coverage"
+from Airflow's navigation, checks each kind of cell, refills one failed and one missing
+metric-day and watches them become archived. Screenshots go to docs/img/.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from dxt_core.windows import day_window
+from tests.airflow.conftest import free_port, fresh_home
+from tests.browser.stack import PASSWORDS, Stack, stack_env
+from tests.conftest import ROOT, SimulatorProcess
+
+pytestmark = [pytest.mark.browser, pytest.mark.airflow]
+
+D0, D1, D2, D3, D4 = "2024-04-30", "2024-05-01", "2024-05-02", "2024-05-03", "2024-05-04"
+IMG = ROOT / "docs" / "img"
+#: the scheduled run of yesterday waits this long in the triggerer after the stack starts
+DEFER_S = 150
+
+
+@pytest.fixture(scope="module")
+def stack(migrated_home, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    catalog = tmp / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\nstate,nagios_pub\n")
+    dags = tmp / "dags"  # the project's DAGs and the documented downstream example
+    dags.mkdir()
+    for f in [*(ROOT / "dags").glob("*.py"), ROOT / "docs/examples/dxt_ipmi_quality.py"]:
+        (dags / f.name).symlink_to(f)
+    # pcie fails; the server has no data before D1, so D0 is an empty day
+    args = ["--catalog", str(catalog), "--nodes", "2", "--fail-metric", "pcie"]
+    sim = SimulatorProcess([*args, "--data-start", D1])
+    home = fresh_home(migrated_home, tmp / "home")
+    env = stack_env(home, tmp / "archive", sim.url, catalog, free_port())
+    # Yesterday's day (Europe/Rome) plus this settle delay ends DEFER_S from now: the run the
+    # scheduler creates for yesterday waits that long, deferred to the triggerer.
+    now = dt.datetime.now(dt.UTC)
+    yesterday = now.date() - dt.timedelta(days=1)
+    settle = (now - day_window(yesterday, "Europe/Rome").end).total_seconds() + DEFER_S
+    env.update(
+        {
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "DXT_EXAMON_CATCHUP": "false",
+            "DXT_EXAMON_START_DATE": "2024-04-01",
+            "DXT_EXAMON_SETTLE_SECONDS": str(int(settle)),
+        }
+    )
+    st = Stack(env, tmp / "standalone.log")
+    st.archive, st.sim, st.yesterday = tmp / "archive", sim, yesterday.isoformat()
+    try:
+        st.wait_up()
+        st.wait(lambda: st.get("/api/v2/dags/dxt_ipmi_quality")["dag_id"], 240, "the DAGs")
+        st.wait(lambda: st.get("/api/v2/dags/dxt_examon")["dag_id"], 60, "dxt_examon")
+        yield st
+    finally:
+        st.stop()
+        sim.stop()
+
+
+def runs(stack) -> list[dict]:
+    return stack.get("/api/v2/dags/dxt_examon/dagRuns?limit=50")["dag_runs"]
+
+
+def sign_in(page, stack, user: str = "admin") -> None:
+    page.goto(f"{stack.base}/")
+    page.get_by_label("Username").fill(user)
+    page.get_by_label("Password").fill(PASSWORDS[user])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{stack.base}/", timeout=60_000)
+
+
+def coverage_frame(page, stack):
+    frame = None
+
+    def found():
+        nonlocal frame
+        frame = next(
+            (f for f in page.frames if f.url.startswith(f"{stack.base}/dxt-archive/coverage")),
+            None,
+        )
+        return frame is not None and frame.evaluate("!!(window.dxtCoverage || {}).ready")
+
+    deadline = time.monotonic() + 60
+    while not found():
+        assert time.monotonic() < deadline, [f.url for f in page.frames]
+        page.wait_for_timeout(250)
+    return frame
+
+
+def show_range(frame, first: str, last: str) -> None:
+    loads = frame.evaluate("window.dxtCoverage.loads")
+    frame.fill("#start", first)
+    frame.fill("#end", last)
+    frame.click("#show")
+    frame.wait_for_function(f"window.dxtCoverage.loads > {loads}")
+
+
+def click_cell(frame, unit: str, day: str, select: bool = False) -> str:
+    """Click the cell as a user does; return the detail panel's text (when not selecting)."""
+    xy = frame.evaluate("([u, d]) => window.dxtCoverage.cellCenter(u, d)", [unit, day])
+    assert xy, (unit, day)
+    frame.locator("#scroller").click(position=xy, modifiers=["Shift"] if select else [])
+    if select:
+        return ""
+    frame.wait_for_function(
+        "([u, d]) => document.querySelector('#detail-title').textContent === `${u} · ${d}`"
+        " && document.querySelector('#detail-states [data-archive-state]') !== null",
+        arg=[unit, day],
+    )
+    return frame.inner_text("#detail")
+
+
+def badge(frame, which: str) -> str:
+    return frame.get_attribute(f"#detail-states [data-{which}-state]", f"data-{which}-state")
+
+
+def test_coverage_view_shows_each_state_and_refills(stack, browser):
+    # Backfill three days through Airflow's REST API (as the view's refill does), unpause the
+    # DAG (the scheduler then creates yesterday's run) and the downstream example DAG.
+    for dag_id in ("dxt_examon", "dxt_ipmi_quality"):
+        r = stack.request("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": False})
+        assert r.status_code == 200, r.text
+    body = {
+        "dag_id": "dxt_examon",
+        "from_date": f"{D0}T00:00:00Z",
+        "to_date": f"{D2}T00:00:00Z",
+        "reprocess_behavior": "none",
+    }
+    # SQLite: Airflow answers 503 while the scheduler holds the write lock
+    r = stack.wait(
+        lambda: (
+            (r := stack.request("POST", "/api/v2/backfills", json=body)).status_code != 503 and r
+        ),
+        60,
+        "a backfill accepted",
+    )
+    assert r.status_code == 200, r.text
+
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    page = context.new_page()
+    try:
+        sign_in(page, stack)
+
+        # The trigger form: archive D4, a day chosen in the 'day' param.
+        page.goto(f"{stack.base}/dags/dxt_examon")
+        page.get_by_role("button", name="Trigger").first.click()
+        page.fill("#element_day", D4)
+        page.get_by_test_id("trigger-dag-submit").click()
+        manual = stack.wait(
+            lambda: next(r for r in runs(stack) if r["run_type"] == "manual"), 60, "manual run"
+        )
+        assert manual["conf"]["day"] == D4
+
+        # yesterday's scheduled run waits in the triggerer, holding no worker
+        def deferred():
+            sched = next(r for r in runs(stack) if r["run_type"] == "scheduled")
+            ti = stack.get(
+                f"/api/v2/dags/dxt_examon/dagRuns/{sched['dag_run_id']}/taskInstances/"
+                "wait_for_day_end"
+            )
+            return ti if ti["state"] == "deferred" else None
+
+        waiting = stack.wait(deferred, DEFER_S - 30, "wait_for_day_end to be deferred")
+        assert waiting["try_number"] == 1
+
+        def finished():
+            done = [r for r in runs(stack) if r["state"] in ("success", "failed")]
+            return len(done) >= 4 and all(
+                r["state"] in ("success", "failed")
+                for r in runs(stack)
+                if r["run_type"] in ("backfill", "manual")
+            )
+
+        stack.wait(finished, 420, "the backfill and the manual run")
+        stack.wait(
+            lambda: all(
+                b["completed_at"]
+                for b in stack.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]
+            ),
+            120,
+            "the backfill to complete",
+        )
+        by_day = {r["note"].split()[1]: r for r in runs(stack) if r.get("note")}
+        assert by_day[D1]["note"] == f"Archives {D1} (from its logical date)."
+        assert by_day[D4]["note"] == f"Archives {D4} (the day chosen when it was triggered)."
+        assert not by_day[D4]["logical_date"].startswith(D4)  # the form's logical date: now
+        assert (stack.archive / f"examon/nagios_pub/state/{D4}.manifest.json").is_file()
+        (stack.archive / f"examon/ipmi_pub/ambient/{D1}.csv.gz").unlink()  # corrupt
+
+        # The navigation entry opens the view inside Airflow's page.
+        page.goto(f"{stack.base}/dags")
+        page.get_by_role("button", name="Browse").click()
+        page.get_by_role("menuitem", name="Archive coverage").click()
+        frame = coverage_frame(page, stack)
+        show_range(frame, D0, D4)
+        expected = {
+            ("ipmi_pub/ambient", D1): ("corrupt", "success"),
+            ("ipmi_pub/ambient", D0): ("empty", "success"),
+            ("ipmi_pub/pcie", D1): ("missing", "failed"),
+            ("nagios_pub/state", D2): ("archived", "success"),
+            ("ipmi_pub/ambient", D3): ("missing", "no run"),
+            ("nagios_pub/state", D4): ("archived", "success"),
+        }
+        for (unit, day), (archive_state, airflow_state) in expected.items():
+            text = click_cell(frame, unit, day)
+            assert (badge(frame, "archive"), badge(frame, "airflow")) == (
+                archive_state,
+                airflow_state,
+            ), text
+            if (unit, day) == ("ipmi_pub/ambient", D1):
+                assert "data file 2024-05-01.csv.gz is missing" in text
+                page.screenshot(path=str(IMG / "coverage-cell.png"))
+            if airflow_state != "no run":
+                log = frame.get_attribute("#log-link", "href")
+                assert log.startswith("/dags/dxt_examon/runs/") and "/mapped/" in log
+                assert frame.get_attribute("#xcom-link", "href") == f"{log}/xcom"
+        state = frame.evaluate("window.dxtCoverage.state('nagios_pub/state', '2024-04-30')")
+        assert state == {"archive": "empty", "airflow": "success"}
+        assert "Rendered in" in frame.inner_text("#summary")
+        frame.click("#close-detail")
+
+        # Refill one failed and one missing metric-day (the server is fixed first).
+        stack.sim.faults(fail_metrics=[])
+        click_cell(frame, "ipmi_pub/pcie", D1, select=True)
+        click_cell(frame, "ipmi_pub/ambient", D3, select=True)
+        assert frame.inner_text("#selection-count") == "2 cells selected"
+        frame.click("#refill")
+        frame.wait_for_selector("#confirm", state="visible")
+        plan = frame.inner_text("#plan")
+        assert "clear 1 task instance of run backfill__" in plan
+        assert f"backfill 1 day with no run ({D3} to {D3}" in plan
+        page.screenshot(path=str(IMG / "coverage-refill.png"))
+        frame.click("#confirm-refill")
+        frame.wait_for_function("window.dxtCoverage.refills.length === 1")
+        outcome = frame.evaluate("window.dxtCoverage.refills[0]")
+        assert outcome["failed"] == [] and len(outcome["done"]) == 2, outcome
+        # the page reloads at once: the two cells are queued (or already running)
+        for unit, day in [("ipmi_pub/pcie", D1), ("ipmi_pub/ambient", D3)]:
+            s = frame.evaluate("([u, d]) => window.dxtCoverage.state(u, d)", [unit, day])
+            assert s["airflow"] in ("queued", "running", "success"), (unit, day, s)
+        frame.wait_for_function(
+            """() => [['ipmi_pub/pcie', '2024-05-01'], ['ipmi_pub/ambient', '2024-05-03']]
+                .every(([u, d]) => { const s = window.dxtCoverage.state(u, d);
+                                     return s.archive === 'archived' && s.airflow === 'success'; })""",
+            timeout=300_000,
+        )
+        assert "examon/ipmi_pub/pcie/2024-05-01.csv.gz" in click_cell(frame, "ipmi_pub/pcie", D1)
+        assert (badge(frame, "archive"), badge(frame, "airflow")) == ("archived", "success")
+        page.screenshot(path=str(IMG / "coverage-grid.png"))
+
+        # The tab on the DAG's page shows the same view for that DAG.
+        page.goto(f"{stack.base}/dags/dxt_examon")
+        page.get_by_role("link", name="Archive coverage").click()
+        frame = coverage_frame(page, stack)
+        assert frame.input_value("#source") == "examon"
+        show_range(frame, D0, D4)
+        assert frame.evaluate("window.dxtCoverage.state('ipmi_pub/pcie', '2024-05-01')") == {
+            "archive": "archived",
+            "airflow": "success",
+        }
+        page.screenshot(path=str(IMG / "coverage-dag-tab.png"))
+    finally:
+        context.close()
+
+    # Each archive task added an event to its plugin's asset; the example DAG ran on them.
+    events = stack.get("/api/v2/assets/events?limit=100&order_by=-timestamp")["asset_events"]
+    ipmi = [e for e in events if e["name"] == "dxt-archive/examon/ipmi_pub"]
+    refilled = next(
+        e["extra"]
+        for e in ipmi
+        if e["extra"]["unit"] == "ipmi_pub/pcie" and e["extra"]["day"] == D1
+    )
+    assert refilled["status"] == "archived" and refilled["source"] == "examon"
+    assert refilled["path"] == f"examon/ipmi_pub/pcie/{D1}.csv.gz"
+    assert refilled["rows"] > 0 and refilled["bytes"] > 0
+    assert {e["extra"]["status"] for e in ipmi} >= {"archived", "empty"}
+    consumer = stack.wait(
+        lambda: stack.get("/api/v2/dags/dxt_ipmi_quality/dagRuns?limit=10")["dag_runs"] or None,
+        120,
+        "the downstream example DAG",
+    )
+    assert consumer[0]["run_type"] == "asset_triggered"
+    # yesterday's run went on once the wait was over
+    sched = next(r for r in runs(stack) if r["run_type"] == "scheduled")
+    assert sched["note"] == f"Archives {stack.yesterday} (from its logical date)."
