@@ -58,9 +58,12 @@ TASK = "archive_metric_day"
 #: size: (catalog metrics, days)
 SIZES = {"tiny": (20, 2), "full": (811, 7)}
 #: size: (one fault group every N requests, task retry delay s (None: the DAG's 120 s),
-#: task_instance_heartbeat_timeout s). The tiny soak must fit in a test run: a task of the
-#: killed worker is failed after the heartbeat timeout, then retried after the delay.
-SOAK = {"tiny": (20, 5, 30), "full": (100, None, 60)}
+#: task_instance_heartbeat_timeout s, refusals in a "refused windows" group). The tiny soak
+#: must fit in a test run: a task of the killed worker is failed after the heartbeat
+#: timeout, then retried after the delay. With the tiny run's few concurrent tasks, three
+#: refusals in a row land on one metric-day, whose window then reaches the 300 s floor and
+#: the try fails (as it must): one refusal a group there.
+SOAK = {"tiny": (40, 5, 30, 1), "full": (100, None, 60, 3)}
 _CLUSTER_PLUGINS = ("ganglia_pub", "ipmi_pub", "nagios_pub", "slurm_pub")
 
 
@@ -590,7 +593,7 @@ QUERY_LIMIT = (
 )
 
 
-def fault_groups() -> list[tuple[str, list[Any]]]:
+def fault_groups(refusals: int = 3) -> list[tuple[str, list[Any]]]:
     from tests.faults.proxy import Answer, Reset, Trickle
 
     return [
@@ -605,7 +608,7 @@ def fault_groups() -> list[tuple[str, list[Any]]]:
         ),
         ("resets", [Reset(match=DATA), Reset(match="/tags"), Reset(match=DATA)]),
         ("slow_answers", [Trickle(0.05, chunk=256, match=DATA) for _ in range(3)]),
-        ("refused_windows", [Answer(500, QUERY_LIMIT, match=DATA) for _ in range(3)]),
+        ("refused_windows", [Answer(500, QUERY_LIMIT, match=DATA) for _ in range(refusals)]),
     ]
 
 
@@ -615,9 +618,10 @@ class FaultInjector:
     whether many tasks or one are fetching (a fixed rate in time would make the last task
     of a run take every fault queued meanwhile)."""
 
-    def __init__(self, proxy: Any, every_requests: int) -> None:
+    def __init__(self, proxy: Any, every_requests: int, refusals: int) -> None:
         self.proxy = proxy
         self.every_requests = every_requests
+        self.refusals = refusals
         self.injected: dict[str, int] = {}
         self.requests_seen = 0
         self._stop = threading.Event()
@@ -628,7 +632,7 @@ class FaultInjector:
         return self
 
     def _run(self) -> None:
-        groups = fault_groups()
+        groups = fault_groups(self.refusals)
         i = 0
         since = 0
         while not self._stop.wait(0.2):
@@ -653,6 +657,7 @@ class FaultInjector:
         total = sum(self.injected.values())
         return {
             "one_group_every_requests": self.every_requests,
+            "refusals_per_group": self.refusals,
             "injected": self.injected,
             "injected_total": total,
             "not_consumed_at_end": pending,
@@ -700,7 +705,7 @@ def workload(
 ) -> dict[str, Any]:
     from dxt_core.simulate import spawn_examon_simulator
 
-    every, delay, timeout = SOAK[size]
+    every, delay, timeout, refusals = SOAK[size]
     fault_every_requests = fault_every_requests or every
     retry_delay_s = retry_delay_s if retry_delay_s is not None else delay
     heartbeat_timeout_s = heartbeat_timeout_s or timeout
@@ -823,6 +828,7 @@ def workload(
                             expected,
                             max_active_runs,
                             fault_every_requests,
+                            refusals,
                         )
                     )
                 else:
@@ -909,6 +915,7 @@ def _soak(
     expected: dict[tuple[str, str, str], int],
     max_active_runs: int,
     fault_every_requests: int,
+    refusals: int,
 ) -> dict[str, Any]:
     # The fault-free run: the same metric-days with `dxt extract examon`, straight to the
     # simulator (the same library call as the DAG's task; the bytes must be the same).
@@ -930,7 +937,7 @@ def _soak(
     fault_free = read_archive(reference)
     fault_free_s = round(time.monotonic() - t0, 1)
 
-    injector = FaultInjector(proxy, fault_every_requests).start()
+    injector = FaultInjector(proxy, fault_every_requests, refusals).start()
     total = len(expected)
     kill: dict[str, Any] = {}
 
@@ -983,6 +990,10 @@ def _soak(
         run = run_dag(af, db, "dxt_examon", first, last, max_active_runs, during=during)
     finally:
         fault_report = injector.stop()
+    if "killed_at_s" in kill and "restarted_at_s" not in kill:
+        kill["restarted_at_s"] = None  # the runs ended within 10 s of the kill
+    elif "killed_at_s" not in kill:
+        kill["not_killed"] = "the runs ended before a third of the metric-days were done"
     archive = read_archive(work / "archive")
     check = check_archive(archive, expected)
     differing = sorted(
