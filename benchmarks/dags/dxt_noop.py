@@ -1,17 +1,23 @@
-"""Benchmark twin of dxt_examon: the same DAG shape (the reschedule sensor gate, the catalog
-task, one mapped task per metric in the same pool, same map index names, same schedule,
-start date, catchup, ``max_active_runs`` and retries from the same settings), with tasks that
-do nothing."""
+"""Benchmark twin of dxt_examon: the same DAG shape as ``dxt_core.airflow.dags.
+daily_archive_dag`` builds it (the ``wait_for_day_end`` operator, the catalog task, one mapped
+task per metric in the same pool, with the same map index names, asset alias outlet,
+execution timeout, retries, schedule, start date, catchup, ``max_active_runs`` and Params,
+from the same settings), with an archive task that does nothing: no fetch, no file, no asset
+event."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pendulum
 from airflow.sdk import dag, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from dxt_core.airflow import dag_settings
+from dxt_core.airflow.assets import source_alias
+from dxt_core.airflow.runs import day_param, replace_param
+from dxt_core.airflow.wait import WaitForDayEnd
 
 UTC = pendulum.timezone("UTC")
 S = dag_settings("examon")
@@ -20,37 +26,45 @@ S = dag_settings("examon")
 @dag(
     dag_id="dxt_noop",
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
-    start_date=pendulum.instance(datetime.fromisoformat(S["start_date"]), tz=UTC),
-    catchup=S["catchup"],
-    max_active_runs=S["max_active_runs"],
-    default_args={"retries": S["retries"], "retry_delay": timedelta(minutes=2)},
+    start_date=pendulum.instance(datetime.fromisoformat(str(S["start_date"])), tz=UTC),
+    catchup=bool(S["catchup"]),
+    max_active_runs=int(S["max_active_runs"]),
+    default_args={"retries": int(S["retries"]), "retry_delay": timedelta(minutes=2)},
     tags=["benchmark"],
+    params={"day": day_param(), "replace": replace_param()},
 )
 def dxt_noop() -> None:
-    @task.sensor(poke_interval=300, timeout=3 * 86400, mode="reschedule")
-    def wait_for_day_end() -> bool:
-        return True
+    wait = WaitForDayEnd(
+        task_id="wait_for_day_end",
+        source="examon",
+        conn_id=str(S["conn_id"]),
+        settle_s=int(S["settle_seconds"]),
+    )
 
-    @task
-    def catalog() -> list[dict[str, str]]:
+    @task(task_id="catalog")
+    def list_units() -> list[Any]:
         from airflow.configuration import conf
 
-        from dxt_core.airflow.examon import catalog_entries
+        from dxt_core.airflow.examon import units
 
-        return catalog_entries(conf.getint("core", "max_map_length"))
+        found: list[Any] = units(str(S["conn_id"]), conf.getint("core", "max_map_length"))
+        return found
 
     @task(
-        pool=S["pool"],
+        task_id="archive_metric_day",
+        pool=str(S["pool"]),
         multiple_outputs=False,  # as dxt_examon: one XCom per task
-        map_index_template="{{ task.op_kwargs['entry']['plugin'] }}/"
-        "{{ task.op_kwargs['entry']['metric'] }}",
+        map_index_template="{{ task.op_kwargs['unit']['plugin'] }}/"
+        "{{ task.op_kwargs['unit']['metric'] }}",
+        outlets=[source_alias("examon")],
+        execution_timeout=timedelta(minutes=int(S["task_timeout_minutes"])),
     )
-    def archive_metric_day(entry: dict[str, str]) -> dict[str, object]:
+    def archive_unit(unit: Any) -> dict[str, object]:
         return {}
 
-    entries = catalog()
-    wait_for_day_end() >> entries
-    archive_metric_day.expand(entry=entries)
+    found = list_units()
+    wait >> found
+    archive_unit.expand(unit=found)
 
 
 dxt_noop()
