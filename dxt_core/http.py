@@ -65,6 +65,16 @@ if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
         del _stub
 
 import httpx  # noqa: E402  (after the stand-in above)
+
+_INFLATE: Any = zlib
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
+try:  # ISA-L inflates gzip answers two to three times faster than zlib (same API)
+    from isal import isal_zlib as _INFLATE
+
+    _INFLATE_ERRORS = (zlib.error, _INFLATE.error)
+except ImportError:  # pragma: no cover - isal is a dependency; zlib if it is missing
+    pass
+
 import orjson  # noqa: E402
 
 from dxt_core.errors import (  # noqa: E402
@@ -444,10 +454,11 @@ class HttpClient:
                 raise _TooBig
             return resp.content
         encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+        inflate: Any
         if encoding in ("gzip", "x-gzip"):
-            inflate: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            inflate = _INFLATE.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == "deflate":
-            inflate = zlib.decompressobj()
+            inflate = _INFLATE.decompressobj()
         elif encoding in ("", "identity"):
             inflate = None
         else:
@@ -468,7 +479,7 @@ class HttpClient:
                 else:
                     try:
                         out = inflate.decompress(data, cap - total + 1)
-                    except zlib.error as exc:
+                    except _INFLATE_ERRORS as exc:
                         raise SourceError(
                             f"answer is not valid {encoding} ({exc})",
                             url=redact_url(str(resp.url)),

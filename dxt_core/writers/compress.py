@@ -7,8 +7,8 @@ gzip, best first when installed:
 * ``libdeflate`` (the ``deflate`` package): compresses the stream in fixed 4 MiB pieces,
   each a gzip member (RFC 1952 allows several; ``gzip -d``, Python's ``gzip``, pandas and
   DuckDB read them as one stream). Level 6 gives smaller files than zlib's level 6 at
-  about the speed of ISA-L, and it runs without the GIL, so compression overlaps with
-  formatting on a second core.
+  about the speed of ISA-L, and it runs without the GIL, so up to two members are compressed
+  at once on threads while the caller formats the next rows.
 * ``isal`` (ISA-L): one member, the fastest, about 15-25 % larger files.
 * ``zlib``: the standard library, always there.
 
@@ -45,6 +45,9 @@ MAX_LEVEL: dict[str, int] = {"libdeflate": 12, "isal": 3, "zlib": 9}
 #: libdeflate compresses whole buffers: the stream is cut into members of this many input
 #: bytes, at fixed offsets, so the output does not depend on how ``write`` was called.
 MEMBER_BYTES = 4 << 20
+#: How many members libdeflate compresses at once, each on its own thread: two keep both
+#: cores of a small machine busy while the caller formats rows.
+IN_FLIGHT = 2
 
 
 def default_backend() -> Backend:
@@ -87,9 +90,7 @@ class GzipStream:
         )
         self._pending: list[bytes] = []
         self._pending_len = 0
-        self._worker: threading.Thread | None = None
-        self._worker_out: list[bytes] = []
-        self._worker_error: list[BaseException] = []
+        self._inflight: list[tuple[threading.Thread, list[bytes | BaseException]]] = []
         self._out = out
         self._sha = hashlib.sha256()
         self.raw_bytes = 0
@@ -126,29 +127,33 @@ class GzipStream:
         self._pending = [rest] if rest else []
         self._pending_len = len(rest)
 
-    # libdeflate: one member per piece, compressed on a worker thread (no GIL) while the
-    # caller formats the next piece; at most one piece in flight, so memory stays bounded.
+    # libdeflate: one member per piece, compressed on worker threads (no GIL) while the
+    # caller formats the next piece; at most IN_FLIGHT pieces at once, so memory stays
+    # bounded, and members are written in order.
     def _compress_member(self, piece: bytes | memoryview) -> None:
-        self._join_worker()
-        out, errors, level = self._worker_out, self._worker_error, self.level
+        while len(self._inflight) >= IN_FLIGHT:
+            self._join_oldest()
+        slot: list[bytes | BaseException] = []
+        level = self.level
 
         def work() -> None:
             try:
-                out.append(_libdeflate.gzip_compress(piece, level))
+                slot.append(_libdeflate.gzip_compress(piece, level))
             except BaseException as exc:  # pragma: no cover - re-raised in the caller
-                errors.append(exc)
+                slot.append(exc)
 
-        self._worker = threading.Thread(target=work, name="dxt-gzip", daemon=True)
-        self._worker.start()
+        worker = threading.Thread(target=work, name="dxt-gzip", daemon=True)
+        worker.start()
+        self._inflight.append((worker, slot))
 
-    def _join_worker(self) -> None:
-        if self._worker is None:
-            return
-        self._worker.join()
-        self._worker = None
-        if self._worker_error:
-            raise self._worker_error.pop()
-        self._emit(self._worker_out.pop())
+    def _join_oldest(self) -> None:
+        worker, slot = self._inflight.pop(0)
+        worker.join()
+        done = slot[0]
+        if isinstance(done, BaseException):
+            self._inflight.clear()  # the stream is broken: the caller discards the file
+            raise done
+        self._emit(done)
 
     def close(self) -> str:
         """Flush what is left and return the sha256 of all compressed bytes."""
@@ -158,5 +163,6 @@ class GzipStream:
             if self._pending_len or self.raw_bytes == 0:  # an empty stream: one empty member
                 self._compress_member(b"".join(self._pending))
                 self._pending, self._pending_len = [], 0
-            self._join_worker()
+            while self._inflight:
+                self._join_oldest()
         return self._sha.hexdigest()

@@ -10,6 +10,7 @@ rather than through ``datetime`` for every point.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO
 from zoneinfo import ZoneInfo
@@ -33,6 +34,8 @@ _BUCKET_MS = 900_000  # every UTC-offset change since 1970 falls on a quarter ho
 _DAY_MS = 86_400_000
 _CACHE_LIMIT = 200_000
 _NEEDS_QUOTES = (",", '"', "\n", "\r")
+_SEC_DIGITS = operator.itemgetter(slice(None, -3))
+_MS_DIGITS = operator.itemgetter(slice(-3, None))
 #: Rows are grouped in blocks of this length: long runs of one series compress well.
 DEFAULT_BLOCK_MS = 1_800_000
 
@@ -58,6 +61,8 @@ class TimestampFormatter:
         #: Encoded timestamps plus the comma after them, keyed by the epoch-ms digits as the
         #: server sent them.
         self.stamp_comma = _StampCommaCache(self)
+        #: The same, split at the second (see :class:`_SecondCache`).
+        self.seconds = _SecondCache(self)
 
     def _offset(self, bucket: int) -> tuple[int, str]:
         t = _EPOCH + dt.timedelta(milliseconds=bucket * _BUCKET_MS)
@@ -101,6 +106,42 @@ class _StampCommaCache(dict[bytes, bytes]):
             self.clear()
         out = self[digits] = self._fmt(int(digits)).encode() + b","
         return out
+
+
+class _SecondCache(dict[bytes, bytes]):
+    """Epoch-second digits -> ``b"<local date>T<hh:mm:ss>."``; the offset (with the comma
+    after it) goes to :attr:`offsets` under the same key.
+
+    Real samples carry millisecond jitter, so few epoch-ms values repeat, but their seconds
+    do: a row is then laid out as ``<second>``, ``<the three ms digits>``,
+    ``<offset>,`` from two lookups keyed on the second, and Python formats one timestamp per
+    distinct second instead of one per point. Offsets change on quarter hours, so one second
+    has one offset.
+    """
+
+    def __init__(self, fmt: TimestampFormatter) -> None:
+        super().__init__()
+        self._fmt = fmt
+        self.offsets = _OffsetOf(self)
+
+    def __missing__(self, sec: bytes) -> bytes:
+        if len(self) >= _CACHE_LIMIT:
+            self.clear()
+            self.offsets.clear()
+        text = self._fmt(int(sec or b"0") * 1000).encode()  # ...T00:00:00.000+01:00
+        self.offsets[sec] = text[23:] + b","
+        out = self[sec] = text[:20]
+        return out
+
+
+class _OffsetOf(dict[bytes, bytes]):
+    def __init__(self, seconds: _SecondCache) -> None:
+        super().__init__()
+        self._seconds = seconds
+
+    def __missing__(self, sec: bytes) -> bytes:
+        self._seconds[sec]  # fills both caches
+        return self[sec]
 
 
 def _numeric_only(points: Sequence[Point]) -> bool:
@@ -187,14 +228,26 @@ class GzipCsvWriter(SeriesWriter):
                 # no Python code runs per point.
                 tokens = points.tokens
                 tail = suffix.encode()
-                pieces = [tail] * (3 * len(points))
-                pieces[0::3] = map(fmt.stamp_comma.__getitem__, tokens[0::2])
-                pieces[1::3] = tokens[1::2]
+                stamps = tokens[0::2]
+                if points.width > 3:
+                    # "<second>", "<ms>", "<offset>,", "<value>", "<tail>" (see _SecondCache)
+                    w = 5
+                    secs = list(map(_SEC_DIGITS, stamps))
+                    pieces = [tail] * (w * len(points))
+                    pieces[0::w] = map(fmt.seconds.__getitem__, secs)
+                    pieces[1::w] = map(_MS_DIGITS, stamps)
+                    pieces[2::w] = map(fmt.seconds.offsets.__getitem__, secs)
+                    pieces[3::w] = tokens[1::2]
+                else:
+                    w = 3
+                    pieces = [tail] * (w * len(points))
+                    pieces[0::w] = map(fmt.stamp_comma.__getitem__, stamps)
+                    pieces[1::w] = tokens[1::2]
                 for b_i in range(len(c) - 1):
                     lo, hi = c[b_i], c[b_i + 1]
                     if hi > lo:
                         pending.setdefault(first_block + b_i, []).append(
-                            (key, b"".join(pieces[3 * lo : 3 * hi]))
+                            (key, b"".join(pieces[w * lo : w * hi]))
                         )
                 first, last = points.ts(0), points.ts(-1)
             else:

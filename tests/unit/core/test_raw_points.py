@@ -88,3 +88,34 @@ def test_csv_rows_from_text_equal_rows_from_decoded_json():
         return buf.getvalue()
 
     assert write(rp) == write(vals)
+
+
+@pytest.mark.parametrize(
+    ("tz", "t0", "step"),
+    [
+        # jittered samples across Rome's switch to summer time (2020-03-29 02:00 local)
+        ("Europe/Rome", 1585437000000, 1_001),
+        # a quarter-hour offset, and samples closer than a second
+        ("Asia/Kathmandu", T0, 337),
+        # the first seconds of the epoch (4-digit timestamps), a negative offset
+        ("America/New_York", 1_000, 2),
+    ],
+)
+def test_csv_rows_from_text_equal_rows_from_decoded_json_with_jitter(tz, t0, step):
+    """The text path lays rows out by the second (one formatting per distinct second); its
+    bytes must equal the decoded path's, which formats every point."""
+    schema = SeriesSchema("m", ("node",))
+    vals = [[t0 + i * step + (i * 7919) % 13, i % 5 * 1.5] for i in range(3000)]
+    raw_inner = orjson.dumps(vals)[1:-1]
+    rp = RawPoints.from_json(raw_inner)
+    assert rp is not None
+
+    def write(points) -> bytes:
+        buf = io.BytesIO()
+        w = GzipCsvWriter(buf, zone(tz), origin_ms=t0)
+        w.open(schema)
+        w.write_batch(SeriesBatch(t0, t0 + 86_400_000, [Series("m", {"node": "a"}, points)]))
+        w.close()
+        return buf.getvalue()
+
+    assert write(rp) == write(vals)
