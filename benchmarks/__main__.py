@@ -177,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="[scheduler] task_instance_heartbeat_timeout, seconds (default: tiny 30, full 60)",
     )
+    prod.add_argument(
+        "--no-preload",
+        action="store_true",
+        help="the workers with Airflow's default Celery configuration, without "
+        "dxt_core.airflow.celery's preloading of dxt's task modules",
+    )
     p.add_argument("--out", default="benchmarks/results/latest.json")
     a = p.parse_args(argv)
     results = []
@@ -224,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 min_heartbeat_interval=a.min_heartbeat_interval,
                 retry_delay_s=a.retry_delay,
                 heartbeat_timeout_s=a.heartbeat_timeout,
+                preload=not a.no_preload,
             )
             print_production(res)
             results.append(res)

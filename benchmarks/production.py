@@ -57,6 +57,9 @@ TZ = "Europe/Rome"
 TASK = "archive_metric_day"
 #: size: (catalog metrics, days)
 SIZES = {"tiny": (20, 2), "full": (811, 7)}
+#: The workers' Celery configuration: Airflow's, plus dxt's task modules imported once in
+#: each worker before it forks (dxt_core/airflow/celery.py).
+CELERY_CONFIG = "dxt_core.airflow.celery.CELERY_CONFIG"
 #: size: (one fault group every N requests, task retry delay s (None: the DAG's 120 s),
 #: task_instance_heartbeat_timeout s, refusals in a "refused windows" group). The tiny soak
 #: must fit in a test run: a task of the killed worker is failed after the heartbeat
@@ -388,7 +391,13 @@ def _env(
     work: Path, db: str, redis_url: str, sim_url: str, catalog: Path, first: dt.date, api_port: int
 ) -> dict[str, str]:
     host, port = sim_url.split("://", 1)[1].rsplit(":", 1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DXT_"))}
+    # Bytecode caching on, as in a pip-installed deployment (PYTHONDONTWRITEBYTECODE would
+    # make every task process compile dxt_core's sources again).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "DXT_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env.update(
         {
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -702,6 +711,7 @@ def workload(
     min_heartbeat_interval: int | None = None,
     retry_delay_s: int | None = None,
     heartbeat_timeout_s: int | None = None,
+    preload: bool = True,
 ) -> dict[str, Any]:
     from dxt_core.simulate import spawn_examon_simulator
 
@@ -740,6 +750,7 @@ def workload(
             "workers_min_heartbeat_interval_s": min_heartbeat_interval or "Airflow's default (5)",
             "task_retry_delay_s": retry_delay_s or "the DAG's (120)",
             "task_instance_heartbeat_timeout_s": heartbeat_timeout_s,
+            "celery_config_options": CELERY_CONFIG if preload else "Airflow's default",
         },
         "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()},
     }
@@ -778,6 +789,9 @@ def workload(
                     "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "300",
                 }
             )
+            if preload:
+                # The workers import dxt's task modules once, before forking (docs/deploy.md).
+                env["AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"] = CELERY_CONFIG
             if min_heartbeat_interval:
                 # The task supervisor notices its task process's exit at the latest after
                 # this interval (a race: the sockets close before the process is reaped).

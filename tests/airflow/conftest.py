@@ -67,13 +67,27 @@ def migrated_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = base_env(home, home / "archive", "http://127.0.0.1:1", None)
     airflow(env, "db", "migrate")
     airflow(env, "pools", "set", "examon", "4", "test pool")
+    # No process keeps the template open: checkpoint the WAL into airflow.db for the copies.
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(home / "airflow.db")) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return home
 
 
 def fresh_home(template: Path, dest: Path) -> Path:
+    """A copy of the migrated home whose ``airflow.cfg`` points at the copy's own database.
+
+    Airflow writes absolute paths into the ``airflow.cfg`` it generates
+    (``sql_alchemy_conn = sqlite:////<template>/airflow.db``): a plain copy would keep using
+    the template's database, so every test would see the runs of the tests before it.
+    """
     import shutil
 
-    shutil.copytree(template, dest)
+    shutil.copytree(template, dest, ignore=shutil.ignore_patterns("airflow.db-*", "logs"))
+    cfg = dest / "airflow.cfg"
+    cfg.write_text(cfg.read_text().replace(str(template), str(dest)))
     return dest
 
 

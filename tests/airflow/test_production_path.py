@@ -37,6 +37,9 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, redis_url, t
             "AIRFLOW__CELERY__BROKER_URL": redis_url,
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql://{PG}/{pg_database}",
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": "8",
+            # as docker-compose.yaml: workers preload dxt's task modules before forking
+            "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": "dxt_core.airflow.celery.CELERY_CONFIG",
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
             "AIRFLOW__CORE__PARALLELISM": "16",
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
