@@ -14,7 +14,10 @@ dataset.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
+
+import orjson
 
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.records import RawPoints, Series, SeriesBatch, SeriesSchema, block_slices
@@ -283,27 +286,79 @@ class ParquetSeriesWriter(SeriesWriter):
         return self._result
 
 
-def write_records_parquet(out: BinaryIO, records: list[Any]) -> WriteResult:
-    """Job records as one Parquet table: union of fields, sorted; types inferred per column
-    (a column whose values disagree is stored as strings)."""
+def write_records_parquet(
+    out: BinaryIO,
+    records: list[Any],
+    column_types: Mapping[str, str] | None = None,
+    table: str = "job table",
+) -> WriteResult:
+    """Job records as one Parquet table: the union of their fields as columns, sorted.
+
+    A column's type never depends on the day's values: it is the one ``column_types``
+    declares (``bool``, ``double``, ``int64``, ``string``), else ``string``, a non-string
+    value then stored as its JSON text (``123``, ``24.5``, ``true``). A column that is null
+    all day, or whose values change kind from one day to the next, so keeps one type. A value
+    that does not fit its declared type fails with an :class:`ArchiveError` naming it.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    declared = dict(column_types or {})
     columns = sorted({k for r in records for k in r})
     arrays = []
     for c in columns:
-        col = [r.get(c) for r in records]
-        try:
-            arrays.append(pa.array(col))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            arrays.append(pa.array([None if v is None else str(v) for v in col], pa.string()))
-    table = pa.Table.from_arrays(arrays, names=columns)
+        kind = declared.get(c, "string")
+        col = [_cell(r.get(c), kind, c, i, table) for i, r in enumerate(records)]
+        arrays.append(pa.array(col, _ARROW_TYPES[kind]()))
+    result_table = pa.Table.from_arrays(arrays, names=columns)
     f = _HashingFile(out)
-    pq.write_table(table, f, compression="zstd")
+    pq.write_table(result_table, f, compression="zstd")
     return WriteResult(
         rows=len(records),
         columns=columns,
         bytes=f.bytes,
         sha256=f.sha.hexdigest(),
-        extra={"compression": "zstd"},
+        extra={
+            "compression": "zstd",
+            "column_types": {c: declared.get(c, "string") for c in columns},
+        },
+    )
+
+
+def _arrow(name: str) -> Any:
+    def make() -> Any:
+        import pyarrow as pa
+
+        return getattr(pa, name)()
+
+    return make
+
+
+_ARROW_TYPES = {
+    "bool": _arrow("bool_"),
+    "double": _arrow("float64"),
+    "int64": _arrow("int64"),
+    "string": _arrow("string"),
+}
+
+
+def _cell(v: Any, kind: str, column: str, row: int, table: str) -> Any:
+    if v is None:
+        return None
+    if kind == "string":
+        return v if isinstance(v, str) else orjson.dumps(v).decode()
+    if kind == "int64":
+        if type(v) is int:
+            return v
+        if type(v) is float and v.is_integer():
+            return int(v)
+    elif kind == "double":
+        if type(v) in (int, float):
+            return float(v)
+    elif kind == "bool" and type(v) is bool:
+        return v
+    raise ArchiveError(
+        f"{table}: record {row} has {column} = {orjson.dumps(v).decode()[:80]}, which is not "
+        f'{kind}; declare {column} = "string" (or another type) in column_types of the '
+        "plugin options, or archive as CSV"
     )

@@ -91,7 +91,9 @@ def archive_examon_day(
             if records:
                 with staging.open(ext) as fh:
                     if fmt == "parquet":
-                        res = write_records_parquet(fh, records)
+                        res = write_records_parquet(
+                            fh, records, dict(plugin.column_types), table=entry.key
+                        )
                     else:
                         res = GzipCsvTableWriter(fh).write_all(records)
                 staging.done(ext, res)

@@ -27,6 +27,8 @@ _METRIC_HEADERS = ("metric", "name")
 
 #: Parquet value types a plugin may declare (``value_type`` in the plugin options).
 VALUE_TYPES = ("double", "int64", "string")
+#: Parquet column types a job table may declare (``column_types`` in the plugin options).
+COLUMN_TYPES = ("bool", "double", "int64", "string")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +56,15 @@ class PluginOptions:
             ``double``, ``int64`` or ``string``. Unset (the default): ``string`` for a
             metric whose series hold text, ``double`` for every numeric one, whether the
             server prints a value as ``24`` or ``24.5`` (see docs/examon.md).
+        column_types: of a job table, the Parquet type of named columns (``bool``,
+            ``double``, ``int64`` or ``string``), as ``(column, type)`` pairs; every other
+            column is ``string``, so a table's schema never depends on one day's values.
     """
 
     cluster_tag: bool = False
     job_table: bool = False
     value_type: str | None = None
+    column_types: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +121,11 @@ class ExamonOptions:
         for name, opts in raw_plugins.items():
             if not isinstance(opts, dict):
                 raise ConfigError(f"{p}: [plugins.{name}] must be a table")
-            unknown = set(opts) - {"cluster_tag", "job_table", "value_type"}
+            unknown = set(opts) - {"cluster_tag", "job_table", "value_type", "column_types"}
             if unknown:
                 raise ConfigError(
                     f"{p}: [plugins.{name}] has unknown key(s) {sorted(unknown)}; "
-                    "allowed: cluster_tag, job_table, value_type"
+                    "allowed: cluster_tag, job_table, value_type, column_types"
                 )
             value_type = opts.get("value_type")
             if value_type is not None and value_type not in VALUE_TYPES:
@@ -127,15 +133,33 @@ class ExamonOptions:
                     f"{p}: plugins.{name}.value_type must be one of {', '.join(VALUE_TYPES)}, "
                     f"not {value_type!r}"
                 )
+            job_table = _bool(opts.get("job_table", False), p, f"plugins.{name}.job_table")
             plugins[name] = PluginOptions(
                 cluster_tag=_bool(opts.get("cluster_tag", False), p, f"plugins.{name}.cluster_tag"),
-                job_table=_bool(opts.get("job_table", False), p, f"plugins.{name}.job_table"),
+                job_table=job_table,
                 value_type=value_type,
+                column_types=_column_types(opts.get("column_types"), job_table, p, name),
             )
         cluster = doc.get("cluster", base.cluster)
         if not isinstance(cluster, str) or not cluster:
             raise ConfigError(f"{p}: 'cluster' must be a non-empty string")
         return cls(cluster=cluster, plugins=plugins)
+
+
+def _column_types(raw: Any, job_table: bool, p: Path, name: str) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    where = f"{p}: plugins.{name}.column_types"
+    if not job_table:
+        raise ConfigError(f"{where}: only a job table (job_table = true) has columns to type")
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{where} must be a table, e.g. {{ job_id = "int64" }}')
+    for column, kind in raw.items():
+        if kind not in COLUMN_TYPES:
+            raise ConfigError(
+                f"{where}.{column} must be one of {', '.join(COLUMN_TYPES)}, not {kind!r}"
+            )
+    return tuple(sorted(raw.items()))
 
 
 def _bool(value: Any, path: Path, key: str) -> bool:

@@ -167,3 +167,46 @@ def test_cli_parquet_and_coverage(examon_sim, small_catalog, tmp_path):
     doc = json.loads(cov.stdout)
     assert doc["counts"]["archived"] == 6
     assert {r["plugin"] for r in doc["rows"]} >= {"ipmi_pub", "job_table"}
+
+
+def test_job_table_parquet_schema_is_the_same_every_day(examon_sim, small_catalog, tmp_path):
+    """Job columns are typed by declaration, never by one day's values: two days with
+    different null patterns read back as one dataset with one schema."""
+    import subprocess
+    import sys
+
+    opts = tmp_path / "options.toml"
+    opts.write_text(
+        '[plugins.job_table]\njob_table = true\ncolumn_types = { job_id = "int64", '
+        'run_time = "double" }\n'
+    )
+    archive = tmp_path / "archive"
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "dxt_core.cli", "extract", "examon"),
+            *("--url", examon_sim.url, "--jobs-url", examon_sim.url),
+            *("--catalog", str(small_catalog), "--plugins", "job_table"),
+            *("--start-day", "2020-03-09", "--end-day", "2020-03-10"),
+            *("--archive", str(archive), "--format", "parquet", "-q"),
+            *("--plugin-options", str(opts)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    files = sorted((archive / "examon/plugin=job_table").rglob("*.parquet"))
+    assert [f.name for f in files] == ["2020-03-09.parquet", "2020-03-10.parquet"]
+    schemas = [pq.read_schema(f) for f in files]
+    assert schemas[0] == schemas[1]
+    types = {f.name: str(f.type) for f in schemas[0]}
+    assert types["job_id"] == "int64" and types["run_time"] == "double"
+    # undeclared: strings, whether the day's values are numbers, text or all null
+    assert types["num_nodes"] == "string" and types["resv_name"] == "string"
+    assert types["job_name"] == "string"
+    both = pq.read_table(archive / "examon/plugin=job_table")
+    assert both.num_rows == sum(pq.read_metadata(f).num_rows for f in files)
+    row = both.slice(0, 1).to_pylist()[0]
+    assert isinstance(row["job_id"], int) and row["num_nodes"].isdigit()
+    manifest = json.loads((files[0].parent / "_2020-03-09.manifest.json").read_text())
+    assert manifest["column_types"]["job_id"] == "int64"

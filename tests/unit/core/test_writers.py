@@ -181,3 +181,31 @@ def test_gzip_stream_counts_bytes():
     digest = g.close()
     assert g.raw_bytes == 3000 and g.bytes == len(buf.getvalue())
     assert digest == hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def test_job_records_parquet_types_come_from_declarations_not_values():
+    pq = pytest.importorskip("pyarrow.parquet")
+    from dxt_core.errors import ArchiveError
+    from dxt_core.writers.parquet import write_records_parquet
+
+    declared = {"id": "int64", "t": "double", "ok": "bool"}
+    day1 = [{"id": 1, "t": 2, "ok": True, "n": 3, "note": None}]
+    day2 = [{"id": 2.0, "t": 2.5, "ok": None, "n": "x", "note": {"k": [1]}}]
+    schemas = []
+    for records in (day1, day2):
+        buf = io.BytesIO()
+        res = write_records_parquet(buf, records, declared)
+        schemas.append(pq.read_schema(io.BytesIO(buf.getvalue())))
+        assert res.extra["column_types"]["n"] == "string"
+    assert schemas[0] == schemas[1]
+    assert {f.name: str(f.type) for f in schemas[0]} == {
+        "id": "int64",
+        "n": "string",
+        "note": "string",
+        "ok": "bool",
+        "t": "double",
+    }
+    with pytest.raises(
+        ArchiveError, match=r'job_table/x: record 0 has id = 1.5.*declare id = "string"'
+    ):
+        write_records_parquet(io.BytesIO(), [{"id": 1.5}], declared, table="job_table/x")

@@ -98,3 +98,33 @@ def test_plugin_options_defaults_and_toml(tmp_path: Path):
     p.write_text("[plugins.x]\nclustertag = true\n")
     with pytest.raises(ConfigError, match="unknown key"):
         ExamonOptions.from_toml(p)
+
+
+@pytest.mark.parametrize(
+    ("toml", "fragment"),
+    [
+        ('[plugins.ipmi_pub]\ncolumn_types = { a = "int64" }\n', "only a job table"),
+        ('[plugins.j]\njob_table = true\ncolumn_types = "int64"\n', "must be a table"),
+        (
+            '[plugins.j]\njob_table = true\ncolumn_types = { a = "integer" }\n',
+            "plugins.j.column_types.a must be one of bool, double, int64, string",
+        ),
+    ],
+)
+def test_job_table_column_types_are_checked(tmp_path: Path, toml, fragment):
+    p = tmp_path / "opts.toml"
+    p.write_text(toml)
+    with pytest.raises(ConfigError) as err:
+        ExamonOptions.from_toml(p)
+    assert fragment in str(err.value) and str(p) in str(err.value)
+
+
+def test_job_table_column_types_are_read(tmp_path: Path):
+    p = tmp_path / "opts.toml"
+    p.write_text(
+        '[plugins.j]\njob_table = true\n[plugins.j.column_types]\nb = "bool"\na = "int64"\n'
+    )
+    assert ExamonOptions.from_toml(p).for_plugin("j").column_types == (
+        ("a", "int64"),
+        ("b", "bool"),
+    )
