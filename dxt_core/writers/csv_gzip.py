@@ -140,7 +140,7 @@ class _OffsetOf(dict[bytes, bytes]):
         self._seconds = seconds
 
     def __missing__(self, sec: bytes) -> bytes:
-        self._seconds[sec]  # fills both caches
+        self._seconds.__missing__(sec)  # formats the second, fills both caches
         return self[sec]
 
 
