@@ -107,9 +107,14 @@ class RawPoints(Sequence[Point]):
             return 0
         if ms >= 10**self.width:
             return self._n
+        return bisect_left(self.ts_tokens, digits or str(ms).encode())
+
+    @property
+    def ts_tokens(self) -> list[bytes]:
+        """The timestamps' digits, ``tokens[0::2]`` (sliced once, shared by the writers)."""
         if self._ts_tokens is None:
             self._ts_tokens = self.tokens[0::2]
-        return bisect_left(self._ts_tokens, digits or str(ms).encode())
+        return self._ts_tokens
 
 
 @dataclass(slots=True)

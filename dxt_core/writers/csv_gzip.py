@@ -228,7 +228,7 @@ class GzipCsvWriter(SeriesWriter):
                 # no Python code runs per point.
                 tokens = points.tokens
                 tail = suffix.encode()
-                stamps = tokens[0::2]
+                stamps = points.ts_tokens
                 if points.width > 3:
                     # "<second>", "<ms>", "<offset>,", "<value>", "<tail>" (see _SecondCache)
                     w = 5
