@@ -113,6 +113,7 @@ class Stack:
             if self.proc.poll() is not None:
                 raise AssertionError(f"airflow exited early; see {self.log_path}")
             time.sleep(2)
+        what = what() if callable(what) else what  # a callable describes what it saw
         raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
     def stop(self) -> None:
