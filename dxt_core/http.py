@@ -29,6 +29,7 @@ import random
 import re
 import ssl
 import sys
+import threading
 import time
 import types
 import zlib
@@ -331,6 +332,10 @@ class HttpClient:
     follow_redirects: bool = True
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
     _foreign: httpx.Client | None = field(default=None, init=False, repr=False)
+    #: Threads share one client (the CLI's units): its httpx clients are made once.
+    _lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.base_url = normalise_base_url(self.base_url)
@@ -359,14 +364,19 @@ class HttpClient:
     def client(self) -> httpx.Client:
         """The client for the configured origin (with the credentials)."""
         if self._client is None:
-            auth = httpx.BasicAuth(self.user, self.password or "") if self.user else None
-            self._client = self._new_client(auth, https=self.base_url.startswith("https:"))
+            with self._lock:
+                if self._client is None:
+                    auth = httpx.BasicAuth(self.user, self.password or "") if self.user else None
+                    https = self.base_url.startswith("https:")
+                    self._client = self._new_client(auth, https=https)
         return self._client
 
     def _foreign_client(self) -> httpx.Client:
         """The client for other origins a redirect leads to: no credentials, TLS verified."""
         if self._foreign is None:
-            self._foreign = self._new_client(None, https=True)
+            with self._lock:
+                if self._foreign is None:
+                    self._foreign = self._new_client(None, https=True)
         return self._foreign
 
     def _new_client(self, auth: httpx.Auth | None, https: bool) -> httpx.Client:

@@ -45,6 +45,7 @@ class Seen:
     headers: dict[str, str]
     body: bytes
     at: float = field(default_factory=time.monotonic)
+    client: tuple[str, int] = ("", 0)  # the client's address: one per TCP connection
 
 
 @dataclass
@@ -177,7 +178,7 @@ class FaultProxy:
     def _serve(self, h: BaseHTTPRequestHandler) -> None:
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
-        req = Seen(h.command, h.path, dict(h.headers.items()), body)
+        req = Seen(h.command, h.path, dict(h.headers.items()), body, client=h.client_address[:2])
         with self._lock:
             self.seen.append(req)
         fault = self._take(req.path)

@@ -42,24 +42,28 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
         initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
     )
 
-    def unit(entry: CatalogEntry, day: dt.date) -> Unit:
-        def run() -> DayReport:
-            with KairosDBSource(
-                conn, options=options, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
-            ) as src:
+    # One source for the run, shared by the worker threads (as Kwollect's client is): its
+    # connections are kept alive from one metric-day to the next (one TLS handshake per
+    # connection, not per metric-day), and the metric names are listed once.
+    with KairosDBSource(
+        conn, options=options, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
+    ) as src:
+
+        def unit(entry: CatalogEntry, day: dt.date) -> Unit:
+            def run() -> DayReport:
                 return archive_examon_day(src, entry, day, archive, fmt=args.format)
 
-        return Unit(DayKey("examon", examon_parts(entry, args.format), day), run, entry.key)
+            return Unit(DayKey("examon", examon_parts(entry, args.format), day), run, entry.key)
 
-    units = [unit(e, d) for d in days(first, last) for e in entries]
-    return run_units(
-        units,
-        archive,
-        workers=args.workers,
-        refetch=args.refetch,
-        quiet=args.quiet,
-        verbose=args.verbose,
-    )
+        units = [unit(e, d) for d in days(first, last) for e in entries]
+        return run_units(
+            units,
+            archive,
+            workers=args.workers,
+            refetch=args.refetch,
+            quiet=args.quiet,
+            verbose=args.verbose,
+        )
 
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:

@@ -20,6 +20,7 @@ import difflib
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -214,6 +215,7 @@ class KairosDBSource:
             verify_tls=conn.verify_tls,
         )
         self._jobs_http: HttpClient | None = None
+        self._lock = threading.Lock()
         self._api: str | None = None
         self._metric_names: frozenset[str] | None = None
 
@@ -470,8 +472,11 @@ class KairosDBSource:
         archived with the next day, so each job lands in exactly one day.
         """
         if self._jobs_http is None:
-            # the same connection: its credentials (also those given in the URL) go along
-            self._jobs_http = self._http.sibling(self.conn.jobs_url or self.conn.default_jobs_url())
+            with self._lock:  # threads may share a source (the CLI's units)
+                if self._jobs_http is None:
+                    # the same connection: its credentials (also those in the URL) go along
+                    jobs_url = self.conn.jobs_url or self.conn.default_jobs_url()
+                    self._jobs_http = self._http.sibling(jobs_url)
         api = self.conn.jobs_api
         path = f"api/{api}/examon/jobs/query"
         url = self._jobs_http.url(path)

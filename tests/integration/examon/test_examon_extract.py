@@ -30,6 +30,7 @@ from dxt_core import (
 )
 from dxt_core.errors import QueryRejected, SourceUnavailable
 from tests.conftest import SimulatorProcess
+from tests.faults.proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
@@ -391,6 +392,26 @@ def test_cli_extract_and_coverage(examon_sim, small_catalog, tmp_path):
         "--json",
     )
     assert ok.returncode == 0 and json.loads(ok.stdout)["counts"]["archived"] == 12
+
+
+def test_cli_keeps_connections_alive_across_metric_days(examon_sim, small_catalog, tmp_path):
+    """One source for the whole run: ten KairosDB metric-days on two workers reuse the
+    workers' connections instead of opening one per metric-day (a TLS handshake each, on a
+    real server)."""
+    with FaultProxy(examon_sim.url) as proxy:
+        out = _dxt(
+            *("extract", "examon", "--url", proxy.url, "--jobs-url", examon_sim.url),
+            *("--catalog", str(small_catalog), "--workers", "2", "--archive", str(tmp_path)),
+            *("--start-day", "2020-03-09", "--end-day", "2020-03-10"),
+        )
+        seen = list(proxy.seen)
+    assert out.returncode == 0, out.stderr
+    assert "archived 12 metric-days" in out.stdout
+    connections = {s.client for s in seen}
+    # five KairosDB metrics x two days (the job table goes to --jobs-url), several requests
+    # each; two workers keep two connections busy (one spare for a race at the start)
+    assert len(seen) > 10
+    assert len(connections) <= 3, (len(connections), len(seen))
 
 
 def test_cli_bad_input_names_the_problem(tmp_path):
