@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,17 @@ def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> d
 
 
 def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float = 600):
-    for _ in range(3):
+    # SQLite has one writer. The busy timeout (dxt_core.airflow.sqlite) makes a wait of most
+    # collisions, but a transaction that read first and then writes while the scheduler
+    # writes fails at once (SQLite refuses to wait where it could deadlock): `backfill
+    # create` right after unpausing met that three times in a row under CI. Retried as the
+    # demo retries it (dxt_core.demo._airflow), with a pause between tries.
+    for attempt in range(10):
+        if attempt:
+            time.sleep(3)
         out = subprocess.run(
             [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout
         )
-        # SQLite has one writer; the busy timeout (dxt_core.airflow.sqlite) makes this rare.
         if "database is locked" not in out.stderr or out.returncode == 0:
             break
     if check and out.returncode != 0:
