@@ -230,5 +230,5 @@ def _commit(
     # SourceShrank when this run read fewer rows (see dxt_core.archive).
     path = day.commit(doc)
     report = DayReport(key, "archived", rows, res.bytes, main.final, path, seconds, stats, extra)
-    log.info("%s -> %s", report.summary(), report.path)
+    log.info("%s -> %s", report.summary(), archive.url_of(main.final))
     return report

@@ -26,6 +26,16 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
     Without this, a mistyped --archive path reads as "everything missing" and the refill
     commands would ask to fetch it all again.
     """
+    if archive.remote:
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        if not archive.holds(source):
+            raise ConfigError(
+                f"archive root {archive.url} holds no {source} archive (no object under "
+                f"{archive.url}/{source}/): check --archive"
+            )
+        return
     root = archive.root
     if not root.exists():
         raise ConfigError(f"archive root {root} does not exist: check --archive")

@@ -159,7 +159,7 @@ def run_units(
     skip = f", {skipped} already archived (skipped; --refetch to redo)" if skipped else ""
     print(
         f"archived {len(reports) - empty} metric-days ({rows} rows, {size} bytes), "
-        f"{empty} empty, {len(failures)} failed{skip}, into {archive.root}",
+        f"{empty} empty, {len(failures)} failed{skip}, into {archive.url}",
         file=out,
     )
     for u, msg in sorted(failures, key=lambda f: (f[0].key.day, f[0].label)):
