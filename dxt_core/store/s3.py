@@ -34,6 +34,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -195,6 +196,33 @@ class S3DayWrite(DayWrite):
         )
         self._manifest_key = archive.key_of(archive.manifest_path(key))
         self._manifest_etag: str | None = None
+        # Staged files in a directory of this transaction's own: another process of this
+        # host may be writing the same day into the same staging root (a lock taken over).
+        self._stage = (
+            self.directory / f".{key.day.isoformat()}.{os.getpid()}-{uuid.uuid4().hex[:8]}.staging"
+        )
+
+    def staging_path(self, extension: str) -> Path:
+        self._check_open()
+        name = self.archive.data_path(self.key, extension).name
+        self._stage.mkdir(parents=True, exist_ok=True)
+        staged = self._stage / name
+        self._staged[name] = staged
+        self._drop.discard(name)
+        return staged
+
+    def _clean_stale(self) -> None:
+        """Remove the staging directories of this day left by dead processes of this host."""
+        for stale in self.directory.glob(f".{self.key.day.isoformat()}.*.staging"):
+            pid = stale.name.split(".")[-2].split("-")[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
+
+    def abort(self) -> None:
+        closed = self.closed
+        super().abort()
+        if not closed:
+            shutil.rmtree(self._stage, ignore_errors=True)
 
     def _start(self) -> None:
         store = self.archive.store
