@@ -229,6 +229,8 @@ def _commit(
     # The commit renames the staged files into place, or keeps the archived day and raises
     # SourceShrank when this run read fewer rows (see dxt_core.archive).
     path = day.commit(doc)
+    if day.replaced:  # the archived bytes this commit replaced, kept in .versions/
+        extra["replaced"] = day.replaced
     report = DayReport(key, "archived", rows, res.bytes, main.final, path, seconds, stats, extra)
     log.info("%s -> %s", report.summary(), report.path)
     return report

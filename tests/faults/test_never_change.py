@@ -1,0 +1,219 @@
+"""Fault matrix, third round: an archived day changes only on purpose, and never without a copy.
+
+Each test is one case of issue 21 (docs/faults.md, section 3): it failed on the code before
+the fix. The Examon cases run the real backend against the simulator (a separate process);
+the archive cases go through :func:`dxt_core.archive_day.archive_one_day`, the template
+every backend commits through.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dxt_core import (
+    Archive,
+    CatalogEntry,
+    ExamonConnection,
+    KairosDBSource,
+    RetryPolicy,
+    archive_examon_day,
+)
+from dxt_core.archive import DayKey
+from dxt_core.archive_day import Staging, archive_one_day
+from dxt_core.errors import ContentChanged, SourceShrank
+from dxt_core.writers.base import WriteResult
+from tests.conftest import SimulatorProcess
+
+pytestmark = pytest.mark.integration
+
+DAY = dt.date(2020, 3, 9)
+AMBIENT = CatalogEntry("ambient", "ipmi_pub")
+FULL = 4 * 4320
+KEY = DayKey("toy", ("plugin", "metric"), DAY)
+
+
+def examon_day(url: str, archive: Archive, tz: str = "Europe/Rome", day: dt.date = DAY):
+    with KairosDBSource(
+        ExamonConnection(url=url, time_zone=tz), retry=RetryPolicy(attempts=2, backoff_s=0.01)
+    ) as src:
+        return archive_examon_day(src, AMBIENT, day, archive)
+
+
+@pytest.fixture(scope="module")
+def late_sim(small_catalog):
+    """The server after retention: the day's first hour gone."""
+    sim = SimulatorProcess(
+        ["--catalog", str(small_catalog), "--nodes", "4", "--data-start", "2020-03-09"]
+    )
+    yield sim
+    sim.stop()
+
+
+def toy_day(archive: Archive, lines: list[str], **kw) -> object:
+    """Archive KEY with a gzip CSV of ``lines`` (after a header) through the template."""
+    body = gzip.compress(("timestamp,value\n" + "".join(f"{x}\n" for x in lines)).encode(), mtime=0)
+
+    def write(staging: Staging) -> None:
+        with staging.open("csv.gz") as fh:
+            fh.write(body)
+        staging.done(
+            "csv.gz",
+            WriteResult(rows=len(lines), bytes=len(body), sha256=hashlib.sha256(body).hexdigest()),
+        )
+
+    return archive_one_day(archive, KEY, write, manifest={"source_url": "toy://"}, **kw)
+
+
+# -- 1. the protection does not live only in the manifest ---------------------------------------
+
+
+def test_a_deleted_manifest_still_protects_the_day(examon_sim, late_sim, tmp_path):
+    archive = Archive(tmp_path)
+    first = examon_day(examon_sim.url, archive)
+    assert first.rows == FULL
+    before = first.path.read_bytes()
+    first.manifest.unlink()
+    with pytest.raises(SourceShrank, match=r"\(17,280 -> 16,560\)"):
+        examon_day(late_sim.url, archive)
+    assert first.path.read_bytes() == before
+    again = examon_day(examon_sim.url, archive)  # the full source: the manifest comes back
+    assert again.rows == FULL and first.path.read_bytes() == before
+
+
+def test_a_damaged_manifest_and_its_advice_never_lose_the_day(examon_sim, late_sim, tmp_path):
+    archive = Archive(tmp_path)
+    first = examon_day(examon_sim.url, archive)
+    before = first.path.read_bytes()
+    damaged = first.manifest.read_bytes()[:40]
+    first.manifest.write_bytes(damaged)
+    status, detail = archive.status(first.key)
+    assert status == "corrupt"
+    assert "delete" not in detail and "rerun the day" in detail
+    with pytest.raises(SourceShrank):
+        examon_day(late_sim.url, archive)  # following the advice against a shrunk source
+    assert first.path.read_bytes() == before
+    examon_day(examon_sim.url, archive)
+    assert archive.status(first.key) == ("archived", "")
+    versions = first.path.parent / ".versions"
+    kept = [p for p in versions.iterdir() if p.name.startswith(first.manifest.name)]
+    assert [p.read_bytes() for p in kept] == [damaged]
+
+
+# -- 2. same rows, other content -----------------------------------------------------------------
+
+
+def test_same_rows_other_content_needs_replace_and_keeps_a_version(tmp_path):
+    archive = Archive(tmp_path)
+    a = toy_day(archive, ["1,10", "2,20", "3,30"])
+    old = a.path.read_bytes()
+    with pytest.raises(ContentChanged, match=r"as many rows as the archive \(3\) but other"):
+        toy_day(archive, ["1,10", "2,21", "3,30"])
+    assert a.path.read_bytes() == old
+    b = toy_day(Archive(tmp_path, replace=True), ["1,10", "2,21", "3,30"])
+    assert b.path.read_bytes() != old
+    sha8 = hashlib.sha256(old).hexdigest()[:8]
+    version = a.path.parent / ".versions" / f"{a.path.name}.prev-{sha8}"
+    assert version.read_bytes() == old
+    doc = json.loads(b.manifest.read_bytes())
+    assert doc["replaced"][0]["version"] == f".versions/{version.name}"
+    assert doc["replaced_rows"] == 3
+    assert b.extra["replaced"] == doc["replaced"]
+
+
+def test_more_rows_keep_the_replaced_bytes_in_versions(tmp_path):
+    archive = Archive(tmp_path)
+    a = toy_day(archive, ["1,10", "2,20"])
+    old = a.path.read_bytes()
+    b = toy_day(archive, ["1,10", "2,20", "3,30"])  # the source's count grew: allowed
+    assert b.rows == 3
+    versions = list((a.path.parent / ".versions").glob(f"{a.path.name}.prev-*"))
+    assert [p.read_bytes() for p in versions] == [old]
+    assert json.loads(b.manifest.read_bytes())["replaced_rows"] == 2
+
+
+def test_an_identical_rerun_keeps_no_version(tmp_path):
+    archive = Archive(tmp_path)
+    toy_day(archive, ["1,10", "2,20"])
+    b = toy_day(archive, ["1,10", "2,20"])
+    assert not (b.path.parent / ".versions").exists()
+    assert "replaced" not in json.loads(b.manifest.read_bytes())
+
+
+# -- 3. versions written under a temporary name ------------------------------------------------
+
+_NO_LINKS_FULL_DISK = """
+import errno, os, resource, signal, sys
+sys.path.insert(0, {repo!r})
+from dxt_core import Archive
+from tests.faults.test_never_change import toy_day
+
+def no_links(*a, **k):
+    raise OSError(errno.EPERM, "Operation not permitted")
+
+os.link = no_links  # a file system without hard links (vfat, some FUSE mounts)
+if {limit}:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+try:
+    toy_day(Archive({root!r}, replace=True), ["1,1"])
+except Exception as exc:
+    print(type(exc).__name__, exc)
+    sys.exit(3)
+"""
+
+
+def _replace_without_links(root: Path, limit: int) -> subprocess.CompletedProcess[str]:
+    script = _NO_LINKS_FULL_DISK.format(repo=os.getcwd(), root=str(root), limit=limit)
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_version_copy_that_meets_a_full_disk_leaves_no_version(tmp_path):
+    archive = Archive(tmp_path)
+    big = [f"{i},{hashlib.sha256(str(i).encode()).hexdigest()}" for i in range(4000)]
+    a = toy_day(archive, big)
+    old = a.path.read_bytes()
+    assert len(old) > 64 << 10
+    out = _replace_without_links(tmp_path, 64 << 10)
+    assert out.returncode == 3, out.stderr
+    assert "File too large" in out.stdout
+    assert a.path.read_bytes() == old  # the day is untouched
+    versions = a.path.parent / ".versions"
+    assert [
+        p.name for p in versions.iterdir() if ".prev-" in p.name and p.name.startswith(a.path.name)
+    ] == []
+    # The next replace (disk freed) copies the whole file, not trusting a partial one.
+    out = _replace_without_links(tmp_path, 0)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (version,) = versions.glob(f"{a.path.name}.prev-*")
+    assert version.read_bytes() == old
+    assert [p.name for p in versions.iterdir() if p.name.endswith(".tmp")] == []
+
+
+# -- 9. new directories are fsynced into their parents -----------------------------------------
+
+
+def test_new_metric_directories_are_fsynced_into_their_parents(tmp_path, monkeypatch):
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:  # the OS call, watched: which directories reach the disk
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    root = tmp_path / "archive"
+    root.mkdir()
+    toy_day(Archive(root), ["1,10"])
+    for new in (root / "toy", root / "toy/plugin", root / "toy/plugin/metric"):
+        assert str(new.parent) in synced, f"{new} created but {new.parent} never fsynced"
