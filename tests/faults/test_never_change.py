@@ -217,3 +217,43 @@ def test_new_metric_directories_are_fsynced_into_their_parents(tmp_path, monkeyp
     toy_day(Archive(root), ["1,10"])
     for new in (root / "toy", root / "toy/plugin", root / "toy/plugin/metric"):
         assert str(new.parent) in synced, f"{new} created but {new.parent} never fsynced"
+
+
+# -- 5. a point of another day in the middle of a series -----------------------------------------
+
+
+def test_a_point_of_another_day_in_the_middle_of_a_series_is_dropped(examon_sim, tmp_path):
+    import http.client
+    from urllib.parse import urlsplit
+
+    from tests.faults.proxy import Answer, FaultProxy
+
+    up = urlsplit(examon_sim.url)
+    stray = int(dt.datetime(2020, 3, 7, 12, tzinfo=dt.UTC).timestamp() * 1000)
+    inserted = []
+
+    def rewrite(req):
+        if not req.path.split("?")[0].endswith("/api/v1/datapoints/query"):
+            return None
+        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
+        conn.request("POST", req.path, body=req.body, headers={"Content-Type": "application/json"})
+        doc = json.loads(conn.getresponse().read())
+        conn.close()
+        for result in doc["queries"][0]["results"]:
+            values = result.get("values") or []
+            if len(values) > 2 and not inserted:  # two days before, mid-series
+                values.insert(len(values) // 2, [stray, 99.5])
+                inserted.append(stray)
+        return Answer(200, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+
+    with FaultProxy(examon_sim.url) as proxy:
+        proxy.rewrite = rewrite
+        rep = examon_day(proxy.url, Archive(tmp_path))
+    assert inserted
+    text = gzip.decompress(rep.path.read_bytes()).decode()
+    assert "2020-03-07" not in text
+    assert rep.rows == FULL
+    doc = json.loads(rep.manifest.read_bytes())
+    assert doc["dropped_outside_window"] == 1
+    assert doc["first_timestamp"].startswith("2020-03-09")
+    assert doc["last_timestamp"].startswith("2020-03-09")
