@@ -180,6 +180,8 @@ def _commit(
     if stats is not None:
         stats.seconds = seconds
         base["requests"] = stats.as_dict()
+        if stats.url_used:  # a redirect: the URL the data actually came from
+            base["source_url_used"] = stats.url_used
     else:
         stats = RequestStats(seconds=seconds)
     written = [f for f in staging.files.values() if f.result is not None and f.result.rows > 0]

@@ -98,6 +98,8 @@ _QUOTA_TEXT = re.compile(rb"quota", re.I)
 
 ENV_MAX_ANSWER_MB = "DXT_MAX_ANSWER_MB"
 ENV_REQUEST_DEADLINE_S = "DXT_REQUEST_DEADLINE_S"
+#: Set to 1 to follow a redirect from https to http (clear text) instead of refusing it.
+ENV_ALLOW_HTTP_REDIRECT = "DXT_ALLOW_HTTP_REDIRECT"
 DEFAULT_MAX_ANSWER_BYTES = 512 << 20
 DEFAULT_DEADLINE_S = 900.0
 
@@ -218,6 +220,9 @@ class RequestStats:
     splits: int = 0
     bytes_received: int = 0
     seconds: float = 0.0
+    #: The URL (without query) of the last answer a redirect led to, "" when none was
+    #: redirected: the manifest records it as ``source_url_used``.
+    url_used: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -279,6 +284,10 @@ def default_max_answer_bytes() -> int:
     return int(_env_float(ENV_MAX_ANSWER_MB, DEFAULT_MAX_ANSWER_BYTES / (1 << 20)) * (1 << 20))
 
 
+def default_allow_http_redirect() -> bool:
+    return os.environ.get(ENV_ALLOW_HTTP_REDIRECT, "").strip().lower() in ("1", "true", "yes")
+
+
 def default_deadline_s() -> float:
     """``DXT_REQUEST_DEADLINE_S`` if set, else 900 s."""
     return _env_float(ENV_REQUEST_DEADLINE_S, DEFAULT_DEADLINE_S)
@@ -330,6 +339,9 @@ class HttpClient:
     #: Follow redirects (by hand: TLS verified on every hop, credentials to the configured
     #: origin only). Off: a redirect is answered to :meth:`exchange`'s ``accept``.
     follow_redirects: bool = True
+    #: Follow a redirect from https to http (the rest of the exchange in clear text).
+    #: Default ``DXT_ALLOW_HTTP_REDIRECT``; off, such a redirect fails with QueryRejected.
+    allow_http_redirect: bool = field(default_factory=default_allow_http_redirect)
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
     _foreign: httpx.Client | None = field(default=None, init=False, repr=False)
     #: Threads share one client (the CLI's units): its httpx clients are made once.
@@ -436,6 +448,8 @@ class HttpClient:
                 location = resp.headers.get("Location")
                 if resp.status_code in _REDIRECT_STATUS and location and self.follow_redirects:
                     nxt = resp.url.join(location)
+                    if target.scheme == "https" and nxt.scheme != "https":
+                        self._refuse_downgrade(target, nxt)
                     log.info(
                         "%s %s redirected (HTTP %d) to %s%s",
                         method,
@@ -454,6 +468,24 @@ class HttpClient:
         raise QueryRejected(
             f"more than {_MAX_REDIRECTS} redirects; set the URL the server redirects to",
             url=redact_url(url),
+        )
+
+    def _refuse_downgrade(self, target: httpx.URL, nxt: httpx.URL) -> None:
+        """A redirect from https to http: refused (credentials, queries and data would
+        travel in clear text), unless ``allow_http_redirect``."""
+        if self.allow_http_redirect:
+            log.warning(
+                "%s redirected to %s: following it in clear text (%s is set)",
+                redact_url(str(target)),
+                redact_url(str(nxt)),
+                ENV_ALLOW_HTTP_REDIRECT,
+            )
+            return
+        raise QueryRejected(
+            f"the server redirected from https to http ({redact_url(str(nxt))}); refused: "
+            "the rest would travel in clear text. Fix the server's redirect, or set "
+            f"{ENV_ALLOW_HTTP_REDIRECT}=1 if you accept that",
+            url=redact_url(str(target)),
         )
 
     def _read(self, resp: httpx.Response, deadline: float) -> bytes:
@@ -621,6 +653,8 @@ class HttpClient:
                 stats.seconds += time.perf_counter() - t0
                 stats.bytes_received += len(body)
                 status = resp.status_code
+                if redact_url(final_url) != redact_url(url):
+                    stats.url_used = redact_url(final_url)
                 if 200 <= status < 300 or (accept is not None and accept(status, body)):
                     return status, body, resp.headers
                 text = error_text(body)

@@ -257,3 +257,95 @@ def test_a_point_of_another_day_in_the_middle_of_a_series_is_dropped(examon_sim,
     assert doc["dropped_outside_window"] == 1
     assert doc["first_timestamp"].startswith("2020-03-09")
     assert doc["last_timestamp"].startswith("2020-03-09")
+
+
+# -- 7. https redirected to http ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_context(tmp_path_factory):
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"),
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
+    return ctx
+
+
+class Downgrader:
+    """An https server that redirects every request to ``target`` (http://), path kept."""
+
+    def __init__(self, target: str, tls) -> None:
+        import http.server
+        import threading
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _any(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(307)
+                self.send_header("Location", target + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = _any
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_https_source_redirected_to_http_is_refused(examon_sim, tls_context, monkeypatch):
+    from dxt_core.errors import QueryRejected
+    from dxt_core.http import HttpClient
+    from tests.faults.proxy import FaultProxy
+
+    monkeypatch.delenv("DXT_ALLOW_HTTP_REDIRECT", raising=False)
+    with FaultProxy(examon_sim.url) as clear:
+        down = Downgrader(clear.url, tls_context)
+        try:
+            c = HttpClient(
+                down.url, user="alice", password="s3cret", verify_tls=False,
+                retry=RetryPolicy(attempts=1),
+            )  # fmt: skip
+            with c, pytest.raises(QueryRejected, match="redirected from https to http") as ei:
+                c.get_json("api/v1/version")
+            assert "DXT_ALLOW_HTTP_REDIRECT" in str(ei.value)
+            assert clear.seen == []  # not a byte in clear text
+        finally:
+            down.close()
+
+
+def test_an_allowed_downgrade_is_recorded_in_the_manifest(
+    examon_sim, tls_context, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("DXT_ALLOW_HTTP_REDIRECT", "1")
+    down = Downgrader(examon_sim.url, tls_context)
+    try:
+        with KairosDBSource(
+            ExamonConnection(url=down.url, verify_tls=False),
+            retry=RetryPolicy(attempts=1),
+        ) as src:
+            rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+    finally:
+        down.close()
+    doc = json.loads(rep.manifest.read_bytes())
+    assert doc["source_url"] == down.url
+    assert doc["source_url_used"].startswith(examon_sim.url.rstrip("/") + "/api/v1/")
