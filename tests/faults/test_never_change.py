@@ -349,3 +349,89 @@ def test_an_allowed_downgrade_is_recorded_in_the_manifest(
     doc = json.loads(rep.manifest.read_bytes())
     assert doc["source_url"] == down.url
     assert doc["source_url_used"].startswith(examon_sim.url.rstrip("/") + "/api/v1/")
+
+
+# -- 8. the answer cap bounds the process, all workers together -----------------------------------
+
+_BOMB_SERVER = """
+import http.server, sys, zlib
+n = int(sys.argv[1])
+z = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+body = b"".join(z.compress(bytes(1 << 20)) for _ in range(n >> 20)) + z.flush()
+
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        if self.path.endswith("/warm"):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+            return
+        self.send_response(200)
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+_WORKERS = """
+import os, resource, sys, threading
+sys.path.insert(0, {repo!r})
+import dxt_core.http as h
+from dxt_core.http import HttpClient, RetryPolicy
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+c = HttpClient({url!r}, max_answer_bytes={cap}, retry=RetryPolicy(attempts=1))
+c.request("GET", "warm")  # imports, TLS-less client, one answer: the baseline after it
+base = rss()
+sizes = []
+
+def work():
+    body = c.request("GET", "x")
+    sizes.append(len(body))
+    del body
+
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+budget = getattr(h, "ANSWER_BUDGET", None)
+print(sizes, peak - base, budget.peak if budget else -1)
+"""
+
+
+def test_four_workers_with_near_cap_answers_stay_within_the_cap():
+    cap, answer = 64 << 20, 60 << 20
+    server = subprocess.Popen(
+        [sys.executable, "-c", _BOMB_SERVER, str(answer)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(server.stdout.readline())
+        script = _WORKERS.format(repo=os.getcwd(), url=f"http://127.0.0.1:{port}", cap=cap)
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+        )
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+    assert out.returncode == 0, out.stderr
+    sizes, grew, budget_peak = out.stdout.rsplit(" ", 2)
+    assert sizes.strip() == str([answer] * 4)
+    # Before: each worker held its answer twice (chunks, then their join): 4 x 2 x 60 MiB.
+    # Now the answers being read share one cap; a finished answer lives until its worker
+    # drops it, so the process holds at most the cap plus one answer handed over.
+    assert int(budget_peak) <= cap
+    assert int(grew) < 2 * cap + (16 << 20), f"grew {int(grew) >> 20} MiB"
