@@ -66,6 +66,9 @@ KEPT_SCHEMA = "dxt-archive/kept/1"
 MANIFEST_SUFFIX = ".manifest.json"
 KEPT_SUFFIX = ".kept.json"
 VERSIONS_DIR = ".versions"
+DAYS_SCHEMA = "dxt-archive/days/1"
+#: How a day is cut out of time, recorded with the zone (see :meth:`Archive.check_day_zone`).
+DAY_DEFINITION = "[local midnight, next local midnight)"
 
 log = logging.getLogger("dxt_core.archive")
 
@@ -804,6 +807,61 @@ def unmanifested_data(directory: Path, day: dt.date) -> dict[str, Any] | None:
     }
 
 
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ArchiveError(
+            f"{path}: unreadable ({exc}); restore it (it records the zone of the archive's "
+            "days) or write it again with the zone the archive was made in"
+        ) from exc
+    return doc if isinstance(doc, dict) else None
+
+
+def _create_once(path: Path, doc: dict[str, Any]) -> None:
+    """Write ``path`` unless it exists (two first runs at once: one wins, whole)."""
+    with archive_io(path.parent, "create directory"):
+        make_dirs_durable(path.parent)
+    with archive_io(path, "write"):
+        fd, tmp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_dumps(doc))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)  # fails if another run recorded it first
+        finally:
+            os.unlink(tmp)
+        fsync_dir(path.parent)
+
+
+def _zone_of_manifests(directory: Path) -> tuple[str, str] | None:
+    """The zone named by a manifest in ``directory`` (its ``day_definition`` or
+    ``time_zone``), and that manifest's path: how an archive older than the root record
+    tells its zone."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(MANIFEST_SUFFIX))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for name in names[-3:]:
+        try:
+            doc = orjson.loads((directory / name).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        definition = doc.get("day_definition")
+        zone = definition.get("time_zone") if isinstance(definition, dict) else None
+        zone = zone if isinstance(zone, str) else doc.get("time_zone")
+        if isinstance(zone, str) and zone:
+            return zone, str(directory / name)
+    return None
+
+
 def _plain_name(name: object) -> bool:
     """``name`` is one file name (no directory part, not ``.``/``..``)."""
     return isinstance(name, str) and check_path_component(name, "file") is None
@@ -831,6 +889,7 @@ class Archive:
         self._open: dict[DayKey, DayWrite] = {}
         self._by_thread: dict[int, DayWrite] = {}
         self._mutex = threading.Lock()
+        self._zones: dict[str, str] = {}
 
     def directory(self, key: DayKey) -> Path:
         return self.root.joinpath(key.source, *key.parts)
@@ -850,6 +909,56 @@ class Archive:
     def kept_path(self, key: DayKey) -> Path:
         """The sidecar recording a rerun that read fewer rows than the archive holds."""
         return self._sidecar(key, KEPT_SUFFIX)
+
+    # -- the day definition ---------------------------------------------------------------------
+    def days_record_path(self, source: str) -> Path:
+        """``<root>/.dxt-days-<source>.json``: the zone the source's days are cut in."""
+        return self.root / f".dxt-days-{source}.json"
+
+    def check_day_zone(self, key: DayKey, time_zone: str) -> dict[str, Any]:
+        """Refuse a run whose days are cut in another zone than the archive's.
+
+        The zone of a source's days is recorded once at the root, by the first run that
+        archives a day of it (or, for an archive older than the record, taken from the
+        manifests beside ``key``). A run in another zone would archive days that overlap the
+        archived ones (rows twice, under two dates), so it fails naming both zones.
+        Returns the day definition, for the manifest.
+
+        Raises:
+            ConfigError: the archive's days are in another zone.
+        """
+        definition = {"time_zone": time_zone, "day": DAY_DEFINITION}
+        if self._zones.get(key.source) == time_zone:
+            return definition
+        path = self.days_record_path(key.source)
+        recorded = _read_json(path)
+        where = str(path)
+        if recorded is None:
+            found = _zone_of_manifests(self.directory(key))
+            if found is not None and found[0] != time_zone:
+                recorded, where = {"time_zone": found[0]}, f"manifest {found[1]}"
+            else:
+                _create_once(
+                    path,
+                    {
+                        "schema": DAYS_SCHEMA,
+                        "source": key.source,
+                        **definition,
+                        "recorded_at": _now(),
+                        "software": {"name": "dxt-archive", "version": __version__},
+                    },
+                )
+                recorded = _read_json(path) or definition
+        zone_then = recorded.get("time_zone")
+        if zone_then != time_zone:
+            raise ConfigError(
+                f"{self.root}: the {key.source} days of this archive are {DAY_DEFINITION} in "
+                f"{zone_then} ({where}); this run cuts them in {time_zone}, which would "
+                f"archive overlapping days (rows twice). Run with time zone {zone_then}, or "
+                "archive to another root (--archive DIR)"
+            )
+        self._zones[key.source] = time_zone
+        return definition
 
     # -- transactions -------------------------------------------------------------------------
     def begin(self, key: DayKey, *, replace: bool | None = None) -> DayWrite:

@@ -435,3 +435,26 @@ def test_four_workers_with_near_cap_answers_stay_within_the_cap():
     # drops it, so the process holds at most the cap plus one answer handed over.
     assert int(budget_peak) <= cap
     assert int(grew) < 2 * cap + (16 << 20), f"grew {int(grew) >> 20} MiB"
+
+
+# -- 4. the zone of the archive's days ----------------------------------------------------------
+
+
+def test_a_run_in_another_zone_is_refused_naming_both(examon_sim, tmp_path):
+    from dxt_core.errors import ConfigError
+
+    archive = Archive(tmp_path)
+    first = examon_day(examon_sim.url, archive, tz="Europe/Rome")
+    record = json.loads((tmp_path / ".dxt-days-examon.json").read_bytes())
+    assert record["time_zone"] == "Europe/Rome"
+    assert json.loads(first.manifest.read_bytes())["day_definition"]["time_zone"] == "Europe/Rome"
+    next_day = DAY + dt.timedelta(days=1)
+    with pytest.raises(ConfigError, match=r"in Europe/Rome .*this run cuts them in UTC"):
+        examon_day(examon_sim.url, Archive(tmp_path), tz="UTC", day=next_day)
+    assert not (first.path.parent / f"{next_day}.csv.gz").exists()
+    # An archive older than the record: the zone is read from the manifests beside the day.
+    (tmp_path / ".dxt-days-examon.json").unlink()
+    with pytest.raises(ConfigError, match=r"in Europe/Rome \(manifest .*this run cuts them in UTC"):
+        examon_day(examon_sim.url, Archive(tmp_path), tz="UTC", day=next_day)
+    assert not (tmp_path / ".dxt-days-examon.json").exists()
+    examon_day(examon_sim.url, Archive(tmp_path), tz="Europe/Rome", day=next_day)
