@@ -577,10 +577,13 @@ class HttpClient:
             try:
                 return self._exchange(method, url, content, params, headers, deadline)
             except _Yield as y:
-                log.debug("%s %s: waiting for the answer budget", method, redact_url(url))
-                ANSWER_BUDGET.wait_until_done(y.oldest, max(deadline - time.monotonic(), 0))
-                if time.monotonic() > deadline:
-                    raise _Deadline from None
+                oldest = y.oldest
+            # Outside the handler: the traceback, and the partial answer its frames hold,
+            # are gone while this reader waits.
+            log.debug("%s %s: waiting for the answer budget", method, redact_url(url))
+            ANSWER_BUDGET.wait_until_done(oldest, max(deadline - time.monotonic(), 0))
+            if time.monotonic() > deadline:
+                raise _Deadline
 
     def _refuse_downgrade(self, target: httpx.URL, nxt: httpx.URL) -> None:
         """A redirect from https to http: refused (credentials, queries and data would
@@ -651,6 +654,9 @@ class HttpClient:
                         buf.write(out)
                         del out
             return buf.getvalue()
+        except BaseException:
+            buf.close()  # free the partial answer now, not with the traceback
+            raise
         finally:
             ANSWER_BUDGET.end(ticket)
 
