@@ -376,12 +376,19 @@ class DayWrite:
         self.damaged_manifest = ""
         #: The archived files this commit replaced by other bytes (kept in .versions/).
         self.replaced: list[dict[str, Any]] = []
+        self._state_at_begin: tuple[int, int] | None = None
+        self._written: dict[str, Any] = {}
         self.closed = False
 
     # -- life cycle -------------------------------------------------------------------------
     def _start(self) -> None:
         with archive_io(self.directory, "create directory"):
             make_dirs_durable(self.directory)
+        from dxt_core.index import directory_state
+
+        # What the directory looked like before this transaction touched it: the index
+        # trusts its rows of this directory after the commit only if it did before.
+        self._state_at_begin = directory_state(self.directory)
         self._lock.acquire()
         try:
             self._clean_stale()
@@ -515,9 +522,21 @@ class DayWrite:
         """
         self._check_open()
         try:
-            return self._commit(doc)
+            path = self._commit(doc)
         finally:
             self.abort()  # releases the lock; staged files are gone by now on success
+        from dxt_core.index import record_commit
+
+        # After the lock file is gone, so that the directory state the index records is
+        # the one readers will find.
+        record_commit(
+            self.archive.root,
+            self.key,
+            path,
+            self._written,
+            state_at_begin=self._state_at_begin,
+        )
+        return path
 
     def _commit(self, doc: dict[str, Any]) -> Path:
         key, directory = self.key, self.directory
@@ -574,7 +593,8 @@ class DayWrite:
                 with contextlib.suppress(FileNotFoundError):
                     (directory / name).unlink()
             fsync_dir(directory)
-        path = self.archive.write_manifest(key, doc)
+        self._written = self.archive.full_manifest(key, doc)
+        path = self.archive.write_full_manifest(key, self._written, index=False)
         with archive_io(directory, "update"):
             with contextlib.suppress(FileNotFoundError):
                 self._pending.unlink()
@@ -1039,12 +1059,26 @@ class Archive:
             return write.commit(doc)
         return self.write_manifest(key, doc)
 
-    def write_manifest(self, key: DayKey, doc: dict[str, Any]) -> Path:
+    def write_manifest(self, key: DayKey, doc: dict[str, Any], *, index: bool = True) -> Path:
         """Write ``key``'s manifest: ``doc`` plus the common fields (schema, source, parts,
         day, software, written_at). Atomic and durable; no never-shrink check (use a
-        transaction for that)."""
+        transaction for that). ``index``: update the manifest index now (a transaction
+        does it after releasing the day's lock, see :meth:`DayWrite.commit`)."""
+        return self.write_full_manifest(key, self.full_manifest(key, doc), index=index)
+
+    def write_full_manifest(self, key: DayKey, full: dict[str, Any], *, index: bool = True) -> Path:
+        """Write a manifest made by :meth:`full_manifest` (atomic, durable)."""
         path = self.manifest_path(key)
-        full = {
+        write_json_atomic(path, full)
+        if index:
+            from dxt_core.index import record_commit  # the index follows every commit
+
+            record_commit(self.root, key, path, full)
+        return path
+
+    def full_manifest(self, key: DayKey, doc: dict[str, Any]) -> dict[str, Any]:
+        """``doc`` with the fields every manifest carries."""
+        return {
             "schema": MANIFEST_SCHEMA,
             "source": key.source,
             "parts": list(key.parts),
@@ -1053,11 +1087,6 @@ class Archive:
             "written_at": _now(),
             **doc,
         }
-        write_json_atomic(path, full)
-        from dxt_core.index import record_commit  # the manifest index follows every commit
-
-        record_commit(self.root, key, path, full)
-        return path
 
     def remove_data(self, key: DayKey, extension: str) -> None:
         """No ``<day>.<extension>`` for ``key``: in a transaction, at its commit (and only if

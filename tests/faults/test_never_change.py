@@ -397,9 +397,7 @@ base = rss()
 sizes = []
 
 def work():
-    body = c.request("GET", "x")
-    sizes.append(len(body))
-    del body
+    sizes.append(len(c.request("GET", "x")))  # the answer is dropped at once
 
 threads = [threading.Thread(target=work) for _ in range(4)]
 for t in threads:
@@ -430,11 +428,12 @@ def test_four_workers_with_near_cap_answers_stay_within_the_cap():
     assert out.returncode == 0, out.stderr
     sizes, grew, budget_peak = out.stdout.rsplit(" ", 2)
     assert sizes.strip() == str([answer] * 4)
-    # Before: each worker held its answer twice (chunks, then their join): 4 x 2 x 60 MiB.
-    # Now the answers being read share one cap; a finished answer lives until its worker
-    # drops it, so the process holds at most the cap plus one answer handed over.
+    # Before: the four answers were read at once, each up to the cap (RSS grew 216-241 MiB
+    # here). Now the answers being read share one cap (the budget never held more), and the
+    # process grows by about the cap (69-71 MiB measured; a finished answer its worker has
+    # not dropped yet comes on top).
     assert int(budget_peak) <= cap
-    assert int(grew) < 2 * cap + (16 << 20), f"grew {int(grew) >> 20} MiB"
+    assert int(grew) < 1.5 * cap, f"grew {int(grew) >> 20} MiB"
 
 
 # -- 4. the zone of the archive's days ----------------------------------------------------------
@@ -458,3 +457,73 @@ def test_a_run_in_another_zone_is_refused_naming_both(examon_sim, tmp_path):
         examon_day(examon_sim.url, Archive(tmp_path), tz="UTC", day=next_day)
     assert not (tmp_path / ".dxt-days-examon.json").exists()
     examon_day(examon_sim.url, Archive(tmp_path), tz="Europe/Rome", day=next_day)
+
+
+# -- 6. the index is a cache --------------------------------------------------------------------
+
+
+def test_a_stale_index_never_reports_a_lost_day_as_empty(tmp_path, monkeypatch):
+    import sqlite3
+
+    import dxt_core.index as ix
+
+    archive = Archive(tmp_path)
+    toy_day(archive, [])  # an empty day, indexed as "empty"
+    # The next commit's index update fails: another process holds the index's lock.
+    monkeypatch.setattr(ix, "BUSY_TIMEOUT_S", 0.05)
+    holder = sqlite3.connect(ix.index_path(archive.root), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        day = toy_day(archive, ["1,10", "2,20"])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert ix.ManifestIndex(tmp_path).get("toy", "plugin/metric", DAY).status == "empty"
+    day.path.unlink()  # then the data file is lost
+    (row,) = ix.coverage_rows(archive, "toy", [KEY.parts], [DAY])
+    assert row.status == "corrupt", row
+    grid = ix.scan_states(archive, "toy", [KEY.parts], [DAY])
+    assert grid.state(0, 0) == "corrupt"
+    # The reader repaired the index from the manifest.
+    assert ix.ManifestIndex(tmp_path).get("toy", "plugin/metric", DAY).status == "archived"
+
+
+_READ_ONLY_READER = """
+import logging, sys
+sys.path.insert(0, {repo!r})
+logging.basicConfig(level=logging.WARNING)
+from dxt_core import Archive
+from dxt_core.index import ManifestIndex, scan_states
+import datetime as dt
+archive = Archive({root!r})
+grid = scan_states(archive, "toy", [("plugin", "metric")], [dt.date(2020, 3, 9)])
+print(grid.rows, ManifestIndex({root!r}).exists())
+"""
+
+
+def test_a_read_only_archive_is_read_through_its_index_without_writing():
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="dxt-ro-"))  # outside pytest's 0700 directories
+    try:
+        os.chmod(base, 0o755)
+        root = base / "archive"
+        archive = Archive(root)
+        toy_day(archive, ["1,10"])
+        index = root / ".dxt-index.sqlite"
+        before = (index.stat().st_mtime_ns, index.read_bytes())
+        # Another user: the archive is readable, not writable (a read-only mount, as far
+        # as this process can tell).
+        out = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             sys.executable, "-c", _READ_ONLY_READER.format(repo=os.getcwd(), root=str(root))],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "['A'] True"
+        assert "reading the manifests instead" not in out.stderr, out.stderr
+        assert (index.stat().st_mtime_ns, index.read_bytes()) == before
+        assert sorted(p.name for p in root.iterdir()) == [".dxt-index.sqlite", "toy"]
+    finally:
+        shutil.rmtree(base)
