@@ -430,10 +430,11 @@ def test_four_workers_with_near_cap_answers_stay_within_the_cap():
     assert sizes.strip() == str([answer] * 4)
     # Before: the four answers were read at once, each up to the cap (RSS grew 216-241 MiB
     # here). Now the answers being read share one cap (the budget never held more), and the
-    # process grows by about the cap (69-71 MiB measured; a finished answer its worker has
-    # not dropped yet comes on top).
+    # process grows by about the cap (69-71 MiB measured on a quiet machine): the answers
+    # being read, plus an answer handed to a worker that has not dropped it yet (111 MiB
+    # measured with the machine loaded).
     assert int(budget_peak) <= cap
-    assert int(grew) < 1.5 * cap, f"grew {int(grew) >> 20} MiB"
+    assert int(grew) < 2 * cap + (8 << 20), f"grew {int(grew) >> 20} MiB"
 
 
 # -- 4. the zone of the archive's days ----------------------------------------------------------
