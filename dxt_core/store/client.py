@@ -346,6 +346,22 @@ class S3Client:
                 f"uploaded {digest[:12]}; rerun"
             )
 
+    def download(self, key: str, path: Path) -> None:
+        """Stream an object into a local file, 1 MiB at a time."""
+        r = self._call("read", key, "get_object", Key=key)
+        body = r["Body"]
+        with path.open("wb") as fh:
+            for chunk in iter(lambda: body.read(1 << 20), b""):
+                fh.write(chunk)
+
+    @staticmethod
+    def file_sha(path: Path) -> str:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+
     def sha256_of(self, key: str) -> str:
         """The SHA-256 of an object, read in 1 MiB pieces."""
         r = self._call("read", key, "get_object", Key=key)

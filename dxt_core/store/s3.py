@@ -47,6 +47,8 @@ import orjson
 
 from dxt_core._version import __version__
 from dxt_core.archive import (
+    DAY_DEFINITION,
+    DAYS_SCHEMA,
     KEPT_SCHEMA,
     KEPT_SUFFIX,
     MANIFEST_SCHEMA,
@@ -63,9 +65,11 @@ from dxt_core.archive import (
     _now,
     _plain_name,
     _rows,
+    _source_count_grew,
+    count_rows,
     manifest_files,
 )
-from dxt_core.errors import ArchiveError, ArchiveLocked, SourceShrank
+from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged, SourceShrank
 from dxt_core.store import S3Location, parse_root
 from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
 
@@ -241,9 +245,61 @@ class S3DayWrite(DayWrite):
                 self.previous = prev if isinstance(prev, dict) else None
             else:
                 self.previous = doc
+            if self.previous is None:
+                self.previous = self._unmanifested_data()
         except BaseException:
             self._lock.release()
             raise
+
+    def _unmanifested_data(self) -> dict[str, Any] | None:
+        """Data objects of the day that no manifest names (a manifest deleted by hand):
+        archived data all the same, their rows counted from the objects (downloaded into
+        staging), so that the never-shrink rule and the versions protect them."""
+        store, day = self.archive.store, f"{self.key.day.isoformat()}."
+        found = [
+            o
+            for o in store.list(self.prefix + "/")
+            if (n := o.key.rsplit("/", 1)[-1]).startswith(day)
+            and not n.endswith((MANIFEST_SUFFIX, KEPT_SUFFIX))
+        ]
+        if not found:
+            return None
+        files: list[dict[str, Any]] = []
+        self._stage.mkdir(parents=True, exist_ok=True)
+        for o in found:
+            name = o.key.rsplit("/", 1)[-1]
+            tmp = self._stage / f".recovered.{name}"
+            try:
+                store.download(o.key, tmp)
+                try:
+                    rows = count_rows(tmp)
+                except Exception:
+                    rows = None
+                files.append(
+                    {"file": name, "bytes": o.size, "rows": rows, "sha256": store.file_sha(tmp)}
+                )
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        counted = [f for f in files if isinstance(f["rows"], int)]
+        main = counted[0] if counted else files[0]
+        return {
+            "status": "archived",
+            "file": main["file"],
+            "rows": main["rows"],
+            "bytes": main["bytes"],
+            "sha256": main["sha256"],
+            "files": files,
+            "recovered_from": "data objects without a manifest",
+        }
+
+    def commit(self, doc: dict[str, Any]) -> Path:
+        """:meth:`DayWrite.commit` on S3 (the unit's index object is updated inside)."""
+        self._check_open()
+        try:
+            return self._commit(doc)
+        finally:
+            self.abort()
 
     def _commit(self, doc: dict[str, Any]) -> Path:
         key, archive, store = self.key, self.archive, self.archive.store
@@ -271,6 +327,31 @@ class S3DayWrite(DayWrite):
             self._keep(prev or {}, doc, new_rows, prev_rows, existing)
         new_sha = {str(f.get("file")): f.get("sha256") for f in new_files}
         old_sha = {str(f.get("file")): f.get("sha256") for f in prev_files}
+        changed = [
+            n
+            for n in existing
+            if (n in self._staged and new_sha.get(n) != old_sha.get(n))
+            or (n in self._drop and n not in self._staged)
+        ]
+        if (
+            changed
+            and new_rows == prev_rows
+            and not self.replace
+            and not _source_count_grew(prev, doc)
+        ):
+            name = changed[0]
+            old, new = str(old_sha.get(name) or ""), str(new_sha.get(name) or "")
+            url = store.url(f"{self.prefix}/{name}")
+            raise ContentChanged(
+                f"{key}: the source has as many rows as the archive ({new_rows:,}) but other "
+                f"values (sha256 {old[:12]} archived, {new[:12] or 'none'} read now); kept the "
+                f"archived object {url}; rerun with replace (--replace, or the DAG param "
+                "replace) to take the new values (the replaced object is kept in .versions/)",
+                rows=new_rows,
+                archive_sha256=old,
+                source_sha256=new,
+                path=url,
+            )
         # Claim the day: only the writer that read the current manifest gets past this.
         marker = {
             "schema": MANIFEST_SCHEMA,
@@ -292,11 +373,7 @@ class S3DayWrite(DayWrite):
                 f"({store.url(self._manifest_key)}); nothing was changed, rerun"
             ) from None
         replaced: list[dict[str, Any]] = []
-        for name in sorted(set(existing)):
-            if name in self._staged and new_sha.get(name) == old_sha.get(name):
-                continue  # the same bytes again
-            if name not in self._staged and name not in self._drop:
-                continue
+        for name in sorted(set(changed)):
             sha = str(old_sha.get(name) or listing[name].etag.strip('"'))
             version = f"{VERSIONS_DIR}/{name}.prev-{sha[:8]}"
             store.copy(f"{self.prefix}/{name}", f"{self.prefix}/{version}")
@@ -326,7 +403,7 @@ class S3DayWrite(DayWrite):
         for name in sorted(self._drop - set(self._staged)):
             if name in listing:
                 store.delete(f"{self.prefix}/{name}")
-        full = archive._full_manifest(key, doc)
+        full = archive.full_manifest(key, doc)
         if replaced:
             full["replaced"] = replaced
             full["replaced_rows"] = prev_rows
@@ -429,6 +506,44 @@ class S3Archive(Archive):
     def internal_key(self, *parts: str) -> str:
         return self.location.key("/".join((INTERNAL, *parts)))
 
+    # -- the day definition -------------------------------------------------------------------
+    def check_day_zone(self, key: DayKey, time_zone: str) -> dict[str, Any]:
+        """:meth:`Archive.check_day_zone` with the record as the object
+        ``<prefix>/.dxt-days-<source>.json``, created once (``If-None-Match: *``)."""
+        definition = {"time_zone": time_zone, "day": DAY_DEFINITION}
+        if self._zones.get(key.source) == time_zone:
+            return definition
+        k = self.location.key(f".dxt-days-{key.source}.json")
+        got = self.store.get(k)
+        if got is None:
+            record = {
+                "schema": DAYS_SCHEMA,
+                "source": key.source,
+                **definition,
+                "recorded_at": _now(),
+                "software": {"name": "dxt-archive", "version": __version__},
+            }
+            with contextlib.suppress(PreconditionFailed):  # another first run won: read it
+                self.store.put(k, _dumps(record), if_none_match=True)
+            got = self.store.get(k)
+        try:
+            recorded = orjson.loads(got[0]) if got else definition
+        except orjson.JSONDecodeError as exc:
+            raise ArchiveError(
+                f"{self.store.url(k)}: unreadable ({exc}); restore it (it records the zone of "
+                "the archive's days) or write it again with the zone the archive was made in"
+            ) from exc
+        zone_then = recorded.get("time_zone") if isinstance(recorded, dict) else None
+        if zone_then != time_zone:
+            raise ConfigError(
+                f"{self.url}: the {key.source} days of this archive are {DAY_DEFINITION} in "
+                f"{zone_then} ({self.store.url(k)}); this run cuts them in {time_zone}, which "
+                f"would archive overlapping days (rows twice). Run with time zone {zone_then}, "
+                "or archive to another root (--archive DIR)"
+            )
+        self._zones[key.source] = time_zone
+        return definition
+
     # -- transactions -------------------------------------------------------------------------
     def begin(self, key: DayKey, *, replace: bool | None = None) -> DayWrite:
         me = threading.get_ident()
@@ -443,22 +558,14 @@ class S3Archive(Archive):
             self._by_thread[me] = write
         return write
 
-    def _full_manifest(self, key: DayKey, doc: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "schema": MANIFEST_SCHEMA,
-            "source": key.source,
-            "parts": list(key.parts),
-            "day": key.day.isoformat(),
-            "software": {"name": "dxt-archive", "version": __version__},
-            "written_at": _now(),
-            **doc,
-        }
-
-    def write_manifest(self, key: DayKey, doc: dict[str, Any]) -> Path:
+    def write_manifest(self, key: DayKey, doc: dict[str, Any], *, index: bool = True) -> Path:
         """Write ``key``'s manifest outside a transaction (no never-shrink check)."""
-        full = self._full_manifest(key, doc)
+        return self.write_full_manifest(key, self.full_manifest(key, doc), index=index)
+
+    def write_full_manifest(self, key: DayKey, full: dict[str, Any], *, index: bool = True) -> Path:
         etag = self.store.put(self.key_of(self.manifest_path(key)), _dumps(full))
-        self._index_update(key, full, etag)
+        if index:
+            self._index_update(key, full, etag)
         return self.manifest_path(key)
 
     def remove_data(self, key: DayKey, extension: str) -> None:
