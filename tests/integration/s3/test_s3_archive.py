@@ -54,7 +54,7 @@ def check_manifests(objs: dict[str, bytes], prefix: str) -> int:
     for key, body in objs.items():
         assert key.startswith(prefix + "/"), key
         rel = key[len(prefix) + 1 :]
-        if rel.startswith(".dxt/") or "/.versions/" in rel:
+        if rel.startswith((".dxt/", ".dxt-days-")) or "/.versions/" in rel:
             continue
         name = rel.rsplit("/", 1)[-1]
         assert not name.startswith(".") and not name.endswith(".tmp"), key
