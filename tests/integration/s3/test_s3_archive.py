@@ -298,3 +298,29 @@ def test_kill_9_during_an_upload_leaves_no_wrong_object(
         "--verify",
     )
     assert cov.returncode == 0, cov.stdout + cov.stderr
+
+
+def test_the_parquet_archive_reads_straight_from_s3_with_pyarrow(
+    examon_sim, small_catalog, bucket, s3_server, s3_env, tmp_path
+):
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    out = extract(
+        examon_sim.url, small_catalog, f"s3://{bucket}/pq", s3_env, tmp_path, "--format", "parquet"
+    )
+    assert out.returncode == 0, out.stderr
+    s3 = pafs.S3FileSystem(
+        endpoint_override=s3_server.url,
+        access_key=s3_env["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_env["AWS_SECRET_ACCESS_KEY"],
+        region="us-east-1",
+    )
+    table = ds.dataset(
+        f"{bucket}/pq/examon/plugin=ipmi_pub",
+        filesystem=s3,
+        format="parquet",
+        partitioning="hive",
+    ).to_table()
+    assert table.num_rows == 2 * FULL  # ambient and pcie; the manifests (_*) are skipped
+    assert sorted(set(table.column("metric").to_pylist())) == ["ambient", "pcie"]

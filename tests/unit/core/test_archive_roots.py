@@ -56,16 +56,18 @@ def test_roots_that_are_errors(root, match):
 def test_the_setting_keeps_an_s3_url_as_given_and_refuses_other_schemes():
     assert archive_root({"DXT_ARCHIVE_ROOT": "s3://dxt/m100"}) == "s3://dxt/m100"
     assert archive_root({"DXT_ARCHIVE_ROOT": "/srv/a"}) == Path("/srv/a")
-    with pytest.raises(ConfigError, match="DXT_ARCHIVE_ROOT: .*unknown scheme gs://"):
+    with pytest.raises(ConfigError, match=r"DXT_ARCHIVE_ROOT: .*unknown scheme gs://"):
         archive_root({"DXT_ARCHIVE_ROOT": "gs://dxt/m100"})
 
 
 @pytest.mark.parametrize("root", ["gs://dxt/m100", "s3:/dxt/m100"])
 def test_extract_with_an_unknown_scheme_fails_and_writes_no_local_folder(tmp_path, root):
     out = subprocess.run(
-        [sys.executable, "-m", "dxt_core.cli", "extract", "examon"]
-        + ["--url", "http://127.0.0.1:9", "--start-day", "2020-03-09", "--limit", "1"]
-        + ["--archive", root, "-q"],
+        [
+            *(sys.executable, "-m", "dxt_core.cli", "extract", "examon"),
+            *("--url", "http://127.0.0.1:9", "--start-day", "2020-03-09", "--limit", "1"),
+            *("--archive", root, "-q"),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
