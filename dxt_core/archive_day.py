@@ -193,6 +193,8 @@ def _commit(
         stats = RequestStats(seconds=seconds)
     written = [f for f in staging.files.values() if f.result is not None and f.result.rows > 0]
     extra = dict(report_extra or {})
+    if archive.remote:  # where the day is (the report's path is its local staging path)
+        extra["url"] = archive.url_of(archive.manifest_path(key))
     if staging.rows == 0 or not written:
         for f in staging.files.values():
             day.remove(f.extension)

@@ -66,7 +66,7 @@ def archive_family_day(family: str, context: Any, conn_id: str) -> dict[str, Any
         page_size=s["page_size"],
     ) as source:
         conn = source.conn
-        log.info("archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.root)
+        log.info("archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.url)
         report = archive_collectd_es_day(
             es_pages(source, stats),
             family,

@@ -82,7 +82,7 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
             day,
             source.conn.time_zone,
             source.conn.safe_url,
-            archive.root,
+            archive.url,
         )
         fmt = output_format(context)
         report = archive_examon_day(source, catalog_entry, day, archive, fmt=fmt)

@@ -55,7 +55,7 @@ def archive_unit_day(unit: dict[str, Any], context: Any, conn_id: str) -> dict[s
             day,
             config.time_zone,
             client.safe_url,
-            archive.root,
+            archive.url,
         )
         report = archive_kwollect_day(
             client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone

@@ -717,6 +717,20 @@ class S3Archive(Archive):
         r = self.store._call("list", prefix, "list_objects_v2", Prefix=prefix, MaxKeys=1)
         return bool(r.get("KeyCount"))
 
+    def subdirectories(self, *parts: str) -> list[str]:
+        """The names of the "directories" (common prefixes) under ``<prefix>/<parts>/``."""
+        prefix = self.location.key("/".join(parts)) + "/"
+        names: list[str] = []
+        kw: dict[str, Any] = {"Prefix": prefix, "Delimiter": "/"}
+        while True:
+            r = self.store._call("list", prefix, "list_objects_v2", **kw)
+            names += [
+                str(c["Prefix"])[len(prefix) :].strip("/") for c in r.get("CommonPrefixes", [])
+            ]
+            if not r.get("IsTruncated"):
+                return sorted(n for n in names if n and not n.startswith("."))
+            kw["ContinuationToken"] = r["NextContinuationToken"]
+
     def unit_states(
         self,
         source: str,

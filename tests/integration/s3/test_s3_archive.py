@@ -29,7 +29,7 @@ from dxt_core import (
 )
 from dxt_core.archive import DayKey
 from dxt_core.errors import ArchiveLocked, SourceShrank
-from dxt_core.index import coverage_rows
+from dxt_core.index import coverage_rows, scan_states
 from tests.conftest import SimulatorProcess
 
 pytestmark = pytest.mark.integration
@@ -165,6 +165,11 @@ def test_coverage_reads_one_listing_and_one_index_object_per_unit(examon_sim, bu
     )
     assert [r.status for r in rows] == ["archived", "archived", "missing"]
     assert sorted(calls) == ["GetObject", "ListObjectsV2"]  # not one request per manifest
+    # the coverage view's grid reads the same way
+    grid = scan_states(
+        archive, "examon", [("ipmi_pub", "ambient")], [DAY + dt.timedelta(days=i) for i in range(3)]
+    )
+    assert [grid.state(0, d) for d in range(3)] == ["archived", "archived", "missing"]
 
 
 def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env):
