@@ -244,20 +244,24 @@ class S3Client:
         part_digests: list[bytes] = []
         meta = {"Metadata": {"sha256": ""}}
         if size <= self.threshold:
-            body = path.read_bytes()
-            whole.update(body)
-            digest = whole.hexdigest()
-            self._check_sha(path, digest, sha256)
-            meta["Metadata"]["sha256"] = digest
-            self._call(
-                "write",
-                key,
-                "put_object",
-                Key=key,
-                Body=body,
-                ChecksumSHA256=_b64(hashlib.sha256(body).digest()),
-                **meta,
-            )
+            # One PUT, the body streamed from the file (hashed first, 1 MiB at a time).
+            with path.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    whole.update(chunk)
+                digest = whole.hexdigest()
+                self._check_sha(path, digest, sha256)
+                meta["Metadata"]["sha256"] = digest
+                fh.seek(0)
+                self._call(
+                    "write",
+                    key,
+                    "put_object",
+                    Key=key,
+                    Body=fh,
+                    ContentLength=size,
+                    ChecksumSHA256=_b64(whole.digest()),
+                    **meta,
+                )
             expect = _b64(whole.digest())
         else:
             # The whole-file sha256 is known only at the end, after the parts: S3 keeps

@@ -329,3 +329,52 @@ def test_the_parquet_archive_reads_straight_from_s3_with_pyarrow(
     ).to_table()
     assert table.num_rows == 2 * FULL  # ambient and pcie; the manifests (_*) are skipped
     assert sorted(set(table.column("metric").to_pylist())) == ["ambient", "pcie"]
+
+
+def _csv_day(archive: Archive, key: DayKey, rows: int, value: str = "1"):
+    body = gzip.compress(
+        ("timestamp,value\n" + "".join(f"{i},{value}\n" for i in range(rows))).encode(), mtime=0
+    )
+    day = archive.begin(key)
+    with day.open("csv.gz") as fh:
+        fh.write(body)
+    doc = {
+        "status": "archived",
+        "file": f"{key.day}.csv.gz",
+        "rows": rows,
+        "bytes": len(body),
+        "sha256": hashlib.sha256(body).hexdigest(),
+    }
+    return day, doc, body
+
+
+def test_same_rows_other_values_are_refused_then_replace_keeps_a_version(bucket, s3_server, s3_env):
+    from dxt_core.errors import ContentChanged
+
+    root, key = f"s3://{bucket}/c", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    day, doc, _ = _csv_day(Archive(root), key, 10, value="2")
+    with pytest.raises(ContentChanged, match="as many rows as the archive"):
+        day.commit(doc)
+    c = s3_server.client()
+    assert objects(c, bucket)[f"c/toy/m/{DAY}.csv.gz"] == first
+    day, doc, second = _csv_day(Archive(root, replace=True), key, 10, value="2")
+    day.commit(doc)
+    objs = objects(c, bucket)
+    sha = hashlib.sha256(first).hexdigest()
+    assert objs[f"c/toy/m/{DAY}.csv.gz"] == second
+    assert objs[f"c/toy/m/.versions/{DAY}.csv.gz.prev-{sha[:8]}"] == first
+    assert json.loads(objs[f"c/toy/m/{DAY}.manifest.json"])["replaced"][0]["sha256"] == sha
+
+
+def test_a_deleted_manifest_still_protects_the_data_object(bucket, s3_server, s3_env):
+    root, key = f"s3://{bucket}/d", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key=f"d/toy/m/{DAY}.manifest.json")
+    day, doc, _ = _csv_day(Archive(root), key, 5)
+    with pytest.raises(SourceShrank, match=r"10 -> 5"):  # rows counted from the object
+        day.commit(doc)
+    assert objects(c, bucket)[f"d/toy/m/{DAY}.csv.gz"] == first
