@@ -1,0 +1,45 @@
+"""The Examon DAG with an S3 archive root: ``airflow dags test`` archives a metric-day into
+a moto_server bucket, credentials and endpoint from the standard AWS environment."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests.airflow.conftest import airflow, base_env, fresh_home
+from tests.conftest import SimulatorProcess
+from tests.integration.s3.conftest import bucket, s3_env, s3_server  # noqa: F401
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+
+def test_the_examon_dag_archives_into_s3(migrated_home, tmp_path, bucket, s3_server, s3_env):  # noqa: F811
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+    sim = SimulatorProcess(["--catalog", str(catalog), "--nodes", "2"])
+    try:
+        env = base_env(
+            fresh_home(migrated_home, tmp_path / "home"), tmp_path / "x", sim.url, catalog
+        )
+        env.update(s3_env)
+        env["DXT_ARCHIVE_ROOT"] = f"s3://{bucket}/af"
+        # logical date D archives the day before
+        out = airflow(env, "dags", "test", "dxt_examon", "2020-03-10", check=False, timeout=400)
+    finally:
+        sim.stop()
+    c = s3_server.client()
+    key = "af/examon/ipmi_pub/ambient/2020-03-09"
+    try:
+        manifest = json.loads(
+            c.get_object(Bucket=bucket, Key=f"{key}.manifest.json")["Body"].read()
+        )
+    except c.exceptions.NoSuchKey:
+        pytest.fail(f"no manifest in the bucket: {out.stdout[-2000:]} {out.stderr[-3000:]}")
+    data = c.get_object(Bucket=bucket, Key=f"{key}.csv.gz")["Body"].read()
+    assert manifest["status"] == "archived" and manifest["rows"] == 2 * 4320
+    assert hashlib.sha256(data).hexdigest() == manifest["sha256"]
+    assert not (tmp_path / "x").exists()  # nothing went to a local archive
+    text = out.stdout + out.stderr
+    assert f"into s3://{bucket}/af" in text
