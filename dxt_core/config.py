@@ -89,6 +89,15 @@ ARCHIVE_ROOT = Setting(
 )
 
 
+S3_CONN_ID = Setting(
+    "s3_conn_id",
+    str,
+    "",
+    "Airflow connection of an s3:// archive root (default: aws_default when it exists, "
+    "else the AWS environment)",
+)
+
+
 def archive_root(env: Mapping[str, str] | None = None) -> Path | str:
     """The archive root from ``DXT_ARCHIVE_ROOT``: a path, or an ``s3://bucket/prefix`` URL
     as given; a clear error when it is unset or names an unknown scheme."""

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dxt_core.errors import ConfigError
@@ -101,3 +103,19 @@ def is_url(root: object) -> bool:
     if not isinstance(root, (str, os.PathLike)):
         return False
     return isinstance(parse_root(root), S3Location)
+
+
+#: Makes the S3 client of an archive when none is given (None: the standard AWS environment).
+#: dxt_core.airflow sets one that reads an Airflow connection.
+_client_factory: Callable[[S3Location], Any] | None = None
+
+
+def set_client_factory(factory: Callable[[S3Location], Any] | None) -> None:
+    """Use ``factory(location)`` for the S3 clients of archives made without one; it may
+    return None to fall back to the standard AWS environment."""
+    global _client_factory
+    _client_factory = factory
+
+
+def client_factory() -> Callable[[S3Location], Any] | None:
+    return _client_factory

@@ -70,7 +70,7 @@ from dxt_core.archive import (
     manifest_files,
 )
 from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged, SourceShrank
-from dxt_core.store import S3Location, parse_root
+from dxt_core.store import S3Location, client_factory, parse_root
 from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
 
 log = logging.getLogger("dxt_core.store.s3")
@@ -487,6 +487,9 @@ class S3Archive(Archive):
         if not isinstance(location, S3Location):
             raise ArchiveError(f"{root}: not an s3:// archive root")
         self.location = location
+        factory = client_factory()
+        if client is None and factory is not None:
+            client = factory(location)  # an Airflow connection, in a task
         self.store = S3Client(location, client)
         super().__init__(_staging_root(location), replace=replace)
         self._index_mutex = threading.Lock()

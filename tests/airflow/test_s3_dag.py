@@ -1,5 +1,6 @@
 """The Examon DAG with an S3 archive root: ``airflow dags test`` archives a metric-day into
-a moto_server bucket, credentials and endpoint from the standard AWS environment."""
+a moto_server bucket, credentials and endpoint from the standard AWS environment or from an
+Airflow connection (``DXT_S3_CONN_ID``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from tests.integration.s3.conftest import bucket, s3_env, s3_server  # noqa: F40
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
-def test_the_examon_dag_archives_into_s3(migrated_home, tmp_path, bucket, s3_server, s3_env):  # noqa: F811
+@pytest.mark.parametrize("credentials", ["environment", "connection"])
+def test_the_examon_dag_archives_into_s3(
+    migrated_home,
+    tmp_path,
+    bucket,  # noqa: F811
+    s3_server,  # noqa: F811
+    s3_env,  # noqa: F811
+    credentials,
+):
     catalog = tmp_path / "catalog.csv"
     catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
     sim = SimulatorProcess(["--catalog", str(catalog), "--nodes", "2"])
@@ -24,6 +33,18 @@ def test_the_examon_dag_archives_into_s3(migrated_home, tmp_path, bucket, s3_ser
             fresh_home(migrated_home, tmp_path / "home"), tmp_path / "x", sim.url, catalog
         )
         env.update(s3_env)
+        if credentials == "connection":  # the Amazon provider's fields, no AWS_* variables
+            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+                env.pop(k)
+            env["AIRFLOW_CONN_DXT_S3"] = json.dumps(
+                {
+                    "conn_type": "aws",
+                    "login": s3_env["AWS_ACCESS_KEY_ID"],
+                    "password": s3_env["AWS_SECRET_ACCESS_KEY"],
+                    "extra": {"endpoint_url": s3_server.url, "region_name": "us-east-1"},
+                }
+            )
+            env["DXT_S3_CONN_ID"] = "dxt_s3"
         env["DXT_ARCHIVE_ROOT"] = f"s3://{bucket}/af"
         # logical date D archives the day before
         out = airflow(env, "dags", "test", "dxt_examon", "2020-03-10", check=False, timeout=400)
