@@ -327,20 +327,20 @@ class S3DayWrite(DayWrite):
             self._keep(prev or {}, doc, new_rows, prev_rows, existing)
         new_sha = {str(f.get("file")): f.get("sha256") for f in new_files}
         old_sha = {str(f.get("file")): f.get("sha256") for f in prev_files}
-        changed = [
-            n
-            for n in existing
-            if (n in self._staged and new_sha.get(n) != old_sha.get(n))
-            or (n in self._drop and n not in self._staged)
-        ]
+        # What the archived objects this commit touches hold (the sha256 recorded at their
+        # upload, or read): a damaged object is repaired, only intact content is protected.
+        touched = [n for n in existing if n in self._staged or n in self._drop]
+        actual = {n: self._object_sha(listing[n]) for n in touched}
+        changed = [n for n in touched if n not in self._staged or new_sha.get(n) != actual[n]]
+        intact = [n for n in changed if actual[n] == old_sha.get(n)]
         if (
-            changed
+            intact
             and new_rows == prev_rows
             and not self.replace
             and not _source_count_grew(prev, doc)
         ):
-            name = changed[0]
-            old, new = str(old_sha.get(name) or ""), str(new_sha.get(name) or "")
+            name = intact[0]
+            old, new = actual[name], str(new_sha.get(name) or "")
             url = store.url(f"{self.prefix}/{name}")
             raise ContentChanged(
                 f"{key}: the source has as many rows as the archive ({new_rows:,}) but other "
@@ -374,7 +374,7 @@ class S3DayWrite(DayWrite):
             ) from None
         replaced: list[dict[str, Any]] = []
         for name in sorted(set(changed)):
-            sha = str(old_sha.get(name) or listing[name].etag.strip('"'))
+            sha = actual[name]
             version = f"{VERSIONS_DIR}/{name}.prev-{sha[:8]}"
             store.copy(f"{self.prefix}/{name}", f"{self.prefix}/{version}")
             replaced.append(
@@ -388,15 +388,8 @@ class S3DayWrite(DayWrite):
             )
         for name, staged in sorted(self._staged.items()):
             want = new_sha.get(name)
-            if isinstance(want, str) and name in listing:
-                head = store.head(f"{self.prefix}/{name}")
-                meta = (head or {}).get("Metadata", {}) or {}
-                if (
-                    head
-                    and meta.get("sha256") == want
-                    and head.get("ContentLength") == (staged.stat().st_size)
-                ):
-                    continue  # the object already holds these bytes: nothing to upload
+            if isinstance(want, str) and actual.get(name) == want:
+                continue  # the object already holds these bytes: nothing to upload
             store.upload_file(
                 staged, f"{self.prefix}/{name}", want if isinstance(want, str) else None
             )
@@ -429,6 +422,16 @@ class S3DayWrite(DayWrite):
                 staged.unlink()
         self._staged.clear()
         return archive.manifest_path(key)
+
+    def _object_sha(self, obj: ObjectInfo) -> str:
+        """The sha256 of an archived object: recorded in its metadata by our upload (S3
+        replaces metadata with the object, so it describes these bytes), else read."""
+        store = self.archive.store
+        head = store.head(obj.key) or {}
+        meta = (head.get("Metadata") or {}).get("sha256")
+        if isinstance(meta, str) and len(meta) == 64 and head.get("ContentLength") == obj.size:
+            return meta
+        return store.sha256_of(obj.key)
 
     def _keep(  # type: ignore[override]
         self,

@@ -378,3 +378,20 @@ def test_a_deleted_manifest_still_protects_the_data_object(bucket, s3_server, s3
     with pytest.raises(SourceShrank, match=r"10 -> 5"):  # rows counted from the object
         day.commit(doc)
     assert objects(c, bucket)[f"d/toy/m/{DAY}.csv.gz"] == first
+
+
+def test_a_damaged_object_is_repaired_by_a_rerun_and_its_bytes_kept(bucket, s3_server, s3_env):
+    root, key = f"s3://{bucket}/e", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    damaged = first[:20]  # truncated behind the archive's back
+    c.put_object(Bucket=bucket, Key=f"e/toy/m/{DAY}.csv.gz", Body=damaged)
+    assert Archive(root).status(key)[0] == "corrupt"
+    day, doc, again = _csv_day(Archive(root), key, 10)  # the same rows and values
+    day.commit(doc)  # no ContentChanged: the archived content was not intact
+    objs = objects(c, bucket)
+    assert objs[f"e/toy/m/{DAY}.csv.gz"] == first == again
+    sha = hashlib.sha256(damaged).hexdigest()
+    assert objs[f"e/toy/m/.versions/{DAY}.csv.gz.prev-{sha[:8]}"] == damaged
+    assert Archive(root).status(key, verify=True) == ("archived", "")
