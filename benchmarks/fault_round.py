@@ -47,7 +47,7 @@ def _extract(
     last = FIRST + dt.timedelta(days=days - 1)
     return [
         sys.executable, "-m", "dxt_core.cli", "extract", "examon", "--url", url,
-        "--catalog", str(catalog), "--start-day", FIRST.isoformat(),
+        "--jobs-url", url, "--catalog", str(catalog), "--start-day", FIRST.isoformat(),
         "--end-day", last.isoformat(), "--archive", str(root), "--format", fmt,
         "--workers", str(workers), "--retries", "6", "-q", *extra,
     ]  # fmt: skip
@@ -157,9 +157,11 @@ def faults(url: str, catalog: Path, work: Path, days: int, every: int) -> dict[s
 
     ref, root = work / "faults-ref", work / "faults"
     t0 = time.perf_counter()
-    subprocess.run(
-        _extract(url, catalog, ref, days, "csv", workers=4), check=True, capture_output=True
+    out = subprocess.run(
+        _extract(url, catalog, ref, days, "csv", workers=4), capture_output=True, text=True
     )
+    if out.returncode != 0:
+        raise SystemExit(f"the fault-free run failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
     reference_s = time.perf_counter() - t0
     report: dict[str, Any] = {"reference_s": round(reference_s, 1)}
     counts: dict[str, int] = dict.fromkeys(
@@ -195,6 +197,10 @@ def faults(url: str, catalog: Path, work: Path, days: int, every: int) -> dict[s
     return {**report, **counts, "versions_written": versions}
 
 
+class _Skip(Exception):
+    pass
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=50)
@@ -203,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fault-every", type=int, default=30, help="one fault group every N requests")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--skip-kills", action="store_true")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="dxt-fault-round-"))
@@ -214,8 +221,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             t0 = time.perf_counter()
+            if args.skip_kills:
+                raise _Skip
             result["kills"] = kills(url, small, work, args.kills, rng)
             result["kills"]["seconds"] = round(time.perf_counter() - t0, 1)
+            print(json.dumps(result["kills"]), file=sys.stderr, flush=True)
+        except _Skip:
+            pass
         finally:
             sim.kill()
             sim.wait()

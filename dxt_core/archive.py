@@ -561,13 +561,14 @@ class DayWrite:
         if shrinks and any(p.exists() for p in existing) and not self.replace:
             self._keep(prev or {}, doc, new_rows, prev_rows, existing)
         changed = self._changed_files(prev_files, doc)
+        intact = [c for c in changed if _matches_manifest(prev_files, c)]
         if (
-            changed
+            intact
             and new_rows == prev_rows
             and not self.replace
             and not _source_count_grew(prev, doc)
         ):
-            self._refuse_change(changed, doc, new_rows)
+            self._refuse_change(intact, doc, new_rows)
         manifest = self.archive.manifest_path(key)
         with archive_io(directory, "update"):
             if changed or self.damaged_manifest:
@@ -734,6 +735,17 @@ class DayWrite:
         fsync_dir(versions)
         fsync_dir(self.directory)
         return kept
+
+
+def _matches_manifest(prev_files: list[dict[str, Any]], changed: tuple[str, str, Path]) -> bool:
+    """The archived file is as its manifest describes it (or no manifest gives a checksum:
+    a recovered file): intact archived content, not a damaged file that a rerun repairs."""
+    name, sha, _ = changed
+    for f in prev_files:
+        if f.get("file") == name:
+            want = f.get("sha256")
+            return not isinstance(want, str) or want == sha
+    return True
 
 
 def _copy_complete(src: Path, dst: Path) -> None:

@@ -528,3 +528,14 @@ def test_a_read_only_archive_is_read_through_its_index_without_writing():
         assert sorted(p.name for p in root.iterdir()) == [".dxt-index.sqlite", "toy"]
     finally:
         shutil.rmtree(base)
+
+
+def test_a_damaged_file_is_repaired_and_its_bytes_kept(tmp_path):
+    archive = Archive(tmp_path)
+    a = toy_day(archive, ["1,10", "2,20"])
+    damaged = a.path.read_bytes()[:20]
+    a.path.write_bytes(damaged)  # no longer what its manifest describes: corrupt
+    b = toy_day(archive, ["1,10", "2,20"])  # the same rows: a repair, not a change
+    assert archive.status(b.key, verify=True) == ("archived", "")
+    (version,) = (a.path.parent / ".versions").glob(f"{a.path.name}.prev-*")
+    assert version.read_bytes() == damaged
