@@ -190,7 +190,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default="examon",
         help=f"which source: {', '.join(names)} (default examon)",
     )
-    c.add_argument("--archive", required=True, help="archive root directory")
+    c.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
     c.add_argument("--start-day", required=True)
     c.add_argument("--end-day", required=True)
     c.add_argument("--verify", action="store_true", help="also check every file's sha256")

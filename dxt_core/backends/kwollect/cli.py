@@ -139,7 +139,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--end", help="(--backup) end, inclusive (default: now)")
     k.add_argument("--backup", help="experiment backup directory")
     k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
-    k.add_argument("--archive", help="archive root (daily files)")
+    k.add_argument(
+        "--archive", help="archive root (daily files): a directory or s3://bucket/prefix"
+    )
     add_run_arguments(k)
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
