@@ -780,13 +780,12 @@ class S3Archive(Archive):
     def rebuild_index(self, source: str | None = None) -> tuple[int, int]:
         """Rewrite every unit's index object from a listing and its manifests; returns
         (manifests, unreadable)."""
-        prefix = (
-            self.location.key(source) + "/" if source else (self.location.key("") + "/").lstrip("/")
-        )
+        base = f"{self.location.prefix}/" if self.location.prefix else ""
+        prefix = f"{base}{source}/" if source else base
         per_unit: dict[tuple[str, ...], dict[str, Any]] = {}
         n = bad = 0
         for o in self.store.list(prefix, recursive=True):
-            rel = o.key[len(self.location.key("")) + 1 :] if self.location.prefix else o.key
+            rel = o.key[len(base) :]
             if rel.startswith(INTERNAL + "/") or f"/{VERSIONS_DIR}/" in rel:
                 continue
             if not rel.endswith(MANIFEST_SUFFIX):

@@ -151,7 +151,9 @@ def test_extract_examon_to_s3_then_rerun_byte_identical_and_verify(
     assert plain["counts"]["corrupt"] == 1
 
 
-def test_coverage_reads_one_listing_and_one_index_object_per_unit(examon_sim, bucket, s3_env):
+def test_coverage_reads_one_listing_and_one_index_object_per_unit(
+    examon_sim, bucket, s3_server, s3_env, tmp_path
+):
     archive = Archive(f"s3://{bucket}/a")
     for day in (DAY, DAY + dt.timedelta(days=1)):
         with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
@@ -170,6 +172,28 @@ def test_coverage_reads_one_listing_and_one_index_object_per_unit(examon_sim, bu
         archive, "examon", [("ipmi_pub", "ambient")], [DAY + dt.timedelta(days=i) for i in range(3)]
     )
     assert [grid.state(0, d) for d in range(3)] == ["archived", "archived", "missing"]
+    # Without the index object every manifest is read; `dxt index rebuild` writes it again.
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key="a/.dxt/index/examon/ipmi_pub/ambient.json")
+    calls.clear()
+    again = coverage_rows(archive, "examon", [("ipmi_pub", "ambient")], [DAY, DAY])
+    assert [r.status for r in again] == ["archived", "archived"]
+    assert calls.count("GetObject") == 3  # the missing index object, then two manifests
+    out = dxt(s3_env, tmp_path, "index", "rebuild", "--archive", f"s3://{bucket}/a")
+    assert out.returncode == 0 and "2 manifests, 0 unreadable" in out.stdout, out.stderr
+    calls.clear()
+    coverage_rows(archive, "examon", [("ipmi_pub", "ambient")], [DAY])
+    assert sorted(calls) == ["GetObject", "ListObjectsV2"]
+    # a prefix that holds nothing is an error naming it, not "everything missing"
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+    out = dxt(
+        s3_env,
+        tmp_path,
+        *("coverage", "examon", "--archive", f"s3://{bucket}/typo", "--catalog", str(catalog)),
+        *("--start-day", "2020-03-09", "--end-day", "2020-03-09"),
+    )
+    assert out.returncode != 0 and f"s3://{bucket}/typo holds no examon archive" in out.stderr
 
 
 def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env):
