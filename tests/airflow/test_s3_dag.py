@@ -64,3 +64,21 @@ def test_the_examon_dag_archives_into_s3(
     assert not (tmp_path / "x").exists()  # nothing went to a local archive
     text = out.stdout + out.stderr
     assert f"into s3://{bucket}/af" in text
+    if credentials == "connection":
+        return
+    # The coverage view of the same archive, served by Airflow's API server.
+    from tests.browser.stack import Stack, stack_env
+    from tests.conftest import free_port
+
+    home = tmp_path / "home"
+    view_env = stack_env(home, tmp_path / "x", "http://127.0.0.1:1", catalog, free_port())
+    view_env.update({**s3_env, "DXT_ARCHIVE_ROOT": f"s3://{bucket}/af"})
+    stack = Stack(view_env, tmp_path / "api-server.log", command="api-server")
+    try:
+        stack.wait_up()
+        doc = stack.get("/dxt-archive/api/grid?source=examon&start=2020-03-09&end=2020-03-10")
+        assert doc["units"] == ["ipmi_pub/ambient"] and doc["archive"] == ["AM"], doc
+        cell = stack.get("/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day=2020-03-09")
+        assert cell["manifest"]["rows"] == 2 * 4320, cell
+    finally:
+        stack.stop()
