@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import logging
 import os
 import shutil
@@ -239,7 +240,14 @@ class S3DayWrite(DayWrite):
                 n = store.abort_uploads(pre)
                 if n:
                     log.info("%s: aborted %d unfinished upload(s) of a crashed run", self.key, n)
-            doc, self._manifest_etag = self.archive._read_manifest_etag(self.key)
+            try:
+                doc, self._manifest_etag = self.archive._read_manifest_etag(self.key)
+            except ArchiveError as exc:
+                # A damaged manifest protects nothing by itself: the data objects beside it
+                # are kept (below), and its bytes go to .versions/ at commit.
+                got = store.get(self._manifest_key)
+                doc, self._manifest_etag = None, (got[1] if got else None)
+                self.damaged_manifest = str(exc)
             if doc is not None and doc.get("status") == WRITING:
                 prev = doc.get("previous")
                 self.previous = prev if isinstance(prev, dict) else None
@@ -352,6 +360,10 @@ class S3DayWrite(DayWrite):
                 source_sha256=new,
                 path=url,
             )
+        if self.damaged_manifest:  # its bytes are kept before the claim replaces them
+            mname = archive.manifest_path(key).name
+            tag = hashlib.sha256(self.damaged_manifest.encode()).hexdigest()[:8]
+            store.copy(self._manifest_key, f"{self.prefix}/{VERSIONS_DIR}/{mname}.prev-{tag}")
         # Claim the day: only the writer that read the current manifest gets past this.
         marker = {
             "schema": MANIFEST_SCHEMA,
@@ -821,4 +833,4 @@ class S3Archive(Archive):
         return n, bad
 
 
-__all__ = ["KEPT_SUFFIX", "S3Archive", "S3DayWrite"]
+__all__ = ["S3Archive", "S3DayLock", "S3DayWrite"]

@@ -419,3 +419,23 @@ def test_a_damaged_object_is_repaired_by_a_rerun_and_its_bytes_kept(bucket, s3_s
     sha = hashlib.sha256(damaged).hexdigest()
     assert objs[f"e/toy/m/.versions/{DAY}.csv.gz.prev-{sha[:8]}"] == damaged
     assert Archive(root).status(key, verify=True) == ("archived", "")
+
+
+def test_a_damaged_manifest_is_kept_in_versions_and_the_day_rewritten(bucket, s3_server, s3_env):
+    root, key = f"s3://{bucket}/g", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    c.put_object(Bucket=bucket, Key=f"g/toy/m/{DAY}.manifest.json", Body=b"{not json")
+    assert Archive(root).status(key)[0] == "corrupt"
+    day, doc, _ = _csv_day(Archive(root), key, 5)
+    with pytest.raises(SourceShrank, match=r"10 -> 5"):  # the data object still protects the day
+        day.commit(doc)
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    objs = objects(c, bucket)
+    assert [v for k, v in objs.items() if "/.versions/" in k and ".manifest.json" in k] == [
+        b"{not json"
+    ]
+    assert objs[f"g/toy/m/{DAY}.csv.gz"] == first
+    assert Archive(root).status(key, verify=True) == ("archived", "")
