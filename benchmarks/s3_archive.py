@@ -1,6 +1,7 @@
 """The archive on S3 against local disk: ``python -m benchmarks.s3_archive [--size tiny|full]``.
 
-One Examon metric-day (full: 200 nodes x 4,320 samples = 864,000 points; tiny: 4 nodes)
+One Examon metric-day (full: 200 nodes x 4,320 samples = 864,000 points; tiny: 4 nodes),
+or ``--days N`` of them in one process (boto3's import and client are made once),
 archived by ``dxt extract examon`` as a process, into a local directory and into a
 ``moto_server`` S3 process on loopback, in the same run, after a warm-up that fills the
 simulator's cache. Each target runs ``--repeat`` times (first into an empty archive, so every
@@ -11,6 +12,7 @@ run writes and uploads: a fresh prefix each time). Prints wall time and peak RSS
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import shutil
@@ -76,6 +78,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=sorted(NODES), default="tiny")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument(
+        "--days", type=int, default=1, help="metric-days per process (the client made once)"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="dxt-bench-s3-"))
@@ -108,6 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
             return [
                 *(sys.executable, "-m", "dxt_core.cli", "extract", "examon", "--url", sim_url),
                 *("--metric", "ambient", "--plugin", "ipmi_pub", "--start-day", "2020-03-09"),
+                *("--end-day", str(dt.date(2020, 3, 8) + dt.timedelta(days=args.days))),
                 *("--archive", root, "--workers", "1", "-q"),
             ]
 
@@ -134,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "size": args.size,
         "points": NODES[args.size] * 4320,
+        "days": args.days,
         "file_bytes": size,
         "repeat": args.repeat,
         **summary,
@@ -144,7 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
         s = summary[target]
         print(f"{target:8} {s['seconds_median']:17.2f} {s['peak_rss_mib_max']:13.1f}")
     print(
-        f"{report['points']:,} points, {size:,} bytes gzip CSV; S3 / local wall time {ratio:.2f}x"
+        f"{args.days} metric-day(s) of {report['points']:,} points, {size:,} bytes gzip CSV "
+        f"each; S3 / local wall time {ratio:.2f}x"
     )
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))
