@@ -67,7 +67,10 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
+    err = ""
+    if proc.stderr:
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err[-2000:]}")
@@ -128,6 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
         moto.terminate()
         sim.wait(10)
         moto.wait(10)
+        for stream in (sim.stdout, sim.stderr):
+            if stream:
+                stream.close()
         shutil.rmtree(work, ignore_errors=True)
     summary = {
         target: {
