@@ -1,6 +1,6 @@
 """Fault matrix, third round: an archived day changes only on purpose, and never without a copy.
 
-Each test is one case of issue 21 (docs/faults.md, section 3): it failed on the code before
+Each test is one case of issue 21 (docs/faults.md, section 4): it failed on the code before
 the fix. The Examon cases run the real backend against the simulator (a separate process);
 the archive cases go through :func:`dxt_core.archive_day.archive_one_day`, the template
 every backend commits through.
