@@ -6,14 +6,18 @@ Every backend package has the same modules for the same roles:
   ``SPEC``) and the connection object it builds;
 * ``source``: the queries: (what, window) -> records, with paging, splitting and retries;
 * ``archive_day``: one (parts, day) unit through :func:`dxt_core.archive_day.archive_one_day`;
+* ``tasks``: its DAG without Airflow, a :class:`~dxt_core.backends.roles.BackendTasks`
+  (``TASKS``): the units, the day's zone, the archive call, extra Params; the declaration's
+  ``tasks`` loader returns it;
 * ``cli``: ``dxt extract <backend>`` (``add_extract_parser``) and the units ``dxt coverage``
   checks (``coverage_units``);
 * ``simulator``: a stand-in server for tests and demos (``main``), run as
   ``python -m dxt_core.backends.<name>.simulator``.
 
 The package's ``__init__`` declares a :class:`Backend` (names, DAG id, settings) and imports
-nothing heavy. The CLI, the provider info and the demo read :data:`BACKENDS`; adding a backend
-is a new package and one line here (or, out of tree, ``DXT_EXTRA_BACKENDS``).
+nothing heavy. The CLI, the provider info, the Airflow hooks, DAGs, day-end wait and coverage
+view, and the demo read :func:`backends`; adding a backend is a new package and one line in
+:data:`BUILTIN` (or, out of tree, ``DXT_EXTRA_BACKENDS``). See docs/adding-a-backend.md.
 """
 
 from __future__ import annotations
@@ -21,12 +25,16 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dxt_core.config import Setting
 from dxt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dxt_core.backends.roles import BackendTasks
 
 #: The backends that ship with dxt-archive, by package name.
 BUILTIN = ("examon", "kwollect", "collectd_es")
@@ -44,9 +52,10 @@ class Backend:
         cli_name: the word after ``dxt extract`` (``collectd-es``).
         aliases: other names accepted on the command line (``kairosdb``).
         dag_id: the DAG that archives it.
-        hook: the Airflow hook class, ``module.Class``.
         task_id: the mapped task of the DAG (refill commands name it).
         settings: the backend's settings (``DXT_<KEY>``).
+        tasks: returns the backend's :class:`~dxt_core.backends.roles.BackendTasks` (a
+            function, so that reading the declaration imports nothing more).
     """
 
     name: str
@@ -55,13 +64,37 @@ class Backend:
     cli_name: str = ""
     aliases: tuple[str, ...] = ()
     dag_id: str = ""
-    hook: str = ""
     task_id: str = ""
     settings: tuple[Setting, ...] = field(default_factory=tuple)
+    tasks: Callable[[], BackendTasks[Any]] | None = None
 
     @property
     def command(self) -> str:
         return self.cli_name or self.name
+
+    @property
+    def hook_class_name(self) -> str:
+        """The Airflow hook's class name (``CollectdEsHook``), made by dxt_core.airflow.hooks."""
+        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_")) + "Hook"
+
+    @property
+    def hook(self) -> str:
+        """The Airflow hook class, ``module.Class`` (the provider info's ``hook-class-name``)."""
+        return f"dxt_core.airflow.hooks.{self.hook_class_name}"
+
+    def dag_tasks(self) -> BackendTasks[Any]:
+        """The backend's DAG roles; a clear error for a backend that declares none."""
+        if self.tasks is None:
+            raise ConfigError(
+                f"backend {self.name!r} declares no DAG: give its Backend a tasks= loader "
+                "returning its BackendTasks (docs/adding-a-backend.md)"
+            )
+        found = self.tasks()
+        if found.backend != self.name:
+            raise ConfigError(
+                f"backend {self.name!r}: its tasks object says backend={found.backend!r}"
+            )
+        return found
 
     def module(self, role: str) -> ModuleType:
         """The backend's module for ``role`` (``connection``, ``source``, ``cli``...)."""

@@ -1,7 +1,14 @@
 """collectd in Elasticsearch (NERSC's pytokio archive_collectdes): JSON Lines and TOKIO HDF5."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
+
+if TYPE_CHECKING:
+    from dxt_core.backends.collectd_es.tasks import CollectdEsTasks
 
 SETTINGS = (
     *common_settings(
@@ -20,13 +27,20 @@ SETTINGS = (
     Setting("collectd_es_ssds_per_node", int, 4, "HDF5 SSDs per server"),
 )
 
+
+def _tasks() -> CollectdEsTasks:
+    from dxt_core.backends.collectd_es.tasks import TASKS
+
+    return TASKS
+
+
 BACKEND = Backend(
     name="collectd_es",
     title="collectd in Elasticsearch (pytokio archive_collectdes)",
     package="dxt_core.backends.collectd_es",
     cli_name="collectd-es",
     dag_id="dxt_collectd_es",
-    hook="dxt_core.airflow.hooks.CollectdEsHook",
     task_id="archive_family_day",
     settings=SETTINGS,
+    tasks=_tasks,
 )

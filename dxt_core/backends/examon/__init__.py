@@ -1,7 +1,14 @@
 """Examon on KairosDB (CINECA's Marconi100): daily gzip CSV or Parquet per plugin/metric."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
+
+if TYPE_CHECKING:
+    from dxt_core.backends.examon.tasks import ExamonTasks
 
 SETTINGS = (
     *common_settings(
@@ -16,13 +23,20 @@ SETTINGS = (
     Setting("examon_format", str, "csv", "csv (gzip CSV) or parquet"),
 )
 
+
+def _tasks() -> ExamonTasks:
+    from dxt_core.backends.examon.tasks import TASKS
+
+    return TASKS
+
+
 BACKEND = Backend(
     name="examon",
     title="Examon / KairosDB",
     package="dxt_core.backends.examon",
     aliases=("kairosdb",),
     dag_id="dxt_examon",
-    hook="dxt_core.airflow.hooks.ExamonHook",
     task_id="archive_metric_day",
     settings=SETTINGS,
+    tasks=_tasks,
 )
