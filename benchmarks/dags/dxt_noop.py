@@ -44,6 +44,7 @@ def dxt_noop() -> None:
     @task(task_id="catalog")
     def list_units() -> list[Any]:
         from airflow.configuration import conf
+
         from dxt_core.airflow.tasks import list_units as units
 
         found: list[Any] = units("examon", str(S["conn_id"]), conf.getint("core", "max_map_length"))
