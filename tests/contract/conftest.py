@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dxt_core.backends import ENV_EXTRA, backends
+from tests.airflow.conftest import migrated_home  # noqa: F401  (session: one migrated DB)
 from tests.contract.adapters import ROOT, Adapter, adapter_for
 
 TOYS = ROOT / "tests" / "toy_backend"
@@ -83,12 +84,10 @@ def snapshot(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
 
 
-from tests.airflow.conftest import migrated_home  # noqa: E402, F401  (session: one migrated DB)
-
-
 @pytest.fixture(scope="package")
-def airflow_home(migrated_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def airflow_home(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One Airflow home (SQLite) for every backend's ``dags test``."""
     from tests.airflow.conftest import fresh_home
 
-    return fresh_home(migrated_home, tmp_path_factory.mktemp("contract-airflow") / "home")
+    template = request.getfixturevalue("migrated_home")
+    return fresh_home(template, tmp_path_factory.mktemp("contract-airflow") / "home")
