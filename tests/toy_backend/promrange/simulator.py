@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 from dxt_core.simulate.serving import Served, SimHandler
 
 INSTANCES = ("node-1:9100", "node-2:9100", "node-3:9100")
-METRICS = ("up", "node_load1")
+METRICS = ("up", "node_load1", "node_cpu", "node_memory_free")
 MAX_POINTS = 11_000  # web/api/v1/api.go: "For safety, limit the number of returned points"
 
 
