@@ -49,7 +49,7 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
 def cmd_coverage(args: argparse.Namespace) -> int:
     backend = registry.get(args.backend)
     archive = Archive(args.archive)
-    cli = backend.module("cli")
+    cli = backend.cli_role()
     units = cli.coverage_units(args)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
@@ -135,10 +135,9 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
 
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
     backend = registry.get(args.backend)
-    if not backend.has("simulator"):
+    if not backend.has_simulator():
         raise ConfigError(f"{backend.command} has no simulator")
-    rc: int = backend.module("simulator").main(rest)
-    return rc
+    return backend.simulator_role().main(rest)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -162,7 +161,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     exs = ex.add_subparsers(dest="backend", required=True)
     for backend in registry.backends():
         if only is None or only in (backend.name, backend.command, *backend.aliases):
-            backend.module("cli").add_extract_parser(exs)
+            backend.cli_role().add_extract_parser(exs)
 
     c = sub.add_parser(
         "coverage",
@@ -190,7 +189,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for backend in registry.backends() if only is None else []:
         # Backends share an option when they mean the same by it (--metrics): first one wins.
         shared = argparse.ArgumentParser(add_help=False)
-        backend.module("cli").add_coverage_arguments(shared)
+        backend.cli_role().add_coverage_arguments(shared)
         for action in shared._actions:
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)
@@ -204,9 +203,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Run a simulator; options after the backend name go to it "
         "(dxt simulate examon --help).",
     )
-    s.add_argument(
-        "backend", choices=[b.command for b in registry.backends() if b.has("simulator")]
-    )
+    s.add_argument("backend", choices=[b.command for b in registry.backends() if b.has_simulator()])
     s.set_defaults(func=None)
 
     d = sub.add_parser(

@@ -34,7 +34,8 @@ from dxt_core.config import Setting
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dxt_core.backends.roles import BackendTasks
+    from dxt_core.backends.roles import BackendTasks, CliRole, SimulatorRole
+    from dxt_core.connection import ConnectionSpec
 
 #: The backends that ship with dxt-archive, by package name.
 BUILTIN = ("examon", "kwollect", "collectd_es")
@@ -54,8 +55,15 @@ class Backend:
         dag_id: the DAG that archives it.
         task_id: the mapped task of the DAG (refill commands name it).
         settings: the backend's settings (``DXT_<KEY>``).
-        tasks: returns the backend's :class:`~dxt_core.backends.roles.BackendTasks` (a
-            function, so that reading the declaration imports nothing more).
+        connection: returns its :class:`~dxt_core.connection.ConnectionSpec`.
+        tasks: returns its :class:`~dxt_core.backends.roles.BackendTasks` (its DAG).
+        cli: returns its :class:`~dxt_core.backends.roles.CliRole` (its ``cli`` module).
+        simulator: returns its :class:`~dxt_core.backends.roles.SimulatorRole`.
+
+    The role loaders are functions that import the role's module when called, so reading the
+    declaration imports nothing more, and mypy checks what each returns. A loader left out
+    falls back to the module of that name in ``package`` (``connection.SPEC``, ``cli``,
+    ``simulator``), unchecked.
     """
 
     name: str
@@ -66,7 +74,10 @@ class Backend:
     dag_id: str = ""
     task_id: str = ""
     settings: tuple[Setting, ...] = field(default_factory=tuple)
+    connection: Callable[[], ConnectionSpec[Any]] | None = None
     tasks: Callable[[], BackendTasks[Any]] | None = None
+    cli: Callable[[], CliRole] | None = None
+    simulator: Callable[[], SimulatorRole] | None = None
 
     @property
     def command(self) -> str:
@@ -104,8 +115,29 @@ class Backend:
         return importlib.util.find_spec(f"{self.package}.{role}") is not None
 
     @property
-    def spec(self) -> Any:
-        return self.module("connection").SPEC
+    def spec(self) -> ConnectionSpec[Any]:
+        """The connection spec (the ``connection`` loader, else ``connection.SPEC``)."""
+        if self.connection is not None:
+            return self.connection()
+        spec: ConnectionSpec[Any] = self.module("connection").SPEC
+        return spec
+
+    def cli_role(self) -> CliRole:
+        """The CLI role (the ``cli`` loader, else the ``cli`` module)."""
+        if self.cli is not None:
+            return self.cli()
+        role: CliRole = self.module("cli")
+        return role
+
+    def has_simulator(self) -> bool:
+        return self.simulator is not None or self.has("simulator")
+
+    def simulator_role(self) -> SimulatorRole:
+        """The simulator role (the ``simulator`` loader, else the ``simulator`` module)."""
+        if self.simulator is not None:
+            return self.simulator()
+        role: SimulatorRole = self.module("simulator")
+        return role
 
     def setting(self, key: str) -> Setting:
         for s in self.settings:

@@ -1,4 +1,5 @@
-"""What a backend does for its DAG, declared without Airflow: :class:`BackendTasks`.
+"""A backend's roles as interfaces mypy checks: its DAG without Airflow
+(:class:`BackendTasks`), its CLI (:class:`CliRole`) and its simulator (:class:`SimulatorRole`).
 
 The Airflow half (``dxt_core.airflow``) is generic: one hook built from the backend's
 connection spec, one day-end wait, one units task, one archive task, one coverage grid. Each
@@ -13,10 +14,11 @@ name (equal to the task's rendered map index), its asset group and its archive c
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from dxt_core.errors import ConfigError
 
@@ -110,6 +112,30 @@ class BackendTasks(ABC, Generic[C]):
 
     def preload(self) -> None:
         """Import what :meth:`archive` uses, once, in a Celery worker's main process."""
+
+
+class CliRole(Protocol):
+    """``dxt extract <backend>`` and ``dxt coverage <backend>``: the backend's ``cli`` module
+    satisfies it (mypy checks a module against a Protocol)."""
+
+    def add_extract_parser(self, sub: Any) -> None:
+        """Add ``dxt extract <backend>`` to the ``extract`` subparsers."""
+
+    def coverage_units(self, args: argparse.Namespace) -> list[tuple[str, ...]]:
+        """The archive path parts ``dxt coverage`` checks, from its options."""
+
+    def describe_parts(self, parts: tuple[str, ...]) -> dict[str, str]:
+        """A unit's parts by name (``{"site": ..., "metric": ...}``) for ``--json``."""
+
+    def add_coverage_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``dxt coverage`` that choose this backend's units."""
+
+
+class SimulatorRole(Protocol):
+    """A stand-in server run as ``dxt simulate <backend>`` (or ``python -m``)."""
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """Serve until SIGTERM/SIGINT; print ``listening on <url>`` first."""
 
 
 def check_map_length(n: int, max_map_length: int | None, what: str) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
 
 if TYPE_CHECKING:
     from dxt_core.backends.examon.tasks import ExamonTasks
+    from dxt_core.backends.roles import CliRole, SimulatorRole
+    from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
     *common_settings(
@@ -30,6 +32,24 @@ def _tasks() -> ExamonTasks:
     return TASKS
 
 
+def _connection() -> ConnectionSpec[Any]:
+    from dxt_core.backends.examon.connection import SPEC
+
+    return SPEC
+
+
+def _cli() -> CliRole:
+    from dxt_core.backends.examon import cli
+
+    return cli
+
+
+def _simulator() -> SimulatorRole:
+    from dxt_core.backends.examon import simulator
+
+    return simulator
+
+
 BACKEND = Backend(
     name="examon",
     title="Examon / KairosDB",
@@ -38,5 +58,8 @@ BACKEND = Backend(
     dag_id="dxt_examon",
     task_id="archive_metric_day",
     settings=SETTINGS,
+    connection=_connection,
     tasks=_tasks,
+    cli=_cli,
+    simulator=_simulator,
 )

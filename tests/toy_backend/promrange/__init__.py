@@ -3,13 +3,14 @@ docs/adding-a-backend.md. One CSV file per (metric, UTC day)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
 
 if TYPE_CHECKING:
-    from tests.toy_backend.promrange.tasks import PromRangeTasks
+    from dxt_core.backends.roles import BackendTasks, CliRole, SimulatorRole
+    from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
     *common_settings(
@@ -23,10 +24,29 @@ SETTINGS = (
 )
 
 
-def _tasks() -> PromRangeTasks:
+# Each role is a function that imports its module when called: reading BACKEND stays cheap.
+def _connection() -> ConnectionSpec[Any]:
+    from tests.toy_backend.promrange.connection import SPEC
+
+    return SPEC
+
+
+def _tasks() -> BackendTasks[Any]:
     from tests.toy_backend.promrange.tasks import TASKS
 
     return TASKS
+
+
+def _cli() -> CliRole:
+    from tests.toy_backend.promrange import cli
+
+    return cli
+
+
+def _simulator() -> SimulatorRole:
+    from tests.toy_backend.promrange import simulator
+
+    return simulator
 
 
 BACKEND = Backend(
@@ -36,5 +56,8 @@ BACKEND = Backend(
     dag_id="dxt_promrange",
     task_id="archive_metric_day",
     settings=SETTINGS,
+    connection=_connection,
     tasks=_tasks,
+    cli=_cli,
+    simulator=_simulator,
 )
