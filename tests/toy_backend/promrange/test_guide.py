@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from dxt_core.backends import BUILTIN
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -45,16 +46,20 @@ def test_the_documented_files_are_the_backend():
         "connection.py",
         "source.py",
         "archive_day.py",
+        "tasks.py",
         "cli.py",
         "simulator.py",
     ]
     for name in files:
         assert (TOY / name).is_file(), name
-    # the shipped backends have the same files
-    for backend in ("examon", "kwollect", "collectd_es"):
+    # its DAG file, and its contract adapter (out of tree: in the package)
+    assert (TOY / "dxt_promrange.py").is_file() and (TOY / "contract.py").is_file()
+    # the shipped backends have the same files, and their DAG files
+    for backend in BUILTIN:
         package = ROOT / "dxt_core" / "backends" / backend
         for name in files:
             assert (package / name).exists() or (package / name.removesuffix(".py")).is_dir()
+        assert (ROOT / "dags" / f"dxt_{backend}.py").is_file()
 
 
 @pytest.fixture()
