@@ -162,8 +162,8 @@ class KwollectAdapter(Adapter):
     day = dt.date(2024, 11, 26)
     #: the simulator has no data after now
     empty_day = dt.date.today() + dt.timedelta(days=2)
-    unit = {"site": "lyon", "metric": "wattmetre_power_watt", "nodes": ["nova-1", "nova-2"]}
-    missing_unit = {"site": "atlantis", "metric": "wattmetre_power_watt", "nodes": ["nova-1"]}
+    unit = {"site": "lyon", "metric": "bmc_node_power_watt", "nodes": ["nova-1", "nova-2"]}
+    missing_unit = {"site": "atlantis", "metric": "bmc_node_power_watt", "nodes": ["nova-1"]}
 
     def start(self, request: pytest.FixtureRequest, tmp: Path) -> None:
         from tests.kwollect_sim import KwollectSimProcess
@@ -180,15 +180,17 @@ class KwollectAdapter(Adapter):
     def settings_env(self) -> dict[str, str]:
         return {
             "DXT_KWOLLECT_NODES": "nova-1.lyon.grid5000.fr,nova-2.lyon.grid5000.fr",
-            "DXT_KWOLLECT_METRICS": "wattmetre_power_watt",
+            "DXT_KWOLLECT_METRICS": "bmc_node_power_watt",
         }
 
     def coverage_args(self) -> list[str]:
-        return ["--sites", "lyon", "--metrics", "wattmetre_power_watt"]
+        return ["--sites", "lyon", "--metrics", "bmc_node_power_watt"]
 
     @contextlib.contextmanager
     def too_large(self) -> Iterator[Any]:
-        self.sim.configure(max_points=60_000)  # "too much data" above 60,000 points
+        self.sim.configure(
+            max_points=10_000
+        )  # "too much data" above 10,000 points (a node-day: 17,280)
         try:
             yield self.connection()
         finally:
