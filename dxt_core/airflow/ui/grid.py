@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,16 +113,22 @@ def display_name(parts: Sequence[str]) -> str:
     return "/".join(p.split("=", 1)[1] if "=" in p else p for p in parts)
 
 
-def _name_of_expanded(source: str, item: object) -> str | None:
+def _unit_namer(source: str) -> Callable[[object], str | None]:
+    """Unit -> its name (the rendered map index), by the backend's declaration."""
     from dxt_core import backends as registry
 
     b = registry.get(source)
     if b.tasks is None:
-        return item if isinstance(item, str) else None
-    try:
-        return b.dag_tasks().unit_name(item)
-    except (KeyError, TypeError, IndexError):
-        return None
+        return lambda item: item if isinstance(item, str) else None
+    tasks = b.dag_tasks()
+
+    def name(item: object) -> str | None:
+        try:
+            return tasks.unit_name(item)
+        except (KeyError, TypeError, IndexError):
+            return None
+
+    return name
 
 
 @dataclass
@@ -259,7 +265,8 @@ def _expanded_names(session: Any, spec: SourceSpec, run_id: str) -> list[str | N
     if row is None:
         return []
     value = XComModel.deserialize_value(row)
-    return [_name_of_expanded(spec.source, v) for v in value] if isinstance(value, list) else []
+    name = _unit_namer(spec.source)
+    return [name(v) for v in value] if isinstance(value, list) else []
 
 
 @dataclass
