@@ -122,6 +122,9 @@ class Backend:
         spec: ConnectionSpec[Any] = self.module("connection").SPEC
         return spec
 
+    def has_connection(self) -> bool:
+        return self.connection is not None or self.has("connection")
+
     def cli_role(self) -> CliRole:
         """The CLI role (the ``cli`` loader, else the ``cli`` module)."""
         if self.cli is not None:
