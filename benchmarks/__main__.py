@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dxt_core import procs
 from dxt_core.simulate import spawn_examon_simulator
 
 SIZES = {
@@ -95,8 +96,7 @@ def examon_workload(
                     run_pipeline(pipeline, url, work, extra) for _ in range(repeat)
                 ]
         finally:
-            sim.terminate()
-            sim.wait(10)
+            procs.stop(sim)
     summary: dict[str, dict] = {}
     for pipeline, runs in results.items():
         secs = statistics.median(r["seconds"] for r in runs)
