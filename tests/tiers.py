@@ -11,9 +11,9 @@ The rule (README "Tests" says the same):
   ``postgres``, ``perf`` or ``browser``.
 
 A test lands in its tier by its markers alone: mark a new test (or module) ``slow`` when it
-takes over 3 s; the run's summary lists the fast-tier tests that took longer. An explicit
-``-m EXPR`` replaces the default selection, and a test named by node id
-(``path::test``) always runs.
+takes over 3 s; the run's summary lists the fast-tier tests that took longer. The
+selection applies to a run of the whole suite (no paths given): naming paths or node ids
+(``pytest tests/airflow``, ``path::test``) runs what was named, and ``-m EXPR`` replaces it.
 
 Order: the fast tier first, then the full tier by weight (slow, perf, airflow, postgres,
 browser add 1, 2, 4, 8, 16), so the slowest tests (the demo, the production path, the browser)
@@ -21,8 +21,6 @@ run last; collection order is kept within a weight.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -45,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         dest="dxt_all_tiers",
         help=f"run every tier: the fast tier and the tests marked {', '.join(FULL_TIER)} "
-        "(without it, and without -m, those are deselected)",
+        "(a run of the whole suite without it or -m deselects those)",
     )
 
 
@@ -54,34 +52,20 @@ def weight(item: pytest.Item) -> int:
     return sum(w for name, w in WEIGHTS.items() if name in names)
 
 
-def _named(config: pytest.Config) -> list[str]:
-    """The node ids given on the command line (``path::name``), relative to the rootdir."""
-    out = []
-    for arg in config.args:
-        if "::" not in arg:
-            continue
-        path, _, rest = arg.partition("::")
-        try:
-            rel = Path(path).resolve().relative_to(config.rootpath).as_posix()
-        except ValueError:
-            continue
-        out.append(f"{rel}::{rest}")
-    return out
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=weight)  # stable: collection order within a weight
-    _State.all_tiers = bool(config.getoption("dxt_all_tiers") or config.getoption("markexpr"))
+    _State.all_tiers = bool(
+        config.getoption("dxt_all_tiers")
+        or config.getoption("markexpr")
+        # paths or node ids named on the command line: what was named runs
+        or config.args_source != pytest.Config.ArgsSource.TESTPATHS
+    )
     if _State.all_tiers:
         _State.selected = len(items)
         return
-    named = _named(config)
     keep, drop = [], []
     for item in items:
-        explicit = any(
-            item.nodeid == n or item.nodeid.startswith((n + "[", n + "::")) for n in named
-        )
-        (drop if weight(item) and not explicit else keep).append(item)
+        (drop if weight(item) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
