@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -291,5 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGTERM (a test's timeout, `kill`) ends the run as Ctrl-C does: each benchmark's
+    # `finally` stops its servers; procs.stop_tracked stops any left
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        sys.exit(main())
+    finally:
+        procs.stop_tracked()

@@ -166,12 +166,17 @@ def run_benchmarks(tmp_path: Path, *args: str, timeout: float = 600) -> tuple[st
     """``python -m benchmarks --size tiny ARGS`` from the project root; returns its stdout
     and the JSON file it wrote."""
     out_file = tmp_path / "bench.json"
-    out = subprocess.run(
+    proc = procs.start(
         [sys.executable, "-m", "benchmarks", "--size", "tiny", *args, "--out", str(out_file)],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout, json.loads(out_file.read_text())
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        # interrupted or timed out: SIGTERM, and time for the benchmark to stop its servers
+        procs.stop(proc, 60)
+    assert proc.returncode == 0, stderr[-3000:]
+    return stdout, json.loads(out_file.read_text())
