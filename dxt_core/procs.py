@@ -109,6 +109,35 @@ def _signal(proc: subprocess.Popen[Any], pid: int, sig: int) -> None:
                 os.killpg(proc.pid, sig)
 
 
+def _terminate(
+    members: Callable[[], set[int]],
+    send: Callable[[int, int], None],
+    grace: float,
+    hurry: Callable[[], bool] | None,
+) -> None:
+    """Signal ``members()`` until none is left: SIGTERM once to each, SIGKILL to each after
+    ``grace`` seconds or as soon as ``hurry()`` (default: :func:`hurrying`) is true."""
+    hurried = hurry or hurrying
+    deadline = time.monotonic() + grace
+    termed: set[int] = set()
+    killing_since: float | None = None
+    while True:
+        kill = hurried() or time.monotonic() >= deadline
+        if kill and killing_since is None:
+            killing_since = time.monotonic()
+        sig = signal.SIGKILL if kill else signal.SIGTERM
+        left = members()
+        if not left:
+            return
+        for pid in left:
+            if kill or pid not in termed:
+                send(pid, sig)
+                termed.add(pid)
+        if killing_since is not None and time.monotonic() >= killing_since + 10:
+            return  # SIGKILL cannot be ignored: what is left is a zombie of a zombie parent
+        time.sleep(0.05)
+
+
 def stop(
     proc: subprocess.Popen[Any], grace: float = 10.0, hurry: Callable[[], bool] | None = None
 ) -> int | None:
@@ -118,26 +147,8 @@ def stop(
     ``hurry()`` (default: :func:`hurrying`) turns true. Reaps ``proc``, closes its pipes and
     unregisters it; returns its exit status (None if it could not be reaped).
     """
-    hurried = hurry or hurrying
-    deadline = time.monotonic() + grace
-    termed: set[int] = set()
-    killing_since: float | None = None
     try:
-        while True:
-            kill = hurried() or time.monotonic() >= deadline
-            if kill and killing_since is None:
-                killing_since = time.monotonic()
-            sig = signal.SIGKILL if kill else signal.SIGTERM
-            members = _members(proc)
-            if not members:
-                break
-            for pid in members:
-                if kill or pid not in termed:
-                    _signal(proc, pid, sig)
-                    termed.add(pid)
-            if killing_since is not None and time.monotonic() >= killing_since + 10:
-                break  # SIGKILL cannot be ignored: what is left is a zombie of a zombie parent
-            time.sleep(0.05)
+        _terminate(lambda: _members(proc), lambda pid, sig: _signal(proc, pid, sig), grace, hurry)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
     finally:
@@ -149,13 +160,52 @@ def stop(
     return proc.returncode
 
 
-def stop_tracked(grace: float = 5.0) -> list[str]:
-    """Stop every registered child still running (each with its session); returns one line
-    (pid and command) per child that was still running, for the caller to report."""
+def children() -> list[int]:
+    """Live child processes of this process (Linux /proc), whoever started them."""
+    me = os.getpid()
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            st = proc_stat(d)
+            if st is not None and st[0] != "Z" and st[1] == me:
+                out.append(int(d.name))
+    return out
+
+
+def stop_child(pid: int, grace: float = 5.0) -> None:
+    """Stop child ``pid`` that no Popen of ours holds (code that did not :func:`track` it),
+    with its session when it leads one, and reap it."""
+
+    def members() -> set[int]:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reap it once it is gone: a zombie is no member
+        st = proc_stat(Path(f"/proc/{pid}"))
+        alive = {pid} if st is not None and st[0] != "Z" and st[1] == os.getpid() else set()
+        return alive | session_pids(pid)
+
+    def send(target: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, sig)
+
+    _terminate(members, send, grace, None)
+
+
+def stop_tracked(grace: float = 5.0, untracked_children: bool = False) -> list[str]:
+    """Stop every registered child still running (each with its session) and, with
+    ``untracked_children``, every other live child of this process (Linux); returns one line
+    (pid and command) per process that was still running, for the caller to report."""
     stopped = []
     for proc in tracked():
         if _members(proc):
             args = proc.args if isinstance(proc.args, list) else [proc.args]
             stopped.append(f"{proc.pid} {' '.join(str(a) for a in args)[:100]}")
         stop(proc, grace)
+    if untracked_children and has_proc():
+        for pid in children():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            stopped.append(f"{pid} {cmd.strip()[:100]} (not tracked)")
+            stop_child(pid, grace)
     return stopped

@@ -53,7 +53,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _clean_up() -> None:
-    _State.stopped += procs.stop_tracked()
+    _State.stopped += procs.stop_tracked(untracked_children=True)
     _State.dropped += drop_tracked_databases()
 
 

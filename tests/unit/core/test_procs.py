@@ -54,3 +54,23 @@ def test_a_hurried_stop_kills_at_once():
     t0 = time.monotonic()
     assert procs.stop(proc, 60, hurry=lambda: True) == -signal.SIGKILL
     assert time.monotonic() - t0 < 5
+
+
+def test_a_child_nobody_tracked_is_stopped_with_its_session_and_reaped():
+    tree = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+        "process_group=0); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", tree], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while len(procs.session_pids(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    members = procs.session_pids(proc.pid)
+    assert len(members) == 2
+    assert proc.pid in procs.children()
+    procs.stop_child(proc.pid, 5)
+    assert procs.session_pids(proc.pid) == set()
+    assert proc.pid not in procs.children()
+    assert not Path(f"/proc/{proc.pid}").exists()  # reaped, not a zombie
+    assert proc.poll() == 0  # reaped by stop_child: Popen finds no child left (ECHILD)
