@@ -279,7 +279,6 @@ def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> 
     from dxt_core.backends.collectd_es.simulator import (
         bulk_load,
         spawn_noida_elasticsearch,
-        stop_process,
     )
 
     hits = list(generate_hits(hosts, hours))
@@ -328,7 +327,7 @@ def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> 
                     "runs": runs,
                 }
         finally:
-            stop_process(proc)
+            procs.stop(proc)
             if replay is not None:
                 procs.stop(replay, 30)
     for base in ("floor", "reference"):

@@ -91,13 +91,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def service_missing(message: str) -> None:
-    """Kept for callers not yet moved to :func:`tests.services.require_service` (which names
-    the service): skip on a developer's machine, fail under CI=true."""
-    name, _, reason = message.partition(" is ")
-    require_service(name, reason or message)
-
-
 def _redis_ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:

@@ -89,7 +89,7 @@ def spawn_noida_elasticsearch(
         stdout=log,
         stderr=subprocess.STDOUT,
         # the noida-db command is a Python launcher that runs the server as its child:
-        # a session of its own lets stop_process end both
+        # a session of its own lets procs.stop end both
         start_new_session=True,
     )
     log.close()
@@ -104,15 +104,9 @@ def spawn_noida_elasticsearch(
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    stop_process(proc)
+    procs.stop(proc)
     text = (data_dir / "noida-db.log").read_text(errors="replace")[-2000:]
     raise DxtError(f"noida-db did not answer on {url} within {timeout:.0f} s:\n{text}")
-
-
-def stop_process(proc: subprocess.Popen[Any], grace: float = 10) -> None:
-    """Stop the session started by :func:`spawn_noida_elasticsearch` (the launcher and the
-    server) with :func:`dxt_core.procs.stop`."""
-    procs.stop(proc, grace)
 
 
 def bulk_load(url: str, hits: Iterable[dict[str, Any]], chunk: int = 5000) -> int:
@@ -833,11 +827,6 @@ def spawn_es_standin(
             return proc, line.split()[-1]
     procs.stop(proc, 0)
     raise DxtError(f"the Elasticsearch stand-in ({flavour}) did not start")
-
-
-def stop_standin(proc: subprocess.Popen[str]) -> None:
-    """Stop a stand-in started by :func:`spawn_es_standin` and close its pipe."""
-    procs.stop(proc)
 
 
 def main(argv: list[str] | None = None) -> int:
