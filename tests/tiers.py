@@ -5,7 +5,7 @@ The rule (README "Tests" says the same):
 - **fast tier** (the default of ``pytest`` and ``./run test``): every test with none of the
   full-tier markers below. Unit tests and ``integration`` tests against our simulators
   belong here as long as each takes under 3 s (setup, call and teardown on this 2-core
-  machine); the whole tier stays under 2 minutes.
+  machine), so that the whole tier aims at under 2 minutes there.
 - **full tier** (``./run test --all``, ``pytest --all``, what ``.ci/run`` runs): adds every
   test marked ``slow`` (over 3 s, or a real server that takes long to start), ``airflow``,
   ``postgres``, ``perf`` or ``browser``.
