@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dxt_core import procs
 from dxt_core.simulate import spawn_examon_simulator
 
 SIZES = {
@@ -95,8 +97,7 @@ def examon_workload(
                     run_pipeline(pipeline, url, work, extra) for _ in range(repeat)
                 ]
         finally:
-            sim.terminate()
-            sim.wait(10)
+            procs.stop(sim)
     summary: dict[str, dict] = {}
     for pipeline, runs in results.items():
         secs = statistics.median(r["seconds"] for r in runs)
@@ -291,5 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGTERM (a test's timeout, `kill`) ends the run as Ctrl-C does: each benchmark's
+    # `finally` stops its servers; procs.stop_tracked stops any left
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        sys.exit(main())
+    finally:
+        procs.stop_tracked()

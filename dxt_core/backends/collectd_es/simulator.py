@@ -11,13 +11,11 @@ older C libraries; its stderr goes to a log file in the data directory.
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
 import itertools
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import orjson
 
+from dxt_core import procs
 from dxt_core.errors import DxtError
 from dxt_core.simulate.serving import Served, SimHandler
 
@@ -74,7 +73,7 @@ def spawn_noida_elasticsearch(
     data_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     log = (data_dir / "noida-db.log").open("wb")
-    proc = subprocess.Popen(
+    proc = procs.start(
         [
             noida_binary(),
             "start",
@@ -90,7 +89,7 @@ def spawn_noida_elasticsearch(
         stdout=log,
         stderr=subprocess.STDOUT,
         # the noida-db command is a Python launcher that runs the server as its child:
-        # a session of its own lets stop_process end both
+        # a session of its own lets procs.stop end both
         start_new_session=True,
     )
     log.close()
@@ -105,32 +104,9 @@ def spawn_noida_elasticsearch(
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    stop_process(proc)
+    procs.stop(proc)
     text = (data_dir / "noida-db.log").read_text(errors="replace")[-2000:]
     raise DxtError(f"noida-db did not answer on {url} within {timeout:.0f} s:\n{text}")
-
-
-def stop_process(proc: subprocess.Popen[Any], grace: float = 10) -> None:
-    """Terminate the process group started by :func:`spawn_noida_elasticsearch` (the
-    launcher and the server), then kill it if needed; always reap the launcher."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            continue
-        # the launcher is gone; give the server in its group the same grace
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def bulk_load(url: str, hits: Iterable[dict[str, Any]], chunk: int = 5000) -> int:
@@ -840,7 +816,7 @@ def spawn_es_standin(
     if user is not None:
         cmd += ["--user", user]
         env["DXT_STANDIN_PASSWORD"] = password or ""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    proc = procs.start(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -849,21 +825,8 @@ def spawn_es_standin(
             break
         if "listening on " in line:
             return proc, line.split()[-1]
-    proc.kill()
-    proc.wait()
+    procs.stop(proc, 0)
     raise DxtError(f"the Elasticsearch stand-in ({flavour}) did not start")
-
-
-def stop_standin(proc: subprocess.Popen[str]) -> None:
-    """Stop a stand-in started by :func:`spawn_es_standin` and close its pipe."""
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 def main(argv: list[str] | None = None) -> int:

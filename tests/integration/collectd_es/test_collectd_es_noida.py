@@ -76,6 +76,7 @@ def test_pit_slices_read_every_document_once_and_close_the_pit(noida_es, slices,
     assert stats.resumed == 0 and stats.pages <= stats.requests <= stats.pages + slices
 
 
+@pytest.mark.slow  # 5 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_pages_come_in_a_fixed_order(noida_es):
     runs = []
     for columnar in (False, True, True):
@@ -95,6 +96,7 @@ def test_scroll_fallback_reads_every_document_once_and_clears(noida_es, columnar
 
 
 @pytest.mark.parametrize(("use_pit", "columnar"), [(True, False), (False, False), (False, True)])
+@pytest.mark.slow  # 24 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_expired_context_resumes_without_restart_or_duplicates(noida_es, use_pit, columnar):
     stats = ExportStats()
     # the consumer is slower than the keep-alive: about one resume per page of a slice

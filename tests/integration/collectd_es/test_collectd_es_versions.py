@@ -239,6 +239,7 @@ def test_a_partial_scroll_page_restarts_the_slice(es_standin):
             assert "allow_partial_search_results" not in e["params"]
 
 
+@pytest.mark.slow  # 4 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_persistent_partial_answers_fail_and_write_nothing(es_standin, tmp_path, capsys):
     standin = es_standin("elasticsearch-8.15.3")
     standin.faults(partial_pages=list(range(1, 200)), partial_ignores_param=True)

@@ -80,6 +80,7 @@ def prom_server():
     proc.stdout.close()
 
 
+@pytest.mark.slow  # 4 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_a_fourth_backend_archives_through_the_registry(prom_server, tmp_path):
     archive = tmp_path / "archive"
     help_text = dxt("extract", "--help").stdout
@@ -161,6 +162,7 @@ def test_a_fourth_backend_archives_through_the_registry(prom_server, tmp_path):
     assert "unknown backend 'nosuchbackend'" in unknown.stderr and "promrange" in unknown.stderr
 
 
+@pytest.mark.slow  # 4 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_cli_refetches_only_incomplete_days_and_reports_every_failure(prom_server, tmp_path):
     archive = tmp_path / "archive"
     args = (
