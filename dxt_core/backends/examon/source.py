@@ -637,14 +637,21 @@ def _checked_points(values: Any, url: str, where: str) -> list[Any]:
 def _inside(points: Sequence[Any], start_ms: int, end_ms: int) -> tuple[Sequence[Any], int]:
     """The points in ``[start_ms, end_ms)`` and how many were outside.
 
-    The points are in time order (the query asks ``order: asc``), so a series inside the
-    window is seen from its first and last time alone.
+    Every timestamp is looked at, not only the first and the last: a point of another day
+    in the middle of a series (a server's or a proxy's bug) is dropped too. For points kept
+    as the server's text the test is ``min``/``max`` over the timestamps' digit strings
+    (one width, so they order as numbers), a C loop.
     """
     if isinstance(points, RawPoints):
-        if start_ms <= points.ts(0) and points.ts(-1) < end_ms:
+        lo, hi = str(start_ms).encode(), str(end_ms).encode()
+        ts = points.ts_tokens
+        if len(lo) == len(hi) == points.width and lo <= min(ts) and max(ts) < hi:
             return points, 0
         points = list(points)
-    elif start_ms <= points[0][0] and points[-1][0] < end_ms:
+    if not points:
+        return points, 0
+    times = [p[0] for p in points]
+    if start_ms <= min(times) and max(times) < end_ms:
         return points, 0
     kept = [p for p in points if start_ms <= p[0] < end_ms]
     return kept, len(points) - len(kept)
