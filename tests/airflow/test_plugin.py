@@ -2,7 +2,7 @@
 
 Two manual runs of dxt_examon are made with ``airflow dags test`` against the Examon simulator
 (pcie fails there; no data before 2024-05-01): one with the ``day`` param 2024-05-01, one
-without, which archives the day before its logical date (an empty day). Then
+without, of logical date 2024-04-30, which archives that day (an empty day). Then
 ``airflow api-server`` serves the plugin with three signed-in users: admin, viewer (read
 only) and nobody (no role).
 """
@@ -48,8 +48,8 @@ def server(migrated_home, tmp_path_factory):
         assert (archive / f"examon/ipmi_pub/ambient/{DAY}.manifest.json").is_file(), out.stderr[
             -3000:
         ]
-        # no 'day': a manual run of logical date DAY archives the day before, D0
-        out = airflow(env, "dags", "test", "dxt_examon", DAY, check=False, timeout=300)
+        # no 'day': a manual run of logical date D0 archives D0
+        out = airflow(env, "dags", "test", "dxt_examon", D0, check=False, timeout=300)
         m = archive / f"examon/ipmi_pub/ambient/{D0}.manifest.json"
         assert json.loads(m.read_text())["status"] == "empty", out.stderr[-3000:]
         (archive / f"examon/nagios_pub/state/{DAY}.csv.gz").unlink()  # corrupt from now on
