@@ -447,9 +447,12 @@ def api_run_day(run: dict[str, Any]) -> str:
         value = run.get(key)
         return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
 
-    conf = run.get("conf") if isinstance(run.get("conf"), dict) else {}
+    conf = run.get("conf")
+    conf = conf if isinstance(conf, dict) else {}
     try:
-        return run_day(conf.get(DAY_PARAM), when("data_interval_start"), when("logical_date")).isoformat()
+        return run_day(
+            conf.get(DAY_PARAM), when("data_interval_start"), when("logical_date")
+        ).isoformat()
     except DxtError:
         return "none"
 

@@ -109,7 +109,10 @@ _AHEAD = dt.timedelta(hours=14)
 
 
 def archivable_problem(
-    day: dt.date, start_date: dt.datetime | None, dag_id: str = "the DAG", now: dt.datetime | None = None
+    day: dt.date,
+    start_date: dt.datetime | None,
+    dag_id: str = "the DAG",
+    now: dt.datetime | None = None,
 ) -> str | None:
     """Why ``day`` cannot be archived by a run of ``dag_id`` (None when it can)."""
     if start_date is not None and day < utc_date(start_date):

@@ -9,6 +9,7 @@ only) and nobody (no role).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -151,6 +152,11 @@ def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server)
         task("nagios_pub/state", DAY),
     )
     assert pcie0["run_id"] != pcie1["run_id"] == state1["run_id"]
+    cells = {c["dag_run_id"]: sorted(map(tuple, c.pop("cells"))) for c in plan["clears"]}
+    assert cells == {
+        pcie1["run_id"]: [("ipmi_pub/pcie", DAY), ("nagios_pub/state", DAY)],
+        pcie0["run_id"]: [("ipmi_pub/pcie", D0)],
+    }
     assert sorted(plan["clears"], key=lambda c: c["dag_run_id"]) == sorted(
         [
             {
@@ -172,6 +178,7 @@ def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server)
         key=lambda c: c["dag_run_id"],
     )
     assert plan["backfill"]["days"] == [D2]
+    assert sorted(map(tuple, plan["backfill"]["cells"])) == [(u, D2) for u in UNITS]
     assert plan["backfill"]["reprocess_behavior"] == "none"
     assert plan["cells"] == 3 + 3  # pcie twice and state (corrupt), then all of D2
     one = server.request(
@@ -240,3 +247,30 @@ def test_the_plugins_folder_registers_it_without_the_entry_point(server, tmp_pat
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["errors"] == {}
     assert doc["sources"] == ["$PLUGINS_FOLDER/dxt_archive.py"]
+
+
+def test_refill_plans_have_a_size_cap_and_skip_days_before_the_start_date(server):
+    many = [["ipmi_pub/pcie", f"{2000 + i // 365}-01-01"] for i in range(100_001)]
+    r = server.request(
+        "POST", "/dxt-archive/api/refill/plan", json={"source": "examon", "cells": many}
+    )
+    assert r.status_code == 400 and "at most 100,000 at once" in r.json()["detail"], r.text
+    days = [
+        ["ipmi_pub/pcie", (dt.date(2000, 1, 1) + dt.timedelta(days=i)).isoformat()]
+        for i in range(4000)
+    ]
+    r = server.request(
+        "POST", "/dxt-archive/api/refill/plan", json={"source": "examon", "cells": days}
+    )
+    assert r.status_code == 400 and "4,000 distinct days" in r.json()["detail"], r.text
+    # the DAG starts 2020-03-09: a day before it is not planned, and says why
+    early = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        json={"source": "examon", "cells": [["ipmi_pub/pcie", "2020-03-08"]]},
+    ).json()
+    assert early["clears"] == [] and early["backfill"] is None
+    assert early["skipped"][0]["reason"].startswith(
+        "before the start date of dxt_examon (2020-03-09)"
+    )
+    assert server.get("/dxt-archive/api/sources")["sources"][0]["start_date"] == "2020-03-09"
