@@ -493,3 +493,22 @@ def test_killed_extraction_leaves_no_partial_file(small_catalog, tmp_path):
         ]
     finally:
         sim.stop()
+
+
+def test_cli_refuses_a_misspelled_plugin_naming_the_closest(examon_sim, small_catalog, tmp_path):
+    """The plugin does not filter the query: a typo would archive the metric's rows under the
+    typo. The server's 'plugin' tag values of the metric decide, on --plugin and catalog lines."""
+    common = ("extract", "examon", "--url", examon_sim.url, "--start-day", "2020-03-09")
+    out = _dxt(*common, "--metric", "ambient", "--plugin", "ipmi_pubb", "--archive", str(tmp_path))
+    assert out.returncode == 1, out.stderr
+    assert (
+        "ipmi_pubb/ambient: the metric 'ambient' is published by plugin 'ipmi_pub', not 'ipmi_pubb'"
+    ) in out.stdout + out.stderr
+    assert not [p for p in (tmp_path / "examon").rglob("*") if p.is_file()]  # nothing archived
+    typo = tmp_path / "typo.csv"
+    typo.write_text("metric,plugin\nambient,ipmi_pub\nstate,nagios_pubb\n")
+    out = _dxt(*common, "--catalog", str(typo), "--archive", str(tmp_path / "b"))
+    assert out.returncode == 1
+    assert "published by plugin 'nagios_pub', not 'nagios_pubb'" in out.stdout + out.stderr
+    assert (tmp_path / "b/examon/ipmi_pub/ambient/2020-03-09.csv.gz").is_file()
+    assert not [p for p in (tmp_path / "b/examon/nagios_pubb").rglob("*") if p.is_file()]
