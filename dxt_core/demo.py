@@ -601,4 +601,7 @@ def _summary(
         f"--start-day {first} --end-day {last}"
     )
     if files:
-        print(f"pandas:     pandas.read_csv('{files[0]}', parse_dates=['timestamp'])")
+        print(
+            f"pandas:     df = pandas.read_csv('{files[0]}'); "
+            "df['timestamp'] = pandas.to_datetime(df['timestamp'], utc=True)"
+        )

@@ -374,10 +374,14 @@ def test_cli_extract_and_coverage(examon_sim, small_catalog, tmp_path):
     )
     assert cov.returncode == 3
     assert "12 archived" in cov.stdout and "6 missing" in cov.stdout
+    # made by dxt extract (each manifest says so): the refill is a dxt extract command
     assert (
-        "airflow backfill create --dag-id dxt_examon --from-date 2020-03-08 "
-        "--to-date 2020-03-08 --reprocess-behavior failed"
+        f"dxt extract examon --url {examon_sim.url} --catalog {small_catalog} "
+        f"--start-day 2020-03-08 --end-day 2020-03-08 --archive {tmp_path}"
     ) in cov.stdout
+    assert "airflow backfill" not in cov.stdout
+    made = json.loads((tmp_path / "examon/ipmi_pub/ambient/2020-03-09.manifest.json").read_text())
+    assert made["made_by"] == {"tool": "dxt"}
     ok = _dxt(
         "coverage",
         "--archive",
