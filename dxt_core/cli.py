@@ -13,8 +13,9 @@ from typing import Any
 from dxt_core import backends as registry
 from dxt_core._version import __version__
 from dxt_core.archive import MANIFEST_SUFFIX, Archive
-from dxt_core.errors import ConfigError, DxtError
+from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.index import add_index_parser, coverage_rows
+from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
@@ -217,6 +218,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="dxt",
         description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
         "verifiable files.",
+        epilog="exit status, the same for every backend: 0 done; 1 some units failed; 2 bad "
+        "input or configuration; 3 (coverage) missing or corrupt days; 4 the server could not "
+        "be reached; 130 interrupted (Ctrl-C).",
     )
     p.add_argument("--version", action="version", version=f"dxt-archive {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log each request")
@@ -308,11 +312,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rc: int = args.func(args)
         return rc
+    except SourceUnavailable as exc:  # the server is down or unreachable: one status for all
+        print(f"dxt: error: {exc}", file=sys.stderr)
+        return UNAVAILABLE_EXIT
     except DxtError as exc:
         print(f"dxt: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

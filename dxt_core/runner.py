@@ -6,7 +6,9 @@
   replaced file is kept in ``.versions/``).
 * Units run in a thread pool; a failure of one unit, whatever it is, becomes that unit's
   ``FAILED`` line with a one-line cause and the others go on.
-* The run ends with a summary line and exit status 0 (all done), 1 (some failed).
+* The run ends with a summary line and exit status 0 (all done), 1 (some failed), or
+  :data:`UNAVAILABLE_EXIT` (4) when every unit failed because the server could not be
+  reached (connection error, timeout, 5xx after the retries), the same for every backend.
 * Ctrl-C (SIGINT) once: no new unit starts; the units in flight get :data:`GRACE_S` seconds
   to finish, those still running then are abandoned (their staging is never committed: an
   atomic commit puts a file under its final name whole or not at all); the summary counts
@@ -30,7 +32,7 @@ from typing import Any, TextIO
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
-from dxt_core.errors import DxtError
+from dxt_core.errors import DxtError, SourceUnavailable
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,8 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
 GRACE_S = 5.0
 #: Exit status of an interrupted run (128 + SIGINT, as a shell reports it).
 INTERRUPTED_EXIT = 130
+#: Exit status when the server could not be reached at all (every backend, every command).
+UNAVAILABLE_EXIT = 4
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:
@@ -190,6 +194,7 @@ def run_units(
     progress = Progress(len(todo), stream=err, enabled=None if not quiet else False)
     reports: list[DayReport] = []
     failures: list[tuple[Unit, str]] = []
+    unavailable = 0  # failures because the server could not be reached
     interrupt = Interrupt()
     pending = list(reversed(todo))  # popped from the end: the given order
     running: dict[Future[DayReport], Unit] = {}
@@ -225,6 +230,7 @@ def run_units(
                     progress.step(True, u.label)
                 except Exception as exc:  # one unit's failure must not stop the others
                     failures.append((u, one_line(exc)))
+                    unavailable += isinstance(exc, SourceUnavailable)
                     progress.step(False, u.label)
                     if verbose and not isinstance(exc, DxtError):
                         traceback.print_exception(exc, file=err)
@@ -252,6 +258,13 @@ def run_units(
         print(f"INTERRUPTED {u.label} {u.key.day}: abandoned in flight, not archived", file=err)
     if not interrupted:
         pool.shutdown(wait=True)
+        if failures and unavailable == len(failures) and not reports:
+            print(
+                "the server could not be reached for any metric-day: check the URL and that "
+                f"it is up (exit status {UNAVAILABLE_EXIT})",
+                file=err,
+            )
+            return UNAVAILABLE_EXIT
         return 1 if failures else 0
     if abandoned:
         # Threads cannot be stopped, and the interpreter would wait for them at exit: leave
