@@ -296,7 +296,13 @@
         ? `clear run <code>${esc(c.dag_run_id)}</code> whole: it ended before expanding its units, so Airflow expands them again (${cellList(c.cells)})`
         : `clear ${plural(c.task_ids.length, "task instance", "task instances")} of run <code>${esc(c.dag_run_id)}</code> (${cellList(c.cells)})`);
     }
-    if (plan.backfill) items.push(`backfill ${plural(plan.backfill.days.length, "day", "days")} with no run (${esc(plan.backfill.from_date.slice(0, 10))} to ${esc(plan.backfill.to_date.slice(0, 10))}, days that have a run are left alone)`);
+    if (plan.backfill) {
+      const b = plan.backfill, rerun = b.rerun_days || [], fresh = b.days.length - rerun.length;
+      const what = [fresh ? `${plural(fresh, "day", "days")} with no run` : "",
+                    rerun.length ? `${plural(rerun.length, "day", "days")} whose run failed in a cancelled backfill (Airflow does not start those runs again: the new backfill reruns them)` : ""].filter(Boolean).join(" and ");
+      items.push(`backfill ${what} (${esc(b.from_date.slice(0, 10))} to ${esc(b.to_date.slice(0, 10))}; ` +
+        (b.reprocess_behavior === "failed" ? "days in this range whose run failed are run again, the others left alone)" : "days that have a run are left alone)"));
+    }
     for (const s of plan.skipped) items.push(`skip ${esc(s.unit)} ${esc(s.day)}: ${esc(s.reason)}`);
     if (!plan.can_clear) items.push(`<span class="error">you may not clear task instances of ${esc(plan.dag_id)}; Airflow would refuse the refill</span>`);
     $("plan").innerHTML = `<b>Refill ${plural(plan.cells, "cell", "cells")} of ${esc(plan.dag_id)}</b>` +
