@@ -274,3 +274,33 @@ def test_refill_plans_have_a_size_cap_and_skip_days_before_the_start_date(server
         "before the start date of dxt_examon (2020-03-09)"
     )
     assert server.get("/dxt-archive/api/sources")["sources"][0]["start_date"] == "2020-03-09"
+
+
+def test_a_cancelled_backfill_is_refilled_by_a_backfill_that_reprocesses_its_failed_runs(server):
+    """Airflow never starts a queued run of a paused (cancelled) backfill: clearing one would
+    leave it queued for ever. Its failed runs go into a new backfill (reprocess 'failed')."""
+    first, last = "2024-05-10", "2024-05-11"
+    r = server.request(
+        "POST",
+        "/api/v2/backfills",
+        json={
+            "dag_id": "dxt_examon",
+            "from_date": f"{first}T00:00:00Z",
+            "to_date": f"{last}T00:00:00Z",
+            "reprocess_behavior": "none",
+        },
+    )
+    assert r.status_code == 200, r.text
+    cancel = server.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel")
+    assert cancel.status_code == 200, cancel.text
+    plan = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        json={"source": "examon", "start": first, "end": last},
+    ).json()
+    assert plan["clears"] == [] and plan["skipped"] == [], plan
+    assert plan["backfill"]["reprocess_behavior"] == "failed"
+    assert plan["backfill"]["rerun_days"] == [first, last]
+    assert sorted(map(tuple, plan["backfill"]["cells"])) == sorted(
+        (u, d) for u in UNITS for d in (first, last)
+    )

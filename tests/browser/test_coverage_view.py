@@ -399,6 +399,14 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         )
         frame.click("#dismiss-result")
         assert not frame.is_visible("#result")
+        stack.wait(
+            lambda: all(
+                b["completed_at"]
+                for b in stack.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]
+            ),
+            120,
+            "the refill's backfill to complete",
+        )
 
         # Many days without a run, on SQLite: one backfill of at most 31 days per refill, the
         # rest named (one creation over hundreds of days brought the scheduler down).

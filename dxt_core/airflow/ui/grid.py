@@ -593,6 +593,33 @@ def dag_start_day(session: Any, dag_id: str) -> dt.date | None:
     return utc_date(start) if isinstance(start, dt.datetime) else None
 
 
+def _paused_backfill_runs(session: Any, run_ids: Sequence[str], dag_id: str) -> dict[str, int]:
+    """The runs among ``run_ids`` that belong to a paused backfill (a cancelled one is
+    paused), with its id. Airflow never starts a queued run of a paused backfill
+    (``DagRun.get_queued_dag_runs_to_set_running``), so clearing such a run leaves it queued
+    for ever: it is refilled by a new backfill that reprocesses failed runs instead."""
+    if not run_ids:
+        return {}
+    from airflow.models.backfill import Backfill
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
+
+    out: dict[str, int] = {}
+    ids = list(run_ids)
+    for i in range(0, len(ids), 500):
+        rows = session.execute(
+            select(DagRun.run_id, Backfill.id)
+            .join(Backfill, Backfill.id == DagRun.backfill_id)
+            .where(
+                DagRun.dag_id == dag_id,
+                DagRun.run_id.in_(ids[i : i + 500]),
+                Backfill.is_paused.is_(True),
+            )
+        )
+        out.update({str(r): int(b) for r, b in rows})
+    return out
+
+
 def _run_has_expanded(session: Any, spec: SourceSpec, run_ids: Sequence[str]) -> set[str]:
     """The runs among ``run_ids`` whose mapped task has expanded (a map index >= 0)."""
     return {r for r, mi, *_ in _task_instances(session, spec, list(run_ids)) if mi >= 0}
@@ -658,6 +685,7 @@ def refill_plan(
     per_run: dict[str, list[tuple[int, int]]] = {}  # run -> [(unit, map_index)]
     whole: dict[str, list[int]] = {}  # run that never expanded -> units
     no_run: dict[dt.date, list[int]] = {}
+    rerun: dict[dt.date, list[int]] = {}  # failed runs of a cancelled backfill, by day
     unexpanded_candidates: dict[str, list[tuple[int, dt.date]]] = {}
     for u, d in wanted:
         day = days[d]
@@ -696,6 +724,25 @@ def refill_plan(
             else:
                 whole.setdefault(run_id, []).append(u)
     day_of_run = {r.run_id: r.day for r in af.runs.values()}
+    state_of_run = {r.run_id: r.state for r in af.runs.values()}
+    # runs of a cancelled (paused) backfill: a clear would leave them queued for ever
+    paused = _paused_backfill_runs(session, [*per_run, *whole], spec.dag_id)
+    for run_id, backfill_id in paused.items():
+        run_of = day_of_run.get(run_id)
+        if run_of is None:  # not the day's latest run: left to its clear
+            continue
+        found_units = [u for u, _ in per_run.pop(run_id, [])] + whole.pop(run_id, [])
+        if state_of_run.get(run_id) == "failed":
+            rerun.setdefault(run_of, []).extend(found_units)
+            continue
+        for u in found_units:
+            skip(
+                u,
+                run_of,
+                f"run {run_id} belongs to the cancelled backfill {backfill_id}, whose runs "
+                "Airflow does not start again, and it did not fail: rerun the day with "
+                "'airflow backfill create ... --reprocess-behavior completed'",
+            )
     for run_id, found in per_run.items():
         run_day_ = day_of_run.get(run_id)
         plan.clears.append(
@@ -723,8 +770,8 @@ def refill_plan(
                 ],
             }
         )
-    if no_run:
-        _plan_backfill(session, spec, plan, no_run, units, max_active_runs, sqlite, skip)
+    if no_run or rerun:
+        _plan_backfill(session, spec, plan, no_run, rerun, units, max_active_runs, sqlite, skip)
     return plan
 
 
@@ -733,16 +780,20 @@ def _plan_backfill(
     spec: SourceSpec,
     plan: RefillPlan,
     no_run: dict[dt.date, list[int]],
+    rerun: dict[dt.date, list[int]],
     units: Units,
     max_active_runs: int | None,
     sqlite: bool,
     skip: Any,
 ) -> None:
-    """Put the days with no run into one backfill, or skip them with the reason."""
+    """Put the days with no run, and those whose run failed in a cancelled backfill, into
+    one backfill (reprocessing failed runs when there are such days), or skip them with the
+    reason."""
+    cells = {d: no_run.get(d, []) + rerun.get(d, []) for d in {*no_run, *rerun}}
     running = _running_backfill(session, spec.dag_id)
     if running is not None:
-        for day in sorted(no_run):
-            for u in no_run[day]:
+        for day in sorted(cells):
+            for u in cells[day]:
                 skip(
                     u,
                     day,
@@ -750,10 +801,10 @@ def _plan_backfill(
                     "runs one at a time: refill this day when it has finished",
                 )
         return
-    ordered = sorted(no_run)
+    ordered = sorted(cells)
     take = ordered[:SQLITE_BACKFILL_DAYS] if sqlite else ordered
     for day in ordered[len(take) :]:
-        for u in no_run[day]:
+        for u in cells[day]:
             skip(
                 u,
                 day,
@@ -764,8 +815,10 @@ def _plan_backfill(
         "dag_id": spec.dag_id,
         "from_date": take[0].isoformat() + "T00:00:00Z",
         "to_date": take[-1].isoformat() + "T00:00:00Z",
-        "reprocess_behavior": "none",
+        # "failed": Airflow clears the failed run of such a day into this backfill
+        "reprocess_behavior": "failed" if any(d in rerun for d in take) else "none",
         "days": [d.isoformat() for d in take],
-        "cells": [[units.names[u], d.isoformat()] for d in take for u in no_run[d]],
+        "rerun_days": [d.isoformat() for d in take if d in rerun],
+        "cells": [[units.names[u], d.isoformat()] for d in take for u in cells[d]],
         **({"max_active_runs": max_active_runs} if max_active_runs else {}),
     }
