@@ -119,6 +119,9 @@ def test_every_way_of_making_a_run_archives_the_same_day(migrated_home, tmp_path
         assert "archiving ipmi_pub/ambient for 2024-05-05" in log, log[-3000:]
         manifests = sorted(p.name for p in archive.rglob("*.manifest.json"))
         assert manifests == ["2024-05-05.manifest.json"], manifests
+        made = json.loads(next(archive.rglob("*.manifest.json")).read_text())["made_by"]
+        assert made["tool"] == "airflow" and made["dag_id"] == "dxt_examon", made
+        assert made["logical_date"].startswith("2024-05-05T12:00:00"), made
 
         # a day param before the start date, and a day not begun: failed with the reason
         early = json.dumps({"day": "2024-04-01"})

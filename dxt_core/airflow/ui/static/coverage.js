@@ -382,11 +382,13 @@
     }
   }
 
-  let defaultStart = null, starts = {};
+  // the start field follows the source's start date until the user sets a range
+  let defaultStart = null, autoStart = null, starts = {};
   function clampStart() {
-    if (defaultStart === null) return;
+    if (defaultStart === null || $("start").value !== autoStart) return;
     const first = starts[$("source").value];
-    $("start").value = first && first > defaultStart && first <= $("end").value ? first : defaultStart;
+    autoStart = first && first > defaultStart && first <= $("end").value ? first : defaultStart;
+    $("start").value = autoStart;
   }
 
   async function init() {
@@ -406,12 +408,12 @@
     // the default range starts no earlier than the DAG's start date (days before it are
     // never scheduled: not missing)
     defaultStart = qs.get("start") ? null : iso(start);
+    autoStart = $("start").value;
     starts = Object.fromEntries(sources.map((s) => [s.source, s.start_date]));
     clampStart();
     await load(false);
   }
 
-  $("start").addEventListener("change", () => { defaultStart = null; });
   $("controls").addEventListener("submit", (e) => { e.preventDefault(); current = null; $("detail").hidden = true; load(false); });
   $("source").addEventListener("change", () => { current = null; $("detail").hidden = true; clampStart(); load(false); });
   $("filter").addEventListener("input", () => { if (data) { buildRows(); draw(); } });
