@@ -367,14 +367,33 @@ def _wait_for_dag(port: int, proc: subprocess.Popen[Any], timeout: float) -> Non
     raise DxtError("Airflow did not register the dxt_examon DAG in time")
 
 
+def api_run_day(run: dict[str, Any]) -> str:
+    """The day a run of the REST API's answer archives (:func:`dxt_core.airflow.runs.run_day`,
+    the rule the run's note and its tasks follow)."""
+    from dxt_core.airflow.runs import DAY_PARAM, run_day
+
+    def when(key: str) -> dt.datetime | None:
+        value = run.get(key)
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+
+    conf = run.get("conf")
+    conf = conf if isinstance(conf, dict) else {}
+    try:
+        return run_day(
+            conf.get(DAY_PARAM), when("data_interval_start"), when("logical_date")
+        ).isoformat()
+    except DxtError:
+        return "none"
+
+
 def wait_for_runs(port: int, days: set[str], timeout: float) -> list[dict[str, Any]]:
-    """Poll until the runs of ``days`` (logical dates) are finished; return them."""
+    """Poll until the runs that archive ``days`` are finished; return them."""
     deadline = time.monotonic() + timeout
     runs: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
             every = _api_get(port, "dags/dxt_examon/dagRuns?limit=100")["dag_runs"]
-            runs = [r for r in every if str(r.get("logical_date"))[:10] in days]
+            runs = [r for r in every if api_run_day(r) in days]
         done = [r for r in runs if r.get("state") in ("success", "failed")]
         if len(done) >= len(days):
             return runs
@@ -490,8 +509,7 @@ def _summary(
     size = sum(f.stat().st_size for f in files)
     print("runs:")
     for run in sorted(runs, key=lambda r: str(r.get("logical_date"))):
-        day = str(run.get("logical_date"))[:10]
-        print(f"  {run.get('dag_run_id')} (day {day}): {run.get('state')}")
+        print(f"  {run.get('dag_run_id')} (day {api_run_day(run)}): {run.get('state')}")
     print(f"\narchive: {archive_dir}")
     print(
         f"  {len(files)} data files, {size} bytes; metric-days: "
@@ -512,4 +530,7 @@ def _summary(
         f"--start-day {first} --end-day {last}"
     )
     if files:
-        print(f"pandas:     pandas.read_csv('{files[0]}', parse_dates=['timestamp'])")
+        print(
+            f"pandas:     df = pandas.read_csv('{files[0]}'); "
+            "df['timestamp'] = pandas.to_datetime(df['timestamp'], utc=True)"
+        )

@@ -833,16 +833,53 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(
-        prog="python -m dxt_core.backends.collectd_es.simulator",
+        prog="dxt simulate collectd-es",
         description="Answer as another Elasticsearch/OpenSearch version in front of noida-db.",
     )
     p.add_argument("--upstream", required=True, help="noida-db URL")
-    p.add_argument("--as", dest="flavour", required=True, choices=STANDIN_FLAVOURS)
+    p.add_argument(
+        "--as",
+        dest="flavour",
+        choices=STANDIN_FLAVOURS,
+        help="the version to answer as (required unless --load only loads)",
+    )
+    p.add_argument(
+        "--load",
+        metavar="FILE",
+        help="first bulk-load FILE into the upstream: pages of search hits as JSON, gzip or "
+        "not (pytokio's archive_collectdes output, e.g. sample_collectdes-full.json.gz); "
+        "without --as, load and exit",
+    )
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--user", help="require Basic auth (password in DXT_STANDIN_PASSWORD)")
     a = p.parse_args(argv)
+    if a.load is None and a.flavour is None:
+        p.error("give --as FLAVOUR (to serve), --load FILE (to load), or both")
+    if a.load is not None:
+        try:
+            n = bulk_load(a.upstream, load_hits(Path(a.load)))
+        except (DxtError, OSError, ValueError, httpx.HTTPError) as exc:
+            print(f"dxt simulate collectd-es: {exc}", file=sys.stderr)
+            return 2
+        print(f"loaded {n} documents from {a.load} into {a.upstream}", flush=True)
+        if a.flavour is None:
+            return 0
     password = os.environ.get("DXT_STANDIN_PASSWORD") if a.user else None
     return serve_standin(a.upstream, a.flavour, a.port, a.user, password).run_until_signal()
+
+
+def load_hits(path: Path) -> list[dict[str, Any]]:
+    """The hits of a file of search-result pages (a JSON list of lists of hits, gzip or
+    not), as pytokio's ``archive_collectdes`` writes them."""
+    import gzip
+
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    pages = orjson.loads(raw)
+    if not isinstance(pages, list) or not all(isinstance(p, list) for p in pages):
+        raise ValueError(f"{path}: expected a JSON list of pages (lists of hits)")
+    return [h for page in pages for h in page]
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ def test_cli_refetches_only_incomplete_days_and_reports_every_failure(prom_serve
     data.write_bytes(data.read_bytes()[:100])
     r = dxt(*args, "--metrics", "up,node_load1")
     assert r.returncode == 0, r.stderr
-    assert "archived 1 metric-days" in r.stdout and "1 already archived (skipped" in r.stdout
+    assert "archived 1 metric-day (" in r.stdout and "1 already archived (skipped" in r.stdout
     assert gzip.decompress(data.read_bytes()).count(b"\n") == 1 + 3 * 1440
     # --refetch redoes both
     r = dxt(*args, "--metrics", "up,node_load1", "--refetch")
@@ -191,7 +191,7 @@ def test_cli_refetches_only_incomplete_days_and_reports_every_failure(prom_serve
     (archive / "promrange" / "node_memory_free").write_text("not a folder")
     r = dxt(*args, "--metrics", "node_memory_free,node_cpu", "--refetch")
     assert r.returncode == 1
-    assert "archived 1 metric-days" in r.stdout and "1 failed" in r.stdout
+    assert "archived 1 metric-day (" in r.stdout and "1 failed" in r.stdout
     failed = [line for line in r.stderr.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 1 and failed[0].startswith("FAILED node_memory_free 2024-03-09: ")
     assert "Traceback" not in r.stderr
