@@ -46,7 +46,8 @@ from dxt_core.publish.describe import (
 from dxt_core.publish.jobs import JobSchema, iter_month_records, refuse_without_choice, write_job_month
 from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
-from dxt_core.publish.series import RunSpool, merge_runs, type_history
+from dxt_core.paths import check_path_component
+from dxt_core.publish.series import RUN_ROWS, RunSpool, merge_runs, type_history
 
 log = logging.getLogger("dxt_core.publish")
 
@@ -72,8 +73,15 @@ class PublishOptions:
     url: str = ""
     version: str = "1"
     records: bool = True
+    #: Rows per sorted run (phase 1); smaller runs mean less memory and more merge work.
+    run_rows: int = RUN_ROWS
 
     def __post_init__(self) -> None:
+        problem = check_path_component(self.name, "--name")
+        if problem:
+            raise ConfigError(problem)
+        if self.run_rows < 1:
+            raise ConfigError("run_rows must be positive")
         if self.pseudonymise_key_file is not None and self.keep_identities:
             raise ConfigError(
                 "--pseudonymise-key-file and --keep-identities exclude each other: choose one"
@@ -119,6 +127,21 @@ class PublishReport:
             f"{len(self.months)} months into {self.out}; {len(self.records)} records; "
             f"{skipped} metric-days skipped (bad file or manifest), {missing} missing"
         )
+
+
+def incomplete_days(root: Path, from_month: str, to_month: str) -> list[str]:
+    """Metric-days of the months not archived yet (neither archived nor empty), for every
+    unit with at least one archived or empty day in that month: a month is complete when
+    this is empty. Returns ``"<plugin>/<metric> <day>"`` items."""
+    out = []
+    for plugin, metric in examon_units(root):
+        for y, m in month_range(from_month, to_month):
+            um = scan_unit_month(root, plugin, metric, y, m)
+            if um.days or um.empty:
+                out += [f"{plugin}/{metric} {d}" for d in um.missing]
+                out += [f"{plugin}/{metric} {d} (skipped)" for d, why in um.skipped
+                        if not why.endswith("was used)")]
+    return out
 
 
 def _check_out(out: Path) -> set[str]:
@@ -179,7 +202,7 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
             if k in jobs:
                 _publish_jobs(k, ums, job_schemas[k], pseudo, opts.out, report)
             else:
-                _publish_metric(k, ums, scratch, opts.out, report)
+                _publish_metric(k, ums, scratch, opts.out, report, opts.run_rows)
     for u in report.units:
         if u.path:
             p = opts.out / u.path
@@ -220,12 +243,17 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
 
 
 def _publish_metric(
-    key: tuple[str, str], ums: Sequence[UnitMonth], scratch: Path, out: Path, report: PublishReport
+    key: tuple[str, str],
+    ums: Sequence[UnitMonth],
+    scratch: Path,
+    out: Path,
+    report: PublishReport,
+    run_rows: int,
 ) -> None:
     plugin, metric = key
     spool_dir = scratch / f"{plugin}.{metric}"
     spool_dir.mkdir()
-    spool = RunSpool(spool_dir)
+    spool = RunSpool(spool_dir, run_rows=run_rows)
     month_runs: list[tuple[UnitMonth, int, int]] = []
     for um in ums:
         first = len(spool.runs)
