@@ -11,7 +11,7 @@ task refuses unless the ``keep_identities`` Param is set. Trigger with ``from_mo
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import Param, dag, get_current_context, task
 
@@ -21,7 +21,7 @@ MONTH = {"type": ["null", "string"], "pattern": "^[0-9]{4}-[0-9]{2}$"}
 @dag(
     dag_id="dxt_publish",
     schedule="@monthly",
-    start_date=datetime(2020, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2020, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
     tags=["dxt", "examon", "publish"],

@@ -125,7 +125,9 @@ def examon_units(root: Path) -> list[tuple[str, str]]:
     """Every (plugin, metric) with a directory in either archive format."""
     top = root / "examon"
     if not top.is_dir():
-        raise ConfigError(f"{root} holds no Examon archive ({top} is not a directory): check --archive")
+        raise ConfigError(
+            f"{root} holds no Examon archive ({top} is not a directory): check --archive"
+        )
     units: set[tuple[str, str]] = set()
     for pdir in top.iterdir():
         if not pdir.is_dir() or pdir.name.startswith("."):
@@ -178,9 +180,7 @@ def scan_unit_month(root: Path, plugin: str, metric: str, year: int, month: int)
     return um
 
 
-def iter_unit_months(
-    root: Path, months: list[tuple[int, int]]
-) -> Iterator[UnitMonth]:
+def iter_unit_months(root: Path, months: list[tuple[int, int]]) -> Iterator[UnitMonth]:
     for plugin, metric in examon_units(root):
         for y, m in months:
             yield scan_unit_month(root, plugin, metric, y, m)

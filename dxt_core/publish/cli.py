@@ -51,7 +51,9 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="largest record (tar of whole months); default %(default)s, Zenodo's limit",
     )
     p.add_argument("--no-records", action="store_true", help="write no tar records")
-    p.add_argument("--name", default="examon-dataset", help="dataset name (records are named after it)")
+    p.add_argument(
+        "--name", default="examon-dataset", help="dataset name (records are named after it)"
+    )
     p.add_argument("--title", default="Examon telemetry", help="dataset title")
     p.add_argument("--licence", default="CC-BY-4.0", help="licence (SPDX id), default %(default)s")
     p.add_argument(

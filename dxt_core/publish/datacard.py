@@ -72,7 +72,8 @@ def datacard(
         "",
         "## Metrics",
         "",
-        "| plugin/metric | value type | type changes (first day) | units (tag) | sampling (median) |",
+        "| plugin/metric | value type | type changes (first day) | units (tag) "
+        "| sampling (median) |",
         "|---|---|---|---|---|",
     ]
     units_by: dict[str, set[str]] = {}
@@ -98,10 +99,13 @@ def datacard(
         "rows published, unreadable windows (holes) and source counts where the manifests "
         "record them.",
         "",
-        "| plugin/metric | month | archived | empty | missing | skipped | rows | holes | source counts |",
+        "| plugin/metric | month | archived | empty | missing | skipped | rows | holes "
+        "| source counts |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for u in sorted(report.units, key=lambda u: (u.scan.plugin, u.scan.metric, u.scan.year, u.scan.month)):
+    for u in sorted(
+        report.units, key=lambda u: (u.scan.plugin, u.scan.metric, u.scan.year, u.scan.month)
+    ):
         s = u.scan
         used = [d.manifest for d in s.days]
         lines.append(

@@ -42,7 +42,9 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 def sha256sums(entries: Sequence[FileEntry]) -> bytes:
     """``sha256sum -c`` input: two spaces between hash and path (text mode)."""
-    return "".join(f"{e.sha256}  {e.path}\n" for e in sorted(entries, key=lambda e: e.path)).encode()
+    return "".join(
+        f"{e.sha256}  {e.path}\n" for e in sorted(entries, key=lambda e: e.path)
+    ).encode()
 
 
 def frictionless_type(arrow_type: Any) -> str:
@@ -78,7 +80,11 @@ def _field(name: str, kind: str) -> dict[str, str]:
         # A Parquet list<string> (the job table's node list). Frictionless reads Parquet
         # through pandas, which hands a list cell over as a NumPy array that its "array"
         # type rejects, so the field is declared "any" and described.
-        return {"name": name, "type": "any", "description": "list of strings (Parquet list<string>)"}
+        return {
+            "name": name,
+            "type": "any",
+            "description": "list of strings (Parquet list<string>)",
+        }
     return {"name": name, "type": kind}
 
 

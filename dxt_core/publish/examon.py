@@ -27,6 +27,7 @@ from typing import Any
 from dxt_core._version import __version__
 from dxt_core.archive import sha256_file
 from dxt_core.errors import ConfigError
+from dxt_core.paths import check_path_component
 from dxt_core.publish.archive_scan import (
     UnitMonth,
     examon_units,
@@ -43,10 +44,14 @@ from dxt_core.publish.describe import (
     sha256sums,
     write_bytes,
 )
-from dxt_core.publish.jobs import JobSchema, iter_month_records, refuse_without_choice, write_job_month
+from dxt_core.publish.jobs import (
+    JobSchema,
+    iter_month_records,
+    refuse_without_choice,
+    write_job_month,
+)
 from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
-from dxt_core.paths import check_path_component
 from dxt_core.publish.series import RUN_ROWS, RunSpool, merge_runs, type_history
 
 log = logging.getLogger("dxt_core.publish")
@@ -139,8 +144,11 @@ def incomplete_days(root: Path, from_month: str, to_month: str) -> list[str]:
             um = scan_unit_month(root, plugin, metric, y, m)
             if um.days or um.empty:
                 out += [f"{plugin}/{metric} {d}" for d in um.missing]
-                out += [f"{plugin}/{metric} {d} (skipped)" for d, why in um.skipped
-                        if not why.endswith("was used)")]
+                out += [
+                    f"{plugin}/{metric} {d} (skipped)"
+                    for d, why in um.skipped
+                    if not why.endswith("was used)")
+                ]
     return out
 
 
@@ -205,20 +213,20 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
                 _publish_metric(k, ums, scratch, opts.out, report, opts.run_rows)
     for u in report.units:
         if u.path:
-            p = opts.out / u.path
+            data = opts.out / u.path
             written.append(
                 FileEntry(
                     u.path,
-                    p.stat().st_size,
-                    sha256_file(p),
-                    parquet_fields(p),
+                    data.stat().st_size,
+                    sha256_file(data),
+                    parquet_fields(data),
                     f"{u.scan.plugin}/{u.scan.metric}, {u.scan.year}-{u.scan.month:02d}: "
                     f"{u.rows} rows",
                 )
             )
     report.files = written
     gone = previous - {e.path for e in written} - set(META_FILES)
-    for stale in sorted(p for p in gone if not p.startswith("records/")):  # rebuilt below
+    for stale in sorted(g for g in gone if not g.startswith("records/")):  # rebuilt below
         with contextlib.suppress(FileNotFoundError):
             (opts.out / stale).unlink()
             report.warnings.append(f"removed {stale}, published before but not this time")
@@ -236,10 +244,15 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
     write_bytes(opts.out / "README.md", datacard(opts, meta, report, recs))
     listed = list(written) + list(report.records)
     for name in META_FILES:
-        p = opts.out / name
-        listed.append(FileEntry(name, p.stat().st_size, sha256_file(p)))
+        meta_path = opts.out / name
+        listed.append(FileEntry(name, meta_path.stat().st_size, sha256_file(meta_path)))
     write_bytes(opts.out / "SHA256SUMS", sha256sums(listed))
     return report
+
+
+def data_path(um: UnitMonth, plugin: str, metric: str) -> str:
+    """``year_month=YY-MM/plugin=<p>/metric=<m>/a_0.parquet`` (M100 ExaData's layout)."""
+    return f"year_month={year_month(um.year, um.month)}/plugin={plugin}/metric={metric}/{DATA_FILE}"
 
 
 def _publish_metric(
@@ -263,12 +276,16 @@ def _publish_metric(
     history = type_history(spool.day_types)
     kind = history[-1]["type"] if history else "double"
     tags = sorted(spool.tags)
-    report.schemas[f"{plugin}/{metric}"] = {"value_type": kind, "type_changes": history, "tags": tags}
+    report.schemas[f"{plugin}/{metric}"] = {
+        "value_type": kind,
+        "type_changes": history,
+        "tags": tags,
+    }
     for um, a, b in month_runs:
         res = UnitResult(um, value_type=kind)
         runs = spool.runs[a:b]
         if runs:
-            rel = f"year_month={year_month(um.year, um.month)}/plugin={plugin}/metric={metric}/{DATA_FILE}"
+            rel = data_path(um, plugin, metric)
             merged = merge_runs(runs, kind, tags, out / rel)
             res.path, res.rows = rel, merged.rows
             res.units, res.sampling_s = merged.units, merged.sampling_s
@@ -294,7 +311,7 @@ def _publish_jobs(
         res = UnitResult(um)
         records = list(iter_month_records(um.days))
         if records:
-            rel = f"year_month={year_month(um.year, um.month)}/plugin={plugin}/metric={table}/{DATA_FILE}"
+            rel = data_path(um, plugin, table)
             res.rows = write_job_month(records, schema, out / rel, pseudo, f"{plugin}/{table}")
             res.path = rel
         report.units.append(res)
@@ -302,8 +319,22 @@ def _publish_jobs(
 
 def _meta(opts: PublishOptions, report: PublishReport) -> dict[str, Any]:
     days = [d.day for u in report.units for d in u.scan.days]
-    zones = sorted({str(m.get("time_zone")) for u in report.units for m in u.scan.manifests if m.get("time_zone")})
-    sources = sorted({str(m.get("source_url")) for u in report.units for m in u.scan.manifests if m.get("source_url")})
+    zones = sorted(
+        {
+            str(m.get("time_zone"))
+            for u in report.units
+            for m in u.scan.manifests
+            if m.get("time_zone")
+        }
+    )
+    sources = sorted(
+        {
+            str(m.get("source_url"))
+            for u in report.units
+            for m in u.scan.manifests
+            if m.get("source_url")
+        }
+    )
     y0, m0 = report.months[0]
     y1, m1 = report.months[-1]
     cite = opts.cite or (

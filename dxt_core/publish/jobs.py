@@ -91,9 +91,8 @@ class JobSchema:
         seen: dict[str, str | None] = dict(self.kinds)
         for r in records:
             for k, v in r.items():
-                if k not in seen:
-                    if k in IDENTITY_COLUMNS or k in self.extra_identities:
-                        self.identities[k] = IDENTITY_COLUMNS.get(k, "person")
+                if k not in seen and (k in IDENTITY_COLUMNS or k in self.extra_identities):
+                    self.identities[k] = IDENTITY_COLUMNS.get(k, "person")
                 seen[k] = _merge_kind(seen.get(k), _kind_of(v))
                 if k in self.identities and v is not None:
                     self.raw_identities.add((self.identities[k], str(v)))
@@ -138,7 +137,8 @@ def write_job_month(
 
     def order(r: dict[str, Any]) -> tuple[Any, ...]:
         t = _timestamp(r.get(sort_key), where) if sort_key else None
-        return (t is None, t or dt.datetime.min.replace(tzinfo=dt.UTC), str(r.get(id_key)))
+        job = r.get(id_key) if id_key else None
+        return (t is None, t or dt.datetime.min.replace(tzinfo=dt.UTC), str(job))
 
     records = sorted(records, key=order)
     arrays, fields = [], []
@@ -190,12 +190,13 @@ def write_job_month(
             version="2.6",
             row_group_size=max(1, min(table.num_rows, 262_144)),
         )
-    return table.num_rows
+    rows: int = table.num_rows
+    return rows
 
 
 def _to_int(v: Any) -> int:
     if isinstance(v, int | float):
-        return int(v)
+        return int(v)  # a whole float (checked when the column was typed)
     return int(str(v).strip().split(".")[0])  # "4404215.0": exact, not through a float
 
 

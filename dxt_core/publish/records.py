@@ -111,13 +111,15 @@ def write_record(root: Path, record: Record) -> FileEntry:
         return ti
 
     out = root / record.file
-    with atomic_file(out) as fh:
-        with tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            for e in entries:
-                with (root / e.path).open("rb") as src:
-                    tar.addfile(info(e.path, e.bytes), src)
-            for name, data in (("SHA256SUMS", sums), ("files.json", listing)):
-                tar.addfile(info(name, len(data)), io.BytesIO(data))
+    with (
+        atomic_file(out) as fh,
+        tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tar,
+    ):
+        for e in entries:
+            with (root / e.path).open("rb") as src:
+                tar.addfile(info(e.path, e.bytes), src)
+        for name, data in (("SHA256SUMS", sums), ("files.json", listing)):
+            tar.addfile(info(name, len(data)), io.BytesIO(data))
     h = hashlib.sha256()
     with out.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

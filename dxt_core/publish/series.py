@@ -14,8 +14,8 @@ days were read.
 from __future__ import annotations
 
 import bisect
-import gzip
 import csv
+import gzip
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -190,9 +190,7 @@ class RunSpool:
         del tables
         tags = [c for c in table.column_names if c not in FIXED_COLUMNS]
         self.tags.update(tags)
-        keys = [(c, "ascending") for c in sort_columns(sorted(tags))] + [
-            ("timestamp", "ascending")
-        ]
+        keys = [(c, "ascending") for c in sort_columns(sorted(tags))] + [("timestamp", "ascending")]
         table = table.take(pc.sort_indices(table, sort_keys=keys))
         path = self.scratch / f"run-{len(self.runs):06d}.parquet"
         pq.write_table(table, path, compression="lz4", row_group_size=MERGE_BATCH_ROWS)
@@ -254,10 +252,7 @@ class _RunReader:
         n = table.num_rows
         cols = []
         for c in self._columns:
-            if c in table.column_names:
-                col = table.column(c)
-            else:
-                col = pa.nulls(n, pa.string())
+            col = table.column(c) if c in table.column_names else pa.nulls(n, pa.string())
             cols.append(col)
         return _cast_value(pa.Table.from_arrays(cols, names=self._columns), self._kind)
 
@@ -268,6 +263,15 @@ def _key(table: Any, keys: list[Any], i: int) -> tuple[tuple[bool, str], ...]:
         v = col[i].as_py()
         out.append((v is None, v or ""))  # Arrow sorts nulls last
     return tuple(out)
+
+
+def _first_at_or_above(table: Any, keys: list[Any], bound: tuple[Any, ...]) -> int:
+    """Rows of ``table`` (sorted by series) whose series sorts below ``bound``."""
+
+    def key(j: int) -> tuple[tuple[bool, str], ...]:
+        return _key(table, keys, j)
+
+    return bisect.bisect_left(range(table.num_rows), bound, key=key)
 
 
 @dataclass(slots=True)
@@ -329,11 +333,11 @@ def merge_runs(runs: list[Run], kind: str, tags: Sequence[str], out: Path) -> Me
                         buffers[i] = r.next()
                 if not any(b is not None and b.num_rows for b in buffers):
                     break
-                live = [
-                    i for i, b in enumerate(buffers) if b is not None and b.num_rows
-                ]
+                live = [i for i, b in enumerate(buffers) if b is not None and b.num_rows]
                 lasts = {
-                    i: _key(buffers[i], [buffers[i].column(c) for c in order], buffers[i].num_rows - 1)
+                    i: _key(
+                        buffers[i], [buffers[i].column(c) for c in order], buffers[i].num_rows - 1
+                    )
                     for i in live
                 }
                 # Rows of series below the bound are all in the buffers; a run that is done
@@ -346,10 +350,7 @@ def merge_runs(runs: list[Run], kind: str, tags: Sequence[str], out: Path) -> Me
                     if bound is None:
                         n = b.num_rows
                     else:
-                        cols = [b.column(c) for c in order]
-                        n = bisect.bisect_left(
-                            range(b.num_rows), bound, key=lambda j, b=b, cols=cols: _key(b, cols, j)
-                        )
+                        n = _first_at_or_above(b, [b.column(c) for c in order], bound)
                     if n:
                         parts.append(b.slice(0, n))
                         buffers[i] = b.slice(n)

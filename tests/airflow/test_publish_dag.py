@@ -31,10 +31,29 @@ def test_dxt_publish_parses_and_publishes_two_months(migrated_home, tmp_path):
     sim = SimulatorProcess(["--catalog", str(catalog), "--nodes", "4"])
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "dxt_core.cli", "extract", "examon", "--url", sim.url,
-             "--jobs-url", sim.url, "--catalog", str(catalog), "--start-day", "2020-03-31",
-             "--end-day", "2020-04-01", "--archive", str(archive), "-q"],
-            capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "dxt_core.cli",
+                "extract",
+                "examon",
+                "--url",
+                sim.url,
+                "--jobs-url",
+                sim.url,
+                "--catalog",
+                str(catalog),
+                "--start-day",
+                "2020-03-31",
+                "--end-day",
+                "2020-04-01",
+                "--archive",
+                str(archive),
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert out.returncode == 0, out.stderr
     finally:
@@ -50,5 +69,7 @@ def test_dxt_publish_parses_and_publishes_two_months(migrated_home, tmp_path):
     airflow(env, "dags", "test", "dxt_publish", "2020-05-01", "-c", conf)
     ds = tmp_path / "pub" / "2020-03_2020-04"
     assert (ds / "year_month=20-03/plugin=ipmi_pub/metric=ps0_input_power/a_0.parquet").is_file()
-    assert (ds / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet").is_file()
+    assert (
+        ds / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+    ).is_file()
     assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=ds).returncode == 0

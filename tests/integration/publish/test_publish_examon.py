@@ -118,7 +118,9 @@ def test_layout_types_and_order(published, archives):
         assert t.schema.field("value").type == pa.float64()
         assert pa.types.is_dictionary(t.schema.field("node").type)
         manifests = [
-            json.loads((archives / "csv/examon/ipmi_pub/ambient" / f"{d}.manifest.json").read_text())
+            json.loads(
+                (archives / "csv/examon/ipmi_pub/ambient" / f"{d}.manifest.json").read_text()
+            )
             for d in days
         ]
         assert t.num_rows == sum(m["rows"] for m in manifests)
@@ -142,7 +144,10 @@ def test_layout_types_and_order(published, archives):
     }
     assert kinds["state"] == pa.string() and kinds["num_nodes"] == pa.int64()
     readme = (published / "README.md").read_text()
-    assert "Europe/Rome" in readme and "| slurm_pub/num_nodes | int64 | int64 from 2020-03-30" in readme
+    assert (
+        "Europe/Rome" in readme
+        and "| slurm_pub/num_nodes | int64 | int64 from 2020-03-30" in readme
+    )
     assert "| ipmi_pub/ambient | 2020-03 | 2 | 0 | 29 | 0 | 207,360 |" in readme
 
 
@@ -223,7 +228,14 @@ def test_no_raw_identity_survives_and_pseudonyms_are_stable(published, archives,
     user = raw[0]["user_name"]
     mac = hmac.new(KEY, f"user\0{user}".encode(), hashlib.sha256).hexdigest()[:16]
     months = [
-        set(pq.read_table(published / f"year_month={ym}/plugin=job_table/metric=job_info_marconi100/a_0.parquet").column("user_name").to_pylist())
+        set(
+            pq.read_table(
+                published
+                / f"year_month={ym}/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+            )
+            .column("user_name")
+            .to_pylist()
+        )
         for ym in ("20-03", "20-04")
     ]
     assert f"user_{mac}" in months[0] | months[1]
@@ -234,14 +246,18 @@ def test_no_raw_identity_survives_and_pseudonyms_are_stable(published, archives,
         *("--from-month", "2020-04", "--to-month", "2020-04"),
         *("--pseudonymise-key-file", str(archives / "key")),
     )
-    april = pq.read_table(alone / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet")
+    april = pq.read_table(
+        alone / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+    )
     assert set(april.column("user_name").to_pylist()) == months[1]
     work = " ".join(april.column("work_dir").to_pylist())
     assert "account_" in work and "user_" in work
 
 
 def test_checksums_records_and_frictionless(published, tmp_path):
-    assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=published).returncode == 0
+    assert (
+        subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=published).returncode == 0
+    )
     listed = (published / "SHA256SUMS").read_text()
     for name in ("README.md", "datapackage.json", "croissant.json", "records/"):
         assert name in listed
@@ -251,7 +267,10 @@ def test_checksums_records_and_frictionless(published, tmp_path):
         members = tar.getmembers()
         assert {m.mtime for m in members} == {1588291200} and {m.uid for m in members} == {0}
         tar.extractall(tmp_path / "x", filter="data")
-    assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=tmp_path / "x").returncode == 0
+    assert (
+        subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=tmp_path / "x").returncode
+        == 0
+    )
     doc = json.loads((published / "datapackage.json").read_text())
     for res in doc["resources"]:
         f = published / res["path"]
@@ -263,8 +282,15 @@ def test_checksums_records_and_frictionless(published, tmp_path):
     # frictionless reads Parquet through pyarrow, never through its byte stream, so it
     # cannot count bytes or hash them (checked just above, and by sha256sum)
     v = subprocess.run(
-        [str(frictionless), "validate", "datapackage.json", "--skip-errors", "byte-count,hash-count",
-         "--limit-rows", "2000"],  # frictionless checks ~10k rows/s: the first rows of every file
+        [
+            str(frictionless),
+            "validate",
+            "datapackage.json",
+            "--skip-errors",
+            "byte-count,hash-count",
+            "--limit-rows",
+            "2000",
+        ],  # frictionless checks ~10k rows/s: the first rows of every file
         cwd=published,
         capture_output=True,
         text=True,
@@ -306,13 +332,18 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
     bad.write_bytes(bad.read_bytes()[:-10])
     out = tmp_path / "o"
     res = publish(archive, out, "--keep-identities", "--max-record-bytes", "1500000")
-    assert "skipped ipmi_pub/ambient 2020-03-31" in res.stdout and "bytes, the manifest says" in res.stdout
+    assert (
+        "skipped ipmi_pub/ambient 2020-03-31" in res.stdout
+        and "bytes, the manifest says" in res.stdout
+    )
     assert "1 metric-days skipped" in res.stdout
     readme = (out / "README.md").read_text()
     assert "| ipmi_pub/ambient | 2020-03 | 1 | 0 | 29 | 1 | 103,680 |" in readme
     assert "as recorded" in readme or "as the site recorded them" in readme
     records = sorted(p.name for p in (out / "records").glob("*.tar"))
     assert records == ["examon-dataset_20-03.tar", "examon-dataset_20-04.tar"]
-    jobs = pq.read_table(out / "year_month=20-03/plugin=job_table/metric=job_info_marconi100/a_0.parquet")
+    jobs = pq.read_table(
+        out / "year_month=20-03/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+    )
     raw = raw_jobs(archive)
     assert set(jobs.column("user_name").to_pylist()) <= {r["user_name"] for r in raw}

@@ -60,7 +60,9 @@ def test_pseudonyms_are_keyed_hmac_stable_and_kind_specific():
 
 def test_embedded_identities_are_replaced_longest_first():
     p = Pseudonymiser(b"k" * 32)
-    s = EmbeddedScrubber(p, [("user", "a08tra01"), ("user", "a08tra0"), ("account", "PRJ"), ("user", "42")])
+    s = EmbeddedScrubber(
+        p, [("user", "a08tra01"), ("user", "a08tra0"), ("account", "PRJ"), ("user", "42")]
+    )
     out = s.scrub("/work/PRJ/a08tra01/job_42.sh")
     assert "a08tra0" not in out and "PRJ" not in out
     assert p.pseudonym("user", "a08tra01") in out and p.pseudonym("account", "PRJ") in out
@@ -70,8 +72,13 @@ def test_embedded_identities_are_replaced_longest_first():
 def test_type_history_lists_every_widening_with_its_first_day():
     d = dt.date
     got = type_history(
-        {d(2020, 3, 1): "int64", d(2020, 3, 2): "int64", d(2020, 3, 3): "double",
-         d(2020, 3, 4): "int64", d(2020, 3, 9): "string"}
+        {
+            d(2020, 3, 1): "int64",
+            d(2020, 3, 2): "int64",
+            d(2020, 3, 3): "double",
+            d(2020, 3, 4): "int64",
+            d(2020, 3, 9): "string",
+        }
     )
     assert got == [
         {"type": "int64", "first_day": "2020-03-01"},
@@ -84,7 +91,11 @@ def test_months_group_into_records_under_the_limit():
     def month(n: int, size: int) -> list[FileEntry]:
         return [FileEntry(f"year_month=20-{n:02d}/a", size, "0" * 64)]
 
-    by_month = {(2020, 3): month(3, 40_000), (2020, 4): month(4, 40_000), (2020, 5): month(5, 300_000)}
+    by_month = {
+        (2020, 3): month(3, 40_000),
+        (2020, 4): month(4, 40_000),
+        (2020, 5): month(5, 300_000),
+    }
     warnings: list[str] = []
     recs = group_months("ds", by_month, 250_000, warnings)
     assert [r.name for r in recs] == ["ds_20-03_20-04", "ds_20-05"]
