@@ -30,8 +30,10 @@ from dxt_core.publish.archive_scan import DayFile
 WIDENING = ("int64", "double", "string")
 #: Rows per sorted run of phase 1, rows per batch read back in phase 2, rows per row group.
 RUN_ROWS = 500_000
-MERGE_BATCH_ROWS = 16_384
+RUN_GROUP_ROWS = 4_096
 ROW_GROUP_ROWS = 262_144
+#: Rows held by the merge's buffers in all (split between the runs of a month).
+MERGE_BUFFER_ROWS = 1_000_000
 #: Fixed writer settings: the same rows give the same bytes.
 ZSTD_LEVEL = 3
 
@@ -193,7 +195,7 @@ class RunSpool:
         keys = [(c, "ascending") for c in sort_columns(sorted(tags))] + [("timestamp", "ascending")]
         table = table.take(pc.sort_indices(table, sort_keys=keys))
         path = self.scratch / f"run-{len(self.runs):06d}.parquet"
-        pq.write_table(table, path, compression="lz4", row_group_size=MERGE_BATCH_ROWS)
+        pq.write_table(table, path, compression="lz4", row_group_size=RUN_GROUP_ROWS)
         self.runs.append(Run(path, day.day, table.num_rows, tags))
 
 
@@ -234,10 +236,10 @@ def output_schema(kind: str, tags: Sequence[str]) -> Any:
 
 
 class _RunReader:
-    def __init__(self, run: Run, columns: list[str], kind: str) -> None:
+    def __init__(self, run: Run, columns: list[str], kind: str, batch_rows: int) -> None:
         import pyarrow.parquet as pq
 
-        self._batches = pq.ParquetFile(run.path).iter_batches(batch_size=MERGE_BATCH_ROWS)
+        self._batches = pq.ParquetFile(run.path).iter_batches(batch_size=batch_rows)
         self._columns, self._kind = columns, kind
         self.done = False
 
@@ -296,7 +298,9 @@ def merge_runs(runs: list[Run], kind: str, tags: Sequence[str], out: Path) -> Me
     columns = list(schema.names)
     order = sort_columns(sorted(tags))
     sort_keys = [(c, "ascending") for c in order] + [("timestamp", "ascending")]
-    readers = [_RunReader(r, columns, kind) for r in runs]
+    # A batch per run, within the budget (a month of 980 nodes at 20 s is ~280 runs).
+    batch_rows = max(RUN_GROUP_ROWS, min(16_384, MERGE_BUFFER_ROWS // max(1, len(runs))))
+    readers = [_RunReader(r, columns, kind, batch_rows) for r in runs]
     buffers: list[Any] = [r.next() for r in readers]
     res = MergeResult()
     pending: list[Any] = []
@@ -358,9 +362,13 @@ def merge_runs(runs: list[Run], kind: str, tags: Sequence[str], out: Path) -> Me
                     group = pa.concat_tables(parts)
                     emit(group.take(pc.sort_indices(group, sort_keys=sort_keys)))
                 for i, r in enumerate(readers):
+                    # Top up every run below a batch (they advance together), and the runs
+                    # at the bound: they may hold more of the bound series.
                     b = buffers[i]
-                    if not r.done and b is not None and b.num_rows and lasts.get(i) == bound:
-                        nxt = r.next()  # this run may hold more of the bound series
+                    if r.done or b is None or not b.num_rows:
+                        continue
+                    if b.num_rows < batch_rows or lasts.get(i) == bound:
+                        nxt = r.next()
                         if nxt is not None:
                             buffers[i] = pa.concat_tables([b, nxt])
             emit(None, final=True)

@@ -347,3 +347,24 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
     )
     raw = raw_jobs(archive)
     assert set(jobs.column("user_name").to_pylist()) <= {r["user_name"] for r in raw}
+
+
+def test_many_small_sorted_runs_merge_to_the_same_bytes(published, archives, tmp_path):
+    # ~25 runs a day instead of one: the k-way merge, not the sort of one run, orders rows
+    from dxt_core.publish import PublishOptions, publish_examon
+
+    out = tmp_path / "small-runs"
+    publish_examon(
+        PublishOptions(
+            archive=archives / "csv",
+            out=out,
+            from_month="2020-03",
+            to_month="2020-04",
+            pseudonymise_key_file=archives / "key",
+            run_rows=4_000,
+        )
+    )
+    files = sorted(p.relative_to(published) for p in published.rglob("a_0.parquet"))
+    assert len(files) == 12
+    for rel in files:
+        assert (out / rel).read_bytes() == (published / rel).read_bytes(), rel
