@@ -66,7 +66,6 @@ def make_archive(root: Path, nodes: int, days: int) -> int:
         # the archive's row order: blocks of time, series by series within a block
         order = np.lexsort((ts, node_idx, ts // 300_000))
         ts, node_idx, value = ts[order], node_idx[order], value[order]
-        d = pa.dictionary(pa.int32(), pa.string())
         table = pa.table(
             {
                 "timestamp": pa.array(ts, pa.timestamp("ms", tz="UTC")),
@@ -83,7 +82,6 @@ def make_archive(root: Path, nodes: int, days: int) -> int:
                 ),
             }
         )
-        del d
         pdir = root / "parquet/examon" / f"plugin={PLUGIN}" / f"metric={METRIC}"
         pdir.mkdir(parents=True, exist_ok=True)
         pf = pdir / f"{day}.parquet"
@@ -204,7 +202,8 @@ def print_result(res: dict) -> None:
         r = res[k]
         print(
             f"  {k:<14} {r['wall_s']:7.1f} s wall {r['cpu_s']:7.1f} s CPU "
-            f"{r['rows_per_core_s'] / 1e6:6.2f} M rows/s per core  peak RSS {r['peak_rss_mb']:6.0f} MB"
+            f"{r['rows_per_core_s'] / 1e6:6.2f} M rows/s per core  "
+            f"peak RSS {r['peak_rss_mb']:6.0f} MB"
         )
 
 

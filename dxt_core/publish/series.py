@@ -5,8 +5,9 @@ and spills it as *sorted runs*: at most ``run_rows`` rows each, sorted by series
 first, then the other tags) and time, written to a scratch directory. It records each day's
 value type. Phase 2 (:func:`merge_runs`) streams a month's runs through a k-way merge: every
 run is read a batch at a time; the rows of every series below the smallest "last series in
-a buffer" are complete, so they are sorted and emitted, and only that run reads on. Memory is
-bounded by (runs x batch) + one row group, whatever the month's size. The output is cut into
+a buffer" are complete, so they are sorted and emitted, and every run below a batch reads
+on. Memory is bounded by a fixed row budget (:data:`MERGE_BUFFER_ROWS`, split between the
+runs) + one row group, whatever the month's size. The output is cut into
 row groups of a fixed number of rows, so its bytes depend on the rows only, not on how the
 days were read.
 """
@@ -29,8 +30,8 @@ from dxt_core.publish.archive_scan import DayFile
 #: The value types, narrowest first: a metric's type is the widest of its days'.
 WIDENING = ("int64", "double", "string")
 #: Rows per sorted run of phase 1, rows per batch read back in phase 2, rows per row group.
-RUN_ROWS = 500_000
-RUN_GROUP_ROWS = 4_096
+RUN_ROWS = 250_000
+RUN_GROUP_ROWS = 2_048
 ROW_GROUP_ROWS = 262_144
 #: Rows held by the merge's buffers in all (split between the runs of a month).
 MERGE_BUFFER_ROWS = 1_000_000
@@ -300,6 +301,7 @@ def merge_runs(runs: list[Run], kind: str, tags: Sequence[str], out: Path) -> Me
     sort_keys = [(c, "ascending") for c in order] + [("timestamp", "ascending")]
     # A batch per run, within the budget (a month of 980 nodes at 20 s is ~280 runs).
     batch_rows = max(RUN_GROUP_ROWS, min(16_384, MERGE_BUFFER_ROWS // max(1, len(runs))))
+    # (at 980 nodes x 31 days: ~530 runs of 250,000 rows, batches of 2,048 rows)
     readers = [_RunReader(r, columns, kind, batch_rows) for r in runs]
     buffers: list[Any] = [r.next() for r in readers]
     res = MergeResult()
