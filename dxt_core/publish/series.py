@@ -31,10 +31,10 @@ from dxt_core.publish.archive_scan import DayFile
 WIDENING = ("int64", "double", "string")
 #: Rows per sorted run of phase 1, rows per batch read back in phase 2, rows per row group.
 RUN_ROWS = 250_000
-RUN_GROUP_ROWS = 2_048
+RUN_GROUP_ROWS = 1_024
 ROW_GROUP_ROWS = 262_144
 #: Rows held by the merge's buffers in all (split between the runs of a month).
-MERGE_BUFFER_ROWS = 1_000_000
+MERGE_BUFFER_ROWS = 262_144
 #: Fixed writer settings: the same rows give the same bytes.
 ZSTD_LEVEL = 3
 
@@ -301,7 +301,7 @@ def merge_runs(runs: list[Run], kind: str, tags: Sequence[str], out: Path) -> Me
     sort_keys = [(c, "ascending") for c in order] + [("timestamp", "ascending")]
     # A batch per run, within the budget (a month of 980 nodes at 20 s is ~280 runs).
     batch_rows = max(RUN_GROUP_ROWS, min(16_384, MERGE_BUFFER_ROWS // max(1, len(runs))))
-    # (at 980 nodes x 31 days: ~530 runs of 250,000 rows, batches of 2,048 rows)
+    # (at 980 nodes x 31 days: ~530 runs of 250,000 rows, batches of 1,024 rows)
     readers = [_RunReader(r, columns, kind, batch_rows) for r in runs]
     buffers: list[Any] = [r.next() for r in readers]
     res = MergeResult()
