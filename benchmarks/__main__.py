@@ -21,6 +21,9 @@ Workloads:
               bytes against a fault-free run
   airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
               airflow standalone, against the same DAG shape with no-op tasks; parse time
+  publish     one metric-month through `dxt publish examon` from the Parquet and the CSV
+              archive, beside a plain pyarrow read-and-write (tiny 8 nodes x 2 days, full 980
+              nodes x 31 days at 20 s = 127M rows); peak RSS, rows/s per core
   coverage_view  the Airflow coverage view at 811 metrics x 365 days: index rebuild, grid
               endpoint, and the page rendered in Debian's chromium (when installed)
 """
@@ -195,9 +198,18 @@ def main(argv: list[str] | None = None) -> int:
             "command",
             "production",
             "soak",
+            "publish",
         ):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
+        if w == "publish":
+            from benchmarks.publish import print_result as print_publish
+            from benchmarks.publish import workload as publish_workload
+
+            res = publish_workload(a.size)
+            results.append(res)
+            print_publish(res)
+            continue
         if w == "kwollect":
             from benchmarks.kwollect import kwollect_workload
             from benchmarks.kwollect import print_result as print_kwollect

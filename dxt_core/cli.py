@@ -264,6 +264,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_coverage)
 
     add_index_parser(sub)
+    if only is None:
+        from dxt_core.publish.cli import add_publish_parser
+
+        add_publish_parser(sub)
 
     s = sub.add_parser(
         "simulate",
