@@ -25,6 +25,7 @@ from typing import Any, BinaryIO, Literal
 
 from dxt_core.archive import Archive, DayKey, DayWrite
 from dxt_core.http import RequestStats
+from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
 
 log = logging.getLogger("dxt_core.archive_day")
@@ -163,6 +164,7 @@ def archive_one_day(
     """
     t0 = time.perf_counter()
     definition = archive.check_day_zone(key, day_zone) if day_zone is not None else None
+    manifest.setdefault(MADE_BY, made_by())  # who wrote it (dxt_core.provenance)
     with archive.begin(key) as day:  # leaving without a commit aborts: the day is untouched
         staging = Staging(archive, key, day)
         write(staging)

@@ -189,6 +189,32 @@ class WindowPolicy:
             raise ConfigError("target_points must be >= 1")
 
 
+#: The tag Examon's publishers put on every series: the plugin that published it.
+PLUGIN_TAG = "plugin"
+
+
+def check_plugin(entry: CatalogEntry, plugins: set[str], url: str) -> None:
+    """Refuse an entry whose plugin is not among the metric's ``plugin`` tag values.
+
+    The plugin does not filter the query (the metric name does), so a misspelled plugin
+    (``ipmi_pubb``) would archive the metric's rows under a directory of that name. The
+    server decides, as for metric names: its ``plugin`` tag values of the metric. A metric
+    whose series carry no ``plugin`` tag is not checked.
+
+    Raises:
+        QueryRejected: names the plugins that publish the metric, the closest first.
+    """
+    if not plugins or entry.plugin in plugins:
+        return
+    close = difflib.get_close_matches(entry.plugin, sorted(plugins), n=3, cutoff=0.0)
+    raise QueryRejected(
+        f"{entry.key}: the metric {entry.metric!r} is published by plugin "
+        f"{' or '.join(repr(p) for p in close)}, not {entry.plugin!r} (the server's "
+        f"'{PLUGIN_TAG}' tag values); fix the plugin (--plugin or the catalog line)",
+        url=url,
+    )
+
+
 class KairosDBSource:
     """Reads Examon metrics from KairosDB, one metric and window at a time."""
 
@@ -328,10 +354,15 @@ class KairosDBSource:
         path = self.api_path("datapoints/query/tags", stats)
         doc = _rate_limited(self._http.post_json, path, body, stats=stats)
         keys: set[str] = set()
+        plugins: set[str] = set()
         for result in _results(doc, self._http.url(path)):
             tags = result.get("tags") or {}
             if isinstance(tags, dict):
                 keys.update(k for k, v in tags.items() if v)
+                values = tags.get(PLUGIN_TAG)
+                if isinstance(values, list):
+                    plugins.update(str(v) for v in values)
+        check_plugin(entry, plugins, self._http.url(path))
         return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
 
     def query(

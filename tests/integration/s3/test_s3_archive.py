@@ -32,7 +32,7 @@ from dxt_core.errors import ArchiveLocked, SourceShrank
 from dxt_core.index import coverage_rows, scan_states
 from tests.conftest import SimulatorProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DAY = dt.date(2020, 3, 9)
 AMBIENT = CatalogEntry("ambient", "ipmi_pub")
