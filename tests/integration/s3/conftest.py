@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port, service_missing
+from tests.conftest import free_port
+from tests.services import require_service
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "dxt-test",
@@ -57,7 +58,9 @@ class S3Server:
 def s3_server() -> Iterator[S3Server]:
     exe = _moto_server()
     if exe is None:
-        service_missing("moto_server is not installed (pip install 'moto[server]')")
+        require_service(
+            "moto_server", "the S3 tests need it: pip install 'moto[server]' (dev extras)"
+        )
     port = free_port()
     # Parts of 1 KiB are allowed here (S3 needs 5 MiB) so that small test days go up in
     # many parts: the kill -9 test needs an upload in progress to interrupt.
