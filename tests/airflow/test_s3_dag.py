@@ -46,8 +46,10 @@ def test_the_examon_dag_archives_into_s3(
             )
             env["DXT_S3_CONN_ID"] = "dxt_s3"
         env["DXT_ARCHIVE_ROOT"] = f"s3://{bucket}/af"
-        # logical date D archives the day before
-        out = airflow(env, "dags", "test", "dxt_examon", "2020-03-10", check=False, timeout=400)
+        conf = json.dumps({"day": "2020-03-09"})  # the day param: archive that day
+        out = airflow(
+            env, "dags", "test", "dxt_examon", "2020-03-10", "-c", conf, check=False, timeout=400
+        )
     finally:
         sim.stop()
     c = s3_server.client()
@@ -57,7 +59,8 @@ def test_the_examon_dag_archives_into_s3(
             c.get_object(Bucket=bucket, Key=f"{key}.manifest.json")["Body"].read()
         )
     except c.exceptions.NoSuchKey:
-        pytest.fail(f"no manifest in the bucket: {out.stdout[-2000:]} {out.stderr[-3000:]}")
+        keys = [o["Key"] for o in c.list_objects_v2(Bucket=bucket).get("Contents", [])]
+        pytest.fail(f"no manifest in the bucket ({keys}): {out.stderr[-1500:]}")
     data = c.get_object(Bucket=bucket, Key=f"{key}.csv.gz")["Body"].read()
     assert manifest["status"] == "archived" and manifest["rows"] == 2 * 4320
     assert hashlib.sha256(data).hexdigest() == manifest["sha256"]
