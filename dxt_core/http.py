@@ -469,8 +469,9 @@ class HttpClient:
         deadline_s: total time one attempt (request and whole answer) may take; a server
             that trickles its answer is cut off there. Default ``DXT_REQUEST_DEADLINE_S``
             or 900 s.
-        max_answer_bytes: cap on the decoded size of one answer. Default
-            ``DXT_MAX_ANSWER_MB`` or 512 MiB.
+        max_answer_bytes: cap on the decoded size of one answer, and on the answers all
+            threads of the process hold at once (being read, or read and not yet released:
+            :class:`AnswerBudget`). Default ``DXT_MAX_ANSWER_MB`` or 512 MiB.
     """
 
     base_url: str
