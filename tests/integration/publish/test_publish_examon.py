@@ -19,7 +19,9 @@ import pytest
 
 from tests.conftest import SimulatorProcess
 
-pytestmark = pytest.mark.integration
+# Each test needs the module's simulator archive (11-17 s to make) or publishes months of it
+# (6-55 s measured with --durations): the full tier.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb")
