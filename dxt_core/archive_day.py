@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from dxt_core.archive import Archive, DayKey, DayWrite
-from dxt_core.http import RequestStats, release_answers
+from dxt_core.http import RequestStats, holding_answers
 from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
 
@@ -165,15 +165,14 @@ def archive_one_day(
     t0 = time.perf_counter()
     definition = archive.check_day_zone(key, day_zone) if day_zone is not None else None
     manifest.setdefault(MADE_BY, made_by())  # who wrote it (dxt_core.provenance)
-    try:
-        with archive.begin(key) as day:  # leaving without a commit aborts: day untouched
-            staging = Staging(archive, key, day)
-            write(staging)
-            # ``manifest`` as ``write`` left it (backends add what they learnt while writing)
-            doc = {**manifest, "day_definition": definition} if definition else manifest
-            return _commit(archive, key, staging, t0, doc, stats, tz, report_extra)
-    finally:
-        release_answers()  # the unit's answers are done with: out of the answer budget
+    # The unit's answers stay charged to the answer budget until it is done with them;
+    # leaving without a commit aborts: the day is untouched.
+    with holding_answers(), archive.begin(key) as day:
+        staging = Staging(archive, key, day)
+        write(staging)
+        # ``manifest`` as ``write`` left it (backends add what they learnt while writing)
+        doc = {**manifest, "day_definition": definition} if definition else manifest
+        return _commit(archive, key, staging, t0, doc, stats, tz, report_extra)
 
 
 def _commit(

@@ -22,6 +22,7 @@ verified (also after an ``http://`` start), and credentials go to the configured
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
@@ -34,7 +35,7 @@ import threading
 import time
 import types
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -385,8 +386,12 @@ class AnswerBudget:
             self._cond.notify_all()
 
     def keep(self, ticket: int) -> None:
-        """Reader ``ticket`` completed its answer: its bytes stay charged to this thread
-        until :meth:`release`."""
+        """Reader ``ticket`` completed its answer: inside a unit of work
+        (:func:`holding_answers`) its bytes stay charged to this thread until
+        :meth:`release`; outside one they are given back now."""
+        if not getattr(_UNIT, "depth", 0):
+            self.end(ticket)
+            return
         ident = threading.get_ident()
         with self._cond:
             n = self._held.pop(ticket, 0)
@@ -437,6 +442,22 @@ def _fixed_mmap_threshold() -> None:
 
 #: The answer budget of this process, shared by every :class:`HttpClient`.
 ANSWER_BUDGET = AnswerBudget()
+
+
+_UNIT = threading.local()
+
+
+@contextlib.contextmanager
+def holding_answers() -> Iterator[None]:
+    """A unit of work in this thread: the answers it asks for stay charged to the answer
+    budget until its next request, and all of them are given back when the unit ends."""
+    _UNIT.depth = getattr(_UNIT, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _UNIT.depth -= 1
+        if not _UNIT.depth:
+            ANSWER_BUDGET.release()
 
 
 def release_answers() -> None:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import TypeVar
 
-from dxt_core.http import release_answers
+from dxt_core.http import holding_answers, release_answers
 
 T = TypeVar("T")
 
@@ -25,6 +25,10 @@ def prefetched(source: Iterator[T], depth: int = 1) -> Iterator[T]:
     stop = threading.Event()
 
     def produce() -> None:
+        with holding_answers():  # the producer works for the consumer's unit
+            fill()
+
+    def fill() -> None:
         try:
             for item in source:
                 while not stop.is_set():

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.errors import DxtError, SourceUnavailable
-from dxt_core.http import release_answers
+from dxt_core.http import holding_answers, release_answers
 
 
 @dataclass(frozen=True)
@@ -175,10 +175,8 @@ def sigint_counted(interrupt: Interrupt) -> Iterator[None]:
 
 def _run_unit(u: Unit) -> DayReport:
     """One unit in a worker thread, which keeps no answer charged once it is done."""
-    try:
+    with holding_answers():
         return u.run()
-    finally:
-        release_answers()
 
 
 def run_units(

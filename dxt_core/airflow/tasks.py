@@ -21,7 +21,7 @@ from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
 from dxt_core.config import archive_root
-from dxt_core.http import release_answers
+from dxt_core.http import holding_answers
 
 
 def list_units(backend: str, conn_id: str, max_map_length: int | None) -> list[Unit]:
@@ -48,10 +48,8 @@ def archive_unit(
     archive = Archive(archive_root(), replace=replace_of_context(context))
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
-    try:
+    with holding_answers():  # the unit's answers are charged until it is done with them
         report = tasks.archive(unit, day_of(context), archive, conn, params)
-    finally:
-        release_answers()  # the unit's answers are done with: out of the answer budget
     doc = report.as_dict()
     emit_day_event(
         context,

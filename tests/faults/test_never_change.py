@@ -396,19 +396,20 @@ c.request("GET", "warm")  # imports, TLS-less client, one answer: the baseline a
 base = rss()
 budget = getattr(h, "ANSWER_BUDGET", None)
 held_by_me = getattr(budget, "held_by_this_thread", lambda: -1)
-release = getattr(h, "release_answers", lambda: None)
+import contextlib
+unit_scope = getattr(h, "holding_answers", contextlib.nullcontext)
 sizes, charged = [], []
 
 def unit(i):
-    # A unit of two answers, each worked on for a while (a parser) before the next request.
-    for _ in range(2):
-        body = c.request("GET", "x")
-        charged.append(held_by_me() >= len(body))  # the answer in hand is charged
-        time.sleep(0.2)
-        sizes.append(len(body))
-        del body
-    if i % 2:
-        release()  # the end of the unit (the runner's); the others' threads just end
+    # A unit (as the runner runs one) of two answers, each worked on for a while (a
+    # parser) before the next request.
+    with unit_scope():
+        for _ in range(2):
+            body = c.request("GET", "x")
+            charged.append(held_by_me() >= len(body))  # the answer in hand is charged
+            time.sleep(0.2)
+            sizes.append(len(body))
+            del body
 
 threads = [threading.Thread(target=unit, args=(i,)) for i in range(4)]
 for t in threads:
@@ -416,7 +417,7 @@ for t in threads:
 for t in threads:
     t.join()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-# Ended threads keep no charge: one more answer still fits under the cap.
+# Ended units keep no charge: one more answer still fits under the cap.
 sizes.append(len(c.request("GET", "x")))
 print(sizes, all(charged), peak - base, budget.peak if budget else -1)
 """

@@ -7,13 +7,14 @@ import time
 
 import pytest
 
-from dxt_core.http import AnswerBudget, _Deadline, _TooBig
+from dxt_core.http import _UNIT, AnswerBudget, _Deadline, _TooBig
 
 CAP = 16
 
 
 def _hold(budget: AnswerBudget, n: int, until: threading.Event, release: bool) -> None:
     """A worker that read an answer of ``n`` bytes and works on it until ``until``."""
+    _UNIT.depth = 1  # in a unit of work (as holding_answers sets it)
     t = budget.start()
     budget.take(t, n, CAP, time.monotonic() + 5)
     budget.keep(t)
@@ -55,8 +56,7 @@ def test_an_ended_thread_keeps_no_charge():
     th.join()
     t = budget.start()
     budget.take(t, 10, CAP, time.monotonic() + 5)  # the ended thread's charge is given back
-    budget.keep(t)
-    budget.release()
+    budget.end(t)
     assert budget.used == 0
 
 
@@ -86,6 +86,7 @@ def test_a_reader_waits_for_a_charge_never_given_back_no_longer_than_its_deadlin
 
 def test_a_thread_gives_back_its_own_answers_before_asking_again():
     budget = AnswerBudget()
+    _UNIT.depth = 1
     t = budget.start()
     budget.take(t, 10, CAP, time.monotonic() + 5)
     budget.keep(t)
@@ -94,4 +95,13 @@ def test_a_thread_gives_back_its_own_answers_before_asking_again():
     t = budget.start()
     budget.take(t, 10, CAP, time.monotonic() + 1)  # no wait for its own charge
     budget.end(t)
+    _UNIT.depth = 0
     assert budget.used == 0
+
+
+def test_outside_a_unit_an_answer_is_given_back_once_read():
+    budget = AnswerBudget()
+    t = budget.start()
+    budget.take(t, 10, CAP, time.monotonic() + 5)
+    budget.keep(t)
+    assert budget.used == 0  # an idle thread (a server's, the scheduler's) keeps nothing
