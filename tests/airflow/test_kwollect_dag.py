@@ -14,9 +14,9 @@ from tests.kwollect_sim import KwollectSimProcess
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 DAYS = ("2024-11-26", "2024-11-27")
-# `airflow dags test DAG D` makes a manual run whose data interval is [D - 1 day, D): the
-# archive day (the interval's start, as in dxt_examon) is the day before the date given.
-TEST_DATES = {"2024-11-26": "2024-11-27", "2024-11-27": "2024-11-28"}
+# `airflow dags test DAG D` makes a manual run of logical date D: it archives day D, as every
+# run without the day param does (dxt_core.airflow.runs).
+TEST_DATES = {d: d for d in DAYS}
 METRICS = ("wattmetre_power_watt", "bmc_node_power_watt")
 
 

@@ -155,8 +155,12 @@ def export_window(
     init_end: dt.datetime | None = None,
     replace_hdf5: bool = False,
     allow_empty: bool = False,
+    updated: dt.datetime | None = None,
 ) -> ExportReport:
     """Export ``families`` over ``[start, end)`` into the requested files (atomically).
+
+    ``updated`` is the HDF5 datasets' ``updated`` attribute (default: now, as pytokio
+    writes it); the archive passes the day's end so that a rerun writes the same bytes.
 
     A window without any document raises :class:`EmptyExport` and writes nothing, unless
     ``allow_empty`` (then the files are written, empty). An OS error while writing (full
@@ -177,6 +181,7 @@ def export_window(
             init_end=init_end,
             replace_hdf5=replace_hdf5,
             allow_empty=allow_empty,
+            updated=updated,
         )
     except OSError as exc:
         paths = " and ".join(str(p) for p in (jsonl_path, hdf5_path) if p is not None)
@@ -202,6 +207,7 @@ def _export_window(
     init_end: dt.datetime | None,
     replace_hdf5: bool,
     allow_empty: bool,
+    updated: dt.datetime | None,
 ) -> ExportReport:
     fams = [check_family(f) for f in families]
     if not fams:
@@ -245,7 +251,9 @@ def _export_window(
         init = None
         if init_start is not None or init_end is not None:
             init = TimeGrid.of(init_start or start, init_end or end, timestep)
-        report.hdf5 = write_tokio_hdf5(hdf5_path, builder, init=init, replace=replace_hdf5)
+        report.hdf5 = write_tokio_hdf5(
+            hdf5_path, builder, init=init, now=updated, replace=replace_hdf5
+        )
         report.build = builder.stats.as_dict()
         if builder.stats.out_of_range or builder.stats.ignored:
             log.warning(
