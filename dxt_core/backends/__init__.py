@@ -29,7 +29,7 @@ from dxt_core.config import Setting
 from dxt_core.errors import ConfigError
 
 #: The backends that ship with dxt-archive, by package name.
-BUILTIN = ("examon", "kwollect", "collectd_es")
+BUILTIN = ("examon", "kwollect", "collectd_es", "prometheus")
 ENV_EXTRA = "DXT_EXTRA_BACKENDS"
 
 

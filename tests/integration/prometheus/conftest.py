@@ -1,0 +1,51 @@
+"""The real servers for the Prometheus-family tests: one of each per session, loaded with
+the same generated data (tests/integration/prometheus/data.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import service_missing
+from tests.integration.prometheus import servers
+from tests.integration.prometheus.servers import ServerProcess
+
+
+def _need(name: str) -> None:
+    if servers.binary(name) is None:
+        service_missing(
+            f"{name} is not installed (Debian: apt-get install prometheus victoria-metrics)"
+        )
+
+
+@pytest.fixture(scope="session")
+def prom_blocks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _need("promtool")
+    return servers.build_blocks(tmp_path_factory.mktemp("promtool"))
+
+
+@pytest.fixture(scope="session")
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, prom_blocks: Path
+) -> Iterator[ServerProcess]:
+    _need("prometheus")
+    server = servers.start_prometheus(tmp_path_factory.mktemp("prometheus"), prom_blocks)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def victoriametrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    _need("victoria-metrics")
+    server = servers.start_victoriametrics(tmp_path_factory.mktemp("victoriametrics"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["prometheus", "victoriametrics"])
+def server(request: pytest.FixtureRequest) -> ServerProcess:
+    """Each test that takes ``server`` runs against both real servers."""
+    s: ServerProcess = request.getfixturevalue(request.param)
+    return s
