@@ -81,7 +81,7 @@ def archive_prometheus_day(
         rows = 0
         if series:
             rows = _write_file(staging, schema, series)
-        expected, method = source.count(entry.selector, window, stats)
+        expected, method = source.count(entry.selector, window, stats, series)
         staging.manifest["source_count"] = {"count": expected, "method": method}
         staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
         report_extra["source_count"] = expected

@@ -547,14 +547,18 @@ class PrometheusSource:
         series: Sequence[Mapping[str, str]],
         stats: RequestStats,
         counts: QueryCounts | None = None,
+        refused: WindowTooLarge | None = None,
     ) -> SeriesBatch:
-        """``[start_ms, end_ms)`` of ``selector``, split by series while the server refuses.
+        """``[start_ms, end_ms)`` of ``selector``, split by series while the server refuses
+        (``refused``: it just did, do not ask again).
 
         ``series`` (label sets, from :meth:`series`) tell how to split: by the label with the
         most distinct values, in two halves of its sorted values, recursively. The parts'
         series are disjoint; they are merged into one batch.
         """
         try:
+            if refused is not None:
+                raise refused
             return self.query(selector, start_ms, end_ms, stats, counts)
         except WindowTooLarge as exc:
             label, values = _split_label(series)
@@ -610,7 +614,7 @@ class PrometheusSource:
             stop = min(cursor + size, end)
             try:
                 batch = self.query(selector, cursor, stop, stats, counts)
-            except WindowTooLarge:
+            except WindowTooLarge as exc:
                 if stop - cursor > min_ms:
                     size = _blocks((stop - cursor) // 2, min_ms)
                     cap = size
@@ -619,7 +623,7 @@ class PrometheusSource:
                         "%s: refused, splitting the window", self._where(selector, cursor, stop)
                     )
                     continue
-                batch = self.fetch(selector, cursor, stop, series, stats, counts)
+                batch = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
             for s in batch.series:
                 extra = set(s.tags) - keys
                 if extra:
@@ -639,7 +643,11 @@ class PrometheusSource:
 
     # -- the source's own count ------------------------------------------------------------
     def count(
-        self, selector: str, window: Window, stats: RequestStats | None = None
+        self,
+        selector: str,
+        window: Window,
+        stats: RequestStats | None = None,
+        series: Sequence[Mapping[str, str]] = (),
     ) -> tuple[int, str]:
         """The samples the server holds for ``selector`` in ``window``, by its own count:
         ``count_over_time(<selector>[d])`` at ``t = end - 1 ms``, per series, summed.
@@ -647,14 +655,15 @@ class PrometheusSource:
         ``d`` is chosen for the server's range ends so that the range is exactly the
         half-open window: ``end - start - 1 ms`` where both ends are included (Prometheus
         2), ``end - start`` where the start is excluded (VictoriaMetrics, Prometheus 3).
-        A refused count is split in halves of time, each counted the same way.
+        A refused count is split in halves of time down to the window floor, then by
+        ``series`` as :meth:`fetch` splits, each part counted the same way.
 
         Returns:
-            (count, the query as sent for the whole window, with its time).
+            (count, the query for the whole window as the server would be asked it).
         """
         stats = stats if stats is not None else RequestStats()
         left_open = self.server().left_open
-        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats)
+        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, series)
         d = window.end_ms - window.start_ms - (0 if left_open else 1)
         t = window.end_ms - 1
         method = (
@@ -664,32 +673,53 @@ class PrometheusSource:
         return total, method
 
     def _count(
-        self, selector: str, start_ms: int, end_ms: int, left_open: bool, stats: RequestStats
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        left_open: bool,
+        stats: RequestStats,
+        series: Sequence[Mapping[str, str]],
     ) -> int:
         d = end_ms - start_ms - (0 if left_open else 1)
         params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
         where = self._where(selector, start_ms, end_ms)
         try:
             data = self._api("api/v1/query", params, stats, context=f"count of {where}")
-        except WindowTooLarge:
-            if end_ms - start_ms <= self.windows.min_s * 1000:
-                raise
+        except WindowTooLarge as exc:
             stats.splits += 1
-            mid = start_ms + _blocks((end_ms - start_ms) // 2, self.windows.min_s * 1000)
-            return self._count(selector, start_ms, mid, left_open, stats) + self._count(
-                selector, mid, end_ms, left_open, stats
-            )
+            if end_ms - start_ms > self.windows.min_s * 1000:
+                mid = start_ms + _blocks((end_ms - start_ms) // 2, self.windows.min_s * 1000)
+                return self._count(selector, start_ms, mid, left_open, stats, series) + self._count(
+                    selector, mid, end_ms, left_open, stats, series
+                )
+            label, values = _split_label(series)
+            if label is None:
+                raise WindowTooLarge(
+                    f"count of {where}: refused even for one series ({exc}); raise the "
+                    "server's limit or lower the window floor (--min-window-s)",
+                    url=exc.url,
+                    status=exc.status,
+                ) from exc
+            half = len(values) // 2
+            total = 0
+            for part in (values[:half], values[half:]):
+                chosen = set(part)
+                sub = [x for x in series if x.get(label, "") in chosen]
+                total += self._count(
+                    with_matcher(selector, label, part), start_ms, end_ms, left_open, stats, sub
+                )
+            return total
         if not isinstance(data, dict) or data.get("resultType") != "vector":
             raise SourceError(
                 f"count of {where}: expected a vector, got {str(data)[:200]}",
                 url=self._http.url("api/v1/query"),
             )
         total = 0
-        for s in data.get("result") or ():
-            value = float(s["value"][1])
-            if math.isnan(value):
-                continue
-            total += int(value)
+        for item in data.get("result") or ():
+            value = float(item["value"][1])
+            if not math.isnan(value):
+                total += int(value)
         return total
 
     def day_tz(self) -> dt.tzinfo:
