@@ -70,7 +70,13 @@ class ServerProcess:
 
 
 def _spawn(
-    kind: str, argv: Sequence[str], workdir: Path, ready_path: str, port: int
+    kind: str,
+    argv: Sequence[str],
+    workdir: Path,
+    ready_path: str,
+    port: int,
+    scheme: str = "http",
+    auth: tuple[str, str] | None = None,
 ) -> ServerProcess:
     log = workdir / f"{kind}.log"
     with log.open("wb") as fh:
@@ -82,13 +88,14 @@ def _spawn(
             cwd=workdir,
             start_new_session=True,  # a process group of its own: the teardown ends it whole
         )
-    server = ServerProcess(kind, f"http://127.0.0.1:{port}", proc, log, tuple(argv[1:]))
+    server = ServerProcess(kind, f"{scheme}://127.0.0.1:{port}", proc, log, tuple(argv[1:]))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{kind} exited with {proc.returncode}:\n{server.log_tail()}")
         try:
-            if httpx.get(server.url + ready_path, timeout=2).status_code == 200:
+            r = httpx.get(server.url + ready_path, timeout=2, verify=False, auth=auth)
+            if r.status_code == 200:
                 return server
         except httpx.HTTPError:
             pass
@@ -117,11 +124,19 @@ def build_blocks(workdir: Path) -> Path:
 
 
 def start_prometheus(
-    workdir: Path, blocks: Path, flags: Iterable[str] = (), web_config: Path | None = None
+    workdir: Path,
+    blocks: Path,
+    flags: Iterable[str] = (),
+    web_config: Path | None = None,
+    scheme: str = "http",
+    auth: tuple[str, str] | None = None,
 ) -> ServerProcess:
-    """Prometheus over a copy of ``blocks``, no scrape targets."""
+    """Prometheus over a copy of ``blocks``, no scrape targets; ``web_config`` is its
+    ``--web.config.file`` (TLS, basic auth users), with the ``scheme`` and ``auth`` the
+    readiness check then needs."""
     exe = binary("prometheus")
     assert exe, "prometheus is not installed (apt-get install prometheus)"
+    workdir.mkdir(parents=True, exist_ok=True)
     tsdb = workdir / "tsdb"
     shutil.copytree(blocks, tsdb)
     config = workdir / "prometheus.yml"
@@ -138,7 +153,7 @@ def start_prometheus(
             *flags,
         ]
         try:
-            return _spawn("prometheus", argv, workdir, "/-/ready", port)
+            return _spawn("prometheus", argv, workdir, "/-/ready", port, scheme, auth)
         except RuntimeError as exc:
             if "address already in use" not in str(exc):
                 raise
@@ -146,11 +161,16 @@ def start_prometheus(
 
 
 def start_victoriametrics(
-    workdir: Path, flags: Iterable[str] = (), load: bool = True
+    workdir: Path,
+    flags: Iterable[str] = (),
+    load: bool = True,
+    auth: tuple[str, str] | None = None,
 ) -> ServerProcess:
-    """VictoriaMetrics with the test data imported and flushed."""
+    """VictoriaMetrics with the test data imported and flushed; ``auth`` also starts it with
+    ``-httpAuth.username``/``-httpAuth.password``."""
     exe = binary("victoria-metrics")
     assert exe, "victoria-metrics is not installed (apt-get install victoria-metrics)"
+    workdir.mkdir(parents=True, exist_ok=True)
     storage = workdir / "vmdata"
     for _ in range(3):
         port = free_port()
@@ -160,10 +180,11 @@ def start_victoriametrics(
             "-retentionPeriod=100y",
             f"-httpListenAddr=127.0.0.1:{port}",
             "-search.disableCache",  # answers straight from storage, as loaded
+            *([f"-httpAuth.username={auth[0]}", f"-httpAuth.password={auth[1]}"] if auth else []),
             *flags,
         ]
         try:
-            server = _spawn("victoriametrics", argv, workdir, "/health", port)
+            server = _spawn("victoriametrics", argv, workdir, "/health", port, auth=auth)
             break
         except RuntimeError as exc:
             if "address already in use" not in str(exc):
@@ -172,7 +193,7 @@ def start_victoriametrics(
         raise RuntimeError("victoria-metrics: no free port after 3 tries")
     if load:
         try:
-            with httpx.Client(base_url=server.url, timeout=120) as c:
+            with httpx.Client(base_url=server.url, timeout=120, auth=auth) as c:
                 for chunk in data.exposition():
                     r = c.post("/api/v1/import/prometheus", content=chunk.encode())
                     r.raise_for_status()
@@ -181,3 +202,43 @@ def start_victoriametrics(
             server.stop()
             raise
     return server
+
+
+def self_signed_cert(workdir: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (and its key), made by openssl."""
+    crt, key = workdir / "server.crt", workdir / "server.key"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(crt),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return crt, key
+
+
+def bcrypt_hash(password: str) -> str:
+    """A bcrypt hash for Prometheus's ``basic_auth_users`` (glibc's crypt: ``$2b$``)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+
+        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 4))
