@@ -39,7 +39,13 @@ import httpx
 import orjson
 
 from dxt_core.backends.prometheus.connection import PrometheusConnection
-from dxt_core.errors import ConfigError, QueryRejected, SourceError, WindowTooLarge
+from dxt_core.errors import (
+    ConfigError,
+    QueryRejected,
+    SourceError,
+    SourceUnavailable,
+    WindowTooLarge,
+)
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy
 from dxt_core.records import Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
@@ -155,6 +161,10 @@ class WindowPolicy:
             raise ConfigError("window policy needs 0 < min_s <= initial_s <= max_s")
         if self.target_points < 1:
             raise ConfigError("target_points must be >= 1")
+
+
+class _CutAnswer(Exception):
+    """An export that ends inside a line: the connection closed early."""
 
 
 class _BearerAuth(httpx.Auth):
@@ -280,6 +290,7 @@ class PrometheusSource:
         params: Mapping[str, str] | Sequence[tuple[str, str]],
         stats: RequestStats | None = None,
         context: str = "",
+        heavy: bool = False,
     ) -> bytes:
         _, body, _ = self._http.exchange(
             "GET",
@@ -287,6 +298,9 @@ class PrometheusSource:
             params=params,  # type: ignore[arg-type]
             stats=stats,
             too_large=too_large,
+            # a sample or count query that outlasts the read timeout is read as too large
+            # (split), as the server's own --query.timeout refusal is
+            timeout_is_too_large=heavy,
             context=context,
         )
         return body
@@ -297,8 +311,9 @@ class PrometheusSource:
         params: Mapping[str, str] | Sequence[tuple[str, str]],
         stats: RequestStats | None = None,
         context: str = "",
+        heavy: bool = False,
     ) -> Any:
-        body = self._get(path, params, stats, context)
+        body = self._get(path, params, stats, context, heavy)
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -459,7 +474,22 @@ class PrometheusSource:
         """
         where = self._where(selector, start_ms, end_ms)
         if self.server().kind == VICTORIAMETRICS:
-            raw = self._export(selector, start_ms, end_ms, stats, where)
+            attempts = self.retry.attempts
+            for attempt in range(1, attempts + 1):
+                try:
+                    raw = self._export(selector, start_ms, end_ms, stats, where)
+                    break
+                except _CutAnswer as exc:
+                    if attempt == attempts:
+                        raise SourceUnavailable(
+                            f"{exc} after {attempts} attempts; nothing of the window is "
+                            "archived (the task can be retried later)",
+                            url=self._http.url("api/v1/export"),
+                        ) from None
+                    if stats is not None:
+                        stats.retries += 1
+                    log.warning("%s; retry %d/%d", exc, attempt, attempts - 1)
+                    self._http.sleep(self.retry.delay(attempt))
         else:
             raw = self._range_vector(selector, start_ms, end_ms, stats, where)
         batch = SeriesBatch(start_ms, end_ms)
@@ -483,7 +513,7 @@ class PrometheusSource:
         # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by the caller.
         rng = end_ms - start_ms + 1
         params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
-        data = self._api("api/v1/query", params, stats, context=where)
+        data = self._api("api/v1/query", params, stats, context=where, heavy=True)
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise SourceError(
                 f"{where}: expected a matrix, got {str(data)[:200]}; is the catalog entry a "
@@ -512,7 +542,9 @@ class PrometheusSource:
             ("start", _seconds(start_ms)),
             ("end", _seconds(end_ms - 1)),
         ]
-        body = self._get("api/v1/export", params, stats, context=where)
+        body = self._get("api/v1/export", params, stats, context=where, heavy=True)
+        if body and not body.endswith(b"\n"):
+            raise _CutAnswer(f"{where}: the export ends inside a line (a cut answer)")
         out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[list[Any]]]] = {}
         for n, line in enumerate(body.splitlines(), 1):
             if not line.strip():
@@ -531,12 +563,6 @@ class PrometheusSource:
                     url=self._http.url("api/v1/export"),
                 ) from exc
             _merge(out, labels, points)
-        if body and not body.endswith(b"\n"):
-            raise SourceError(
-                f"{where}: the export ends inside a line (cut answer); nothing of the window "
-                "is archived",
-                url=self._http.url("api/v1/export"),
-            )
         return out
 
     def fetch(
@@ -685,7 +711,7 @@ class PrometheusSource:
         params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
         where = self._where(selector, start_ms, end_ms)
         try:
-            data = self._api("api/v1/query", params, stats, context=f"count of {where}")
+            data = self._api("api/v1/query", params, stats, context=f"count of {where}", heavy=True)
         except WindowTooLarge as exc:
             stats.splits += 1
             if end_ms - start_ms > self.windows.min_s * 1000:

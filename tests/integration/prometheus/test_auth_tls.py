@@ -22,7 +22,7 @@ from tests.integration.prometheus.servers import ServerProcess
 
 pytestmark = pytest.mark.integration
 
-PASSWORD = "s3cr3t-Pa55"  # noqa: S105 (a test password)
+PASSWORD = "s3cr3t-Pa55"
 TEMP = CatalogEntry("node_temp_celsius", "node_temp_celsius")
 
 
