@@ -65,8 +65,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
         conn, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
     ) as src:
         entries = _entries(args, src)
-        if not args.quiet:
-            print(f"{src.server().describe()} at {conn.safe_url}: {len(entries)} units")
+        print(f"{src.server().describe()} at {conn.safe_url}: {len(entries)} units")
         for e in entries:  # a typo fails the run at once, naming the closest names
             if e.is_metric:
                 src.check_known(e.selector, _span(args, src))
