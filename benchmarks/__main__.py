@@ -23,6 +23,9 @@ Workloads:
               airflow standalone, against the same DAG shape with no-op tasks; parse time
   coverage_view  the Airflow coverage view at 811 metrics x 365 days: index rebuild, grid
               endpoint, and the page rendered in Debian's chromium (when installed)
+  prometheus  one metric-day of 10,000 series at 15 s (57.6 million samples) from Debian's
+              real Prometheus and VictoriaMetrics into gzip CSV and Parquet, beside curl of
+              the server's own answer for the day (tiny: 10 series)
 """
 
 from __future__ import annotations
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             "command",
             "production",
             "soak",
+            "prometheus",
         ):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
@@ -242,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
             res = command_workload(a.size, a.repeat)
             res["wall_s"] = round(time.monotonic() - t0, 1)
             print_command(res)
+            results.append(res)
+            continue
+        if w == "prometheus":
+            from benchmarks.prometheus import workload as prometheus_workload
+
+            res = prometheus_workload(a.size, a.repeat)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
             results.append(res)
             continue
         if w == "collectd_es":

@@ -47,7 +47,7 @@ from dxt_core.errors import (
     WindowTooLarge,
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy
-from dxt_core.records import Series, SeriesBatch, SeriesSchema
+from dxt_core.records import RawPoints, Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
 
 log = logging.getLogger("dxt_core.prometheus")
@@ -495,7 +495,7 @@ class PrometheusSource:
         batch = SeriesBatch(start_ms, end_ms)
         dropped = 0
         for labels, points in raw.values():
-            kept = [p for p in points if start_ms <= p[0] < end_ms]
+            kept = _inside(points, start_ms, end_ms)
             dropped += len(points) - len(kept)
             if kept:
                 name = labels.pop("__name__", "")
@@ -508,34 +508,50 @@ class PrometheusSource:
 
     def _range_vector(
         self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
-    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[list[Any]]]]:
+    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
         # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
         # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by the caller.
         rng = end_ms - start_ms + 1
         params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
-        data = self._api("api/v1/query", params, stats, context=where, heavy=True)
+        raw = self._get("api/v1/query", params, stats, context=where, heavy=True)
+        url = self._http.url("api/v1/query")
+        skeleton, arrays = _cut_arrays(raw, _PROM_VALUES, b"]]", 1)
+        doc = _loads(skeleton, url, where)
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            err = doc.get("error") if isinstance(doc, dict) else doc
+            raise SourceError(f"{where}: the server did not answer success: {err}", url=url)
+        data = doc.get("data")
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise SourceError(
                 f"{where}: expected a matrix, got {str(data)[:200]}; is the catalog entry a "
                 "series selector (no function, no range)?",
-                url=self._http.url("api/v1/query"),
+                url=url,
             )
-        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[list[Any]]]] = {}
-        for s in data.get("result") or ():
-            labels = {str(k): str(v) for k, v in (s.get("metric") or {}).items()}
-            try:
-                points = [[round(float(t) * 1000), _num(v)] for t, v in s.get("values") or ()]
-            except (TypeError, ValueError) as exc:
-                raise SourceError(
-                    f"{where}: a sample is not [time, value] ({exc})",
-                    url=self._http.url("api/v1/query"),
-                ) from exc
+        results = data.get("result") or []
+        if len(results) != len(arrays):  # something unexpected: decode it all
+            results, arrays = _loads(raw, url, where)["data"]["result"], []
+        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
+        for i, item in enumerate(results):
+            labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+            points: Points | None = _prom_raw(arrays[i]) if arrays else None
+            if points is None:
+                values = (
+                    item.get("values")
+                    if not arrays
+                    else _loads(b"[" + arrays[i] + b"]", url, where)
+                )
+                try:
+                    points = [[round(float(t) * 1000), _num(v)] for t, v in values or ()]
+                except (TypeError, ValueError) as exc:
+                    raise SourceError(
+                        f"{where}: a sample is not [time, value] ({exc})", url=url
+                    ) from exc
             _merge(out, labels, points)
         return out
 
     def _export(
         self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
-    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[list[Any]]]]:
+    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
         # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
         params = [
             ("match[]", selector),
@@ -545,22 +561,30 @@ class PrometheusSource:
         body = self._get("api/v1/export", params, stats, context=where, heavy=True)
         if body and not body.endswith(b"\n"):
             raise _CutAnswer(f"{where}: the export ends inside a line (a cut answer)")
-        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[list[Any]]]] = {}
+        url = self._http.url("api/v1/export")
+        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
         for n, line in enumerate(body.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                doc = orjson.loads(line)
+                points: Points | None = None
+                skeleton, arrays = _cut_arrays(line, _VM_VALUES, b"]", 0)
+                skeleton, stamps = _cut_arrays(skeleton, _VM_TIMESTAMPS, b"]", 0)
+                if len(arrays) == 1 and len(stamps) == 1:
+                    doc = orjson.loads(skeleton)
+                    points = _vm_raw(stamps[0], arrays[0])
+                if points is None:
+                    doc = orjson.loads(line)
+                    ts, vs = doc["timestamps"], doc["values"]
+                    if len(ts) != len(vs):
+                        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
+                    points = [[int(t), _num(v)] for t, v in zip(ts, vs, strict=True)]
                 labels = {str(k): str(v) for k, v in doc["metric"].items()}
-                ts, vs = doc["timestamps"], doc["values"]
-                if len(ts) != len(vs):
-                    raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
-                points = [[int(t), _num(v)] for t, v in zip(ts, vs, strict=True)]
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise SourceError(
                     f"{where}: export line {n} is not a series ({exc}): {line[:120]!r}; "
                     "nothing of the window is archived (a cut answer? retry)",
-                    url=self._http.url("api/v1/export"),
+                    url=url,
                 ) from exc
             _merge(out, labels, points)
         return out
@@ -753,18 +777,106 @@ class PrometheusSource:
 
 
 def _merge(
-    out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[list[Any]]]],
+    out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]],
     labels: dict[str, str],
-    points: list[list[Any]],
+    points: Points,
 ) -> None:
     """Add one answer's series; a series sent in several pieces is joined, in time order."""
     key = _label_key(labels)
     if key in out:
-        joined = out[key][1] + points
+        joined = [list(p) for p in out[key][1]] + [list(p) for p in points]
         joined.sort(key=lambda p: p[0])
         out[key] = (labels, joined)
     else:
         out[key] = (labels, points)
+
+
+#: The points of one series: the server's digits (:class:`RawPoints`) or decoded lists.
+Points = Sequence[Sequence[Any]]
+
+_PROM_VALUES = b'"values":['
+_VM_VALUES = b'"values":['
+_VM_TIMESTAMPS = b'"timestamps":['
+_PLAIN_DECIMAL = b"0123456789.-"
+
+
+def _cut_arrays(raw: bytes, key: bytes, end: bytes, keep: int) -> tuple[bytes, list[bytes]]:
+    """``raw`` with the inner text of every ``key...end`` array taken out (the arrays left
+    empty), and those texts in order; ``keep`` bytes of ``end`` belong to the inner text."""
+    pieces: list[bytes] = []
+    arrays: list[bytes] = []
+    pos = 0
+    while (i := raw.find(key, pos)) >= 0:
+        start = i + len(key)
+        if raw[start : start + 1] == b"]":
+            arrays.append(b"")
+            pieces.append(raw[pos:start])
+            pos = start
+            continue
+        stop = raw.find(end, start)
+        if stop < 0:
+            break
+        stop += keep
+        pieces.append(raw[pos:start])
+        arrays.append(raw[start:stop])
+        pos = stop
+    pieces.append(raw[pos:])
+    return b"".join(pieces), arrays
+
+
+def _prom_raw(inner: bytes) -> RawPoints | None:
+    """Prometheus' ``[1711922400,"21.2"],[1711922415.5,"5"]`` (seconds with up to three
+    decimals, values as text) as :class:`RawPoints` of epoch ms, keeping the server's value
+    digits; ``None`` when a value is not a plain decimal (``NaN``, ``+Inf``, an exponent) or
+    a time has decimals, for the decoding path."""
+    if not inner:
+        return None
+    flat = inner.translate(None, b'[]"')
+    if flat.translate(None, _PLAIN_DECIMAL + b","):
+        return None
+    tokens = flat.split(b",")
+    ts, vs = tokens[0::2], tokens[1::2]
+    if len(ts) != len(vs) or b"." in b"".join(ts):
+        return None
+    text = b"[" + b"],[".join(map(b"000,".join, zip(ts, vs, strict=True))) + b"]"
+    return RawPoints.from_json(text)
+
+
+def _vm_raw(stamps: bytes, values: bytes) -> RawPoints | None:
+    """VictoriaMetrics' ``"timestamps":[ms,...]`` and ``"values":[v,...]`` as
+    :class:`RawPoints`, keeping the server's digits; ``None`` unless every value is a plain
+    decimal."""
+    if not stamps or values.translate(None, _PLAIN_DECIMAL + b","):
+        return None
+    ts, vs = stamps.split(b","), values.split(b",")
+    if len(ts) != len(vs):
+        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
+    text = b"[" + b"],[".join(map(b",".join, zip(ts, vs, strict=True))) + b"]"
+    return RawPoints.from_json(text)
+
+
+def _inside(points: Points, start_ms: int, end_ms: int) -> Points:
+    """The points in ``[start_ms, end_ms)`` (points are in time order)."""
+    if not points:
+        return points
+    if isinstance(points, RawPoints):
+        if start_ms <= points.ts(0) and points.ts(-1) < end_ms:
+            return points
+        points = list(points)
+    elif start_ms <= points[0][0] and points[-1][0] < end_ms:
+        return points
+    return [p for p in points if start_ms <= p[0] < end_ms]
+
+
+def _loads(raw: bytes, url: str, where: str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(
+            f"{where}: the answer is not valid JSON ({exc}): {raw[:200]!r}; is this a "
+            "Prometheus API URL?",
+            url=url,
+        ) from exc
 
 
 def _split_label(series: Sequence[Mapping[str, str]]) -> tuple[str | None, list[str]]:
