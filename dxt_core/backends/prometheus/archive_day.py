@@ -78,10 +78,10 @@ def archive_prometheus_day(
         schema, series = source.schema(entry.selector, window, stats)
         if not series:
             source.check_known(entry.selector, window)
-        rows = 0
-        if series:
-            rows = _write_file(staging, schema, series)
+        # counted first: the count sizes the first window (the point budget), and a day
+        # whose samples change while it is read fails the comparison below
         expected, method = source.count(entry.selector, window, stats, series)
+        rows = _write_file(staging, schema, series, expected) if series else 0
         staging.manifest["source_count"] = {"count": expected, "method": method}
         staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
         report_extra["source_count"] = expected
@@ -93,10 +93,10 @@ def archive_prometheus_day(
                 "arriving? Rerun after the day has settled"
             )
 
-    def _write_file(staging: Staging, schema: Any, series: Any) -> int:
+    def _write_file(staging: Staging, schema: Any, series: Any, expected: int) -> int:
         with staging.open(ext) as fh:
             batches = prefetched(
-                source.iter_batches(entry.selector, window, schema, series, stats, counts)
+                source.iter_batches(entry.selector, window, schema, series, stats, counts, expected)
             )
             writer: SeriesWriter
             if fmt == "parquet":

@@ -646,8 +646,12 @@ class PrometheusSource:
         series: Sequence[Mapping[str, str]],
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
+        expected: int | None = None,
     ) -> Iterator[SeriesBatch]:
         """``window`` as consecutive batches in time order; series sorted by their labels.
+
+        ``expected`` (the server's count of the window's samples) sizes the first window to
+        the point budget, so that not even the first answer is larger than planned.
 
         Raises:
             SourceError: a series carries a label the day's schema does not list (it would
@@ -658,6 +662,9 @@ class PrometheusSource:
         min_ms, max_ms = pol.min_s * 1000, pol.max_s * 1000
         cursor, end = window.start_ms, window.end_ms
         size = _blocks(pol.initial_s * 1000, min_ms)
+        if expected:
+            planned = (end - cursor) * pol.target_points // expected
+            size = _blocks(max(min_ms, min(max_ms, planned)), min_ms)
         cap = max_ms
         keys = set(schema.tag_keys)
         while cursor < end:
