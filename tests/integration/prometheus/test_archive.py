@@ -149,3 +149,31 @@ def test_parquet_reads_back(server: ServerProcess, tmp_path: Path) -> None:
     assert table.num_rows == 3 * 25 * 240
     assert table.column_names == ["timestamp", "value", "name", "instance", "job", "node", "rack"]
     assert str(table.schema.field("value").type) == "double"
+
+
+def test_a_rerun_with_fewer_samples_keeps_the_archive(tmp_path: Path) -> None:
+    """Never shrink: VictoriaMetrics deletes a series (its admin API), the rerun reads fewer
+    rows, and the archived day stays as it was."""
+    import httpx
+
+    from dxt_core.errors import SourceShrank
+    from tests.integration.prometheus import servers
+
+    vm = servers.start_victoriametrics(tmp_path / "vm")
+    try:
+        archive = Archive(tmp_path / "archive")
+        with source(vm) as src:
+            first = archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), archive)
+        kept = first.path.read_bytes()  # type: ignore[union-attr]
+        r = httpx.post(
+            vm.url + "/api/v1/admin/tsdb/delete_series",
+            params={"match[]": 'node_temp_celsius{node="n3"}'},
+        )
+        r.raise_for_status()
+        with source(vm) as src, pytest.raises(SourceShrank) as err:
+            archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), archive)
+        assert err.value.archive_rows == 3 * 24 * 240
+        assert err.value.source_rows == 2 * 24 * 240
+        assert first.path.read_bytes() == kept  # type: ignore[union-attr]
+    finally:
+        vm.stop()
