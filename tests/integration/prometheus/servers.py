@@ -184,7 +184,8 @@ def start_victoriametrics(
             *flags,
         ]
         try:
-            server = _spawn("victoriametrics", argv, workdir, "/health", port, auth=auth)
+            scheme = "https" if "-tls" in argv else "http"
+            server = _spawn("victoriametrics", argv, workdir, "/health", port, scheme, auth)
             break
         except RuntimeError as exc:
             if "address already in use" not in str(exc):
@@ -193,7 +194,7 @@ def start_victoriametrics(
         raise RuntimeError("victoria-metrics: no free port after 3 tries")
     if load:
         try:
-            with httpx.Client(base_url=server.url, timeout=120, auth=auth) as c:
+            with httpx.Client(base_url=server.url, timeout=120, auth=auth, verify=False) as c:
                 for chunk in data.exposition():
                     r = c.post("/api/v1/import/prometheus", content=chunk.encode())
                     r.raise_for_status()

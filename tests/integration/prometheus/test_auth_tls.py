@@ -88,3 +88,20 @@ def test_basic_auth_on_victoriametrics(tmp_path: Path) -> None:
         assert err.value.status == 401 and "wrong-Pa55" not in str(err.value)
     finally:
         s.stop()
+
+
+def test_tls_on_victoriametrics(tmp_path: Path) -> None:
+    crt, key = servers.self_signed_cert(tmp_path)
+    s = servers.start_victoriametrics(
+        tmp_path / "vm", ["-tls", f"-tlsCertFile={crt}", f"-tlsKeyFile={key}"]
+    )
+    try:
+        assert s.url.startswith("https://")
+        with PrometheusSource(_conn(s, verify_tls=False)) as src:
+            report = archive_prometheus_day(src, TEMP, dt.date(2024, 3, 30), Archive(tmp_path))
+        assert report.rows == 3 * 24 * 240
+        with PrometheusSource(_conn(s), retry=RetryPolicy(attempts=1)) as src:
+            with pytest.raises(SourceError, match="TLS certificate check failed"):
+                src.metric_names()
+    finally:
+        s.stop()
