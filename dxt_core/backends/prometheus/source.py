@@ -359,7 +359,9 @@ class PrometheusSource:
             try:
                 doc = self._api("api/v1/status/buildinfo", {})
                 version = str(doc.get("version", "")) if isinstance(doc, dict) else ""
-            except QueryRejected:
+            except QueryRejected as exc:
+                if exc.status in (401, 403):
+                    raise
                 version = ""  # an older or proxied server: Prometheus 2 semantics
         info = ServerInfo(flavor, version)
         log.info("%s: %s", self.conn.safe_url, info.describe())
@@ -383,7 +385,7 @@ class PrometheusSource:
     # -- names and series ------------------------------------------------------------------
     def metric_names(self, window: Window | None = None) -> list[str]:
         """Metric names the server knows (``/api/v1/label/__name__/values``), over
-        ``window`` when given (VictoriaMetrics otherwise looks at recent data only)."""
+        ``window`` when given (``start``/``end``), else over all it holds."""
         key = (window.start_ms, window.end_ms) if window else None
         if key in self._names:
             return self._names[key]
