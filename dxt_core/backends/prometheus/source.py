@@ -848,11 +848,7 @@ def _prom_raw(inner: bytes) -> RawPoints | None:
     if len(ts) != len(vs) or b"." in b"".join(ts):
         return None
     text = b"[" + b"],[".join(map(b"000,".join, zip(ts, vs, strict=True))) + b"]"
-    points = RawPoints.from_json(text)
-    if points is not None:
-        ms = (b"000\n".join(ts) + b"000").split(b"\n")
-        _give_tokens(points, ms, vs)
-    return points
+    return RawPoints.from_json(text)
 
 
 def _vm_raw(stamps: bytes, values: bytes) -> RawPoints | None:
@@ -865,20 +861,7 @@ def _vm_raw(stamps: bytes, values: bytes) -> RawPoints | None:
     if len(ts) != len(vs):
         raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
     text = b"[" + b"],[".join(map(b",".join, zip(ts, vs, strict=True))) + b"]"
-    points = RawPoints.from_json(text)
-    if points is not None:
-        _give_tokens(points, ts, vs)
-    return points
-
-
-def _give_tokens(points: RawPoints, ts: list[bytes], vs: list[bytes]) -> None:
-    """Hand ``points`` the tokens already split here, so the writers do not split its text
-    again (``RawPoints.tokens`` is ``[t, v, t, v, ...]``)."""
-    tokens: list[bytes] = [b""] * (2 * len(ts))
-    tokens[0::2] = ts
-    tokens[1::2] = vs
-    points._tokens = tokens
-    points._ts_tokens = ts
+    return RawPoints.from_json(text)
 
 
 def _inside(points: Points, start_ms: int, end_ms: int) -> Points:
