@@ -18,6 +18,7 @@ from dxt_core.backends.prometheus.source import PrometheusSource, QueryCounts
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
+from dxt_core.records import SeriesSchema
 from dxt_core.windows import day_window
 from dxt_core.writers.base import SeriesWriter
 from dxt_core.writers.csv_gzip import GzipCsvWriter
@@ -93,7 +94,9 @@ def archive_prometheus_day(
                 "arriving? Rerun after the day has settled"
             )
 
-    def _write_file(staging: Staging, schema: Any, series: Any, expected: int) -> int:
+    def _write_file(
+        staging: Staging, schema: SeriesSchema, series: list[dict[str, str]], expected: int
+    ) -> int:
         with staging.open(ext) as fh:
             batches = prefetched(
                 source.iter_batches(entry.selector, window, schema, series, stats, counts, expected)
