@@ -28,6 +28,20 @@ FORMATS: tuple[str, ...] = ("csv", "parquet")
 SOURCE = "prometheus"
 
 
+#: Rows per Parquet row group aimed at: the writer buffers one group.
+ROW_GROUP_ROWS = 1_000_000
+
+
+def row_group_ms(day_ms: int, samples: int, block_ms: int) -> int:
+    """The span of a Parquet row group: about :data:`ROW_GROUP_ROWS` rows at the day's
+    density (the server's count), whole blocks, at most an hour. The count is the same on
+    every rerun and server, so the file's layout is too."""
+    if samples <= 0:
+        return 3_600_000
+    span = day_ms * ROW_GROUP_ROWS // samples // block_ms * block_ms
+    return max(block_ms, min(3_600_000 // block_ms * block_ms, span))
+
+
 def prometheus_parts(entry: CatalogEntry) -> tuple[str]:
     return (entry.name,)
 
@@ -102,15 +116,19 @@ def archive_prometheus_day(
                 source.iter_batches(entry.selector, window, schema, series, stats, counts, expected)
             )
             writer: SeriesWriter
+            block_ms = source.windows.min_s * 1000
             if fmt == "parquet":
                 writer = ParquetSeriesWriter(
                     fh,
-                    block_ms=source.windows.min_s * 1000,
+                    block_ms=block_ms,
                     origin_ms=window.start_ms,
                     value_type="double",
+                    row_group_ms=row_group_ms(window.duration_ms, expected, block_ms),
                 )
             else:
-                writer = GzipCsvWriter(fh, tz, origin_ms=window.start_ms)
+                # rows in blocks of the window floor: every window completes its blocks, so
+                # the writer holds one window's rows, not half an hour of every series'
+                writer = GzipCsvWriter(fh, tz, block_ms=block_ms, origin_ms=window.start_ms)
             writer.open(schema)
             try:
                 for batch in batches:

@@ -136,7 +136,7 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         default=300,
         help="smallest time window before a refused query is split by series (default 300)",
     )
-    e.add_argument("--target-points", type=int, default=200_000, help="samples per query")
+    e.add_argument("--target-points", type=int, default=500_000, help="samples per query")
     add_run_arguments(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_prometheus)

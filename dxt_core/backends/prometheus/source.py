@@ -152,7 +152,7 @@ class WindowPolicy:
     """
 
     initial_s: int = 3600
-    target_points: int = 200_000
+    target_points: int = 500_000
     min_s: int = 300
     max_s: int = 90_000
 
