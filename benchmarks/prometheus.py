@@ -34,7 +34,7 @@ from benchmarks import peak_rss_mb
 DAY = dt.date(2024, 5, 1)
 STEP_MS = 15_000
 METRIC = "bench_metric"
-SIZES = {"tiny": 10, "small": 500, "full": 10_000}
+SIZES = {"tiny": 10, "small": 500, "full": 10_000}  # series
 
 
 def _day_ms() -> tuple[int, int]:
