@@ -14,29 +14,6 @@ The run of logical date D archives the UTC day D of each family (disk, cpu, memo
 
 from __future__ import annotations
 
-from airflow.sdk import Param
+from dxt_core.airflow.dags import backend_dag
 
-from dxt_core.airflow import dag_settings
-from dxt_core.airflow.dags import daily_archive_dag
-
-S = dag_settings("collectd_es")
-
-daily_archive_dag(
-    "collectd_es",
-    doc_md=__doc__,
-    tags=["collectd", "elasticsearch"],
-    fixed_units=S["families"],
-    archive_task_id="archive_family_day",
-    archive="dxt_core.airflow.collectd_es:archive_family_day",
-    map_index_template="{{ task.op_kwargs['unit'] }}",
-    pooled=False,
-    params={
-        "formats": Param(
-            list(S["formats"]),
-            type="array",
-            items={"type": "string", "enum": ["jsonl", "hdf5"]},
-            title="Output formats",
-            description="raw hits as gzip JSON Lines and/or TOKIO Time Series HDF5",
-        )
-    },
-)
+backend_dag("collectd_es", doc_md=__doc__)

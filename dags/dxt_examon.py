@@ -18,28 +18,6 @@ Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 
 from __future__ import annotations
 
-from airflow.sdk import Param
+from dxt_core.airflow.dags import backend_dag
 
-from dxt_core.airflow import dag_settings
-from dxt_core.airflow.dags import daily_archive_dag
-
-daily_archive_dag(
-    "examon",
-    doc_md=__doc__,
-    tags=["examon"],
-    units_task_id="catalog",
-    units="dxt_core.airflow.examon:units",
-    archive_task_id="archive_metric_day",
-    archive="dxt_core.airflow.examon:archive_metric_day",
-    map_index_template="{{ task.op_kwargs['unit']['plugin'] }}/"
-    "{{ task.op_kwargs['unit']['metric'] }}",
-    wait_uses_connection=True,
-    params={
-        "format": Param(
-            dag_settings("examon")["format"],
-            enum=["csv", "parquet"],
-            title="Output format",
-            description="gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)",
-        )
-    },
-)
+backend_dag("examon", doc_md=__doc__)

@@ -16,17 +16,6 @@ a file in ``DXT_KWOLLECT_CONFIG``; the API comes from the connection ``kwollect_
 
 from __future__ import annotations
 
-from dxt_core.airflow.dags import daily_archive_dag
+from dxt_core.airflow.dags import backend_dag
 
-# Kwollect days are written as gzip JSON Lines only: no format to choose.
-daily_archive_dag(
-    "kwollect",
-    doc_md=__doc__,
-    tags=["kwollect", "grid5000"],
-    units_task_id="units",
-    units="dxt_core.airflow.kwollect:units",
-    archive_task_id="archive_site_metric_day",
-    archive="dxt_core.airflow.kwollect:archive_unit_day",
-    map_index_template="{{ task.op_kwargs['unit']['site'] }}/"
-    "{{ task.op_kwargs['unit']['metric'] }}",
-)
+backend_dag("kwollect", doc_md=__doc__)

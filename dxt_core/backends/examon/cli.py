@@ -71,6 +71,18 @@ def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
     return [examon_parts(e, args.format) for e in load_catalog(args.catalog)]
 
 
+def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None) -> str:
+    """The ``dxt extract examon`` options that refill this archive: the server of its
+    manifests (``source_url``, without credentials) and the catalog given to coverage."""
+    url = manifest.get("source_url") if manifest else None
+    opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
+    if args.catalog:
+        opts += f" --catalog {args.catalog}"
+    if args.format != "csv":
+        opts += f" --format {args.format}"
+    return opts
+
+
 def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
     return {
         "plugin": parts[0].removeprefix("plugin="),

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from dxt_core.backends import BUILTIN
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -45,16 +46,20 @@ def test_the_documented_files_are_the_backend():
         "connection.py",
         "source.py",
         "archive_day.py",
+        "tasks.py",
         "cli.py",
         "simulator.py",
     ]
     for name in files:
         assert (TOY / name).is_file(), name
-    # the shipped backends have the same files
-    for backend in ("examon", "kwollect", "collectd_es"):
+    # its DAG file, and its contract adapter (out of tree: in the package)
+    assert (TOY / "dxt_promrange.py").is_file() and (TOY / "contract.py").is_file()
+    # the shipped backends have the same files, and their DAG files
+    for backend in BUILTIN:
         package = ROOT / "dxt_core" / "backends" / backend
         for name in files:
             assert (package / name).exists() or (package / name.removesuffix(".py")).is_dir()
+        assert (ROOT / "dags" / f"dxt_{backend}.py").is_file()
 
 
 @pytest.fixture()
@@ -75,6 +80,7 @@ def prom_server():
     proc.stdout.close()
 
 
+@pytest.mark.slow  # 4 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_a_fourth_backend_archives_through_the_registry(prom_server, tmp_path):
     archive = tmp_path / "archive"
     help_text = dxt("extract", "--help").stdout
@@ -156,6 +162,7 @@ def test_a_fourth_backend_archives_through_the_registry(prom_server, tmp_path):
     assert "unknown backend 'nosuchbackend'" in unknown.stderr and "promrange" in unknown.stderr
 
 
+@pytest.mark.slow  # 4 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_cli_refetches_only_incomplete_days_and_reports_every_failure(prom_server, tmp_path):
     archive = tmp_path / "archive"
     args = (
@@ -174,17 +181,17 @@ def test_cli_refetches_only_incomplete_days_and_reports_every_failure(prom_serve
     data.write_bytes(data.read_bytes()[:100])
     r = dxt(*args, "--metrics", "up,node_load1")
     assert r.returncode == 0, r.stderr
-    assert "archived 1 metric-days" in r.stdout and "1 already archived (skipped" in r.stdout
+    assert "archived 1 metric-day (" in r.stdout and "1 already archived (skipped" in r.stdout
     assert gzip.decompress(data.read_bytes()).count(b"\n") == 1 + 3 * 1440
     # --refetch redoes both
     r = dxt(*args, "--metrics", "up,node_load1", "--refetch")
     assert "archived 2 metric-days" in r.stdout and "skipped" not in r.stdout
     # a unit that cannot be written (a file where its folder should be) fails alone,
     # with a one-line cause; the others are archived and the run ends with its summary
-    (archive / "promrange" / "blocked").write_text("not a folder")
-    r = dxt(*args, "--metrics", "blocked,cpu", "--refetch")
+    (archive / "promrange" / "node_memory_free").write_text("not a folder")
+    r = dxt(*args, "--metrics", "node_memory_free,node_cpu", "--refetch")
     assert r.returncode == 1
-    assert "archived 1 metric-days" in r.stdout and "1 failed" in r.stdout
+    assert "archived 1 metric-day (" in r.stdout and "1 failed" in r.stdout
     failed = [line for line in r.stderr.splitlines() if line.startswith("FAILED")]
-    assert len(failed) == 1 and failed[0].startswith("FAILED blocked 2024-03-09: ")
+    assert len(failed) == 1 and failed[0].startswith("FAILED node_memory_free 2024-03-09: ")
     assert "Traceback" not in r.stderr
