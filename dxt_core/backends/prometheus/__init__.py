@@ -1,7 +1,15 @@
 """Prometheus and VictoriaMetrics: the raw stored samples of each metric, one file per day."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
+
+if TYPE_CHECKING:
+    from dxt_core.backends.roles import BackendTasks, CliRole, SimulatorRole
+    from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
     *common_settings(
@@ -21,14 +29,42 @@ SETTINGS = (
     Setting("prometheus_format", str, "csv", "csv (gzip CSV) or parquet"),
 )
 
+
+
+def _connection() -> ConnectionSpec[Any]:
+    from dxt_core.backends.prometheus.connection import SPEC
+
+    return SPEC
+
+
+def _tasks() -> BackendTasks[Any]:
+    from dxt_core.backends.prometheus.tasks import TASKS
+
+    return TASKS
+
+
+def _cli() -> CliRole:
+    from dxt_core.backends.prometheus import cli
+
+    return cli
+
+
+def _simulator() -> SimulatorRole:
+    from dxt_core.backends.prometheus import simulator
+
+    return simulator
+
+
 BACKEND = Backend(
     name="prometheus",
     title="Prometheus / VictoriaMetrics",
     package="dxt_core.backends.prometheus",
     aliases=("victoriametrics",),
-    # No DAG and no Airflow hook yet: they come with the registry-driven Airflow half
-    # (issue 18). Until then the coverage view and the provider leave this backend out.
-    dag_id="",
-    task_id="",
+    dag_id="dxt_prometheus",
+    task_id="archive_metric_day",
     settings=SETTINGS,
+    connection=_connection,
+    tasks=_tasks,
+    cli=_cli,
+    simulator=_simulator,
 )
