@@ -151,7 +151,7 @@ def workload(size: str, repeat: int = 1) -> dict[str, object]:
     from tests.integration.prometheus import servers
 
     series = SIZES[size]
-    if not (servers.binary("prometheus") and servers.binary("victoria-metrics")):
+    if not all(shutil.which(p) for p in ("prometheus", "victoria-metrics", "promtool")):
         raise SystemExit("prometheus and victoria-metrics are needed (apt-get install ...)")
     if shutil.which("curl") is None:
         raise SystemExit("curl is needed")

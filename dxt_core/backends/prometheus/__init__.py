@@ -30,7 +30,6 @@ SETTINGS = (
 )
 
 
-
 def _connection() -> ConnectionSpec[Any]:
     from dxt_core.backends.prometheus.connection import SPEC
 

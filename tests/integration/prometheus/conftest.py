@@ -8,16 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import service_missing
 from tests.integration.prometheus import servers
 from tests.integration.prometheus.servers import ServerProcess
 
 
 def _need(name: str) -> None:
-    if servers.binary(name) is None:
-        service_missing(
-            f"{name} is not installed (Debian: apt-get install prometheus victoria-metrics)"
-        )
+    servers.binary(name)  # missing: skipped locally, a failure under CI
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,7 @@ ends (SIGTERM, then SIGKILL) in its teardown.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -26,7 +23,11 @@ from pathlib import Path
 
 import httpx
 
+from dxt_core import procs
 from tests.integration.prometheus import data
+from tests.services import program
+
+INSTALL = "apt-get install prometheus victoria-metrics"
 
 
 def free_port() -> int:
@@ -35,10 +36,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def binary(name: str) -> str | None:
-    return shutil.which(name) or next(
-        (p for p in (f"/usr/bin/{name}", f"/usr/sbin/{name}") if os.access(p, os.X_OK)), None
-    )
+def binary(name: str) -> str:
+    """The program's path; missing, the test skips locally and fails under CI
+    (:func:`tests.services.program`)."""
+    return program(name, INSTALL)
 
 
 @dataclass
@@ -52,15 +53,7 @@ class ServerProcess:
     flags: tuple[str, ...] = field(default_factory=tuple)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        procs.stop(self.proc, grace=15)
 
     def log_tail(self) -> str:
         try:
@@ -80,7 +73,7 @@ def _spawn(
 ) -> ServerProcess:
     log = workdir / f"{kind}.log"
     with log.open("wb") as fh:
-        proc = subprocess.Popen(
+        proc = procs.start(
             list(argv),
             stdout=fh,
             stderr=subprocess.STDOUT,
@@ -107,7 +100,6 @@ def _spawn(
 def build_blocks(workdir: Path) -> Path:
     """A TSDB directory holding the test data, made by promtool (once per session)."""
     promtool = binary("promtool")
-    assert promtool, "promtool is not installed (apt-get install prometheus)"
     text = workdir / "data.om"
     text.write_text(data.openmetrics())
     blocks = workdir / "blocks"
@@ -135,7 +127,6 @@ def start_prometheus(
     ``--web.config.file`` (TLS, basic auth users), with the ``scheme`` and ``auth`` the
     readiness check then needs."""
     exe = binary("prometheus")
-    assert exe, "prometheus is not installed (apt-get install prometheus)"
     workdir.mkdir(parents=True, exist_ok=True)
     tsdb = workdir / "tsdb"
     shutil.copytree(blocks, tsdb)
@@ -169,7 +160,6 @@ def start_victoriametrics(
     """VictoriaMetrics with the test data imported and flushed; ``auth`` also starts it with
     ``-httpAuth.username``/``-httpAuth.password``."""
     exe = binary("victoria-metrics")
-    assert exe, "victoria-metrics is not installed (apt-get install victoria-metrics)"
     workdir.mkdir(parents=True, exist_ok=True)
     storage = workdir / "vmdata"
     for _ in range(3):

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dxt_core import procs
 from dxt_core.archive import Archive
 from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
 from dxt_core.backends.prometheus.catalog import CatalogEntry
@@ -40,14 +41,7 @@ class Sim:
         return doc
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
+        procs.stop(self.proc)
 
 
 @pytest.fixture(params=["prometheus", "victoriametrics"])
