@@ -100,6 +100,24 @@ def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
     return [(p.name,) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
 
 
+def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None) -> str:
+    """The ``dxt extract prometheus`` options that refill this archive: the server, zone and
+    format its manifests record (``source_url`` is stored without credentials) and the units
+    given to coverage."""
+    url = manifest.get("source_url") if manifest else None
+    opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
+    tz = manifest.get("time_zone") if manifest else None
+    if isinstance(tz, str) and tz:
+        opts += f" --tz {tz}"
+    if getattr(args, "catalog", None):
+        opts += f" --catalog {args.catalog}"
+    elif getattr(args, "metrics", None):
+        opts += f" --metrics {args.metrics}"
+    if manifest and manifest.get("format") == "parquet":
+        opts += " --format parquet"
+    return opts
+
+
 def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
     return {"metric": parts[0]}
 
@@ -148,4 +166,5 @@ __all__ = [
     "cmd_extract_prometheus",
     "coverage_units",
     "describe_parts",
+    "refill_options",
 ]

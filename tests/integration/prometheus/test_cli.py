@@ -49,6 +49,44 @@ def test_extract_lists_the_metrics_and_archives_days(server: ServerProcess, tmp_
     )  # fmt: skip
     assert cov.returncode == 3, cov.stdout + cov.stderr  # 2024-03-29 was never archived
     assert "2 units x 3 days: 4 archived, 0 empty, 2 missing" in cov.stdout
+    # made by dxt: the refill is the dxt command with the manifests' server and zone
+    assert (
+        f"dxt extract prometheus --url {server.url} --tz Europe/Rome --start-day 2024-03-29 "
+        f"--end-day 2024-03-29 --archive {tmp_path}"
+    ) in cov.stdout
+    assert "airflow" not in cov.stdout
+
+
+def test_coverage_of_a_dag_made_archive_names_the_dag(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    # the day archived in the environment Airflow's task runner gives a task (AIRFLOW_CTX_*,
+    # what dxt_core/provenance.py reads): the manifest says the DAG made it
+    env = dict(
+        os.environ,
+        AIRFLOW_CTX_DAG_ID="dxt_prometheus",
+        AIRFLOW_CTX_DAG_RUN_ID="scheduled__2024-03-31T00:00:00+00:00",
+        AIRFLOW_CTX_LOGICAL_DATE="2024-03-31T00:00:00+00:00",
+    )
+    out = dxt(
+        "extract", "prometheus", "--url", victoriametrics.url, "--tz", "Europe/Rome",
+        "--metrics", "node_temp_celsius", "--start-day", "2024-03-31", "--archive",
+        str(tmp_path), "-q", env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    cov = dxt(
+        "coverage", "prometheus", "--archive", str(tmp_path), "--metrics", "node_temp_celsius",
+        "--start-day", "2024-03-30", "--end-day", "2024-03-31",
+    )  # fmt: skip
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    assert "dxt extract" not in cov.stdout
+    assert (
+        "airflow backfill create --dag-id dxt_prometheus --from-date 2024-03-30 --to-date "
+        "2024-03-30"
+    ) in cov.stdout
+    assert (
+        "airflow tasks clear dxt_prometheus -t archive_metric_day -s 2024-03-30 -e 2024-03-30"
+    ) in cov.stdout
 
 
 def test_extract_a_catalog_as_parquet(server: ServerProcess, tmp_path: Path) -> None:
