@@ -40,8 +40,21 @@ def victoriametrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
     server.stop()
 
 
-@pytest.fixture(params=["prometheus", "victoriametrics"])
+@pytest.hookimpl(tryfirst=True)  # before tests/tiers.py selects the tier by markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the real Prometheus is ``slow``: the session's promtool backfill and TSDB
+    take about 9 s to make and open (measured here), paid by whichever test comes first."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.path)).parents and "prom_blocks" in getattr(
+            item, "fixturenames", ()
+        ):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(params=[pytest.param("prometheus", marks=pytest.mark.slow), "victoriametrics"])
 def server(request: pytest.FixtureRequest) -> ServerProcess:
-    """Each test that takes ``server`` runs against both real servers."""
+    """Each test that takes ``server`` runs against both real servers (on Prometheus it is
+    ``slow``: see :func:`pytest_collection_modifyitems`)."""
     s: ServerProcess = request.getfixturevalue(request.param)
     return s
