@@ -26,6 +26,9 @@ Workloads:
               nodes x 31 days at 20 s = 127M rows); peak RSS, rows/s per core
   coverage_view  the Airflow coverage view at 811 metrics x 365 days: index rebuild, grid
               endpoint, and the page rendered in Debian's chromium (when installed)
+  prometheus  one metric-day of 10,000 series at 15 s (57.6 million samples) from Debian's
+              real Prometheus and VictoriaMetrics into gzip CSV and Parquet, beside curl of
+              the server's own answer for the day (tiny: 10 series)
 """
 
 from __future__ import annotations
@@ -199,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             "production",
             "soak",
             "publish",
+            "prometheus",
         ):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
@@ -255,6 +259,13 @@ def main(argv: list[str] | None = None) -> int:
             res = command_workload(a.size, a.repeat)
             res["wall_s"] = round(time.monotonic() - t0, 1)
             print_command(res)
+            results.append(res)
+            continue
+        if w == "prometheus":
+            from benchmarks.prometheus import workload as prometheus_workload
+
+            res = prometheus_workload(a.size, a.repeat)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
             results.append(res)
             continue
         if w == "collectd_es":

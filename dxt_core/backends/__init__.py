@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from dxt_core.connection import ConnectionSpec
 
 #: The backends that ship with dxt-archive, by package name.
-BUILTIN = ("examon", "kwollect", "collectd_es")
+BUILTIN = ("examon", "kwollect", "collectd_es", "prometheus")
 ENV_EXTRA = "DXT_EXTRA_BACKENDS"
 
 

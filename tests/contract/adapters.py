@@ -39,6 +39,11 @@ class Adapter(ABC):
     params: ClassVar[dict[str, Any]] = {}
     #: extra environment of a process that must see the backend (an out-of-tree one)
     process_env: ClassVar[dict[str, str]] = {}
+    #: which of the backend's adapters this is, when it has several (one per server kind):
+    #: the tests' ids are ``<backend>`` for the first, ``<backend>-<variant>`` for the others
+    variant: ClassVar[str] = ""
+    #: the server takes over 3 s to start: the adapter's tests carry ``slow`` (full tier)
+    slow: ClassVar[bool] = False
 
     url: str = ""
 
@@ -249,24 +254,114 @@ class CollectdEsAdapter(Adapter):
         yield self.connection(extra={**self.extra(), "index": "contract-shrunk-*"}), self.unit
 
 
-ADAPTERS: dict[str, type[Adapter]] = {
+# -- Prometheus and VictoriaMetrics (the real servers) ----------------------------------------
+
+
+class PrometheusAdapter(Adapter):
+    """The real Prometheus over a TSDB backfilled by promtool (tests/integration/prometheus)."""
+
+    backend = "prometheus"
+    day = dt.date(2024, 3, 31)  # Europe/Rome: 23 hours
+    empty_day = dt.date(2024, 6, 1)
+    unit = {"metric": "node_temp_celsius", "selector": "node_temp_celsius"}
+    missing_unit = {"metric": "node_temp_celsiu", "selector": "node_temp_celsiu"}
+    params = {"format": "csv"}
+    slow = True  # promtool's backfill and the TSDB's opening: about 8 s
+
+    def start(self, request: pytest.FixtureRequest, tmp: Path) -> None:
+        from tests.integration.prometheus import servers
+
+        self.tmp = tmp
+        (tmp / "promtool").mkdir()
+        self.blocks = servers.build_blocks(tmp / "promtool")
+        self.server = self.serve(tmp / "server", [])
+        self.url = self.server.url
+
+    def serve(self, workdir: Path, flags: list[str]) -> Any:
+        from tests.integration.prometheus import servers
+
+        return servers.start_prometheus(workdir, self.blocks, flags)
+
+    #: a server flag that refuses the day's query as too large (the day of a metric: 16,560)
+    LIMIT = "--query.max-samples=5000"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def extra(self) -> dict[str, Any]:
+        return {"time_zone": "Europe/Rome"}  # flavor "auto": detected from the server
+
+    def settings_env(self) -> dict[str, str]:
+        return {"DXT_PROMETHEUS_METRICS": "node_temp_celsius", "DXT_PROMETHEUS_FORMAT": "csv"}
+
+    def coverage_args(self) -> list[str]:
+        return ["--metrics", "node_temp_celsius"]
+
+    @contextlib.contextmanager
+    def too_large(self) -> Iterator[Any]:
+        small = self.serve(self.tmp / "limited", [self.LIMIT])
+        try:
+            yield self.connection(small.url)
+        finally:
+            small.stop()
+
+    @contextlib.contextmanager
+    def fewer_rows(self) -> Iterator[tuple[Any, Any]]:
+        # the same archive name with one node's series left out
+        yield self.connection(), {**self.unit, "selector": 'node_temp_celsius{node!="n3"}'}
+
+
+class VictoriaMetricsAdapter(PrometheusAdapter):
+    """The real VictoriaMetrics loaded through /api/v1/import/prometheus."""
+
+    variant = "victoriametrics"
+    slow = False  # started and loaded in about 1 s
+    #: VictoriaMetrics counts the samples of the blocks it reads (up to 8,192 a block): 20,000
+    #: refuses the day of 3 series (16,560 samples), and one series of it is let through
+    LIMIT = "-search.maxSamplesPerQuery=20000"
+
+    def start(self, request: pytest.FixtureRequest, tmp: Path) -> None:
+        self.tmp = tmp
+        self.server = self.serve(tmp / "server", [])
+        self.url = self.server.url
+
+    def serve(self, workdir: Path, flags: list[str]) -> Any:
+        from tests.integration.prometheus import servers
+
+        return servers.start_victoriametrics(workdir, flags)
+
+
+#: A backend's adapter, or a tuple of them when the suite runs once per server kind.
+ADAPTERS: dict[str, type[Adapter] | tuple[type[Adapter], ...]] = {
     "examon": ExamonAdapter,
     "kwollect": KwollectAdapter,
     "collectd_es": CollectdEsAdapter,
+    "prometheus": (PrometheusAdapter, VictoriaMetricsAdapter),
 }
 
 
-def adapter_for(backend: Backend) -> Adapter:
-    """The backend's adapter; a clear failure for a backend registered without one."""
-    cls = ADAPTERS.get(backend.name)
-    if cls is None:
+def adapter_classes(backend: Backend) -> tuple[type[Adapter], ...]:
+    """The backend's adapters (several when it runs against more than one server); a clear
+    failure for a backend registered without one."""
+    found = ADAPTERS.get(backend.name)
+    if found is None:
         try:
-            cls = importlib.import_module(f"{backend.package}.contract").ADAPTER
+            found = importlib.import_module(f"{backend.package}.contract").ADAPTER
         except (ImportError, AttributeError):
             pytest.fail(
                 f"backend {backend.name!r} is registered but has no contract adapter: add one "
                 f"to tests/contract/adapters.py:ADAPTERS, or ADAPTER in {backend.package}.contract"
                 " (docs/adding-a-backend.md)"
             )
-    assert cls.backend == backend.name, (cls, backend.name)
-    return cls()
+    classes = found if isinstance(found, tuple) else (found,)
+    for cls in classes:
+        assert cls.backend == backend.name, (cls, backend.name)
+    return classes
+
+
+def adapter_for(backend: Backend, variant: str | None = None) -> Adapter:
+    """The backend's adapter named ``variant`` (default: its first)."""
+    classes = adapter_classes(backend)
+    if variant is None:
+        return classes[0]()
+    return next(c for c in classes if c.variant == variant)()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dxt_core.backends import ENV_EXTRA, backends
 from tests.airflow.conftest import migrated_home  # noqa: F401  (session: one migrated DB)
-from tests.contract.adapters import ROOT, Adapter, adapter_for
+from tests.contract.adapters import ROOT, Adapter, adapter_classes, adapter_for
 
 TOYS = ROOT / "tests" / "toy_backend"
 
@@ -46,6 +47,30 @@ def registered() -> list[str]:
 NAMES = registered()
 
 
+def variants() -> list[Any]:
+    """One test id per adapter: ``<backend>``, or ``<backend>-<variant>`` for a backend's
+    further adapters (one per server kind)."""
+    from dxt_core import backends as registry
+
+    old = os.environ.get(ENV_EXTRA)
+    os.environ[ENV_EXTRA] = EXTRA
+    try:
+        return [
+            pytest.param(
+                (name, c.variant),
+                id=f"{name}-{c.variant}" if c.variant else name,
+                marks=[pytest.mark.slow] if c.slow else [],
+            )
+            for name in NAMES
+            for c in adapter_classes(registry.get(name))
+        ]
+    finally:
+        if old is None:
+            del os.environ[ENV_EXTRA]
+        else:
+            os.environ[ENV_EXTRA] = old
+
+
 @pytest.fixture(scope="package", autouse=True)
 def contract_env() -> Iterator[str]:
     """The toy backends registered for this package's tests only (torn down after them)."""
@@ -55,14 +80,15 @@ def contract_env() -> Iterator[str]:
         yield EXTRA
 
 
-@pytest.fixture(scope="package", params=NAMES)
+@pytest.fixture(scope="package", params=variants())
 def running(
     request: pytest.FixtureRequest, contract_env: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Adapter]:
     from dxt_core import backends as registry
 
-    a = adapter_for(registry.get(request.param))
-    a.start(request, tmp_path_factory.mktemp(f"contract-{request.param}"))
+    name, variant = request.param
+    a = adapter_for(registry.get(name), variant)
+    a.start(request, tmp_path_factory.mktemp(f"contract-{name}{variant}"))
     try:
         yield a
     finally:

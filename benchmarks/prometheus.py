@@ -1,0 +1,250 @@
+"""Prometheus-family workload: one metric-day of N series at 15 s from the real servers.
+
+Full size: 10,000 series x 5,760 samples = 57.6 million samples (``--size full``); ``small``
+500 series (2.88 million); ``tiny`` 10 series (a smoke test). Debian's Prometheus (a TSDB
+backfilled by ``promtool``) and VictoriaMetrics (``/api/v1/import``) are started on loopback
+ports with the same data; for each server, in its own process each:
+
+* ``ours_csv`` / ``ours_parquet``: ``archive_prometheus_day`` of the day (samples, wall and
+  CPU seconds, samples per CPU second, peak RSS, bytes);
+* ``curl``: the server's own answer for the whole day in one request (VictoriaMetrics
+  ``/api/v1/export``, Prometheus the range-vector query), ``curl -o /dev/null``, timed in the
+  same run; ``ours_vs_curl`` is our wall time over curl's.
+
+Prometheus is started with ``--query.max-samples=200000000`` so that one request can hold the
+full day (the default 50,000,000 would refuse curl's; ours splits). CPU seconds are this
+process's (user + system), not the server's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import peak_rss_mb
+
+DAY = dt.date(2024, 5, 1)
+STEP_MS = 15_000
+METRIC = "bench_metric"
+SIZES = {"tiny": 10, "small": 500, "full": 10_000}  # series
+
+
+def _day_ms() -> tuple[int, int]:
+    from dxt_core.windows import day_window
+
+    w = day_window(DAY, "UTC")
+    return w.start_ms, w.end_ms
+
+
+def _value(t: int, k: int) -> float:
+    return round(20 + (((t // STEP_MS) * 7 + k * 13) % 1000) / 100, 2)
+
+
+def _times() -> range:
+    a, b = _day_ms()
+    return range(a, b + 1, STEP_MS)  # the next midnight's sample too: it must be left out
+
+
+def write_openmetrics(path: Path, series: int) -> None:
+    with path.open("w") as fh:
+        fh.write(f"# TYPE {METRIC} gauge\n")
+        for k in range(series):
+            lab = f'{METRIC}{{instance="node-{k:05d}",job="bench"}} '
+            fh.writelines(f"{lab}{_value(t, k)!r} {t // 1000}\n" for t in _times())
+        fh.write("# EOF\n")
+
+
+def load_victoriametrics(url: str, series: int) -> None:
+    import httpx
+    import orjson
+
+    times = list(_times())
+    with httpx.Client(base_url=url, timeout=600) as c:
+        batch: list[bytes] = []
+        for k in range(series):
+            doc = {
+                "metric": {"__name__": METRIC, "instance": f"node-{k:05d}", "job": "bench"},
+                "values": [_value(t, k) for t in times],
+                "timestamps": times,
+            }
+            batch.append(orjson.dumps(doc) + b"\n")
+            if len(batch) >= 200 or k == series - 1:
+                c.post("/api/v1/import", content=b"".join(batch)).raise_for_status()
+                batch = []
+        c.get("/internal/force_flush").raise_for_status()
+
+
+def run_ours(url: str, fmt: str, out: Path) -> dict[str, object]:
+    """One archive of the day in this process."""
+    from dxt_core.archive import Archive
+    from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
+    from dxt_core.backends.prometheus.catalog import CatalogEntry
+    from dxt_core.backends.prometheus.connection import PrometheusConnection
+    from dxt_core.backends.prometheus.source import PrometheusSource
+
+    conn = PrometheusConnection(url, time_zone="UTC", timeout_s=600)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    with PrometheusSource(conn) as src:
+        report = archive_prometheus_day(src, CatalogEntry(METRIC, METRIC), DAY, Archive(out), fmt)
+    seconds = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return {
+        "samples": report.rows,
+        "seconds": round(seconds, 3),
+        "cpu_seconds": round(cpu, 3),
+        "samples_per_cpu_s": round(report.rows / cpu) if cpu else None,
+        "samples_per_s": round(report.rows / seconds),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "output_bytes": report.bytes,
+        "requests": report.stats.requests,
+        "splits": report.stats.splits,
+    }
+
+
+def _ours(url: str, fmt: str, out: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.prometheus", "run", url, fmt, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"ours ({fmt}) failed:\n{proc.stderr[-3000:]}")
+    doc: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return doc
+
+
+def _curl(url: str) -> dict[str, object]:
+    out = subprocess.run(
+        ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{time_total} %{size_download}",
+         "--compressed", url],
+        capture_output=True, text=True, timeout=7200, check=True,
+    )  # fmt: skip
+    code, seconds, size = out.stdout.split()
+    return {"status": int(code), "seconds": float(seconds), "bytes": int(size)}
+
+
+def _day_url(kind: str, url: str) -> str:
+    from urllib.parse import urlencode
+
+    a, b = _day_ms()
+    if kind == "victoriametrics":
+        q = urlencode(
+            {"match[]": METRIC, "start": f"{a / 1000:.3f}", "end": f"{(b - 1) / 1000:.3f}"}
+        )
+        return f"{url}/api/v1/export?{q}"
+    q = urlencode({"query": f"{METRIC}[{b - a + 1}ms]", "time": f"{(b - 1) / 1000:.3f}"})
+    return f"{url}/api/v1/query?{q}"
+
+
+def workload(size: str, repeat: int = 1) -> dict[str, object]:
+    from tests.integration.prometheus import servers
+
+    series = SIZES[size]
+    if not all(shutil.which(p) for p in ("prometheus", "victoria-metrics", "promtool")):
+        raise SystemExit("prometheus and victoria-metrics are needed (apt-get install ...)")
+    if shutil.which("curl") is None:
+        raise SystemExit("curl is needed")
+    result: dict[str, object] = {
+        "workload": "prometheus",
+        "size": size,
+        "series": series,
+        "samples_expected": series * 5760,
+    }
+    with tempfile.TemporaryDirectory(prefix="dxt-bench-prom-") as tmp:
+        work = Path(tmp)
+        t0 = time.perf_counter()
+        om = work / "data.om"
+        write_openmetrics(om, series)
+        blocks = work / "blocks"
+        subprocess.run(
+            [str(servers.binary("promtool")), "tsdb", "create-blocks-from", "openmetrics",
+             str(om), str(blocks)],
+            check=True, capture_output=True, timeout=7200,
+        )  # fmt: skip
+        om.unlink()
+        result["prometheus_load_s"] = round(time.perf_counter() - t0, 1)
+        started = []
+        try:
+            prom = servers.start_prometheus(
+                work / "prom", blocks, ["--query.max-samples=200000000", "--query.timeout=30m"]
+            )
+            started.append(prom)
+            t0 = time.perf_counter()
+            vm = servers.start_victoriametrics(
+                work / "vm", ["-search.maxQueryDuration=1h"], load=False
+            )
+            started.append(vm)
+            load_victoriametrics(vm.url, series)
+            result["victoriametrics_load_s"] = round(time.perf_counter() - t0, 1)
+            for server in (prom, vm):
+                runs: dict[str, object] = {}
+                for name, fmt in (("ours_csv", "csv"), ("ours_parquet", "parquet")):
+                    best: dict[str, object] | None = None
+                    for i in range(repeat):
+                        r = _ours(server.url, fmt, work / f"{server.kind}-{fmt}-{i}")
+                        if best is None or float(r["seconds"]) < float(best["seconds"]):  # type: ignore[arg-type]
+                            best = r
+                    runs[name] = best
+                curl = min((_curl(_day_url(server.kind, server.url)) for _ in range(repeat)),
+                           key=lambda c: float(c["seconds"]))  # type: ignore[arg-type]  # fmt: skip
+                runs["curl"] = curl
+                for name in ("ours_csv", "ours_parquet"):
+                    r = runs[name]
+                    assert isinstance(r, dict)
+                    r["ours_vs_curl"] = round(float(r["seconds"]) / float(curl["seconds"]), 2)  # type: ignore[arg-type]
+                result[server.kind] = runs
+        finally:
+            for s in started:
+                s.stop()
+    print_result(result)
+    return result
+
+
+def print_result(res: dict[str, object]) -> None:
+    print(f"\nprometheus ({res['size']}: {res['series']} series x 1 day at 15 s):")
+    for kind in ("prometheus", "victoriametrics"):
+        runs = res.get(kind)
+        if not isinstance(runs, dict):
+            continue
+        for name in ("ours_csv", "ours_parquet"):
+            r = runs[name]
+            print(
+                f"  {kind:<16} {name:<13} {r['samples']:>10} samples {r['seconds']:>8.2f} s "
+                f"{r['samples_per_cpu_s']:>10} samples/CPU-s {r['peak_rss_mb']:>7.1f} MB "
+                f"{r['ours_vs_curl']:>5}x curl"
+            )
+        c = runs["curl"]
+        print(f"  {kind:<16} {'curl':<13} {c['bytes']:>10} bytes   {c['seconds']:>8.2f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.prometheus")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="one archive in this process (prints JSON)")
+    r.add_argument("url")
+    r.add_argument("format", choices=("csv", "parquet"))
+    r.add_argument("out")
+    w = sub.add_parser("workload", help="the whole workload")
+    w.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    w.add_argument("--repeat", type=int, default=1)
+    a = p.parse_args(argv)
+    if a.cmd == "run":
+        print(json.dumps(run_ours(a.url, a.format, Path(a.out))))
+        return 0
+    print(json.dumps(workload(a.size, a.repeat)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""What to archive: metric names, or named series selectors, one a line.
+
+A catalog file::
+
+    # comments and blank lines are ignored
+    node_cpu_seconds_total
+    gpu_temp = {__name__=~"DCGM_FI_DEV_GPU_TEMP|DCGM_FI_DEV_MEMORY_TEMP", job="dcgm"}
+
+A bare line is a metric name and archives under ``prometheus/<name>/``; ``NAME = SELECTOR``
+archives the series the selector matches under ``prometheus/<NAME>/``. Without a catalog
+the units are every metric name the server lists.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dxt_core.errors import CatalogError, ConfigError
+
+_UNIT = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:.\-]*$")
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """One unit: its archive name and the series selector it stands for."""
+
+    name: str
+    selector: str
+
+    @property
+    def is_metric(self) -> bool:
+        return self.name == self.selector
+
+
+def entry(text: str, where: str = "--metrics") -> CatalogEntry:
+    """One catalog line (``metric`` or ``NAME = SELECTOR``)."""
+    name, sep, selector = text.partition("=")
+    name, selector = name.strip(), selector.strip()
+    if sep and selector and not selector.startswith("~") and _UNIT.match(name):
+        if not (selector.startswith("{") or _METRIC.match(selector.split("{", 1)[0].strip())):
+            raise ConfigError(f"{where}: {selector!r} is not a series selector (m or {{...}})")
+        return CatalogEntry(name, selector)
+    text = text.strip()
+    if not _METRIC.match(text):
+        raise ConfigError(
+            f"{where}: {text!r} is neither a metric name nor NAME = SELECTOR "
+            '(e.g. node_load1, or gpu_temp = {__name__=~"DCGM_.*_TEMP"})'
+        )
+    return CatalogEntry(text, text)
+
+
+def load_catalog(path: str | Path) -> list[CatalogEntry]:
+    """The entries of a catalog file; the error names the file and line."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(str(p), None, f"cannot read it ({exc})") from exc
+    out: list[CatalogEntry] = []
+    seen: dict[str, int] = {}
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            e = entry(text, f"{p}, line {n}")
+        except ConfigError as exc:
+            raise CatalogError(str(p), n, str(exc).split(": ", 2)[-1]) from exc
+        if e.name in seen:
+            raise CatalogError(str(p), n, f"{e.name!r} already on line {seen[e.name]}")
+        seen[e.name] = n
+        out.append(e)
+    if not out:
+        raise CatalogError(str(p), None, "no entries: one metric name or NAME = SELECTOR a line")
+    return out
+
+
+def from_names(text: str | None) -> list[CatalogEntry]:
+    """``--metrics a,b`` (bare names only: a selector holds commas)."""
+    return [entry(x) for x in (text or "").split(",") if x.strip()]

@@ -1,0 +1,170 @@
+"""``dxt extract prometheus``: archive metric-days of Prometheus or VictoriaMetrics."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+
+from dxt_core.archive import Archive, DayKey
+from dxt_core.archive_day import DayReport
+from dxt_core.backends.prometheus.archive_day import (
+    FORMATS,
+    SOURCE,
+    archive_prometheus_day,
+    prometheus_parts,
+)
+from dxt_core.backends.prometheus.catalog import CatalogEntry, from_names, load_catalog
+from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
+from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
+from dxt_core.errors import ConfigError
+from dxt_core.http import RetryPolicy
+from dxt_core.runner import Unit, run_units
+from dxt_core.runner import add_arguments as add_run_arguments
+from dxt_core.windows import Window, day_window, days, parse_day
+
+
+def _entries(
+    args: argparse.Namespace, source: PrometheusSource | None = None
+) -> list[CatalogEntry]:
+    if args.catalog and args.metrics:
+        raise ConfigError("give --catalog FILE or --metrics a,b, not both")
+    if args.catalog:
+        return load_catalog(args.catalog)
+    if args.metrics:
+        return from_names(args.metrics)
+    if source is None:
+        raise ConfigError("give --catalog FILE or --metrics a,b")
+    first = parse_day(args.start_day)
+    last = parse_day(args.end_day) if args.end_day else first
+    names = source.metric_names(_span(args, source))
+    if not names:
+        raise ConfigError(
+            f"{source.conn.safe_url} lists no metric names from {first} to {last}; "
+            "give --metrics or --catalog"
+        )
+    return [CatalogEntry(n, n) for n in names]
+
+
+def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:
+    first = parse_day(args.start_day)
+    last = parse_day(args.end_day) if args.end_day else first
+    return Window(day_window(first, source.tz).start, day_window(last, source.tz).end)
+
+
+def cmd_extract_prometheus(args: argparse.Namespace) -> int:
+    conn: PrometheusConnection = SPEC.from_cli(args)
+    if args.no_verify_tls:
+        conn.verify_tls = False
+    first = parse_day(args.start_day)
+    last = parse_day(args.end_day) if args.end_day else first
+    archive = Archive(args.archive, replace=args.replace)
+    windows = WindowPolicy(
+        initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
+    )
+    with PrometheusSource(
+        conn, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
+    ) as src:
+        entries = _entries(args, src)
+        print(f"{src.server().describe()} at {conn.safe_url}: {len(entries)} units")
+        for e in entries:  # a typo fails the run at once, naming the closest names
+            if e.is_metric:
+                src.check_known(e.selector, _span(args, src))
+
+        def unit(entry: CatalogEntry, day: dt.date) -> Unit:
+            def run() -> DayReport:
+                report = archive_prometheus_day(src, entry, day, archive, fmt=args.format)
+                dropped = report.extra.get("dropped_outside_window", 0)
+                if args.verbose or dropped:
+                    note = f", {dropped} samples outside the day dropped" if dropped else ""
+                    print(report.summary() + note)
+                return report
+
+            return Unit(DayKey(SOURCE, prometheus_parts(entry), day), run, entry.name)
+
+        units = [unit(e, d) for d in days(first, last) for e in entries]
+        return run_units(
+            units,
+            archive,
+            workers=args.workers,
+            refetch=args.refetch,
+            quiet=args.quiet,
+            verbose=args.verbose,
+        )
+
+
+def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """(metric,) units: ``--catalog`` or ``--metrics``, else the metrics the archive holds."""
+    if getattr(args, "catalog", None) or getattr(args, "metrics", None):
+        return [prometheus_parts(e) for e in _entries(args)]
+    root = Archive(args.archive).root / SOURCE
+    return [(p.name,) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
+
+
+def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None) -> str:
+    """The ``dxt extract prometheus`` options that refill this archive: the server, zone and
+    format its manifests record (``source_url`` is stored without credentials) and the units
+    given to coverage."""
+    url = manifest.get("source_url") if manifest else None
+    opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
+    tz = manifest.get("time_zone") if manifest else None
+    if isinstance(tz, str) and tz:
+        opts += f" --tz {tz}"
+    if getattr(args, "catalog", None):
+        opts += f" --catalog {args.catalog}"
+    elif getattr(args, "metrics", None):
+        opts += f" --metrics {args.metrics}"
+    if manifest and manifest.get("format") == "parquet":
+        opts += " --format parquet"
+    return opts
+
+
+def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
+    return {"metric": parts[0]}
+
+
+def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--catalog", help="(examon, prometheus) catalog file")
+    parser.add_argument("--metrics", help="(kwollect, prometheus) comma-separated metrics")
+
+
+def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    e = sub.add_parser(
+        "prometheus",
+        aliases=["victoriametrics"],
+        help="Prometheus / VictoriaMetrics (raw samples)",
+        description="Archive the raw stored samples of Prometheus or VictoriaMetrics per "
+        "(metric, day) into ARCHIVE/prometheus/<metric>/<YYYY-MM-DD>.csv.gz (or .parquet) "
+        "with manifests; every day is checked against the server's own count_over_time.",
+    )
+    SPEC.add_cli_arguments(e, url_help="server URL, e.g. http://127.0.0.1:9090")
+    e.add_argument("--no-verify-tls", action="store_true", help="do not verify the TLS certificate")
+    g = e.add_argument_group("what to extract")
+    g.add_argument("--catalog", help="file: one metric name or NAME = SELECTOR a line")
+    g.add_argument("--metrics", help="comma-separated metric names (default: all listed)")
+    e.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
+    e.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+    e.add_argument("--archive", required=True, help="archive root directory")
+    e.add_argument("--format", choices=FORMATS, default="csv", help="csv (default) or parquet")
+    e.add_argument("--workers", type=int, default=2, help="parallel metric-days (default 2)")
+    e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
+    e.add_argument("--window-s", type=int, default=3600, help="first query window, seconds")
+    e.add_argument(
+        "--min-window-s",
+        type=int,
+        default=300,
+        help="smallest time window before a refused query is split by series (default 300)",
+    )
+    e.add_argument("--target-points", type=int, default=500_000, help="samples per query")
+    add_run_arguments(e)
+    e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=cmd_extract_prometheus)
+
+
+__all__ = [
+    "add_coverage_arguments",
+    "add_extract_parser",
+    "cmd_extract_prometheus",
+    "coverage_units",
+    "describe_parts",
+    "refill_options",
+]

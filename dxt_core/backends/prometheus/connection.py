@@ -1,0 +1,126 @@
+"""Where the Prometheus-compatible server is and how to log in: the connection and its spec.
+
+One connection type for both servers: Prometheus and VictoriaMetrics answer the same query
+API, and which one it is is detected from the server (``flavor = "auto"``) or named by the
+connection's ``flavor`` extra. Basic auth takes the login and password; bearer auth
+(``auth = "bearer"``) sends the password field as the token, so it is masked in Airflow's
+form and read from ``DXT_PROMETHEUS_PASSWORD`` by the CLI like any password.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
+from dxt_core.errors import ConfigError
+from dxt_core.http import normalise_base_url, redact_url
+from dxt_core.windows import DEFAULT_TIME_ZONE, zone
+
+FLAVORS = ("auto", "prometheus", "victoriametrics")
+AUTHS = ("basic", "bearer")
+
+
+@dataclass
+class PrometheusConnection:
+    """Where and how to reach a Prometheus-compatible server.
+
+    Attributes:
+        url: base URL (``http://host:9090``; a path prefix such as ``/prometheus`` is kept).
+        user, password: HTTP Basic credentials; with ``auth="bearer"`` the password is the
+            bearer token and ``user`` is not used.
+        auth: ``basic`` or ``bearer``.
+        flavor: ``auto`` (ask the server), ``prometheus`` or ``victoriametrics``.
+        time_zone: zone of the archive's days and of the CSV timestamps.
+        timeout_s: HTTP read timeout.
+        verify_tls: verify the server's TLS certificate.
+    """
+
+    url: str
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    auth: str = "basic"
+    flavor: str = "auto"
+    time_zone: str = DEFAULT_TIME_ZONE
+    timeout_s: float = 120.0
+    verify_tls: bool = True
+
+    def __post_init__(self) -> None:
+        self.url = normalise_base_url(self.url, "Prometheus URL")
+        zone(self.time_zone)
+        if self.flavor not in FLAVORS:
+            raise ConfigError(
+                f"flavor must be one of {', '.join(FLAVORS)}, not {self.flavor!r} "
+                '(connection extra "flavor", CLI --flavor)'
+            )
+        if self.auth not in AUTHS:
+            raise ConfigError(
+                f"auth must be one of {', '.join(AUTHS)}, not {self.auth!r} "
+                '(connection extra "auth", CLI --auth)'
+            )
+        if self.auth == "bearer" and not self.password:
+            raise ConfigError(
+                "auth=bearer needs the token in the connection's password "
+                "(CLI: environment DXT_PROMETHEUS_PASSWORD)"
+            )
+
+    @property
+    def safe_url(self) -> str:
+        return redact_url(self.url)
+
+
+def _build(f: ConnectionFields) -> PrometheusConnection:
+    x = f.extras
+    for key, allowed in (("flavor", FLAVORS), ("auth", AUTHS)):
+        if x[key] not in allowed:
+            raise ConfigError(
+                f"connection {f.conn_id!r}: extra {key!r} must be one of {', '.join(allowed)}, "
+                f"not {x[key]!r}"
+            )
+    return PrometheusConnection(
+        url=f.url,
+        user=f.login,
+        password=f.password,
+        auth=x["auth"],
+        flavor=x["flavor"],
+        time_zone=x["time_zone"],
+        timeout_s=x["timeout"],
+        verify_tls=x["verify_tls"],
+    )
+
+
+def probe(conn: PrometheusConnection) -> str:
+    """Which server answers, its version, and how many metric names it knows."""
+    from dxt_core.backends.prometheus.source import PrometheusSource
+    from dxt_core.http import RetryPolicy
+
+    with PrometheusSource(conn, retry=RetryPolicy(attempts=1)) as source:
+        server = source.server()
+        names = source.metric_names()
+    return f"{server.describe()} at {conn.safe_url}: {len(names)} metric names"
+
+
+#: The connection of a Prometheus or VictoriaMetrics server.
+SPEC: ConnectionSpec[PrometheusConnection] = ConnectionSpec(
+    backend="prometheus",
+    hook_name="Prometheus / VictoriaMetrics",
+    build=_build,
+    probe=probe,
+    default_scheme="http",
+    default_port=9090,
+    other_schema="ignore",
+    host_example="prometheus.example.org",
+    labels={"host": "Host or URL (Prometheus or VictoriaMetrics)", "password": "Password/token"},
+    extras=(
+        Extra(
+            "flavor",
+            str,
+            "auto",
+            "Server",
+            "auto (ask the server), prometheus or victoriametrics",
+        ),
+        Extra("auth", str, "basic", "Auth", "basic (login/password) or bearer (password = token)"),
+        Extra("time_zone", str, DEFAULT_TIME_ZONE, "Time zone", "time zone of days", flag="--tz"),
+        Extra("timeout", float, 120.0, "Timeout (s)", "HTTP read timeout, seconds"),
+        Extra("verify_tls", bool, True, "Verify TLS", "verify TLS certificates", flag=""),
+    ),
+)

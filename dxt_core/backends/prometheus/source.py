@@ -1,0 +1,908 @@
+"""Raw stored samples from Prometheus or VictoriaMetrics, one selector and window at a time.
+
+Never ``/api/v1/query_range``: its points are the expression evaluated at each step, not the
+samples the server stored. Instead:
+
+* **Prometheus**: an instant query of a range vector, ``GET /api/v1/query?query=<sel>[<d>ms]
+  &time=<t>``, answers a matrix of the stored samples in the range
+  (prometheus/prometheus web/api/v1/api.go ``query``; promql/engine.go evaluates a matrix
+  selector to the samples themselves). Prometheus 2.x selects ``[t - d, t]``, both ends
+  included; Prometheus 3 and VictoriaMetrics select ``(t - d, t]``.
+* **VictoriaMetrics**: ``GET /api/v1/export?match[]=<sel>&start=<a>&end=<b>`` streams one
+  JSON line per series, ``{"metric": {...}, "values": [...], "timestamps": [...]}``, both
+  bounds included (VictoriaMetrics app/vmselect/prometheus/prometheus.go ``ExportHandler``,
+  export.qtpl).
+
+A window ``[a, b)`` is asked so that the answer certainly covers it on every range
+semantics (Prometheus: ``d = b - a + 1 ms`` at ``t = b - 1 ms``; VictoriaMetrics:
+``start = a``, ``end = b - 1 ms``); samples outside ``[a, b)`` are dropped here and counted.
+
+The servers refuse over-large queries (see :data:`REFUSAL_RULES`): a refused window is
+halved down to a floor; refused at the floor, its series are split in two by the values of a
+label, recursively, and the parts merged back into one batch, so the files do not depend on
+how the day was cut.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import logging
+import math
+import re
+import threading
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from dxt_core.backends.prometheus.connection import PrometheusConnection
+from dxt_core.errors import (
+    ConfigError,
+    QueryRejected,
+    SourceError,
+    SourceUnavailable,
+    WindowTooLarge,
+)
+from dxt_core.http import HttpClient, RequestStats, RetryPolicy
+from dxt_core.records import RawPoints, Series, SeriesBatch, SeriesSchema
+from dxt_core.windows import Window, from_ms, next_window_ms, zone
+
+log = logging.getLogger("dxt_core.prometheus")
+
+PROMETHEUS = "prometheus"
+VICTORIAMETRICS = "victoriametrics"
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalRule:
+    """One way a server refuses a query as too large, as measured on the real servers."""
+
+    status: int
+    pattern: str
+    upstream: str
+
+
+#: How the servers say "too large": split the window (then the series), never retry as is.
+#: Status and text measured on Prometheus 2.42 and VictoriaMetrics 1.79 (Debian), started
+#: with small limits in tests/integration/prometheus/test_limits.py.
+REFUSAL_RULES: tuple[RefusalRule, ...] = (
+    RefusalRule(
+        422,
+        r"query processing would load too many samples into memory",
+        "prometheus/prometheus promql/engine.go ErrTooManySamples (--query.max-samples); "
+        "web/api/v1/api.go answers errorExec as 422",
+    ),
+    RefusalRule(
+        503,
+        r"query timed out",
+        "prometheus/prometheus promql/engine.go ErrQueryTimeout (--query.timeout); "
+        "web/api/v1/api.go answers errorTimeout as 503",
+    ),
+    RefusalRule(
+        0,
+        r"cannot select more than -search\.maxSamplesPerQuery",
+        "VictoriaMetrics lib/storage/search.go (-search.maxSamplesPerQuery): export answers "
+        "400 text, query 422 JSON",
+    ),
+    RefusalRule(
+        0,
+        r"the number of matching timeseries exceeds \d+",
+        "VictoriaMetrics lib/storage/index_db.go (-search.maxUniqueTimeseries, "
+        "-search.maxExportSeries)",
+    ),
+    RefusalRule(
+        0,
+        r"timeout exceeded|-search\.maxQueryDuration|-search\.maxExportDuration",
+        "VictoriaMetrics app/vmselect/searchutils (deadline of -search.maxQueryDuration, "
+        "-search.maxExportDuration)",
+    ),
+)
+_RULES = [(r.status, re.compile(r.pattern)) for r in REFUSAL_RULES]
+
+
+def too_large(status: int, body: bytes) -> bool:
+    """Whether an error answer is a "too large" refusal (see :data:`REFUSAL_RULES`)."""
+    if status < 400:
+        return False
+    text = body[:8000].decode("utf-8", "replace")
+    return any((s == 0 or s == status) and p.search(text) for s, p in _RULES)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """Which server answers: its kind, its version, and how its range selectors end."""
+
+    kind: str
+    version: str = ""
+
+    @property
+    def left_open(self) -> bool:
+        """Whether ``m[d]`` at ``t`` selects ``(t - d, t]`` (VictoriaMetrics, Prometheus 3)
+        rather than ``[t - d, t]`` (Prometheus 2)."""
+        if self.kind == VICTORIAMETRICS:
+            return True
+        major = re.match(r"v?(\d+)\.", self.version)
+        return bool(major) and int(major.group(1)) >= 3 if major else False
+
+    def describe(self) -> str:
+        name = "VictoriaMetrics" if self.kind == VICTORIAMETRICS else "Prometheus"
+        return f"{name} {self.version}".strip()
+
+
+@dataclass(slots=True)
+class QueryCounts:
+    """What a metric-day's queries dropped, reported with it."""
+
+    dropped_outside_window: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPolicy:
+    """How a day is cut into queries.
+
+    Attributes:
+        initial_s: length of the first query window.
+        target_points: aim for this many samples per query (bounds memory per window).
+        min_s: never split time below this; a refusal at this size splits the series.
+            Windows are whole ``min_s`` blocks from the day start, as the writers need.
+        max_s: never query more than this at once.
+    """
+
+    initial_s: int = 3600
+    target_points: int = 500_000
+    min_s: int = 300
+    max_s: int = 90_000
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_s <= self.initial_s <= self.max_s:
+            raise ConfigError("window policy needs 0 < min_s <= initial_s <= max_s")
+        if self.target_points < 1:
+            raise ConfigError("target_points must be >= 1")
+
+
+class _CutAnswer(Exception):
+    """An export that ends inside a line: the connection closed early."""
+
+
+class _BearerAuth(httpx.Auth):
+    """``Authorization: Bearer <token>`` on the configured origin's requests only (the
+    client for other origins a redirect leads to has no auth)."""
+
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._header
+        yield request
+
+
+class _Http(HttpClient):
+    """The shared client, with bearer auth when the connection says so."""
+
+    bearer: str | None = None
+
+    @property
+    def client(self) -> httpx.Client:
+        if self.bearer is None:
+            return super().client
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    auth = _BearerAuth(self.bearer)
+                    self._client = self._new_client(auth, https=self.base_url.startswith("https:"))
+        return self._client
+
+
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+def is_metric_name(text: str) -> bool:
+    return bool(_METRIC.match(text))
+
+
+def _seconds(ms: int) -> str:
+    """Epoch ms as the API's decimal seconds (exact: no float on the way)."""
+    sign = "-" if ms < 0 else ""
+    q, r = divmod(abs(ms), 1000)
+    return f"{sign}{q}.{r:03d}"
+
+
+def _regex_quote(value: str) -> str:
+    """``value`` as a literal inside a PromQL ``=~"..."`` (RE2, then the string's escapes)."""
+    return (
+        re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value).replace("\\", "\\\\").replace('"', '\\"')
+    )
+
+
+def with_matcher(selector: str, label: str, values: Sequence[str]) -> str:
+    """``selector`` narrowed to series whose ``label`` is one of ``values`` ("" = absent)."""
+    alternatives = "|".join(_regex_quote(v) for v in values)
+    matcher = f'{label}=~"{alternatives}"'
+    s = selector.strip()
+    if s.endswith("}"):
+        head = s[:-1].rstrip()
+        sep = "" if head.endswith("{") or head.endswith(",") else ","
+        return f"{head}{sep}{matcher}}}"
+    return f"{s}{{{matcher}}}"
+
+
+def _num(v: Any) -> float | int:
+    """A sample value as Python number: Prometheus sends text ("21.2", "NaN", "+Inf"),
+    VictoriaMetrics JSON numbers. A whole value below 2**53 is an int, so both servers' CSV
+    rows read ``5``, not ``5.0``; the Parquet column is double whatever the values."""
+    f = v if isinstance(v, float) else float(v)
+    if f.is_integer() and abs(f) < 2**53:
+        return int(f)
+    return f
+
+
+def _label_key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+class PrometheusSource:
+    """Reads raw samples from a Prometheus-compatible server (one client for the run)."""
+
+    name = "prometheus"
+
+    def __init__(
+        self,
+        conn: PrometheusConnection,
+        retry: RetryPolicy | None = None,
+        windows: WindowPolicy | None = None,
+    ) -> None:
+        self.conn = conn
+        self.retry = retry or RetryPolicy()
+        self.windows = windows or WindowPolicy()
+        self.tz = zone(conn.time_zone)
+        bearer = conn.auth == "bearer"
+        self._http = _Http(
+            conn.url,
+            user=None if bearer else conn.user,
+            password=None if bearer else conn.password,
+            timeout_s=conn.timeout_s,
+            retry=self.retry,
+            verify_tls=conn.verify_tls,
+        )
+        if bearer:
+            self._http.bearer = conn.password
+        self._lock = threading.Lock()
+        self._server: ServerInfo | None = None
+        self._names: dict[tuple[int, int] | None, list[str]] = {}
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PrometheusSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the server ------------------------------------------------------------------------
+    def _get(
+        self,
+        path: str,
+        params: Mapping[str, str] | Sequence[tuple[str, str]],
+        stats: RequestStats | None = None,
+        context: str = "",
+        heavy: bool = False,
+    ) -> bytes:
+        _, body, _ = self._http.exchange(
+            "GET",
+            path,
+            params=params,  # type: ignore[arg-type]
+            stats=stats,
+            too_large=too_large,
+            # a sample or count query that outlasts the read timeout is read as too large
+            # (split), as the server's own --query.timeout refusal is
+            timeout_is_too_large=heavy,
+            context=context,
+        )
+        return body
+
+    def _api(
+        self,
+        path: str,
+        params: Mapping[str, str] | Sequence[tuple[str, str]],
+        stats: RequestStats | None = None,
+        context: str = "",
+        heavy: bool = False,
+    ) -> Any:
+        body = self._get(path, params, stats, context, heavy)
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise SourceError(
+                f"answer is not valid JSON ({exc}){' (' + context + ')' if context else ''}: "
+                f"{body[:200]!r}; is this a Prometheus API URL?",
+                url=self._http.url(path),
+            ) from exc
+        if not isinstance(doc, dict) or doc.get("status") != "success" or "data" not in doc:
+            err = doc.get("error") if isinstance(doc, dict) else None
+            raise SourceError(
+                f"the server did not answer success: {str(err or doc)[:300]}"
+                f"{' (' + context + ')' if context else ''}",
+                url=self._http.url(path),
+            )
+        return doc["data"]
+
+    def server(self) -> ServerInfo:
+        """The server's kind and version: named by the connection, or asked once.
+
+        VictoriaMetrics answers ``GET /health`` with ``OK`` (Prometheus: 404; its own is
+        ``/-/healthy``); Prometheus's version comes from ``/api/v1/status/buildinfo``
+        (VictoriaMetrics 1.79 answers it with empty data).
+        """
+        if self._server is not None:
+            return self._server
+        with self._lock:
+            if self._server is None:
+                self._server = self._detect()
+        return self._server
+
+    def _detect(self) -> ServerInfo:
+        flavor = self.conn.flavor
+        if flavor == "auto":
+            status, body, _ = self._http.exchange(
+                "GET", "health", accept=lambda s, b: 400 <= s < 500
+            )
+            flavor = VICTORIAMETRICS if status == 200 and body.strip() == b"OK" else PROMETHEUS
+        version = ""
+        if flavor == VICTORIAMETRICS:
+            version = self._vm_version()
+        else:
+            try:
+                doc = self._api("api/v1/status/buildinfo", {})
+                version = str(doc.get("version", "")) if isinstance(doc, dict) else ""
+            except QueryRejected as exc:
+                if exc.status in (401, 403):
+                    raise
+                version = ""  # an older or proxied server: Prometheus 2 semantics
+        info = ServerInfo(flavor, version)
+        log.info("%s: %s", self.conn.safe_url, info.describe())
+        return info
+
+    def _vm_version(self) -> str:
+        """``vm_app_version{version="victoria-metrics-..."}`` from ``/metrics``, if shown."""
+        try:
+            status, body, _ = self._http.exchange("GET", "metrics", accept=lambda s, b: s >= 400)
+        except SourceError:
+            return ""
+        if status != 200:
+            return ""
+        m = re.search(rb'vm_app_version\{[^}]*version="([^"]+)"', body)
+        if not m:
+            return ""
+        text = m.group(1).decode("utf-8", "replace")
+        v = re.search(r"v(\d+\.\d+\.\d+)", text)
+        return v.group(1) if v else text
+
+    # -- names and series ------------------------------------------------------------------
+    def metric_names(self, window: Window | None = None) -> list[str]:
+        """Metric names the server knows (``/api/v1/label/__name__/values``), over
+        ``window`` when given (``start``/``end``), else over all it holds."""
+        key = (window.start_ms, window.end_ms) if window else None
+        if key in self._names:
+            return self._names[key]
+        params = {}
+        if window is not None:
+            params = {"start": _seconds(window.start_ms), "end": _seconds(window.end_ms - 1)}
+        data = self._api("api/v1/label/__name__/values", params)
+        if not isinstance(data, list):
+            raise SourceError(
+                "unexpected answer to label values: not a list",
+                url=self._http.url("api/v1/label/__name__/values"),
+            )
+        names = sorted(str(n) for n in data)
+        self._names[key] = names
+        return names
+
+    def check_known(self, metric: str, window: Window | None = None) -> None:
+        """Raise unless the server knows ``metric`` (over ``window``, else all it lists).
+
+        A query of a name never stored answers an empty matrix, exactly as one for a metric
+        without samples that day: without this check a misspelled catalog entry would
+        archive as "empty" forever.
+
+        Raises:
+            QueryRejected: unknown name; the message names the closest known names.
+        """
+        if not is_metric_name(metric):
+            return  # a selector: may rightly match nothing on some days
+        names = self.metric_names(window)
+        if metric in names:
+            return
+        if window is not None:
+            names = self.metric_names(None)
+            if metric in names:
+                return
+        close = difflib.get_close_matches(metric, names, n=5, cutoff=0.6)
+        hint = f"closest known names: {', '.join(close)}" if close else "no similar name"
+        raise QueryRejected(
+            f"the server has no metric named {metric!r} ({hint}); fix the catalog entry "
+            "or --metrics",
+            url=self._http.url("api/v1/label/__name__/values"),
+        )
+
+    def series(
+        self, selector: str, window: Window, stats: RequestStats | None = None
+    ) -> list[dict[str, str]]:
+        """Label sets of the series ``selector`` matches in ``window``
+        (``/api/v1/series``; both servers answer a superset: whole blocks or index days)."""
+        params = [
+            ("match[]", selector),
+            ("start", _seconds(window.start_ms)),
+            ("end", _seconds(window.end_ms - 1)),
+        ]
+        data = self._api("api/v1/series", params, stats, context=selector)
+        if not isinstance(data, list):
+            raise SourceError("unexpected answer to series: not a list", url=self._http.url(""))
+        return [{str(k): str(v) for k, v in s.items()} for s in data if isinstance(s, dict)]
+
+    def schema(
+        self, selector: str, window: Window, stats: RequestStats | None = None
+    ) -> tuple[SeriesSchema, list[dict[str, str]]]:
+        """The day's columns: every label of the series the selector matches that day,
+        sorted (``__name__`` is the ``name`` column); and those series."""
+        found = self.series(selector, window, stats)
+        keys = sorted({k for s in found for k in s if k != "__name__"})
+        name = selector if is_metric_name(selector) else ""
+        return SeriesSchema(name=name, tag_keys=tuple(keys)), found
+
+    # -- samples ---------------------------------------------------------------------------
+    def _where(self, selector: str, start_ms: int, end_ms: int) -> str:
+        a = from_ms(start_ms, self.tz).isoformat()
+        b = from_ms(end_ms, self.tz).isoformat()
+        return f"{selector}, window [{a}, {b})"
+
+    def query(
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None = None,
+        counts: QueryCounts | None = None,
+    ) -> SeriesBatch:
+        """One request for the raw samples of ``[start_ms, end_ms)``.
+
+        Raises:
+            WindowTooLarge: the server refused it (see :data:`REFUSAL_RULES`).
+            SourceError: the answer is not what the API documents.
+        """
+        where = self._where(selector, start_ms, end_ms)
+        if self.server().kind == VICTORIAMETRICS:
+            attempts = self.retry.attempts
+            for attempt in range(1, attempts + 1):
+                try:
+                    raw = self._export(selector, start_ms, end_ms, stats, where)
+                    break
+                except _CutAnswer as exc:
+                    if attempt == attempts:
+                        raise SourceUnavailable(
+                            f"{exc} after {attempts} attempts; nothing of the window is "
+                            "archived (the task can be retried later)",
+                            url=self._http.url("api/v1/export"),
+                        ) from None
+                    if stats is not None:
+                        stats.retries += 1
+                    log.warning("%s; retry %d/%d", exc, attempt, attempts - 1)
+                    self._http.sleep(self.retry.delay(attempt))
+        else:
+            raw = self._range_vector(selector, start_ms, end_ms, stats, where)
+        batch = SeriesBatch(start_ms, end_ms)
+        dropped = 0
+        for labels, points in raw.values():
+            kept = _inside(points, start_ms, end_ms)
+            dropped += len(points) - len(kept)
+            if kept:
+                name = labels.pop("__name__", "")
+                batch.series.append(Series(name, labels, kept))
+        if dropped:
+            log.info("%s: dropped %d samples outside the window", where, dropped)
+            if counts is not None:
+                counts.dropped_outside_window += dropped
+        return batch
+
+    def _range_vector(
+        self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
+    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
+        # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
+        # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by the caller.
+        rng = end_ms - start_ms + 1
+        params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
+        raw = self._get("api/v1/query", params, stats, context=where, heavy=True)
+        url = self._http.url("api/v1/query")
+        skeleton, arrays = _cut_arrays(raw, _PROM_VALUES, b"]]", 1)
+        doc = _loads(skeleton, url, where)
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            err = doc.get("error") if isinstance(doc, dict) else doc
+            raise SourceError(f"{where}: the server did not answer success: {err}", url=url)
+        data = doc.get("data")
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            raise SourceError(
+                f"{where}: expected a matrix, got {str(data)[:200]}; is the catalog entry a "
+                "series selector (no function, no range)?",
+                url=url,
+            )
+        results = data.get("result") or []
+        if len(results) != len(arrays):  # something unexpected: decode it all
+            results, arrays = _loads(raw, url, where)["data"]["result"], []
+        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
+        for i, item in enumerate(results):
+            labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+            points: Points | None = _prom_raw(arrays[i]) if arrays else None
+            if points is None:
+                values = (
+                    item.get("values")
+                    if not arrays
+                    else _loads(b"[" + arrays[i] + b"]", url, where)
+                )
+                try:
+                    points = [[round(float(t) * 1000), _num(v)] for t, v in values or ()]
+                except (TypeError, ValueError) as exc:
+                    raise SourceError(
+                        f"{where}: a sample is not [time, value] ({exc})", url=url
+                    ) from exc
+            _merge(out, labels, points)
+        return out
+
+    def _export(
+        self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
+    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
+        # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
+        params = [
+            ("match[]", selector),
+            ("start", _seconds(start_ms)),
+            ("end", _seconds(end_ms - 1)),
+        ]
+        body = self._get("api/v1/export", params, stats, context=where, heavy=True)
+        if body and not body.endswith(b"\n"):
+            raise _CutAnswer(f"{where}: the export ends inside a line (a cut answer)")
+        url = self._http.url("api/v1/export")
+        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
+        for n, line in enumerate(body.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                points: Points | None = None
+                skeleton, arrays = _cut_arrays(line, _VM_VALUES, b"]", 0)
+                skeleton, stamps = _cut_arrays(skeleton, _VM_TIMESTAMPS, b"]", 0)
+                if len(arrays) == 1 and len(stamps) == 1:
+                    doc = orjson.loads(skeleton)
+                    points = _vm_raw(stamps[0], arrays[0])
+                if points is None:
+                    doc = orjson.loads(line)
+                    ts, vs = doc["timestamps"], doc["values"]
+                    if len(ts) != len(vs):
+                        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
+                    points = [[int(t), _num(v)] for t, v in zip(ts, vs, strict=True)]
+                labels = {str(k): str(v) for k, v in doc["metric"].items()}
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise SourceError(
+                    f"{where}: export line {n} is not a series ({exc}): {line[:120]!r}; "
+                    "nothing of the window is archived (a cut answer? retry)",
+                    url=url,
+                ) from exc
+            _merge(out, labels, points)
+        return out
+
+    def fetch(
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        series: Sequence[Mapping[str, str]],
+        stats: RequestStats,
+        counts: QueryCounts | None = None,
+        refused: WindowTooLarge | None = None,
+    ) -> SeriesBatch:
+        """``[start_ms, end_ms)`` of ``selector``, split by series while the server refuses
+        (``refused``: it just did, do not ask again).
+
+        ``series`` (label sets, from :meth:`series`) tell how to split: by the label with the
+        most distinct values, in two halves of its sorted values, recursively. The parts'
+        series are disjoint; they are merged into one batch.
+        """
+        try:
+            if refused is not None:
+                raise refused
+            return self.query(selector, start_ms, end_ms, stats, counts)
+        except WindowTooLarge as exc:
+            label, values = _split_label(series)
+            if label is None:
+                raise WindowTooLarge(
+                    f"{self._where(selector, start_ms, end_ms)}: refused even for one series "
+                    f"and a {(end_ms - start_ms) // 1000} s window ({exc}); raise the "
+                    "server's limit or lower the window floor (--min-window-s)",
+                    url=exc.url,
+                    status=exc.status,
+                ) from exc
+            stats.splits += 1
+            half = len(values) // 2
+            log.info(
+                "%s: refused; splitting %d series by %s",
+                self._where(selector, start_ms, end_ms),
+                len(series),
+                label,
+            )
+            batch = SeriesBatch(start_ms, end_ms)
+            for part in (values[:half], values[half:]):
+                chosen = set(part)
+                sub = [s for s in series if s.get(label, "") in chosen]
+                got = self.fetch(
+                    with_matcher(selector, label, part), start_ms, end_ms, sub, stats, counts
+                )
+                batch.series.extend(got.series)
+            return batch
+
+    def iter_batches(
+        self,
+        selector: str,
+        window: Window,
+        schema: SeriesSchema,
+        series: Sequence[Mapping[str, str]],
+        stats: RequestStats | None = None,
+        counts: QueryCounts | None = None,
+        expected: int | None = None,
+    ) -> Iterator[SeriesBatch]:
+        """``window`` as consecutive batches in time order; series sorted by their labels.
+
+        ``expected`` (the server's count of the window's samples) sizes the first window to
+        the point budget, so that not even the first answer is larger than planned.
+
+        Raises:
+            SourceError: a series carries a label the day's schema does not list (it would
+                lose a column).
+        """
+        stats = stats if stats is not None else RequestStats()
+        pol = self.windows
+        min_ms, max_ms = pol.min_s * 1000, pol.max_s * 1000
+        cursor, end = window.start_ms, window.end_ms
+        size = _blocks(pol.initial_s * 1000, min_ms)
+        if expected:
+            planned = (end - cursor) * pol.target_points // expected
+            size = _blocks(max(min_ms, min(max_ms, planned)), min_ms)
+        cap = max_ms
+        keys = set(schema.tag_keys)
+        while cursor < end:
+            stop = min(cursor + size, end)
+            try:
+                batch = self.query(selector, cursor, stop, stats, counts)
+            except WindowTooLarge as exc:
+                if stop - cursor > min_ms:
+                    size = _blocks((stop - cursor) // 2, min_ms)
+                    cap = size
+                    stats.splits += 1
+                    log.info(
+                        "%s: refused, splitting the window", self._where(selector, cursor, stop)
+                    )
+                    continue
+                batch = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
+            for s in batch.series:
+                extra = set(s.tags) - keys
+                if extra:
+                    raise SourceError(
+                        f"{self._where(selector, cursor, stop)}: series {dict(s.tags)} has "
+                        f"labels {sorted(extra)} that /api/v1/series did not list for the day; "
+                        "rerun the day",
+                        url=self._http.url("api/v1/series"),
+                    )
+            order = schema.tag_keys
+            batch.series.sort(key=lambda s: (*(s.tags.get(k, "") for k in order), s.name))
+            yield batch
+            size = _blocks(
+                next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap), min_ms
+            )
+            cursor = stop
+
+    # -- the source's own count ------------------------------------------------------------
+    def count(
+        self,
+        selector: str,
+        window: Window,
+        stats: RequestStats | None = None,
+        series: Sequence[Mapping[str, str]] = (),
+    ) -> tuple[int, str]:
+        """The samples the server holds for ``selector`` in ``window``, by its own count:
+        ``count_over_time(<selector>[d])`` at ``t = end - 1 ms``, per series, summed.
+
+        ``d`` is chosen for the server's range ends so that the range is exactly the
+        half-open window: ``end - start - 1 ms`` where both ends are included (Prometheus
+        2), ``end - start`` where the start is excluded (VictoriaMetrics, Prometheus 3).
+        A refused count is split in halves of time down to the window floor, then by
+        ``series`` as :meth:`fetch` splits, each part counted the same way.
+
+        Returns:
+            (count, the query for the whole window as the server would be asked it).
+        """
+        stats = stats if stats is not None else RequestStats()
+        left_open = self.server().left_open
+        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, series)
+        d = window.end_ms - window.start_ms - (0 if left_open else 1)
+        t = window.end_ms - 1
+        method = (
+            f"count_over_time({selector}[{d}ms]) at time={_seconds(t)} "
+            f"({from_ms(t, self.tz).isoformat()}), summed over series"
+        )
+        return total, method
+
+    def _count(
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        left_open: bool,
+        stats: RequestStats,
+        series: Sequence[Mapping[str, str]],
+    ) -> int:
+        d = end_ms - start_ms - (0 if left_open else 1)
+        params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
+        where = self._where(selector, start_ms, end_ms)
+        try:
+            data = self._api("api/v1/query", params, stats, context=f"count of {where}", heavy=True)
+        except WindowTooLarge as exc:
+            stats.splits += 1
+            if end_ms - start_ms > self.windows.min_s * 1000:
+                mid = start_ms + _blocks((end_ms - start_ms) // 2, self.windows.min_s * 1000)
+                return self._count(selector, start_ms, mid, left_open, stats, series) + self._count(
+                    selector, mid, end_ms, left_open, stats, series
+                )
+            label, values = _split_label(series)
+            if label is None:
+                raise WindowTooLarge(
+                    f"count of {where}: refused even for one series ({exc}); raise the "
+                    "server's limit or lower the window floor (--min-window-s)",
+                    url=exc.url,
+                    status=exc.status,
+                ) from exc
+            half = len(values) // 2
+            total = 0
+            for part in (values[:half], values[half:]):
+                chosen = set(part)
+                sub = [x for x in series if x.get(label, "") in chosen]
+                total += self._count(
+                    with_matcher(selector, label, part), start_ms, end_ms, left_open, stats, sub
+                )
+            return total
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            raise SourceError(
+                f"count of {where}: expected a vector, got {str(data)[:200]}",
+                url=self._http.url("api/v1/query"),
+            )
+        total = 0
+        for item in data.get("result") or ():
+            value = float(item["value"][1])
+            if not math.isnan(value):
+                total += int(value)
+        return total
+
+    def day_tz(self) -> dt.tzinfo:
+        return self.tz
+
+
+def _merge(
+    out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]],
+    labels: dict[str, str],
+    points: Points,
+) -> None:
+    """Add one answer's series; a series sent in several pieces is joined, in time order."""
+    key = _label_key(labels)
+    if key in out:
+        joined = [list(p) for p in out[key][1]] + [list(p) for p in points]
+        joined.sort(key=lambda p: p[0])
+        out[key] = (labels, joined)
+    else:
+        out[key] = (labels, points)
+
+
+#: The points of one series: the server's digits (:class:`RawPoints`) or decoded lists.
+Points = Sequence[Sequence[Any]]
+
+_PROM_VALUES = b'"values":['
+_VM_VALUES = b'"values":['
+_VM_TIMESTAMPS = b'"timestamps":['
+_PLAIN_DECIMAL = b"0123456789.-"
+
+
+def _cut_arrays(raw: bytes, key: bytes, end: bytes, keep: int) -> tuple[bytes, list[bytes]]:
+    """``raw`` with the inner text of every ``key...end`` array taken out (the arrays left
+    empty), and those texts in order; ``keep`` bytes of ``end`` belong to the inner text."""
+    pieces: list[bytes] = []
+    arrays: list[bytes] = []
+    pos = 0
+    while (i := raw.find(key, pos)) >= 0:
+        start = i + len(key)
+        if raw[start : start + 1] == b"]":
+            arrays.append(b"")
+            pieces.append(raw[pos:start])
+            pos = start
+            continue
+        stop = raw.find(end, start)
+        if stop < 0:
+            break
+        stop += keep
+        pieces.append(raw[pos:start])
+        arrays.append(raw[start:stop])
+        pos = stop
+    pieces.append(raw[pos:])
+    return b"".join(pieces), arrays
+
+
+def _prom_raw(inner: bytes) -> RawPoints | None:
+    """Prometheus' ``[1711922400,"21.2"],[1711922415.5,"5"]`` (seconds with up to three
+    decimals, values as text) as :class:`RawPoints` of epoch ms, keeping the server's value
+    digits; ``None`` when a value is not a plain decimal (``NaN``, ``+Inf``, an exponent) or
+    a time has decimals, for the decoding path."""
+    if not inner:
+        return None
+    flat = inner.translate(None, b'[]"')
+    if flat.translate(None, _PLAIN_DECIMAL + b","):
+        return None
+    tokens = flat.split(b",")
+    ts, vs = tokens[0::2], tokens[1::2]
+    if len(ts) != len(vs) or b"." in b"".join(ts):
+        return None
+    text = b"[" + b"],[".join(map(b"000,".join, zip(ts, vs, strict=True))) + b"]"
+    return RawPoints.from_json(text)
+
+
+def _vm_raw(stamps: bytes, values: bytes) -> RawPoints | None:
+    """VictoriaMetrics' ``"timestamps":[ms,...]`` and ``"values":[v,...]`` as
+    :class:`RawPoints`, keeping the server's digits; ``None`` unless every value is a plain
+    decimal."""
+    if not stamps or values.translate(None, _PLAIN_DECIMAL + b","):
+        return None
+    ts, vs = stamps.split(b","), values.split(b",")
+    if len(ts) != len(vs):
+        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
+    text = b"[" + b"],[".join(map(b",".join, zip(ts, vs, strict=True))) + b"]"
+    return RawPoints.from_json(text)
+
+
+def _inside(points: Points, start_ms: int, end_ms: int) -> Points:
+    """The points in ``[start_ms, end_ms)`` (points are in time order)."""
+    if not points:
+        return points
+    if isinstance(points, RawPoints):
+        if start_ms <= points.ts(0) and points.ts(-1) < end_ms:
+            return points
+        points = list(points)
+    elif start_ms <= points[0][0] and points[-1][0] < end_ms:
+        return points
+    return [p for p in points if start_ms <= p[0] < end_ms]
+
+
+def _loads(raw: bytes, url: str, where: str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SourceError(
+            f"{where}: the answer is not valid JSON ({exc}): {raw[:200]!r}; is this a "
+            "Prometheus API URL?",
+            url=url,
+        ) from exc
+
+
+def _split_label(series: Sequence[Mapping[str, str]]) -> tuple[str | None, list[str]]:
+    """The label with the most distinct values among ``series`` (ties: by name) and its
+    sorted values ("" for series without it); ``None`` when no label tells them apart."""
+    best: tuple[int, str] | None = None
+    keys = sorted({k for s in series for k in s})
+    for k in keys:
+        n = len({s.get(k, "") for s in series})
+        if n >= 2 and (best is None or n > best[0]):
+            best = (n, k)
+    if best is None:
+        return None, []
+    label = best[1]
+    return label, sorted({s.get(label, "") for s in series})
+
+
+def _blocks(size_ms: int, block_ms: int) -> int:
+    """``size_ms`` rounded down to a whole number of blocks, at least one."""
+    return max(block_ms, size_ms // block_ms * block_ms)

@@ -1,0 +1,135 @@
+"""The ``dxt_prometheus`` DAG without Airflow: one unit per catalog entry (a metric name or
+``NAME = SELECTOR``), or per metric name the server lists when no catalog is set; days in the
+connection's ``time_zone``; gzip CSV or Parquet by the run's ``format`` Param."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dxt_core.backends.roles import BackendTasks, Unit, check_map_length
+from dxt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dxt_core.archive import Archive
+    from dxt_core.archive_day import DayReport
+    from dxt_core.backends.prometheus.catalog import CatalogEntry
+    from dxt_core.backends.prometheus.connection import PrometheusConnection
+
+log = logging.getLogger("dxt_core.airflow")
+
+#: The output formats (dxt_core.backends.prometheus.archive_day.FORMATS, which imports writers).
+FORMATS = ("csv", "parquet")
+
+
+class PrometheusTasks(BackendTasks["PrometheusConnection"]):
+    backend = "prometheus"
+    group = "metric"
+    units_task_id = "units"
+    map_index_template = "{{ task.op_kwargs['unit']['metric'] }}"
+    tags = ("prometheus", "victoriametrics")
+
+    def params(self) -> dict[str, dict[str, Any]]:
+        return {
+            "format": {
+                "default": self.settings()["format"],
+                "enum": list(FORMATS),
+                "title": "Output format",
+                "description": "gzip CSV or Parquet",
+            }
+        }
+
+    def entries(self) -> list[CatalogEntry]:
+        """The units the settings name: ``DXT_PROMETHEUS_METRICS`` (wins), else the catalog
+        file ``DXT_PROMETHEUS_CATALOG``; none when neither is set (the server lists them)."""
+        from dxt_core.backends.prometheus.catalog import from_names, load_catalog
+
+        s = self.settings()
+        if str(s["metrics"]).strip():
+            return from_names(str(s["metrics"]))
+        if str(s["catalog"]).strip():
+            return load_catalog(str(s["catalog"]))
+        return []
+
+    def configured_units(self) -> list[Unit]:
+        return [{"metric": e.name, "selector": e.selector} for e in self.entries()]
+
+    def units(
+        self, connect: Callable[[], PrometheusConnection], max_map_length: int | None
+    ) -> list[Unit]:
+        """The catalog's units; without one, every metric name the server lists (a catalog
+        metric the server does not know fails here, naming the closest names)."""
+        from dxt_core.backends.prometheus.source import PrometheusSource
+
+        found = self.configured_units()
+        with PrometheusSource(connect()) as source:
+            if found:
+                for u in found:
+                    if u["metric"] == u["selector"]:
+                        source.check_known(u["selector"])
+                what = "catalog units"
+            else:
+                names = source.metric_names()
+                if not names:
+                    raise ConfigError(
+                        f"{source.conn.safe_url} lists no metric names: set "
+                        "DXT_PROMETHEUS_METRICS or DXT_PROMETHEUS_CATALOG"
+                    )
+                found = [{"metric": n, "selector": n} for n in names]
+                what = f"metric names listed by {source.conn.safe_url}"
+        check_map_length(len(found), max_map_length, what)
+        log.info("%d %s", len(found), what)
+        return found
+
+    def unit_name(self, unit: Unit) -> str:
+        return str(unit["metric"])
+
+    def asset_group(self, unit: Unit) -> str:
+        return str(unit["metric"])
+
+    def configured_parts(self) -> list[tuple[str, ...]]:
+        return [(e.name,) for e in self.entries()]
+
+    def time_zone(self, connect: Callable[[], PrometheusConnection]) -> str:
+        return connect().time_zone
+
+    def output_format(self, params: Mapping[str, Any]) -> str:
+        """The run's ``format`` param, else the ``format`` setting (``DXT_PROMETHEUS_FORMAT``)."""
+        fmt = params.get("format") or self.settings()["format"]
+        if fmt not in FORMATS:
+            raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        return str(fmt)
+
+    def archive(
+        self,
+        unit: Unit,
+        day: dt.date,
+        archive: Archive,
+        conn: PrometheusConnection,
+        params: Mapping[str, Any],
+    ) -> DayReport:
+        from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
+        from dxt_core.backends.prometheus.catalog import CatalogEntry
+        from dxt_core.backends.prometheus.source import PrometheusSource
+
+        e = CatalogEntry(str(unit["metric"]), str(unit.get("selector") or unit["metric"]))
+        fmt = self.output_format(params)
+        with PrometheusSource(conn) as source:
+            log.info(
+                "archiving %s for %s (%s) from %s into %s",
+                e.name,
+                day,
+                conn.time_zone,
+                conn.safe_url,
+                archive.root,
+            )
+            return archive_prometheus_day(source, e, day, archive, fmt=fmt)
+
+    def preload(self) -> None:
+        import dxt_core.backends.prometheus.archive_day
+        import dxt_core.backends.prometheus.source  # noqa: F401
+
+
+TASKS = PrometheusTasks()

@@ -1,0 +1,179 @@
+"""Raw samples of whole local days from the real Prometheus 2.42 and VictoriaMetrics 1.79."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from dxt_core.archive import Archive
+from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
+from dxt_core.backends.prometheus.catalog import CatalogEntry
+from dxt_core.backends.prometheus.connection import PrometheusConnection
+from dxt_core.backends.prometheus.source import PrometheusSource
+from dxt_core.errors import QueryRejected
+from dxt_core.windows import day_window
+from tests.integration.prometheus import data
+from tests.integration.prometheus.servers import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+TEMP = CatalogEntry("node_temp_celsius", "node_temp_celsius")
+JOBS = CatalogEntry("node_jobs_total", "node_jobs_total")
+
+
+def source(server: ServerProcess, **kw: object) -> PrometheusSource:
+    return PrometheusSource(PrometheusConnection(server.url, time_zone=data.TIME_ZONE, **kw))  # type: ignore[arg-type]
+
+
+def rows(path: Path) -> list[str]:
+    return gzip.decompress(path.read_bytes()).decode().splitlines()
+
+
+def test_detects_the_server(server: ServerProcess) -> None:
+    with source(server) as src:
+        info = src.server()
+    assert info.kind == server.kind
+    if server.kind == "prometheus":
+        assert info.version.startswith("2.42") and not info.left_open
+    else:
+        # Debian's build sets no version (vm_app_version is absent, buildinfo empty)
+        assert info.left_open
+
+
+@pytest.mark.parametrize("day", [*data.SPRING, *data.AUTUMN], ids=str)
+def test_a_day_holds_every_sample_of_its_local_day_once(
+    server: ServerProcess, tmp_path: Path, day: dt.date
+) -> None:
+    archive = Archive(tmp_path)
+    with source(server) as src:
+        report = archive_prometheus_day(src, TEMP, day, archive)
+    hours = {dt.date(2024, 3, 31): 23, dt.date(2024, 10, 27): 25}.get(day, 24)
+    assert report.status == "archived"
+    assert report.rows == data.expected_rows(TEMP.name, day) == 3 * hours * 240
+    lines = rows(report.path)  # type: ignore[arg-type]
+    assert lines[0] == "timestamp,value,name,instance,job,node,rack"
+    stamps = sorted({line.split(",")[0] for line in lines[1:]})
+    w = day_window(day, data.TIME_ZONE)
+    # the first sample is the local midnight's, the last is 15 s before the next midnight
+    assert len(stamps) == (w.end_ms - w.start_ms) // data.STEP_MS
+    assert stamps[0].startswith(f"{day}T00:00:00.000")
+    assert stamps[-1].startswith(f"{day}T23:59:45.000")
+    manifest = json.loads(report.manifest.read_text())
+    assert manifest["source_count"]["count"] == report.rows
+    assert "count_over_time(node_temp_celsius[" in manifest["source_count"]["method"]
+    assert manifest["server"]["kind"] == server.kind
+    assert manifest["dropped_outside_window"] == 0
+
+
+def test_the_midnight_sample_is_in_exactly_one_day(server: ServerProcess, tmp_path: Path) -> None:
+    archive = Archive(tmp_path)
+    with source(server) as src:
+        a = archive_prometheus_day(src, JOBS, dt.date(2024, 3, 30), archive)
+        b = archive_prometheus_day(src, JOBS, dt.date(2024, 3, 31), archive)
+    midnight = "2024-03-31T00:00:00.000+01:00"
+    in_a = [line for line in rows(a.path) if line.startswith(midnight)]  # type: ignore[arg-type]
+    in_b = [line for line in rows(b.path) if line.startswith(midnight)]  # type: ignore[arg-type]
+    assert (len(in_a), len(in_b)) == (0, 2)
+    # whole values read as numbers without ".0", from both servers
+    assert in_b[0].split(",")[1].isdigit()
+
+
+def test_both_servers_give_the_same_bytes(
+    prometheus: ServerProcess, victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    for fmt in ("csv", "parquet"):
+        files = []
+        for s in (prometheus, victoriametrics):
+            with source(s) as src:
+                for entry in (TEMP, JOBS):
+                    r = archive_prometheus_day(
+                        src, entry, dt.date(2024, 3, 31), Archive(tmp_path / s.kind / fmt), fmt=fmt
+                    )
+                    files.append(r.path.read_bytes())  # type: ignore[union-attr]
+        assert files[:2] == files[2:], fmt
+
+
+def test_rerun_is_byte_identical(server: ServerProcess, tmp_path: Path) -> None:
+    archive = Archive(tmp_path)
+    with source(server) as src:
+        first = archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), archive)
+        before = first.path.read_bytes()  # type: ignore[union-attr]
+        again = archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), archive)
+    assert again.path.read_bytes() == before  # type: ignore[union-attr]
+
+
+def test_a_day_without_samples_is_empty_with_a_zero_count(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    with source(server) as src:
+        report = archive_prometheus_day(src, TEMP, dt.date(2024, 6, 1), Archive(tmp_path))
+    assert report.status == "empty"
+    manifest = json.loads(report.manifest.read_text())
+    assert manifest["source_count"]["count"] == 0
+
+
+def test_a_misspelt_metric_names_the_closest_ones(server: ServerProcess, tmp_path: Path) -> None:
+    with source(server) as src, pytest.raises(QueryRejected) as err:
+        archive_prometheus_day(
+            src,
+            CatalogEntry("node_temp_celcius", "node_temp_celcius"),
+            dt.date(2024, 3, 31),
+            Archive(tmp_path),
+        )
+    assert "node_temp_celsius" in str(err.value)
+
+
+def test_a_selector_unit_takes_several_metrics(server: ServerProcess, tmp_path: Path) -> None:
+    entry = CatalogEntry("node1", '{instance="n1:9100"}')
+    with source(server) as src:
+        report = archive_prometheus_day(src, entry, dt.date(2024, 4, 1), Archive(tmp_path))
+    lines = rows(report.path)  # type: ignore[arg-type]
+    assert lines[0] == "timestamp,value,name,instance,job,node"
+    assert {line.split(",")[2] for line in lines[1:]} == {"node_jobs_total", "node_temp_celsius"}
+    assert report.rows == 2 * 24 * 240
+
+
+def test_parquet_reads_back(server: ServerProcess, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    with source(server) as src:
+        report = archive_prometheus_day(
+            src, TEMP, dt.date(2024, 10, 27), Archive(tmp_path), fmt="parquet"
+        )
+    table = pq.read_table(io.BytesIO(report.path.read_bytes()))  # type: ignore[union-attr]
+    assert table.num_rows == 3 * 25 * 240
+    assert table.column_names == ["timestamp", "value", "name", "instance", "job", "node", "rack"]
+    assert str(table.schema.field("value").type) == "double"
+
+
+def test_a_rerun_with_fewer_samples_keeps_the_archive(tmp_path: Path) -> None:
+    """Never shrink: VictoriaMetrics deletes a series (its admin API), the rerun reads fewer
+    rows, and the archived day stays as it was."""
+    import httpx
+
+    from dxt_core.errors import SourceShrank
+    from tests.integration.prometheus import servers
+
+    vm = servers.start_victoriametrics(tmp_path / "vm")
+    try:
+        archive = Archive(tmp_path / "archive")
+        with source(vm) as src:
+            first = archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), archive)
+        kept = first.path.read_bytes()  # type: ignore[union-attr]
+        r = httpx.post(
+            vm.url + "/api/v1/admin/tsdb/delete_series",
+            params={"match[]": 'node_temp_celsius{node="n3"}'},
+        )
+        r.raise_for_status()
+        with source(vm) as src, pytest.raises(SourceShrank) as err:
+            archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), archive)
+        assert err.value.archive_rows == 3 * 24 * 240
+        assert err.value.source_rows == 2 * 24 * 240
+        assert first.path.read_bytes() == kept  # type: ignore[union-attr]
+    finally:
+        vm.stop()

@@ -1,0 +1,132 @@
+"""``dxt extract prometheus`` and ``dxt coverage prometheus`` as processes, against the real
+servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.prometheus.servers import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+DXT = str(Path(sys.executable).parent / "dxt")
+
+
+def dxt(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [DXT, *args], capture_output=True, text=True, timeout=300, env=env or dict(os.environ)
+    )
+
+
+def test_extract_lists_the_metrics_and_archives_days(server: ServerProcess, tmp_path: Path) -> None:
+    out = dxt(
+        "extract", "prometheus", "--url", server.url, "--tz", "Europe/Rome",
+        "--start-day", "2024-03-30", "--end-day", "2024-03-31", "--archive", str(tmp_path), "-q",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "archived 4 metric-days (" in out.stdout and "0 failed" in out.stdout
+    kind = "VictoriaMetrics" if server.kind == "victoriametrics" else "Prometheus 2.42"
+    assert out.stdout.startswith(kind)
+    manifests = sorted(tmp_path.rglob("*.manifest.json"))
+    assert [m.parent.name for m in manifests] == ["node_jobs_total"] * 2 + ["node_temp_celsius"] * 2
+    doc = json.loads(manifests[1].read_text())
+    assert doc["rows"] == doc["source_count"]["count"] == 2 * 23 * 240
+    # a rerun skips the archived days
+    again = dxt(
+        "extract", "prometheus", "--url", server.url, "--tz", "Europe/Rome",
+        "--start-day", "2024-03-30", "--end-day", "2024-03-31", "--archive", str(tmp_path), "-q",
+    )  # fmt: skip
+    assert again.returncode == 0 and "4 already archived (skipped" in again.stdout
+    cov = dxt(
+        "coverage", "prometheus", "--archive", str(tmp_path),
+        "--start-day", "2024-03-29", "--end-day", "2024-03-31",
+    )  # fmt: skip
+    assert cov.returncode == 3, cov.stdout + cov.stderr  # 2024-03-29 was never archived
+    assert "2 units x 3 days: 4 archived, 0 empty, 2 missing" in cov.stdout
+    # made by dxt: the refill is the dxt command with the manifests' server and zone
+    assert (
+        f"dxt extract prometheus --url {server.url} --tz Europe/Rome --start-day 2024-03-29 "
+        f"--end-day 2024-03-29 --archive {tmp_path}"
+    ) in cov.stdout
+    assert "airflow" not in cov.stdout
+
+
+def test_coverage_of_a_dag_made_archive_names_the_dag(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    # the day archived in the environment Airflow's task runner gives a task (AIRFLOW_CTX_*,
+    # what dxt_core/provenance.py reads): the manifest says the DAG made it
+    env = dict(
+        os.environ,
+        AIRFLOW_CTX_DAG_ID="dxt_prometheus",
+        AIRFLOW_CTX_DAG_RUN_ID="scheduled__2024-03-31T00:00:00+00:00",
+        AIRFLOW_CTX_LOGICAL_DATE="2024-03-31T00:00:00+00:00",
+    )
+    out = dxt(
+        "extract", "prometheus", "--url", victoriametrics.url, "--tz", "Europe/Rome",
+        "--metrics", "node_temp_celsius", "--start-day", "2024-03-31", "--archive",
+        str(tmp_path), "-q", env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    cov = dxt(
+        "coverage", "prometheus", "--archive", str(tmp_path), "--metrics", "node_temp_celsius",
+        "--start-day", "2024-03-30", "--end-day", "2024-03-31",
+    )  # fmt: skip
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    assert "dxt extract" not in cov.stdout
+    assert (
+        "airflow backfill create --dag-id dxt_prometheus --from-date 2024-03-30 --to-date "
+        "2024-03-30"
+    ) in cov.stdout
+    assert (
+        "airflow tasks clear dxt_prometheus -t archive_metric_day -s 2024-03-30 -e 2024-03-30"
+    ) in cov.stdout
+
+
+def test_extract_a_catalog_as_parquet(server: ServerProcess, tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.txt"
+    catalog.write_text('# units\nnode_temp_celsius\nnode1 = {instance="n1:9100"}\n')
+    out = dxt(
+        "extract", "victoriametrics", "--url", server.url, "--tz", "Europe/Rome",
+        "--catalog", str(catalog), "--start-day", "2024-10-27", "--archive",
+        str(tmp_path / "a"), "--format", "parquet", "-q",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "a/prometheus/node1/2024-10-27.parquet").is_file()
+    assert (tmp_path / "a/prometheus/node_temp_celsius/2024-10-27.parquet").is_file()
+
+
+def test_a_typo_fails_the_run_naming_the_closest_names(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    out = dxt(
+        "extract", "prometheus", "--url", server.url, "--metrics", "node_jobs_totl",
+        "--start-day", "2024-03-30", "--archive", str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "no metric named 'node_jobs_totl' (closest known names: node_jobs_total)" in out.stderr
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_password_from_the_environment_is_never_printed(
+    prometheus: ServerProcess, tmp_path: Path
+) -> None:
+    env = dict(os.environ, DXT_PROMETHEUS_PASSWORD="hunter2-secret")
+    out = dxt(
+        "extract", "prometheus", "--url", prometheus.url + "/nowhere", "--user", "u",
+        "--metrics", "up", "--start-day", "2024-03-30", "--archive", str(tmp_path),
+        "--retries", "0", env=env,
+    )  # fmt: skip
+    assert out.returncode == 2 and "HTTP 404" in out.stderr, out.stderr
+    assert "hunter2" not in out.stdout + out.stderr
+    out = dxt(
+        "extract", "prometheus", "--url", prometheus.url, "--auth", "bearer",
+        "--metrics", "up", "--start-day", "2024-03-30", "--archive", str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 2 and "auth=bearer needs the token" in out.stderr

@@ -1,0 +1,116 @@
+"""Faults the real servers cannot be made to show on demand, from the small simulator
+(dxt_core/backends/prometheus/simulator.py) run as a separate process."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dxt_core import procs
+from dxt_core.archive import Archive
+from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
+from dxt_core.backends.prometheus.catalog import CatalogEntry
+from dxt_core.backends.prometheus.connection import PrometheusConnection
+from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
+from dxt_core.errors import ArchiveError, QueryRejected, SourceUnavailable
+from dxt_core.http import RetryPolicy
+from dxt_core.simulate import spawn
+
+pytestmark = pytest.mark.integration
+
+SIM = CatalogEntry("sim_metric", "sim_metric")
+DAY = dt.date(2024, 3, 31)  # Europe/Rome: 23 h, 5,520 samples per series
+ROWS = 3 * 5520
+FAST = RetryPolicy(attempts=3, backoff_s=0.0, jitter=0.0)
+
+
+class Sim:
+    def __init__(self, args: list[str]) -> None:
+        self.proc, self.url = spawn("prometheus", args, stderr=subprocess.DEVNULL)
+
+    def faults(self, **changes: object) -> None:
+        httpx.post(f"{self.url}/_sim/faults", json=changes, timeout=10).raise_for_status()
+
+    def stats(self) -> dict[str, int]:
+        doc: dict[str, int] = httpx.get(f"{self.url}/_sim/stats", timeout=10).json()
+        return doc
+
+    def stop(self) -> None:
+        procs.stop(self.proc)
+
+
+@pytest.fixture(params=["prometheus", "victoriametrics"])
+def sim(request: pytest.FixtureRequest) -> Iterator[Sim]:
+    s = Sim(["--flavor", request.param])
+    yield s
+    s.stop()
+
+
+def _run(sim: Sim, tmp_path: Path, faults: dict[str, object] | None = None, **kw: object) -> object:
+    """Archive the day; ``faults`` are set once the server kind is known (its detection
+    requests are not the day's)."""
+    windows = kw.pop("windows", None)
+    conn = PrometheusConnection(sim.url, time_zone="Europe/Rome", **kw)  # type: ignore[arg-type]
+    with PrometheusSource(conn, retry=FAST, windows=windows) as src:  # type: ignore[arg-type]
+        src.server()
+        if faults:
+            sim.faults(**faults)
+        return archive_prometheus_day(src, SIM, DAY, Archive(tmp_path))
+
+
+def test_a_503_is_retried(sim: Sim, tmp_path: Path) -> None:
+    report = _run(sim, tmp_path, {"fail_next": 2})
+    assert report.rows == ROWS  # type: ignore[attr-defined]
+    assert report.stats.retries == 2  # type: ignore[attr-defined]
+    assert sim.stats()["failed"] == 2
+
+
+def test_an_answer_slower_than_the_timeout_splits_the_window(sim: Sim, tmp_path: Path) -> None:
+    whole_day = WindowPolicy(initial_s=86_400)
+    report = _run(sim, tmp_path, timeout_s=0.5, windows=whole_day)
+    assert report.rows == ROWS and report.stats.splits == 0  # type: ignore[attr-defined]
+    # the first sample request (the whole day) outlasts the 0.5 s read timeout
+    report = _run(
+        sim, tmp_path / "again", {"slow_next": 1, "delay_s": 2.0}, timeout_s=0.5, windows=whole_day
+    )
+    assert sim.stats()["slow"] == 1
+    assert report.rows == ROWS  # type: ignore[attr-defined]
+    assert report.stats.splits >= 1  # type: ignore[attr-defined]
+
+
+def test_a_cut_export_is_fetched_again(tmp_path: Path) -> None:
+    s = Sim(["--flavor", "victoriametrics"])
+    try:
+        report = _run(s, tmp_path, {"cut_next": 1})
+        assert report.rows == ROWS  # type: ignore[attr-defined]
+        assert s.stats()["cut"] == 1
+        with pytest.raises(SourceUnavailable) as err:
+            _run(s, tmp_path / "b", {"cut_next": 100})
+        assert "ends inside a line" in str(err.value)
+        assert not list((tmp_path / "b").rglob("*.csv.gz"))
+    finally:
+        s.stop()
+
+
+def test_bearer_token(tmp_path: Path) -> None:
+    s = Sim(["--bearer-token", "tok-123456"])
+    try:
+        report = _run(s, tmp_path, auth="bearer", password="tok-123456")
+        assert report.rows == ROWS  # type: ignore[attr-defined]
+        with pytest.raises(QueryRejected) as err:
+            _run(s, tmp_path / "b", auth="bearer", password="tok-wrong99")
+        assert err.value.status == 401 and "tok-wrong99" not in str(err.value)
+    finally:
+        s.stop()
+
+
+def test_rows_that_differ_from_the_servers_count_fail_the_day(sim: Sim, tmp_path: Path) -> None:
+    with pytest.raises(ArchiveError) as err:
+        _run(sim, tmp_path, {"count_extra": 1})
+    assert f"wrote {ROWS} rows but the server counts {ROWS + 3} samples" in str(err.value)
+    assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.json"))
