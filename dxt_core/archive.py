@@ -491,7 +491,9 @@ class DayWrite:
             self._keep(prev or {}, doc, new_rows, prev_rows, existing)
         manifest = self.archive.manifest_path(key)
         with archive_io(directory, "update"):
-            if shrinks and self.replace and prev is not None:
+            if prev is not None and (
+                (shrinks and self.replace) or _grows_kept(self.archive, prev_rows, new_rows)
+            ):
                 self._save_versions(prev, prev_files, manifest)
             if manifest.exists():
                 # Parked, not deleted: after a crash from here to the new manifest the day
@@ -575,6 +577,12 @@ class DayWrite:
         fsync_dir(self.directory)
 
 
+def _grows_kept(archive: Archive, prev_rows: int, new_rows: int) -> bool:
+    """A grown day replaces the archived one; with ``keep_grown`` (a refetch of late data,
+    see dxt_core.reconcile) the replaced file is kept in ``.versions/`` too."""
+    return archive.keep_grown and prev_rows > 0 and new_rows > prev_rows
+
+
 def _plain_name(name: object) -> bool:
     """``name`` is one file name (no directory part, not ``.``/``..``)."""
     return isinstance(name, str) and check_path_component(name, "file") is None
@@ -599,6 +607,8 @@ class Archive:
             raise ConfigError("archive root is empty: set DXT_ARCHIVE_ROOT or pass --archive DIR")
         self.root = Path(root).expanduser().resolve()
         self.replace = replace
+        #: Keep the file a grown day replaces in ``.versions/`` (a refetch of late data).
+        self.keep_grown = False
         self._open: dict[DayKey, DayWrite] = {}
         self._by_thread: dict[int, DayWrite] = {}
         self._mutex = threading.Lock()

@@ -18,6 +18,7 @@ from dxt_core.backends.examon.source import KairosDBSource, QueryCounts
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
+from dxt_core.reconcile import SourceCount, check_source_count, hole_points, is_past
 from dxt_core.records import RawPoints, SeriesBatch
 from dxt_core.windows import day_window
 from dxt_core.writers.base import SeriesWriter
@@ -84,10 +85,37 @@ def archive_examon_day(
         finally:
             staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
             report_extra["dropped_outside_window"] = counts.dropped_outside_window
+        _check_count(staging)
+
+    def _check_count(staging: Staging) -> None:
+        """The source's own count of the day in the manifest; a past day must match it."""
+        written = [f.result.rows for f in staging.files.values() if f.result is not None]
+        rows = written[0] if written else 0
+        sc = staging.manifest.get("source_count")
+        count = (
+            SourceCount(int(sc["count"]), str(sc["method"]))
+            if isinstance(sc, dict)
+            else source.count_day(entry, window, stats)
+        )
+        staging.manifest["source_count"] = count.as_dict()
+        if counts.holes:
+            staging.manifest["holes"] = counts.holes
+            report_extra["holes"] = len(counts.holes)
+        check_source_count(
+            str(key),
+            rows,
+            count,
+            past=is_past(window.end),
+            holes=hole_points(counts.holes),
+            url=source.conn.safe_url,
+        )
 
     def _write(staging: Staging) -> None:
         if plugin.job_table:
             records = source.fetch_jobs(entry.metric, window, stats, counts)
+            staging.manifest["source_count"] = SourceCount(
+                len(records), "Examon jobs query (the jobs service has no count: the records)"
+            ).as_dict()
             if records:
                 with staging.open(ext) as fh:
                     if fmt == "parquet":
@@ -103,6 +131,9 @@ def archive_examon_day(
             # No series ever (with this filter): empty, unless KairosDB has never heard of
             # the name at all, which is a catalog error, not an empty day.
             source.check_known(entry, stats)
+            staging.manifest["source_count"] = SourceCount(
+                0, "query/tags over all time: no series of this metric (with this filter)"
+            ).as_dict()
             return
         with staging.open(ext) as fh:
             block_ms = source.windows.min_s * 1000

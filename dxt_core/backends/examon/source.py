@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
@@ -35,9 +35,11 @@ from dxt_core.errors import (
     RateLimited,
     SourceError,
     SourceUnavailable,
+    UnreadablePoint,
     WindowTooLarge,
 )
-from dxt_core.http import HttpClient, RequestStats, RetryPolicy
+from dxt_core.http import HttpClient, RequestStats, RetryPolicy, error_text
+from dxt_core.reconcile import SourceCount
 from dxt_core.records import RawPoints, Record, Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
 
@@ -162,6 +164,22 @@ class QueryCounts:
     """
 
     dropped_outside_window: int = 0
+    #: Windows the server could not serialise (one series, at most :data:`HOLE_MS`), each
+    #: ``{"series", "start", "end", "start_ms", "end_ms", "message", "points"}``.
+    holes: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: The smallest unreadable window a stored NaN costs: one series, at most a minute.
+HOLE_MS = 60_000
+
+# KairosDB 1.2.2 core/datapoints/DoubleDataPoint.java writeValueToJson throws
+# IllegalStateException("NaN or Infinity:" + value + " data point=" + this); MetricsResource
+# runQuery's catch (Exception e) answers it as HTTP 500 {"errors": [message]}.
+_NOT_FINITE = re.compile(rb"NaN or Infinity:")
+
+
+def _unserialisable(status: int, body: bytes) -> bool:
+    return status == 500 and _NOT_FINITE.search(body[:4000]) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,30 +360,49 @@ class KairosDBSource:
         schema: SeriesSchema,
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
+        *,
+        series: dict[str, str] | None = None,
+        at_floor: bool = False,
     ) -> SeriesBatch:
         """One query for ``[start_ms, end_ms)``; series ordered by their tag values.
 
-        Points outside the window are dropped and counted in ``counts``.
+        Points outside the window are dropped and counted in ``counts``. ``series`` narrows
+        the query to the series with these tag values. ``at_floor``: the window cannot be
+        split further, so a read timeout is retried with backoff (as a 503 is) instead of
+        being read as "too large".
 
         Raises:
             SourceError: the answer holds a value that is not a JSON number or string.
+            UnreadablePoint: the server cannot serialise a point of the window (NaN).
         """
         body = self._body(entry, start_ms, end_ms, schema.tag_keys)
+        if series:
+            body["metrics"][0]["tags"] = {
+                **body["metrics"][0]["tags"],
+                **{k: [v] for k, v in series.items() if v},
+            }
         path = self.api_path("datapoints/query", stats)
-        raw = _rate_limited(
-            self._http.request,
+        where = (
+            f"{entry.key}, window [{from_ms(start_ms, self.tz).isoformat()}, "
+            f"{from_ms(end_ms, self.tz).isoformat()})"
+        )
+        status, raw, _ = _rate_limited(
+            self._http.exchange,
             "POST",
             path,
             json_body=body,
             stats=stats,
             too_large=self._too_large,
-            timeout_is_too_large=True,
+            timeout_is_too_large=not at_floor,
+            accept=_unserialisable,
         )
         url = self._http.url(path)
-        where = (
-            f"{entry.key}, window [{from_ms(start_ms, self.tz).isoformat()}, "
-            f"{from_ms(end_ms, self.tz).isoformat()})"
-        )
+        if status >= 300:
+            raise UnreadablePoint(
+                f"{where}: the server cannot serialise a stored point: {error_text(raw)}",
+                url=url,
+                status=status,
+            )
         doc, arrays = _decode_keeping_values(raw, url, where)
         results = _results(doc, url)
         if arrays is not None and len(arrays) != len(results):
@@ -428,7 +465,11 @@ class KairosDBSource:
         while cursor < end:
             stop = min(cursor + size, end)
             try:
-                batch = self.query(entry, cursor, stop, schema, stats, counts)
+                batch = self.query(
+                    entry, cursor, stop, schema, stats, counts, at_floor=stop - cursor <= min_ms
+                )
+            except UnreadablePoint:
+                batch = self.read_around_holes(entry, cursor, stop, schema, stats, counts)
             except WindowTooLarge as exc:
                 if stop - cursor <= min_ms:
                     raise WindowTooLarge(
@@ -452,6 +493,160 @@ class KairosDBSource:
                 next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap), min_ms
             )
             cursor = stop
+
+    # -- unreadable points ----------------------------------------------------------------
+    def read_around_holes(
+        self,
+        entry: CatalogEntry,
+        start_ms: int,
+        end_ms: int,
+        schema: SeriesSchema,
+        stats: RequestStats | None = None,
+        counts: QueryCounts | None = None,
+    ) -> SeriesBatch:
+        """``[start_ms, end_ms)`` without the points the server cannot serialise.
+
+        The window is halved (on whole minutes) until each unreadable part is at most
+        :data:`HOLE_MS` long; there each series is asked alone (found with a ``count``
+        query, which KairosDB can answer: a count is a long), and the series that still
+        fail are holes: recorded in ``counts.holes`` with the server's message and the
+        source's count of their points. Everything else is returned as one batch.
+        """
+        counts = counts if counts is not None else QueryCounts()
+        pieces: list[SeriesBatch] = []
+        self._around(entry, start_ms, end_ms, schema, stats, counts, pieces)
+        merged: dict[tuple[str, ...], Series] = {}
+        keys = schema.tag_keys
+        for piece in pieces:  # in time order
+            for s in piece.series:
+                k = (s.name, *(s.tags.get(t, "") for t in keys))
+                have = merged.get(k)
+                if have is None:
+                    merged[k] = Series(s.name, s.tags, list(s.points))
+                else:
+                    have.points = [*have.points, *s.points]  # type: ignore[misc]
+        batch = SeriesBatch(start_ms, end_ms)
+        batch.series = sorted(merged.values(), key=lambda s: tuple(s.tags.get(t, "") for t in keys))
+        return batch
+
+    def _around(
+        self,
+        entry: CatalogEntry,
+        a: int,
+        b: int,
+        schema: SeriesSchema,
+        stats: RequestStats | None,
+        counts: QueryCounts,
+        pieces: list[SeriesBatch],
+    ) -> None:
+        if b - a > HOLE_MS:
+            mid = a + (b - a) // 2 // HOLE_MS * HOLE_MS
+            if mid <= a:
+                mid = a + (b - a) // 2
+            for lo, hi in ((a, mid), (mid, b)):
+                try:
+                    pieces.append(self.query(entry, lo, hi, schema, stats, counts))
+                except UnreadablePoint:
+                    if stats is not None:
+                        stats.splits += 1
+                    self._around(entry, lo, hi, schema, stats, counts, pieces)
+            return
+        for tags, n in self.count_groups(entry, a, b, stats, schema.tag_keys):
+            try:
+                pieces.append(self.query(entry, a, b, schema, stats, counts, series=tags))
+            except UnreadablePoint as exc:
+                message = str(exc).split(": the server cannot serialise a stored point: ", 1)[-1]
+                counts.holes.append(
+                    {
+                        "series": tags,
+                        "start": from_ms(a, self.tz).isoformat(),
+                        "end": from_ms(b, self.tz).isoformat(),
+                        "start_ms": a,
+                        "end_ms": b,
+                        "message": message.split(" | HTTP ")[0],
+                        "points": n,
+                    }
+                )
+                log.warning(
+                    "%s: series %s unreadable in [%s, %s): %s; recorded as a hole",
+                    entry.key,
+                    tags,
+                    from_ms(a, self.tz).isoformat(),
+                    from_ms(b, self.tz).isoformat(),
+                    message,
+                )
+
+    # -- counts ----------------------------------------------------------------------------
+    def count_groups(
+        self,
+        entry: CatalogEntry,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None = None,
+        group_keys: tuple[str, ...] | None = None,
+    ) -> list[tuple[dict[str, str], int]]:
+        """The source's count of the points in ``[start_ms, end_ms)``, per tag group.
+
+        KairosDB's ``count`` aggregator with one sampling range the window's length
+        (kairosdb v1.2.2 ``core/aggregator/RangeAggregator.java``: ranges start at the
+        query's start; ``CountAggregator.java``: one long per range with points), so one
+        number per group comes back and no data point is sent. Without ``group_keys`` all
+        series form one group. A window refused as too large is halved and summed.
+        """
+        body = self._body(entry, start_ms, end_ms, group_keys)
+        body["metrics"][0]["aggregators"] = [
+            {"name": "count", "sampling": {"value": end_ms - start_ms, "unit": "milliseconds"}}
+        ]
+        path = self.api_path("datapoints/query", stats)
+        try:
+            doc = _rate_limited(
+                self._http.post_json,
+                path,
+                body,
+                stats=stats,
+                too_large=self._too_large,
+                timeout_is_too_large=end_ms - start_ms > self.windows.min_s * 1000,
+            )
+        except WindowTooLarge:
+            mid = start_ms + _blocks((end_ms - start_ms) // 2, 1000)
+            if stats is not None:
+                stats.splits += 1
+            total: dict[tuple[tuple[str, str], ...], int] = {}
+            for lo, hi in ((start_ms, mid), (mid, end_ms)):
+                for tags, n in self.count_groups(entry, lo, hi, stats, group_keys):
+                    k = tuple(sorted(tags.items()))
+                    total[k] = total.get(k, 0) + n
+            return [(dict(k), n) for k, n in sorted(total.items())]
+        out: list[tuple[dict[str, str], int]] = []
+        url = self._http.url(path)
+        for result in _results(doc, url):
+            values = result.get("values") or []
+            n = 0
+            for p in values:
+                if not (isinstance(p, list) and len(p) == 2 and type(p[1]) is int):
+                    raise SourceError(
+                        f"{entry.key}: a count answer is not [timestamp, integer]: {p!r}", url=url
+                    )
+                n += p[1]
+            if n:
+                out.append((_group_tags(result) if group_keys is not None else {}, n))
+        return out
+
+    def count_day(
+        self, entry: CatalogEntry, window: Window, stats: RequestStats | None = None
+    ) -> SourceCount:
+        """The source's own count of ``entry`` in ``window`` (see :meth:`count_groups`)."""
+        if self.options.for_plugin(entry.plugin).job_table:
+            jobs = self.fetch_jobs(entry.metric, window, stats)
+            return SourceCount(
+                len(jobs), "Examon jobs query (the jobs service has no count: the records)"
+            )
+        n = sum(c for _, c in self.count_groups(entry, window.start_ms, window.end_ms, stats))
+        return SourceCount(
+            n,
+            f"KairosDB count aggregator, one sampling range of {window.end_ms - window.start_ms}"
+            " ms from start_absolute, no group_by",
+        )
 
     # -- job tables ------------------------------------------------------------------------
     def fetch_jobs(

@@ -35,6 +35,7 @@ from dxt_core.backends.examon.simulator.model import DataModel, SimConfig, node_
 from dxt_core.backends.examon.simulator.query import (
     QueryEngine,
     _BadRequest,
+    _NotFinite,
     _error,
     _json,
     _Response,
@@ -179,6 +180,7 @@ class ExamonSimulator:
                 "unauthorized": 0,
                 "rate_limited": 0,
                 "proxy_timeouts": 0,
+                "not_finite_refused": 0,
                 "bad_requests": 0,
                 "points_served": 0,
                 "cache_hits": 0,
@@ -409,6 +411,9 @@ class _Handler(SimHandler):
         except _QueryLimit as exc:
             sim._count("refused_max_points")
             response = _query_limit_error(exc.args[0], faults.refusal)
+        except _NotFinite as exc:
+            sim._count("not_finite_refused")
+            response = _error(500, exc.args[0])
         except _MetricFault as exc:
             sim._count("faults_served")
             response = _error(
@@ -500,6 +505,29 @@ class _Handler(SimHandler):
                     return _error(400, str(exc))
         elif path == "/_sim/faults/reset" and method == "POST":
             return _json(200, asdict(sim.update_faults(asdict(Faults()))))
+        elif path == "/_sim/points":
+            # Store points at runtime: late data, or a NaN KairosDB cannot serve.
+            if method == "POST":
+                try:
+                    doc = _loads(body)
+                    if not isinstance(doc, dict):
+                        raise _BadRequest('expected {"metric": M, "tags": {...}, "points": [...]}')
+                    with sim._lock:
+                        added = sim.model.add_points(
+                            str(doc.get("metric")), dict(doc.get("tags") or {}),
+                            list(doc.get("points") or []),
+                        )
+                        sim._cache.clear()
+                        sim._cache_bytes = 0
+                    return _json(200, {"added": added})
+                except (_BadRequest, ConfigError, TypeError, ValueError) as exc:
+                    return _error(400, str(exc))
+            if method == "DELETE":
+                with sim._lock:
+                    sim.model.extra.clear()
+                    sim._cache.clear()
+                    sim._cache_bytes = 0
+                return _json(200, {"added": 0})
         elif path == "/_sim/stats":
             if method == "GET":
                 return _json(200, sim.stats)
