@@ -55,6 +55,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
     # from the manifest index when the archive has one (--verify reads every manifest)
+    if getattr(args, "reconcile", False):
+        return _cmd_reconcile(args, backend, archive, units, day_list)
     rows = coverage_rows(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
@@ -100,6 +102,73 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         for a, b in _ranges(bad_days):
             print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
     return 0 if not bad_days else 3
+
+
+def _cmd_reconcile(
+    args: argparse.Namespace,
+    backend: Any,
+    archive: Archive,
+    units: Sequence[tuple[str, ...]],
+    day_list: Sequence[dt.date],
+) -> int:
+    """``dxt coverage --reconcile``: the source's counts against the manifests (counts only,
+    never the data). Exit 4 when the source has more than the archive (late data: the
+    refill commands are printed), 3 when a count failed, else 0."""
+    from dxt_core.reconcile import reconcile
+
+    cli = backend.module("cli")
+    if not hasattr(cli, "reconcile_counter"):
+        raise ConfigError(f"{backend.command} cannot count at the source yet: no --reconcile")
+    with cli.reconcile_counter(args) as counter:
+        rows = reconcile(archive, backend.name, units, day_list, counter)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    more = [r for r in rows if r.state == "more"]
+    if args.json:
+        print(json.dumps({"counts": counts, "rows": [r.as_dict() for r in rows]}, indent=2))
+    else:
+        label = {
+            "more": "MORE at the source (late data: refetch)",
+            "fewer": "fewer at the source (retention; archive kept: K)",
+            "error": "count FAILED",
+            "missing": "not archived (not counted)",
+        }
+        for r in rows:
+            if r.state == "equal":
+                continue
+            both = (
+                f": archive {r.archive_count:,}, source {r.source_count:,}"
+                if r.archive_count is not None and r.source_count is not None
+                else ""
+            )
+            why = f" ({r.detail})" if r.detail else ""
+            print(f"{label[r.state]}: {'/'.join(r.parts)} {r.day}{both}{why}")
+        print(
+            f"\nreconciled {len(units)} units x {len(day_list)} days against the source's "
+            "counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        )
+        method = next((r.method for r in rows if r.method), "")
+        if method:
+            print(f"counted with: {method}")
+    if more and not args.json:
+        dag_id = args.dag_id or backend.dag_id
+        print(
+            "\nTo refetch the metric-days that grew (a grown day is replaced; the old file is "
+            "kept in .versions/):"
+        )
+        by_unit: dict[tuple[str, ...], list[dt.date]] = {}
+        for r in more:
+            by_unit.setdefault(r.parts, []).append(r.day)
+        for parts, unit_days in by_unit.items():
+            for a, b in _ranges(sorted(unit_days)):
+                print(f"  {cli.refetch_command(args, parts, a.isoformat(), b.isoformat())}")
+        print("or with Airflow (clears the days' metric tasks; they rerun and refetch):")
+        for a, b in _ranges(sorted({r.day for r in more})):
+            print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
+    if more:
+        return 4
+    return 3 if counts.get("error") else 0
 
 
 def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
@@ -187,10 +256,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
     c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")
+    c.add_argument(
+        "--reconcile",
+        action="store_true",
+        help="ask the source (--url ...) for its count of every archived metric-day, counts "
+        "only, never the data: equal, more at the source (late data: exit 4, with the "
+        "commands that refetch), fewer (retention: the archive is kept, shown K)",
+    )
     for backend in registry.backends() if only is None else []:
         # Backends share an option when they mean the same by it (--metrics): first one wins.
         shared = argparse.ArgumentParser(add_help=False)
         backend.module("cli").add_coverage_arguments(shared)
+        if hasattr(backend.module("cli"), "add_reconcile_arguments"):
+            backend.module("cli").add_reconcile_arguments(shared)
         for action in shared._actions:
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)

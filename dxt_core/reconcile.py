@@ -227,8 +227,9 @@ def reconcile_days(env: dict[str, str] | Any, backend: str) -> int:
     except ValueError:
         from dxt_core.errors import ConfigError
 
-        raise ConfigError(f"{name}={raw!r} is not a whole number of days (e.g. 3; 0 turns "
-                          "reconciling off)") from None
+        raise ConfigError(
+            f"{name}={raw!r} is not a whole number of days (e.g. 3; 0 turns reconciling off)"
+        ) from None
     if n < 0:
         from dxt_core.errors import ConfigError
 
@@ -280,7 +281,9 @@ class RecentReport:
                 {"parts": list(p), "day": d.isoformat(), "archive": a, "source": b}
                 for p, d, a, b in self.refetched
             ],
-            "failed": [{"parts": list(p), "day": d.isoformat(), "error": w} for p, d, w in self.failed],
+            "failed": [
+                {"parts": list(p), "day": d.isoformat(), "error": w} for p, d, w in self.failed
+            ],
             "note": self.note(),
         }
 
@@ -313,8 +316,6 @@ def reconcile_recent(
         except DxtError as exc:
             report.failed.append((row.parts, row.day, str(exc)))
             continue
-        report.refetched.append(
-            (row.parts, row.day, row.archive_count or 0, row.source_count or 0)
-        )
+        report.refetched.append((row.parts, row.day, row.archive_count or 0, row.source_count or 0))
     log.info("%s", report.note())
     return report

@@ -524,7 +524,7 @@ class KairosDBSource:
                 if have is None:
                     merged[k] = Series(s.name, s.tags, list(s.points))
                 else:
-                    have.points = [*have.points, *s.points]  # type: ignore[misc]
+                    have.points = [*have.points, *s.points]
         batch = SeriesBatch(start_ms, end_ms)
         batch.series = sorted(merged.values(), key=lambda s: tuple(s.tags.get(t, "") for t in keys))
         return batch

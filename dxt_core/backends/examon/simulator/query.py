@@ -237,9 +237,7 @@ def _parse_count(aggregators: Any, ctx: str) -> tuple[int | None, str]:
         raise _BadRequest(f"{ctx}.aggregators[0].sampling.value must be >= 1")
     if agg.get("align_sampling"):
         raise _BadRequest(f"{ctx}.aggregators[0].align_sampling is not supported by the simulator")
-    align = (
-        "start" if agg.get("align_start_time") else "end" if agg.get("align_end_time") else ""
-    )
+    align = "start" if agg.get("align_start_time") else "end" if agg.get("align_end_time") else ""
     return value * _FIXED_UNIT_MS[unit], align
 
 
@@ -343,6 +341,9 @@ class _Response:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     points: int = 0
+    #: Data points in the answer when they are not ``points`` (those read): a ``count``
+    #: query reads every point and answers one number per range.
+    served: int | None = None
     cacheable: bool = False
     content_type: str = "application/json; charset=UTF-8"
     encoding: str = "kairosdb"
@@ -372,7 +373,7 @@ class QueryEngine:
     def _plan(self, query: _Query, mq: _MetricQuery, now_ms: int) -> _Plan:
         metric = self.model.metric(mq.name)
         first, count, lo, hi = self.model.slots(query.start_ms, query.end_ms, now_ms)
-        if metric is None or count == 0:
+        if metric is None or (count == 0 and not self.model.extra.get(mq.name)):
             return _Plan(metric, mq, first, count, lo, hi, [], {}, 0)
         selected = [
             i
@@ -554,7 +555,13 @@ class QueryEngine:
             }
             for p in plans
         ]
-        response = _Response(200, orjson.dumps({"queries": queries}), points=total)
+        served = 0
+        for p, q in zip(plans, queries, strict=True):
+            if p.query.count_ms is None:
+                served += p.points
+            else:
+                served += sum(len(r["values"]) for r in cast(list[JsonObj], q["results"]))
+        response = _Response(200, orjson.dumps({"queries": queries}), points=total, served=served)
         response.cacheable = cacheable
         return response
 

@@ -35,9 +35,9 @@ from dxt_core.backends.examon.simulator.model import DataModel, SimConfig, node_
 from dxt_core.backends.examon.simulator.query import (
     QueryEngine,
     _BadRequest,
-    _NotFinite,
     _error,
     _json,
+    _NotFinite,
     _Response,
 )
 from dxt_core.errors import ConfigError
@@ -514,7 +514,8 @@ class _Handler(SimHandler):
                         raise _BadRequest('expected {"metric": M, "tags": {...}, "points": [...]}')
                     with sim._lock:
                         added = sim.model.add_points(
-                            str(doc.get("metric")), dict(doc.get("tags") or {}),
+                            str(doc.get("metric")),
+                            dict(doc.get("tags") or {}),
                             list(doc.get("points") or []),
                         )
                         sim._cache.clear()
@@ -574,7 +575,7 @@ class _Handler(SimHandler):
                 self._send(_Response(504, b"", content_type="", encoding="none"), accept)
                 return
             time.sleep(faults.slow_delay_s)
-        sim._count("points_served", response.points)
+        sim._count("points_served", response.points if response.served is None else response.served)
         self._write(response, gzip=gzip_ok)
 
     def _send(self, response: _Response, accept: str | None) -> None:
