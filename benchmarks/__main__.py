@@ -21,6 +21,8 @@ Workloads:
               bytes against a fault-free run
   airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
               airflow standalone, against the same DAG shape with no-op tasks; parse time
+  reconcile   `dxt coverage examon --reconcile` against `dxt extract examon` of the same catalog
+              day (tiny 20 metrics x 2 nodes, full 811 x 8): requests, seconds, points served
   coverage_view  the Airflow coverage view at 811 metrics x 365 days: index rebuild, grid
               endpoint, and the page rendered in Debian's chromium (when installed)
 """
@@ -194,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             "command",
             "production",
             "soak",
+            "reconcile",
         ):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
@@ -242,6 +245,15 @@ def main(argv: list[str] | None = None) -> int:
             res = command_workload(a.size, a.repeat)
             res["wall_s"] = round(time.monotonic() - t0, 1)
             print_command(res)
+            results.append(res)
+            continue
+        if w == "reconcile":
+            from benchmarks.reconcile import print_result as print_reconcile
+            from benchmarks.reconcile import workload as reconcile_workload
+
+            res = reconcile_workload(a.size)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
+            print_reconcile(res)
             results.append(res)
             continue
         if w == "collectd_es":

@@ -12,6 +12,9 @@ The run of logical date D archives day D (midnight to midnight in the connection
 * ``wait_for_day_end`` holds a run until its local day is over (plus a settle delay),
   deferred to the triggerer.
 * Each metric-day adds an event to the asset ``dxt-archive/examon/<plugin>``.
+* ``reconcile_recent_days`` asks KairosDB for the counts of the previous
+  ``DXT_EXAMON_RECONCILE_DAYS`` days (default 3; 0: off) and refetches the days that grew
+  (late data); the old file is kept in ``.versions/``; its XCom ``note`` says what it found.
 
 Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 """
@@ -34,6 +37,7 @@ daily_archive_dag(
     map_index_template="{{ task.op_kwargs['unit']['plugin'] }}/"
     "{{ task.op_kwargs['unit']['metric'] }}",
     wait_uses_connection=True,
+    reconcile="dxt_core.airflow.examon:reconcile_recent_days",
     params={
         "format": Param(
             dag_settings("examon")["format"],

@@ -55,6 +55,7 @@ def daily_archive_dag(
     params: dict[str, Any] | None = None,
     wait_uses_connection: bool = False,
     pooled: bool = True,
+    reconcile: str | None = None,
 ) -> DAG:
     """Build the DAG ``dxt_<backend>``.
 
@@ -68,6 +69,9 @@ def daily_archive_dag(
             ``(conn_id, max_map_length)``; or ``fixed_units``, a list known at parse time.
         params: Params of a manual trigger besides ``day`` and ``replace``.
         wait_uses_connection: the day's zone comes from the connection (Examon).
+        reconcile: ``"module:function"`` called with ``(context, conn_id)`` by a
+            ``reconcile_recent_days`` task after the wait (issue 19: the previous days'
+            counts checked at the source, grown days refetched).
     """
     s = dag_settings(backend)
     conn_id = str(s["conn_id"])
@@ -103,6 +107,17 @@ def daily_archive_dag(
         def archive_unit(unit: Any) -> dict[str, object]:
             result: dict[str, object] = _call(archive)(unit, get_current_context(), conn_id)
             return result
+
+        if reconcile is not None:
+
+            @task(
+                task_id="reconcile_recent_days", pool=str(s["pool"]) if pooled else "default_pool"
+            )
+            def reconcile_days() -> dict[str, object]:
+                result: dict[str, object] = _call(reconcile)(get_current_context(), conn_id)
+                return result
+
+            wait >> reconcile_days()
 
         if units is None:
             wait >> archive_unit.expand(unit=list(fixed_units))

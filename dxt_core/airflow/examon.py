@@ -96,3 +96,24 @@ def archive_metric_day(entry: dict[str, str], context: Any, conn_id: str) -> dic
         relative_path(report.path, archive.root),
     )
     return doc
+
+
+def reconcile_recent_days(context: Any, conn_id: str) -> dict[str, Any]:
+    """Issue 19: reconcile the days before the run's day against KairosDB's counts (counts
+    only) and refetch those that grew (late data). ``DXT_EXAMON_RECONCILE_DAYS`` days,
+    default 3, 0 turns it off. Returns the report (XCom) with a one-line ``note``."""
+    import os
+
+    from dxt_core.airflow.hooks import ExamonHook
+    from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+    from dxt_core.reconcile import reconcile_days
+
+    n_days = reconcile_days(os.environ, "examon")
+    archive = Archive(archive_root())
+    entries = load_catalog(dag_settings("examon")["catalog"] or None)
+    with ExamonHook(conn_id).get_conn(options=examon_options()) as source:
+        report = reconcile_examon_recent(
+            source, entries, day_of(context), archive, n_days, fmt=output_format(context)
+        )
+    log.info("%s", report.note())
+    return report.as_dict()

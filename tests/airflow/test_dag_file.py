@@ -29,7 +29,12 @@ def test_dagbag_has_no_import_errors_and_parses_fast(migrated_home, tmp_path):
     doc = run_dagbag_script(env, PARSE)
     assert doc["errors"] == {}
     assert "dxt_examon" in doc["dags"]  # other DAGs (dxt_kwollect, ...) have their own tests
-    assert doc["tasks"] == ["archive_metric_day", "catalog", "wait_for_day_end"]
+    assert doc["tasks"] == [
+        "archive_metric_day",
+        "catalog",
+        "reconcile_recent_days",
+        "wait_for_day_end",
+    ]
     assert doc["catchup"] is True and doc["pool"] == "examon"
     print(f"dxt_examon.py parse time: {doc['best_ms']:.1f} ms")
     assert doc["best_ms"] < 100

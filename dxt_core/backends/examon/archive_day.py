@@ -9,16 +9,24 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.examon.catalog import CatalogEntry
-from dxt_core.backends.examon.source import KairosDBSource, QueryCounts
+from dxt_core.backends.examon.source import TAG_CACHE_DIR, KairosDBSource, QueryCounts
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
-from dxt_core.reconcile import SourceCount, check_source_count, hole_points, is_past
+from dxt_core.reconcile import (
+    RecentReport,
+    SourceCount,
+    check_source_count,
+    hole_points,
+    is_past,
+    reconcile_recent,
+)
 from dxt_core.records import RawPoints, SeriesBatch
 from dxt_core.windows import day_window
 from dxt_core.writers.base import SeriesWriter
@@ -37,6 +45,13 @@ def examon_parts(entry: CatalogEntry, fmt: str = "csv") -> tuple[str, str]:
     if fmt == "parquet":
         return (f"plugin={entry.plugin}", f"metric={entry.metric}")
     return (entry.plugin, entry.metric)
+
+
+def tag_cache_path(archive: Archive, key: DayKey) -> Path:
+    """Where the metric's tag keys are kept: ``<root>/.dxt-tag-keys/examon/<parts>.json``,
+    out of the day directories (dataset readers and listings see only the days)."""
+    *dirs, last = key.parts
+    return archive.root.joinpath(TAG_CACHE_DIR, key.source, *dirs, f"{last}.json")
 
 
 def archive_examon_day(
@@ -126,7 +141,8 @@ def archive_examon_day(
                         res = GzipCsvTableWriter(fh).write_all(records)
                 staging.done(ext, res)
             return
-        schema = source.schema(entry, window, stats)
+        schema, tag_note = source.schema_cached(entry, window, tag_cache_path(archive, key), stats)
+        staging.manifest["tag_keys"] = tag_note
         if not schema.tag_keys:
             # No series ever (with this filter): empty, unless KairosDB has never heard of
             # the name at all, which is a catalog error, not an empty day.
@@ -225,3 +241,32 @@ def _typed(
                         '"double" (or remove the declaration)'
                     )
         yield value_type, batch
+
+
+def reconcile_examon_recent(
+    source: KairosDBSource,
+    entries: Iterable[CatalogEntry],
+    day: dt.date,
+    archive: Archive,
+    n_days: int,
+    fmt: str = "csv",
+) -> RecentReport:
+    """Reconcile the ``n_days`` days before ``day`` (counts only) and refetch the grown ones.
+
+    The DAG's ``reconcile_recent_days`` task calls this (``DXT_EXAMON_RECONCILE_DAYS``,
+    default 3). A grown day is replaced; the file it replaces is kept in ``.versions/``.
+    """
+    by_parts: dict[tuple[str, ...], CatalogEntry] = {examon_parts(e, fmt): e for e in entries}
+    archive.keep_grown = True
+
+    by_day: dict[dt.date, dict[str, SourceCount]] = {}
+
+    def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
+        if d not in by_day:  # the catalog's counts of a day, asked together
+            by_day[d] = source.count_day_many(list(by_parts.values()), day_window(d, source.tz))
+        return by_day[d][by_parts[parts].key]
+
+    def refetch(parts: tuple[str, ...], d: dt.date) -> DayReport:
+        return archive_examon_day(source, by_parts[parts], d, archive, fmt=fmt)
+
+    return reconcile_recent(archive, "examon", list(by_parts), day, n_days, count, refetch)

@@ -103,9 +103,13 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
         examon_parts(e, args.format): e for e in load_catalog(args.catalog)
     }
     with KairosDBSource(conn, options=options) as src:
+        # the catalog's counts of a day are asked together (a few requests per day)
+        by_day: dict[dt.date, dict[str, SourceCount]] = {}
 
         def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
-            return src.count_day(by_parts[parts], day_window(day, src.tz))
+            if day not in by_day:
+                by_day[day] = src.count_day_many(list(by_parts.values()), day_window(day, src.tz))
+            return by_day[day][by_parts[parts].key]
 
         yield count
 

@@ -23,6 +23,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -352,6 +353,118 @@ class KairosDBSource:
                 keys.update(k for k, v in tags.items() if v)
         return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
 
+    def _tag_keys(
+        self, entry: CatalogEntry, start_ms: int, end_ms: int | None, stats: RequestStats | None
+    ) -> set[str]:
+        body: dict[str, Any] = {
+            "start_absolute": start_ms,
+            "cache_time": 0,
+            "metrics": [{"name": entry.metric, "tags": self._tag_filter(entry)}],
+        }
+        if end_ms is not None:
+            body["end_absolute"] = end_ms - 1
+        path = self.api_path("datapoints/query/tags", stats)
+        doc = _rate_limited(self._http.post_json, path, body, stats=stats)
+        keys: set[str] = set()
+        for result in _results(doc, self._http.url(path)):
+            tags = result.get("tags") or {}
+            if isinstance(tags, dict):
+                keys.update(k for k, v in tags.items() if v)
+        return keys
+
+    def schema_cached(
+        self,
+        entry: CatalogEntry,
+        window: Window,
+        cache: Path,
+        stats: RequestStats | None = None,
+    ) -> tuple[SeriesSchema, dict[str, Any]]:
+        """The metric's tag keys as :meth:`schema` gives them, asked over all time only once.
+
+        ``query/tags`` over a metric's whole history is the most expensive query sent to a
+        large KairosDB (examon-client cached it on disk): the keys it found are kept in
+        ``cache`` (in the archive, beside the metric's days) and, since keys only grow, each
+        later metric-day asks only its own window and adds what it shows. When the history
+        query fails (a timeout outlasting the retries, a refusal), the history is asked in
+        halves, and when that fails too the day's keys plus the cached ones are used. The
+        second value (for the manifest) says which.
+        """
+        with self._lock:
+            cached = _read_tag_cache(cache)
+        if cached is not None and cached.get("complete"):
+            day = self._tag_keys(entry, window.start_ms, window.end_ms, stats)
+            keys = set(cached["keys"]) | day
+            note: dict[str, Any] = {
+                "from": "archive cache + this day's query/tags",
+                "cache": cache.name,
+            }
+            if keys != set(cached["keys"]):
+                note["added"] = sorted(keys - set(cached["keys"]))
+                self._write_tag_cache(cache, entry, keys, True)
+            return SeriesSchema(entry.metric, tuple(sorted(keys))), note
+        now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+        try:
+            keys = self._history_keys(entry, 0, now_ms, stats, depth=0)
+        except (SourceUnavailable, WindowTooLarge) as exc:
+            day = self._tag_keys(entry, window.start_ms, window.end_ms, stats)
+            keys = day | set((cached or {}).get("keys") or ())
+            log.warning(
+                "%s: tag keys over all time could not be read (%s); using this day's keys "
+                "and the cached ones",
+                entry.key,
+                exc,
+            )
+            self._write_tag_cache(cache, entry, keys, False)
+            return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+                "from": "this day's query/tags + cached keys: the query over all time failed",
+                "error": str(exc)[:300],
+            }
+        self._write_tag_cache(cache, entry, keys, True)
+        return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+            "from": "query/tags over all time (kept in the archive for the next days)",
+            "cache": cache.name,
+        }
+
+    def _history_keys(
+        self, entry: CatalogEntry, lo: int, hi: int, stats: RequestStats | None, depth: int
+    ) -> set[str]:
+        """Tag keys of ``[lo, hi)``; halved (up to 4 levels: 16 parts) when refused."""
+        try:
+            return self._tag_keys(entry, lo, None if depth == 0 else hi, stats)
+        except (SourceUnavailable, WindowTooLarge):
+            if depth >= 4 or hi - lo < 2 * 86_400_000:
+                raise
+            if stats is not None:
+                stats.splits += 1
+            mid = lo + (hi - lo) // 2
+            return self._history_keys(entry, lo, mid, stats, depth + 1) | self._history_keys(
+                entry, mid, hi, stats, depth + 1
+            )
+
+    def _write_tag_cache(
+        self, cache: Path, entry: CatalogEntry, keys: set[str], complete: bool
+    ) -> None:
+        from dxt_core.archive import write_json_atomic
+
+        with self._lock:
+            old = _read_tag_cache(cache)
+            if old is not None:  # keys only grow, also when two days write at once
+                keys = keys | set(old.get("keys") or ())
+                complete = complete or bool(old.get("complete"))
+            write_json_atomic(
+                cache,
+                {
+                    "schema": TAG_CACHE_SCHEMA,
+                    "metric": entry.metric,
+                    "plugin": entry.plugin,
+                    "tags_filter": self._tag_filter(entry),
+                    "keys": sorted(keys),
+                    # complete: the keys of the whole history were read once
+                    "complete": complete,
+                    "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                },
+            )
+
     def query(
         self,
         entry: CatalogEntry,
@@ -648,6 +761,78 @@ class KairosDBSource:
             " ms from start_absolute, no group_by",
         )
 
+    def count_day_many(
+        self,
+        entries: Sequence[CatalogEntry],
+        window: Window,
+        stats: RequestStats | None = None,
+        per_request: int = 64,
+    ) -> dict[str, SourceCount]:
+        """:meth:`count_day` of many metrics, ``per_request`` of them in one query.
+
+        A KairosDB query holds a list of metric queries and answers one ``queries[i]``
+        each (``MetricsResource.runQuery``), so reconciling a catalog day takes a few
+        requests, not one per metric. A batch refused as too large (KairosDB's
+        ``query_limit`` counts every point read, counted or not) is asked one metric at a
+        time (:meth:`count_day` splits the window further). Job tables are asked apart.
+        """
+        out: dict[str, SourceCount] = {}
+        metrics = [e for e in entries if not self.options.for_plugin(e.plugin).job_table]
+        for e in entries:
+            if self.options.for_plugin(e.plugin).job_table:
+                out[e.key] = self.count_day(e, window, stats)
+        length = window.end_ms - window.start_ms
+        method = (
+            f"KairosDB count aggregator, one sampling range of {length} ms from "
+            "start_absolute, no group_by"
+        )
+        for i in range(0, len(metrics), per_request):
+            batch = metrics[i : i + per_request]
+            body = self._body(batch[0], window.start_ms, window.end_ms, None)
+            body["metrics"] = [
+                {
+                    "name": e.metric,
+                    "tags": self._tag_filter(e),
+                    "aggregators": [
+                        {"name": "count", "sampling": {"value": length, "unit": "milliseconds"}}
+                    ],
+                }
+                for e in batch
+            ]
+            path = self.api_path("datapoints/query", stats)
+            try:
+                doc = _rate_limited(
+                    self._http.post_json,
+                    path,
+                    body,
+                    stats=stats,
+                    too_large=self._too_large,
+                    timeout_is_too_large=True,
+                )
+                queries = doc["queries"] if isinstance(doc, dict) else None
+                if not isinstance(queries, list) or len(queries) != len(batch):
+                    raise SourceError(
+                        f"a count of {len(batch)} metrics answered "
+                        f"{len(queries) if isinstance(queries, list) else 'no'} queries",
+                        url=self._http.url(path),
+                    )
+            except WindowTooLarge:
+                for e in batch:
+                    out[e.key] = self.count_day(e, window, stats)
+                continue
+            for e, q in zip(batch, queries, strict=True):
+                n = 0
+                for result in _results({"queries": [q]}, self._http.url(path)):
+                    for p in result.get("values") or []:
+                        if not (isinstance(p, list) and len(p) == 2 and type(p[1]) is int):
+                            raise SourceError(
+                                f"{e.key}: a count answer is not [timestamp, integer]: {p!r}",
+                                url=self._http.url(path),
+                            )
+                        n += p[1]
+                out[e.key] = SourceCount(n, method)
+        return out
+
     # -- job tables ------------------------------------------------------------------------
     def fetch_jobs(
         self,
@@ -725,6 +910,24 @@ class KairosDBSource:
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
+
+
+#: The schema of the tag-key cache kept beside a metric's days (``.tag_keys.json``).
+TAG_CACHE_SCHEMA = "dxt-archive/examon-tag-keys/1"
+TAG_CACHE_DIR = ".dxt-tag-keys"
+
+
+def _read_tag_cache(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != TAG_CACHE_SCHEMA:
+        return None
+    keys = doc.get("keys")
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return doc
 
 
 def _rate_limited(call: Callable[..., _T], *args: Any, **kw: Any) -> _T:

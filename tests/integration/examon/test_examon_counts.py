@@ -280,3 +280,119 @@ def test_a_read_timeout_at_the_floor_is_retried_before_the_day_fails(
     ):
         archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
     assert "gave up after 3 attempts" in str(ei.value) and "timeout" in str(ei.value)
+
+
+@pytest.fixture(scope="module")
+def grafana7(catalog: Path):
+    process = SimulatorProcess(
+        ["--catalog", str(catalog), "--nodes", "2", "--user", "g", "--password", "pw"]
+    )
+    yield process
+    process.stop()
+
+
+def test_grafana_7s_silence_is_ended_by_the_clients_read_timeout(
+    grafana7: SimulatorProcess, tmp_path: Path
+) -> None:
+    # Grafana 7 has no response timeout on its data proxy (pkg/models/datasource_cache.go
+    # GetHttpTransport: [dataproxy] timeout is the dial timeout only): no 504, silence.
+    grafana7.faults(
+        slow_points=1000, slow_delay_s=3.0, grafana_timeout_s=0.3, grafana_proxy_timeout=False
+    )
+    try:
+        with source(
+            grafana7.url,
+            user="g",
+            password="pw",
+            grafana_proxy=True,
+            timeout_s=0.5,
+            windows=WindowPolicy(initial_s=86_400, min_s=300),
+        ) as src:
+            rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+    finally:
+        grafana7.faults(
+            slow_points=None, slow_delay_s=0.0, grafana_timeout_s=30.0, grafana_proxy_timeout=True
+        )
+    assert rep.stats.splits >= 1 and rep.rows == 2 * PER_DAY
+    assert grafana7.stats()["proxy_timeouts"] == 0  # no 504 was sent: the client gave up
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Tag keys: the history asked once, kept in the archive; a failing history falls back
+# --------------------------------------------------------------------------------------------
+
+
+def test_tag_keys_over_all_time_are_asked_once_and_kept(
+    sim: SimulatorProcess, tmp_path: Path
+) -> None:
+    archive = Archive(tmp_path)
+    with source(sim.url) as src:
+        httpx.post(f"{sim.url}/_sim/stats/reset").raise_for_status()
+        first = archive_examon_day(src, AMBIENT, DAY, archive)
+        assert sim.stats()["last_tags_query"]["start_absolute"] == 0
+        cache = tmp_path / ".dxt-tag-keys" / "examon" / "ipmi_pub" / "ambient.json"
+        kept = json.loads(cache.read_text())
+        assert kept["complete"] and "node" in kept["keys"]
+        nxt = DAY + dt.timedelta(days=1)
+        second = archive_examon_day(src, AMBIENT, nxt, archive)
+        asked = sim.stats()["last_tags_query"]
+        assert asked["start_absolute"] == day_window(nxt, zone("Europe/Rome")).start_ms
+    one = json.loads(first.manifest.read_text())
+    two = json.loads(second.manifest.read_text())
+    assert one["tag_keys"]["from"].startswith("query/tags over all time")
+    assert two["tag_keys"]["from"] == "archive cache + this day's query/tags"
+    assert one["columns"] == two["columns"]
+
+
+def test_a_history_query_that_times_out_falls_back_to_the_days_keys(
+    sim: SimulatorProcess, tmp_path: Path
+) -> None:
+    sim.faults(slow_tags_span_s=30 * 86_400, slow_delay_s=1.0)
+    with source(sim.url, timeout_s=0.3, retry=RetryPolicy(attempts=1)) as src:
+        rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path))
+    sim.faults(slow_tags_span_s=None, slow_delay_s=0.0)
+    doc = json.loads(rep.manifest.read_text())
+    assert doc["tag_keys"]["from"].startswith("this day's query/tags + cached keys")
+    assert "timeout" in doc["tag_keys"]["error"]
+    assert doc["rows"] == NODES * PER_DAY and "node" in doc["columns"]
+    cache = json.loads((tmp_path / ".dxt-tag-keys/examon/ipmi_pub/ambient.json").read_text())
+    assert cache["complete"] is False  # the next day asks the history again
+
+
+# --------------------------------------------------------------------------------------------
+# 6. A daily run reconciles the previous days and refetches the grown ones (no Airflow here:
+#    the DAG task calls this function)
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
+    sim: SimulatorProcess, tmp_path: Path
+) -> None:
+    from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+    from dxt_core.reconcile import reconcile_days
+
+    archive = Archive(tmp_path)
+    days = [DAY + dt.timedelta(days=i) for i in range(3)]
+    with source(sim.url) as src:
+        for d in days:
+            archive_examon_day(src, AMBIENT, d, archive)
+        add_points(sim, [[noon_ms() + 86_400_000 + 900, 22.25]])  # late, into days[1]
+        n = reconcile_days({}, "examon")
+        assert n == 3 and reconcile_days({"DXT_EXAMON_RECONCILE_DAYS": "0"}, "examon") == 0
+        report = reconcile_examon_recent(
+            src, [AMBIENT], days[-1] + dt.timedelta(days=1), archive, n
+        )
+    assert report.days == days
+    assert report.counts() == {"equal": 2, "more": 1}
+    assert report.refetched == [
+        (("ipmi_pub", "ambient"), days[1], NODES * PER_DAY, NODES * PER_DAY + 1)
+    ]
+    assert "refetched 1 grown: ipmi_pub/ambient 2020-03-10: 12,960 -> 12,961" in report.note()
+    folder = tmp_path / "examon" / "ipmi_pub" / "ambient"
+    assert (
+        json.loads((folder / f"{days[1]}.manifest.json").read_text())["rows"] == NODES * PER_DAY + 1
+    )
+    assert [p.name.split(".prev-")[0] for p in sorted((folder / ".versions").iterdir())] == [
+        f"{days[1]}.csv.gz",
+        f"{days[1]}.manifest.json",
+    ]

@@ -475,6 +475,10 @@ class _Handler(SimHandler):
                 return _error(405, "use POST (or GET with ?query=)")
             query = _loads(raw)
             if tags_only and isinstance(query, dict):
+                span = sim.config.faults.slow_tags_span_s
+                if span is not None and _span_ms(query) > span * 1000:
+                    sim._count("slow_served")
+                    time.sleep(sim.config.faults.slow_delay_s)
                 with sim._lock:
                     sim._stats["last_tags_query"] = {
                         k: query.get(k)
@@ -567,7 +571,11 @@ class _Handler(SimHandler):
             return
         if faults.slow_points is not None and response.points > faults.slow_points:
             sim._count("slow_served")
-            if proxied and faults.slow_delay_s > faults.grafana_timeout_s:
+            if (
+                proxied
+                and faults.grafana_proxy_timeout
+                and faults.slow_delay_s > faults.grafana_timeout_s
+            ):
                 # Grafana's data proxy gives up after [dataproxy] timeout: 504, no body
                 # (pkg/util/proxyutil/reverse_proxy.go errorHandler only writes the header).
                 time.sleep(faults.grafana_timeout_s)
@@ -621,6 +629,15 @@ def _grafana(status: int, obj: Any) -> _Response:
     """An answer of Grafana's own API: never gzipped (``[server] enable_gzip = false`` in
     grafana/grafana ``conf/defaults.ini``, left so by ExaMon's ``grafana.ini``)."""
     return _Response(status, orjson.dumps(obj), content_type="application/json", encoding="none")
+
+
+def _span_ms(query: dict[str, Any]) -> float:
+    """The time range of an absolute query (to now when it has no end)."""
+    start = query.get("start_absolute")
+    end = query.get("end_absolute")
+    if not isinstance(start, int):
+        return 0.0
+    return float((end if isinstance(end, int) else time.time() * 1000) - start)
 
 
 def _loads(raw: bytes) -> Any:
