@@ -181,16 +181,18 @@ def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
     return out
 
 
-_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K"}
+_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K", "holes": "h"}
 
 
 def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
     by_unit: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
-        by_unit.setdefault(r.parts, []).append("kept" if r.kept else r.status)
+        holes = r.status == "archived" and r.detail.startswith("holes:")
+        by_unit.setdefault(r.parts, []).append("kept" if r.kept else "holes" if holes else r.status)
     print(
-        "legend: # archived  o empty  . missing  X corrupt  K kept (a rerun found fewer rows "
-        f"at the source; the archive was kept)   days {day_list[0]}..{day_list[-1]}"
+        "legend: # archived  h archived with holes (unreadable points, retried)  o empty  "
+        ". missing  X corrupt  K kept (the source has fewer rows; the archive was kept)   "
+        f"days {day_list[0]}..{day_list[-1]}"
     )
     for parts, statuses in by_unit.items():
         if not show_all and all(s in ("archived", "empty") for s in statuses):
@@ -198,8 +200,9 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
         marks = "".join(_MARK[s] for s in statuses)
         print(f"{'/'.join(parts):<60} {marks}")
     for r in rows:
-        if r.status == "corrupt" or r.kept:
-            print(f"{'kept' if r.kept else 'corrupt'}: {'/'.join(r.parts)} {r.day}: {r.detail}")
+        if r.status == "corrupt" or r.kept or r.detail.startswith("holes:"):
+            what = "kept" if r.kept else "corrupt" if r.status == "corrupt" else "holes"
+            print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
 
 
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:

@@ -66,6 +66,24 @@ def hole_points(holes: Iterable[dict[str, Any]]) -> int:
     return sum(int(h.get("points") or 0) for h in holes)
 
 
+def holes_detail(doc: dict[str, Any] | None) -> str:
+    """The coverage detail of a day archived with holes ("" without): how many unreadable
+    windows, how many points they hold, the first one."""
+    holes = [h for h in (doc or {}).get("holes") or () if isinstance(h, dict)]
+    if not holes:
+        return ""
+    h = holes[0]
+    series = h.get("series")
+    if not isinstance(series, dict):
+        series = {}
+    who = ",".join(f"{k}={v}" for k, v in sorted(series.items())) or "all series"
+    return (
+        f"holes: {len(holes)} unreadable window(s), {hole_points(holes):,} points not "
+        f"archived (first: {who} [{h.get('start')}, {h.get('end')}): {h.get('message')}); "
+        "retried on the next run"
+    )
+
+
 def archived_count(doc: dict[str, Any] | None) -> int | None:
     """The archive's side of the comparison: rows plus the points of the holes (``None``
     when the day is not archived)."""

@@ -78,3 +78,45 @@ def test_the_refusal_wording_tells_elasticsearch_from_opensearch():
         "requestedTenant=null]",
     )
     assert not elasticsearch_refusal("index_not_found_exception", "is unauthorized for user [x]")
+
+
+def test_a_count_with_a_failed_shard_is_an_error_never_a_smaller_count():
+    """A server answer faked over a real socket: ``_count`` with one of two shards failed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from dxt_core.errors import SourceUnavailable
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, doc: dict) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Elastic-Product", "Elasticsearch")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._answer({"version": {"number": "8.15.3"}, "tagline": "You Know, for Search"})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._answer(
+                {"count": 3, "_shards": {"total": 2, "successful": 1, "skipped": 0, "failed": 1}}
+            )
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with CollectdEsSource(CollectdEsConnection(url), max_retries=0) as src:
+            with pytest.raises(SourceUnavailable) as ei:
+                src.count("disk", T0, T1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "only 1 (+0 skipped) of 2 shards answered, 1 failed" in str(ei.value)

@@ -237,6 +237,14 @@ def test_a_stored_nan_costs_one_series_minute(
     assert doc["rows"] == NODES * PER_DAY + 1 - hole["points"]
     assert doc["source_count"]["count"] == NODES * PER_DAY + 1
 
+    # coverage shows the day archived with holes (h), the hole named
+    cov = dxt("coverage", "examon", "--archive", str(tmp_path), "--catalog", str(catalog),
+              "--start-day", DAY.isoformat(), "--end-day", DAY.isoformat(), "--all")  # fmt: skip
+    line = next(x for x in cov.stdout.splitlines() if x.startswith("ipmi_pub/ambient"))
+    assert line.split()[-1] == "h", cov.stdout
+    assert f"holes: ipmi_pub/ambient {DAY}: holes: 1 unreadable window(s), 4 points" in cov.stdout
+    assert "NaN or Infinity:NaN" in cov.stdout
+
     # a rerun retries the hole (the day is not complete while it has one) and fills it
     httpx.delete(f"{sim.url}/_sim/points", timeout=10).raise_for_status()
     common = ["--archive", str(tmp_path), "--catalog", str(catalog), "--metric", "ambient"]
