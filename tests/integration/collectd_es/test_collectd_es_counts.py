@@ -120,3 +120,23 @@ def test_a_count_with_a_failed_shard_is_an_error_never_a_smaller_count():
         server.shutdown()
         server.server_close()
     assert "only 1 (+0 skipped) of 2 shards answered, 1 failed" in str(ei.value)
+
+
+def test_reconcile_from_the_command_line(noida_es, tmp_path):
+    import subprocess
+    import sys
+
+    stats = ExportStats()
+    with CollectdEsSource(CollectdEsConnection(noida_es.url)) as src:
+        archive_collectd_es_day(
+            es_pages(src, stats), "disk", T0.date(), Archive(tmp_path), stats=stats, num_nodes=16
+        )
+    day = T0.date().isoformat()
+    out = subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", "coverage", "collectd-es", "--reconcile",
+         "--url", noida_es.url, "--archive", str(tmp_path), "--families", "disk",
+         "--start-day", day, "--end-day", day],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 equal" in out.stdout and "_count" in out.stdout
