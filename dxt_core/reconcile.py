@@ -207,7 +207,10 @@ def reconcile(
                 state = "more"
             else:
                 state = "fewer"
-                if record_kept and doc is not None:
+                # with holes, fewer than rows + holes may be the unreadable points gone
+                # (the next run retries the holes); fewer than the rows is retention
+                rows_only = have - hole_points((doc or {}).get("holes") or ())
+                if record_kept and doc is not None and sc.count < rows_only:
                     _record_kept(archive, key, doc, have, sc)
             out.append(ReconcileRow(parts, day, state, have, sc.count, sc.method))
     return out
@@ -263,6 +266,8 @@ class RecentReport:
     rows: list[ReconcileRow] = field(default_factory=list)
     refetched: list[tuple[tuple[str, ...], dt.date, int, int]] = field(default_factory=list)
     failed: list[tuple[tuple[str, ...], dt.date, str]] = field(default_factory=list)
+    #: days archived with holes, fetched again to retry them: (parts, day, holes left)
+    holes_retried: list[tuple[tuple[str, ...], dt.date, int]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         c: dict[str, int] = {}
@@ -284,6 +289,12 @@ class RecentReport:
             )
             more = f" (+{len(self.refetched) - 10} more)" if len(self.refetched) > 10 else ""
             text += f"; refetched {len(self.refetched)} grown: {grown}{more}"
+        if self.holes_retried:
+            left = sum(n for _, _, n in self.holes_retried)
+            text += (
+                f"; retried the holes of {len(self.holes_retried)} metric-days "
+                f"({left} unreadable windows left)"
+            )
         if self.failed:
             text += f"; {len(self.failed)} refetches FAILED: " + "; ".join(
                 f"{'/'.join(p)} {d}: {why}" for p, d, why in self.failed[:5]
@@ -302,6 +313,10 @@ class RecentReport:
             "failed": [
                 {"parts": list(p), "day": d.isoformat(), "error": w} for p, d, w in self.failed
             ],
+            "holes_retried": [
+                {"parts": list(p), "day": d.isoformat(), "holes_left": n}
+                for p, d, n in self.holes_retried
+            ],
             "note": self.note(),
         }
 
@@ -315,7 +330,8 @@ def reconcile_recent(
     counter: Counter,
     refetch: Callable[[tuple[str, ...], dt.date], Any],
 ) -> RecentReport:
-    """Reconcile the ``n_days`` days before ``day`` and refetch the ones that grew.
+    """Reconcile the ``n_days`` days before ``day`` and refetch the ones that grew, and
+    those archived with holes (to retry them).
 
     ``refetch(parts, day)`` archives the metric-day again over what is there; the archive
     only gains rows (a grown day is replaced, the previous file kept in ``.versions/``). A
@@ -327,13 +343,23 @@ def reconcile_recent(
     report.days = [day - dt.timedelta(days=i) for i in range(n_days, 0, -1)]
     report.rows = reconcile(archive, source, units, report.days, counter)
     for row in report.rows:
-        if row.state != "more":
+        holes: list[Any] = []
+        if row.state in ("equal", "fewer"):
+            doc = archive.read_manifest(DayKey(source, row.parts, row.day)) or {}
+            holes = list(doc.get("holes") or ())
+        if row.state != "more" and not holes:
             continue
         try:
-            refetch(row.parts, row.day)
+            done = refetch(row.parts, row.day)
         except DxtError as exc:
             report.failed.append((row.parts, row.day, str(exc)))
             continue
-        report.refetched.append((row.parts, row.day, row.archive_count or 0, row.source_count or 0))
+        if row.state == "more":
+            report.refetched.append(
+                (row.parts, row.day, row.archive_count or 0, row.source_count or 0)
+            )
+        else:  # a day with holes: fetched again, the holes retried
+            extra = getattr(done, "extra", None) or {}
+            report.holes_retried.append((row.parts, row.day, int(extra.get("holes", 0) or 0)))
     log.info("%s", report.note())
     return report

@@ -658,7 +658,7 @@ class KairosDBSource:
                 mid = a + (b - a) // 2
             for lo, hi in ((a, mid), (mid, b)):
                 try:
-                    pieces.append(self.query(entry, lo, hi, schema, stats, counts))
+                    pieces.append(self.query(entry, lo, hi, schema, stats, counts, at_floor=True))
                 except UnreadablePoint:
                     if stats is not None:
                         stats.splits += 1
@@ -666,7 +666,9 @@ class KairosDBSource:
             return
         for tags, n in self.count_groups(entry, a, b, stats, schema.tag_keys):
             try:
-                pieces.append(self.query(entry, a, b, schema, stats, counts, series=tags))
+                pieces.append(
+                    self.query(entry, a, b, schema, stats, counts, series=tags, at_floor=True)
+                )
             except UnreadablePoint as exc:
                 message = str(exc).split(": the server cannot serialise a stored point: ", 1)[-1]
                 counts.holes.append(
@@ -721,6 +723,8 @@ class KairosDBSource:
                 timeout_is_too_large=end_ms - start_ms > self.windows.min_s * 1000,
             )
         except WindowTooLarge:
+            if end_ms - start_ms <= self.windows.min_s * 1000:
+                raise
             mid = start_ms + _blocks((end_ms - start_ms) // 2, 1000)
             if stats is not None:
                 stats.splits += 1

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from dxt_core import Archive, CatalogEntry, KairosDBSource, RetryPolicy, WindowPolicy
+from dxt_core.archive import DayKey
 from dxt_core.backends.examon.archive_day import archive_examon_day
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.errors import CountMismatch, SourceUnavailable
@@ -404,3 +405,28 @@ def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
         f"{days[1]}.csv.gz",
         f"{days[1]}.manifest.json",
     ]
+
+
+def test_the_daily_reconcile_retries_the_holes(sim: SimulatorProcess, tmp_path: Path) -> None:
+    from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+
+    add_points(sim, [[noon_ms() + 30_500, "Infinity"]])
+    archive = Archive(tmp_path)
+    nxt = DAY + dt.timedelta(days=1)
+    n = NODES * PER_DAY
+    with source(sim.url, windows=WindowPolicy(initial_s=86_400)) as src:
+        rep = archive_examon_day(src, AMBIENT, DAY, archive)
+        assert json.loads(rep.manifest.read_text())["rows"] == n + 1 - 4
+        still = reconcile_examon_recent(src, [AMBIENT], nxt, archive, 1)
+        assert still.counts() == {"equal": 1}  # rows + the hole's points = the count
+        assert still.holes_retried == [(("ipmi_pub", "ambient"), DAY, 1)]  # still unreadable
+        httpx.delete(f"{sim.url}/_sim/points", timeout=10).raise_for_status()  # fixed at source
+        fixed = reconcile_examon_recent(src, [AMBIENT], nxt, archive, 1)
+    # one point fewer than rows + holes (the Infinity is gone), not fewer than the rows:
+    # no "kept", the holes retried and filled
+    assert fixed.counts() == {"fewer": 1}
+    assert fixed.holes_retried == [(("ipmi_pub", "ambient"), DAY, 0)]
+    assert not archive.kept_path(DayKey("examon", ("ipmi_pub", "ambient"), DAY)).exists()
+    doc = json.loads(rep.manifest.read_text())
+    assert "holes" not in doc and doc["rows"] == n
+    assert "retried the holes of 1 metric-days (0 unreadable windows left)" in fixed.note()
