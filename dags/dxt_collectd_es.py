@@ -10,33 +10,13 @@ The run of logical date D archives the UTC day D of each family (disk, cpu, memo
 * Archive one chosen day: Trigger with the ``day`` param (the run's note names the day).
 * ``wait_for_day_end`` waits in the triggerer for the day's end plus a settle delay.
 * Each (family, day) adds an event to the asset ``dxt-archive/collectd_es/<family>``.
+* ``reconcile_recent_days`` asks ``_count`` for the previous ``DXT_COLLECTD_ES_RECONCILE_DAYS``
+  days (default 3; 0: off) and exports again the days that grew; the old files are kept in
+  ``.versions/``; the run's note says what it found.
 """
 
 from __future__ import annotations
 
-from airflow.sdk import Param
+from dxt_core.airflow.dags import backend_dag
 
-from dxt_core.airflow import dag_settings
-from dxt_core.airflow.dags import daily_archive_dag
-
-S = dag_settings("collectd_es")
-
-daily_archive_dag(
-    "collectd_es",
-    doc_md=__doc__,
-    tags=["collectd", "elasticsearch"],
-    fixed_units=S["families"],
-    archive_task_id="archive_family_day",
-    archive="dxt_core.airflow.collectd_es:archive_family_day",
-    map_index_template="{{ task.op_kwargs['unit'] }}",
-    pooled=False,
-    params={
-        "formats": Param(
-            list(S["formats"]),
-            type="array",
-            items={"type": "string", "enum": ["jsonl", "hdf5"]},
-            title="Output formats",
-            description="raw hits as gzip JSON Lines and/or TOKIO Time Series HDF5",
-        )
-    },
-)
+backend_dag("collectd_es", doc_md=__doc__)

@@ -14,36 +14,13 @@ The run of logical date D archives day D (midnight to midnight in the connection
 * Each metric-day adds an event to the asset ``dxt-archive/examon/<plugin>``.
 * ``reconcile_recent_days`` asks KairosDB for the counts of the previous
   ``DXT_EXAMON_RECONCILE_DAYS`` days (default 3; 0: off) and refetches the days that grew
-  (late data); the old file is kept in ``.versions/``; its XCom ``note`` says what it found.
+  (late data); the old file is kept in ``.versions/``; the run's note says what it found.
 
 Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 """
 
 from __future__ import annotations
 
-from airflow.sdk import Param
+from dxt_core.airflow.dags import backend_dag
 
-from dxt_core.airflow import dag_settings
-from dxt_core.airflow.dags import daily_archive_dag
-
-daily_archive_dag(
-    "examon",
-    doc_md=__doc__,
-    tags=["examon"],
-    units_task_id="catalog",
-    units="dxt_core.airflow.examon:units",
-    archive_task_id="archive_metric_day",
-    archive="dxt_core.airflow.examon:archive_metric_day",
-    map_index_template="{{ task.op_kwargs['unit']['plugin'] }}/"
-    "{{ task.op_kwargs['unit']['metric'] }}",
-    wait_uses_connection=True,
-    reconcile="dxt_core.airflow.examon:reconcile_recent_days",
-    params={
-        "format": Param(
-            dag_settings("examon")["format"],
-            enum=["csv", "parquet"],
-            title="Output format",
-            description="gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)",
-        )
-    },
-)
+backend_dag("examon", doc_md=__doc__)

@@ -12,21 +12,14 @@ a file in ``DXT_KWOLLECT_CONFIG``; the API comes from the connection ``kwollect_
 * Archive one chosen day: Trigger with the ``day`` param (the run's note names the day).
 * ``wait_for_day_end`` waits in the triggerer for the day's end plus a settle delay.
 * Each (site, metric, day) adds an event to the asset ``dxt-archive/kwollect/<site>``.
+* ``reconcile_recent_days`` recounts the previous ``DXT_KWOLLECT_RECONCILE_DAYS`` days (default
+  3; 0: off; Kwollect has no count API: the points are asked for and counted, not kept) and
+  refetches the days that grew; the old file is kept in ``.versions/``; the run's note says
+  what it found.
 """
 
 from __future__ import annotations
 
-from dxt_core.airflow.dags import daily_archive_dag
+from dxt_core.airflow.dags import backend_dag
 
-# Kwollect days are written as gzip JSON Lines only: no format to choose.
-daily_archive_dag(
-    "kwollect",
-    doc_md=__doc__,
-    tags=["kwollect", "grid5000"],
-    units_task_id="units",
-    units="dxt_core.airflow.kwollect:units",
-    archive_task_id="archive_site_metric_day",
-    archive="dxt_core.airflow.kwollect:archive_unit_day",
-    map_index_template="{{ task.op_kwargs['unit']['site'] }}/"
-    "{{ task.op_kwargs['unit']['metric'] }}",
-)
+backend_dag("kwollect", doc_md=__doc__)

@@ -49,7 +49,7 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
 def cmd_coverage(args: argparse.Namespace) -> int:
     backend = registry.get(args.backend)
     archive = Archive(args.archive)
-    cli = backend.module("cli")
+    cli = backend.cli_role()
     units = cli.coverage_units(args)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
@@ -116,7 +116,7 @@ def _cmd_reconcile(
     refill commands are printed), 3 when a count failed, else 0."""
     from dxt_core.reconcile import reconcile
 
-    cli = backend.module("cli")
+    cli: Any = backend.cli_role()
     if not hasattr(cli, "reconcile_counter"):
         raise ConfigError(f"{backend.command} cannot count at the source yet: no --reconcile")
     with cli.reconcile_counter(args) as counter:
@@ -207,10 +207,9 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
 
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
     backend = registry.get(args.backend)
-    if not backend.has("simulator"):
+    if not backend.has_simulator():
         raise ConfigError(f"{backend.command} has no simulator")
-    rc: int = backend.module("simulator").main(rest)
-    return rc
+    return backend.simulator_role().main(rest)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -234,7 +233,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     exs = ex.add_subparsers(dest="backend", required=True)
     for backend in registry.backends():
         if only is None or only in (backend.name, backend.command, *backend.aliases):
-            backend.module("cli").add_extract_parser(exs)
+            backend.cli_role().add_extract_parser(exs)
 
     c = sub.add_parser(
         "coverage",
@@ -269,9 +268,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for backend in registry.backends() if only is None else []:
         # Backends share an option when they mean the same by it (--metrics): first one wins.
         shared = argparse.ArgumentParser(add_help=False)
-        backend.module("cli").add_coverage_arguments(shared)
-        if hasattr(backend.module("cli"), "add_reconcile_arguments"):
-            backend.module("cli").add_reconcile_arguments(shared)
+        cli = backend.cli_role()
+        cli.add_coverage_arguments(shared)
+        if hasattr(cli, "add_reconcile_arguments"):  # optional: --reconcile's options
+            cli.add_reconcile_arguments(shared)
         for action in shared._actions:
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)
@@ -285,9 +285,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Run a simulator; options after the backend name go to it "
         "(dxt simulate examon --help).",
     )
-    s.add_argument(
-        "backend", choices=[b.command for b in registry.backends() if b.has("simulator")]
-    )
+    s.add_argument("backend", choices=[b.command for b in registry.backends() if b.has_simulator()])
     s.set_defaults(func=None)
 
     d = sub.add_parser(

@@ -19,14 +19,16 @@ Points the server cannot serialise (KairosDB's NaN, see :class:`~dxt_core.errors
 are recorded as ``holes`` in the manifest, each with its own count; the archive's side of
 the comparison is its rows plus the points of its holes.
 
-No Airflow here: the DAG task that reconciles the last days calls :func:`reconcile_recent`.
+No Airflow here: a backend's reconcile role (``BackendTasks.reconcile``) calls
+:func:`reconcile_recent` with its counter and archive call; the DAG's generic
+``reconcile_recent_days`` task (``dxt_core.airflow.tasks``) calls the role.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -237,24 +239,20 @@ def _record_kept(
     write_json_atomic(archive.kept_path(key), record)
 
 
-def reconcile_days(env: dict[str, str] | Any, backend: str) -> int:
-    """``DXT_<BACKEND>_RECONCILE_DAYS`` (default 3): how many past days a daily run checks."""
-    name = RECONCILE_DAYS_ENV.format(backend=backend.upper())
-    raw = str(env.get(name, "") or "").strip()
-    if not raw:
-        return DEFAULT_RECONCILE_DAYS
-    try:
-        n = int(raw)
-    except ValueError:
-        from dxt_core.errors import ConfigError
+def reconcile_days(backend: str, settings: Mapping[str, Any]) -> int:
+    """``DXT_<BACKEND>_RECONCILE_DAYS`` (the backend's ``reconcile_days`` setting, default 3):
+    how many past days a daily run reconciles; 0 turns it off.
 
-        raise ConfigError(
-            f"{name}={raw!r} is not a whole number of days (e.g. 3; 0 turns reconciling off)"
-        ) from None
+    Raises:
+        ConfigError: a negative number.
+    """
+    n = settings.get("reconcile_days", DEFAULT_RECONCILE_DAYS)
+    n = DEFAULT_RECONCILE_DAYS if n is None else int(n)
     if n < 0:
         from dxt_core.errors import ConfigError
 
-        raise ConfigError(f"{name}={raw!r} must be >= 0 (0 turns reconciling off)")
+        name = RECONCILE_DAYS_ENV.format(backend=backend.upper())
+        raise ConfigError(f"{name}={n} must be >= 0 (0 turns reconciling off)")
     return n
 
 
@@ -340,6 +338,7 @@ def reconcile_recent(
     report = RecentReport()
     if n_days <= 0:
         return report
+    archive.keep_grown = True  # a grown day's replaced file goes to .versions/
     report.days = [day - dt.timedelta(days=i) for i in range(n_days, 0, -1)]
     report.rows = reconcile(archive, source, units, report.days, counter)
     for row in report.rows:

@@ -45,9 +45,9 @@ def dxt_noop() -> None:
     def list_units() -> list[Any]:
         from airflow.configuration import conf
 
-        from dxt_core.airflow.examon import units
+        from dxt_core.airflow.tasks import list_units as units
 
-        found: list[Any] = units(str(S["conn_id"]), conf.getint("core", "max_map_length"))
+        found: list[Any] = units("examon", str(S["conn_id"]), conf.getint("core", "max_map_length"))
         return found
 
     @task(

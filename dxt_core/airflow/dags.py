@@ -1,8 +1,11 @@
 """The one shape of every dxt DAG: wait for the day's end, list the units, one mapped task per
-(unit, day) that archives it.
+(unit, day) that archives it, built from the backend's declaration.
 
-A DAG file names its backend and what differs (how units are found, the archive call, the
-map index, extra Params); this module builds the rest the same way for every backend:
+A DAG file is one call, ``backend_dag("<name>", doc_md=__doc__)``. The backend's
+:class:`~dxt_core.backends.Backend` gives the DAG id, the archive task's id and the settings;
+its :class:`~dxt_core.backends.roles.BackendTasks` gives what differs (how units are found,
+the map index, the tags, extra Params, the pool or not). This module builds the rest the same
+way for every backend:
 
 * a daily schedule whose run of logical date D archives day D (``CronDataIntervalTimetable``
   on UTC midnights), ``catchup`` and the start day from the backend's settings;
@@ -10,23 +13,25 @@ map index, extra Params); this module builds the rest the same way for every bac
 * the ``day`` and ``replace`` Params of a manual trigger;
 * the archive task: the backend's pool, retries, an ``execution_timeout``, the report pushed
   as one XCom (``multiple_outputs=False``: a ``-> dict`` task would push each key
-  separately, a dozen extra API calls per task), and the asset alias it emits events to.
+  separately, a dozen extra API calls per task), and the asset alias it emits events to;
+* for a backend with the reconcile role (``BackendTasks.reconcile``), a
+  ``reconcile_recent_days`` task after the wait: the previous ``DXT_<NAME>_RECONCILE_DAYS``
+  days counted at the source, the grown ones refetched, what it found in the run's note.
 
-Parse-time work stays small: settings are read from the environment, heavy imports happen
-inside the tasks.
+Parse-time work stays small: settings are read from the environment, the backend's tasks
+module imports nothing heavy, sources and writers are imported inside the tasks.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, dag, get_current_context, task
+from airflow.sdk import DAG, Param, dag, get_current_context, task
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from dxt_core import backends as registry
 from dxt_core.airflow import dag_settings
 from dxt_core.airflow.assets import source_alias
 from dxt_core.airflow.runs import day_param, replace_param
@@ -35,100 +40,87 @@ from dxt_core.airflow.wait import WaitForDayEnd
 UTC = pendulum.timezone("UTC")
 
 
-def _call(ref: str) -> Callable[..., Any]:
-    module, _, name = ref.partition(":")
-    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
-    return fn
+def _param(spec: dict[str, Any]) -> Any:
+    kwargs = dict(spec)
+    return Param(kwargs.pop("default", None), **kwargs)
 
 
-def daily_archive_dag(
-    backend: str,
-    *,
-    doc_md: str,
-    tags: Sequence[str],
-    archive_task_id: str,
-    archive: str,
-    map_index_template: str,
-    units_task_id: str | None = None,
-    units: str | None = None,
-    fixed_units: Sequence[Any] = (),
-    params: dict[str, Any] | None = None,
-    wait_uses_connection: bool = False,
-    pooled: bool = True,
-    reconcile: str | None = None,
-) -> DAG:
-    """Build the DAG ``dxt_<backend>``.
+def backend_dag(backend: str, *, doc_md: str | None = None) -> DAG:
+    """Build the DAG of ``backend`` (``Backend.dag_id``, e.g. ``dxt_examon``).
 
     Args:
         backend: the registry name (``examon``); its settings give the schedule, pool,
             retries, timeout and connection id.
-        archive_task_id, archive: the mapped task's id and ``"module:function"`` it calls
-            with ``(unit, context, conn_id)``.
-        map_index_template: the mapped instances' names in the UI (``unit`` is the argument).
-        units_task_id, units: a task that lists the units, ``"module:function"`` called with
-            ``(conn_id, max_map_length)``; or ``fixed_units``, a list known at parse time.
-        params: Params of a manual trigger besides ``day`` and ``replace``.
-        wait_uses_connection: the day's zone comes from the connection (Examon).
-        reconcile: ``"module:function"`` called with ``(context, conn_id)`` by a
-            ``reconcile_recent_days`` task after the wait (issue 19: the previous days'
-            counts checked at the source, grown days refetched).
+        doc_md: the DAG's documentation (the DAG file's docstring).
     """
-    s = dag_settings(backend)
+    b = registry.get(backend)
+    tasks = b.dag_tasks()
+    name = b.name
+    s = dag_settings(name)
     conn_id = str(s["conn_id"])
+    extra_params = {k: _param(v) for k, v in tasks.params().items()}
 
     @dag(
-        dag_id=f"dxt_{backend}",
+        dag_id=b.dag_id or f"dxt_{name}",
         # Logical date D (UTC midnight) <-> archive day D, so CLI dates mean archive days.
         schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
         start_date=pendulum.instance(datetime.fromisoformat(str(s["start_date"])), tz=UTC),
         catchup=bool(s["catchup"]),
         max_active_runs=int(s["max_active_runs"]),
         default_args={"retries": int(s["retries"]), "retry_delay": timedelta(minutes=2)},
-        tags=["dxt", *tags],
+        tags=["dxt", *tasks.tags],
         doc_md=doc_md,
-        params={"day": day_param(), **(params or {}), "replace": replace_param()},
+        params={"day": day_param(), **extra_params, "replace": replace_param()},
     )
     def build() -> None:
         wait = WaitForDayEnd(
             task_id="wait_for_day_end",
-            source=backend,
-            conn_id=conn_id if wait_uses_connection else None,
+            source=name,
+            conn_id=conn_id,
             settle_s=int(s["settle_seconds"]),
         )
 
         @task(
-            task_id=archive_task_id,
-            pool=str(s["pool"]) if pooled else "default_pool",
+            task_id=b.task_id or "archive_unit_day",
+            pool=str(s["pool"]) if tasks.pooled else "default_pool",
             multiple_outputs=False,
-            map_index_template=map_index_template,
-            outlets=[source_alias(backend)],
+            map_index_template=tasks.map_index_template,
+            outlets=[source_alias(name)],
             execution_timeout=timedelta(minutes=int(s["task_timeout_minutes"])),
         )
         def archive_unit(unit: Any) -> dict[str, object]:
-            result: dict[str, object] = _call(archive)(unit, get_current_context(), conn_id)
+            from dxt_core.airflow.tasks import archive_unit as run
+
+            result: dict[str, object] = run(name, unit, get_current_context(), conn_id)
             return result
 
-        if reconcile is not None:
+        if tasks.reconciles():
 
             @task(
-                task_id="reconcile_recent_days", pool=str(s["pool"]) if pooled else "default_pool"
+                task_id="reconcile_recent_days",
+                pool=str(s["pool"]) if tasks.pooled else "default_pool",
+                multiple_outputs=False,
+                execution_timeout=timedelta(minutes=int(s["task_timeout_minutes"])),
             )
-            def reconcile_days() -> dict[str, object]:
-                result: dict[str, object] = _call(reconcile)(get_current_context(), conn_id)
+            def reconcile_recent_days() -> dict[str, object]:
+                from dxt_core.airflow.tasks import reconcile_recent as run
+
+                result: dict[str, object] = run(name, get_current_context(), conn_id)
                 return result
 
-            wait >> reconcile_days()
+            wait >> reconcile_recent_days()
 
-        if units is None:
-            wait >> archive_unit.expand(unit=list(fixed_units))
+        if tasks.units_task_id is None:
+            wait >> archive_unit.expand(unit=tasks.configured_units())
             return
 
-        @task(task_id=units_task_id or "units")
+        @task(task_id=tasks.units_task_id)
         def list_units() -> list[Any]:
             from airflow.configuration import conf
 
-            found: list[Any] = _call(units)(conn_id, conf.getint("core", "max_map_length"))
-            return found
+            from dxt_core.airflow.tasks import list_units as run
+
+            return run(name, conn_id, conf.getint("core", "max_map_length"))
 
         found = list_units()
         wait >> found

@@ -1,30 +1,24 @@
-"""Airflow hooks: an Airflow connection -> a backend's connection, per the backend's spec.
+"""Airflow hooks: an Airflow connection -> a backend's connection object, per its spec.
 
-One hook class does the work for every backend (:class:`DxtHook`); each backend's hook only
-names its :class:`~dxt_core.connection.ConnectionSpec` and what ``get_conn`` returns. The form
-fields are declared in the provider info (``conn-fields``), not coded here, and the UI's
-"Test" button calls :meth:`DxtHook.test_connection`, which sends the spec's probe request.
+One hook class does the work for every backend (:class:`DxtHook`); each registered backend
+gets a subclass named after it (``ExamonHook``, ``CollectdEsHook``: ``Backend.hook_class_name``)
+that only names the backend's :class:`~dxt_core.connection.ConnectionSpec`. They are made
+from the registry when first asked for (``from dxt_core.airflow.hooks import ExamonHook``, or
+the provider info's ``hook-class-name``), so a backend adds no code here. The form fields are
+declared in the provider info (``conn-fields``), and the UI's "Test" button calls
+:meth:`DxtHook.test_connection`, which sends the spec's probe request.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from airflow.sdk import BaseHook
 
-from dxt_core.backends.collectd_es.connection import SPEC as COLLECTD_ES_SPEC
-from dxt_core.backends.examon.catalog import ExamonOptions
-from dxt_core.backends.examon.connection import SPEC as EXAMON_SPEC
-from dxt_core.backends.examon.connection import ExamonConnection
-from dxt_core.backends.kwollect.connection import SPEC as KWOLLECT_SPEC
+from dxt_core.backends import Backend, backends
+from dxt_core.backends import get as get_backend
 from dxt_core.connection import ConnectionSpec
 from dxt_core.errors import DxtError
-
-if TYPE_CHECKING:  # these pull in the sources' HTTP clients
-    from dxt_core.backends.collectd_es.source import CollectdEsConnection, CollectdEsSource
-    from dxt_core.backends.examon.source import KairosDBSource
-    from dxt_core.backends.kwollect.connection import KwollectConnection
-    from dxt_core.backends.kwollect.source import KwollectClient
 
 
 class DxtHook(BaseHook):
@@ -64,6 +58,10 @@ class DxtHook(BaseHook):
             extra=c.extra_dejson,
         )
 
+    def get_conn(self) -> Any:
+        """The backend's connection object (the backend's tasks open their source on it)."""
+        return self.connection()
+
     def test_connection(self) -> tuple[bool, str]:
         """One cheap request to the server: the UI's "Test" button."""
         try:
@@ -75,48 +73,29 @@ class DxtHook(BaseHook):
             return False, str(exc)
 
 
-class ExamonHook(DxtHook):
-    """Examon (KairosDB, optionally through Grafana) from an Airflow connection.
-
-    Any connection type works (``http`` included): host, port, schema (http/https), login,
-    password; extras as in :data:`dxt_core.backends.examon.connection.SPEC`.
-    """
-
-    spec = EXAMON_SPEC
-
-    def connection(self) -> ExamonConnection:
-        conn: ExamonConnection = super().connection()
-        return conn
-
-    def get_conn(self, options: ExamonOptions | None = None) -> KairosDBSource:
-        from dxt_core.backends.examon.source import KairosDBSource
-
-        return KairosDBSource(self.connection(), options=options)
+_HOOKS: dict[str, type[DxtHook]] = {}
 
 
-class KwollectHook(DxtHook):
-    """The Grid'5000 API (reference + Kwollect metrics) from an Airflow connection."""
+def hook_class(backend: Backend | str) -> type[DxtHook]:
+    """The hook class of ``backend`` (made once per process)."""
+    b = get_backend(backend) if isinstance(backend, str) else backend
+    cls = _HOOKS.get(b.name)
+    if cls is None:
+        doc = f"{b.title} from an Airflow connection (spec: {b.package}.connection.SPEC)."
+        made = type(b.hook_class_name, (DxtHook,), {"spec": b.spec, "__doc__": doc})
+        made.__module__ = __name__
+        cls = _HOOKS.setdefault(b.name, made)
+    return cls
 
-    spec = KWOLLECT_SPEC
 
-    def connection(self) -> KwollectConnection:
-        conn: KwollectConnection = super().connection()
-        return conn
-
-    def get_conn(self) -> KwollectClient:
-        return self.connection().client()
+def hook_for(backend: str, conn_id: str | None = None) -> DxtHook:
+    """A hook on ``conn_id`` (else the backend's default connection)."""
+    return hook_class(backend)(conn_id)
 
 
-class CollectdEsHook(DxtHook):
-    """Elasticsearch holding collectd documents, from an Airflow connection."""
-
-    spec = COLLECTD_ES_SPEC
-
-    def connection(self) -> CollectdEsConnection:
-        conn: CollectdEsConnection = super().connection()
-        return conn
-
-    def get_conn(self, **kwargs: Any) -> CollectdEsSource:
-        from dxt_core.backends.collectd_es.source import CollectdEsSource
-
-        return CollectdEsSource(self.connection(), **kwargs)
+def __getattr__(name: str) -> type[DxtHook]:
+    # ExamonHook, KwollectHook, ...: whatever the registry holds when asked.
+    for b in backends():
+        if b.hook_class_name == name:
+            return hook_class(b)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

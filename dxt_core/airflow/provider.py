@@ -45,7 +45,7 @@ def get_provider_info() -> dict[str, Any]:
         + ", ".join(b.title for b in found)
         + ") into a plain, compressed, verifiable file archive.",
         "versions": [__version__],
-        "connection-types": [b.spec.provider_entry(b.hook) for b in found if b.hook],
+        "connection-types": [b.spec.provider_entry(b.hook) for b in found if b.has_connection()],
         "config": {
             "dxt": {
                 "description": "dxt-archive settings. Each option can also be set with its "

@@ -23,25 +23,11 @@ log = logging.getLogger("dxt_core.airflow")
 MAX_WAIT = dt.timedelta(days=3)
 
 
-def day_end(source: str, context: Any, conn_id: str | None, settle_s: int) -> dt.datetime:
-    """When the run's archive day may be archived: end of the local day + ``settle_s``."""
-    if source == "examon":
-        from dxt_core.airflow.examon import day_end as examon_day_end
-
-        return examon_day_end(context, conn_id or "examon_default", settle_s)
-    if source == "kwollect":
-        from dxt_core.airflow.kwollect import day_end as kwollect_day_end
-
-        return kwollect_day_end(context, settle_s)
-    if source == "collectd_es":
-        from dxt_core.airflow.collectd_es import day_end as collectd_day_end
-
-        return collectd_day_end(context, settle_s)
-    raise ConfigError(f"unknown source {source!r}")
-
-
 class WaitForDayEnd(BaseOperator):
-    """Defers until the run's archive day has ended plus ``settle_s`` seconds."""
+    """Defers until the run's archive day has ended plus ``settle_s`` seconds.
+
+    ``source`` is the backend's registry name; its tasks' ``time_zone`` gives the zone of the
+    day (from the connection ``conn_id`` or from its settings)."""
 
     ui_color = "#e6f2ff"
 
@@ -55,6 +41,8 @@ class WaitForDayEnd(BaseOperator):
 
     def execute(self, context: Any) -> None:
         from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+        from dxt_core.airflow.tasks import day_end
 
         end = day_end(self.source, context, self.conn_id, self.settle_s)
         now = dt.datetime.now(dt.UTC)

@@ -6,14 +6,18 @@ Every backend package has the same modules for the same roles:
   ``SPEC``) and the connection object it builds;
 * ``source``: the queries: (what, window) -> records, with paging, splitting and retries;
 * ``archive_day``: one (parts, day) unit through :func:`dxt_core.archive_day.archive_one_day`;
+* ``tasks``: its DAG without Airflow, a :class:`~dxt_core.backends.roles.BackendTasks`
+  (``TASKS``): the units, the day's zone, the archive call, extra Params; the declaration's
+  ``tasks`` loader returns it;
 * ``cli``: ``dxt extract <backend>`` (``add_extract_parser``) and the units ``dxt coverage``
   checks (``coverage_units``);
 * ``simulator``: a stand-in server for tests and demos (``main``), run as
   ``python -m dxt_core.backends.<name>.simulator``.
 
 The package's ``__init__`` declares a :class:`Backend` (names, DAG id, settings) and imports
-nothing heavy. The CLI, the provider info and the demo read :data:`BACKENDS`; adding a backend
-is a new package and one line here (or, out of tree, ``DXT_EXTRA_BACKENDS``).
+nothing heavy. The CLI, the provider info, the Airflow hooks, DAGs, day-end wait and coverage
+view, and the demo read :func:`backends`; adding a backend is a new package and one line in
+:data:`BUILTIN` (or, out of tree, ``DXT_EXTRA_BACKENDS``). See docs/adding-a-backend.md.
 """
 
 from __future__ import annotations
@@ -21,12 +25,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dxt_core.config import Setting
 from dxt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dxt_core.backends.roles import BackendTasks, CliRole, SimulatorRole
+    from dxt_core.connection import ConnectionSpec
 
 #: The backends that ship with dxt-archive, by package name.
 BUILTIN = ("examon", "kwollect", "collectd_es")
@@ -44,9 +53,17 @@ class Backend:
         cli_name: the word after ``dxt extract`` (``collectd-es``).
         aliases: other names accepted on the command line (``kairosdb``).
         dag_id: the DAG that archives it.
-        hook: the Airflow hook class, ``module.Class``.
         task_id: the mapped task of the DAG (refill commands name it).
         settings: the backend's settings (``DXT_<KEY>``).
+        connection: returns its :class:`~dxt_core.connection.ConnectionSpec`.
+        tasks: returns its :class:`~dxt_core.backends.roles.BackendTasks` (its DAG).
+        cli: returns its :class:`~dxt_core.backends.roles.CliRole` (its ``cli`` module).
+        simulator: returns its :class:`~dxt_core.backends.roles.SimulatorRole`.
+
+    The role loaders are functions that import the role's module when called, so reading the
+    declaration imports nothing more, and mypy checks what each returns. A loader left out
+    falls back to the module of that name in ``package`` (``connection.SPEC``, ``cli``,
+    ``simulator``), unchecked.
     """
 
     name: str
@@ -55,13 +72,40 @@ class Backend:
     cli_name: str = ""
     aliases: tuple[str, ...] = ()
     dag_id: str = ""
-    hook: str = ""
     task_id: str = ""
     settings: tuple[Setting, ...] = field(default_factory=tuple)
+    connection: Callable[[], ConnectionSpec[Any]] | None = None
+    tasks: Callable[[], BackendTasks[Any]] | None = None
+    cli: Callable[[], CliRole] | None = None
+    simulator: Callable[[], SimulatorRole] | None = None
 
     @property
     def command(self) -> str:
         return self.cli_name or self.name
+
+    @property
+    def hook_class_name(self) -> str:
+        """The Airflow hook's class name (``CollectdEsHook``), made by dxt_core.airflow.hooks."""
+        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_")) + "Hook"
+
+    @property
+    def hook(self) -> str:
+        """The Airflow hook class, ``module.Class`` (the provider info's ``hook-class-name``)."""
+        return f"dxt_core.airflow.hooks.{self.hook_class_name}"
+
+    def dag_tasks(self) -> BackendTasks[Any]:
+        """The backend's DAG roles; a clear error for a backend that declares none."""
+        if self.tasks is None:
+            raise ConfigError(
+                f"backend {self.name!r} declares no DAG: give its Backend a tasks= loader "
+                "returning its BackendTasks (docs/adding-a-backend.md)"
+            )
+        found = self.tasks()
+        if found.backend != self.name:
+            raise ConfigError(
+                f"backend {self.name!r}: its tasks object says backend={found.backend!r}"
+            )
+        return found
 
     def module(self, role: str) -> ModuleType:
         """The backend's module for ``role`` (``connection``, ``source``, ``cli``...)."""
@@ -71,8 +115,32 @@ class Backend:
         return importlib.util.find_spec(f"{self.package}.{role}") is not None
 
     @property
-    def spec(self) -> Any:
-        return self.module("connection").SPEC
+    def spec(self) -> ConnectionSpec[Any]:
+        """The connection spec (the ``connection`` loader, else ``connection.SPEC``)."""
+        if self.connection is not None:
+            return self.connection()
+        spec: ConnectionSpec[Any] = self.module("connection").SPEC
+        return spec
+
+    def has_connection(self) -> bool:
+        return self.connection is not None or self.has("connection")
+
+    def cli_role(self) -> CliRole:
+        """The CLI role (the ``cli`` loader, else the ``cli`` module)."""
+        if self.cli is not None:
+            return self.cli()
+        role: CliRole = self.module("cli")
+        return role
+
+    def has_simulator(self) -> bool:
+        return self.simulator is not None or self.has("simulator")
+
+    def simulator_role(self) -> SimulatorRole:
+        """The simulator role (the ``simulator`` loader, else the ``simulator`` module)."""
+        if self.simulator is not None:
+            return self.simulator()
+        role: SimulatorRole = self.module("simulator")
+        return role
 
     def setting(self, key: str) -> Setting:
         for s in self.settings:
@@ -116,6 +184,17 @@ def dag_settings(name: str) -> dict[str, Any]:
 
     b = get(name)
     return read_all(b.settings, prefix=f"{b.name}_")
+
+
+def reconcile_setting(name: str) -> Setting:
+    """``<name>_reconcile_days`` (``DXT_<NAME>_RECONCILE_DAYS``): the past days each daily run
+    of a backend with the reconcile role counts at the source (0: off)."""
+    return Setting(
+        f"{name}_reconcile_days",
+        int,
+        3,
+        "past days each daily run counts at the source, refetching those that grew (0: off)",
+    )
 
 
 def common_settings(

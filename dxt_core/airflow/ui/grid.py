@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,15 +78,6 @@ class SourceSpec:
             return [], [f"{self.source}: {exc}"]
 
 
-#: What the grid knows of the built-in backends beyond the registry: the row groups' label
-#: and the upstream task whose return value lists the mapped units.
-_SHAPES: dict[str, tuple[str, str | None]] = {
-    "examon": ("plugin", "catalog"),
-    "kwollect": ("site", "units"),
-    "collectd_es": ("family", None),
-}
-
-
 def sources() -> dict[str, SourceSpec]:
     """Every backend of the registry that has a DAG, by source (archive directory) name."""
     from dxt_core import backends as registry
@@ -95,7 +86,10 @@ def sources() -> dict[str, SourceSpec]:
     for b in registry.backends():
         if not (b.dag_id and b.task_id):
             continue
-        group, expand_from = _SHAPES.get(b.name, ("group", None))
+        group, expand_from = ("group", None)
+        if b.tasks is not None:
+            tasks = b.dag_tasks()
+            group, expand_from = tasks.group, tasks.units_task_id
         out[b.name] = SourceSpec(b.name, b.title, b.dag_id, b.task_id, group, expand_from)
     return out
 
@@ -106,25 +100,12 @@ def dag_sources() -> dict[str, SourceSpec]:
 
 
 def _configured_units(source: str) -> list[tuple[str, ...]]:
-    """The units the DAG's settings name (no network): an out-of-tree backend has none, and
-    its grid shows the units its index holds."""
-    from dxt_core.airflow import dag_settings
+    """The units the DAG's settings name (no network), from the backend's tasks; a backend
+    that declares none shows the units its index holds."""
+    from dxt_core import backends as registry
 
-    if source == "examon":
-        from dxt_core.backends.examon.archive_day import examon_parts
-        from dxt_core.backends.examon.catalog import load_catalog
-
-        s = dag_settings("examon")
-        return [examon_parts(e, str(s["format"])) for e in load_catalog(s["catalog"] or None)]
-    if source == "kwollect":
-        from dxt_core.backends.kwollect.connection import load_archive_config
-
-        config = load_archive_config()
-        sites = sorted({n.site for n in config.nodes} | {s for s, _ in config.clusters})
-        return [(site, metric) for site in sites for metric in config.metrics]
-    if source == "collectd_es":
-        return [(str(f),) for f in dag_settings("collectd_es")["families"]]
-    return []
+    b = registry.get(source)
+    return b.dag_tasks().configured_parts() if b.tasks is not None else []
 
 
 def display_name(parts: Sequence[str]) -> str:
@@ -132,15 +113,22 @@ def display_name(parts: Sequence[str]) -> str:
     return "/".join(p.split("=", 1)[1] if "=" in p else p for p in parts)
 
 
-def _name_of_expanded(item: object) -> str | None:
-    if isinstance(item, str):
-        return item
-    if isinstance(item, dict):
-        if "plugin" in item and "metric" in item:
-            return f"{item['plugin']}/{item['metric']}"
-        if "site" in item and "metric" in item:
-            return f"{item['site']}/{item['metric']}"
-    return None
+def _unit_namer(source: str) -> Callable[[object], str | None]:
+    """Unit -> its name (the rendered map index), by the backend's declaration."""
+    from dxt_core import backends as registry
+
+    b = registry.get(source)
+    if b.tasks is None:
+        return lambda item: item if isinstance(item, str) else None
+    tasks = b.dag_tasks()
+
+    def name(item: object) -> str | None:
+        try:
+            return tasks.unit_name(item)
+        except (KeyError, TypeError, IndexError):
+            return None
+
+    return name
 
 
 @dataclass
@@ -277,7 +265,8 @@ def _expanded_names(session: Any, spec: SourceSpec, run_id: str) -> list[str | N
     if row is None:
         return []
     value = XComModel.deserialize_value(row)
-    return [_name_of_expanded(v) for v in value] if isinstance(value, list) else []
+    name = _unit_namer(spec.source)
+    return [name(v) for v in value] if isinstance(value, list) else []
 
 
 @dataclass

@@ -253,11 +253,11 @@ def reconcile_examon_recent(
 ) -> RecentReport:
     """Reconcile the ``n_days`` days before ``day`` (counts only) and refetch the grown ones.
 
-    The DAG's ``reconcile_recent_days`` task calls this (``DXT_EXAMON_RECONCILE_DAYS``,
-    default 3). A grown day is replaced; the file it replaces is kept in ``.versions/``.
+    The Examon reconcile role (``ExamonTasks.reconcile``, the DAG's ``reconcile_recent_days``
+    task) calls this (``DXT_EXAMON_RECONCILE_DAYS``, default 3). A grown day is replaced; the
+    file it replaces is kept in ``.versions/``.
     """
     by_parts: dict[tuple[str, ...], CatalogEntry] = {examon_parts(e, fmt): e for e in entries}
-    archive.keep_grown = True
 
     by_day: dict[dt.date, dict[str, SourceCount]] = {}
 

@@ -375,10 +375,15 @@ def test_a_history_query_that_times_out_falls_back_to_the_days_keys(
 
 
 def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
-    sim: SimulatorProcess, tmp_path: Path
+    sim: SimulatorProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from dxt_core import backends as registry
     from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+    from dxt_core.errors import ConfigError
     from dxt_core.reconcile import reconcile_days
+
+    def setting() -> int:
+        return reconcile_days("examon", registry.get("examon").dag_tasks().settings())
 
     archive = Archive(tmp_path)
     days = [DAY + dt.timedelta(days=i) for i in range(3)]
@@ -386,8 +391,13 @@ def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
         for d in days:
             archive_examon_day(src, AMBIENT, d, archive)
         add_points(sim, [[noon_ms() + 86_400_000 + 900, 22.25]])  # late, into days[1]
-        n = reconcile_days({}, "examon")
-        assert n == 3 and reconcile_days({"DXT_EXAMON_RECONCILE_DAYS": "0"}, "examon") == 0
+        monkeypatch.delenv("DXT_EXAMON_RECONCILE_DAYS", raising=False)
+        n = setting()
+        monkeypatch.setenv("DXT_EXAMON_RECONCILE_DAYS", "0")
+        assert n == 3 and setting() == 0
+        monkeypatch.setenv("DXT_EXAMON_RECONCILE_DAYS", "-1")
+        with pytest.raises(ConfigError, match="DXT_EXAMON_RECONCILE_DAYS=-1 must be >= 0"):
+            setting()
         report = reconcile_examon_recent(
             src, [AMBIENT], days[-1] + dt.timedelta(days=1), archive, n
         )

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from dxt_core.backends import BUILTIN
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -45,16 +46,20 @@ def test_the_documented_files_are_the_backend():
         "connection.py",
         "source.py",
         "archive_day.py",
+        "tasks.py",
         "cli.py",
         "simulator.py",
     ]
     for name in files:
         assert (TOY / name).is_file(), name
-    # the shipped backends have the same files
-    for backend in ("examon", "kwollect", "collectd_es"):
+    # its DAG file, and its contract adapter (out of tree: in the package)
+    assert (TOY / "dxt_promrange.py").is_file() and (TOY / "contract.py").is_file()
+    # the shipped backends have the same files, and their DAG files
+    for backend in BUILTIN:
         package = ROOT / "dxt_core" / "backends" / backend
         for name in files:
             assert (package / name).exists() or (package / name.removesuffix(".py")).is_dir()
+        assert (ROOT / "dags" / f"dxt_{backend}.py").is_file()
 
 
 @pytest.fixture()
@@ -181,10 +186,10 @@ def test_cli_refetches_only_incomplete_days_and_reports_every_failure(prom_serve
     assert "archived 2 metric-days" in r.stdout and "skipped" not in r.stdout
     # a unit that cannot be written (a file where its folder should be) fails alone,
     # with a one-line cause; the others are archived and the run ends with its summary
-    (archive / "promrange" / "blocked").write_text("not a folder")
-    r = dxt(*args, "--metrics", "blocked,cpu", "--refetch")
+    (archive / "promrange" / "node_memory_free").write_text("not a folder")
+    r = dxt(*args, "--metrics", "node_memory_free,node_cpu", "--refetch")
     assert r.returncode == 1
     assert "archived 1 metric-days" in r.stdout and "1 failed" in r.stdout
     failed = [line for line in r.stderr.splitlines() if line.startswith("FAILED")]
-    assert len(failed) == 1 and failed[0].startswith("FAILED blocked 2024-03-09: ")
+    assert len(failed) == 1 and failed[0].startswith("FAILED node_memory_free 2024-03-09: ")
     assert "Traceback" not in r.stderr

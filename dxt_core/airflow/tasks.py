@@ -1,0 +1,81 @@
+"""The task bodies every dxt DAG runs, for any backend of the registry.
+
+Each turns the task context into calls on the backend's
+:class:`~dxt_core.backends.roles.BackendTasks`: the units task lists the units, the archive
+task archives one unit-day and adds its event to the unit's asset group. The backend never
+sees Airflow: it gets its connection object (built by :mod:`dxt_core.airflow.hooks` from the
+Airflow connection), the day, the archive and the run's Params.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from dxt_core import backends as registry
+from dxt_core.airflow import runs
+from dxt_core.airflow.assets import emit_day_event, relative_path
+from dxt_core.airflow.hooks import hook_for
+from dxt_core.airflow.runs import day_of, replace_of_context
+from dxt_core.archive import Archive
+from dxt_core.backends.roles import Unit
+from dxt_core.config import archive_root
+
+log = logging.getLogger("dxt_core.airflow")
+
+
+def list_units(backend: str, conn_id: str, max_map_length: int | None) -> list[Unit]:
+    """The units of one run, in map index order (the units task's return value)."""
+    tasks = registry.get(backend).dag_tasks()
+    return tasks.units(lambda: hook_for(backend, conn_id).connection(), max_map_length)
+
+
+def day_end(
+    backend: str, context: Mapping[str, Any], conn_id: str | None, settle_s: int
+) -> dt.datetime:
+    """When the run's archive day may be archived: its end in the backend's zone + settle."""
+    tasks = registry.get(backend).dag_tasks()
+    zone = tasks.time_zone(lambda: hook_for(backend, conn_id).connection())
+    return runs.day_end(day_of(context), zone, settle_s)
+
+
+def archive_unit(
+    backend: str, unit: Unit, context: Mapping[str, Any], conn_id: str
+) -> dict[str, Any]:
+    """Archive one unit-day; returns the report (pushed as one XCom) and adds the day's
+    event to the unit's asset group."""
+    tasks = registry.get(backend).dag_tasks()
+    archive = Archive(archive_root(), replace=replace_of_context(context))
+    conn = hook_for(backend, conn_id).connection()
+    params = context.get("params") or {}
+    report = tasks.archive(unit, day_of(context), archive, conn, params)
+    doc = report.as_dict()
+    emit_day_event(
+        context,
+        tasks.backend,
+        tasks.asset_group(unit),
+        tasks.unit_name(unit),
+        doc,
+        relative_path(report.path, archive.root),
+    )
+    return doc
+
+
+def reconcile_recent(backend: str, context: Mapping[str, Any], conn_id: str) -> dict[str, Any]:
+    """The ``reconcile_recent_days`` task of a backend with the reconcile role: the previous
+    ``DXT_<NAME>_RECONCILE_DAYS`` days (default 3; 0: off) counted at the source, the grown
+    ones refetched. Returns the report (XCom) with a one-line ``note``, which the plugin adds
+    to the run's note when the run ends (``dxt_core.airflow.plugin``)."""
+    from dxt_core.reconcile import reconcile_days
+
+    tasks = registry.get(backend).dag_tasks()
+    n_days = reconcile_days(backend, tasks.settings())
+    archive = Archive(archive_root())
+    conn = hook_for(backend, conn_id).connection()
+    params = context.get("params") or {}
+    report = tasks.reconcile(day_of(context), n_days, archive, conn, params)
+    doc = report.as_dict()
+    log.info("%s", doc["note"])
+    return doc

@@ -1,0 +1,141 @@
+"""The ``dxt_collectd_es`` DAG without Airflow: one unit per family (known at parse time),
+UTC days, gzip JSON Lines and/or TOKIO HDF5 by the run's ``formats`` Param."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from dxt_core.backends.roles import BackendTasks, Unit
+from dxt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dxt_core.archive import Archive
+    from dxt_core.archive_day import DayReport
+    from dxt_core.backends.collectd_es.connection import CollectdEsConnection
+    from dxt_core.reconcile import RecentReport
+
+log = logging.getLogger("dxt_core.airflow")
+
+#: dxt_core.backends.collectd_es.archive_day.OUTPUT_FORMATS (which imports h5py's writer).
+OUTPUT_FORMATS = ("jsonl", "hdf5")
+
+
+class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
+    backend = "collectd_es"
+    group = "family"
+    units_task_id = None  # the families are settings: mapped at parse time
+    map_index_template = "{{ task.op_kwargs['unit'] }}"
+    pooled = False
+    tags = ("collectd", "elasticsearch")
+    counts = True  # _count with the export's query
+
+    def params(self) -> dict[str, dict[str, Any]]:
+        return {
+            "formats": {
+                "default": list(self.settings()["formats"]),
+                "type": "array",
+                "items": {"type": "string", "enum": list(OUTPUT_FORMATS)},
+                "title": "Output formats",
+                "description": "raw hits as gzip JSON Lines and/or TOKIO Time Series HDF5",
+            }
+        }
+
+    def configured_units(self) -> list[Unit]:
+        return [str(f) for f in self.settings()["families"]]
+
+    def unit_name(self, unit: Unit) -> str:
+        return str(unit)
+
+    def asset_group(self, unit: Unit) -> str:
+        return str(unit)
+
+    def configured_parts(self) -> list[tuple[str, ...]]:
+        return [(str(f),) for f in self.configured_units()]
+
+    def output_formats(self, params: Mapping[str, Any]) -> list[str]:
+        """The run's ``formats`` param, else the ``formats`` setting
+        (``DXT_COLLECTD_ES_FORMATS``)."""
+        chosen = params.get("formats")
+        if chosen:
+            formats = (
+                [str(f).strip() for f in chosen] if isinstance(chosen, list) else [str(chosen)]
+            )
+            where = "the 'formats' param"
+        else:
+            formats = [str(f).strip() for f in self.settings()["formats"]]
+            where = "DXT_COLLECTD_ES_FORMATS"
+        formats = [f for f in formats if f]
+        if not formats or set(formats) - set(OUTPUT_FORMATS):
+            raise ConfigError(f"{where}: use jsonl and/or hdf5, not {formats}")
+        return formats
+
+    def archive(
+        self,
+        unit: Unit,
+        day: dt.date,
+        archive: Archive,
+        conn: CollectdEsConnection,
+        params: Mapping[str, Any],
+    ) -> DayReport:
+        from dxt_core.backends.collectd_es.archive_day import archive_collectd_es_day, es_pages
+        from dxt_core.backends.collectd_es.source import CollectdEsSource, ExportStats
+
+        s = self.settings()
+        family = str(unit)
+        formats = self.output_formats(params)
+        stats = ExportStats()
+        with CollectdEsSource(conn, slices=s["slices"], page_size=s["page_size"]) as source:
+            log.info(
+                "archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.root
+            )
+            return archive_collectd_es_day(
+                es_pages(source, stats),
+                family,
+                day,
+                archive,
+                formats=formats,
+                source_info={
+                    "source_url": conn.safe_url,
+                    "index": conn.index,
+                    "host_prefix": conn.host_prefix,
+                },
+                stats=stats,
+                timestep=s["timestep"],
+                num_nodes=s["num_nodes"],
+                ssds_per_node=s["ssds_per_node"],
+            )
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: CollectdEsConnection,
+        params: Mapping[str, Any],
+    ) -> RecentReport:
+        """``_count`` of each family's past UTC days (the export's query, ``_shards``
+        checked); a grown day is exported again in the run's formats."""
+        from dxt_core.backends.collectd_es.archive_day import day_window_utc
+        from dxt_core.backends.collectd_es.source import CollectdEsSource
+        from dxt_core.reconcile import SourceCount, reconcile_recent
+
+        parts = [(str(f),) for f in self.configured_units()]
+        with CollectdEsSource(conn) as source:
+
+            def count(p: tuple[str, ...], d: dt.date) -> SourceCount:
+                start, end = day_window_utc(d)
+                return source.count(p[0], start, end)
+
+            def refetch(p: tuple[str, ...], d: dt.date) -> DayReport:
+                return self.archive(p[0], d, archive, conn, params)
+
+            return reconcile_recent(archive, "collectd_es", parts, day, n_days, count, refetch)
+
+    def preload(self) -> None:
+        import dxt_core.backends.collectd_es.archive_day  # noqa: F401
+
+
+TASKS = CollectdEsTasks()

@@ -1,0 +1,148 @@
+"""The ``dxt_examon`` DAG without Airflow: one unit per catalog (metric, plugin), days in the
+connection's ``time_zone``, gzip CSV or Parquet by the run's ``format`` Param."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dxt_core.backends.roles import BackendTasks, Unit, round_up_pow2
+from dxt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dxt_core.archive import Archive
+    from dxt_core.archive_day import DayReport
+    from dxt_core.backends.examon.catalog import ExamonOptions
+    from dxt_core.backends.examon.connection import ExamonConnection
+    from dxt_core.reconcile import RecentReport
+
+log = logging.getLogger("dxt_core.airflow")
+
+#: The output formats (dxt_core.backends.examon.archive_day.FORMATS, which imports writers).
+FORMATS = ("csv", "parquet")
+
+
+class ExamonTasks(BackendTasks["ExamonConnection"]):
+    backend = "examon"
+    group = "plugin"
+    units_task_id = "catalog"
+    map_index_template = (
+        "{{ task.op_kwargs['unit']['plugin'] }}/{{ task.op_kwargs['unit']['metric'] }}"
+    )
+    tags = ("examon",)
+    counts = True  # KairosDB's count aggregator over the day
+
+    def params(self) -> dict[str, dict[str, Any]]:
+        return {
+            "format": {
+                "default": self.settings()["format"],
+                "enum": list(FORMATS),
+                "title": "Output format",
+                "description": "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)",
+            }
+        }
+
+    def configured_units(self) -> list[Unit]:
+        return self.catalog_entries()
+
+    def units(
+        self, connect: Callable[[], ExamonConnection], max_map_length: int | None
+    ) -> list[Unit]:
+        return self.catalog_entries(max_map_length)
+
+    def catalog_entries(self, max_map_length: int | None = None) -> list[Unit]:
+        """The catalog as the list that feeds ``expand``; checks Airflow's map length limit."""
+        from dxt_core.backends.examon.catalog import load_catalog
+
+        path = self.settings()["catalog"] or None
+        entries = load_catalog(path)
+        if max_map_length is not None and len(entries) > max_map_length:
+            raise ConfigError(
+                f"the catalog {path or '(shipped M100 catalog)'} has {len(entries)} metrics, "
+                f"more than Airflow's [core] max_map_length of {max_map_length}: set "
+                f"AIRFLOW__CORE__MAX_MAP_LENGTH={round_up_pow2(len(entries))} on the "
+                "scheduler, API server and workers, or split the catalog"
+            )
+        log.info("catalog %s: %d metrics", path or "(shipped M100 catalog)", len(entries))
+        return [{"metric": e.metric, "plugin": e.plugin} for e in entries]
+
+    def unit_name(self, unit: Unit) -> str:
+        return f"{unit['plugin']}/{unit['metric']}"
+
+    def asset_group(self, unit: Unit) -> str:
+        return str(unit["plugin"])
+
+    def configured_parts(self) -> list[tuple[str, ...]]:
+        from dxt_core.backends.examon.archive_day import examon_parts
+        from dxt_core.backends.examon.catalog import load_catalog
+
+        s = self.settings()
+        return [examon_parts(e, str(s["format"])) for e in load_catalog(s["catalog"] or None)]
+
+    def time_zone(self, connect: Callable[[], ExamonConnection]) -> str:
+        return connect().time_zone
+
+    def options(self) -> ExamonOptions:
+        from dxt_core.backends.examon.catalog import ExamonOptions
+
+        path = self.settings()["options"]
+        return ExamonOptions.from_toml(path) if path else ExamonOptions()
+
+    def output_format(self, params: Mapping[str, Any]) -> str:
+        """The run's ``format`` param, else the ``format`` setting (``DXT_EXAMON_FORMAT``)."""
+        fmt = params.get("format") or self.settings()["format"]
+        if fmt not in FORMATS:
+            raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
+        return str(fmt)
+
+    def archive(
+        self,
+        unit: Unit,
+        day: dt.date,
+        archive: Archive,
+        conn: ExamonConnection,
+        params: Mapping[str, Any],
+    ) -> DayReport:
+        from dxt_core.backends.examon.archive_day import archive_examon_day
+        from dxt_core.backends.examon.catalog import CatalogEntry
+        from dxt_core.backends.examon.source import KairosDBSource
+
+        entry = CatalogEntry(metric=unit["metric"], plugin=unit["plugin"])
+        fmt = self.output_format(params)
+        with KairosDBSource(conn, options=self.options()) as source:
+            log.info(
+                "archiving %s for %s (%s) from %s into %s",
+                entry.key,
+                day,
+                conn.time_zone,
+                conn.safe_url,
+                archive.root,
+            )
+            return archive_examon_day(source, entry, day, archive, fmt=fmt)
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: ExamonConnection,
+        params: Mapping[str, Any],
+    ) -> RecentReport:
+        from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+        from dxt_core.backends.examon.catalog import load_catalog
+        from dxt_core.backends.examon.source import KairosDBSource
+
+        entries = load_catalog(self.settings()["catalog"] or None)
+        with KairosDBSource(conn, options=self.options()) as source:
+            return reconcile_examon_recent(
+                source, entries, day, archive, n_days, fmt=self.output_format(params)
+            )
+
+    def preload(self) -> None:
+        import dxt_core.backends.examon.archive_day
+        import dxt_core.backends.examon.source  # noqa: F401
+
+
+TASKS = ExamonTasks()

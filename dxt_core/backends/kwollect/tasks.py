@@ -1,0 +1,140 @@
+"""The ``dxt_kwollect`` DAG without Airflow: one unit per (site, metric) with the site's nodes
+(clusters resolved through the API), days in ``DXT_KWOLLECT_TIME_ZONE``, gzip JSON Lines."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dxt_core.backends.roles import BackendTasks, Unit, check_map_length
+
+if TYPE_CHECKING:
+    from dxt_core.archive import Archive
+    from dxt_core.archive_day import DayReport
+    from dxt_core.backends.kwollect.connection import KwollectConnection
+    from dxt_core.reconcile import RecentReport
+
+log = logging.getLogger("dxt_core.airflow")
+
+
+class KwollectTasks(BackendTasks["KwollectConnection"]):
+    backend = "kwollect"
+    group = "site"
+    units_task_id = "units"
+    map_index_template = (
+        "{{ task.op_kwargs['unit']['site'] }}/{{ task.op_kwargs['unit']['metric'] }}"
+    )
+    tags = ("kwollect", "grid5000")
+    counts = True  # no count API: the points of the archive's own requests, counted
+
+    def configured_units(self) -> list[Unit]:
+        # Clusters are resolved to nodes by the API: only units() knows the units.
+        return []
+
+    def units(
+        self, connect: Callable[[], KwollectConnection], max_map_length: int | None
+    ) -> list[Unit]:
+        """The (site, metric) units that feed ``expand``, clusters resolved to nodes."""
+        from dxt_core.backends.kwollect.connection import load_archive_config
+
+        config = load_archive_config()
+        with connect().client() as client:
+            found = config.units(client)
+        check_map_length(len(found), max_map_length, "(site, metric) units")
+        log.info("%d (site, metric) units from %s", len(found), config.source)
+        return list(found)
+
+    def unit_name(self, unit: Unit) -> str:
+        return f"{unit['site']}/{unit['metric']}"
+
+    def asset_group(self, unit: Unit) -> str:
+        return str(unit["site"])
+
+    def configured_parts(self) -> list[tuple[str, ...]]:
+        from dxt_core.backends.kwollect.connection import load_archive_config
+
+        config = load_archive_config()
+        sites = sorted({n.site for n in config.nodes} | {s for s, _ in config.clusters})
+        return [(site, metric) for site in sites for metric in config.metrics]
+
+    def time_zone(self, connect: Callable[[], KwollectConnection]) -> str:
+        from dxt_core.backends.kwollect.connection import load_archive_config
+
+        return load_archive_config().time_zone
+
+    def archive(
+        self,
+        unit: Unit,
+        day: dt.date,
+        archive: Archive,
+        conn: KwollectConnection,
+        params: Mapping[str, Any],
+    ) -> DayReport:
+        from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+        from dxt_core.backends.kwollect.connection import load_archive_config
+
+        config = load_archive_config()
+        with conn.client() as client:
+            log.info(
+                "archiving %s/%s for %s (%s) from %s into %s",
+                unit["site"],
+                unit["metric"],
+                day,
+                config.time_zone,
+                client.safe_url,
+                archive.root,
+            )
+            return archive_kwollect_day(
+                client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone
+            )
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: KwollectConnection,
+        params: Mapping[str, Any],
+    ) -> RecentReport:
+        """Kwollect has no count API: each past day's points are asked for and counted (not
+        kept), over the nodes and zone its manifest names, and a grown day is refetched with
+        them."""
+        from dxt_core.archive import DayKey
+        from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+        from dxt_core.backends.kwollect.connection import load_archive_config
+        from dxt_core.backends.kwollect.source import parse_nodes
+        from dxt_core.reconcile import SourceCount, reconcile_recent
+        from dxt_core.windows import day_window, zone
+
+        config = load_archive_config()
+        with conn.client() as client:
+            units: dict[tuple[str, ...], Any] = {
+                (u["site"], u["metric"]): u for u in config.units(client)
+            }
+
+            def archived(parts: tuple[str, ...], d: dt.date) -> tuple[list[Any], str]:
+                doc = archive.read_manifest(DayKey("kwollect", parts, d)) or {}
+                nodes = list(doc.get("nodes") or units[parts]["nodes"])
+                return nodes, str(doc.get("time_zone") or config.time_zone)
+
+            def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
+                nodes, tz = archived(parts, d)
+                window = day_window(d, zone(tz))
+                stop = window.end - dt.timedelta(microseconds=1)  # the archive's own request
+                return client.count_points(
+                    parts[0], parse_nodes(nodes, parts[0]), parts[1], window.start, stop
+                )
+
+            def refetch(parts: tuple[str, ...], d: dt.date) -> DayReport:
+                nodes, tz = archived(parts, d)
+                return archive_kwollect_day(client, parts[0], parts[1], nodes, d, archive, tz)
+
+            return reconcile_recent(archive, "kwollect", list(units), day, n_days, count, refetch)
+
+    def preload(self) -> None:
+        import dxt_core.backends.kwollect.archive_day  # noqa: F401
+
+
+TASKS = KwollectTasks()

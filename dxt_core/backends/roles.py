@@ -1,0 +1,182 @@
+"""A backend's roles as interfaces mypy checks: its DAG without Airflow
+(:class:`BackendTasks`), its CLI (:class:`CliRole`) and its simulator (:class:`SimulatorRole`).
+
+The Airflow half (``dxt_core.airflow``) is generic: one hook built from the backend's
+connection spec, one day-end wait, one units task, one archive task, one coverage grid. Each
+backend says what differs by subclassing :class:`BackendTasks` in its ``tasks`` module and
+naming that object in its :class:`~dxt_core.backends.Backend` declaration (``tasks=``). mypy
+checks the subclass against this interface; nothing looks modules up by name at run time.
+
+A *unit* is what one mapped archive task gets: a JSON-able value (a string, or a dict of
+strings and lists), since Airflow passes it through XCom. A backend maps it to its display
+name (equal to the task's rendered map index), its asset group and its archive call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+
+from dxt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dxt_core.archive import Archive
+    from dxt_core.archive_day import DayReport
+    from dxt_core.reconcile import RecentReport
+
+#: The backend's connection object (what its ``connection.SPEC`` builds).
+C = TypeVar("C")
+
+#: One unit of a DAG run: JSON-able (a ``str`` or a ``dict`` of plain values).
+Unit = Any
+
+
+class BackendTasks(ABC, Generic[C]):
+    """A backend's DAG, minus Airflow: its units, its day's zone, its archive call.
+
+    Class attributes (read at DAG parse time; keep them constants):
+        backend: the registry name (``examon``), as in the package's ``Backend``.
+        group: what the first archive path part is (``plugin``, ``site``): the coverage grid's
+            row groups and the asset group's kind.
+        units_task_id: the task that lists the units at run time (``catalog``); ``None``
+            when the units are known at parse time (:meth:`configured_units`, no network).
+        map_index_template: the mapped instances' names in the UI; it must render what
+            :meth:`unit_name` returns (``unit`` is the task's argument).
+        pooled: whether the archive task runs in the backend's pool.
+        tags: the DAG's tags besides ``dxt``.
+        counts: whether each manifest records the source's own count of the unit-day
+            (``source_count``; the contract suite checks it).
+
+    A backend that can count at the source overrides :meth:`reconcile`: the DAG then has a
+    ``reconcile_recent_days`` task that calls it for the previous
+    ``DXT_<NAME>_RECONCILE_DAYS`` days (:func:`dxt_core.backends.reconcile_setting`).
+
+    Every method runs inside a task process (or the coverage view), never at import time;
+    import the backend's heavy modules (its source, writers) inside them.
+    """
+
+    backend: ClassVar[str]
+    group: ClassVar[str] = "group"
+    units_task_id: ClassVar[str | None] = "units"
+    map_index_template: ClassVar[str] = "{{ task.op_kwargs['unit'] }}"
+    pooled: ClassVar[bool] = True
+    tags: ClassVar[tuple[str, ...]] = ()
+    counts: ClassVar[bool] = False
+
+    def settings(self) -> dict[str, Any]:
+        """The backend's settings by short key (``DXT_<NAME>_<KEY>``, then ``[dxt]``)."""
+        from dxt_core.backends import dag_settings
+
+        return dag_settings(self.backend)
+
+    def params(self) -> dict[str, dict[str, Any]]:
+        """Params of a manual trigger besides ``day`` and ``replace``: name -> the keyword
+        arguments of ``airflow.sdk.Param`` (``default`` included). Read at parse time."""
+        return {}
+
+    @abstractmethod
+    def configured_units(self) -> list[Unit]:
+        """The units the settings name, without asking the server (parse time when
+        ``units_task_id`` is ``None``)."""
+
+    def units(self, connect: Callable[[], C], max_map_length: int | None) -> list[Unit]:
+        """The units of one run (the ``units_task_id`` task). ``connect()`` builds the
+        connection from the DAG's Airflow connection. Default: :meth:`configured_units`."""
+        found = self.configured_units()
+        check_map_length(len(found), max_map_length, f"{self.backend} units")
+        return found
+
+    @abstractmethod
+    def unit_name(self, unit: Unit) -> str:
+        """The unit's name: its task's rendered map index and its coverage grid row."""
+
+    @abstractmethod
+    def asset_group(self, unit: Unit) -> str:
+        """The asset group (``dxt-archive/<backend>/<group>``) the unit's day events go to."""
+
+    def configured_parts(self) -> list[tuple[str, ...]]:
+        """The archive path parts of the configured units, for the coverage grid; no
+        network. Default: none (the grid shows the units the archive index holds)."""
+        return []
+
+    def time_zone(self, connect: Callable[[], C]) -> str:
+        """The zone whose midnights bound the archive's days. Default UTC."""
+        return "UTC"
+
+    @abstractmethod
+    def archive(
+        self,
+        unit: Unit,
+        day: dt.date,
+        archive: Archive,
+        conn: C,
+        params: Mapping[str, Any],
+    ) -> DayReport:
+        """Archive one unit-day from the server ``conn`` points at; ``params`` are the run's
+        Params (the day and ``replace`` are already applied)."""
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: C,
+        params: Mapping[str, Any],
+    ) -> RecentReport:
+        """Ask the source for the counts only of the ``n_days`` days before ``day``, compare
+        them with the manifests and refetch the units whose day grew (late data; the replaced
+        file is kept in ``.versions/``): :func:`dxt_core.reconcile.reconcile_recent` does the
+        comparing and refetching, given the backend's counter and archive call. Not
+        overridden: the backend has no reconcile role (the DAG has no reconcile task)."""
+        raise NotImplementedError(f"backend {self.backend!r} does not reconcile")
+
+    def reconciles(self) -> bool:
+        """Whether the backend declares the reconcile role (overrides :meth:`reconcile`)."""
+        return type(self).reconcile is not BackendTasks.reconcile
+
+    def preload(self) -> None:
+        """Import what :meth:`archive` uses, once, in a Celery worker's main process."""
+
+
+class CliRole(Protocol):
+    """``dxt extract <backend>`` and ``dxt coverage <backend>``: the backend's ``cli`` module
+    satisfies it (mypy checks a module against a Protocol)."""
+
+    def add_extract_parser(self, sub: Any) -> None:
+        """Add ``dxt extract <backend>`` to the ``extract`` subparsers."""
+
+    def coverage_units(self, args: argparse.Namespace) -> list[tuple[str, ...]]:
+        """The archive path parts ``dxt coverage`` checks, from its options."""
+
+    def describe_parts(self, parts: tuple[str, ...]) -> dict[str, str]:
+        """A unit's parts by name (``{"site": ..., "metric": ...}``) for ``--json``."""
+
+    def add_coverage_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``dxt coverage`` that choose this backend's units."""
+
+
+class SimulatorRole(Protocol):
+    """A stand-in server run as ``dxt simulate <backend>`` (or ``python -m``)."""
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """Serve until SIGTERM/SIGINT; print ``listening on <url>`` first."""
+
+
+def check_map_length(n: int, max_map_length: int | None, what: str) -> None:
+    """Airflow's ``[core] max_map_length`` caps how many mapped tasks one list may make."""
+    if max_map_length is not None and n > max_map_length:
+        raise ConfigError(
+            f"{n} {what} exceed Airflow's [core] max_map_length ({max_map_length}): set "
+            f"AIRFLOW__CORE__MAX_MAP_LENGTH={round_up_pow2(n)} on the scheduler, API server "
+            "and workers, or archive fewer units"
+        )
+
+
+def round_up_pow2(n: int) -> int:
+    size = 1024
+    while size < n:
+        size *= 2
+    return size

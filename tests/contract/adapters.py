@@ -1,0 +1,320 @@
+"""How the contract suite runs each backend: its simulator, a unit with data, an empty day, a
+unit that does not exist, and the fault knobs that make its server refuse a large window or
+hold fewer rows.
+
+A built-in backend adds its adapter to :data:`ADAPTERS`; an out-of-tree backend ships one as
+``ADAPTER`` in its package's ``contract`` module (``<package>.contract``). The suite fails for a
+registered backend that has neither.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+import pytest
+
+from dxt_core.backends import Backend
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Adapter(ABC):
+    """One backend's part in the contract suite."""
+
+    backend: ClassVar[str]
+    #: a day the simulator has data for, and one it has none for
+    day: ClassVar[dt.date]
+    empty_day: ClassVar[dt.date]
+    #: a unit with data (what the backend's units task returns), and one the server lacks
+    unit: ClassVar[Any]
+    missing_unit: ClassVar[Any]
+    #: the run's Params for the archive call (e.g. formats whose bytes are reproducible)
+    params: ClassVar[dict[str, Any]] = {}
+    #: extra environment of a process that must see the backend (an out-of-tree one)
+    process_env: ClassVar[dict[str, str]] = {}
+
+    url: str = ""
+
+    @abstractmethod
+    def start(self, request: pytest.FixtureRequest, tmp: Path) -> None:
+        """Start the simulator (a separate process); set :attr:`url`."""
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def extra(self) -> dict[str, Any]:
+        """The connection's extras."""
+        return {}
+
+    def connection(self, url: str | None = None, extra: dict[str, Any] | None = None) -> Any:
+        """The backend's connection object to the simulator, built by its spec."""
+        from dxt_core import backends
+
+        u = urlsplit(url or self.url)
+        return backends.get(self.backend).spec.from_fields(
+            conn_id="contract",
+            host=u.hostname,
+            port=u.port,
+            schema=u.scheme,
+            login=None,
+            password=None,
+            extra=self.extra() if extra is None else extra,
+        )
+
+    def airflow_connection(self) -> dict[str, Any]:
+        """``AIRFLOW_CONN_<ID>``'s JSON: the same connection for an Airflow task."""
+        from dxt_core import backends
+
+        u = urlsplit(self.url)
+        conn_type = backends.get(self.backend).spec.conn_type
+        return {
+            "conn_type": conn_type,
+            "host": u.hostname,
+            "port": u.port,
+            "schema": u.scheme,
+            "extra": self.extra(),
+        }
+
+    @abstractmethod
+    def settings_env(self) -> dict[str, str]:
+        """``DXT_*`` settings under which the backend's DAG has exactly :attr:`unit`."""
+
+    @abstractmethod
+    def coverage_args(self) -> list[str]:
+        """``dxt coverage <backend>`` options that select :attr:`unit`."""
+
+    def too_large(self) -> contextlib.AbstractContextManager[Any] | None:
+        """A server that refuses the day's window as too large: yields a connection (None: the
+        backend's queries have no window to split, e.g. they page)."""
+        return None
+
+    @abstractmethod
+    def fewer_rows(self) -> contextlib.AbstractContextManager[tuple[Any, Any]]:
+        """A server with fewer rows of :attr:`unit`'s day: yields (connection, unit)."""
+
+    def late_points(self) -> contextlib.AbstractContextManager[tuple[Any, Any]] | None:
+        """A server where :attr:`unit`'s day gains points after it is archived: yields
+        ``(connection, add)``, ``add()`` writing the late points (None: the simulator cannot
+        add points; the reconcile check is skipped)."""
+        return None
+
+    def dag_file(self) -> Path:
+        return ROOT / "dags" / f"dxt_{self.backend}.py"
+
+
+# -- Examon -----------------------------------------------------------------------------------
+
+
+class ExamonAdapter(Adapter):
+    backend = "examon"
+    day = dt.date(2020, 3, 10)
+    empty_day = dt.date(2020, 3, 7)
+    unit = {"metric": "ambient", "plugin": "ipmi_pub"}
+    missing_unit = {"metric": "no_such_metric", "plugin": "ipmi_pub"}
+    ARGS = ("--nodes", "2", "--tidy", "--jobs-port", "off")
+
+    def start(self, request: pytest.FixtureRequest, tmp: Path) -> None:
+        from tests.conftest import SimulatorProcess
+
+        self.catalog = tmp / "catalog.csv"
+        self.catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+        self._args = ["--catalog", str(self.catalog), *self.ARGS]
+        self.sim = SimulatorProcess([*self._args, "--data-start", "2020-03-09"])
+        self.url = self.sim.url
+
+    def stop(self) -> None:
+        self.sim.stop()
+
+    def extra(self) -> dict[str, Any]:
+        return {"time_zone": "Europe/Rome"}
+
+    def settings_env(self) -> dict[str, str]:
+        return {"DXT_EXAMON_CATALOG": str(self.catalog), "DXT_EXAMON_FORMAT": "csv"}
+
+    def coverage_args(self) -> list[str]:
+        return ["--catalog", str(self.catalog)]
+
+    @contextlib.contextmanager
+    def too_large(self) -> Iterator[Any]:
+        self.sim.faults(max_points=2000)  # a day of 2 nodes is 8,640 points
+        try:
+            yield self.connection()
+        finally:
+            self.sim.reset_faults()
+
+    @contextlib.contextmanager
+    def fewer_rows(self) -> Iterator[tuple[Any, Any]]:
+        from tests.conftest import SimulatorProcess
+
+        late = SimulatorProcess([*self._args, "--data-start", "2020-03-10"])  # first hour gone
+        try:
+            yield self.connection(late.url), self.unit
+        finally:
+            late.stop()
+
+    @contextlib.contextmanager
+    def late_points(self) -> Iterator[tuple[Any, Any]]:
+        import httpx
+
+        from dxt_core.windows import day_window, zone
+
+        noon = day_window(self.day, zone("Europe/Rome")).start_ms + 12 * 3_600_000
+
+        def add() -> None:  # two points between the simulator's own (every 20 s)
+            httpx.post(
+                f"{self.url}/_sim/points",
+                json={
+                    "metric": "ambient",
+                    "tags": {"node": "r201n01"},
+                    "points": [[noon + 900, 21.5], [noon + 60_900, 21.75]],
+                },
+                timeout=10,
+            ).raise_for_status()
+
+        try:
+            yield self.connection(), add
+        finally:
+            httpx.delete(f"{self.url}/_sim/points", timeout=10).raise_for_status()
+
+
+# -- Kwollect ---------------------------------------------------------------------------------
+
+
+class KwollectAdapter(Adapter):
+    backend = "kwollect"
+    day = dt.date(2024, 11, 26)
+    #: the simulator has no data after now
+    empty_day = dt.date.today() + dt.timedelta(days=2)
+    unit = {"site": "lyon", "metric": "bmc_node_power_watt", "nodes": ["nova-1", "nova-2"]}
+    missing_unit = {"site": "atlantis", "metric": "bmc_node_power_watt", "nodes": ["nova-1"]}
+
+    def start(self, request: pytest.FixtureRequest, tmp: Path) -> None:
+        from tests.kwollect_sim import KwollectSimProcess
+
+        self.sim = KwollectSimProcess()
+        self.url = self.sim.url
+
+    def stop(self) -> None:
+        self.sim.stop()
+
+    def extra(self) -> dict[str, Any]:
+        return {"max_points": 100_000}
+
+    def settings_env(self) -> dict[str, str]:
+        return {
+            "DXT_KWOLLECT_NODES": "nova-1.lyon.grid5000.fr,nova-2.lyon.grid5000.fr",
+            "DXT_KWOLLECT_METRICS": "bmc_node_power_watt",
+        }
+
+    def coverage_args(self) -> list[str]:
+        return ["--sites", "lyon", "--metrics", "bmc_node_power_watt"]
+
+    @contextlib.contextmanager
+    def too_large(self) -> Iterator[Any]:
+        self.sim.configure(
+            max_points=10_000
+        )  # "too much data" above 10,000 points (a node-day: 17,280)
+        try:
+            yield self.connection()
+        finally:
+            self.sim.reset()
+
+    @contextlib.contextmanager
+    def fewer_rows(self) -> Iterator[tuple[Any, Any]]:
+        # the same (site, metric) with a node gone: fewer rows for the same archive day
+        yield self.connection(), {**self.unit, "nodes": ["nova-1"]}
+
+
+# -- collectd in Elasticsearch (noida-db) -----------------------------------------------------
+
+
+class CollectdEsAdapter(Adapter):
+    backend = "collectd_es"
+    day = dt.date(2017, 12, 13)
+    empty_day = dt.date(2017, 12, 11)
+    unit = "disk"
+    missing_unit = "no_such_family"
+    params = {"formats": ["jsonl"]}  # the HDF5 file holds the same values, not the same bytes
+    SHRUNK_INDEX = "contract-shrunk-2017.12.13"
+
+    def start(self, request: pytest.FixtureRequest, tmp: Path) -> None:
+        self.url = request.getfixturevalue("noida_es").url
+        self._shrunk = False
+
+    def stop(self) -> None:
+        pass  # noida-db is the session's (tests/noida_fixtures.py)
+
+    def extra(self) -> dict[str, Any]:
+        return {"index": "cori-collectd-*", "host_prefix": "bb"}
+
+    def settings_env(self) -> dict[str, str]:
+        return {"DXT_COLLECTD_ES_FAMILIES": "disk", "DXT_COLLECTD_ES_FORMATS": "jsonl"}
+
+    def coverage_args(self) -> list[str]:
+        return ["--families", "disk"]
+
+    @contextlib.contextmanager
+    def fewer_rows(self) -> Iterator[tuple[Any, Any]]:
+        # the sample hour without its first half, in an index of its own
+        from dxt_core.backends.collectd_es.simulator import bulk_load
+        from tests.noida_fixtures import sample_hits
+
+        if not self._shrunk:
+            hits = sample_hits()
+            late = sorted(h["_source"]["@timestamp"] for h in hits)[len(hits) // 2]
+            kept = [
+                {**h, "_index": self.SHRUNK_INDEX}
+                for h in hits
+                if h["_source"]["@timestamp"] >= late
+            ]
+            bulk_load(self.url, kept)
+            self._shrunk = True
+        yield self.connection(extra={**self.extra(), "index": "contract-shrunk-*"}), self.unit
+
+    @contextlib.contextmanager
+    def late_points(self) -> Iterator[tuple[Any, Any]]:
+        # the sample hour's first half in an index of its own; the second half arrives late
+        # in a second index of the same pattern
+        from dxt_core.backends.collectd_es.simulator import bulk_load
+        from tests.noida_fixtures import sample_hits
+
+        self._late = getattr(self, "_late", 0) + 1
+        prefix = f"contract-late{self._late}"
+        hits = sorted(sample_hits(), key=lambda h: h["_source"]["@timestamp"])
+        half = len(hits) // 2
+        bulk_load(self.url, [{**h, "_index": f"{prefix}-a-2017.12.13"} for h in hits[:half]])
+
+        def add() -> None:
+            bulk_load(self.url, [{**h, "_index": f"{prefix}-b-2017.12.13"} for h in hits[half:]])
+
+        yield self.connection(extra={**self.extra(), "index": f"{prefix}-*"}), add
+
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    "examon": ExamonAdapter,
+    "kwollect": KwollectAdapter,
+    "collectd_es": CollectdEsAdapter,
+}
+
+
+def adapter_for(backend: Backend) -> Adapter:
+    """The backend's adapter; a clear failure for a backend registered without one."""
+    cls = ADAPTERS.get(backend.name)
+    if cls is None:
+        try:
+            cls = importlib.import_module(f"{backend.package}.contract").ADAPTER
+        except (ImportError, AttributeError):
+            pytest.fail(
+                f"backend {backend.name!r} is registered but has no contract adapter: add one "
+                f"to tests/contract/adapters.py:ADAPTERS, or ADAPTER in {backend.package}.contract"
+                " (docs/adding-a-backend.md)"
+            )
+    assert cls.backend == backend.name, (cls, backend.name)
+    return cls()

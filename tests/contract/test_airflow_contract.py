@@ -1,0 +1,91 @@
+"""The backend contract under Airflow: each registered backend's DAG file parses, and one
+``airflow dags test`` run archives its one configured unit and adds the day's event to the
+unit's asset. One Airflow home for the package, one run per backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from datetime import timedelta
+
+import pytest
+
+from dxt_core import backends as registry
+from dxt_core.backends import ENV_EXTRA
+from tests.airflow.conftest import airflow, base_env
+from tests.contract.adapters import ROOT
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+PARSE = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
+                  "dags": {d: sorted(bag.dags[d].task_dict) for d in bag.dags}}))
+"""
+
+
+def test_the_dag_parses_then_archives_one_unit_and_emits_its_asset_event(
+    adapter, airflow_home, tmp_path
+):
+    b = registry.get(adapter.backend)
+    tasks = b.dag_tasks()
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / adapter.dag_file().name).symlink_to(adapter.dag_file())
+    archive = tmp_path / "archive"
+    env = base_env(airflow_home, archive, adapter.url, None)
+    conn_id = str(registry.dag_settings(b.name)["conn_id"])
+    prefix = f"DXT_{b.name.upper()}_"
+    env.update(
+        {
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            ENV_EXTRA: os.environ[ENV_EXTRA],
+            f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(adapter.airflow_connection()),
+            prefix + "SETTLE_SECONDS": "0",
+            prefix + "RETRIES": "0",
+            prefix + "POOL": "default_pool",
+            **adapter.settings_env(),
+        }
+    )
+    parsed = subprocess.run(
+        [sys.executable, "-c", PARSE, str(dags)], env=env, capture_output=True, text=True
+    )
+    assert parsed.returncode == 0, parsed.stderr[-3000:]
+    doc = json.loads(parsed.stdout.strip().splitlines()[-1])
+    assert doc["errors"] == {}
+    expected = {
+        b.task_id,
+        "wait_for_day_end",
+        *([tasks.units_task_id] if tasks.units_task_id else []),
+    }
+    assert set(doc["dags"][b.dag_id]) == expected
+
+    # `dags test DAG D` archives the day before D (the run's data interval starts there)
+    run_date = (adapter.day + timedelta(days=1)).isoformat()
+    out = airflow(env, "dags", "test", b.dag_id, run_date, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    manifests = [
+        json.loads(p.read_text())
+        for p in (archive / b.name).rglob(f"{adapter.day.isoformat()}.manifest.json")
+    ]
+    assert [m["status"] for m in manifests] == ["archived"], out.stdout[-3000:]
+    assert manifests[0]["rows"] > 0
+
+    group = tasks.asset_group(adapter.unit)
+    with closing(sqlite3.connect(airflow_home / "airflow.db")) as db:
+        rows = db.execute(
+            "SELECT a.name, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.name = ?",
+            (f"dxt-archive/{b.name}/{group}",),
+        ).fetchall()
+    extras = [json.loads(extra) for _, extra in rows]
+    assert [(x["unit"], x["day"], x["status"]) for x in extras] == [
+        (tasks.unit_name(adapter.unit), adapter.day.isoformat(), "archived")
+    ]
