@@ -266,6 +266,8 @@ class RecentReport:
     failed: list[tuple[tuple[str, ...], dt.date, str]] = field(default_factory=list)
     #: days archived with holes, fetched again to retry them: (parts, day, holes left)
     holes_retried: list[tuple[tuple[str, ...], dt.date, int]] = field(default_factory=list)
+    #: only counted (nothing refetched)
+    counts_only: bool = False
 
     def counts(self) -> dict[str, int]:
         c: dict[str, int] = {}
@@ -279,8 +281,9 @@ class RecentReport:
             return "reconcile: off (0 days)"
         span = f"{self.days[0]}..{self.days[-1]}"
         c = self.counts()
-        parts = ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "nothing archived"
-        text = f"reconcile {span}: {len(self.rows)} metric-days counted at the source: {parts}"
+        # "missing" days are not archived: the source is not asked about them
+        parts = ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "no units"
+        text = f"reconcile {span} ({len(self.rows)} metric-days, counts at the source): {parts}"
         if self.refetched:
             grown = "; ".join(
                 f"{'/'.join(p)} {d}: {a:,} -> {b:,}" for p, d, a, b in self.refetched[:10]
@@ -293,6 +296,8 @@ class RecentReport:
                 f"; retried the holes of {len(self.holes_retried)} metric-days "
                 f"({left} unreadable windows left)"
             )
+        if self.counts_only and c.get("more"):
+            text += "; counts only, nothing refetched"
         if self.failed:
             text += f"; {len(self.failed)} refetches FAILED: " + "; ".join(
                 f"{'/'.join(p)} {d}: {why}" for p, d, why in self.failed[:5]
@@ -303,7 +308,9 @@ class RecentReport:
         return {
             "days": [d.isoformat() for d in self.days],
             "counts": self.counts(),
-            "rows": [r.as_dict() for r in self.rows if r.state != "equal"],
+            # the ones to look at (missing days are in the counts only: a new DAG's first
+            # runs would list every unit)
+            "rows": [r.as_dict() for r in self.rows if r.state not in ("equal", "missing")],
             "refetched": [
                 {"parts": list(p), "day": d.isoformat(), "archive": a, "source": b}
                 for p, d, a, b in self.refetched
@@ -315,6 +322,7 @@ class RecentReport:
                 {"parts": list(p), "day": d.isoformat(), "holes_left": n}
                 for p, d, n in self.holes_retried
             ],
+            "counts_only": self.counts_only,
             "note": self.note(),
         }
 
@@ -326,7 +334,9 @@ def reconcile_recent(
     day: dt.date,
     n_days: int,
     counter: Counter,
-    refetch: Callable[[tuple[str, ...], dt.date], Any],
+    refetch: Callable[[tuple[str, ...], dt.date], Any] | None,
+    *,
+    record_kept: bool = True,
 ) -> RecentReport:
     """Reconcile the ``n_days`` days before ``day`` and refetch the ones that grew, and
     those archived with holes (to retry them).
@@ -334,13 +344,19 @@ def reconcile_recent(
     ``refetch(parts, day)`` archives the metric-day again over what is there; the archive
     only gains rows (a grown day is replaced, the previous file kept in ``.versions/``). A
     failed refetch is reported, not raised, so one bad day does not hide the others.
+    Without ``refetch`` (counts only: the coverage view's button) nothing is fetched; with
+    ``record_kept`` a day the source has fewer points of gets its ``kept`` sidecar.
     """
     report = RecentReport()
     if n_days <= 0:
         return report
     archive.keep_grown = True  # a grown day's replaced file goes to .versions/
     report.days = [day - dt.timedelta(days=i) for i in range(n_days, 0, -1)]
-    report.rows = reconcile(archive, source, units, report.days, counter)
+    report.rows = reconcile(archive, source, units, report.days, counter, record_kept=record_kept)
+    report.counts_only = refetch is None
+    if refetch is None:
+        log.info("%s", report.note())
+        return report
     for row in report.rows:
         holes: list[Any] = []
         if row.state in ("equal", "fewer"):

@@ -116,6 +116,24 @@ def run_note(day: dt.date, chosen: bool) -> str:
     return f"Archives {day.isoformat()} ({how})."
 
 
+#: The task a backend with the reconcile role adds (dxt_core.airflow.dags.backend_dag).
+RECONCILE_TASK_ID = "reconcile_recent_days"
+#: Airflow's limit on a run note (``DagRunNote.content``, String(1000)).
+NOTE_LIMIT = 1000
+
+
+def note_with_reconcile(note: str | None, found: str) -> str:
+    """The run's note with what its reconcile task found appended (once), cut to Airflow's
+    limit with an ellipsis."""
+    note = (note or "").strip()
+    found = " ".join(found.split())
+    if not found or found in note:
+        return note
+    found = f"{found[0].upper()}{found[1:]}."
+    text = f"{note} {found}" if note else found
+    return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 1] + "…"
+
+
 def day_param() -> Any:
     """The ``day`` Param of the dxt DAGs (a date picker in the trigger form)."""
     from airflow.sdk import Param

@@ -125,11 +125,16 @@ class BackendTasks(ABC, Generic[C]):
         archive: Archive,
         conn: C,
         params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
     ) -> RecentReport:
         """Ask the source for the counts only of the ``n_days`` days before ``day``, compare
         them with the manifests and refetch the units whose day grew (late data; the replaced
         file is kept in ``.versions/``): :func:`dxt_core.reconcile.reconcile_recent` does the
-        comparing and refetching, given the backend's counter and archive call. Not
+        comparing and refetching, given the backend's counter and archive call. With
+        ``refetch=False`` it only counts (the coverage view's "Reconcile" button); with
+        ``record_kept`` a day the source has fewer points of is recorded as kept. Not
         overridden: the backend has no reconcile role (the DAG has no reconcile task)."""
         raise NotImplementedError(f"backend {self.backend!r} does not reconcile")
 

@@ -88,7 +88,9 @@ for d, t in tasks.items():
     task = bag.dags[d].task_dict[t]
     out[d] = {{"timeout_min": task.execution_timeout.total_seconds() / 60, "pool": task.pool,
               "retries": task.retries, "params": sorted(bag.dags[d].params.keys()),
-              "max_active_runs": bag.dags[d].max_active_runs}}
+              "max_active_runs": bag.dags[d].max_active_runs,
+              "reconcile": sorted(bag.dags[d].task_dict["reconcile_recent_days"].upstream_task_ids)
+                           if "reconcile_recent_days" in bag.dags[d].task_dict else None}}
 print(json.dumps(out))
 """
 
@@ -114,3 +116,5 @@ def test_every_dag_has_the_shared_shape_and_reads_its_settings(migrated_home, tm
     assert doc["dxt_examon"]["params"] == ["day", "format", "replace"]
     assert doc["dxt_kwollect"]["params"] == ["day", "replace"]
     assert doc["dxt_collectd_es"]["params"] == ["day", "formats", "replace"]
+    # every backend with the reconcile role gets the generic task, after the wait
+    assert all(v["reconcile"] == ["wait_for_day_end"] for v in doc.values()), doc

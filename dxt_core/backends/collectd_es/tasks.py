@@ -115,6 +115,9 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
         archive: Archive,
         conn: CollectdEsConnection,
         params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
     ) -> RecentReport:
         """``_count`` of each family's past UTC days (the export's query, ``_shards``
         checked); a grown day is exported again in the run's formats."""
@@ -129,10 +132,19 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
                 start, end = day_window_utc(d)
                 return source.count(p[0], start, end)
 
-            def refetch(p: tuple[str, ...], d: dt.date) -> DayReport:
+            def fetch_again(p: tuple[str, ...], d: dt.date) -> DayReport:
                 return self.archive(p[0], d, archive, conn, params)
 
-            return reconcile_recent(archive, "collectd_es", parts, day, n_days, count, refetch)
+            return reconcile_recent(
+                archive,
+                "collectd_es",
+                parts,
+                day,
+                n_days,
+                count,
+                fetch_again if refetch else None,
+                record_kept=record_kept,
+            )
 
     def preload(self) -> None:
         import dxt_core.backends.collectd_es.archive_day  # noqa: F401

@@ -250,6 +250,9 @@ def reconcile_examon_recent(
     archive: Archive,
     n_days: int,
     fmt: str = "csv",
+    *,
+    refetch: bool = True,
+    record_kept: bool = True,
 ) -> RecentReport:
     """Reconcile the ``n_days`` days before ``day`` (counts only) and refetch the grown ones.
 
@@ -266,7 +269,16 @@ def reconcile_examon_recent(
             by_day[d] = source.count_day_many(list(by_parts.values()), day_window(d, source.tz))
         return by_day[d][by_parts[parts].key]
 
-    def refetch(parts: tuple[str, ...], d: dt.date) -> DayReport:
+    def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
         return archive_examon_day(source, by_parts[parts], d, archive, fmt=fmt)
 
-    return reconcile_recent(archive, "examon", list(by_parts), day, n_days, count, refetch)
+    return reconcile_recent(
+        archive,
+        "examon",
+        list(by_parts),
+        day,
+        n_days,
+        count,
+        fetch_again if refetch else None,
+        record_kept=record_kept,
+    )

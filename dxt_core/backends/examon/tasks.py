@@ -129,6 +129,9 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
         archive: Archive,
         conn: ExamonConnection,
         params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
     ) -> RecentReport:
         from dxt_core.backends.examon.archive_day import reconcile_examon_recent
         from dxt_core.backends.examon.catalog import load_catalog
@@ -137,7 +140,14 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
         entries = load_catalog(self.settings()["catalog"] or None)
         with KairosDBSource(conn, options=self.options()) as source:
             return reconcile_examon_recent(
-                source, entries, day, archive, n_days, fmt=self.output_format(params)
+                source,
+                entries,
+                day,
+                archive,
+                n_days,
+                fmt=self.output_format(params),
+                refetch=refetch,
+                record_kept=record_kept,
             )
 
     def preload(self) -> None:

@@ -97,6 +97,9 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
         archive: Archive,
         conn: KwollectConnection,
         params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
     ) -> RecentReport:
         """Kwollect has no count API: each past day's points are asked for and counted (not
         kept), over the nodes and zone its manifest names, and a grown day is refetched with
@@ -127,11 +130,20 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
                     parts[0], parse_nodes(nodes, parts[0]), parts[1], window.start, stop
                 )
 
-            def refetch(parts: tuple[str, ...], d: dt.date) -> DayReport:
+            def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
                 nodes, tz = archived(parts, d)
                 return archive_kwollect_day(client, parts[0], parts[1], nodes, d, archive, tz)
 
-            return reconcile_recent(archive, "kwollect", list(units), day, n_days, count, refetch)
+            return reconcile_recent(
+                archive,
+                "kwollect",
+                list(units),
+                day,
+                n_days,
+                count,
+                fetch_again if refetch else None,
+                record_kept=record_kept,
+            )
 
     def preload(self) -> None:
         import dxt_core.backends.kwollect.archive_day  # noqa: F401
