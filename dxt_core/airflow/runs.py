@@ -123,13 +123,16 @@ NOTE_LIMIT = 1000
 
 
 def note_with_reconcile(note: str | None, found: str) -> str:
-    """The run's note with what its reconcile task found appended (once), cut to Airflow's
-    limit with an ellipsis."""
+    """The run's note with what its reconcile task found as its last sentence (replacing the
+    one an earlier end of the same run left), cut to Airflow's limit with an ellipsis."""
     note = (note or "").strip()
     found = " ".join(found.split())
-    if not found or found in note:
+    if not found:
         return note
     found = f"{found[0].upper()}{found[1:]}."
+    at = note.find("Reconcile ")
+    if at == 0 or (at > 0 and note[at - 2 : at] == ". "):
+        note = note[:at].rstrip()  # a cleared run that ends again: its new finding
     text = f"{note} {found}" if note else found
     return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 1] + "…"
 

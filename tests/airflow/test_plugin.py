@@ -277,7 +277,7 @@ def test_reconcile_counts_a_range_at_the_source_with_the_users_rights(server):
     assert r.status_code == 200, r.text
     doc = r.json()
     cells = by_cell(doc)
-    assert cells[("ipmi_pub/ambient", DAY)]["state"] == "equal"
+    assert cells[("ipmi_pub/ambient", DAY)]["state"] == "equal", doc
     assert cells[("ipmi_pub/ambient", DAY)]["source_count"] == 2 * 4320
     assert ("ipmi_pub/pcie", DAY) not in cells  # never archived: not asked
     assert doc["kept_recorded"] is True and doc["can_clear"] is True

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +16,7 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.source import TAG_CACHE_DIR, KairosDBSource, QueryCounts
-from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
 from dxt_core.reconcile import (
@@ -243,6 +243,36 @@ def _typed(
         yield value_type, batch
 
 
+def day_counter(
+    source: KairosDBSource,
+    entries: list[CatalogEntry],
+    by_parts: dict[tuple[str, ...], CatalogEntry],
+) -> Callable[[tuple[str, ...], dt.date], SourceCount]:
+    """(parts, day) -> KairosDB's count: the catalog's counts of a day asked together, once;
+    a metric the server cannot count fails alone, a day it cannot answer fails once."""
+    by_day: dict[dt.date, tuple[dict[str, SourceCount], dict[str, DxtError]]] = {}
+    failed: dict[dt.date, DxtError] = {}
+
+    def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
+        if d in failed:
+            raise failed[d]
+        if d not in by_day:
+            errors: dict[str, DxtError] = {}
+            try:
+                counts = source.count_day_many(entries, day_window(d, source.tz), errors=errors)
+            except DxtError as exc:
+                failed[d] = exc
+                raise
+            by_day[d] = (counts, errors)
+        counts, errors = by_day[d]
+        key = by_parts[parts].key
+        if key in errors:
+            raise errors[key]
+        return counts[key]
+
+    return count
+
+
 def reconcile_examon_recent(
     source: KairosDBSource,
     entries: Iterable[CatalogEntry],
@@ -262,12 +292,7 @@ def reconcile_examon_recent(
     """
     by_parts: dict[tuple[str, ...], CatalogEntry] = {examon_parts(e, fmt): e for e in entries}
 
-    by_day: dict[dt.date, dict[str, SourceCount]] = {}
-
-    def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
-        if d not in by_day:  # the catalog's counts of a day, asked together
-            by_day[d] = source.count_day_many(list(by_parts.values()), day_window(d, source.tz))
-        return by_day[d][by_parts[parts].key]
+    count = day_counter(source, list(by_parts.values()), by_parts)
 
     def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
         return archive_examon_day(source, by_parts[parts], d, archive, fmt=fmt)

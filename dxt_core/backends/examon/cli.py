@@ -10,16 +10,21 @@ from collections.abc import Iterator
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
-from dxt_core.backends.examon.archive_day import FORMATS, archive_examon_day, examon_parts
+from dxt_core.backends.examon.archive_day import (
+    FORMATS,
+    archive_examon_day,
+    day_counter,
+    examon_parts,
+)
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog, select
 from dxt_core.backends.examon.connection import SPEC, ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ConfigError
 from dxt_core.http import RetryPolicy
-from dxt_core.reconcile import Counter, SourceCount
+from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
-from dxt_core.windows import day_window, days, parse_day
+from dxt_core.windows import days, parse_day
 
 
 def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
@@ -104,14 +109,7 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
     }
     with KairosDBSource(conn, options=options) as src:
         # the catalog's counts of a day are asked together (a few requests per day)
-        by_day: dict[dt.date, dict[str, SourceCount]] = {}
-
-        def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
-            if day not in by_day:
-                by_day[day] = src.count_day_many(list(by_parts.values()), day_window(day, src.tz))
-            return by_day[day][by_parts[parts].key]
-
-        yield count
+        yield day_counter(src, list(by_parts.values()), by_parts)
 
 
 def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:

@@ -32,6 +32,7 @@ from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.errors import (
     ConfigError,
+    DxtError,
     QueryRejected,
     RateLimited,
     SourceError,
@@ -771,6 +772,7 @@ class KairosDBSource:
         window: Window,
         stats: RequestStats | None = None,
         per_request: int = 64,
+        errors: dict[str, DxtError] | None = None,
     ) -> dict[str, SourceCount]:
         """:meth:`count_day` of many metrics, ``per_request`` of them in one query.
 
@@ -779,19 +781,29 @@ class KairosDBSource:
         requests, not one per metric. A batch refused as too large (KairosDB's
         ``query_limit`` counts every point read, counted or not) is asked one metric at a
         time (:meth:`count_day` splits the window further). Job tables are asked apart.
+
+        With ``errors``, a batch the server answers with an error (one metric it cannot
+        answer fails the whole query) is halved until the failing metrics stand alone; each
+        one's error goes into ``errors`` instead of failing the others. An error without an
+        HTTP answer (the server is unreachable) is raised as it is.
         """
         out: dict[str, SourceCount] = {}
         metrics = [e for e in entries if not self.options.for_plugin(e.plugin).job_table]
         for e in entries:
             if self.options.for_plugin(e.plugin).job_table:
-                out[e.key] = self.count_day(e, window, stats)
+                try:
+                    out[e.key] = self.count_day(e, window, stats)
+                except DxtError as exc:
+                    if errors is None:
+                        raise
+                    errors[e.key] = exc
         length = window.end_ms - window.start_ms
         method = (
             f"KairosDB count aggregator, one sampling range of {length} ms from "
             "start_absolute, no group_by"
         )
-        for i in range(0, len(metrics), per_request):
-            batch = metrics[i : i + per_request]
+
+        def ask(batch: Sequence[CatalogEntry]) -> None:
             body = self._body(batch[0], window.start_ms, window.end_ms, None)
             body["metrics"] = [
                 {
@@ -823,7 +835,17 @@ class KairosDBSource:
             except WindowTooLarge:
                 for e in batch:
                     out[e.key] = self.count_day(e, window, stats)
-                continue
+                return
+            except SourceError as exc:
+                if errors is None or exc.status is None:
+                    raise
+                if len(batch) == 1:
+                    errors[batch[0].key] = exc
+                    return
+                half = len(batch) // 2
+                ask(batch[:half])
+                ask(batch[half:])
+                return
             for e, q in zip(batch, queries, strict=True):
                 n = 0
                 for result in _results({"queries": [q]}, self._http.url(path)):
@@ -835,6 +857,9 @@ class KairosDBSource:
                             )
                         n += p[1]
                 out[e.key] = SourceCount(n, method)
+
+        for i in range(0, len(metrics), per_request):
+            ask(metrics[i : i + per_request])
         return out
 
     # -- job tables ------------------------------------------------------------------------

@@ -245,6 +245,12 @@ def test_a_stored_nan_costs_one_series_minute(
     assert line.split()[-1] == "h", cov.stdout
     assert f"holes: ipmi_pub/ambient {DAY}: holes: 1 unreadable window(s), 4 points" in cov.stdout
     assert "NaN or Infinity:NaN" in cov.stdout
+    # and so does the coverage view: the cell's holes corner and its detail
+    from dxt_core.airflow.ui.grid import hole_cells
+
+    parts = [("ipmi_pub", "state"), ("ipmi_pub", "ambient")]
+    cells = hole_cells(Archive(tmp_path), "examon", parts, [DAY - dt.timedelta(days=1), DAY])
+    assert list(cells) == [(1, 1)] and cells[(1, 1)].startswith("holes: 1 unreadable window")
 
     # a rerun retries the hole (the day is not complete while it has one) and fills it
     httpx.delete(f"{sim.url}/_sim/points", timeout=10).raise_for_status()
@@ -440,3 +446,27 @@ def test_the_daily_reconcile_retries_the_holes(sim: SimulatorProcess, tmp_path: 
     doc = json.loads(rep.manifest.read_text())
     assert "holes" not in doc and doc["rows"] == n
     assert "retried the holes of 1 metric-days (0 unreadable windows left)" in fixed.note()
+
+
+def test_a_metric_the_server_cannot_count_fails_alone(
+    sim: SimulatorProcess, catalog: Path, tmp_path: Path
+) -> None:
+    from dxt_core.backends.examon.archive_day import day_counter
+    from dxt_core.backends.examon.catalog import load_catalog
+    from dxt_core.errors import SourceError
+
+    archive = Archive(tmp_path)
+    entries = load_catalog(str(catalog))
+    with source(sim.url) as src:
+        for e in entries:
+            archive_examon_day(src, e, DAY, archive)
+        sim.faults(fail_metrics=["state"])  # any datapoints query naming it: HTTP 503
+        httpx.post(f"{sim.url}/_sim/stats/reset").raise_for_status()
+        count = day_counter(src, entries, {(e.plugin, e.metric): e for e in entries})
+        assert count(("ipmi_pub", "ambient"), DAY).count == NODES * PER_DAY
+        with pytest.raises(SourceError, match=r"simulated outage for state.*HTTP 503"):
+            count(("nagios_pub", "state"), DAY)
+        asked = sim.stats()["requests"]
+        with pytest.raises(SourceError):  # the day's answer is kept: not asked again
+            count(("nagios_pub", "state"), DAY)
+        assert sim.stats()["requests"] == asked
