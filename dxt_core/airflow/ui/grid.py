@@ -455,7 +455,6 @@ def reconcile_range(
     *,
     record_kept: bool,
     archive: Archive | None = None,
-    connect: Callable[[str, str], Any] | None = None,
 ) -> dict[str, Any]:
     """Count the archived cells of ``days`` at the source (counts only, never the data),
     through the DAG's own Airflow connection and the backend's reconcile role.
@@ -481,11 +480,7 @@ def reconcile_range(
     tasks = registry.get(spec.source).dag_tasks()
     archive = archive or Archive(archive_root())
     conn_id = str(tasks.settings()["conn_id"])
-    if connect is None:
-        from dxt_core.airflow.hooks import hook_for
-
-        def connect(source: str, cid: str) -> Any:
-            return hook_for(source, cid).connection()
+    from dxt_core.airflow.hooks import hook_for
 
     first, last = min(days), max(days)
     t0 = time.perf_counter()
@@ -493,7 +488,7 @@ def reconcile_range(
         last + dt.timedelta(days=1),
         (last - first).days + 1,
         archive,
-        connect(spec.source, conn_id),
+        hook_for(spec.source, conn_id).connection(),
         {},
         refetch=False,
         record_kept=record_kept,
