@@ -23,6 +23,9 @@ Workloads:
               airflow standalone, against the same DAG shape with no-op tasks; parse time
   reconcile   `dxt coverage examon --reconcile` against `dxt extract examon` of the same catalog
               day (tiny 20 metrics x 2 nodes, full 811 x 8): requests, seconds, points served
+  publish     one metric-month through `dxt publish examon` from the Parquet and the CSV
+              archive, beside a plain pyarrow read-and-write (tiny 8 nodes x 2 days, full 980
+              nodes x 31 days at 20 s = 127M rows); peak RSS, rows/s per core
   coverage_view  the Airflow coverage view at 811 metrics x 365 days: index rebuild, grid
               endpoint, and the page rendered in Debian's chromium (when installed)
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,6 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dxt_core import procs
 from dxt_core.simulate import spawn_examon_simulator
 
 SIZES = {
@@ -97,8 +102,7 @@ def examon_workload(
                     run_pipeline(pipeline, url, work, extra) for _ in range(repeat)
                 ]
         finally:
-            sim.terminate()
-            sim.wait(10)
+            procs.stop(sim)
     summary: dict[str, dict] = {}
     for pipeline, runs in results.items():
         secs = statistics.median(r["seconds"] for r in runs)
@@ -197,9 +201,18 @@ def main(argv: list[str] | None = None) -> int:
             "production",
             "soak",
             "reconcile",
+            "publish",
         ):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
+        if w == "publish":
+            from benchmarks.publish import print_result as print_publish
+            from benchmarks.publish import workload as publish_workload
+
+            res = publish_workload(a.size)
+            results.append(res)
+            print_publish(res)
+            continue
         if w == "kwollect":
             from benchmarks.kwollect import kwollect_workload
             from benchmarks.kwollect import print_result as print_kwollect
@@ -303,5 +316,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGTERM (a test's timeout, `kill`) ends the run as Ctrl-C does: each benchmark's
+    # `finally` stops its servers; procs.stop_tracked stops any left
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        sys.exit(main())
+    finally:
+        procs.stop_tracked()

@@ -9,7 +9,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -21,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from dxt_core import procs
 from dxt_core.simulate import spawn_examon_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +122,7 @@ def run(
     _airflow(env, "pools", "set", "examon", "16", "benchmark")
     api = f"http://127.0.0.1:{port}/api/v2"
     log = (work / "standalone.log").open("w")
-    af = subprocess.Popen(
+    af = procs.start(
         [AIRFLOW, "standalone"],
         env=env,
         stdout=log,
@@ -181,13 +181,8 @@ def run(
             }
             _airflow(env, "dags", "pause", dag_id)
     finally:
-        os.killpg(af.pid, signal.SIGTERM)
-        try:
-            af.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(af.pid, signal.SIGKILL)
-            af.wait(30)
-        sim.terminate()
+        procs.stop(af, 60)
+        procs.stop(sim)
         log.close()
     failed = [d for d in order if result.get(d, {}).get("state") != "success"]
     ours, noop = result.get("dxt_examon"), result.get("dxt_noop")

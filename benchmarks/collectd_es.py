@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import peak_rss_mb
+from dxt_core import procs
 
 MODES = ("pit", "scroll", "input", "floor", "reference", "replay", "replay_floor")
 #: the pipelines run against the replay server (benchmarks/es_replay.py), as scroll / floor
@@ -259,7 +260,7 @@ def export(argv: list[str]) -> int:
 
 def spawn_replay(saved: Path) -> tuple[subprocess.Popen[str], str]:
     """Start the replay server (benchmarks/es_replay.py) on the saved documents."""
-    proc = subprocess.Popen(
+    proc = procs.start(
         [sys.executable, "-m", "benchmarks.es_replay", "--input", str(saved), "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
@@ -278,7 +279,6 @@ def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> 
     from dxt_core.backends.collectd_es.simulator import (
         bulk_load,
         spawn_noida_elasticsearch,
-        stop_process,
     )
 
     hits = list(generate_hits(hosts, hours))
@@ -327,10 +327,9 @@ def run(hosts: int, hours: int, repeat: int, modes: tuple[str, ...] = MODES) -> 
                     "runs": runs,
                 }
         finally:
-            stop_process(proc)
+            procs.stop(proc)
             if replay is not None:
-                replay.terminate()
-                replay.wait(30)
+                procs.stop(replay, 30)
     for base in ("floor", "reference"):
         if base in results:
             for r in results.values():

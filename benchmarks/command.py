@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import peak_rss_mb
+from dxt_core import procs
 
 ROOT = Path(__file__).resolve().parent.parent
 DXT = str(Path(sys.executable).parent / "dxt")
@@ -467,8 +468,7 @@ def _case(
         if name == "metric_day":
             imports["httpx_cli_ms"] = httpx_cli_ms()
     finally:
-        sim.terminate()
-        sim.wait(10)
+        procs.stop(sim)
     o, r = _median_summary(ours), _median_summary(ref)
     res: dict[str, Any] = {
         "case": name,

@@ -32,6 +32,8 @@ from typing import Any
 
 import httpx
 
+from dxt_core import procs
+
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 CHROMIUM = "/usr/bin/chromium"
@@ -254,7 +256,7 @@ def _workload(
         ).splitlines()[-1]
     )
     log = (work / "api-server.log").open("w")
-    api = subprocess.Popen(
+    api = procs.start(
         [AIRFLOW, "api-server"],
         env=env,
         stdout=log,
@@ -317,11 +319,7 @@ def _workload(
         else:
             result["render_s"] = None
     finally:
-        os.killpg(api.pid, 15)
-        try:
-            api.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(api.pid, 9)
+        procs.stop(api, 30)
         log.close()
     return result
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from benchmarks import peak_rss_mb
+from dxt_core import procs
 from dxt_core.simulate import spawn_kwollect_simulator
 
 DAY = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
@@ -88,10 +89,7 @@ def kwollect_workload(size: str) -> dict:
                 ),
             }
     finally:
-        sim.terminate()
-        sim.wait(10)
-        if sim.stdout:
-            sim.stdout.close()
+        procs.stop(sim)
     two, one, quarter = runs["two_sites"], runs["one_site"], runs["two_sites_quarter"]
     return {
         "workload": "kwollect",

@@ -28,10 +28,10 @@ import httpx
 import orjson
 
 from benchmarks.collectd_es import DAY, generate_hits
+from dxt_core import procs
 from dxt_core.backends.collectd_es.simulator import (
     bulk_load,
     spawn_noida_elasticsearch,
-    stop_process,
 )
 from dxt_core.backends.collectd_es.source import family_query
 
@@ -117,7 +117,7 @@ def main(hours: int = 6) -> None:
                 print(f"  {name:<30} {got:>8} docs {wall:7.1f} s {got / wall:>9,.0f} docs/s  "
                       f"server CPU {cpu:6.1f} s = {cpu / got * 1e6:5.0f} us/doc")  # fmt: skip
         finally:
-            stop_process(proc)
+            procs.stop(proc)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,7 @@ import httpx
 
 from benchmarks import services
 from benchmarks.services import query
+from dxt_core import procs
 
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
@@ -334,7 +334,7 @@ class Airflow:
     def start(self, name: str, *args: str, component: str | None = None) -> None:
         log = (self.work / f"{name}.log").open("ab")
         self._logs.append(log)
-        proc = subprocess.Popen(
+        proc = procs.start(
             [AIRFLOW, *args],
             env=self.env,
             stdout=log,
@@ -364,9 +364,7 @@ class Airflow:
 
     def kill(self, name: str) -> None:
         """SIGKILL a component's whole process group, as a crashed machine would."""
-        proc = self.procs.pop(name)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        procs.stop(self.procs.pop(name), 0)
 
     def check_alive(self) -> None:
         dead = [n for n, p in self.procs.items() if p.poll() is not None]
@@ -374,15 +372,8 @@ class Airflow:
             raise RuntimeError(f"Airflow process(es) {', '.join(dead)} exited; logs in {self.work}")
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs.values():
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:  # a Celery worker may take longer to drain
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(30)
+        for p in self.procs.values():  # a Celery worker may take a minute to drain
+            procs.stop(p, 60)
         for log in self._logs:
             log.close()
 
@@ -866,8 +857,7 @@ def workload(
     finally:
         if proxy is not None:
             proxy.stop()
-        sim.terminate()
-        sim.wait(10)
+        procs.stop(sim)
     result["wall_s"] = round(time.monotonic() - t_start, 1)
     result["machine"]["loadavg_end"] = os.getloadavg()
     problems = _problems(result)

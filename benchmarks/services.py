@@ -19,6 +19,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from dxt_core import procs
+
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 
 
@@ -52,7 +54,7 @@ def redis_server() -> Iterator[tuple[str, int]]:
         for _ in range(3):  # the free port may be taken between probing and binding
             port = free_port()
             with log_path.open("w") as log:
-                proc = subprocess.Popen(
+                proc = procs.start(
                     [
                         exe,
                         *("--port", str(port), "--bind", "127.0.0.1"),
@@ -68,19 +70,13 @@ def redis_server() -> Iterator[tuple[str, int]]:
                 time.sleep(0.1)
             if proc.poll() is None and _redis_ping(port):
                 break
-            proc.kill()
-            proc.wait()
+            procs.stop(proc, 0)
         else:
             raise ServiceMissing(f"redis-server did not start:\n{log_path.read_text()[-2000:]}")
         try:
             yield f"redis://127.0.0.1:{port}/0", proc.pid
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            procs.stop(proc)
 
 
 def psql(sql: str, db: str = "postgres") -> subprocess.CompletedProcess[str]:

@@ -35,7 +35,9 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import gzip
 import hashlib
+import logging
 import os
 import shutil
 import socket
@@ -50,7 +52,13 @@ from typing import Any, BinaryIO, Literal
 import orjson
 
 from dxt_core._version import __version__
-from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, SourceShrank
+from dxt_core.errors import (
+    ArchiveError,
+    ArchiveLocked,
+    ConfigError,
+    ContentChanged,
+    SourceShrank,
+)
 from dxt_core.paths import check_path_component
 
 MANIFEST_SCHEMA = "dxt-archive/manifest/1"
@@ -58,6 +66,18 @@ KEPT_SCHEMA = "dxt-archive/kept/1"
 MANIFEST_SUFFIX = ".manifest.json"
 KEPT_SUFFIX = ".kept.json"
 VERSIONS_DIR = ".versions"
+DAYS_SCHEMA = "dxt-archive/days/1"
+#: How a day is cut out of time, recorded with the zone (see :meth:`Archive.check_day_zone`).
+DAY_DEFINITION = "[local midnight, next local midnight)"
+
+log = logging.getLogger("dxt_core.archive")
+
+#: What to do about a manifest that cannot be read. Deleting it loses nothing either: the data
+#: file beside it is kept by the next run as archived data (see :func:`unmanifested_data`).
+DAMAGED_MANIFEST_ADVICE = (
+    "rerun the day to write a new one (the data file beside it is kept: a rerun with fewer "
+    "rows or other values fails and changes nothing, and any replaced bytes go to .versions/)"
+)
 
 Status = Literal["archived", "empty", "missing", "corrupt"]
 
@@ -116,6 +136,25 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs_durable(path: Path) -> None:
+    """``mkdir -p path``, fsyncing each parent that gains a directory (so that a power loss
+    cannot drop a new metric directory, and with it the files committed inside it)."""
+    missing: list[Path] = []
+    p = path
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+        fsync_dir(d.parent)
+
+
 def _is_archive_write_error(exc: OSError, *names: str) -> bool:
     return (exc.filename is None or exc.filename in names) and exc.errno in _WRITE_ERRNOS
 
@@ -134,7 +173,7 @@ def atomic_file(
     node and metric).
     """
     with archive_io(final.parent, "create directory"):
-        final.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs_durable(final.parent)
     with archive_io(final, "write"):
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     try:
@@ -333,18 +372,37 @@ class DayWrite:
         self._staged: dict[str, Path] = {}  # final file name -> staged path
         self._drop: set[str] = set()  # final file names this commit removes
         self.previous: dict[str, Any] | None = None
+        #: Why the day's manifest could not be read, when it could not.
+        self.damaged_manifest = ""
+        #: The archived files this commit replaced by other bytes (kept in .versions/).
+        self.replaced: list[dict[str, Any]] = []
+        self._state_at_begin: tuple[int, int] | None = None
+        self._written: dict[str, Any] = {}
         self.closed = False
 
     # -- life cycle -------------------------------------------------------------------------
     def _start(self) -> None:
         with archive_io(self.directory, "create directory"):
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_dirs_durable(self.directory)
+        from dxt_core.index import directory_state
+
+        # What the directory looked like before this transaction touched it: the index
+        # trusts its rows of this directory after the commit only if it did before.
+        self._state_at_begin = directory_state(self.directory)
         self._lock.acquire()
         try:
             self._clean_stale()
-            self.previous = self.archive.read_manifest(self.key)
+            try:
+                self.previous = self.archive.read_manifest(self.key)
+            except ArchiveError as exc:
+                # A damaged manifest protects nothing by itself: the data file beside it
+                # is what is kept (below), and the damaged bytes go to .versions/ at commit.
+                self.damaged_manifest = str(exc)
+                self.previous = None
             if self.previous is None:
                 self.previous = self._read_pending()
+            if self.previous is None:
+                self.previous = unmanifested_data(self.directory, self.key.day)
         except BaseException:
             self._lock.release()
             raise
@@ -464,9 +522,21 @@ class DayWrite:
         """
         self._check_open()
         try:
-            return self._commit(doc)
+            path = self._commit(doc)
         finally:
             self.abort()  # releases the lock; staged files are gone by now on success
+        from dxt_core.index import record_commit
+
+        # After the lock file is gone, so that the directory state the index records is
+        # the one readers will find.
+        record_commit(
+            self.archive.root,
+            self.key,
+            path,
+            self._written,
+            state_at_begin=self._state_at_begin,
+        )
+        return path
 
     def _commit(self, doc: dict[str, Any]) -> Path:
         key, directory = self.key, self.directory
@@ -489,12 +559,30 @@ class DayWrite:
         existing = [directory / f["file"] for f in prev_files if _plain_name(f.get("file"))]
         if shrinks and any(p.exists() for p in existing) and not self.replace:
             self._keep(prev or {}, doc, new_rows, prev_rows, existing)
+        changed = self._changed_files(prev_files, doc)
+        intact = [c for c in changed if _matches_manifest(prev_files, c)]
+        if (
+            intact
+            and new_rows == prev_rows
+            and not self.replace
+            and not _source_count_grew(prev, doc)
+        ):
+            self._refuse_change(intact, doc, new_rows)
         manifest = self.archive.manifest_path(key)
         with archive_io(directory, "update"):
-            if prev is not None and (
-                (shrinks and self.replace) or _grows_kept(self.archive, prev_rows, new_rows)
-            ):
-                self._save_versions(prev, prev_files, manifest)
+            if changed or self.damaged_manifest:
+                self.replaced = self._save_versions(prev, changed, manifest)
+        if self.replaced:
+            doc = {**doc, "replaced": self.replaced, "replaced_rows": prev_rows}
+            log.warning(
+                "%s: replaced the archived %s (%s rows -> %s rows); the old bytes are kept as %s",
+                key,
+                ", ".join(str(r["file"]) for r in self.replaced),
+                f"{prev_rows:,}",
+                f"{new_rows:,}",
+                ", ".join(str(r["version"]) for r in self.replaced if r.get("version")),
+            )
+        with archive_io(directory, "update"):
             if manifest.exists():
                 # Parked, not deleted: after a crash from here to the new manifest the day
                 # reads "missing" and the next run still compares with these rows.
@@ -506,7 +594,8 @@ class DayWrite:
                 with contextlib.suppress(FileNotFoundError):
                     (directory / name).unlink()
             fsync_dir(directory)
-        path = self.archive.write_manifest(key, doc)
+        self._written = self.archive.full_manifest(key, doc)
+        path = self.archive.write_full_manifest(key, self._written, index=False)
         with archive_io(directory, "update"):
             with contextlib.suppress(FileNotFoundError):
                 self._pending.unlink()
@@ -547,40 +636,262 @@ class DayWrite:
             path=str(main),
         )
 
-    def _save_versions(
-        self, prev: dict[str, Any], prev_files: list[dict[str, Any]], manifest: Path
-    ) -> None:
-        """Keep the files a replace would shrink as ``.versions/<name>.prev-<sha8>``."""
-        versions = self.directory / VERSIONS_DIR
-        versions.mkdir(exist_ok=True)
-        tag = ""
+    def _changed_files(
+        self, prev_files: list[dict[str, Any]], doc: dict[str, Any]
+    ) -> list[tuple[str, str, Path]]:
+        """The archived files this commit replaces by other bytes or removes, as (name,
+        sha256 of the bytes on disk, path). Computed from the files, not the manifest: a
+        hand-edited or recovered file is compared as it is."""
+        new_sha = {
+            str(f.get("file")): f.get("sha256")
+            for f in (manifest_files(doc) if doc.get("status") == "archived" else [])
+        }
+        out: list[tuple[str, str, Path]] = []
         for f in prev_files:
             name = f.get("file")
             if not _plain_name(name):
                 continue
-            src = self.directory / str(name)
-            if not src.exists():
+            path = self.directory / str(name)
+            if not path.is_file():
                 continue
-            sha = f.get("sha256") if isinstance(f.get("sha256"), str) else sha256_file(src)
-            tag = tag or str(sha)[:8]
-            dst = versions / f"{name}.prev-{str(sha)[:8]}"
-            if not dst.exists():
-                try:
-                    os.link(src, dst)  # a hard link: no copy, and the final name stays put
-                except OSError:
-                    shutil.copy2(src, dst)
-        if tag:
-            copy = versions / f"{manifest.name}.prev-{tag}"
-            if not copy.exists():
+            staged = self._staged.get(str(name))
+            if staged is None and str(name) not in self._drop:
+                continue  # not written by this commit: stays as it is
+            with archive_io(path, "read"):
+                old = sha256_file(path)
+                new = new_sha.get(str(name))
+                if staged is not None and not isinstance(new, str):
+                    new = sha256_file(staged)
+            if staged is None or new != old:
+                out.append((str(name), old, path))
+        return out
+
+    def _refuse_change(
+        self, changed: list[tuple[str, str, Path]], doc: dict[str, Any], rows: int
+    ) -> None:
+        name, old, path = changed[0]
+        new = next(
+            (
+                str(f.get("sha256"))
+                for f in manifest_files(doc)
+                if f.get("file") == name and isinstance(f.get("sha256"), str)
+            ),
+            "",
+        )
+        raise ContentChanged(
+            f"{self.key}: the source has as many rows as the archive ({rows:,}) but other "
+            f"values (sha256 {old[:12]} archived, {new[:12] or 'none'} read now); kept the "
+            f"archived file {path}; rerun with replace (--replace, or the DAG param replace) "
+            "to take the new values (the replaced file is kept in .versions/)",
+            rows=rows,
+            archive_sha256=old,
+            source_sha256=new,
+            path=str(path),
+        )
+
+    def _save_versions(
+        self,
+        prev: dict[str, Any] | None,
+        changed: list[tuple[str, str, Path]],
+        manifest: Path,
+    ) -> list[dict[str, Any]]:
+        """Keep the files this commit replaces as ``.versions/<name>.prev-<sha8>`` (and the
+        replaced manifest beside them, damaged or not), before anything is replaced.
+
+        Each version is written under a temporary name, fsynced and renamed only when
+        complete, so a full disk never leaves a truncated file under a version's name.
+        Returns what was kept, for the new manifest's ``replaced`` field.
+        """
+        versions = self.directory / VERSIONS_DIR
+        make_dirs_durable(versions)
+        day = self.key.day.isoformat()
+        for stale in versions.glob(f".*{day}*.tmp"):  # a crashed earlier copy (we hold the lock)
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        kept: list[dict[str, Any]] = []
+        tag = ""
+        for name, sha, src in changed:
+            tag = tag or sha[:8]
+            dst = versions / f"{name}.prev-{sha[:8]}"
+            with archive_io(dst, "keep the replaced file as"):
+                _copy_complete(src, dst)
+            kept.append(
+                {
+                    "file": name,
+                    "sha256": sha,
+                    "bytes": dst.stat().st_size,
+                    "version": f"{VERSIONS_DIR}/{dst.name}",
+                }
+            )
+        tag = tag or hashlib.sha256(day.encode()).hexdigest()[:8]
+        copy = versions / f"{manifest.name}.prev-{tag}"
+        if not copy.exists():
+            if self.damaged_manifest and manifest.is_file():
+                with archive_io(copy, "keep the damaged manifest as"):
+                    _copy_complete(manifest, copy)
+            elif prev is not None and not prev.get("recovered_from"):
                 write_json_atomic(copy, prev)
         fsync_dir(versions)
         fsync_dir(self.directory)
+        return kept
 
 
-def _grows_kept(archive: Archive, prev_rows: int, new_rows: int) -> bool:
-    """A grown day replaces the archived one; with ``keep_grown`` (a refetch of late data,
-    see dxt_core.reconcile) the replaced file is kept in ``.versions/`` too."""
-    return archive.keep_grown and prev_rows > 0 and new_rows > prev_rows
+def _matches_manifest(prev_files: list[dict[str, Any]], changed: tuple[str, str, Path]) -> bool:
+    """The archived file is as its manifest describes it (or no manifest gives a checksum:
+    a recovered file): intact archived content, not a damaged file that a rerun repairs."""
+    name, sha, _ = changed
+    for f in prev_files:
+        if f.get("file") == name:
+            want = f.get("sha256")
+            return not isinstance(want, str) or want == sha
+    return True
+
+
+def _copy_complete(src: Path, dst: Path) -> None:
+    """``dst`` becomes a copy of ``src`` (a hard link where the file system allows), never a
+    partial one: written under a temporary name, fsynced, then renamed. An existing ``dst``
+    of the same size is kept (its name holds the checksum of ``src``)."""
+    with contextlib.suppress(FileNotFoundError):
+        if dst.stat().st_size == src.stat().st_size:
+            return
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+        try:
+            os.link(src, tmp)  # a hard link: no copy, and the final name stays put
+        except OSError:
+            with src.open("rb") as fin, open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+                fout.flush()
+                os.fsync(fout.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _source_count_grew(prev: dict[str, Any] | None, doc: dict[str, Any]) -> bool:
+    """The source says it holds more points than when the day was archived (the
+    ``source_count`` field of both manifests, when they have it)."""
+    old = (prev or {}).get("source_count")
+    new = doc.get("source_count")
+    if isinstance(old, bool) or isinstance(new, bool):
+        return False
+    return isinstance(old, int) and isinstance(new, int) and new > old
+
+
+def count_rows(path: Path) -> int | None:
+    """The rows of an archived data file, counted from the file itself (None when its
+    format is not one this function reads): the protection of a day whose manifest is gone.
+    """
+    name = path.name
+    if name.endswith((".csv.gz", ".jsonl.gz")):
+        with gzip.open(path, "rb") as fh:
+            lines = 0
+            last = b"\n"
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+            lines += last != b"\n"
+        return max(lines - 1, 0) if name.endswith(".csv.gz") else lines
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    return None
+
+
+def unmanifested_data(directory: Path, day: dt.date) -> dict[str, Any] | None:
+    """What the archive holds for ``day`` in ``directory`` when no manifest says so: its data
+    files (``<day>.<ext>``), their rows counted from the files, as a manifest-like document
+    (``recovered_from``), or None when there are none. Such files are archived data: the
+    never-shrink rule and the versions apply to them as to any other."""
+    prefix = f"{day.isoformat()}."
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return None
+    files: list[dict[str, Any]] = []
+    for name in names:
+        if not name.startswith(prefix) or name.endswith((MANIFEST_SUFFIX, KEPT_SUFFIX)):
+            continue
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            rows = count_rows(path)
+        except Exception:
+            rows = None
+        files.append({"file": name, "bytes": path.stat().st_size, "rows": rows})
+    if not files:
+        return None
+    counted = [f for f in files if isinstance(f["rows"], int)]
+    main = counted[0] if counted else files[0]
+    return {
+        "status": "archived",
+        "file": main["file"],
+        "rows": main["rows"],
+        "bytes": main["bytes"],
+        "files": files,
+        "recovered_from": "data files without a readable manifest",
+    }
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ArchiveError(
+            f"{path}: unreadable ({exc}); restore it (it records the zone of the archive's "
+            "days) or write it again with the zone the archive was made in"
+        ) from exc
+    return doc if isinstance(doc, dict) else None
+
+
+def _create_once(path: Path, doc: dict[str, Any]) -> None:
+    """Write ``path`` unless it exists (two first runs at once: one wins, whole)."""
+    with archive_io(path.parent, "create directory"):
+        make_dirs_durable(path.parent)
+    with archive_io(path, "write"):
+        fd, tmp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_dumps(doc))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)  # fails if another run recorded it first
+        finally:
+            os.unlink(tmp)
+        fsync_dir(path.parent)
+
+
+def _zone_of_manifests(directory: Path) -> tuple[str, str] | None:
+    """The zone named by a manifest in ``directory`` (its ``day_definition`` or
+    ``time_zone``), and that manifest's path: how an archive older than the root record
+    tells its zone."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(MANIFEST_SUFFIX))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for name in names[-3:]:
+        try:
+            doc = orjson.loads((directory / name).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        definition = doc.get("day_definition")
+        zone = definition.get("time_zone") if isinstance(definition, dict) else None
+        zone = zone if isinstance(zone, str) else doc.get("time_zone")
+        if isinstance(zone, str) and zone:
+            return zone, str(directory / name)
+    return None
 
 
 def _plain_name(name: object) -> bool:
@@ -607,11 +918,10 @@ class Archive:
             raise ConfigError("archive root is empty: set DXT_ARCHIVE_ROOT or pass --archive DIR")
         self.root = Path(root).expanduser().resolve()
         self.replace = replace
-        #: Keep the file a grown day replaces in ``.versions/`` (a refetch of late data).
-        self.keep_grown = False
         self._open: dict[DayKey, DayWrite] = {}
         self._by_thread: dict[int, DayWrite] = {}
         self._mutex = threading.Lock()
+        self._zones: dict[str, str] = {}
 
     def directory(self, key: DayKey) -> Path:
         return self.root.joinpath(key.source, *key.parts)
@@ -631,6 +941,56 @@ class Archive:
     def kept_path(self, key: DayKey) -> Path:
         """The sidecar recording a rerun that read fewer rows than the archive holds."""
         return self._sidecar(key, KEPT_SUFFIX)
+
+    # -- the day definition ---------------------------------------------------------------------
+    def days_record_path(self, source: str) -> Path:
+        """``<root>/.dxt-days-<source>.json``: the zone the source's days are cut in."""
+        return self.root / f".dxt-days-{source}.json"
+
+    def check_day_zone(self, key: DayKey, time_zone: str) -> dict[str, Any]:
+        """Refuse a run whose days are cut in another zone than the archive's.
+
+        The zone of a source's days is recorded once at the root, by the first run that
+        archives a day of it (or, for an archive older than the record, taken from the
+        manifests beside ``key``). A run in another zone would archive days that overlap the
+        archived ones (rows twice, under two dates), so it fails naming both zones.
+        Returns the day definition, for the manifest.
+
+        Raises:
+            ConfigError: the archive's days are in another zone.
+        """
+        definition = {"time_zone": time_zone, "day": DAY_DEFINITION}
+        if self._zones.get(key.source) == time_zone:
+            return definition
+        path = self.days_record_path(key.source)
+        recorded = _read_json(path)
+        where = str(path)
+        if recorded is None:
+            found = _zone_of_manifests(self.directory(key))
+            if found is not None and found[0] != time_zone:
+                recorded, where = {"time_zone": found[0]}, f"manifest {found[1]}"
+            else:
+                _create_once(
+                    path,
+                    {
+                        "schema": DAYS_SCHEMA,
+                        "source": key.source,
+                        **definition,
+                        "recorded_at": _now(),
+                        "software": {"name": "dxt-archive", "version": __version__},
+                    },
+                )
+                recorded = _read_json(path) or definition
+        zone_then = recorded.get("time_zone")
+        if zone_then != time_zone:
+            raise ConfigError(
+                f"{self.root}: the {key.source} days of this archive are {DAY_DEFINITION} in "
+                f"{zone_then} ({where}); this run cuts them in {time_zone}, which would "
+                f"archive overlapping days (rows twice). Run with time zone {zone_then}, or "
+                "archive to another root (--archive DIR)"
+            )
+        self._zones[key.source] = time_zone
+        return definition
 
     # -- transactions -------------------------------------------------------------------------
     def begin(self, key: DayKey, *, replace: bool | None = None) -> DayWrite:
@@ -711,12 +1071,26 @@ class Archive:
             return write.commit(doc)
         return self.write_manifest(key, doc)
 
-    def write_manifest(self, key: DayKey, doc: dict[str, Any]) -> Path:
+    def write_manifest(self, key: DayKey, doc: dict[str, Any], *, index: bool = True) -> Path:
         """Write ``key``'s manifest: ``doc`` plus the common fields (schema, source, parts,
         day, software, written_at). Atomic and durable; no never-shrink check (use a
-        transaction for that)."""
+        transaction for that). ``index``: update the manifest index now (a transaction
+        does it after releasing the day's lock, see :meth:`DayWrite.commit`)."""
+        return self.write_full_manifest(key, self.full_manifest(key, doc), index=index)
+
+    def write_full_manifest(self, key: DayKey, full: dict[str, Any], *, index: bool = True) -> Path:
+        """Write a manifest made by :meth:`full_manifest` (atomic, durable)."""
         path = self.manifest_path(key)
-        full = {
+        write_json_atomic(path, full)
+        if index:
+            from dxt_core.index import record_commit  # the index follows every commit
+
+            record_commit(self.root, key, path, full)
+        return path
+
+    def full_manifest(self, key: DayKey, doc: dict[str, Any]) -> dict[str, Any]:
+        """``doc`` with the fields every manifest carries."""
+        return {
             "schema": MANIFEST_SCHEMA,
             "source": key.source,
             "parts": list(key.parts),
@@ -725,11 +1099,6 @@ class Archive:
             "written_at": _now(),
             **doc,
         }
-        write_json_atomic(path, full)
-        from dxt_core.index import record_commit  # the manifest index follows every commit
-
-        record_commit(self.root, key, path, full)
-        return path
 
     def remove_data(self, key: DayKey, extension: str) -> None:
         """No ``<day>.<extension>`` for ``key``: in a transaction, at its commit (and only if
@@ -750,9 +1119,11 @@ class Archive:
         except FileNotFoundError:
             return None
         except (OSError, orjson.JSONDecodeError) as exc:
-            raise ArchiveError(f"{path}: unreadable manifest ({exc}); delete it and rerun") from exc
+            raise ArchiveError(
+                f"{path}: unreadable manifest ({exc}); {DAMAGED_MANIFEST_ADVICE}"
+            ) from exc
         if not isinstance(doc, dict):
-            raise ArchiveError(f"{path}: manifest is not a JSON object; delete it and rerun")
+            raise ArchiveError(f"{path}: manifest is not a JSON object; {DAMAGED_MANIFEST_ADVICE}")
         return doc
 
     def read_kept(self, key: DayKey) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO, Literal
 
 from dxt_core.archive import Archive, DayKey, DayWrite
 from dxt_core.http import RequestStats
+from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
 
 log = logging.getLogger("dxt_core.archive_day")
@@ -149,6 +150,7 @@ def archive_one_day(
     stats: RequestStats | None = None,
     tz: dt.tzinfo | None = None,
     report_extra: dict[str, Any] | None = None,
+    day_zone: str | None = None,
 ) -> DayReport:
     """Archive one unit: ``write`` fills the staging area, then commit or record "empty".
 
@@ -156,12 +158,19 @@ def archive_one_day(
     statistics and the file totals are added here. With several files, the first one written
     is the day's main file and every file is listed under ``files``. ``tz`` renders the
     first and last timestamps of writers that report them in epoch milliseconds.
+    ``day_zone`` names the zone the day is cut in: checked against the zone recorded at the
+    archive's root (:meth:`Archive.check_day_zone`) and written to the manifest's
+    ``day_definition``.
     """
     t0 = time.perf_counter()
+    definition = archive.check_day_zone(key, day_zone) if day_zone is not None else None
+    manifest.setdefault(MADE_BY, made_by())  # who wrote it (dxt_core.provenance)
     with archive.begin(key) as day:  # leaving without a commit aborts: the day is untouched
         staging = Staging(archive, key, day)
         write(staging)
-        return _commit(archive, key, staging, t0, manifest, stats, tz, report_extra)
+        # ``manifest`` as ``write`` left it (backends add what they learnt while writing)
+        doc = {**manifest, "day_definition": definition} if definition else manifest
+        return _commit(archive, key, staging, t0, doc, stats, tz, report_extra)
 
 
 def _commit(
@@ -180,6 +189,8 @@ def _commit(
     if stats is not None:
         stats.seconds = seconds
         base["requests"] = stats.as_dict()
+        if stats.url_used:  # a redirect: the URL the data actually came from
+            base["source_url_used"] = stats.url_used
     else:
         stats = RequestStats(seconds=seconds)
     written = [f for f in staging.files.values() if f.result is not None and f.result.rows > 0]
@@ -229,6 +240,8 @@ def _commit(
     # The commit renames the staged files into place, or keeps the archived day and raises
     # SourceShrank when this run read fewer rows (see dxt_core.archive).
     path = day.commit(doc)
+    if day.replaced:  # the archived bytes this commit replaced, kept in .versions/
+        extra["replaced"] = day.replaced
     report = DayReport(key, "archived", rows, res.bytes, main.final, path, seconds, stats, extra)
     log.info("%s -> %s", report.summary(), report.path)
     return report

@@ -13,8 +13,9 @@ from typing import Any
 from dxt_core import backends as registry
 from dxt_core._version import __version__
 from dxt_core.archive import MANIFEST_SUFFIX, Archive
-from dxt_core.errors import ConfigError, DxtError
+from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.index import add_index_parser, coverage_rows
+from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
@@ -87,9 +88,69 @@ def cmd_coverage(args: argparse.Namespace) -> int:
             + ", ".join(f"{v} {k}" for k, v in counts.items())
         )
     bad_days = sorted({r.day for r in rows if r.status in ("missing", "corrupt")})
-    dag_id = args.dag_id or backend.dag_id
     if bad_days and not args.json:
-        print("\nTo refill the missing metric-days with Airflow:")
+        print_refill_commands(args, backend, archive, rows, bad_days)
+    return 0 if not bad_days else 3
+
+
+#: At most this many manifests are read to learn how the archive was made.
+_SAMPLE_MANIFESTS = 200
+
+
+def print_refill_commands(
+    args: argparse.Namespace,
+    backend: Any,
+    archive: Archive,
+    rows: Sequence[Any],
+    bad_days: Sequence[dt.date],
+) -> None:
+    """The commands that refill ``bad_days``, as the archive was made: by ``dxt extract``
+    or by the backend's DAG (each manifest's ``made_by``, :mod:`dxt_core.provenance`); both
+    when the manifests do not say (written before they did)."""
+    from dxt_core.archive import DayKey
+    from dxt_core.provenance import MADE_BY
+
+    tools: set[str] = set()
+    sample: dict[str, Any] | None = None
+    runs: dict[tuple[dt.date, str], str] = {}  # (day, run id) -> logical date
+    read = 0
+    for r in rows:
+        if r.status == "missing" or (read >= _SAMPLE_MANIFESTS and r.status != "corrupt"):
+            continue
+        try:
+            doc = archive.read_manifest(DayKey(backend.name, r.parts, r.day))
+        except (DxtError, OSError):
+            continue
+        read += 1
+        made = doc.get(MADE_BY) if isinstance(doc, dict) else None
+        tool = made.get("tool") if isinstance(made, dict) else None
+        tools.add(str(tool) if tool else "unknown")
+        if tool == "dxt" and sample is None:
+            sample = doc
+        if r.status == "corrupt" and tool == "airflow" and isinstance(made, dict):
+            logical = str(made.get("logical_date") or "")
+            if logical and logical[:10] != r.day.isoformat():
+                runs[(r.day, str(made.get("run_id")))] = logical
+    unknown = not tools or "unknown" in tools
+    if "dxt" in tools or unknown:
+        cli = backend.module("cli")
+        describe = getattr(cli, "refill_options", None)
+        opts = describe(args, sample) if describe else "<connection options>"
+        print(
+            "\nTo refill the missing and corrupt metric-days with the dxt command"
+            + (" (as this archive was made):" if "dxt" in tools else ":")
+        )
+        for a, b in _ranges(bad_days):
+            print(
+                f"  dxt extract {backend.name} {opts} --start-day {a} --end-day {b} "
+                f"--archive {args.archive}"
+            )
+    if "airflow" in tools or unknown:
+        dag_id = args.dag_id or backend.dag_id
+        print(
+            "\nTo refill them with Airflow"
+            + (" (as this archive was made):" if "airflow" in tools else ":")
+        )
         for a, b in _ranges(bad_days):
             print(
                 f"  airflow backfill create --dag-id {dag_id} --from-date {a} "
@@ -101,7 +162,11 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         )
         for a, b in _ranges(bad_days):
             print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
-    return 0 if not bad_days else 3
+        for (day, run_id), logical in sorted(runs.items()):
+            print(
+                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
+                f"-y   # {day} was archived by run {run_id} (its 'day' param)"
+            )
 
 
 def _cmd_reconcile(
@@ -224,6 +289,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="dxt",
         description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
         "verifiable files.",
+        epilog="exit status, the same for every backend: 0 done; 1 some units failed; 2 bad "
+        "input or configuration; 3 (coverage) missing or corrupt days; 4 the server could not "
+        "be reached; 130 interrupted (Ctrl-C).",
     )
     p.add_argument("--version", action="version", version=f"dxt-archive {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log each request")
@@ -278,6 +346,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_coverage)
 
     add_index_parser(sub)
+    if only is None:
+        from dxt_core.publish.cli import add_publish_parser
+
+        add_publish_parser(sub)
 
     s = sub.add_parser(
         "simulate",
@@ -323,11 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rc: int = args.func(args)
         return rc
+    except SourceUnavailable as exc:  # the server is down or unreachable: one status for all
+        print(f"dxt: error: {exc}", file=sys.stderr)
+        return UNAVAILABLE_EXIT
     except DxtError as exc:
         print(f"dxt: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

@@ -33,9 +33,12 @@ from typing import Any
 import httpx
 
 from dxt_core import backends as registry
+from dxt_core import procs
 from dxt_core.archive import Archive, coverage
 from dxt_core.backends.examon.catalog import load_catalog
 from dxt_core.errors import ConfigError, DxtError
+from dxt_core.procs import has_proc as _has_proc
+from dxt_core.procs import proc_stat as _proc_stat
 from dxt_core.simulate import spawn
 from dxt_core.windows import days
 
@@ -141,84 +144,10 @@ class Shutdown:
             raise Stopped(self.signum)
 
 
-def _proc_stat(pid_dir: Path) -> tuple[str, int, int] | None:
-    """(state, ppid, session) of a /proc/<pid> entry, or None when it is gone."""
-    try:
-        stat = (pid_dir / "stat").read_text()
-    except OSError:
-        return None
-    # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1]), int(fields[3])
-
-
-def _has_proc() -> bool:
-    return Path("/proc/self/stat").is_file()
-
-
-def session_pids(sid: int) -> set[int]:
-    """Live (not zombie) processes of session ``sid`` (Linux /proc)."""
-    out: set[int] = set()
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            st = _proc_stat(d)
-            if st is not None and st[0] != "Z" and st[2] == sid:
-                out.add(int(d.name))
-    return out
-
-
 def stop_session(proc: subprocess.Popen[Any], timeout: float, shutdown: Shutdown) -> None:
-    """Stop ``proc`` (started with ``start_new_session``) and every process of its session.
-
-    Airflow's task processes put themselves in their own process group, so the whole session
-    is signalled, not only the group: SIGTERM to each, then, after ``timeout`` seconds (or at
-    once when another signal asks to hurry), SIGKILL to each one left.
-    """
-    sid = proc.pid
-    deadline = time.monotonic() + timeout
-    termed: set[int] = set()
-    while True:
-        proc.poll()  # reap the leader, or it stays a member as a zombie
-        kill = shutdown.hurry or time.monotonic() >= deadline
-        sig = signal.SIGKILL if kill else signal.SIGTERM
-        if _has_proc():
-            members = session_pids(sid)
-            if not members:
-                break
-            for pid in members:
-                if kill or pid not in termed:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, sig)
-                    termed.add(pid)
-        else:  # no /proc (macOS): the process group is what can be reached
-            try:
-                os.killpg(sid, 0 if termed and not kill else sig)
-            except ProcessLookupError:
-                break
-            termed.add(sid)
-        if kill and time.monotonic() >= deadline + 10:
-            break  # SIGKILL cannot be ignored: what is left is a zombie of a zombie parent
-        time.sleep(0.1)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(5)
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float, shutdown: Shutdown) -> None:
-    """SIGTERM ``proc``, SIGKILL it after ``timeout`` seconds (or at once when hurried)."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None and time.monotonic() < deadline and not shutdown.hurry:
-            time.sleep(0.1)
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait(10)
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+    """Stop ``proc`` and every process of its session (:func:`dxt_core.procs.stop`): SIGTERM,
+    then SIGKILL after ``timeout`` seconds, or at once when another signal asks to hurry."""
+    procs.stop(proc, timeout, hurry=lambda: shutdown.hurry)
 
 
 def _ancestors() -> set[int]:
@@ -438,14 +367,33 @@ def _wait_for_dag(port: int, proc: subprocess.Popen[Any], timeout: float) -> Non
     raise DxtError("Airflow did not register the dxt_examon DAG in time")
 
 
+def api_run_day(run: dict[str, Any]) -> str:
+    """The day a run of the REST API's answer archives (:func:`dxt_core.airflow.runs.run_day`,
+    the rule the run's note and its tasks follow)."""
+    from dxt_core.airflow.runs import DAY_PARAM, run_day
+
+    def when(key: str) -> dt.datetime | None:
+        value = run.get(key)
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+
+    conf = run.get("conf")
+    conf = conf if isinstance(conf, dict) else {}
+    try:
+        return run_day(
+            conf.get(DAY_PARAM), when("data_interval_start"), when("logical_date")
+        ).isoformat()
+    except DxtError:
+        return "none"
+
+
 def wait_for_runs(port: int, days: set[str], timeout: float) -> list[dict[str, Any]]:
-    """Poll until the runs of ``days`` (logical dates) are finished; return them."""
+    """Poll until the runs that archive ``days`` are finished; return them."""
     deadline = time.monotonic() + timeout
     runs: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
             every = _api_get(port, "dags/dxt_examon/dagRuns?limit=100")["dag_runs"]
-            runs = [r for r in every if str(r.get("logical_date"))[:10] in days]
+            runs = [r for r in every if api_run_day(r) in days]
         done = [r for r in runs if r.get("state") in ("success", "failed")]
         if len(done) >= len(days):
             return runs
@@ -480,7 +428,7 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
         print(f"[1/5] starting the Examon simulator ({n_metrics} metrics: {catalog})", flush=True)
         with shutdown.holding():
             sim, url = start_simulator(catalog, work / "simulator.log")
-            started.callback(stop_process, sim, 10, shutdown)
+            started.callback(stop_session, sim, 10, shutdown)
             started.callback(shutdown.begin_stop)
         env = airflow_env(home, archive_dir, catalog, url, args.port)
         env["DXT_EXAMON_START_DATE"] = first.isoformat()
@@ -491,7 +439,7 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
         _airflow(env, "pools", "set", "examon", "4", "Concurrent queries to Examon")
         log = started.enter_context((work / "airflow-standalone.log").open("w"))
         with shutdown.holding():
-            af = subprocess.Popen(
+            af = procs.start(
                 [_airflow_bin(), "standalone"],
                 env=env,
                 stdout=log,
@@ -561,8 +509,7 @@ def _summary(
     size = sum(f.stat().st_size for f in files)
     print("runs:")
     for run in sorted(runs, key=lambda r: str(r.get("logical_date"))):
-        day = str(run.get("logical_date"))[:10]
-        print(f"  {run.get('dag_run_id')} (day {day}): {run.get('state')}")
+        print(f"  {run.get('dag_run_id')} (day {api_run_day(run)}): {run.get('state')}")
     print(f"\narchive: {archive_dir}")
     print(
         f"  {len(files)} data files, {size} bytes; metric-days: "
@@ -583,4 +530,7 @@ def _summary(
         f"--start-day {first} --end-day {last}"
     )
     if files:
-        print(f"pandas:     pandas.read_csv('{files[0]}', parse_dates=['timestamp'])")
+        print(
+            f"pandas:     df = pandas.read_csv('{files[0]}'); "
+            "df['timestamp'] = pandas.to_datetime(df['timestamp'], utc=True)"
+        )

@@ -17,6 +17,8 @@
         |                      or an OS error: read-only, disk full, name too long)
         +-- SourceShrank       the source now has fewer rows than the archived day: kept the
         |                      archived file; rerun with replace to overwrite it
+        +-- ContentChanged     the source gives as many rows as the archived day, but other
+        |                      values: kept the archived file; rerun with replace to take them
         +-- ArchiveLocked      another process is archiving the same metric-day
 
 Messages say what went wrong and what to do about it.
@@ -134,6 +136,28 @@ class SourceShrank(ArchiveError):
         super().__init__(message)
         self.archive_rows = archive_rows
         self.source_rows = source_rows
+        self.path = path
+
+
+class ContentChanged(ArchiveError):
+    """A rerun read as many rows as the archive holds, but other values; the archive was
+    kept (rerun with ``replace`` to take the new content; the old file is kept in
+    ``.versions/``).
+
+    Attributes:
+        rows: rows of the archived file (and of this run).
+        archive_sha256: checksum of the archived file that was kept.
+        source_sha256: checksum of what this run read.
+        path: the archived data file that was kept.
+    """
+
+    def __init__(
+        self, message: str, *, rows: int, archive_sha256: str, source_sha256: str, path: str
+    ) -> None:
+        super().__init__(message)
+        self.rows = rows
+        self.archive_sha256 = archive_sha256
+        self.source_sha256 = source_sha256
         self.path = path
 
 

@@ -23,6 +23,7 @@ verified (also after an ``http://`` start), and credentials go to the configured
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import os
 import random
@@ -93,11 +94,15 @@ log = logging.getLogger("dxt_core.http")
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5
+#: Decoded bytes produced per inflate call: the steps in which answers take their budget.
+_INFLATE_STEP = 1 << 20
 _RATE_LIMIT_TEXT = re.compile(rb"too many requests|rate.?limit", re.I)
 _QUOTA_TEXT = re.compile(rb"quota", re.I)
 
 ENV_MAX_ANSWER_MB = "DXT_MAX_ANSWER_MB"
 ENV_REQUEST_DEADLINE_S = "DXT_REQUEST_DEADLINE_S"
+#: Set to 1 to follow a redirect from https to http (clear text) instead of refusing it.
+ENV_ALLOW_HTTP_REDIRECT = "DXT_ALLOW_HTTP_REDIRECT"
 DEFAULT_MAX_ANSWER_BYTES = 512 << 20
 DEFAULT_DEADLINE_S = 900.0
 
@@ -218,6 +223,9 @@ class RequestStats:
     splits: int = 0
     bytes_received: int = 0
     seconds: float = 0.0
+    #: The URL (without query) of the last answer a redirect led to, "" when none was
+    #: redirected: the manifest records it as ``source_url_used``.
+    url_used: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -279,6 +287,10 @@ def default_max_answer_bytes() -> int:
     return int(_env_float(ENV_MAX_ANSWER_MB, DEFAULT_MAX_ANSWER_BYTES / (1 << 20)) * (1 << 20))
 
 
+def default_allow_http_redirect() -> bool:
+    return os.environ.get(ENV_ALLOW_HTTP_REDIRECT, "").strip().lower() in ("1", "true", "yes")
+
+
 def default_deadline_s() -> float:
     """``DXT_REQUEST_DEADLINE_S`` if set, else 900 s."""
     return _env_float(ENV_REQUEST_DEADLINE_S, DEFAULT_DEADLINE_S)
@@ -286,6 +298,95 @@ def default_deadline_s() -> float:
 
 class _Deadline(Exception):
     pass
+
+
+class _Yield(Exception):
+    """This reader gives its share of the answer budget to an older one, and asks again."""
+
+    def __init__(self, oldest: int) -> None:
+        super().__init__(oldest)
+        self.oldest = oldest
+
+
+class AnswerBudget:
+    """The bytes of decoded answers being read by all threads of the process together.
+
+    Each reader takes its bytes from the budget as it decodes them and gives them back when
+    its answer is complete (or abandoned); the limit is the reader's ``max_answer_bytes``
+    (one cap for the process, not one per worker). When the budget runs out, the oldest
+    reader waits for the others; a younger one drops what it has read and asks the server
+    again once the oldest is done (:class:`_Yield`): no two readers ever wait for each other.
+    An answer alone larger than the cap is "too large", as before.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held: dict[int, int] = {}
+        self._next = 0
+        self.used = 0
+        #: The most the readers held at once (for tests and benchmarks).
+        self.peak = 0
+        self._malloc_tuned = False
+
+    def start(self) -> int:
+        if not self._malloc_tuned:
+            self._malloc_tuned = True
+            _fixed_mmap_threshold()
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            self._held[ticket] = 0
+            return ticket
+
+    def take(self, ticket: int, n: int, limit: int) -> None:
+        with self._cond:
+            while self.used + n > limit:
+                mine = self._held[ticket]
+                if self.used == mine:
+                    raise _TooBig  # alone, and still over the cap
+                oldest = min(self._held)
+                if ticket != oldest:
+                    raise _Yield(oldest)
+                self._cond.wait(0.5)
+            self._held[ticket] += n
+            self.used += n
+            self.peak = max(self.peak, self.used)
+
+    def end(self, ticket: int) -> None:
+        with self._cond:
+            self.used -= self._held.pop(ticket, 0)
+            self._cond.notify_all()
+
+    def wait_until_done(self, ticket: int, timeout_s: float) -> None:
+        """Wait until reader ``ticket`` has finished (at most ``timeout_s``)."""
+        end = time.monotonic() + timeout_s
+        with self._cond:
+            while ticket in self._held and (left := end - time.monotonic()) > 0:
+                self._cond.wait(min(left, 0.5))
+
+
+def _fixed_mmap_threshold() -> None:
+    """Make glibc give large freed buffers back to the system at once.
+
+    glibc raises its mmap threshold to the size of the largest block freed (up to 32 MiB),
+    after which answer buffers come from per-thread arenas that keep freed memory: four
+    workers then held up to four caps of freed buffers (RSS 195 MiB for a 64 MiB budget, in
+    tests/faults/test_never_change.py). A fixed threshold (1 MiB) keeps every large buffer
+    in its own mapping, returned when freed. No-op outside glibc.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return
+    m_mmap_threshold = -3
+    mallopt(m_mmap_threshold, 1 << 20)
+
+
+#: The answer budget of this process, shared by every :class:`HttpClient`.
+ANSWER_BUDGET = AnswerBudget()
 
 
 class _TooBig(Exception):
@@ -330,6 +431,9 @@ class HttpClient:
     #: Follow redirects (by hand: TLS verified on every hop, credentials to the configured
     #: origin only). Off: a redirect is answered to :meth:`exchange`'s ``accept``.
     follow_redirects: bool = True
+    #: Follow a redirect from https to http (the rest of the exchange in clear text).
+    #: Default ``DXT_ALLOW_HTTP_REDIRECT``; off, such a redirect fails with QueryRejected.
+    allow_http_redirect: bool = field(default_factory=default_allow_http_redirect)
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
     _foreign: httpx.Client | None = field(default=None, init=False, repr=False)
     #: Threads share one client (the CLI's units): its httpx clients are made once.
@@ -436,6 +540,8 @@ class HttpClient:
                 location = resp.headers.get("Location")
                 if resp.status_code in _REDIRECT_STATUS and location and self.follow_redirects:
                     nxt = resp.url.join(location)
+                    if target.scheme == "https" and nxt.scheme != "https":
+                        self._refuse_downgrade(target, nxt)
                     log.info(
                         "%s %s redirected (HTTP %d) to %s%s",
                         method,
@@ -454,6 +560,47 @@ class HttpClient:
         raise QueryRejected(
             f"more than {_MAX_REDIRECTS} redirects; set the URL the server redirects to",
             url=redact_url(url),
+        )
+
+    def _exchange_in_budget(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str] | None,
+        deadline: float,
+    ) -> tuple[httpx.Response, bytes, str]:
+        """:meth:`_exchange`, asked again (not an attempt of the retry policy) when the
+        process's answer budget made this reader give way to an older one."""
+        while True:
+            try:
+                return self._exchange(method, url, content, params, headers, deadline)
+            except _Yield as y:
+                oldest = y.oldest
+            # Outside the handler: the traceback, and the partial answer its frames hold,
+            # are gone while this reader waits.
+            log.debug("%s %s: waiting for the answer budget", method, redact_url(url))
+            ANSWER_BUDGET.wait_until_done(oldest, max(deadline - time.monotonic(), 0))
+            if time.monotonic() > deadline:
+                raise _Deadline
+
+    def _refuse_downgrade(self, target: httpx.URL, nxt: httpx.URL) -> None:
+        """A redirect from https to http: refused (credentials, queries and data would
+        travel in clear text), unless ``allow_http_redirect``."""
+        if self.allow_http_redirect:
+            log.warning(
+                "%s redirected to %s: following it in clear text (%s is set)",
+                redact_url(str(target)),
+                redact_url(str(nxt)),
+                ENV_ALLOW_HTTP_REDIRECT,
+            )
+            return
+        raise QueryRejected(
+            f"the server redirected from https to http ({redact_url(str(nxt))}); refused: "
+            "the rest would travel in clear text. Fix the server's redirect, or set "
+            f"{ENV_ALLOW_HTTP_REDIRECT}=1 if you accept that",
+            url=redact_url(str(target)),
         )
 
     def _read(self, resp: httpx.Response, deadline: float) -> bytes:
@@ -477,30 +624,41 @@ class HttpClient:
                 url=redact_url(str(resp.url)),
             )
         cap = self.max_answer_bytes
-        chunks: list[bytes] = []
+        # One buffer, no list of chunks joined at the end (which held the answer twice):
+        # BytesIO.getvalue() hands its buffer over without a copy.
+        buf = io.BytesIO()
         total = 0
-        for raw in resp.iter_raw():
-            if time.monotonic() > deadline:
-                raise _Deadline
-            data = raw
-            while data:
-                if inflate is None:
-                    out, data = data, b""
-                else:
-                    try:
-                        out = inflate.decompress(data, cap - total + 1)
-                    except _INFLATE_ERRORS as exc:
-                        raise SourceError(
-                            f"answer is not valid {encoding} ({exc})",
-                            url=redact_url(str(resp.url)),
-                        ) from exc
-                    data = inflate.unconsumed_tail
-                total += len(out)
-                if total > cap:
-                    raise _TooBig
-                if out:
-                    chunks.append(out)
-        return b"".join(chunks)
+        ticket = ANSWER_BUDGET.start()
+        try:
+            for raw in resp.iter_raw():
+                if time.monotonic() > deadline:
+                    raise _Deadline
+                data = raw
+                while data:
+                    if inflate is None:
+                        out, data = data, b""
+                    else:
+                        try:
+                            out = inflate.decompress(data, min(cap - total + 1, _INFLATE_STEP))
+                        except _INFLATE_ERRORS as exc:
+                            raise SourceError(
+                                f"answer is not valid {encoding} ({exc})",
+                                url=redact_url(str(resp.url)),
+                            ) from exc
+                        data = inflate.unconsumed_tail
+                    total += len(out)
+                    if total > cap:
+                        raise _TooBig
+                    if out:
+                        ANSWER_BUDGET.take(ticket, len(out), cap)
+                        buf.write(out)
+                        del out
+            return buf.getvalue()
+        except BaseException:
+            buf.close()  # free the partial answer now, not with the traceback
+            raise
+        finally:
+            ANSWER_BUDGET.end(ticket)
 
     # -- the retry loop -----------------------------------------------------------------------
     def request(
@@ -579,7 +737,7 @@ class HttpClient:
             deadline = time.monotonic() + self.deadline_s
             stats.requests += 1
             try:
-                resp, body, final_url = self._exchange(
+                resp, body, final_url = self._exchange_in_budget(
                     method, url, content, params, sent or None, deadline
                 )
             except _TooBig:
@@ -621,6 +779,8 @@ class HttpClient:
                 stats.seconds += time.perf_counter() - t0
                 stats.bytes_received += len(body)
                 status = resp.status_code
+                if redact_url(final_url) != redact_url(url):
+                    stats.url_used = redact_url(final_url)
                 if 200 <= status < 300 or (accept is not None and accept(status, body)):
                     return status, body, resp.headers
                 text = error_text(body)

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import orjson
 
@@ -83,7 +84,37 @@ CREATE TABLE IF NOT EXISTS manifests (
     sizes TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (source, unit, day)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dirs (
+    source TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    entries INTEGER NOT NULL,
+    PRIMARY KEY (source, unit)
+) WITHOUT ROWID;
 """
+#: The state of a unit's directory when the index last matched it: (mtime in ns, entries).
+DirState = tuple[int, int]
+
+
+def directory_state(directory: Path) -> DirState | None:
+    """What a directory looks like to the index: its mtime (ns) and number of entries.
+
+    Every rename, creation or removal in the directory (a manifest rewritten, a data file
+    deleted, a lock file) changes its mtime; the count catches two changes within one tick
+    of the file system's clock that add or remove names. None when it does not exist.
+    """
+    try:
+        st = os.stat(directory)
+        return (st.st_mtime_ns, len(os.listdir(directory)))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _listing_state(directory: Path, listing: set[str]) -> DirState | None:
+    try:
+        return (os.stat(directory).st_mtime_ns, len(listing))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def index_path(root: str | Path) -> Path:
@@ -202,6 +233,8 @@ class ManifestIndex:
         self.root = Path(root)
         self.path = index_path(self.root)
         self._conn: sqlite3.Connection | None = None
+        #: The index is read without being written (this process cannot write it).
+        self.read_only = False
 
     def exists(self) -> bool:
         """True when the index file exists and this version can read it."""
@@ -216,6 +249,9 @@ class ManifestIndex:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
+            if not self._writable():
+                self._conn = self._read_only_connection()
+                return self._conn
             conn = _connect(self.path)
             try:
                 conn.executescript(_SCHEMA)
@@ -223,18 +259,87 @@ class ManifestIndex:
                     "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
                     (SCHEMA_VERSION,),
                 )
-                found = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                if found is None or found[0] != SCHEMA_VERSION:
-                    raise sqlite3.DatabaseError(
-                        f"{self.path} has index schema {found[0] if found else None}, this "
-                        f"version writes {SCHEMA_VERSION}: run 'dxt index rebuild --archive "
-                        f"{self.root}'"
-                    )
+                self._check_schema(conn)
             except sqlite3.Error:
                 conn.close()
                 raise
             self._conn = conn
         return self._conn
+
+    def _writable(self) -> bool:
+        target = self.path if self.path.exists() else self.root
+        return os.access(target, os.W_OK) and os.access(self.root, os.W_OK)
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """The index of an archive this process cannot write (a read-only mount, another
+        user's archive): read as it is, never created, updated or repaired."""
+        uri = f"file:{quote(str(self.path))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            self._check_schema(conn)
+        except sqlite3.Error:
+            conn.close()
+            raise
+        self.read_only = True
+        return conn
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        found = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if found is None or found[0] != SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"{self.path} has index schema {found[0] if found else None}, this "
+                f"version writes {SCHEMA_VERSION}: run 'dxt index rebuild --archive "
+                f"{self.root}'"
+            )
+
+    def dir_states(self, source: str) -> dict[str, DirState]:
+        """The directory state each unit of ``source`` had when the index last matched it
+        (none for an index older than this record: every unit is then read from disk)."""
+        try:
+            rows = self._connection().execute(
+                "SELECT unit, mtime_ns, entries FROM dirs WHERE source = ?", (source,)
+            )
+            return {u: (m, n) for u, m, n in rows}
+        except sqlite3.OperationalError:  # a read-only index without the table
+            return {}
+
+    def dir_states_one(self, source: str, unit: str) -> DirState | None:
+        try:
+            row = (
+                self._connection()
+                .execute(
+                    "SELECT mtime_ns, entries FROM dirs WHERE source = ? AND unit = ?",
+                    (source, unit),
+                )
+                .fetchone()
+            )
+        except sqlite3.OperationalError:
+            return None
+        return (int(row[0]), int(row[1])) if row else None
+
+    def replace_unit(
+        self, source: str, unit: str, entries: Iterable[IndexEntry], state: DirState | None
+    ) -> None:
+        """The rows of one unit, read again from its manifests, and its directory state."""
+        conn = self._connection()
+        rows = [e.as_tuple() for e in entries]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM manifests WHERE source = ? AND unit = ?", (source, unit))
+            conn.executemany(_INSERT, rows)
+            if state is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (source, unit, *state)
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def set_dir_state(self, source: str, unit: str, state: DirState) -> None:
+        self._connection().execute(
+            "INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (source, unit, *state)
+        )
 
     def close(self) -> None:
         if self._conn is not None:
@@ -322,15 +427,38 @@ class ManifestIndex:
         ]
 
 
-def record_commit(root: Path, key: DayKey, manifest: Path, doc: dict[str, Any]) -> None:
-    """Index a manifest just committed. Never raises: the manifest on disk is the record."""
+def record_commit(
+    root: Path,
+    key: DayKey,
+    manifest: Path,
+    doc: dict[str, Any],
+    *,
+    state_at_begin: DirState | None = None,
+) -> None:
+    """Index a manifest just committed. Never raises: the manifest on disk is the record.
+
+    ``state_at_begin`` is the state of the day's directory before its transaction began:
+    when the index matched it then, it matches it now (this commit being the only change),
+    and the directory's new state is recorded; otherwise the unit stays marked stale and
+    the next reader reads its manifests again (and repairs the index).
+    """
     try:
         with ManifestIndex(root) as index:
+            if index.read_only:
+                raise sqlite3.OperationalError("the index is not writable by this process")
+            unit = unit_of(key.parts)
             index.upsert([entry_from_manifest(key.source, key.parts, key.day, manifest.name, doc)])
+            if state_at_begin is not None:
+                stored = index.dir_states_one(key.source, unit)
+                new_directory = stored is None and state_at_begin[1] == 0
+                now = directory_state(manifest.parent)
+                if now is not None and (stored == state_at_begin or new_directory):
+                    index.set_dir_state(key.source, unit, now)
     except (sqlite3.Error, OSError) as exc:
         log.warning(
-            "%s: could not index %s (%s); the manifest is committed, and "
-            "'dxt index rebuild --archive %s' brings the index up to date",
+            "%s: could not index %s (%s); the manifest is committed, readers see the index "
+            "is stale there and read the manifests, and 'dxt index rebuild --archive %s' "
+            "brings the index up to date",
             index_path(root),
             manifest,
             exc,
@@ -356,25 +484,40 @@ def _read_manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
     return doc, ""
 
 
-def scan_manifests(root: Path) -> Iterator[IndexEntry]:
-    """Every manifest under ``root``, read from disk (hidden directories skipped)."""
+def scan_manifests(
+    root: Path, states: dict[tuple[str, str], DirState] | None = None
+) -> Iterator[IndexEntry]:
+    """Every manifest under ``root``, read from disk (hidden directories skipped).
+
+    ``states`` receives each unit directory's state, taken before its manifests are read
+    (a commit that lands meanwhile leaves the unit stale, to be read again by readers).
+    """
     for dirpath, dirnames, filenames in os.walk(root):
+        entries = len(dirnames) + len(filenames)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel = Path(dirpath).relative_to(root).parts
         if len(rel) < 2:
             continue
         source, parts = rel[0], rel[1:]
-        for name in sorted(filenames):
-            m = _MANIFEST_NAME.match(name)
-            if not m:
-                continue
-            doc, problem = _read_manifest(Path(dirpath) / name)
-            if doc is None:
-                yield IndexEntry(
-                    source, unit_of(parts), m.group(1), "corrupt", name, detail=problem
-                )
-            else:
-                yield entry_from_manifest(source, parts, m.group(1), name, doc)
+        if states is not None:
+            with contextlib.suppress(OSError):
+                states[(source, unit_of(parts))] = (os.stat(dirpath).st_mtime_ns, entries)
+        yield from _unit_entries(Path(dirpath), source, parts, filenames)
+
+
+def _unit_entries(
+    directory: Path, source: str, parts: Sequence[str], filenames: Iterable[str]
+) -> Iterator[IndexEntry]:
+    """The index rows of the manifests among ``filenames`` of one unit's directory."""
+    for name in sorted(filenames):
+        m = _MANIFEST_NAME.match(name)
+        if not m:
+            continue
+        doc, problem = _read_manifest(directory / name)
+        if doc is None:
+            yield IndexEntry(source, unit_of(parts), m.group(1), "corrupt", name, detail=problem)
+        else:
+            yield entry_from_manifest(source, parts, m.group(1), name, doc)
 
 
 def rebuild(root: str | Path) -> RebuildReport:
@@ -399,7 +542,8 @@ def rebuild(root: str | Path) -> RebuildReport:
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,))
             conn.execute("BEGIN")
             batch: list[tuple[Any, ...]] = []
-            for entry in scan_manifests(archive_root):
+            states: dict[tuple[str, str], DirState] = {}
+            for entry in scan_manifests(archive_root, states):
                 report.manifests += 1
                 report.corrupt += entry.status == "corrupt"
                 report.sources[entry.source] = report.sources.get(entry.source, 0) + 1
@@ -408,6 +552,10 @@ def rebuild(root: str | Path) -> RebuildReport:
                     conn.executemany(_INSERT, batch)
                     batch.clear()
             conn.executemany(_INSERT, batch)
+            conn.executemany(
+                "INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)",
+                [(src, unit, *st) for (src, unit), st in states.items()],
+            )
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -497,7 +645,14 @@ def _scan(
     ]
     directories = [archive.root.joinpath(source, *parts) for parts in units]
     listings = [_listing(d) for d in directories]
-    rows = list(idx.entries(source, min(days), max(days))) if days and idx.exists() else []
+    usable = bool(days) and idx.exists()
+    # The index is a cache: its rows of a unit are used only while the unit's directory is
+    # as it was when they were indexed (one stat per unit); a stale unit is read from its
+    # manifests below, and the index repaired.
+    stored = idx.dir_states(source) if usable else {}
+    states = [_listing_state(d, listing) for d, listing in zip(directories, listings, strict=True)]
+    fresh = [st is None or stored.get(n) == st for n, st in zip(names, states, strict=True)]
+    rows = list(idx.entries(source, min(days), max(days))) if usable else []
     unknown = ord("?")
     codes = [bytearray(b"?" * n_days) for _ in units]
     grid = StateGrid(units=names, days=list(days), rows=[])
@@ -514,6 +669,8 @@ def _scan(
         for unit, day, status, files, sizes in rows:
             if unit != current:
                 current, u = unit, unit_pos.get(unit)
+                if u is not None and not fresh[u]:
+                    u = None  # stale: its cells are read from disk below
                 if u is not None:
                     listing, row = listings[u], codes[u]
                     manifests, kepts = manifest_of[hive[u]], kept_of[hive[u]]
@@ -552,7 +709,35 @@ def _scan(
                 cells[d] = ord(STATE_CODES[state])
             d = cells.find(unknown, d + 1)
         grid.rows.append(cells.decode())
+    if usable and not idx.read_only:
+        _repair(idx, source, units, names, directories, listings, states, fresh)
     return grid
+
+
+def _repair(
+    idx: ManifestIndex,
+    source: str,
+    units: Sequence[Sequence[str]],
+    names: list[str],
+    directories: list[Path],
+    listings: list[set[str]],
+    states: list[DirState | None],
+    fresh: list[bool],
+) -> None:
+    """Index again, from their manifests, the units whose directories changed since they
+    were indexed. Never raises: the grid was answered from the manifests already."""
+    for u, ok in enumerate(fresh):
+        if ok:
+            continue
+        try:
+            entries = list(_unit_entries(directories[u], source, units[u], listings[u]))
+            idx.replace_unit(source, names[u], entries, states[u])
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("%s: could not repair the index of %s (%s)", idx.path, names[u], exc)
+            return
+        log.info(
+            "%s: %s/%s changed since it was indexed: index repaired", idx.path, source, names[u]
+        )
 
 
 def _files_problem(
@@ -583,6 +768,10 @@ def _state_from_disk(
     status, detail = archive.status(DayKey(source, tuple(parts), day))
     if status == "archived" and detail.startswith("kept:"):
         return "kept", ""
+    directory = f"{archive.directory(DayKey(source, tuple(parts), day))}/"
+    if status == "corrupt" and detail.startswith(directory):
+        # As the index's own check words it (a stale unit is read from disk)
+        detail = "data file " + detail[len(directory) :]
     if status == "corrupt" and str(archive.root) in detail:
         detail = detail.replace(f"{archive.root}/", "").replace(str(archive.root), "")
     return status, detail

@@ -350,7 +350,6 @@ def reconcile_recent(
     report = RecentReport()
     if n_days <= 0:
         return report
-    archive.keep_grown = True  # a grown day's replaced file goes to .versions/
     report.days = [day - dt.timedelta(days=i) for i in range(n_days, 0, -1)]
     report.rows = reconcile(archive, source, units, report.days, counter, record_kept=record_kept)
     report.counts_only = refetch is None

@@ -6,22 +6,33 @@
   replaced file is kept in ``.versions/``).
 * Units run in a thread pool; a failure of one unit, whatever it is, becomes that unit's
   ``FAILED`` line with a one-line cause and the others go on.
-* The run ends with a summary line and exit status 0 (all done), 1 (some failed).
+* The run ends with a summary line and exit status 0 (all done), 1 (some failed), or
+  :data:`UNAVAILABLE_EXIT` (4) when every unit failed because the server could not be
+  reached (connection error, timeout, 5xx after the retries), the same for every backend.
+* Ctrl-C (SIGINT) once: no new unit starts; the units in flight get :data:`GRACE_S` seconds
+  to finish, those still running then are abandoned (their staging is never committed: an
+  atomic commit puts a file under its final name whole or not at all); the summary counts
+  every unit (done, failed, interrupted: not started or abandoned) and the exit status is
+  130. Ctrl-C twice: the same summary at once, the units in flight abandoned.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
-from dxt_core.errors import DxtError
+from dxt_core.errors import DxtError, SourceUnavailable
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,47 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
     mallopt(-8, arenas)  # M_ARENA_MAX
 
 
+#: Seconds the units in flight get to finish after the first Ctrl-C.
+GRACE_S = 5.0
+#: Exit status of an interrupted run (128 + SIGINT, as a shell reports it).
+INTERRUPTED_EXIT = 130
+#: Exit status when the server could not be reached at all (every backend, every command).
+UNAVAILABLE_EXIT = 4
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 metric-day``, ``2 metric-days``."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+class Interrupt:
+    """Counts the SIGINTs of a run (first: stop starting; second: abort)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first_at: float | None = None
+        self.changed = threading.Event()
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self.first_at is None:
+            self.first_at = time.monotonic()
+        self.changed.set()
+
+
+@contextmanager
+def sigint_counted(interrupt: Interrupt) -> Iterator[None]:
+    """Route SIGINT to ``interrupt`` for the block (only the main thread can)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_units(
     units: Sequence[Unit],
     archive: Archive,
@@ -133,9 +185,10 @@ def run_units(
     verbose: bool = False,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
+    grace_s: float = GRACE_S,
 ) -> int:
     """Run ``units`` (skipping complete ones unless ``refetch``); print FAILED lines and a
-    summary; return the exit status."""
+    summary; return the exit status (see the module docstring for Ctrl-C)."""
     refetch = refetch or archive.replace
     todo = [u for u in units if refetch or not is_complete(archive, u.key)]
     if todo:
@@ -144,27 +197,83 @@ def run_units(
     progress = Progress(len(todo), stream=err, enabled=None if not quiet else False)
     reports: list[DayReport] = []
     failures: list[tuple[Unit, str]] = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(u.run): u for u in todo}
-        for fut in as_completed(futures):
-            u = futures[fut]
-            try:
-                reports.append(fut.result())
-                progress.step(True, u.label)
-            except Exception as exc:  # one unit's failure must not stop the others
-                failures.append((u, one_line(exc)))
-                progress.step(False, u.label)
-                if verbose and not isinstance(exc, DxtError):
-                    traceback.print_exception(exc, file=err)
+    unavailable = 0  # failures because the server could not be reached
+    interrupt = Interrupt()
+    pending = list(reversed(todo))  # popped from the end: the given order
+    running: dict[Future[DayReport], Unit] = {}
+    announced = 0
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    with sigint_counted(interrupt):
+        while pending or running:
+            # Only as many units as workers are submitted: after Ctrl-C none is left queued
+            # in the pool to start behind our back.
+            while pending and not interrupt.count and len(running) < max(1, workers):
+                u = pending.pop()
+                running[pool.submit(u.run)] = u
+            if interrupt.count > announced:
+                announced = interrupt.count
+                if interrupt.count == 1:
+                    print(
+                        f"\ninterrupted: starting no more; {plural(len(running), 'metric-day')} "
+                        f"in flight get {grace_s:.0f} s to finish (Ctrl-C again to abort now)",
+                        file=err,
+                        flush=True,
+                    )
+            if interrupt.count >= 2:
+                break
+            if interrupt.first_at is not None and (
+                not running or time.monotonic() - interrupt.first_at >= grace_s
+            ):
+                break
+            done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
+            for fut in done:
+                u = running.pop(fut)
+                try:
+                    reports.append(fut.result())
+                    progress.step(True, u.label)
+                except Exception as exc:  # one unit's failure must not stop the others
+                    failures.append((u, one_line(exc)))
+                    unavailable += isinstance(exc, SourceUnavailable)
+                    progress.step(False, u.label)
+                    if verbose and not isinstance(exc, DxtError):
+                        traceback.print_exception(exc, file=err)
+    abandoned = list(running.values())
+    not_started = len(pending)
+    interrupted = interrupt.count > 0
     rows = sum(r.rows for r in reports)
     size = sum(r.bytes for r in reports)
     empty = sum(1 for r in reports if r.status == "empty")
     skip = f", {skipped} already archived (skipped; --refetch to redo)" if skipped else ""
+    stopped = (
+        f", {not_started + len(abandoned)} interrupted ({not_started} not started, "
+        f"{len(abandoned)} abandoned in flight)"
+        if interrupted
+        else ""
+    )
     print(
-        f"archived {len(reports) - empty} metric-days ({rows} rows, {size} bytes), "
-        f"{empty} empty, {len(failures)} failed{skip}, into {archive.root}",
+        f"archived {plural(len(reports) - empty, 'metric-day')} ({rows} rows, {size} "
+        f"bytes), {empty} empty, {len(failures)} failed{stopped}{skip}, into {archive.root}",
         file=out,
     )
     for u, msg in sorted(failures, key=lambda f: (f[0].key.day, f[0].label)):
         print(f"FAILED {u.label} {u.key.day}: {msg}", file=err)
-    return 1 if failures else 0
+    for u in abandoned:
+        print(f"INTERRUPTED {u.label} {u.key.day}: abandoned in flight, not archived", file=err)
+    if not interrupted:
+        pool.shutdown(wait=True)
+        if failures and unavailable == len(failures) and not reports:
+            print(
+                "the server could not be reached for any metric-day: check the URL and that "
+                f"it is up (exit status {UNAVAILABLE_EXIT})",
+                file=err,
+            )
+            return UNAVAILABLE_EXIT
+        return 1 if failures else 0
+    if abandoned:
+        # Threads cannot be stopped, and the interpreter would wait for them at exit: leave
+        # now. An abandoned unit's staging is never committed (see the module docstring).
+        out.flush()
+        err.flush()
+        os._exit(INTERRUPTED_EXIT)
+    pool.shutdown(wait=True)
+    return INTERRUPTED_EXIT

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,8 +14,24 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dxt_core import procs
 from dxt_core.simulate import spawn_examon_simulator
 from tests.noida_fixtures import noida_es  # noqa: F401  (session fixture: noida-db)
+from tests.services import (  # noqa: F401  (PG_*, psql, in_ci: imported from here by tests)
+    PG_HOST,
+    PG_PORT,
+    PG_USER,
+    in_ci,
+    program,
+    psql,
+    require_postgres,
+    require_service,
+    track_database,
+    untrack_database,
+)
+
+# tiers (the fast tier by default, --all for every tier) and the cleanup of interrupted runs
+pytest_plugins = ["tests.tiers", "tests.cleanup"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,16 +59,7 @@ class SimulatorProcess:
         return httpx.get(f"{self.url}/_sim/stats", timeout=10).json()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream:
-                with contextlib.suppress(Exception):
-                    stream.close()
+        procs.stop(self.proc)
 
 
 @pytest.fixture(scope="session")
@@ -87,18 +91,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def service_missing(message: str) -> None:
-    """A service a test needs is absent: skip on a developer's machine, fail in CI
-    (CI=true), where a missing service must not turn the production path into a skip."""
-    if in_ci():
-        pytest.fail(f"{message} (CI is set: a missing service fails instead of skipping)")
-    pytest.skip(message)
-
-
 def _redis_ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
@@ -112,18 +104,16 @@ def _redis_ping(port: int) -> bool:
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A redis-server of our own on a free loopback port, in memory only (no RDB, no AOF), in
     a temporary directory; stopped afterwards. Nothing else's Redis is touched."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        service_missing(
-            "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server); "
-            "the production-path test starts its own on a free port"
-        )
+    exe = program(
+        "redis-server",
+        "apt-get install redis-server; the production-path test starts its own on a free port",
+    )
     workdir = tmp_path_factory.mktemp("redis")
     log_path = workdir / "redis.log"
     for _ in range(3):  # the free port may be taken between probing and binding
         port = free_port()
         with log_path.open("w") as log:
-            proc = subprocess.Popen(
+            proc = procs.start(
                 [
                     str(exe),
                     *("--port", str(port), "--bind", "127.0.0.1"),
@@ -139,68 +129,47 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.1)
         if proc.poll() is None and _redis_ping(port):
             break
-        proc.kill()
-        proc.wait()
+        procs.stop(proc, 0)
     else:
         pytest.fail(f"redis-server did not start:\n{log_path.read_text()[-2000:]}")
     try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
-
-
-def psql(sql: str, db: str = "postgres") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            *("psql", "-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER, "-d", db),
-            *("-v", "ON_ERROR_STOP=1", "-X", "-q", "-c", sql),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PGCONNECT_TIMEOUT": "5"},
-    )
+        procs.stop(proc)
 
 
 @pytest.fixture()
 def pg_database() -> Iterator[str]:
     """A PostgreSQL database of our own (unique name) on 127.0.0.1:5432, dropped afterwards;
     no other database is touched."""
-    if shutil.which("psql") is None:
-        service_missing("psql is not installed: the production-path test needs PostgreSQL")
-    probe = psql("select 1")
-    if probe.returncode != 0:
-        service_missing(
-            f"PostgreSQL is not reachable as {PG_USER}@{PG_HOST}:{PG_PORT} "
-            f"(.ci/run starts it): {probe.stderr.strip()[-300:]}"
-        )
+    require_postgres()
     name = f"dxt_test_{uuid.uuid4().hex[:12]}"
+    track_database(name)  # dropped at the end of the run if this teardown does not happen
     created = psql(f"CREATE DATABASE {name}")
     assert created.returncode == 0, created.stderr
     try:
         yield name
     finally:
-        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        dropped = psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if dropped.returncode == 0:
+            untrack_database(name)
 
 
 def run_benchmarks(tmp_path: Path, *args: str, timeout: float = 600) -> tuple[str, dict]:
     """``python -m benchmarks --size tiny ARGS`` from the project root; returns its stdout
     and the JSON file it wrote."""
     out_file = tmp_path / "bench.json"
-    out = subprocess.run(
+    proc = procs.start(
         [sys.executable, "-m", "benchmarks", "--size", "tiny", *args, "--out", str(out_file)],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout, json.loads(out_file.read_text())
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        # interrupted or timed out: SIGTERM, and time for the benchmark to stop its servers
+        procs.stop(proc, 60)
+    assert proc.returncode == 0, stderr[-3000:]
+    return stdout, json.loads(out_file.read_text())

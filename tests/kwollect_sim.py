@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 from typing import Any
 
 import httpx
 
+from dxt_core import procs
 from dxt_core.simulate import spawn_kwollect_simulator
 
 
@@ -30,14 +30,4 @@ class KwollectSimProcess:
         return httpx.get(f"{self.url}/_sim/stats", timeout=10).json()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream:
-                with contextlib.suppress(Exception):
-                    stream.close()
+        procs.stop(self.proc)

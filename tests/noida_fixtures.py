@@ -21,12 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
+from dxt_core import procs
 from dxt_core.backends.collectd_es.simulator import (
     bulk_load,
     spawn_es_standin,
     spawn_noida_elasticsearch,
-    stop_process,
-    stop_standin,
 )
 
 SAMPLE_JSON = (
@@ -65,7 +64,7 @@ def noida_es(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoidaEs]:
         n = bulk_load(url, sample_hits())
         yield NoidaEs(url, n)
     finally:
-        stop_process(proc)
+        procs.stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +74,7 @@ def _standins(noida_es: NoidaEs) -> Iterator[dict[tuple[str, str | None], tuple[
         yield running
     finally:
         for proc, _ in running.values():
-            stop_standin(proc)
+            procs.stop(proc)
 
 
 @pytest.fixture

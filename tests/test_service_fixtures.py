@@ -33,6 +33,7 @@ def test_redis_is_our_own_in_memory_server(redis_url, tmp_path_factory):
     assert workdir.startswith(str(tmp_path_factory.getbasetemp()))
 
 
+@pytest.mark.slow  # 7 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_redis_is_stopped_afterwards(tmp_path):
     """Run a test that uses the fixture in a child pytest, then check the port is closed."""
     test = tmp_path / "test_child.py"
@@ -97,9 +98,35 @@ def test_missing_redis_server_skips_locally_and_fails_in_ci(tmp_path, ci):
         timeout=120,
         env=env,
     )
-    assert "redis-server is not installed" in out.stdout, out.stdout + out.stderr
+    # tests.services.require_service names the service
+    assert "redis-server is missing" in out.stdout, out.stdout + out.stderr
     if ci:
         assert out.returncode == 1 and "1 error" in out.stdout
         assert "CI is set: a missing service fails instead of skipping" in out.stdout
     else:
         assert out.returncode == 0 and "1 skipped" in out.stdout
+
+
+@pytest.mark.slow  # a pytest of its own: 3-5 s
+@pytest.mark.parametrize("ci", [None, "true"])
+def test_kwollect_sql_tests_without_their_database_skip_locally_and_fail_in_ci(ci):
+    """Kwollect's own SQL function tests (PL/Python in PostgreSQL) go through
+    require_service too: with no PostgreSQL where they look, CI fails."""
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["DXT_TEST_PG_DSN"] = "host=127.0.0.1 port=1 user=postgres dbname=postgres"
+    if ci:
+        env["CI"] = ci
+    test = "tests/integration/kwollect/test_real_function.py"
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert "PostgreSQL is missing" in out.stdout, out.stdout + out.stderr
+    if ci:
+        assert out.returncode == 1 and "error" in out.stdout, out.stdout[-2000:]
+    else:
+        assert out.returncode == 0 and "skipped" in out.stdout, out.stdout[-2000:]

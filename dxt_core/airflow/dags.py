@@ -59,15 +59,23 @@ def backend_dag(backend: str, *, doc_md: str | None = None) -> DAG:
     s = dag_settings(name)
     conn_id = str(s["conn_id"])
     extra_params = {k: _param(v) for k, v in tasks.params().items()}
+    start = pendulum.instance(datetime.fromisoformat(str(s["start_date"])), tz=UTC)
 
     @dag(
         dag_id=b.dag_id or f"dxt_{name}",
         # Logical date D (UTC midnight) <-> archive day D, so CLI dates mean archive days.
         schedule=CronDataIntervalTimetable("0 0 * * *", timezone=UTC),
-        start_date=pendulum.instance(datetime.fromisoformat(str(s["start_date"])), tz=UTC),
+        start_date=start,
         catchup=bool(s["catchup"]),
         max_active_runs=int(s["max_active_runs"]),
-        default_args={"retries": int(s["retries"]), "retry_delay": timedelta(minutes=2)},
+        # start_date in default_args too: 'airflow dags trigger -l' then refuses a logical
+        # date before it (airflow/api/common/trigger_dag.py reads only default_args) instead
+        # of making a run without tasks
+        default_args={
+            "start_date": start,
+            "retries": int(s["retries"]),
+            "retry_delay": timedelta(minutes=2),
+        },
         tags=["dxt", *tasks.tags],
         doc_md=doc_md,
         params={"day": day_param(), **extra_params, "replace": replace_param()},

@@ -70,13 +70,7 @@ class RunNoteListener:
         if dag_run.dag_id not in dxt_dag_ids():
             return
         try:
-            if not dag_run.note:
-                from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day, run_note
-
-                conf = dag_run.conf if isinstance(dag_run.conf, dict) else {}
-                chosen = conf.get(DAY_PARAM)
-                day = run_day(chosen, dag_run.data_interval_start, dag_run.logical_date)
-                dag_run.note = run_note(day, parse_param_day(chosen) is not None)
+            note_run_day(dag_run)
         except Exception:  # a note is never worth failing the scheduler's loop
             log.warning("could not note the archive day of %s", dag_run.run_id, exc_info=True)
         try:
@@ -141,6 +135,43 @@ def _note_reconcile(session: Any, dag_run: Any) -> str | None:
         return None
     dag_run.note = note_with_reconcile(dag_run.note, found)
     return found
+
+
+def note_run_day(dag_run: Any) -> None:
+    """Note the day the run archives; fail a run that has no task because its logical date
+    lies before the DAG's start date (Airflow creates none for it, and the run would turn
+    green having archived nothing)."""
+    from dxt_core.airflow.runs import (
+        DAY_PARAM,
+        archivable_problem,
+        failed_note,
+        parse_param_day,
+        run_day,
+        run_note,
+        utc_date,
+    )
+
+    conf = dag_run.conf if isinstance(dag_run.conf, dict) else {}
+    chosen = conf.get(DAY_PARAM)
+    day = run_day(chosen, dag_run.data_interval_start, dag_run.logical_date, dag_run.dag_id)
+    dag = getattr(dag_run, "dag", None)
+    start = getattr(dag, "start_date", None)
+    logical = dag_run.logical_date
+    if (
+        start is not None
+        and logical is not None
+        and getattr(dag_run.run_type, "value", dag_run.run_type) != "backfill"
+        and utc_date(logical) < utc_date(start)
+    ):
+        from airflow.utils.state import DagRunState
+
+        problem = archivable_problem(utc_date(logical), start, dag_run.dag_id) or ""
+        dag_run.note = failed_note(problem)
+        dag_run.set_state(DagRunState.FAILED)
+        log.warning("failed run %s of %s: %s", dag_run.run_id, dag_run.dag_id, problem)
+        return
+    if not dag_run.note:
+        dag_run.note = run_note(day, parse_param_day(chosen) is not None)
 
 
 def create_group_assets(dag_run: Any) -> list[str]:

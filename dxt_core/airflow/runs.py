@@ -1,11 +1,22 @@
-"""What a DAG run archives (its day, and whether that day is over), and the dxt DAGs' Params.
+"""What a DAG run archives (its day, and whether that day can be archived), and the Params.
 
-Scheduled and backfill runs of logical date D archive day D (the UTC date of their data
-interval start, which is their logical date with the daily UTC timetable). A run triggered
-with the ``day`` param (the UI's trigger form, ``airflow dags trigger -c '{"day": "..."}'``)
-archives that day. A manual run without it archives its data interval, the day before its
-logical date: "trigger now" archives yesterday. Kept free of Airflow imports so that the
-task helpers, the plugin's listener and the coverage view agree on one rule.
+One rule, whatever made the run (schedule, ``airflow backfill create``, the trigger form,
+``airflow dags trigger -l``, the REST API, ``airflow dags test``): a run archives the day of
+its ``day`` param when it has one, else the UTC date of its logical date. For scheduled and
+backfill runs the logical date is the start of their data interval (the daily UTC
+``CronDataIntervalTimetable``), so this is also their data interval's day. The data interval
+of a *manual* run is not used: Airflow 3.3 infers it from a different moment depending on how
+the run was made (``airflow dags trigger -l`` from the trigger time, ``run_after``; the REST
+API and the trigger form from the logical date; both give the interval *before* that moment,
+see ``infer_manual_data_interval`` in airflow/timetables/interval.py and
+airflow/api/common/trigger_dag.py), so a run's interval may name neither the chosen
+Logical Date nor the day before it. The logical date is what the user chose.
+
+A run whose day lies before the DAG's start date, or that has not begun anywhere yet, cannot
+be archived: its tasks fail with a message saying so (:func:`check_archivable`), and the
+plugin's listener fails a run that Airflow made without tasks (a logical date before the start
+date). Kept free of Airflow imports so that the task helpers, the plugin's listener and the
+coverage view agree on one rule.
 """
 
 from __future__ import annotations
@@ -24,8 +35,9 @@ DAY_PARAM = "day"
 REPLACE_PARAM = "replace"
 
 DAY_DESCRIPTION = (
-    "Day to archive (YYYY-MM-DD). Empty: scheduled and backfill runs archive their logical "
-    "date; a manual run archives the day before its logical date (trigger now = yesterday)."
+    "Day to archive (YYYY-MM-DD). Empty: the run archives the UTC day of its Logical Date "
+    "(a Logical Date of now archives today, once today is over). Days before the DAG's start "
+    "date and days not begun yet cannot be archived."
 )
 REPLACE_DESCRIPTION = (
     "Replace an archived day even when the source now returns fewer rows than the archive "
@@ -60,11 +72,12 @@ def run_day(
     logical_date: dt.datetime | None,
     dag_id: str = "the DAG",
 ) -> dt.date:
-    """The day a run archives (see the module docstring)."""
+    """The day a run archives (see the module docstring): the ``day`` param, else the UTC
+    date of the logical date (of the data interval start for a run without one)."""
     chosen = parse_param_day(conf_day)
     if chosen is not None:
         return chosen
-    start = data_interval_start or logical_date
+    start = logical_date or data_interval_start
     if start is None:
         raise ConfigError(
             f"this run of {dag_id} has no logical date and no 'day' param: trigger it with a "
@@ -75,16 +88,54 @@ def run_day(
 
 
 def day_of(context: Mapping[str, Any]) -> dt.date:
-    """The archive day of the running task's DAG run: its ``day`` param, else its data
-    interval start (the logical date of scheduled and backfill runs)."""
+    """The archive day of the running task's DAG run (its ``day`` param, else the day of its
+    logical date), checked by :func:`check_archivable`."""
     params = context.get("params") or {}
     dag = context.get("dag")
-    return run_day(
+    dag_id = getattr(dag, "dag_id", "the DAG")
+    day = run_day(
         params.get(DAY_PARAM),
         context.get("data_interval_start"),
         context.get("logical_date"),
-        getattr(dag, "dag_id", "the DAG"),
+        dag_id,
     )
+    start = getattr(dag, "start_date", None)
+    check_archivable(day, start if isinstance(start, dt.datetime) else None, dag_id)
+    return day
+
+
+#: The widest offset ahead of UTC (Kiribati, UTC+14): a day not begun there has begun nowhere.
+_AHEAD = dt.timedelta(hours=14)
+
+
+def archivable_problem(
+    day: dt.date,
+    start_date: dt.datetime | None,
+    dag_id: str = "the DAG",
+    now: dt.datetime | None = None,
+) -> str | None:
+    """Why ``day`` cannot be archived by a run of ``dag_id`` (None when it can)."""
+    if start_date is not None and day < utc_date(start_date):
+        first = utc_date(start_date).isoformat()
+        return (
+            f"{day.isoformat()} is before the start date of {dag_id} ({first}): nothing "
+            f"archives it. Archive it without Airflow (dxt extract ... --start-day {day} "
+            f"--end-day {day}), or set the DAG's start date (DXT_<BACKEND>_START_DATE) earlier"
+        )
+    now = now or dt.datetime.now(dt.UTC)
+    if day > utc_date(now + _AHEAD):
+        return (
+            f"{day.isoformat()} has not begun yet (now {now.astimezone(dt.UTC):%Y-%m-%d %H:%M} "
+            "UTC): trigger a run for a day that is over, or today's to archive it once it ends"
+        )
+    return None
+
+
+def check_archivable(day: dt.date, start_date: dt.datetime | None, dag_id: str = "the DAG") -> None:
+    """Raise a :class:`ConfigError` saying why when ``day`` cannot be archived."""
+    problem = archivable_problem(day, start_date, dag_id)
+    if problem is not None:
+        raise ConfigError(f"this run cannot archive {day.isoformat()}: {problem}")
 
 
 def day_end(day: dt.date, time_zone: str, settle_s: int) -> dt.datetime:
@@ -135,6 +186,11 @@ def note_with_reconcile(note: str | None, found: str) -> str:
         note = note[:at].rstrip()  # a cleared run that ends again: its new finding
     text = f"{note} {found}" if note else found
     return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 1] + "…"
+
+
+def failed_note(problem: str) -> str:
+    """The note of a run that cannot archive its day (failed by the plugin's listener)."""
+    return f"Archives nothing: {problem}."
 
 
 def day_param() -> Any:

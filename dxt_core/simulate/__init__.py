@@ -7,6 +7,7 @@ import sys
 import time
 from typing import IO, Any
 
+from dxt_core import procs
 from dxt_core.errors import DxtError
 
 
@@ -17,7 +18,7 @@ def _spawn(
     from dxt_core.backends import get
 
     package = get(backend).package
-    proc = subprocess.Popen(
+    proc = procs.start(
         [sys.executable, "-m", f"{package}.simulator", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=stderr,
@@ -31,8 +32,7 @@ def _spawn(
             break
         if "listening on" in line:
             return proc, line.rsplit(" ", 1)[-1].strip()
-    proc.kill()
-    proc.wait()
+    procs.stop(proc, 0)
     raise DxtError(f"the {backend} simulator did not start (args: {' '.join(args)})")
 
 

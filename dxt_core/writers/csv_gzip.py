@@ -249,7 +249,8 @@ class GzipCsvWriter(SeriesWriter):
                         pending.setdefault(first_block + b_i, []).append(
                             (key, b"".join(pieces[w * lo : w * hi]))
                         )
-                first, last = points.ts(0), points.ts(-1)
+                ts = points.ts_tokens  # the span of what is written, in any order
+                first, last = int(min(ts)), int(max(ts))
             else:
                 # The formatter's cache is looked up inline: most timestamps repeat.
                 hit = fmt.cache.get
@@ -265,7 +266,8 @@ class GzipCsvWriter(SeriesWriter):
                         pending.setdefault(first_block + b_i, []).append(
                             (key, "".join(lines[lo:hi]).encode())
                         )
-                first, last = points[0][0], points[-1][0]
+                first = min(p[0] for p in points)
+                last = max(p[0] for p in points)
             res.rows += len(points)
             if res.first_ms is None or first < res.first_ms:
                 res.first_ms = first

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from dxt_core import procs
 from tests.airflow.conftest import free_port
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]  # minutes each: after the other Airflow tests
 
 DXT = str(Path(sys.executable).parent / "dxt")
 # The smallest demo that still shows everything: 9 metrics (one per plugin) x 2 days.
@@ -101,7 +102,7 @@ def test_sigterm_stops_everything_the_demo_started_then_it_runs_again(tmp_path):
     work, port = tmp_path / "demo", free_port()
     log = tmp_path / "demo.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(
+        proc = procs.start(
             [DXT, "demo", "--dir", str(work), "--port", str(port), *SMALL],
             cwd=ROOT,
             stdout=out,
@@ -141,9 +142,7 @@ def test_sigterm_stops_everything_the_demo_started_then_it_runs_again(tmp_path):
         assert port_is_free(port)
         print(f"SIGTERM stopped {len(before)} processes in {time.monotonic() - t0:.1f} s")
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        procs.stop(proc, 0)
 
     # A demo stopped before the scheduler closed its backfill leaves it open (the scheduler
     # checks every 30 s): reproduce that state if this one was closed in time.

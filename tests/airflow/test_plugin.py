@@ -2,7 +2,7 @@
 
 Two manual runs of dxt_examon are made with ``airflow dags test`` against the Examon simulator
 (pcie fails there; no data before 2024-05-01): one with the ``day`` param 2024-05-01, one
-without, which archives the day before its logical date (an empty day). Then
+without, of logical date 2024-04-30, which archives that day (an empty day). Then
 ``airflow api-server`` serves the plugin with three signed-in users: admin, viewer (read
 only) and nobody (no role).
 """
@@ -49,8 +49,8 @@ def server(migrated_home, tmp_path_factory):
         assert (archive / f"examon/ipmi_pub/ambient/{DAY}.manifest.json").is_file(), out.stderr[
             -3000:
         ]
-        # no 'day': a manual run of logical date DAY archives the day before, D0
-        out = airflow(env, "dags", "test", "dxt_examon", DAY, check=False, timeout=300)
+        # no 'day': a manual run of logical date D0 archives D0
+        out = airflow(env, "dags", "test", "dxt_examon", D0, check=False, timeout=300)
         m = archive / f"examon/ipmi_pub/ambient/{D0}.manifest.json"
         assert json.loads(m.read_text())["status"] == "empty", out.stderr[-3000:]
         (archive / f"examon/nagios_pub/state/{DAY}.csv.gz").unlink()  # corrupt from now on
@@ -154,6 +154,11 @@ def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server)
         task("nagios_pub/state", DAY),
     )
     assert pcie0["run_id"] != pcie1["run_id"] == state1["run_id"]
+    cells = {c["dag_run_id"]: sorted(map(tuple, c.pop("cells"))) for c in plan["clears"]}
+    assert cells == {
+        pcie1["run_id"]: [("ipmi_pub/pcie", DAY), ("nagios_pub/state", DAY)],
+        pcie0["run_id"]: [("ipmi_pub/pcie", D0)],
+    }
     assert sorted(plan["clears"], key=lambda c: c["dag_run_id"]) == sorted(
         [
             {
@@ -175,6 +180,7 @@ def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server)
         key=lambda c: c["dag_run_id"],
     )
     assert plan["backfill"]["days"] == [D2]
+    assert sorted(map(tuple, plan["backfill"]["cells"])) == [(u, D2) for u in UNITS]
     assert plan["backfill"]["reprocess_behavior"] == "none"
     assert plan["cells"] == 3 + 3  # pcie twice and state (corrupt), then all of D2
     one = server.request(
@@ -321,3 +327,60 @@ def test_reconcile_counts_a_range_at_the_source_with_the_users_rights(server):
         json={"source": "examon", "start": "2024-01-01", "end": DAY},
     )
     assert r.status_code == 400 and "at most 31" in r.text
+
+
+def test_refill_plans_have_a_size_cap_and_skip_days_before_the_start_date(server):
+    many = [["ipmi_pub/pcie", f"{2000 + i // 365}-01-01"] for i in range(100_001)]
+    r = server.request(
+        "POST", "/dxt-archive/api/refill/plan", json={"source": "examon", "cells": many}
+    )
+    assert r.status_code == 400 and "at most 100,000 at once" in r.json()["detail"], r.text
+    days = [
+        ["ipmi_pub/pcie", (dt.date(2000, 1, 1) + dt.timedelta(days=i)).isoformat()]
+        for i in range(4000)
+    ]
+    r = server.request(
+        "POST", "/dxt-archive/api/refill/plan", json={"source": "examon", "cells": days}
+    )
+    assert r.status_code == 400 and "4,000 distinct days" in r.json()["detail"], r.text
+    # the DAG starts 2020-03-09: a day before it is not planned, and says why
+    early = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        json={"source": "examon", "cells": [["ipmi_pub/pcie", "2020-03-08"]]},
+    ).json()
+    assert early["clears"] == [] and early["backfill"] is None
+    assert early["skipped"][0]["reason"].startswith(
+        "before the start date of dxt_examon (2020-03-09)"
+    )
+    assert server.get("/dxt-archive/api/sources")["sources"][0]["start_date"] == "2020-03-09"
+
+
+def test_a_cancelled_backfill_is_refilled_by_a_backfill_that_reprocesses_its_failed_runs(server):
+    """Airflow never starts a queued run of a paused (cancelled) backfill: clearing one would
+    leave it queued for ever. Its failed runs go into a new backfill (reprocess 'failed')."""
+    first, last = "2024-05-10", "2024-05-11"
+    r = server.request(
+        "POST",
+        "/api/v2/backfills",
+        json={
+            "dag_id": "dxt_examon",
+            "from_date": f"{first}T00:00:00Z",
+            "to_date": f"{last}T00:00:00Z",
+            "reprocess_behavior": "none",
+        },
+    )
+    assert r.status_code == 200, r.text
+    cancel = server.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel")
+    assert cancel.status_code == 200, cancel.text
+    plan = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        json={"source": "examon", "start": first, "end": last},
+    ).json()
+    assert plan["clears"] == [] and plan["skipped"] == [], plan
+    assert plan["backfill"]["reprocess_behavior"] == "failed"
+    assert plan["backfill"]["rerun_days"] == [first, last]
+    assert sorted(map(tuple, plan["backfill"]["cells"])) == sorted(
+        (u, d) for u in UNITS for d in (first, last)
+    )

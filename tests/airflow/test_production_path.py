@@ -9,14 +9,13 @@ that runs on this machine already is flushed or dropped."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 
 import httpx
 import pytest
 
+from dxt_core import procs
 from tests.airflow.conftest import AIRFLOW, airflow, base_env, free_port
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, SimulatorProcess
 
@@ -51,7 +50,7 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, redis_url, t
     )
     airflow(env, "db", "migrate")
     airflow(env, "pools", "set", "examon", "8", "Examon queries")
-    procs = []
+    started = []
     logs = []
     try:
         for args in (
@@ -62,8 +61,8 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, redis_url, t
         ):
             log = (tmp_path / f"{args[0]}.log").open("w")
             logs.append(log)
-            procs.append(
-                subprocess.Popen(
+            started.append(
+                procs.start(
                     [AIRFLOW, *args],
                     env=env,
                     stdout=log,
@@ -82,7 +81,7 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, redis_url, t
                         return got
                 except (httpx.HTTPError, KeyError, StopIteration):
                     pass
-                assert all(p.poll() is None for p in procs), "an Airflow process died"
+                assert all(p.poll() is None for p in started), "an Airflow process died"
                 time.sleep(3)
             raise AssertionError(f"timed out waiting for {what}")
 
@@ -118,15 +117,8 @@ def test_full_catalog_daily_run_on_postgres_and_celery(pg_database, redis_url, t
         assert len(manifests) == 811
         assert {json.loads(m.read_text())["status"] for m in manifests} <= {"archived", "empty"}
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:  # a Celery worker may take longer to drain
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(30)
+        for p in started:  # a Celery worker may take a minute to drain
+            procs.stop(p, 60)
         for log in logs:
             log.close()
         sim.stop()

@@ -4,8 +4,6 @@ server, LocalExecutor), a backfill of two days, then clearing one failed metric-
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dxt_core import procs
 from tests.airflow.conftest import AIRFLOW, airflow, base_env, free_port, fresh_home
 from tests.conftest import SimulatorProcess
 
@@ -34,7 +33,7 @@ class Stack:
         self.env, self.port = env, port
         self.api = f"http://127.0.0.1:{port}/api/v2"
         self.log = log.open("w")
-        self.proc = subprocess.Popen(
+        self.proc = procs.start(
             [AIRFLOW, "standalone"],
             env=env,
             stdout=self.log,
@@ -71,13 +70,7 @@ class Stack:
         ]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(30)
+        procs.stop(self.proc, 60)
         self.log.close()
 
 

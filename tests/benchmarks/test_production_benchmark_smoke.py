@@ -4,22 +4,18 @@ benchmark's own). Each takes 1.5-3 minutes on 2 cores."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from benchmarks.services import psql
-from tests.conftest import run_benchmarks, service_missing
+from tests.conftest import run_benchmarks
+from tests.services import program, require_postgres
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.perf]
 
 
 @pytest.fixture(autouse=True)
 def services_present() -> None:
-    if shutil.which("redis-server") is None:
-        service_missing("redis-server is not installed (apt-get install redis-server)")
-    if shutil.which("psql") is None or psql("select 1").returncode != 0:
-        service_missing("PostgreSQL is not reachable as postgres@127.0.0.1:5432")
+    program("redis-server", "apt-get install redis-server")
+    require_postgres()
 
 
 def _check_archive(run: dict) -> None:

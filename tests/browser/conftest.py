@@ -9,15 +9,15 @@ import pytest
 
 from tests.airflow.conftest import migrated_home  # noqa: F401  (session fixture)
 from tests.browser.stack import CHROMIUM, CHROMIUM_ARGS
-from tests.conftest import service_missing
+from tests.services import require_service
 
 
 @pytest.fixture(scope="session")
 def browser():
     if not os.path.exists(CHROMIUM):
-        service_missing(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)")
+        require_service("chromium", f"no {CHROMIUM}: apt-get install chromium (.ci/run does)")
     if importlib.util.find_spec("playwright") is None:
-        service_missing("playwright is missing: pip install -e '.[dev]'")
+        require_service("playwright", "the Python package drives chromium: pip install -e '.[dev]'")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

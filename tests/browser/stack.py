@@ -9,14 +9,13 @@ test writes. Nothing here fakes Airflow: requests go over HTTP to the running se
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
 
+from dxt_core import procs
 from tests.airflow.conftest import AIRFLOW, base_env, free_port
 
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw", "nobody": "nobody-pw"}
@@ -64,7 +63,7 @@ class Stack:
         self.log_path = log
         self._log = log.open("w")
         args = [AIRFLOW, "standalone"] if command == "standalone" else [AIRFLOW, "api-server"]
-        self.proc = subprocess.Popen(
+        self.proc = procs.start(
             args, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self._tokens: dict[str, str] = {}
@@ -117,13 +116,7 @@ class Stack:
         raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(30)
+        procs.stop(self.proc, 60)
         self._log.close()
 
 

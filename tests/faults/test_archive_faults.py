@@ -77,6 +77,7 @@ def test_a_second_writer_of_the_same_day_fails_naming_the_holder(examon_sim, tmp
     assert extract(examon_sim.url, tmp_path).returncode == 0  # free once the holder is gone
 
 
+@pytest.mark.slow  # 3 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_concurrent_extracts_of_one_day_never_crash(examon_sim, tmp_path):
     """Three CLI runs of the same metric-day at once: one writes it, the others are refused
     at the lock (before touching anything), and the day verifies."""

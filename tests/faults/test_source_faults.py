@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import http.server
-import shutil
 import ssl
 import subprocess
 import threading
@@ -38,6 +37,7 @@ from dxt_core.errors import (
 from dxt_core.http import HttpClient
 from tests.conftest import SimulatorProcess
 from tests.faults.proxy import Answer, FaultProxy, GzipBomb, Redirect, Reset, Trickle
+from tests.services import program
 
 pytestmark = pytest.mark.integration
 
@@ -234,8 +234,7 @@ class Recorder(http.server.ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def other_name_cert(tmp_path_factory) -> ssl.SSLContext:
     """A server TLS context with a self-signed certificate for another name."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
+    program("openssl", "it makes the test certificate (apt-get install openssl)")
     d = tmp_path_factory.mktemp("tls")
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",

@@ -34,7 +34,9 @@ from dxt_core.airflow.ui.grid import (
     SourceSpec,
     build_grid,
     cell_detail,
+    check_plan_size,
     dag_sources,
+    dag_start_day,
     parse_range,
     reconcile_range,
     refill_plan,
@@ -200,8 +202,12 @@ def create_app() -> FastAPI:
 
     @app.get("/api/sources")
     def list_sources(user: UserDep) -> Response:
+        from airflow.utils.session import create_session
+
         visible = [s for s in sources().values() if _may(user, s.dag_id)]
         info = _dag_info([s.dag_id for s in visible])
+        with create_session() as session:
+            starts = {s.dag_id: dag_start_day(session, s.dag_id) for s in visible}
         return _json(
             {
                 "sources": [
@@ -212,6 +218,9 @@ def create_app() -> FastAPI:
                         "group_label": s.group,
                         "dag_exists": s.dag_id in info,
                         "paused": info.get(s.dag_id, {}).get("paused"),
+                        # the page's default range starts no earlier: days before it are
+                        # never scheduled, so not "missing"
+                        "start_date": (d := starts.get(s.dag_id)) and d.isoformat(),
                     }
                     for s in visible
                 ]
@@ -257,6 +266,7 @@ def create_app() -> FastAPI:
         if body.cells is None:
             days = parse_range(body.start, body.end)
         else:
+            check_plan_size(len(body.cells), 0)
             cells = []
             for unit, day in body.cells:
                 parsed = parse_param_day(day, "day")
@@ -266,7 +276,12 @@ def create_app() -> FastAPI:
         info = _dag_info([spec.dag_id]).get(spec.dag_id, {})
         with create_session() as session:
             result = refill_plan(
-                session, spec, cells, days, max_active_runs=info.get("max_active_runs")
+                session,
+                spec,
+                cells,
+                days,
+                max_active_runs=info.get("max_active_runs"),
+                sqlite=session.get_bind().dialect.name == "sqlite",
             )
         doc = result.as_dict()
         doc["can_clear"] = _may(user, spec.dag_id, "PUT")

@@ -11,13 +11,11 @@ older C libraries; its stderr goes to a log file in the data directory.
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
 import itertools
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import orjson
 
+from dxt_core import procs
 from dxt_core.errors import DxtError
 from dxt_core.simulate.serving import Served, SimHandler
 
@@ -74,7 +73,7 @@ def spawn_noida_elasticsearch(
     data_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     log = (data_dir / "noida-db.log").open("wb")
-    proc = subprocess.Popen(
+    proc = procs.start(
         [
             noida_binary(),
             "start",
@@ -90,7 +89,7 @@ def spawn_noida_elasticsearch(
         stdout=log,
         stderr=subprocess.STDOUT,
         # the noida-db command is a Python launcher that runs the server as its child:
-        # a session of its own lets stop_process end both
+        # a session of its own lets procs.stop end both
         start_new_session=True,
     )
     log.close()
@@ -105,32 +104,9 @@ def spawn_noida_elasticsearch(
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    stop_process(proc)
+    procs.stop(proc)
     text = (data_dir / "noida-db.log").read_text(errors="replace")[-2000:]
     raise DxtError(f"noida-db did not answer on {url} within {timeout:.0f} s:\n{text}")
-
-
-def stop_process(proc: subprocess.Popen[Any], grace: float = 10) -> None:
-    """Terminate the process group started by :func:`spawn_noida_elasticsearch` (the
-    launcher and the server), then kill it if needed; always reap the launcher."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            continue
-        # the launcher is gone; give the server in its group the same grace
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def bulk_load(url: str, hits: Iterable[dict[str, Any]], chunk: int = 5000) -> int:
@@ -879,7 +855,7 @@ def spawn_es_standin(
     if user is not None:
         cmd += ["--user", user]
         env["DXT_STANDIN_PASSWORD"] = password or ""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    proc = procs.start(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -888,37 +864,61 @@ def spawn_es_standin(
             break
         if "listening on " in line:
             return proc, line.split()[-1]
-    proc.kill()
-    proc.wait()
+    procs.stop(proc, 0)
     raise DxtError(f"the Elasticsearch stand-in ({flavour}) did not start")
-
-
-def stop_standin(proc: subprocess.Popen[str]) -> None:
-    """Stop a stand-in started by :func:`spawn_es_standin` and close its pipe."""
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(
-        prog="python -m dxt_core.backends.collectd_es.simulator",
+        prog="dxt simulate collectd-es",
         description="Answer as another Elasticsearch/OpenSearch version in front of noida-db.",
     )
     p.add_argument("--upstream", required=True, help="noida-db URL")
-    p.add_argument("--as", dest="flavour", required=True, choices=STANDIN_FLAVOURS)
+    p.add_argument(
+        "--as",
+        dest="flavour",
+        choices=STANDIN_FLAVOURS,
+        help="the version to answer as (required unless --load only loads)",
+    )
+    p.add_argument(
+        "--load",
+        metavar="FILE",
+        help="first bulk-load FILE into the upstream: pages of search hits as JSON, gzip or "
+        "not (pytokio's archive_collectdes output, e.g. sample_collectdes-full.json.gz); "
+        "without --as, load and exit",
+    )
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--user", help="require Basic auth (password in DXT_STANDIN_PASSWORD)")
     a = p.parse_args(argv)
+    if a.load is None and a.flavour is None:
+        p.error("give --as FLAVOUR (to serve), --load FILE (to load), or both")
+    if a.load is not None:
+        try:
+            n = bulk_load(a.upstream, load_hits(Path(a.load)))
+        except (DxtError, OSError, ValueError, httpx.HTTPError) as exc:
+            print(f"dxt simulate collectd-es: {exc}", file=sys.stderr)
+            return 2
+        print(f"loaded {n} documents from {a.load} into {a.upstream}", flush=True)
+        if a.flavour is None:
+            return 0
     password = os.environ.get("DXT_STANDIN_PASSWORD") if a.user else None
     return serve_standin(a.upstream, a.flavour, a.port, a.user, password).run_until_signal()
+
+
+def load_hits(path: Path) -> list[dict[str, Any]]:
+    """The hits of a file of search-result pages (a JSON list of lists of hits, gzip or
+    not), as pytokio's ``archive_collectdes`` writes them."""
+    import gzip
+
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    pages = orjson.loads(raw)
+    if not isinstance(pages, list) or not all(isinstance(p, list) for p in pages):
+        raise ValueError(f"{path}: expected a JSON list of pages (lists of hits)")
+    return [h for page in pages for h in page]
 
 
 if __name__ == "__main__":

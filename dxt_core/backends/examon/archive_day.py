@@ -192,6 +192,7 @@ def archive_examon_day(
         stats=stats,
         tz=source.tz,
         report_extra=report_extra,
+        day_zone=source.conn.time_zone,
     )
     log.debug("%s: query window [%s, %s)", key, query_doc["start"], query_doc["end"])
     return report

@@ -47,7 +47,6 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
     first = parse_day(args.start_day)
     last = parse_day(args.end_day) if args.end_day else first
     archive = Archive(args.archive, replace=args.replace)
-    archive.keep_grown = bool(args.refetch)  # a refetched grown day keeps the old file
     windows = WindowPolicy(
         initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
     )
@@ -79,6 +78,18 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
     """The (plugin, metric) units of the catalog, in the archive's layout for ``--format``."""
     return [examon_parts(e, args.format) for e in load_catalog(args.catalog)]
+
+
+def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None) -> str:
+    """The ``dxt extract examon`` options that refill this archive: the server of its
+    manifests (``source_url``, without credentials) and the catalog given to coverage."""
+    url = manifest.get("source_url") if manifest else None
+    opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
+    if args.catalog:
+        opts += f" --catalog {args.catalog}"
+    if args.format != "csv":
+        opts += f" --format {args.format}"
+    return opts
 
 
 def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:

@@ -209,6 +209,32 @@ class WindowPolicy:
             raise ConfigError("target_points must be >= 1")
 
 
+#: The tag Examon's publishers put on every series: the plugin that published it.
+PLUGIN_TAG = "plugin"
+
+
+def check_plugin(entry: CatalogEntry, plugins: set[str], url: str) -> None:
+    """Refuse an entry whose plugin is not among the metric's ``plugin`` tag values.
+
+    The plugin does not filter the query (the metric name does), so a misspelled plugin
+    (``ipmi_pubb``) would archive the metric's rows under a directory of that name. The
+    server decides, as for metric names: its ``plugin`` tag values of the metric. A metric
+    whose series carry no ``plugin`` tag is not checked.
+
+    Raises:
+        QueryRejected: names the plugins that publish the metric, the closest first.
+    """
+    if not plugins or entry.plugin in plugins:
+        return
+    close = difflib.get_close_matches(entry.plugin, sorted(plugins), n=3, cutoff=0.0)
+    raise QueryRejected(
+        f"{entry.key}: the metric {entry.metric!r} is published by plugin "
+        f"{' or '.join(repr(p) for p in close)}, not {entry.plugin!r} (the server's "
+        f"'{PLUGIN_TAG}' tag values); fix the plugin (--plugin or the catalog line)",
+        url=url,
+    )
+
+
 class KairosDBSource:
     """Reads Examon metrics from KairosDB, one metric and window at a time."""
 
@@ -348,10 +374,15 @@ class KairosDBSource:
         path = self.api_path("datapoints/query/tags", stats)
         doc = _rate_limited(self._http.post_json, path, body, stats=stats)
         keys: set[str] = set()
+        plugins: set[str] = set()
         for result in _results(doc, self._http.url(path)):
             tags = result.get("tags") or {}
             if isinstance(tags, dict):
                 keys.update(k for k, v in tags.items() if v)
+                values = tags.get(PLUGIN_TAG)
+                if isinstance(values, list):
+                    plugins.update(str(v) for v in values)
+        check_plugin(entry, plugins, self._http.url(path))
         return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
 
     def _tag_keys(
@@ -1064,14 +1095,21 @@ def _checked_points(values: Any, url: str, where: str) -> list[Any]:
 def _inside(points: Sequence[Any], start_ms: int, end_ms: int) -> tuple[Sequence[Any], int]:
     """The points in ``[start_ms, end_ms)`` and how many were outside.
 
-    The points are in time order (the query asks ``order: asc``), so a series inside the
-    window is seen from its first and last time alone.
+    Every timestamp is looked at, not only the first and the last: a point of another day
+    in the middle of a series (a server's or a proxy's bug) is dropped too. For points kept
+    as the server's text the test is ``min``/``max`` over the timestamps' digit strings
+    (one width, so they order as numbers), a C loop.
     """
     if isinstance(points, RawPoints):
-        if start_ms <= points.ts(0) and points.ts(-1) < end_ms:
+        lo, hi = str(start_ms).encode(), str(end_ms).encode()
+        ts = points.ts_tokens
+        if len(lo) == len(hi) == points.width and lo <= min(ts) and max(ts) < hi:
             return points, 0
         points = list(points)
-    elif start_ms <= points[0][0] and points[-1][0] < end_ms:
+    if not points:
+        return points, 0
+    times = [p[0] for p in points]
+    if start_ms <= min(times) and max(times) < end_ms:
         return points, 0
     kept = [p for p in points if start_ms <= p[0] < end_ms]
     return kept, len(points) - len(kept)

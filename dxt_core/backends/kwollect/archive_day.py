@@ -101,4 +101,4 @@ def archive_kwollect_day(
         extra = {"compression": gz.label, "first_timestamp": first, "last_timestamp": last}
         staging.done("jsonl.gz", WriteResult(rows=rows, bytes=gz.bytes, sha256=sha, extra=extra))
 
-    return archive_one_day(archive, key, write, manifest=manifest, stats=stats)
+    return archive_one_day(archive, key, write, manifest=manifest, stats=stats, day_zone=time_zone)

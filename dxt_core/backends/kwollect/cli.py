@@ -71,7 +71,6 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
         first = parse_day(args.start_day)
         last = parse_day(args.end_day) if args.end_day else first
         archive = Archive(args.archive, replace=args.replace)
-        archive.keep_grown = bool(args.refetch)  # a refetched grown day keeps the old file
         with KwollectClient(args.api_url, auth, **options) as client:
 
             def unit(u: dict[str, Any], day: dt.date) -> Unit:

@@ -374,10 +374,14 @@ def test_cli_extract_and_coverage(examon_sim, small_catalog, tmp_path):
     )
     assert cov.returncode == 3
     assert "12 archived" in cov.stdout and "6 missing" in cov.stdout
+    # made by dxt extract (each manifest says so): the refill is a dxt extract command
     assert (
-        "airflow backfill create --dag-id dxt_examon --from-date 2020-03-08 "
-        "--to-date 2020-03-08 --reprocess-behavior failed"
+        f"dxt extract examon --url {examon_sim.url} --catalog {small_catalog} "
+        f"--start-day 2020-03-08 --end-day 2020-03-08 --archive {tmp_path}"
     ) in cov.stdout
+    assert "airflow backfill" not in cov.stdout
+    made = json.loads((tmp_path / "examon/ipmi_pub/ambient/2020-03-09.manifest.json").read_text())
+    assert made["made_by"] == {"tool": "dxt"}
     ok = _dxt(
         "coverage",
         "--archive",
@@ -448,6 +452,7 @@ def test_cli_bad_input_names_the_problem(tmp_path):
     assert out.returncode == 2 and "expected YYYY-MM-DD" in out.stderr
 
 
+@pytest.mark.slow  # 3 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_killed_extraction_leaves_no_partial_file(small_catalog, tmp_path):
     sim = SimulatorProcess(["--catalog", str(small_catalog), "--nodes", "4", "--delay", "0.3"])
     try:
@@ -493,3 +498,22 @@ def test_killed_extraction_leaves_no_partial_file(small_catalog, tmp_path):
         ]
     finally:
         sim.stop()
+
+
+def test_cli_refuses_a_misspelled_plugin_naming_the_closest(examon_sim, small_catalog, tmp_path):
+    """The plugin does not filter the query: a typo would archive the metric's rows under the
+    typo. The server's 'plugin' tag values of the metric decide, on --plugin and catalog lines."""
+    common = ("extract", "examon", "--url", examon_sim.url, "--start-day", "2020-03-09")
+    out = _dxt(*common, "--metric", "ambient", "--plugin", "ipmi_pubb", "--archive", str(tmp_path))
+    assert out.returncode == 1, out.stderr
+    assert (
+        "ipmi_pubb/ambient: the metric 'ambient' is published by plugin 'ipmi_pub', not 'ipmi_pubb'"
+    ) in out.stdout + out.stderr
+    assert not [p for p in (tmp_path / "examon").rglob("*") if p.is_file()]  # nothing archived
+    typo = tmp_path / "typo.csv"
+    typo.write_text("metric,plugin\nambient,ipmi_pub\nstate,nagios_pubb\n")
+    out = _dxt(*common, "--catalog", str(typo), "--archive", str(tmp_path / "b"))
+    assert out.returncode == 1
+    assert "published by plugin 'nagios_pub', not 'nagios_pubb'" in out.stdout + out.stderr
+    assert (tmp_path / "b/examon/ipmi_pub/ambient/2020-03-09.csv.gz").is_file()
+    assert not [p for p in (tmp_path / "b/examon/nagios_pubb").rglob("*") if p.is_file()]

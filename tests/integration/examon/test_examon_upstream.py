@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -406,6 +408,34 @@ def test_the_simulator_serves_jobs_where_the_cli_looks_by_default(
         out = _run_printed(command, tmp_path)
         assert out.returncode == 0, out.stderr
         assert list((tmp_path / "archive/examon/job_table").rglob("*.csv.gz"))
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_the_printed_command_with_a_user_carries_the_password_variable(
+    catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --user, the printed command sets DXT_EXAMON_PASSWORD (dxt extract reads the
+    password only from there), and runs as printed in a shell."""
+    monkeypatch.setenv("DXT_SIM_PASSWORD", "s3cret-sim")
+    proc, lines, command = _printed_command(
+        ["--port", "0", "--jobs-port", "off", "--catalog", str(catalog), "--user", "alice"]
+    )
+    try:
+        assert command.startswith('DXT_EXAMON_PASSWORD="$DXT_SIM_PASSWORD" dxt extract examon ')
+        assert "--user alice" in command and "s3cret-sim" not in "".join(lines)
+        shell = command.replace("--archive ./archive", f"--archive {tmp_path / 'a'}")
+        shell = re.sub(r"--start-day \S+", "--start-day 2020-03-09", shell)
+        env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        out = subprocess.run(
+            ["bash", "-c", shell], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert out.returncode == 0, out.stderr
+        assert "0 failed" in out.stdout
     finally:
         proc.terminate()
         proc.communicate(timeout=10)

@@ -21,6 +21,7 @@ import httpx
 import orjson
 import pytest
 
+from dxt_core import procs
 from dxt_core.backends.examon.simulator import (
     ExamonSimulator,
     Faults,
@@ -50,7 +51,7 @@ class SimProcess:
         # An inherited DXT_SIM_PASSWORD must not leak into a server meant to be open.
         inherited = {k: v for k, v in os.environ.items() if k != "DXT_SIM_PASSWORD"}
         full_env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
-        self.proc = subprocess.Popen(
+        self.proc = procs.start(
             [sys.executable, "-m", "dxt_core.backends.examon.simulator", "--port", "0", *args],
             cwd=ROOT,
             env=full_env,
@@ -82,15 +83,9 @@ class SimProcess:
         raise RuntimeError(f"simulator did not start: {err}")
 
     def stop(self) -> int:
-        self.proc.terminate()
-        try:
-            return self.proc.wait(timeout=15)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            for stream in (self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    stream.close()
+        rc = procs.stop(self.proc, 15)
+        assert rc is not None, "the simulator could not be reaped"
+        return rc
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ these changes, each checked to apply exactly once (docs/compatibility.md lists t
    the script's first connection, which creates ``kwdb`` and alters it by that name, is not run).
 6. ``nodetime_by_job`` (empty by default, an OAR view in production) reads a table of test jobs.
 
-PL/Python (``plpython3u``) is needed: Debian's ``postgresql-plpython3-15``. The tests skip, with
-that name, when it is absent.
+PL/Python (``plpython3u``) is needed: Debian's ``postgresql-plpython3-15``. When it is absent the
+tests skip naming it, and fail under ``CI=true`` (tests.services.require_service).
 """
 
 from __future__ import annotations
@@ -44,13 +44,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.services import track_database, untrack_database
+
 KWOLLECT_VERSION = "1.3.1"
 SETUP_PATH = "kwollect/db/kwollect_setup_db.py"
 PG_DSN = os.environ.get("DXT_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 
 
 class Unavailable(Exception):
-    """What the tests need is missing here; the message says what."""
+    """What the tests need is missing here: ``service`` names it, the message says more."""
+
+    def __init__(self, service: str, reason: str) -> None:
+        super().__init__(f"{service}: {reason}")
+        self.service, self.reason = service, reason
 
 
 def setup_source() -> str:
@@ -71,8 +77,9 @@ def setup_source() -> str:
         )  # fmt: skip
         if out.returncode != 0 or not wheel.exists():
             raise Unavailable(
-                f"the kwollect {KWOLLECT_VERSION} package is neither installed nor downloadable "
-                f"(pip download --no-deps kwollect=={KWOLLECT_VERSION}): {out.stderr[-300:]}"
+                f"kwollect {KWOLLECT_VERSION}",
+                "the package is neither installed nor downloadable "
+                f"(pip download --no-deps kwollect=={KWOLLECT_VERSION}): {out.stderr[-300:]}",
             )
     with zipfile.ZipFile(wheel) as z:
         return z.read(SETUP_PATH).decode()
@@ -211,20 +218,21 @@ class KwollectDatabase:
         try:
             import psycopg2
         except ImportError as exc:  # pragma: no cover - installed with the dev extras
-            raise Unavailable("psycopg2 is not installed") from exc
+            raise Unavailable("psycopg2", "pip install -e '.[dev]'") from exc
         self.psycopg2 = psycopg2
         try:
             admin = psycopg2.connect(PG_DSN, connect_timeout=5)
         except psycopg2.OperationalError as exc:
-            raise Unavailable(f"no PostgreSQL at {PG_DSN!r} ({str(exc).strip()})") from exc
+            raise Unavailable("PostgreSQL", f"none at {PG_DSN!r} ({str(exc).strip()})") from exc
         admin.autocommit = True
         with admin.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'plpython3u'")
             if not cur.fetchall():
                 admin.close()
                 raise Unavailable(
-                    "PostgreSQL has no PL/Python (plpython3u), which Kwollect's api.get_metrics "
-                    "is written in: apt-get install postgresql-plpython3-15"
+                    "PL/Python (plpython3u)",
+                    "Kwollect's api.get_metrics is written in it: apt-get install "
+                    "postgresql-plpython3-15 (.ci/run does)",
                 )
         self.admin = admin
         tag = uuid.uuid4().hex[:10]
@@ -232,6 +240,8 @@ class KwollectDatabase:
         self.user = f"dxt_kwuser_{tag}"
         self.ro = f"{self.user}_ro"
         self._created = False
+        # dropped at the end of the run if drop() is never reached (an interrupted run)
+        track_database(self.name, roles=(self.ro, self.user))
         self._setup()
 
     def dsn(self, user: str = "postgres") -> str:
@@ -296,3 +306,4 @@ class KwollectDatabase:
             cur.execute(f"DROP ROLE IF EXISTS {self.ro}")
             cur.execute(f"DROP ROLE IF EXISTS {self.user}")
         self.admin.close()
+        untrack_database(self.name)

@@ -27,6 +27,7 @@ def dxt(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     return subprocess.run([DXT, *args], capture_output=True, text=True, timeout=300, env=env)
 
 
+@pytest.mark.slow  # 6 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_backup_archive_and_errors(sim, tmp_path):
     out = dxt(
         "extract",

@@ -20,6 +20,7 @@ def test_notebook_is_committed_without_outputs():
             assert cell.outputs == [] and cell.execution_count is None
 
 
+@pytest.mark.slow  # 11 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_notebook_executes_against_the_simulator(tmp_path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient

@@ -23,13 +23,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dxt_core import Archive, ConfigError, Kwollect
+from dxt_core import Archive, ConfigError, Kwollect, procs
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 from dxt_core.backends.kwollect.simulator.query import pg_number
 from dxt_core.backends.kwollect.source import KwollectClient, parse_nodes
 from dxt_core.windows import day_window, zone
 from tests.integration.kwollect.kwollect_pg import KwollectDatabase, Unavailable
 from tests.kwollect_sim import KwollectSimProcess
+from tests.services import require_service
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -66,7 +67,7 @@ def kwdb():
     try:
         db = KwollectDatabase()
     except Unavailable as exc:
-        pytest.skip(f"Kwollect's api.get_metrics cannot run here: {exc}")
+        require_service(exc.service, f"Kwollect's api.get_metrics cannot run here: {exc.reason}")
     try:
         db.execute(DATA_SQL)
         yield db
@@ -79,7 +80,7 @@ def api(kwdb, tmp_path_factory):
     catalog = tmp_path_factory.mktemp("catalog") / "catalog.json"
     refrepo = json.loads(REFREPO.read_text())
     catalog.write_text(json.dumps({"lyon/nova": refrepo["lyon/nova"]}))
-    proc = subprocess.Popen(
+    proc = procs.start(
         [sys.executable, "-m", "tests.integration.kwollect.pg_adapter", "--dsn",
          kwdb.dsn(kwdb.user), "--role", kwdb.ro, "--catalog", str(catalog)],
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3],
@@ -87,9 +88,7 @@ def api(kwdb, tmp_path_factory):
     line = proc.stdout.readline()
     assert "listening on" in line, line
     yield line.split()[-1].strip() + "/stable"
-    proc.terminate()
-    proc.wait(10)
-    proc.stdout.close()
+    procs.stop(proc)
 
 
 @pytest.fixture(scope="module")

@@ -85,6 +85,7 @@ def silent(request):
     s.close()
 
 
+@pytest.mark.slow  # 5 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_a_silent_api_costs_two_timeouts_and_says_so(silent):
     client = KwollectClient(
         silent.url, timeout_s=1.0, retry=RetryPolicy(attempts=5, backoff_s=0), max_points=10**9
@@ -111,6 +112,7 @@ def test_a_silent_api_costs_two_timeouts_and_says_so(silent):
     assert elapsed < 15, elapsed
 
 
+@pytest.mark.slow  # 12 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_the_cli_fails_fast_with_advice_about_its_own_options(silent, tmp_path):
     out = subprocess.run(
         [
@@ -120,7 +122,7 @@ def test_the_cli_fails_fast_with_advice_about_its_own_options(silent, tmp_path):
         ],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert out.returncode == 2, out.stderr
+    assert out.returncode == 4, out.stderr  # the server did not answer: 4, every backend
     assert "does not answer" in out.stderr
     help_text = subprocess.run(
         [DXT, "extract", "kwollect", "--help"], capture_output=True, text=True, timeout=60

@@ -190,6 +190,7 @@ def _limit_file_size(limit: int):
 
 
 @pytest.mark.parametrize("fmt", ["hdf5", "jsonl"])
+@pytest.mark.slow  # 5-8 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_a_size_limit_is_a_clear_error_without_crash_or_leftovers(tmp_path, fmt):
     """Issue 12.9: a full disk gave "timestamps do not match, recreate the file" and then a
     segmentation fault. The file is now assembled in memory and written with plain I/O."""

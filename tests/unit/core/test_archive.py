@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dxt_core.archive import Archive, DayKey, atomic_file, coverage
-from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, SourceShrank
+from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged, SourceShrank
 
 DAY = dt.date(2020, 3, 9)
 KEY = DayKey("examon", ("ipmi_pub", "ambient"), DAY)
@@ -122,13 +122,17 @@ def test_replace_with_an_empty_source_removes_the_file_but_keeps_a_version(tmp_p
     assert version.read_bytes() == b"row\n" * 10
 
 
-def test_more_or_as_many_rows_replace_without_a_version(tmp_path):
+def test_as_many_rows_other_bytes_need_replace_and_more_rows_keep_a_version(tmp_path):
+    # Issue 21: a rerun never changes archived bytes silently (docs/faults.md, section 1).
     archive = Archive(tmp_path)
     write_day(archive, 10)
-    write_day(archive, 10, payload=b"x" * 7)
+    write_day(archive, 10)  # the same bytes: no version
+    assert not (archive.directory(KEY) / ".versions").exists()
+    with pytest.raises(ContentChanged):
+        write_day(archive, 10, payload=b"x" * 7)
     write_day(archive, 12)
     assert archive.read_manifest(KEY)["rows"] == 12
-    assert not (archive.directory(KEY) / ".versions").exists()
+    assert len(list((archive.directory(KEY) / ".versions").glob("*.csv.gz.prev-*"))) == 1
 
 
 def test_an_empty_day_can_fill_up_later(tmp_path):

@@ -85,3 +85,51 @@ def test_partial_archive_still_reports_what_is_missing(capsys, catalog, tmp_path
     assert rc == 3
     assert "1 empty, 3 missing" in out
     assert "airflow backfill create --dag-id dxt_examon --from-date 2024-05-01" in out
+
+
+def test_refill_commands_follow_how_the_archive_was_made(capsys, catalog, tmp_path):
+    """Each manifest's made_by says who wrote it: an archive of the DAG is refilled with
+    Airflow (a day archived by a run of another logical date, its 'day' param, is cleared in
+    that run), an archive of dxt extract with dxt extract."""
+    by_run = {
+        "tool": "airflow",
+        "dag_id": "dxt_examon",
+        "run_id": "manual__2024-06-01T00:00:00+00:00",
+        "logical_date": "2024-06-01T00:00:00+00:00",
+    }
+    a = Archive(tmp_path / "af")
+    a.commit_manifest(
+        DayKey("examon", ("ipmi_pub", "ambient"), DAY), {"status": "empty", "made_by": by_run}
+    )
+    # a corrupt day: its manifest names a file that is not there
+    key = DayKey("examon", ("ipmi_pub", "pcie"), DAY)
+    a.commit_manifest(
+        key,
+        {
+            "status": "archived",
+            "file": "2024-05-01.csv.gz",
+            "rows": 1,
+            "bytes": 9,
+            "made_by": by_run,
+        },
+    )
+    rc, out, _ = coverage(capsys, a.root, catalog)
+    assert rc == 3
+    assert "dxt extract" not in out
+    assert "airflow backfill create --dag-id dxt_examon --from-date 2024-05-01" in out
+    assert (
+        "airflow tasks clear dxt_examon -t archive_metric_day -s 2024-06-01T00:00:00+00:00 "
+        "-e 2024-06-01T00:00:00+00:00 -y   # 2024-05-01 was archived by run "
+        "manual__2024-06-01T00:00:00+00:00"
+    ) in out
+    d = Archive(tmp_path / "cli")
+    d.commit_manifest(
+        DayKey("examon", ("ipmi_pub", "ambient"), DAY),
+        {"status": "empty", "source_url": "http://examon:8083", "made_by": {"tool": "dxt"}},
+    )
+    rc, out, _ = coverage(capsys, d.root, catalog)
+    assert rc == 3 and "airflow" not in out
+    assert (
+        f"dxt extract examon --url http://examon:8083 --catalog {catalog} --start-day 2024-05-01 "
+        f"--end-day 2024-05-02 --archive {d.root}"
+    ) in out

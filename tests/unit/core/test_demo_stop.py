@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core.demo import Shutdown, Stopped, session_pids, stop_session
+from dxt_core.demo import Shutdown, Stopped, stop_session
+from dxt_core.procs import session_pids
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 

@@ -77,7 +77,7 @@ def test_the_daily_pass_refetches_the_grown_day_records_the_shrunk_one(tmp_path:
         archive, "toy", UNITS, DAY, 1, counter({(UNITS[0], d): 11, (UNITS[1], d): 9}), refetch
     )
     assert fetched == [(UNITS[0], d)]
-    assert report.refetched == [(UNITS[0], d, 10, 11)] and archive.keep_grown
+    assert report.refetched == [(UNITS[0], d, 10, 11)]
     assert archive.kept_path(DayKey("toy", UNITS[1], d)).is_file()
     assert "refetched 1 grown: p/a 2024-05-03: 10 -> 11" in report.note()
 

@@ -139,7 +139,9 @@
       const monthDays = new Date(Date.UTC(+day.slice(0, 4), +day.slice(5, 7), 0)).getUTCDate();
       const roomy = (monthDays - dom + 1) * cw > 56;  // the month's name fits before the next
       if (dom === 1 || (c === c0 && roomy)) { ctx.fillStyle = fg; ctx.fillText(day.slice(0, 7), Math.max(x, LABEL_W), 9); ctx.fillStyle = muted; }
-      if ((dom - 1) % every === 0 && dom <= 29) ctx.fillText(String(dom), x, 25);
+      // the last column always has its label; a regular one too close to it gives way
+      const last = c === data.days.length - 1, room = (data.days.length - 1 - c) * cw >= 18;
+      if (last || ((dom - 1) % every === 0 && dom <= 29 && room)) ctx.fillText(String(dom), x, 25);
     }
     ctx.fillStyle = fg; ctx.fillText(data.group_label, 4, 25);
   }
@@ -178,10 +180,10 @@
     const cells = data.units.length * data.days.length;
     const ms = rendered === null ? "" : ` Rendered in ${(rendered / 1000).toFixed(2)} s (server ${
       (data.seconds.units + data.seconds.archive + data.seconds.airflow).toFixed(2)} s).`;
-    $("summary").innerHTML = `<b>${data.title}</b> (DAG <code>${data.dag_id}</code>${data.paused ? ", paused" : ""}): ` +
+    $("summary").innerHTML = `<b>${esc(data.title)}</b> (DAG <code>${esc(data.dag_id)}</code>${data.paused ? ", paused" : ""}): ` +
       `${data.units.length} ${data.units.length === 1 ? "unit" : "units"} × ${data.days.length} days = ${cells.toLocaleString()} cells. ` +
-      `Archive: ${Object.entries(a).map(([k, v]) => `${k} ${v.toLocaleString()}`).join(", ")}. ` +
-      `Airflow: ${Object.entries(t).filter(([, v]) => v).map(([k, v]) => `${k} ${v.toLocaleString()}`).join(", ")}.${ms}`;
+      `Archive: ${Object.entries(a).map(([k, v]) => `${esc(k)} ${esc(v.toLocaleString())}`).join(", ")}. ` +
+      `Airflow: ${Object.entries(t).filter(([, v]) => v).map(([k, v]) => `${esc(k)} ${esc(v.toLocaleString())}`).join(", ")}.${ms}`;
   }
 
   function legend() {
@@ -221,18 +223,20 @@
       holes = new Set(data.holes || []);
       const groups = [...new Set(data.groups)];
       const sel = $("group"), was = sel.value;
-      sel.innerHTML = `<option value="">all</option>` + groups.map((g) => `<option>${g}</option>`).join("");
+      sel.replaceChildren(new Option("all", ""), ...groups.map((g) => new Option(g, g)));
       sel.value = groups.includes(was) ? was : "";
       $("group-label").textContent = data.group_label[0].toUpperCase() + data.group_label.slice(1);
       buildRows(); resize(); draw();
       if (rendered === null) rendered = performance.now();  // since navigation start
       window.dxtCoverage.lastLoadMs = performance.now() - t;
       summary(); updateSelection();
-      if (data.warnings.length) notice(data.warnings.join("; "));
+      // a source's warnings go when another source is shown
+      notice([CFG.not_ours ? notOurs() : "", ...data.warnings].filter(Boolean).join("; "));
       status(`updated ${new Date().toLocaleTimeString()}`);
       window.dxtCoverage.ready = true;
       window.dxtCoverage.loads++;
       scheduleRefresh();
+      health();
       if (current) showDetail(current.u, current.c, true);
     } catch (e) {
       status(`could not load the grid: ${e.message}`, true);
@@ -246,6 +250,7 @@
     if (busy && $("auto").checked) refreshTimer = setTimeout(() => load(true), 5000);
   }
 
+  const notOurs = () => `${CFG.dag_id} is not a dxt-archive DAG; the coverage view shows the dxt DAGs.`;
   function notice(text) { const n = $("notice"); n.textContent = text; n.hidden = !text; }
   function signIn() { notice("Your Airflow session has ended: sign in again."); window.top.location.href = `${CFG.base}/`; }
 
@@ -264,15 +269,15 @@
       const d = await api(`api/cell?${q}`);
       if (!current || current.u !== u || current.c !== c) return;
       $("detail-states").innerHTML =
-        `Archive: <span class="badge" data-archive-state="${d.archive_state}" style="background:${ACOL[Object.keys(ARCHIVE).find((k) => ARCHIVE[k] === d.archive_state)]}">${d.archive_state}</span> ` +
-        `Airflow: <span class="badge" data-airflow-state="${d.airflow_state}" style="background:${TCOL[Object.keys(AIRFLOW).find((k) => AIRFLOW[k] === d.airflow_state)] || "#a0aec0"}">${d.airflow_state}</span>` +
+        `Archive: <span class="badge" data-archive-state="${esc(d.archive_state)}" style="background:${esc(ACOL[Object.keys(ARCHIVE).find((k) => ARCHIVE[k] === d.archive_state)] || "#a0aec0")}">${esc(d.archive_state)}</span> ` +
+        `Airflow: <span class="badge" data-airflow-state="${esc(d.airflow_state)}" style="background:${esc(TCOL[Object.keys(AIRFLOW).find((k) => AIRFLOW[k] === d.airflow_state)] || "#a0aec0")}">${esc(d.airflow_state)}</span>` +
         (d.problem ? `<br><span class="error">${esc(d.problem)}</span>` : "") +
         (d.kept ? `<br>Kept: on ${esc(d.kept.at)} the source had ${esc(d.kept.source_rows)} rows, the archive ${esc(d.kept.archive_rows)}; the archived file stays (trigger with <code>replace</code> to take the smaller day).` : "");
       const t = d.task;
       if (t) {
-        const base = `/dags/${encodeURIComponent(d.dag_id)}/runs/${encodeURIComponent(t.run_id)}/tasks/${encodeURIComponent(d.task_id)}/mapped/${t.map_index}`;
+        const base = `/dags/${encodeURIComponent(d.dag_id)}/runs/${encodeURIComponent(t.run_id)}/tasks/${encodeURIComponent(d.task_id)}/mapped/${encodeURIComponent(t.map_index)}`;
         $("detail-links").innerHTML = `<a id="log-link" target="_top" href="${esc(uiLink(base))}">Log</a> · ` +
-          `<a id="xcom-link" target="_top" href="${esc(uiLink(`${base}/xcom`))}">XCom</a> · try ${t.try_number} · run <code>${esc(t.run_id)}</code>`;
+          `<a id="xcom-link" target="_top" href="${esc(uiLink(`${base}/xcom`))}">XCom</a> · try ${esc(t.try_number)} · run <code>${esc(t.run_id)}</code>`;
       } else {
         $("detail-links").textContent = d.runs.length ? "No task instance for this unit in the day's runs." : "No run archives this day yet.";
       }
@@ -288,7 +293,7 @@
       ].filter(([, v]) => v !== undefined && v !== null);
       $("detail-table").innerHTML = fields.map(([k, v]) => `<tr><th>${k}</th><td>${esc(v)}</td></tr>`).join("");
       $("detail-runs").innerHTML = d.runs.length ? "<tr><th>run</th><th>run state</th><th>task</th></tr>" + d.runs.map((r) =>
-        `<tr><td>${esc(r.run_id)}${r.day_from_param ? " (day param)" : ""}</td><td>${esc(r.run_state)}</td><td>${r.map_index === null ? "–" : `${esc(r.state)} (try ${r.try_number})`}</td></tr>`).join("") : "<tr><td>none</td></tr>";
+        `<tr><td>${esc(r.run_id)}${r.day_from_param ? " (day param)" : ""}</td><td>${esc(r.run_state)}</td><td>${r.map_index === null ? "–" : `${esc(r.state)} (try ${esc(r.try_number)})`}</td></tr>`).join("") : "<tr><td>none</td></tr>";
       $("detail-json").textContent = d.manifest ? JSON.stringify(d.manifest, null, 2) : "(no manifest)";
     } catch (e) {
       $("detail-states").innerHTML = `<span class="error">${esc(e.message)}</span>`;
@@ -308,21 +313,51 @@
     return plan;
   }
 
+  const plural = (n, one, many) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
+  // "a, b and 3 more": the cells an action covers, escaped
+  const cellList = (cells, n = 6) => {
+    const shown = cells.slice(0, n).map(([u, d]) => `${esc(u)} ${esc(d)}`).join(", ");
+    return cells.length > n ? `${shown} and ${(cells.length - n).toLocaleString()} more` : shown;
+  };
+
   function showPlan(plan) {
     const items = [];
     for (const c of plan.clears) {
-      items.push(c.task_ids ? `clear ${c.task_ids.length} task ${c.task_ids.length === 1 ? "instance" : "instances"} of run <code>${esc(c.dag_run_id)}</code>`
-                            : `clear the failed tasks of run <code>${esc(c.dag_run_id)}</code> (it failed before this task)`);
+      items.push(c.whole_run
+        ? `clear run <code>${esc(c.dag_run_id)}</code> whole: it ended before expanding its units, so Airflow expands them again (${cellList(c.cells)})`
+        : `clear ${plural(c.task_ids.length, "task instance", "task instances")} of run <code>${esc(c.dag_run_id)}</code> (${cellList(c.cells)})`);
     }
-    if (plan.backfill) items.push(`backfill ${plan.backfill.days.length} ${plan.backfill.days.length === 1 ? "day" : "days"} with no run (${plan.backfill.from_date.slice(0, 10)} to ${plan.backfill.to_date.slice(0, 10)}, days that have a run are left alone)`);
-    for (const s of plan.skipped) items.push(`skip ${esc(s.unit)} ${s.day}: ${esc(s.reason)}`);
+    if (plan.backfill) {
+      const b = plan.backfill, rerun = b.rerun_days || [], fresh = b.days.length - rerun.length;
+      const what = [fresh ? `${plural(fresh, "day", "days")} with no run` : "",
+                    rerun.length ? `${plural(rerun.length, "day", "days")} whose run failed in a cancelled backfill (Airflow does not start those runs again: the new backfill reruns them)` : ""].filter(Boolean).join(" and ");
+      items.push(`backfill ${what} (${esc(b.from_date.slice(0, 10))} to ${esc(b.to_date.slice(0, 10))}; ` +
+        (b.reprocess_behavior === "failed" ? "days in this range whose run failed are run again, the others left alone)" : "days that have a run are left alone)"));
+    }
+    for (const s of plan.skipped) items.push(`skip ${esc(s.unit)} ${esc(s.day)}: ${esc(s.reason)}`);
     if (!plan.can_clear) items.push(`<span class="error">you may not clear task instances of ${esc(plan.dag_id)}; Airflow would refuse the refill</span>`);
-    $("plan").innerHTML = `<b>Refill ${plan.cells} ${plan.cells === 1 ? "cell" : "cells"} of ${esc(plan.dag_id)}</b>` +
+    $("plan").innerHTML = `<b>Refill ${plural(plan.cells, "cell", "cells")} of ${esc(plan.dag_id)}</b>` +
       (plan.paused ? ` <span class="error">(the DAG is paused: cleared tasks wait until it is unpaused; backfills run)</span>` : "") +
       `<ul>${items.map((i) => `<li>${i}</li>`).join("") || "<li>nothing to do</li>"}</ul>`;
     $("confirm-refill").disabled = !(plan.clears.length || plan.backfill) || !plan.can_clear;
     $("confirm").hidden = false;
     window.dxtCoverage.plan = plan;
+  }
+
+  // The outcome of a refill stays on the page (the periodic refresh does not touch it) until
+  // the user dismisses it: per action what Airflow answered, and every skipped cell's reason.
+  function showResult(result) {
+    const li = (cls, text) => `<li class="${cls}">${text}</li>`;
+    const lines = [
+      ...result.done.map((d) => li("ok", `${esc(d.what)} (${cellList(d.cells)})`)),
+      ...result.failed.map((d) => li("error", `${esc(d.what)} (${cellList(d.cells)})`)),
+      ...result.skipped.map((s) => li("skip", `not refilled: ${esc(s.unit)} ${esc(s.day)}: ${esc(s.reason)}`)),
+    ];
+    const n = (list) => list.reduce((k, d) => k + (d.cells ? d.cells.length : 1), 0);
+    $("result-text").innerHTML = `<b>Refill of ${esc(result.dag_id)}: ${plural(n(result.done), "cell", "cells")} sent to Airflow, ` +
+      `${n(result.failed).toLocaleString()} failed, ${result.skipped.length.toLocaleString()} not refilled</b><ul>${lines.join("")}</ul>`;
+    $("result").className = result.failed.length ? "error" : "";
+    $("result").hidden = false;
   }
 
   async function runPlan(plan) {
@@ -334,29 +369,57 @@
       if (c.task_ids) body.task_ids = c.task_ids;
       try {
         const r = await api(`${CFG.api}/dags/${encodeURIComponent(plan.dag_id)}/clearTaskInstances`, { method: "POST", body: JSON.stringify(body) });
-        done.push(`cleared ${r.total_entries} in ${c.dag_run_id}`);
-      } catch (e) { failed.push(`clear ${c.dag_run_id}: ${e.message}`); }
+        const want = c.task_ids ? c.task_ids.length : 1;
+        if (r.total_entries >= want) done.push({ what: `cleared ${plural(r.total_entries, "task instance", "task instances")} in ${c.dag_run_id}`, cells: c.cells });
+        else failed.push({ what: `Airflow cleared ${r.total_entries} of ${want} in ${c.dag_run_id}: reload and look at these cells' runs`, cells: c.cells });
+      } catch (e) { failed.push({ what: `clear ${c.dag_run_id}: ${e.message}`, cells: c.cells }); }
     }
     if (plan.backfill) {
       const b = plan.backfill, body = { dag_id: b.dag_id, from_date: b.from_date, to_date: b.to_date, reprocess_behavior: b.reprocess_behavior };
       if (b.max_active_runs) body.max_active_runs = b.max_active_runs;
-      // On SQLite, Airflow answers 503 while the scheduler holds the write lock: try again.
+      // One creation at a time, never two at once. On SQLite, Airflow answers 503 while the
+      // scheduler holds the write lock (the creation was rolled back): try again, serially.
       for (let attempt = 1; ; attempt++) {
         try {
           const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
-          done.push(`backfill ${r.id} created`);
+          done.push({ what: `backfill ${r.id} created over ${plural(b.days.length, "day", "days")}`, cells: b.cells });
           break;
         } catch (e) {
-          if (e.status === 503 && attempt < 10) { status(`backfill: ${e.message}; trying again`); await new Promise((ok) => setTimeout(ok, 3000)); continue; }
-          failed.push(`backfill: ${e.message}`);
+          if (e.status === 503 && attempt < 10) { status(`backfill: ${e.message}; trying again (${attempt}/10)`); await new Promise((ok) => setTimeout(ok, 3000)); continue; }
+          failed.push({ what: `backfill: ${e.message}`, cells: b.cells });
           break;
         }
       }
     }
     selected = new Set();
-    status(`${done.join("; ")}${failed.length ? `; FAILED: ${failed.join("; ")}` : ""}`, failed.length > 0);
+    const result = { dag_id: plan.dag_id, done, failed, skipped: plan.skipped };
+    showResult(result);
+    status(failed.length ? "refill: some actions failed (see above)" : "refill sent", failed.length > 0);
     await load(false);
-    window.dxtCoverage.refills.push({ done, failed });
+    window.dxtCoverage.refills.push({ done: done.map((d) => d.what), failed: failed.map((d) => d.what), skipped: plan.skipped, result });
+  }
+
+  // Airflow's own health answer: a refill only queues work, the scheduler runs it.
+  async function health() {
+    try {
+      const h = await api(`${CFG.api}/monitor/health`);
+      const bad = ["scheduler", "triggerer", "dag_processor"].filter((k) => h[k] && h[k].status && h[k].status !== "healthy");
+      $("health").textContent = bad.length ? `Airflow: ${bad.map((k) => `${k.replace("_", "-")} ${h[k].status}`).join(", ")}; queued work does not run until it is back` : "";
+      $("health").hidden = !bad.length;
+      window.dxtCoverage.health = h;
+    } catch (e) {
+      $("health").textContent = `Airflow's health is unknown: ${e.message}`;
+      $("health").hidden = false;
+    }
+  }
+
+  // the start field follows the source's start date until the user sets a range
+  let defaultStart = null, autoStart = null, starts = {};
+  function clampStart() {
+    if (defaultStart === null || $("start").value !== autoStart) return;
+    const first = starts[$("source").value];
+    autoStart = first && first > defaultStart && first <= $("end").value ? first : defaultStart;
+    $("start").value = autoStart;
   }
 
   async function reconcileRange() {
@@ -394,19 +457,25 @@
     const qs = new URLSearchParams(location.search);
     $("start").value = qs.get("start") || iso(start);
     $("end").value = qs.get("end") || iso(end);
-    if (CFG.not_ours) notice(`${CFG.dag_id} is not a dxt-archive DAG; the coverage view shows the dxt DAGs.`);
+    if (CFG.not_ours) notice(notOurs());
     let doc;
     try { doc = await api("api/sources"); } catch (e) { status(e.message, true); if (e.status === 401) signIn(); return; }
     const sources = doc.sources;
     if (!sources.length) { notice("You may not read any dxt-archive DAG."); return; }
-    $("source").innerHTML = sources.map((s) => `<option value="${s.source}">${esc(s.title)}${s.dag_exists ? "" : " (DAG not loaded)"}</option>`).join("");
+    $("source").replaceChildren(...sources.map((s) => new Option(`${s.title}${s.dag_exists ? "" : " (DAG not loaded)"}`, s.source)));
     const want = CFG.source || qs.get("source");
     if (want && sources.some((s) => s.source === want)) $("source").value = want;
+    // the default range starts no earlier than the DAG's start date (days before it are
+    // never scheduled: not missing)
+    defaultStart = qs.get("start") ? null : iso(start);
+    autoStart = $("start").value;
+    starts = Object.fromEntries(sources.map((s) => [s.source, s.start_date]));
+    clampStart();
     await load(false);
   }
 
   $("controls").addEventListener("submit", (e) => { e.preventDefault(); current = null; $("detail").hidden = true; load(false); });
-  $("source").addEventListener("change", () => { current = null; $("detail").hidden = true; load(false); });
+  $("source").addEventListener("change", () => { current = null; $("detail").hidden = true; clampStart(); load(false); });
   $("filter").addEventListener("input", () => { if (data) { buildRows(); draw(); } });
   $("group").addEventListener("change", () => { if (data) { buildRows(); draw(); } });
   scroller.addEventListener("scroll", () => requestAnimationFrame(draw));
@@ -447,11 +516,12 @@
   });
   $("reconcile").addEventListener("click", reconcileRange);
   $("cancel-refill").addEventListener("click", () => { $("confirm").hidden = true; });
+  $("dismiss-result").addEventListener("click", () => { $("result").hidden = true; });
   $("confirm-refill").addEventListener("click", () => runPlan(window.dxtCoverage.plan));
 
   // For tests and scripts: where a cell is drawn, and what the grid holds.
   window.dxtCoverage = {
-    ready: false, loads: 0, refills: [], reconciles: [], plan: null,
+    ready: false, loads: 0, refills: [], reconciles: [], plan: null, health: null,
     renderedMs: () => rendered,
     index(unit, day) { return { u: data.units.indexOf(unit), c: data.days.indexOf(day) }; },
     state(unit, day) {

@@ -24,7 +24,7 @@ def _utc_midnight_ms(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m dxt_core.backends.examon.simulator",
+        prog="dxt simulate examon",
         description="Serve a deterministic KairosDB 1.2 + Examon jobs API for tests.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
@@ -94,7 +94,13 @@ def extract_command(sim: ExamonSimulator, args: argparse.Namespace) -> str:
     if sim.jobs_url is None or not sim.jobs_url.endswith(f":{EXAMON_SERVER_PORT}"):
         parts.append(f"--jobs-url {sim.jobs_url or sim.url}")
     if args.user:
-        parts.append(f"--user {args.user}")  # the password: environment DXT_EXAMON_PASSWORD
+        parts.append(f"--user {args.user}")
+        # dxt extract reads the password from DXT_EXAMON_PASSWORD only (never an argument);
+        # the simulator's own is not printed
+        if args.password is None and os.environ.get("DXT_SIM_PASSWORD") is not None:
+            parts.insert(0, 'DXT_EXAMON_PASSWORD="$DXT_SIM_PASSWORD"')
+        else:
+            parts.insert(0, "DXT_EXAMON_PASSWORD='<the --password given>'")
     if args.catalog:
         parts.append(f"--catalog {args.catalog}")
     yesterday = datetime.now(zone(DEFAULT_TIME_ZONE)).date() - timedelta(days=1)

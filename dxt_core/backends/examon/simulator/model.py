@@ -270,6 +270,34 @@ def _series_values(
     return np.round(raw, metric.decimals)
 
 
+def _slurm_hostlist(names: list[str]) -> str:
+    """Names as Slurm writes a job's node list (``r207n[07-08],r208n01``): sorted, one
+    bracket group per prefix of the names' trailing numbers, consecutive numbers of the same
+    width as ranges (Slurm src/common/hostlist.c, hostlist_ranged_string, after
+    hostlist_uniq sorts the list)."""
+    groups: dict[str, list[str]] = {}
+    for name in sorted(set(names)):
+        digits = len(name) - len(name.rstrip("0123456789"))
+        prefix, num = name[: len(name) - digits], name[len(name) - digits :]
+        groups.setdefault(prefix, []).append(num)
+    parts = []
+    for prefix, nums in groups.items():
+        if nums == [""]:
+            parts.append(prefix)
+            continue
+        ranges: list[list[str]] = []
+        for n in nums:
+            last = ranges[-1][-1] if ranges else None
+            if last is not None and len(last) == len(n) and int(n) == int(last) + 1:
+                ranges[-1] = [ranges[-1][0], n]
+            else:
+                ranges.append([n])
+        text = ",".join(r[0] if len(r) == 1 else f"{r[0]}-{r[1]}" for r in ranges)
+        one = len(ranges) == 1 and len(ranges[0]) == 1
+        parts.append(f"{prefix}{text}" if one else f"{prefix}[{text}]")
+    return ",".join(parts)
+
+
 def _iso(epoch_s: int) -> str:
     """A UTC time as pandas' ``to_json(date_format='iso')`` writes a naive Cassandra
     timestamp: milliseconds and a literal ``Z`` (``2019-09-29T09:06:45.000Z``)."""
@@ -474,7 +502,7 @@ class DataModel:
             "num_cpus": num_cpus,
             "num_tasks": num_nodes * (4 if gpus else 1),
             "cpus_per_task": 32 if gpus else 4,
-            "nodes": ",".join(nodes),
+            "nodes": _slurm_hostlist(nodes),
             "batch_host": nodes[0],
             "tres_alloc_str": (
                 f"cpu={num_cpus},mem={num_nodes * 237_000}M,node={num_nodes},"

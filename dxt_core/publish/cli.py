@@ -1,0 +1,94 @@
+"""``dxt publish``: the subcommand's arguments and its call."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES
+
+
+def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="publish months of the archive as a dataset (M100 ExaData layout)",
+        description="Turn months of the archive into a dataset for a repository: one typed, "
+        "sorted Parquet file per metric and month (year_month=YY-MM/plugin=<p>/metric=<m>/"
+        "a_0.parquet), the job table with node lists and pseudonymised people, SHA256SUMS, "
+        "datapackage.json (Frictionless), croissant.json, a README.md datacard and tar "
+        "records under --max-record-bytes. Reads the archive through its manifests only "
+        "(days whose file matches its manifest's size and sha256), CSV or Parquet. "
+        "See docs/publish.md.",
+    )
+    p.add_argument("backend", choices=["examon"], help="which archive (examon)")
+    p.add_argument("--archive", required=True, help="archive root directory")
+    p.add_argument("--from-month", required=True, help="first month, YYYY-MM")
+    p.add_argument("--to-month", required=True, help="last month, YYYY-MM (included)")
+    p.add_argument("--out", required=True, help="output directory (empty, or a previous dataset)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument(
+        "--pseudonymise-key-file",
+        type=Path,
+        help="file holding the site's secret (>= 16 bytes): identity columns get HMAC-SHA256 "
+        "pseudonyms, the same in every month; the key is never written out",
+    )
+    who.add_argument(
+        "--keep-identities",
+        action="store_true",
+        help="publish user, account, group and job names as recorded",
+    )
+    p.add_argument(
+        "--pseudonymise-column",
+        action="append",
+        default=[],
+        metavar="COLUMN",
+        help="another job-table column that identifies people (repeatable)",
+    )
+    p.add_argument(
+        "--max-record-bytes",
+        type=int,
+        default=DEFAULT_MAX_RECORD_BYTES,
+        help="largest record (tar of whole months); default %(default)s, Zenodo's limit",
+    )
+    p.add_argument("--no-records", action="store_true", help="write no tar records")
+    p.add_argument(
+        "--name", default="examon-dataset", help="dataset name (records are named after it)"
+    )
+    p.add_argument("--title", default="Examon telemetry", help="dataset title")
+    p.add_argument("--licence", default="CC-BY-4.0", help="licence (SPDX id), default %(default)s")
+    p.add_argument(
+        "--licence-url", default="https://creativecommons.org/licenses/by/4.0/", help="licence URL"
+    )
+    p.add_argument("--cite", default="", help="how to cite (e.g. the paper or the DOI)")
+    p.add_argument("--url", default="", help="where the dataset is published (e.g. a DOI URL)")
+    p.add_argument("--dataset-version", default="1", help="dataset version, default %(default)s")
+    p.set_defaults(func=cmd_publish)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from dxt_core.publish.examon import PublishOptions, publish_examon
+
+    report = publish_examon(
+        PublishOptions(
+            archive=Path(args.archive),
+            out=Path(args.out),
+            from_month=args.from_month,
+            to_month=args.to_month,
+            pseudonymise_key_file=args.pseudonymise_key_file,
+            keep_identities=args.keep_identities,
+            pseudonymise_columns=tuple(args.pseudonymise_column),
+            max_record_bytes=args.max_record_bytes,
+            name=args.name,
+            title=args.title,
+            licence=args.licence,
+            licence_url=args.licence_url,
+            cite=args.cite,
+            url=args.url,
+            version=args.dataset_version,
+            records=not args.no_records,
+        )
+    )
+    for w in report.warnings:
+        print(f"warning: {w}")
+    print(report.summary())
+    return 0

@@ -1,0 +1,127 @@
+"""Records for a repository: months grouped into tar files under a size limit.
+
+Zenodo takes at most 50 GB a record, so M100 ExaData shipped its months as tar files grouped
+into 12 records. Months go into records in order, as many as fit under ``max_bytes``; a
+month larger than the limit gets a record of its own (and a warning). Every tar holds its
+months' files plus its own ``SHA256SUMS`` and ``files.json``, and is written the same way
+each time: members sorted, mtime fixed (the end of the record's last month), owner 0/0 with
+no names, mode 0644, GNU format.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import io
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dxt_core.archive import atomic_file
+from dxt_core.publish.describe import FileEntry, dumps, sha256sums
+
+#: Zenodo's limit for one record.
+DEFAULT_MAX_RECORD_BYTES = 50_000_000_000
+
+_BLOCK = 512
+
+
+def tar_bytes(sizes: Sequence[int]) -> int:
+    """Size of a GNU tar of files of these sizes (header + padded data each, end marker,
+    rounded to tar's 10240-byte records); names short enough to need no long-name entry."""
+    n = sum(_BLOCK + -(-s // _BLOCK) * _BLOCK for s in sizes) + 2 * _BLOCK
+    return -(-n // 10240) * 10240
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    name: str
+    months: tuple[tuple[int, int], ...]
+    entries: tuple[FileEntry, ...]
+
+    @property
+    def file(self) -> str:
+        return f"records/{self.name}.tar"
+
+
+def group_months(
+    prefix: str,
+    by_month: dict[tuple[int, int], list[FileEntry]],
+    max_bytes: int,
+    warnings: list[str],
+) -> list[Record]:
+    records: list[Record] = []
+    cur: list[tuple[int, int]] = []
+    cur_entries: list[FileEntry] = []
+
+    def close() -> None:
+        if cur:
+            first, last = cur[0], cur[-1]
+            name = f"{prefix}_{first[0] % 100:02d}-{first[1]:02d}"
+            if last != first:
+                name += f"_{last[0] % 100:02d}-{last[1]:02d}"
+            records.append(Record(name, tuple(cur), tuple(cur_entries)))
+
+    for month in sorted(by_month):
+        entries = by_month[month]
+        trial = cur_entries + entries
+        size = tar_bytes([e.bytes for e in trial] + [1 << 16, 1 << 16])  # + the two lists
+        if cur and size > max_bytes:
+            close()
+            cur, cur_entries = [], []
+        cur.append(month)
+        cur_entries = cur_entries + entries
+        alone = tar_bytes([e.bytes for e in entries] + [1 << 16, 1 << 16])
+        if len(cur) == 1 and alone > max_bytes:
+            warnings.append(
+                f"month {month[0]}-{month[1]:02d} alone is {alone:,} bytes, above "
+                f"--max-record-bytes {max_bytes:,}: it gets a record of its own"
+            )
+    close()
+    return records
+
+
+def _mtime(months: Sequence[tuple[int, int]]) -> int:
+    y, m = months[-1]
+    last = dt.datetime(y, m, calendar.monthrange(y, m)[1], tzinfo=dt.UTC) + dt.timedelta(days=1)
+    return int(last.timestamp())
+
+
+def write_record(root: Path, record: Record) -> FileEntry:
+    """Write ``records/<name>.tar``; returns its entry (for the top-level SHA256SUMS)."""
+    import hashlib
+
+    mtime = _mtime(record.months)
+    entries = sorted(record.entries, key=lambda e: e.path)
+    listing = dumps(
+        {
+            "record": record.name,
+            "months": [f"{y}-{m:02d}" for y, m in record.months],
+            "files": [{"path": e.path, "bytes": e.bytes, "sha256": e.sha256} for e in entries],
+        }
+    )
+    sums = sha256sums(entries)
+
+    def info(name: str, size: int) -> tarfile.TarInfo:
+        ti = tarfile.TarInfo(name)
+        ti.size, ti.mtime, ti.mode = size, mtime, 0o644
+        ti.uid = ti.gid = 0
+        ti.uname = ti.gname = ""
+        return ti
+
+    out = root / record.file
+    with (
+        atomic_file(out) as fh,
+        tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tar,
+    ):
+        for e in entries:
+            with (root / e.path).open("rb") as src:
+                tar.addfile(info(e.path, e.bytes), src)
+        for name, data in (("SHA256SUMS", sums), ("files.json", listing)):
+            tar.addfile(info(name, len(data)), io.BytesIO(data))
+    h = hashlib.sha256()
+    with out.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return FileEntry(record.file, out.stat().st_size, h.hexdigest())

@@ -1,0 +1,101 @@
+"""Refill after a cancelled backfill, end to end on ``airflow standalone`` (SQLite).
+
+Cancelling a backfill fails its queued runs and pauses it, and Airflow never starts a queued
+run of a paused backfill: clearing those runs (what the coverage view's refill did) left them
+queued for ever. The plan now puts their days into a new backfill that reprocesses failed
+runs; sent as the page sends it, the days are archived.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.airflow.conftest import free_port, fresh_home
+from tests.browser.stack import Stack, stack_env
+from tests.conftest import SimulatorProcess
+
+pytestmark = pytest.mark.airflow
+
+DAYS = ["2024-05-10", "2024-05-11", "2024-05-12"]
+
+
+def test_refill_after_a_cancelled_backfill_archives_its_days(migrated_home, tmp_path):
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\nstate,nagios_pub\n")
+    sim = SimulatorProcess(["--catalog", str(catalog), "--nodes", "1", "--interval", "600"])
+    home = fresh_home(migrated_home, tmp_path / "home")
+    archive = tmp_path / "archive"
+    env = stack_env(home, archive, sim.url, catalog, free_port())
+    env.update({"DXT_EXAMON_CATCHUP": "false", "DXT_EXAMON_START_DATE": "2024-04-01"})
+    st = Stack(env, tmp_path / "standalone.log")
+    try:
+        st.wait_up()
+        st.wait(lambda: st.get("/api/v2/dags/dxt_examon")["dag_id"], 240, "dxt_examon")
+        r = st.request("PATCH", "/api/v2/dags/dxt_examon", json={"is_paused": False})
+        assert r.status_code == 200, r.text
+        body = {
+            "dag_id": "dxt_examon",
+            "from_date": f"{DAYS[0]}T00:00:00Z",
+            "to_date": f"{DAYS[-1]}T00:00:00Z",
+            "reprocess_behavior": "none",
+            "max_active_runs": 1,
+        }
+        r = st.wait(
+            lambda: (
+                (r := st.request("POST", "/api/v2/backfills", json=body)).status_code != 503 and r
+            ),
+            60,
+            "the backfill",
+        )
+        assert r.status_code == 200, r.text
+        assert st.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel").status_code == 200
+
+        def mine() -> list[dict]:
+            every = st.get("/api/v2/dags/dxt_examon/dagRuns?limit=50")["dag_runs"]
+            return [r for r in every if r["logical_date"][:10] in DAYS]
+
+        def settled():
+            runs = mine()
+            return (
+                len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs) and runs
+            )
+
+        st.wait(settled, 300, "the cancelled backfill's runs to settle")
+        st.wait(
+            lambda: all(
+                b["completed_at"]
+                for b in st.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]
+            ),
+            60,
+            "the cancelled backfill to be complete",
+        )
+        failed = sorted(r["logical_date"][:10] for r in mine() if r["state"] == "failed")
+        assert failed, mine()
+        plan = st.request(
+            "POST",
+            "/dxt-archive/api/refill/plan",
+            json={"source": "examon", "start": DAYS[0], "end": DAYS[-1]},
+        ).json()
+        assert plan["clears"] == [] and plan["skipped"] == [], plan
+        b = plan["backfill"]
+        assert b["reprocess_behavior"] == "failed" and b["rerun_days"] == failed, plan
+        send = {k: b[k] for k in ("dag_id", "from_date", "to_date", "reprocess_behavior")}
+        r = st.wait(
+            lambda: (
+                (r := st.request("POST", "/api/v2/backfills", json=send)).status_code != 503 and r
+            ),
+            60,
+            "the refill's backfill",
+        )
+        assert r.status_code == 200, r.text
+        st.wait(
+            lambda: all(r["state"] == "success" for r in mine()),
+            480,
+            "the refilled days to succeed",
+        )
+        for day in DAYS:
+            for unit in ("ipmi_pub/ambient", "nagios_pub/state"):
+                assert (archive / f"examon/{unit}/{day}.manifest.json").is_file(), (unit, day)
+    finally:
+        st.stop()
+        sim.stop()

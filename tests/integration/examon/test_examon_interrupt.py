@@ -1,0 +1,112 @@
+"""Ctrl-C on ``dxt extract examon``, with real signals, against the simulator answering slowly.
+
+The first SIGINT stops new metric-days from starting, gives those in flight a few seconds,
+then prints the summary with an ``interrupted`` count and exits 130; a second SIGINT ends it at
+once. Every metric-day of the run is counted once in the summary, and no file lies under a
+final name without its manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dxt_core.archive import Archive, DayKey
+from tests.conftest import SimulatorProcess
+
+pytestmark = pytest.mark.integration
+
+DAYS = 10
+METRICS = 5  # the small catalog's KairosDB metrics (its job table is not asked for here)
+
+
+@pytest.fixture
+def slow_sim(small_catalog):
+    sim = SimulatorProcess(["--catalog", str(small_catalog), "--nodes", "2"])
+    yield sim
+    sim.stop()
+
+
+def _start(sim: SimulatorProcess, catalog: Path, archive: Path) -> subprocess.Popen:
+    plain = archive.parent / "kairos-only.csv"
+    plain.write_text(
+        "".join(line + "\n" for line in catalog.read_text().splitlines() if "job_table" not in line)
+    )
+    cmd = [
+        *(sys.executable, "-m", "dxt_core.cli", "extract", "examon", "--url", sim.url),
+        *("--catalog", str(plain), "--archive", str(archive), "--workers", "2", "-q"),
+        *("--start-day", "2020-03-09", "--end-day", f"2020-03-{8 + DAYS:02d}"),
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _summary(stdout: str) -> dict[str, int]:
+    m = re.search(
+        r"archived (\d+) metric-days? .*?, (\d+) empty, (\d+) failed, (\d+) interrupted "
+        r"\((\d+) not started, (\d+) abandoned in flight\)",
+        stdout,
+    )
+    assert m, stdout
+    keys = ("archived", "empty", "failed", "interrupted", "not_started", "abandoned")
+    return dict(zip(keys, map(int, m.groups()), strict=True))
+
+
+def _no_partial_files(archive: Path) -> None:
+    store = Archive(archive)
+    for data in archive.rglob("*.csv.gz"):
+        plugin, metric = data.parent.parent.name, data.parent.name
+        key = DayKey("examon", (plugin, metric), dt.date.fromisoformat(data.name[:10]))
+        status, _ = store.status(key)
+        assert status == "archived", (data, status)
+
+
+def test_first_ctrl_c_lets_the_flight_land_and_counts_every_metric_day(
+    slow_sim, small_catalog, tmp_path
+):
+    slow_sim.faults(delay_s=0.3)  # every request waits: a metric-day takes seconds
+    archive = tmp_path / "archive"
+    p = _start(slow_sim, small_catalog, archive)
+    time.sleep(4)
+    assert p.poll() is None
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    took = time.monotonic() - t0
+    assert p.returncode == 130, err
+    assert took < 10, took  # the 5 s grace and the summary
+    assert "interrupted: starting no more" in err
+    s = _summary(out)
+    assert s["interrupted"] == s["not_started"] + s["abandoned"] > 0
+    assert s["archived"] + s["empty"] + s["failed"] + s["interrupted"] == DAYS * METRICS
+    assert len(re.findall(r"^INTERRUPTED ", err, re.M)) == s["abandoned"]
+    _no_partial_files(archive)
+    # the next run picks up where it stopped: the archived ones are skipped
+    slow_sim.faults(delay_s=0.0)
+    again = subprocess.run(p.args, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"{s['archived'] + s['empty']} already archived" in again.stdout
+
+
+def test_second_ctrl_c_aborts_at_once(slow_sim, small_catalog, tmp_path):
+    slow_sim.faults(delay_s=3.0)  # in flight for far longer than the grace
+    archive = tmp_path / "archive"
+    p = _start(slow_sim, small_catalog, archive)
+    time.sleep(2.5)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert time.monotonic() - t0 < 2.5
+    assert p.returncode == 130, err
+    s = _summary(out)
+    assert s["abandoned"] == 2  # both workers' metric-days, each waiting on the server
+    assert s["archived"] + s["empty"] + s["failed"] + s["interrupted"] == DAYS * METRICS
+    _no_partial_files(archive)

@@ -1,0 +1,370 @@
+"""``dxt publish examon`` end to end: a simulator archive made by ``dxt extract examon``
+across a month boundary (2020-03-30 .. 2020-04-02, Europe/Rome days), published from the CSV
+and from the Parquet archive, and checked the way a user of the dataset would."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import hmac
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SimulatorProcess
+
+pytestmark = pytest.mark.integration
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+duckdb = pytest.importorskip("duckdb")
+
+DAYS = ("2020-03-30", "2020-04-02")
+KEY = b"site-secret-for-tests-0123456789"
+METRICS = {
+    ("ipmi_pub", "ambient"),
+    ("ipmi_pub", "ps0_input_power"),
+    ("ipmi_pub", "ps1_input_power"),
+    ("nagios_pub", "state"),
+    ("slurm_pub", "num_nodes"),
+}
+JOBS = ("job_table", "job_info_marconi100")
+
+
+def dxt(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", *args], capture_output=True, text=True, timeout=600
+    )
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    base = tmp_path_factory.mktemp("publish")
+    catalog = base / "catalog.csv"
+    catalog.write_text(
+        "metric,plugin\n"
+        + "".join(f"{m},{p}\n" for p, m in sorted(METRICS))
+        + "job_info_marconi100,job_table\n"
+    )
+    sim = SimulatorProcess(["--catalog", str(catalog), "--nodes", "24"])
+    try:
+        for fmt in ("csv", "parquet"):
+            dxt(
+                *("extract", "examon", "--url", sim.url, "--jobs-url", sim.url),
+                *("--catalog", str(catalog), "--start-day", DAYS[0], "--end-day", DAYS[1]),
+                *("--archive", str(base / fmt), "--format", fmt, "-q"),
+            )
+    finally:
+        sim.stop()
+    key = base / "key"
+    key.write_bytes(KEY)
+    return base
+
+
+def publish(archive: Path, out: Path, *extra: str, check: bool = True):
+    return dxt(
+        *("publish", "examon", "--archive", str(archive), "--out", str(out)),
+        *("--from-month", "2020-03", "--to-month", "2020-04", *extra),
+        check=check,
+    )
+
+
+@pytest.fixture(scope="module")
+def published(archives):
+    out = archives / "out-csv"
+    publish(archives / "csv", out, "--pseudonymise-key-file", str(archives / "key"))
+    return out
+
+
+def raw_jobs(archive: Path) -> list[dict[str, str]]:
+    rows = []
+    for f in sorted((archive / "examon" / JOBS[0] / JOBS[1]).glob("*.csv.gz")):
+        with gzip.open(f, "rt", newline="") as fh:
+            rows += list(csv.DictReader(fh))
+    return rows
+
+
+def test_refuses_a_job_table_with_identities_without_a_choice(archives, tmp_path):
+    out = publish(archives / "csv", tmp_path / "o", check=False)
+    assert out.returncode == 2
+    assert "identities of people" in out.stderr and "--pseudonymise-key-file" in out.stderr
+    assert "--keep-identities" in out.stderr and not (tmp_path / "o").exists()
+
+
+def test_layout_types_and_order(published, archives):
+    files = sorted(str(p.relative_to(published)) for p in published.rglob("*.parquet"))
+    want = sorted(
+        f"year_month={ym}/plugin={p}/metric={m}/a_0.parquet"
+        for ym in ("20-03", "20-04")
+        for p, m in [*METRICS, JOBS]
+    )
+    assert files == want
+    months = (
+        ("20-03", ("2020-03-30", "2020-03-31"), "2020-03-29T22:00"),
+        ("20-04", ("2020-04-01", "2020-04-02"), "2020-03-31T22:00"),
+    )
+    for ym, days, first_utc in months:
+        path = published / f"year_month={ym}/plugin=ipmi_pub/metric=ambient/a_0.parquet"
+        t = pq.read_table(path)
+        assert t.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+        assert t.schema.field("value").type == pa.float64()
+        assert pa.types.is_dictionary(t.schema.field("node").type)
+        manifests = [
+            json.loads(
+                (archives / "csv/examon/ipmi_pub/ambient" / f"{d}.manifest.json").read_text()
+            )
+            for d in days
+        ]
+        assert t.num_rows == sum(m["rows"] for m in manifests)
+        # Rome's midnight is 22:00 UTC in summer time: the month's first sample is then
+        ts = t.column("timestamp").to_pylist()
+        assert min(ts).isoformat().startswith(first_utc)
+        # a node's series is contiguous, and in time order
+        nodes = t.column("node").to_pylist()
+        runs = [n for i, n in enumerate(nodes) if i == 0 or nodes[i - 1] != n]
+        assert runs == sorted(set(nodes)) and len(runs) == 24
+        for i in range(1, len(nodes)):
+            if nodes[i] == nodes[i - 1]:
+                assert ts[i] >= ts[i - 1]
+        meta = pq.ParquetFile(path).metadata
+        assert meta.row_group(0).column(0).statistics.has_min_max
+    kinds = {
+        m: pq.read_schema(published / f"year_month=20-03/plugin={p}/metric={m}/a_0.parquet")
+        .field("value")
+        .type
+        for p, m in METRICS
+    }
+    assert kinds["state"] == pa.string() and kinds["num_nodes"] == pa.int64()
+    readme = (published / "README.md").read_text()
+    assert (
+        "Europe/Rome" in readme
+        and "| slurm_pub/num_nodes | int64 | int64 from 2020-03-30" in readme
+    )
+    assert "| ipmi_pub/ambient | 2020-03 | 2 | 0 | 29 | 0 | 207,360 |" in readme
+
+
+def test_job_table_types_and_the_join_with_power(published):
+    path = published / "year_month=20-03/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+    s = pq.read_schema(path)
+    assert s.field("start_time").type == pa.timestamp("ms", tz="UTC")
+    assert s.field("num_nodes").type == pa.int64() and s.field("job_id").type == pa.int64()
+    assert s.field("nodes").type == pa.list_(pa.string())
+    jobs = pq.read_table(path).to_pylist()
+    assert all(len(j["nodes"]) == j["num_nodes"] for j in jobs)
+    # PM100's join: a job's power is ps0 + ps1 over its nodes between start and end
+    power = str(published / "year_month=20-03/plugin=ipmi_pub/metric=ps0_input_power/a_0.parquet")
+    got = duckdb.sql(
+        f"""
+        WITH j AS (SELECT job_id, unnest(nodes) AS node, start_time, end_time FROM '{path}')
+        SELECT j.job_id, count(*) AS n FROM j JOIN '{power}' p
+          ON p.node = j.node AND p.timestamp >= j.start_time AND p.timestamp < j.end_time
+        GROUP BY ALL ORDER BY 1
+        """
+    ).fetchall()
+    pc = pytest.importorskip("pyarrow.compute")
+    ps = pq.read_table(power)
+    node, ts = pc.cast(ps.column("node"), pa.string()), ps.column("timestamp")
+    want = {}
+    for j in jobs:  # the same, computed without SQL
+        mask = pc.and_(
+            pc.is_in(node, pa.array(j["nodes"])),
+            pc.and_(
+                pc.greater_equal(ts, pa.scalar(j["start_time"], ts.type)),
+                pc.less(ts, pa.scalar(j["end_time"], ts.type)),
+            ),
+        )
+        if n := pc.sum(pc.cast(mask, pa.int64())).as_py():
+            want[j["job_id"]] = n
+    assert dict(got) == want and len(want) > 10
+    assert any(len(j["nodes"]) > 1 for j in jobs if j["job_id"] in want)
+
+
+def test_no_raw_identity_survives_and_pseudonyms_are_stable(published, archives, tmp_path):
+    pc = pytest.importorskip("pyarrow.compute")
+    raw = raw_jobs(archives / "csv")
+    idents = {
+        v
+        for r in raw
+        for c in ("user_name", "account", "job_name", "user_id", "group_id")
+        if (v := r.get(c))
+    }
+    assert len(idents) > 20
+    texts = set()
+    for f in published.rglob("*"):
+        if f.is_file():
+            data = f.read_bytes()
+            assert KEY not in data
+            if f.suffix == ".parquet":
+                for col in pq.read_table(f).columns:  # every distinct cell
+                    if pa.types.is_list(col.type):
+                        col = pc.list_flatten(col)
+                    texts.update(str(v) for v in pc.unique(col).to_pylist() if v is not None)
+            elif f.suffix == ".tar":
+                with tarfile.open(f) as tar:
+                    for m in tar.getmembers():
+                        if not m.name.endswith(".parquet"):
+                            texts.add(tar.extractfile(m).read().decode())
+            else:
+                texts.add(data.decode())
+    blob = "\n".join(texts)
+    names = {v for v in idents if not v.isdigit()}
+    assert not [v for v in names if v in blob]
+    ids = {v for v in idents if v.isdigit()}
+    jobs = pq.read_table(
+        published / "year_month=20-03/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+    )
+    for c in ("user_id", "group_id"):
+        assert not ids & set(jobs.column(c).to_pylist())
+    # HMAC-SHA256 with the site's key; the same user has the same pseudonym in both months
+    # and when April is published alone
+    user = raw[0]["user_name"]
+    mac = hmac.new(KEY, f"user\0{user}".encode(), hashlib.sha256).hexdigest()[:16]
+    months = [
+        set(
+            pq.read_table(
+                published
+                / f"year_month={ym}/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+            )
+            .column("user_name")
+            .to_pylist()
+        )
+        for ym in ("20-03", "20-04")
+    ]
+    assert f"user_{mac}" in months[0] | months[1]
+    assert months[0] & months[1]
+    alone = tmp_path / "april"
+    dxt(
+        *("publish", "examon", "--archive", str(archives / "csv"), "--out", str(alone)),
+        *("--from-month", "2020-04", "--to-month", "2020-04"),
+        *("--pseudonymise-key-file", str(archives / "key")),
+    )
+    april = pq.read_table(
+        alone / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+    )
+    assert set(april.column("user_name").to_pylist()) == months[1]
+    work = " ".join(april.column("work_dir").to_pylist())
+    assert "account_" in work and "user_" in work
+
+
+def test_checksums_records_and_frictionless(published, tmp_path):
+    assert (
+        subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=published).returncode == 0
+    )
+    listed = (published / "SHA256SUMS").read_text()
+    for name in ("README.md", "datapackage.json", "croissant.json", "records/"):
+        assert name in listed
+    (record,) = sorted((published / "records").glob("*.tar"))
+    assert record.name == "examon-dataset_20-03_20-04.tar"
+    with tarfile.open(record) as tar:
+        members = tar.getmembers()
+        assert {m.mtime for m in members} == {1588291200} and {m.uid for m in members} == {0}
+        tar.extractall(tmp_path / "x", filter="data")
+    assert (
+        subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=tmp_path / "x").returncode
+        == 0
+    )
+    doc = json.loads((published / "datapackage.json").read_text())
+    for res in doc["resources"]:
+        f = published / res["path"]
+        assert res["bytes"] == f.stat().st_size
+        assert res["hash"] == "sha256:" + hashlib.sha256(f.read_bytes()).hexdigest()
+    frictionless = Path(sys.executable).with_name("frictionless")
+    if not frictionless.exists():
+        pytest.skip("frictionless is not installed (pip install -e '.[dev]')")
+    # frictionless reads Parquet through pyarrow, never through its byte stream, so it
+    # cannot count bytes or hash them (checked just above, and by sha256sum)
+    v = subprocess.run(
+        [
+            str(frictionless),
+            "validate",
+            "datapackage.json",
+            "--skip-errors",
+            "byte-count,hash-count",
+            "--limit-rows",
+            "2000",
+        ],  # frictionless checks ~10k rows/s: the first rows of every file
+        cwd=published,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert v.returncode == 0, v.stdout[-3000:]
+    cro = json.loads((published / "croissant.json").read_text())
+    assert cro["conformsTo"] == "http://mlcommons.org/croissant/1.0"
+    assert {d["@type"] for d in cro["distribution"]} == {"cr:FileObject", "cr:FileSet"}
+
+
+def test_reruns_are_byte_identical_and_both_archive_formats_agree(published, archives, tmp_path):
+    def digests(root: Path) -> dict[str, str]:
+        return {
+            str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
+
+    first = digests(published)
+    publish(archives / "csv", published, "--pseudonymise-key-file", str(archives / "key"))
+    assert digests(published) == first
+    again = tmp_path / "again"
+    publish(archives / "csv", again, "--pseudonymise-key-file", str(archives / "key"))
+    assert digests(again) == first
+    from_pq = tmp_path / "from-parquet"
+    publish(archives / "parquet", from_pq, "--pseudonymise-key-file", str(archives / "key"))
+    other = digests(from_pq)
+    # the Parquet archive types whole-number metrics as double (docs/examon.md); the rest,
+    # including the job table, comes out byte for byte the same
+    same = [k for k in first if k.endswith(".parquet") and "num_nodes" not in k]
+    assert same and all(first[k] == other[k] for k in same)
+
+
+def test_skipped_days_and_records_per_month(archives, tmp_path):
+    archive = tmp_path / "archive"
+    shutil.copytree(archives / "csv", archive)
+    bad = archive / "examon/ipmi_pub/ambient/2020-03-31.csv.gz"
+    bad.write_bytes(bad.read_bytes()[:-10])
+    out = tmp_path / "o"
+    res = publish(archive, out, "--keep-identities", "--max-record-bytes", "1500000")
+    assert (
+        "skipped ipmi_pub/ambient 2020-03-31" in res.stdout
+        and "bytes, the manifest says" in res.stdout
+    )
+    assert "1 metric-days skipped" in res.stdout
+    readme = (out / "README.md").read_text()
+    assert "| ipmi_pub/ambient | 2020-03 | 1 | 0 | 29 | 1 | 103,680 |" in readme
+    assert "as recorded" in readme or "as the site recorded them" in readme
+    records = sorted(p.name for p in (out / "records").glob("*.tar"))
+    assert records == ["examon-dataset_20-03.tar", "examon-dataset_20-04.tar"]
+    jobs = pq.read_table(
+        out / "year_month=20-03/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
+    )
+    raw = raw_jobs(archive)
+    assert set(jobs.column("user_name").to_pylist()) <= {r["user_name"] for r in raw}
+
+
+def test_many_small_sorted_runs_merge_to_the_same_bytes(published, archives, tmp_path):
+    # ~25 runs a day instead of one: the k-way merge, not the sort of one run, orders rows
+    from dxt_core.publish import PublishOptions, publish_examon
+
+    out = tmp_path / "small-runs"
+    publish_examon(
+        PublishOptions(
+            archive=archives / "csv",
+            out=out,
+            from_month="2020-03",
+            to_month="2020-04",
+            pseudonymise_key_file=archives / "key",
+            run_rows=4_000,
+        )
+    )
+    files = sorted(p.relative_to(published) for p in published.rglob("a_0.parquet"))
+    assert len(files) == 12
+    for rel in files:
+        assert (out / rel).read_bytes() == (published / rel).read_bytes(), rel

@@ -1,0 +1,102 @@
+"""Test tiers by marker (a pytest plugin; tests/conftest.py loads it).
+
+The rule (README "Tests" says the same):
+
+- **fast tier** (the default of ``pytest`` and ``./run test``): every test with none of the
+  full-tier markers below. Unit tests and ``integration`` tests against our simulators
+  belong here as long as each takes under 3 s (setup, call and teardown on this 2-core
+  machine), so that the whole tier aims at under 2 minutes there.
+- **full tier** (``./run test --all``, ``pytest --all``, what ``.ci/run`` runs): adds every
+  test marked ``slow`` (over 3 s, or a real server that takes long to start), ``airflow``,
+  ``postgres``, ``perf`` or ``browser``.
+
+A test lands in its tier by its markers alone: mark a new test (or module) ``slow`` when it
+takes over 3 s; the run's summary lists the fast-tier tests that took longer. The
+selection applies to a run of the whole suite (no paths given): naming paths or node ids
+(``pytest tests/airflow``, ``path::test``) runs what was named, and ``-m EXPR`` replaces it.
+
+Order: the fast tier first, then the full tier by weight (slow, perf, airflow, postgres,
+browser add 1, 2, 4, 8, 16), so the slowest tests (the demo, the production path, the browser)
+run last; collection order is kept within a weight.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+FAST_LIMIT_S = 3.0
+WEIGHTS = {"slow": 1, "perf": 2, "airflow": 4, "postgres": 8, "browser": 16}
+FULL_TIER = tuple(WEIGHTS)
+
+
+class _State:
+    deselected = 0
+    selected = 0
+    all_tiers = False
+    over_limit: dict[str, float] = {}
+    durations: dict[str, float] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        dest="dxt_all_tiers",
+        help=f"run every tier: the fast tier and the tests marked {', '.join(FULL_TIER)} "
+        "(a run of the whole suite without it or -m deselects those)",
+    )
+
+
+def weight(item: pytest.Item) -> int:
+    names = {m.name for m in item.iter_markers()}
+    return sum(w for name, w in WEIGHTS.items() if name in names)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=weight)  # stable: collection order within a weight
+    _State.all_tiers = bool(
+        config.getoption("dxt_all_tiers")
+        or config.getoption("markexpr")
+        # paths or node ids named on the command line: what was named runs
+        or config.args_source != pytest.Config.ArgsSource.TESTPATHS
+    )
+    if _State.all_tiers:
+        _State.selected = len(items)
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if weight(item) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    _State.deselected, _State.selected = len(drop), len(keep)
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    if _State.all_tiers:
+        return None
+    return (
+        f"fast tier: {_State.selected} tests; {_State.deselected} of the full tier (marked "
+        f"{', '.join(FULL_TIER)}) deselected: ./run test --all runs every tier"
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if any(name in report.keywords for name in FULL_TIER):
+        return
+    total = _State.durations.get(report.nodeid, 0.0) + report.duration
+    _State.durations[report.nodeid] = total
+    if report.when == "teardown" and total > FAST_LIMIT_S:
+        _State.over_limit[report.nodeid] = total
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _State.over_limit:
+        return
+    terminalreporter.section("fast-tier tests over the limit")
+    terminalreporter.write_line(
+        f"{len(_State.over_limit)} test(s) without a full-tier marker took over "
+        f"{FAST_LIMIT_S:.0f} s (setup + call + teardown); mark them slow (README, Tests):"
+    )
+    for nodeid, secs in sorted(_State.over_limit.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"  {secs:6.1f} s  {nodeid}")

@@ -1,0 +1,42 @@
+"""One exit status for "the server could not be reached", whatever the backend and mode
+(a closed loopback port: the connection is refused at once)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import free_port
+
+DOWN = f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        # archive mode of Examon: every metric-day fails on the connection
+        ["examon", "--url", DOWN, "--metric", "ambient", "--plugin", "ipmi_pub", "--retries", "0",
+         "--start-day", "2020-03-09", "--archive", "{tmp}/a"],
+        # Kwollect's archive mode (each site's listing) and experiment backup (before any unit)
+        ["kwollect", "--api-url", DOWN, "--nodes", "nova-1.lyon", "--start-day", "2024-11-01",
+         "--archive", "{tmp}/a"],
+        ["kwollect", "--api-url", DOWN, "--nodes", "nova-1.lyon", "--start",
+         "2024-11-26T15:00:00+01:00", "--end", "2024-11-26T16:00:00+01:00", "--backup", "{tmp}/b"],
+        # collectd: the version check before any unit
+        ["collectd-es", "--url", DOWN, "--out", "{tmp}/c", "2019-02-01T00:00:00",
+         "2019-02-01T01:00:00"],
+    ],
+    ids=["examon", "kwollect-archive", "kwollect-backup", "collectd-es"],
+)  # fmt: skip
+def test_an_unreachable_server_exits_4(args, tmp_path):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    out = subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", "extract", *argv],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 4, (out.returncode, out.stderr[-2000:])
+    assert "Connection refused" in out.stderr

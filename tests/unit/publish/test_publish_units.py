@@ -1,0 +1,103 @@
+"""Pure pieces of ``dxt publish``: host lists, pseudonyms, type widening, record grouping."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+
+import pytest
+
+from dxt_core.errors import ConfigError
+from dxt_core.publish.describe import FileEntry
+from dxt_core.publish.hostlist import expand_hostlist
+from dxt_core.publish.pseudonym import EmbeddedScrubber, Pseudonymiser
+from dxt_core.publish.records import group_months, tar_bytes
+from dxt_core.publish.series import type_history
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("r207n[07-08],r208n01", ["r207n07", "r207n08", "r208n01"]),
+        ("r000n[05-07]", ["r000n05", "r000n06", "r000n07"]),
+        ("r1n[08-10]", ["r1n08", "r1n09", "r1n10"]),  # zero padding kept across a digit
+        ("r1n[01,03-04,9]", ["r1n01", "r1n03", "r1n04", "r1n9"]),
+        ("r[1-2]n[01-02]", ["r1n01", "r1n02", "r2n01", "r2n02"]),
+        ("r[1-2]n[01-02]x,gpu7", ["r1n01x", "r1n02x", "r2n01x", "r2n02x", "gpu7"]),
+        ("r207n07", ["r207n07"]),
+        ("a,b", ["a", "b"]),
+        ("", []),
+        (None, []),
+    ],
+)
+def test_expand_hostlist(text, want):
+    assert expand_hostlist(text) == want
+
+
+@pytest.mark.parametrize("bad", ["r1n[01-", "r1n]01[", "r1n[a-b]", "r1n[05-01]"])
+def test_expand_hostlist_rejects_malformed_lists(bad):
+    with pytest.raises(ConfigError, match="host list"):
+        expand_hostlist(bad)
+
+
+def test_a_node_list_is_not_a_substring_match():
+    # "r208n0" in the string is true; in the list of names it is not
+    assert "r208n0" in "r207n[07-08],r208n01"
+    assert "r208n0" not in expand_hostlist("r207n[07-08],r208n01")
+
+
+def test_pseudonyms_are_keyed_hmac_stable_and_kind_specific():
+    key = b"k" * 32
+    p, q = Pseudonymiser(key), Pseudonymiser(key)
+    want = hmac.new(key, b"user\0a08tra01", hashlib.sha256).hexdigest()[:16]
+    assert p.pseudonym("user", "a08tra01") == f"user_{want}" == q.pseudonym("user", "a08tra01")
+    assert p.pseudonym("account", "a08tra01") != p.pseudonym("user", "a08tra01")
+    assert Pseudonymiser(b"x" * 32).pseudonym("user", "a08tra01") != p.pseudonym("user", "a08tra01")
+    with pytest.raises(ConfigError, match="shorter than 16 bytes"):
+        Pseudonymiser(b"short")
+
+
+def test_embedded_identities_are_replaced_longest_first():
+    p = Pseudonymiser(b"k" * 32)
+    s = EmbeddedScrubber(
+        p, [("user", "a08tra01"), ("user", "a08tra0"), ("account", "PRJ"), ("user", "42")]
+    )
+    out = s.scrub("/work/PRJ/a08tra01/job_42.sh")
+    assert "a08tra0" not in out and "PRJ" not in out
+    assert p.pseudonym("user", "a08tra01") in out and p.pseudonym("account", "PRJ") in out
+    assert "job_42" in out  # numeric ids are not searched inside text
+
+
+def test_type_history_lists_every_widening_with_its_first_day():
+    d = dt.date
+    got = type_history(
+        {
+            d(2020, 3, 1): "int64",
+            d(2020, 3, 2): "int64",
+            d(2020, 3, 3): "double",
+            d(2020, 3, 4): "int64",
+            d(2020, 3, 9): "string",
+        }
+    )
+    assert got == [
+        {"type": "int64", "first_day": "2020-03-01"},
+        {"type": "double", "first_day": "2020-03-03"},
+        {"type": "string", "first_day": "2020-03-09"},
+    ]
+
+
+def test_months_group_into_records_under_the_limit():
+    def month(n: int, size: int) -> list[FileEntry]:
+        return [FileEntry(f"year_month=20-{n:02d}/a", size, "0" * 64)]
+
+    by_month = {
+        (2020, 3): month(3, 40_000),
+        (2020, 4): month(4, 40_000),
+        (2020, 5): month(5, 300_000),
+    }
+    warnings: list[str] = []
+    recs = group_months("ds", by_month, 250_000, warnings)
+    assert [r.name for r in recs] == ["ds_20-03_20-04", "ds_20-05"]
+    assert warnings and "2020-05 alone" in warnings[0]
+    assert tar_bytes([1]) == 10240 and tar_bytes([10_000]) == 20480
