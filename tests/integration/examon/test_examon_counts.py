@@ -143,6 +143,7 @@ def test_a_past_day_whose_rows_differ_from_the_count_fails_with_both_numbers() -
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 3 s here (tests/tiers.py)
 def test_reconcile_flags_late_data_and_passes_after_the_refetch(
     sim: SimulatorProcess, catalog: Path, tmp_path: Path
 ) -> None:
@@ -180,6 +181,7 @@ def test_reconcile_flags_late_data_and_passes_after_the_refetch(
     assert any(p.name.startswith(f"{DAY}.csv.gz.prev-") for p in kept), kept
 
 
+@pytest.mark.slow  # over 3 s here (tests/tiers.py)
 def test_a_source_with_fewer_points_keeps_the_archive_shown_k(
     sim: SimulatorProcess, catalog: Path, tmp_path: Path
 ) -> None:
@@ -204,6 +206,7 @@ def test_a_source_with_fewer_points_keeps_the_archive_shown_k(
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 3 s here (tests/tiers.py)
 def test_a_stored_nan_costs_one_series_minute(
     sim: SimulatorProcess, catalog: Path, tmp_path: Path
 ) -> None:
@@ -306,6 +309,7 @@ def grafana7(catalog: Path):
     process.stop()
 
 
+@pytest.mark.slow  # over 3 s here (tests/tiers.py)
 def test_grafana_7s_silence_is_ended_by_the_clients_read_timeout(
     grafana7: SimulatorProcess, tmp_path: Path
 ) -> None:
