@@ -16,7 +16,10 @@ USER airflow
 # image's version keeps pip from upgrading or downgrading Airflow while resolving them.
 COPY --chown=airflow:root pyproject.toml README.md LICENSE /opt/dxt-archive/
 COPY --chown=airflow:root dxt_core/ /opt/dxt-archive/dxt_core/
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" /opt/dxt-archive
+# DXT_EXTRAS: optional extras, e.g. "s3" for an s3:// archive root (boto3).
+ARG DXT_EXTRAS=""
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" \
+    "/opt/dxt-archive${DXT_EXTRAS:+[${DXT_EXTRAS}]}"
 
 # DAGs and plugins baked into the image (docker-compose.yaml bind-mounts ./dags and
 # ./plugins over them for development).

@@ -136,12 +136,14 @@ def child(mode: str, archive: Path, out: Path) -> None:
         if writer is not None:
             writer.close()
     else:
-        from dxt_core.publish import PublishOptions, publish_examon
+        from dxt_core.backends import get_publisher
+        from dxt_core.publish import PublishOptions, publish
 
-        rep = publish_examon(
+        rep = publish(
+            get_publisher("examon").publish_role(),
             PublishOptions(
                 archive=archive, out=out, from_month="2020-03", to_month="2020-03", records=False
-            )
+            ),
         )
         rows = rep.rows
     ru = resource.getrusage(resource.RUSAGE_SELF)

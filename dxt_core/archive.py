@@ -60,6 +60,7 @@ from dxt_core.errors import (
     SourceShrank,
 )
 from dxt_core.paths import check_path_component
+from dxt_core.store import is_url, parse_root
 
 MANIFEST_SCHEMA = "dxt-archive/manifest/1"
 KEPT_SCHEMA = "dxt-archive/kept/1"
@@ -913,15 +914,36 @@ class Archive:
             archive replace the archived day (the replaced file is kept in ``.versions/``).
     """
 
+    #: An object-store archive (:class:`dxt_core.store.s3.S3Archive`) says True.
+    remote = False
+
+    def __new__(cls, root: str | Path = "", *, replace: bool = False, **kw: Any) -> Archive:
+        # An s3:// root makes an S3Archive (same interface); an unknown scheme is an error.
+        if cls is Archive and is_url(root):
+            from dxt_core.store.s3 import S3Archive
+
+            return super().__new__(S3Archive)
+        return super().__new__(cls)
+
     def __init__(self, root: str | Path, *, replace: bool = False) -> None:
-        if not str(root):
-            raise ConfigError("archive root is empty: set DXT_ARCHIVE_ROOT or pass --archive DIR")
-        self.root = Path(root).expanduser().resolve()
+        local = parse_root(root)  # ConfigError for an empty root or a URL of another scheme
+        if not isinstance(local, Path):
+            raise ConfigError(f"{root}: not a local archive root")
+        self.root = local.expanduser().resolve()
         self.replace = replace
         self._open: dict[DayKey, DayWrite] = {}
         self._by_thread: dict[int, DayWrite] = {}
         self._mutex = threading.Lock()
         self._zones: dict[str, str] = {}
+
+    @property
+    def url(self) -> str:
+        """Where the archive is, for messages: its directory, or its ``s3://`` URL."""
+        return str(self.root)
+
+    def url_of(self, path: Path) -> str:
+        """Where ``path`` (a path this archive returned) is, for messages."""
+        return str(path)
 
     def directory(self, key: DayKey) -> Path:
         return self.root.joinpath(key.source, *key.parts)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from dxt_core.archive import Archive, DayKey, DayWrite
-from dxt_core.http import RequestStats
+from dxt_core.http import RequestStats, release_answers
 from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
 
@@ -165,12 +165,15 @@ def archive_one_day(
     t0 = time.perf_counter()
     definition = archive.check_day_zone(key, day_zone) if day_zone is not None else None
     manifest.setdefault(MADE_BY, made_by())  # who wrote it (dxt_core.provenance)
-    with archive.begin(key) as day:  # leaving without a commit aborts: the day is untouched
-        staging = Staging(archive, key, day)
-        write(staging)
-        # ``manifest`` as ``write`` left it (backends add what they learnt while writing)
-        doc = {**manifest, "day_definition": definition} if definition else manifest
-        return _commit(archive, key, staging, t0, doc, stats, tz, report_extra)
+    try:
+        with archive.begin(key) as day:  # leaving without a commit aborts: day untouched
+            staging = Staging(archive, key, day)
+            write(staging)
+            # ``manifest`` as ``write`` left it (backends add what they learnt while writing)
+            doc = {**manifest, "day_definition": definition} if definition else manifest
+            return _commit(archive, key, staging, t0, doc, stats, tz, report_extra)
+    finally:
+        release_answers()  # the unit's answers are done with: out of the answer budget
 
 
 def _commit(
@@ -195,6 +198,8 @@ def _commit(
         stats = RequestStats(seconds=seconds)
     written = [f for f in staging.files.values() if f.result is not None and f.result.rows > 0]
     extra = dict(report_extra or {})
+    if archive.remote:  # where the day is (the report's path is its local staging path)
+        extra["url"] = archive.url_of(archive.manifest_path(key))
     if staging.rows == 0 or not written:
         for f in staging.files.values():
             day.remove(f.extension)
@@ -243,5 +248,5 @@ def _commit(
     if day.replaced:  # the archived bytes this commit replaced, kept in .versions/
         extra["replaced"] = day.replaced
     report = DayReport(key, "archived", rows, res.bytes, main.final, path, seconds, stats, extra)
-    log.info("%s -> %s", report.summary(), report.path)
+    log.info("%s -> %s", report.summary(), archive.url_of(main.final))
     return report

@@ -27,6 +27,16 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
     Without this, a mistyped --archive path reads as "everything missing" and the refill
     commands would ask to fetch it all again.
     """
+    if archive.remote:
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        if not archive.holds(source):
+            raise ConfigError(
+                f"archive root {archive.url} holds no {source} archive (no object under "
+                f"{archive.url}/{source}/): check --archive"
+            )
+        return
     root = archive.root
     if not root.exists():
         raise ConfigError(f"archive root {root} does not exist: check --archive")
@@ -319,7 +329,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default="examon",
         help=f"which source: {', '.join(names)} (default examon)",
     )
-    c.add_argument("--archive", required=True, help="archive root directory")
+    c.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
     c.add_argument("--start-day", required=True)
     c.add_argument("--end-day", required=True)
     c.add_argument("--verify", action="store_true", help="also check every file's sha256")

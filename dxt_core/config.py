@@ -84,18 +84,36 @@ def read_all(settings: Sequence[Setting], prefix: str = "") -> dict[str, Any]:
     return {s.key.removeprefix(prefix): read(s) for s in settings}
 
 
-ARCHIVE_ROOT = Setting("archive_root", str, "", "archive root directory (required)")
+ARCHIVE_ROOT = Setting(
+    "archive_root", str, "", "archive root: a directory or s3://bucket/prefix (required)"
+)
 
 
-def archive_root(env: Mapping[str, str] | None = None) -> Path:
-    """The archive root from ``DXT_ARCHIVE_ROOT``; a clear error when it is unset."""
+S3_CONN_ID = Setting(
+    "s3_conn_id",
+    str,
+    "",
+    "Airflow connection of an s3:// archive root (default: aws_default when it exists, "
+    "else the AWS environment)",
+)
+
+
+def archive_root(env: Mapping[str, str] | None = None) -> Path | str:
+    """The archive root from ``DXT_ARCHIVE_ROOT``: a path, or an ``s3://bucket/prefix`` URL
+    as given; a clear error when it is unset or names an unknown scheme."""
     root = str(read(ARCHIVE_ROOT, env)).strip()
     if not root:
         raise ConfigError(
             f"{ENV_ARCHIVE_ROOT} is not set: export {ENV_ARCHIVE_ROOT}=/path/to/archive in the "
             "environment of the Airflow workers"
         )
-    return Path(root)
+    from dxt_core.store import parse_root
+
+    try:
+        where = parse_root(root)
+    except ConfigError as exc:
+        raise ConfigError(f"{ENV_ARCHIVE_ROOT}: {exc}") from None
+    return where if isinstance(where, Path) else root
 
 
 def as_bool(value: Any, key: str) -> bool:

@@ -309,22 +309,32 @@ class _Yield(Exception):
 
 
 class AnswerBudget:
-    """The bytes of decoded answers being read by all threads of the process together.
+    """The bytes of decoded answers held by all threads of the process together.
 
-    Each reader takes its bytes from the budget as it decodes them and gives them back when
-    its answer is complete (or abandoned); the limit is the reader's ``max_answer_bytes``
-    (one cap for the process, not one per worker). When the budget runs out, the oldest
-    reader waits for the others; a younger one drops what it has read and asks the server
-    again once the oldest is done (:class:`_Yield`): no two readers ever wait for each other.
-    An answer alone larger than the cap is "too large", as before.
+    Each reader takes its bytes from the budget as it decodes them. A complete answer stays
+    charged to the thread that asked for it, while that thread works on it: the charge is
+    given back when the same thread starts its next request (:meth:`HttpClient.exchange`),
+    when its unit of work ends (:func:`release_answers`, called by the CLI's runner,
+    :func:`dxt_core.archive_day.archive_one_day` and the Airflow task), before it waits for
+    other threads' fetches (:func:`dxt_core.prefetch.prefetched` and the sources' own
+    threads), and when the thread has ended. An abandoned answer is given back at once. The
+    limit is the reader's ``max_answer_bytes`` (one cap for the process, not one per
+    worker). When the budget runs out, the oldest reader waits for the others; a younger
+    one drops what it has read and asks the server again once the oldest is done
+    (:class:`_Yield`): no two readers ever wait for each other, and a thread that waits
+    holds no charge of its own but the answer it is reading. An answer alone larger than
+    the cap is "too large", as before.
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._held: dict[int, int] = {}
+        #: Complete answers, by the thread they were handed to.
+        self._kept: dict[int, int] = {}
         self._next = 0
         self.used = 0
-        #: The most the readers held at once (for tests and benchmarks).
+        #: The most the readers and the threads working on answers held at once (for tests
+        #: and benchmarks).
         self.peak = 0
         self._malloc_tuned = False
 
@@ -338,24 +348,64 @@ class AnswerBudget:
             self._held[ticket] = 0
             return ticket
 
-    def take(self, ticket: int, n: int, limit: int) -> None:
+    def take(self, ticket: int, n: int, limit: int, deadline: float) -> None:
         with self._cond:
             while self.used + n > limit:
+                if self._kept and self._forget_ended():
+                    continue
                 mine = self._held[ticket]
                 if self.used == mine:
                     raise _TooBig  # alone, and still over the cap
                 oldest = min(self._held)
                 if ticket != oldest:
                     raise _Yield(oldest)
-                self._cond.wait(0.5)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _Deadline
+                self._cond.wait(min(left, 0.5))
             self._held[ticket] += n
             self.used += n
-            self.peak = max(self.peak, self.used)
+            if self.used > self.peak:
+                self.peak = self.used
+
+    def _forget_ended(self) -> bool:
+        """Give back the charges of threads that have ended; whether there were any."""
+        alive = {t.ident for t in threading.enumerate()}
+        ended = [ident for ident in self._kept if ident not in alive]
+        for ident in ended:
+            self.used -= self._kept.pop(ident)
+        if ended:
+            self._cond.notify_all()
+        return bool(ended)
 
     def end(self, ticket: int) -> None:
+        """Reader ``ticket`` abandoned its answer: its bytes are given back."""
         with self._cond:
             self.used -= self._held.pop(ticket, 0)
             self._cond.notify_all()
+
+    def keep(self, ticket: int) -> None:
+        """Reader ``ticket`` completed its answer: its bytes stay charged to this thread
+        until :meth:`release`."""
+        ident = threading.get_ident()
+        with self._cond:
+            n = self._held.pop(ticket, 0)
+            if n:
+                self._kept[ident] = self._kept.get(ident, 0) + n
+
+    def release(self) -> None:
+        """This thread is done with the answers it asked for: their bytes are given back."""
+        if not self._kept:  # the common case: no lock taken
+            return
+        ident = threading.get_ident()
+        with self._cond:
+            n = self._kept.pop(ident, 0)
+            if n:
+                self.used -= n
+                self._cond.notify_all()
+
+    def held_by_this_thread(self) -> int:
+        return self._kept.get(threading.get_ident(), 0)
 
     def wait_until_done(self, ticket: int, timeout_s: float) -> None:
         """Wait until reader ``ticket`` has finished (at most ``timeout_s``)."""
@@ -389,6 +439,12 @@ def _fixed_mmap_threshold() -> None:
 ANSWER_BUDGET = AnswerBudget()
 
 
+def release_answers() -> None:
+    """The calling thread is done with the answers it asked for (the end of a unit of work,
+    or before it waits for other threads' fetches): their bytes leave the answer budget."""
+    ANSWER_BUDGET.release()
+
+
 class _TooBig(Exception):
     pass
 
@@ -413,8 +469,9 @@ class HttpClient:
         deadline_s: total time one attempt (request and whole answer) may take; a server
             that trickles its answer is cut off there. Default ``DXT_REQUEST_DEADLINE_S``
             or 900 s.
-        max_answer_bytes: cap on the decoded size of one answer. Default
-            ``DXT_MAX_ANSWER_MB`` or 512 MiB.
+        max_answer_bytes: cap on the decoded size of one answer, and on the answers all
+            threads of the process hold at once (being read, or read and not yet released:
+            :class:`AnswerBudget`). Default ``DXT_MAX_ANSWER_MB`` or 512 MiB.
     """
 
     base_url: str
@@ -628,6 +685,7 @@ class HttpClient:
         # BytesIO.getvalue() hands its buffer over without a copy.
         buf = io.BytesIO()
         total = 0
+        kept = False
         ticket = ANSWER_BUDGET.start()
         try:
             for raw in resp.iter_raw():
@@ -650,15 +708,19 @@ class HttpClient:
                     if total > cap:
                         raise _TooBig
                     if out:
-                        ANSWER_BUDGET.take(ticket, len(out), cap)
+                        ANSWER_BUDGET.take(ticket, len(out), cap, deadline)
                         buf.write(out)
                         del out
-            return buf.getvalue()
+            body = buf.getvalue()
+            ANSWER_BUDGET.keep(ticket)  # charged until this thread is done with it
+            kept = True
+            return body
         except BaseException:
             buf.close()  # free the partial answer now, not with the traceback
             raise
         finally:
-            ANSWER_BUDGET.end(ticket)
+            if not kept:
+                ANSWER_BUDGET.end(ticket)
 
     # -- the retry loop -----------------------------------------------------------------------
     def request(
@@ -717,6 +779,9 @@ class HttpClient:
             QueryRejected: a 4xx other than 429 (a 403 "quota exceeded" included).
             SourceUnavailable: transient failures outlasted the retry policy.
         """
+        # This thread's previous answers are done with: their bytes leave the budget before
+        # this one takes its own (a thread never waits for budget it holds itself).
+        ANSWER_BUDGET.release()
         url = self.url(path)
         where = f" ({context})" if context else ""
         content = orjson.dumps(json_body) if json_body is not None else None

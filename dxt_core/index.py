@@ -611,6 +611,8 @@ def scan_states(
     index does not know is read from disk; with ``check_sizes`` each data file's size is
     compared with its manifest's (one ``stat`` per file).
     """
+    if archive.remote:  # an S3 archive: a listing and an index object per unit
+        return _remote_states(archive, source, units, days)
     own = index is None
     idx = index if index is not None else ManifestIndex(archive.root)
     try:
@@ -618,6 +620,24 @@ def scan_states(
     finally:
         if own:
             idx.close()
+
+
+def _remote_states(
+    archive: Archive, source: str, units: Sequence[Sequence[str]], days: Sequence[dt.date]
+) -> StateGrid:
+    from dxt_core.store.s3 import S3Archive
+
+    assert isinstance(archive, S3Archive)
+    grid = StateGrid(units=[unit_of(p) for p in units], days=list(days), rows=[])
+    for u, row in enumerate(archive.unit_states(source, units, days)):
+        cells = []
+        for d, (status, detail, kept) in enumerate(row):
+            state: State = "kept" if kept else status
+            if detail and not kept:
+                grid.details[(u, d)] = detail
+            cells.append(STATE_CODES[state])
+        grid.rows.append("".join(cells))
+    return grid
 
 
 def _scan(
@@ -792,6 +812,11 @@ def coverage_rows(
 
     unit_list = [tuple(u) for u in units]
     day_list = list(days)
+    if archive.remote:  # an S3 archive: a listing and an index object per unit
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        return archive.coverage_rows(source, unit_list, day_list, verify=verify)
     if verify or not ManifestIndex(archive.root).exists():
         return coverage(archive, source, unit_list, day_list, verify=verify)
     grid = scan_states(archive, source, unit_list, day_list, check_sizes=True)
@@ -813,6 +838,18 @@ def coverage_rows(
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
+    archive = Archive(args.archive)
+    if archive.remote:  # an S3 archive: one index object per unit, from a listing
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        t0 = time.perf_counter()
+        n, bad = archive.rebuild_index()
+        print(
+            f"{archive.url}/.dxt/index/: {n} manifests, {bad} unreadable, "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        return 0
     report = rebuild(args.archive)
     per_source = ", ".join(f"{n} {s}" for s, n in sorted(report.sources.items()))
     print(
@@ -834,5 +871,7 @@ def add_index_parser(sub: Any) -> None:
     )
     actions = ix.add_subparsers(dest="action", required=True)
     rb = actions.add_parser("rebuild", help="recreate the index from every manifest")
-    rb.add_argument("--archive", required=True, help="archive root directory")
+    rb.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
     rb.set_defaults(func=_cmd_rebuild)

@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator
 from typing import TypeVar
 
+from dxt_core.http import release_answers
+
 T = TypeVar("T")
 
 _DONE = object()
@@ -41,6 +43,9 @@ def prefetched(source: Iterator[T], depth: int = 1) -> Iterator[T]:
     worker.start()
     try:
         while True:
+            # The producer's fetch may wait for the answer budget: this thread's own answers
+            # are out of it before this thread waits for the producer.
+            release_answers()
             item = q.get()
             if item is _DONE:
                 return

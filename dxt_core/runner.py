@@ -33,6 +33,7 @@ from typing import Any, TextIO
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.errors import DxtError, SourceUnavailable
+from dxt_core.http import release_answers
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,14 @@ def sigint_counted(interrupt: Interrupt) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _run_unit(u: Unit) -> DayReport:
+    """One unit in a worker thread, which keeps no answer charged once it is done."""
+    try:
+        return u.run()
+    finally:
+        release_answers()
+
+
 def run_units(
     units: Sequence[Unit],
     archive: Archive,
@@ -202,6 +211,9 @@ def run_units(
     pending = list(reversed(todo))  # popped from the end: the given order
     running: dict[Future[DayReport], Unit] = {}
     announced = 0
+    # The units' fetches may wait for the answer budget: this thread's answers (the
+    # catalog's) are out of it before it waits for them.
+    release_answers()
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     with sigint_counted(interrupt):
         while pending or running:
@@ -209,7 +221,7 @@ def run_units(
             # in the pool to start behind our back.
             while pending and not interrupt.count and len(running) < max(1, workers):
                 u = pending.pop()
-                running[pool.submit(u.run)] = u
+                running[pool.submit(_run_unit, u)] = u
             if interrupt.count > announced:
                 announced = interrupt.count
                 if interrupt.count == 1:
@@ -252,7 +264,7 @@ def run_units(
     )
     print(
         f"archived {plural(len(reports) - empty, 'metric-day')} ({rows} rows, {size} "
-        f"bytes), {empty} empty, {len(failures)} failed{stopped}{skip}, into {archive.root}",
+        f"bytes), {empty} empty, {len(failures)} failed{stopped}{skip}, into {archive.url}",
         file=out,
     )
     for u, msg in sorted(failures, key=lambda f: (f[0].key.day, f[0].label)):

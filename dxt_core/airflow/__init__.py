@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dxt_core import config
+from dxt_core import config, store
 
 
 def _from_airflow(key: str) -> str | None:
@@ -20,6 +20,16 @@ def _from_airflow(key: str) -> str | None:
 
 
 config.set_fallback(_from_airflow)
+
+
+def _s3_client(location: Any) -> Any:
+    from dxt_core.airflow.s3 import client_from_connection
+
+    return client_from_connection(location)
+
+
+# An s3:// archive root made in a task reads its credentials from an Airflow connection.
+store.set_client_factory(_s3_client)
 
 
 def dag_settings(backend: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
 from dxt_core.config import archive_root
+from dxt_core.http import release_answers
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -50,7 +51,10 @@ def archive_unit(
     archive = Archive(archive_root(), replace=replace_of_context(context))
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
-    report = tasks.archive(unit, day_of(context), archive, conn, params)
+    try:
+        report = tasks.archive(unit, day_of(context), archive, conn, params)
+    finally:
+        release_answers()  # the unit's answers are done with: out of the answer budget
     doc = report.as_dict()
     emit_day_event(
         context,

@@ -34,7 +34,7 @@ from dxt_core.config import Setting
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dxt_core.backends.roles import BackendTasks, CliRole, SimulatorRole
+    from dxt_core.backends.roles import BackendTasks, CliRole, PublishRole, SimulatorRole
     from dxt_core.connection import ConnectionSpec
 
 #: The backends that ship with dxt-archive, by package name.
@@ -59,6 +59,8 @@ class Backend:
         tasks: returns its :class:`~dxt_core.backends.roles.BackendTasks` (its DAG).
         cli: returns its :class:`~dxt_core.backends.roles.CliRole` (its ``cli`` module).
         simulator: returns its :class:`~dxt_core.backends.roles.SimulatorRole`.
+        publish: returns its :class:`~dxt_core.backends.roles.PublishRole` (``dxt publish``);
+            optional: a backend without it does not publish.
 
     The role loaders are functions that import the role's module when called, so reading the
     declaration imports nothing more, and mypy checks what each returns. A loader left out
@@ -78,6 +80,7 @@ class Backend:
     tasks: Callable[[], BackendTasks[Any]] | None = None
     cli: Callable[[], CliRole] | None = None
     simulator: Callable[[], SimulatorRole] | None = None
+    publish: Callable[[], PublishRole] | None = None
 
     @property
     def command(self) -> str:
@@ -142,6 +145,21 @@ class Backend:
         role: SimulatorRole = self.module("simulator")
         return role
 
+    def publish_role(self) -> PublishRole:
+        """The publish role; a clear error naming the backends that publish."""
+        if self.publish is None:
+            known = ", ".join(b.command for b in publishers()) or "none"
+            raise ConfigError(
+                f"backend {self.command!r} does not publish (its Backend declares no publish= "
+                f"loader); backends that publish: {known}"
+            )
+        found = self.publish()
+        if found.backend != self.name:
+            raise ConfigError(
+                f"backend {self.name!r}: its publish role says backend={found.backend!r}"
+            )
+        return found
+
     def setting(self, key: str) -> Setting:
         for s in self.settings:
             if s.key == f"{self.name}_{key}":
@@ -176,6 +194,22 @@ def get(name: str) -> Backend:
             return b
     known = ", ".join(b.command for b in backends())
     raise ConfigError(f"unknown backend {name!r}: choose one of {known}")
+
+
+def publishers() -> list[Backend]:
+    """The backends that declare a publish role (``dxt publish <backend>``)."""
+    return [b for b in backends() if b.publish is not None]
+
+
+def get_publisher(name: str) -> Backend:
+    """The publishing backend called ``name``; the error lists those that publish."""
+    try:
+        b = get(name)
+    except ConfigError:
+        known = ", ".join(b.command for b in publishers()) or "none"
+        raise ConfigError(f"unknown backend {name!r}: backends that publish: {known}") from None
+    b.publish_role()  # the clear error for one that does not publish
+    return b
 
 
 def dag_settings(name: str) -> dict[str, Any]:

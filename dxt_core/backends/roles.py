@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
+    from dxt_core.publish.archive_scan import UnitMonth
     from dxt_core.reconcile import RecentReport
 
 #: The backend's connection object (what its ``connection.SPEC`` builds).
@@ -185,3 +188,57 @@ def round_up_pow2(n: int) -> int:
     while size < n:
         size *= 2
     return size
+
+
+class PublishRole(Protocol):
+    """``dxt publish <backend>``: what is backend-specific in turning its archive into a
+    dataset (dxt_core/publish does the rest: manifests, typed sorted Parquet, the job table,
+    pseudonyms, checksums, Data Package, Croissant, datacard, records). Declared with the
+    ``publish=`` loader of the backend's :class:`~dxt_core.backends.Backend`.
+
+    A *unit* is a (group, item) pair of the archive (``plugin``/``metric``); a unit-month
+    is :class:`~dxt_core.publish.archive_scan.UnitMonth`.
+    """
+
+    @property
+    def backend(self) -> str:
+        """The registry name, as in the backend's ``Backend``."""
+
+    @property
+    def dataset_name(self) -> str:
+        """Default ``--name`` (records are named after it)."""
+
+    @property
+    def title(self) -> str:
+        """Default ``--title``."""
+
+    @property
+    def description(self) -> str:
+        """What the data is, for the Data Package (``Examon telemetry``)."""
+
+    @property
+    def layout_summary(self) -> str:
+        """One clause on the layout (``one Parquet file per metric and month``)."""
+
+    @property
+    def source(self) -> str:
+        """The datacard's Source sentence: which server(s) the data comes from."""
+
+    @property
+    def layout(self) -> tuple[str, ...]:
+        """The datacard's layout lines (path patterns)."""
+
+    @property
+    def example_glob(self) -> str:
+        """A glob of metric files for the datacard's DuckDB example."""
+
+    def units(self, root: Path) -> list[tuple[str, str]]:
+        """Every unit with a directory in the archive under ``root`` (a clear ConfigError
+        when the archive holds none of this backend)."""
+
+    def scan(self, root: Path, group: str, item: str, year: int, month: int) -> UnitMonth:
+        """One unit-month's days, through :func:`dxt_core.publish.archive_scan.scan_unit_month`
+        (set ``jobs`` on a job table)."""
+
+    def data_path(self, um: UnitMonth) -> str:
+        """The unit-month's Parquet file, relative to the dataset directory."""

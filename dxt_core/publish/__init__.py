@@ -1,11 +1,12 @@
-"""From archive to dataset: ``dxt publish`` (no Airflow here).
+"""From archive to dataset: ``dxt publish <backend>`` (no Airflow here).
 
-:func:`publish_examon` turns months of an Examon archive into an M100 ExaData-style dataset:
+:func:`publish` turns months of a backend's archive into a dataset, the backend saying what
+its units are and where their files go (its :class:`~dxt_core.backends.roles.PublishRole`):
 typed, sorted, pseudonymised Parquet files, checksums, a Frictionless Data Package, a
 Croissant description, a datacard and records for a repository. See docs/publish.md.
 """
 
-from dxt_core.publish.examon import PublishOptions, PublishReport, publish_examon
+from dxt_core.publish.dataset import PublishOptions, PublishReport, incomplete_days, publish
 from dxt_core.publish.hostlist import expand_hostlist
 
-__all__ = ["PublishOptions", "PublishReport", "expand_hostlist", "publish_examon"]
+__all__ = ["PublishOptions", "PublishReport", "expand_hostlist", "incomplete_days", "publish"]

@@ -3,9 +3,11 @@
 A day counts only when its manifest says ``archived`` and names a file whose size and sha256
 match; a day with an ``empty`` manifest counts as empty; every other day is missing, and a
 manifest whose file is absent, of another size or another sha256 is *skipped* with the reason.
-Both archive formats are read: the CSV archive (``examon/<plugin>/<metric>/<day>.csv.gz``) and
-the Parquet archive (``examon/plugin=<p>/metric=<m>/<day>.parquet``, manifests ``_<day>...``);
-where both hold a good copy of a day, the Parquet one is used.
+Both archive formats are read: the CSV archive (``<backend>/<group>/<item>/<day>.csv.gz``) and
+the Parquet archive (``<backend>/<group>=<g>/<key>=<i>/<day>.parquet``, manifests
+``_<day>...``); where both hold a good copy of a day, the Parquet one is used. Which
+directories a unit has is the backend's publish role's business (it calls
+:func:`scan_unit_month` with them).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,12 @@ class UnitMonth:
     missing: list[dt.date] = field(default_factory=list)
     skipped: list[tuple[dt.date, str]] = field(default_factory=list)
     manifests: list[dict[str, Any]] = field(default_factory=list)
+    #: Set by the backend's publish role: this unit is a job table (one row per job).
+    jobs: bool = False
 
     @property
     def job_table(self) -> bool:
-        return any(m.get("job_table") for m in self.manifests) or self.plugin == "job_table"
+        return self.jobs or any(m.get("job_table") for m in self.manifests)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -121,13 +124,15 @@ def _check(directory: Path, manifest_name: str, fmt: str) -> tuple[str, Any]:
     return "archived", (data, doc)
 
 
-def examon_units(root: Path) -> list[tuple[str, str]]:
-    """Every (plugin, metric) with a directory in either archive format."""
-    top = root / "examon"
+def partition_units(root: Path, backend: str, group: str, item: str) -> list[tuple[str, str]]:
+    """Every (group, item) with a directory under ``root/backend`` in either archive format
+    (``<g>/<i>`` for CSV, ``<group>=<g>/<item>=<i>`` for Parquet)."""
+    top = root / backend
     if not top.is_dir():
         raise ConfigError(
-            f"{root} holds no Examon archive ({top} is not a directory): check --archive"
+            f"{root} holds no {backend} archive ({top} is not a directory): check --archive"
         )
+    gp, ip = f"{group}=", f"{item}="
     units: set[tuple[str, str]] = set()
     for pdir in top.iterdir():
         if not pdir.is_dir() or pdir.name.startswith("."):
@@ -135,18 +140,19 @@ def examon_units(root: Path) -> list[tuple[str, str]]:
         for mdir in pdir.iterdir():
             if not mdir.is_dir() or mdir.name.startswith("."):
                 continue
-            if pdir.name.startswith("plugin=") and mdir.name.startswith("metric="):
-                units.add((pdir.name[7:], mdir.name[7:]))
+            if pdir.name.startswith(gp) and mdir.name.startswith(ip):
+                units.add((pdir.name[len(gp) :], mdir.name[len(ip) :]))
             elif "=" not in pdir.name:
                 units.add((pdir.name, mdir.name))
     return sorted(units)
 
 
-def scan_unit_month(root: Path, plugin: str, metric: str, year: int, month: int) -> UnitMonth:
-    """The good, empty, missing and skipped days of one unit in one month."""
+def scan_unit_month(
+    pq_dir: Path, csv_dir: Path, plugin: str, metric: str, year: int, month: int
+) -> UnitMonth:
+    """The good, empty, missing and skipped days of one unit in one month, from its Parquet
+    and its CSV archive directories."""
     um = UnitMonth(plugin, metric, year, month)
-    pq_dir = root / "examon" / f"plugin={plugin}" / f"metric={metric}"
-    csv_dir = root / "examon" / plugin / metric
     for day in month_days(year, month):
         d = day.isoformat()
         outcome: tuple[str, Any] = ("missing", None)
@@ -178,9 +184,3 @@ def scan_unit_month(root: Path, plugin: str, metric: str, year: int, month: int)
         elif reasons:  # a good copy in the other format: say the bad one was not used
             um.skipped.append((day, "; ".join(reasons) + " (the other format's copy was used)"))
     return um
-
-
-def iter_unit_months(root: Path, months: list[tuple[int, int]]) -> Iterator[UnitMonth]:
-    for plugin, metric in examon_units(root):
-        for y, m in months:
-            yield scan_unit_month(root, plugin, metric, y, m)

@@ -5,22 +5,29 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dxt_core.backends import publishers
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES
 
 
 def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    layouts = "; ".join(
+        f"{b.command}: {' and '.join(b.publish_role().layout)}" for b in publishers()
+    )
     p = sub.add_parser(
         "publish",
-        help="publish months of the archive as a dataset (M100 ExaData layout)",
-        description="Turn months of the archive into a dataset for a repository: one typed, "
-        "sorted Parquet file per metric and month (year_month=YY-MM/plugin=<p>/metric=<m>/"
-        "a_0.parquet), the job table with node lists and pseudonymised people, SHA256SUMS, "
+        help="publish months of the archive as a dataset",
+        description="Turn months of a backend's archive into a dataset for a repository: one "
+        f"typed, sorted Parquet file per metric and month ({layouts}), "
+        "the job table with node lists and pseudonymised people, SHA256SUMS, "
         "datapackage.json (Frictionless), croissant.json, a README.md datacard and tar "
         "records under --max-record-bytes. Reads the archive through its manifests only "
         "(days whose file matches its manifest's size and sha256), CSV or Parquet. "
         "See docs/publish.md.",
     )
-    p.add_argument("backend", choices=["examon"], help="which archive (examon)")
+    names = [b.command for b in publishers()]
+    p.add_argument(
+        "backend", metavar="BACKEND", help=f"which archive: {', '.join(names) or 'none publish'}"
+    )
     p.add_argument("--archive", required=True, help="archive root directory")
     p.add_argument("--from-month", required=True, help="first month, YYYY-MM")
     p.add_argument("--to-month", required=True, help="last month, YYYY-MM (included)")
@@ -52,9 +59,11 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument("--no-records", action="store_true", help="write no tar records")
     p.add_argument(
-        "--name", default="examon-dataset", help="dataset name (records are named after it)"
+        "--name",
+        default="",
+        help="dataset name (records are named after it); default <backend>-dataset",
     )
-    p.add_argument("--title", default="Examon telemetry", help="dataset title")
+    p.add_argument("--title", default="", help="dataset title; default the backend's")
     p.add_argument("--licence", default="CC-BY-4.0", help="licence (SPDX id), default %(default)s")
     p.add_argument(
         "--licence-url", default="https://creativecommons.org/licenses/by/4.0/", help="licence URL"
@@ -66,9 +75,12 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from dxt_core.publish.examon import PublishOptions, publish_examon
+    from dxt_core.backends import get_publisher
+    from dxt_core.publish.dataset import PublishOptions, publish
 
-    report = publish_examon(
+    role = get_publisher(args.backend).publish_role()
+    report = publish(
+        role,
         PublishOptions(
             archive=Path(args.archive),
             out=Path(args.out),
@@ -86,7 +98,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
             url=args.url,
             version=args.dataset_version,
             records=not args.no_records,
-        )
+        ),
     )
     for w in report.warnings:
         print(f"warning: {w}")

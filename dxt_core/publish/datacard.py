@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from dxt_core._version import __version__
 
 if TYPE_CHECKING:
-    from dxt_core.publish.examon import PublishOptions, PublishReport
+    from dxt_core.backends.roles import PublishRole
+    from dxt_core.publish.dataset import PublishOptions, PublishReport
     from dxt_core.publish.records import Record
 
 
@@ -33,7 +34,11 @@ def _holes(manifests: Sequence[dict[str, Any]]) -> int:
 
 
 def datacard(
-    opts: PublishOptions, meta: dict[str, Any], report: PublishReport, records: Sequence[Record]
+    role: PublishRole,
+    opts: PublishOptions,
+    meta: dict[str, Any],
+    report: PublishReport,
+    records: Sequence[Record],
 ) -> bytes:
     y0, m0 = report.months[0]
     y1, m1 = report.months[-1]
@@ -45,8 +50,8 @@ def datacard(
         "",
         "## Source",
         "",
-        "Examon (KairosDB time series and the Examon jobs service), archived day by day by "
-        f"dxt-archive and published with `dxt publish examon` (dxt-archive {__version__}) "
+        f"{role.source}, archived day by day by dxt-archive and published with "
+        f"`dxt publish {role.backend}` (dxt-archive {__version__}) "
         "from the archive's manifests: a day is included only when its manifest names a "
         "file whose size and sha256 match.",
         "",
@@ -61,8 +66,7 @@ def datacard(
         "## Layout",
         "",
         "```",
-        "year_month=YY-MM/plugin=<plugin>/metric=<metric>/a_0.parquet",
-        "year_month=YY-MM/plugin=job_table/metric=<table>/a_0.parquet",
+        *role.layout,
         "```",
         "",
         "Metric files: `timestamp`, `value` (typed per metric, see below), `name`, then one "
@@ -169,8 +173,8 @@ def datacard(
         "",
         "```python",
         "import duckdb",
-        "duckdb.sql(\"SELECT node, avg(value) FROM read_parquet('year_month=*/plugin=ipmi_pub/"
-        "metric=*/a_0.parquet', hive_partitioning = true) GROUP BY node\")",
+        'duckdb.sql("SELECT node, avg(value) FROM read_parquet('
+        f"'{role.example_glob}', hive_partitioning = true) GROUP BY node\")",
         "```",
         "",
         "## How to cite",

@@ -61,13 +61,20 @@ def test_dxt_publish_parses_and_publishes_two_months(migrated_home, tmp_path):
     env = base_env(fresh_home(migrated_home, tmp_path / "h"), archive, "http://x:1", None)
     doc = run_dagbag_script(env, PARSE)
     assert doc["errors"] == {} and doc["tasks"] == ["publish_months"]
-    assert doc["params"] == ["from_month", "keep_identities", "out", "require_complete", "to_month"]
+    assert doc["params"] == [
+        "backend",
+        "from_month",
+        "keep_identities",
+        "out",
+        "require_complete",
+        "to_month",
+    ]
     key = tmp_path / "key"
     key.write_bytes(b"a-site-secret-of-32-bytes-......")
     env.update({"DXT_PUBLISH_DIR": str(tmp_path / "pub"), "DXT_PUBLISH_KEY_FILE": str(key)})
     conf = json.dumps({"from_month": "2020-03", "to_month": "2020-04", "require_complete": False})
     airflow(env, "dags", "test", "dxt_publish", "2020-05-01", "-c", conf)
-    ds = tmp_path / "pub" / "2020-03_2020-04"
+    ds = tmp_path / "pub" / "examon" / "2020-03_2020-04"
     assert (ds / "year_month=20-03/plugin=ipmi_pub/metric=ps0_input_power/a_0.parquet").is_file()
     assert (
         ds / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet"

@@ -426,8 +426,9 @@ def hole_cells(
     archive: Archive, source: str, parts: Sequence[tuple[str, ...]], days: Sequence[dt.date]
 ) -> dict[tuple[int, int], str]:
     """``(unit, day) index -> detail`` of the cells archived with holes (the manifest index's
-    detail; without an index, none are told apart)."""
-    if not days:
+    detail; without an index, none are told apart; an S3 archive has no SQLite index: its
+    cells' details say it)."""
+    if not days or archive.remote:
         return {}
     with ManifestIndex(archive.root) as idx:
         found = idx.holes(source, min(days), max(days))

@@ -84,7 +84,7 @@ from dxt_core.backends.collectd_es.connection import (
     loads,
 )
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
-from dxt_core.http import RetryPolicy
+from dxt_core.http import RetryPolicy, release_answers
 from dxt_core.reconcile import SourceCount
 
 log = logging.getLogger("dxt_core.backends.collectd_es.source")
@@ -578,6 +578,7 @@ class CollectdEsSource:
             for i in range(len(windows))
         ]
         try:
+            release_answers()  # the slices' fetches may wait for the budget this thread holds
             for t in threads:
                 t.start()
             active = list(range(len(windows)))

@@ -88,9 +88,7 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
         formats = self.output_formats(params)
         stats = ExportStats()
         with CollectdEsSource(conn, slices=s["slices"], page_size=s["page_size"]) as source:
-            log.info(
-                "archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.root
-            )
+            log.info("archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.url)
             return archive_collectd_es_day(
                 es_pages(source, stats),
                 family,

@@ -9,7 +9,7 @@ from dxt_core.config import Setting
 
 if TYPE_CHECKING:
     from dxt_core.backends.examon.tasks import ExamonTasks
-    from dxt_core.backends.roles import CliRole, SimulatorRole
+    from dxt_core.backends.roles import CliRole, PublishRole, SimulatorRole
     from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
@@ -51,6 +51,12 @@ def _simulator() -> SimulatorRole:
     return simulator
 
 
+def _publish() -> PublishRole:
+    from dxt_core.backends.examon.publish import PUBLISH
+
+    return PUBLISH
+
+
 BACKEND = Backend(
     name="examon",
     title="Examon / KairosDB",
@@ -63,4 +69,5 @@ BACKEND = Backend(
     tasks=_tasks,
     cli=_cli,
     simulator=_simulator,
+    publish=_publish,
 )

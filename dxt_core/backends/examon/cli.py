@@ -154,7 +154,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g.add_argument("--plugin", help="the plugin of --metric")
     e.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
     e.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
-    e.add_argument("--archive", required=True, help="archive root directory")
+    e.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
     e.add_argument(
         "--format",
         choices=FORMATS,

@@ -118,7 +118,7 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
                 day,
                 conn.time_zone,
                 conn.safe_url,
-                archive.root,
+                archive.url,
             )
             return archive_examon_day(source, entry, day, archive, fmt=fmt)
 

@@ -142,7 +142,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--end", help="(--backup) end, inclusive (default: now)")
     k.add_argument("--backup", help="experiment backup directory")
     k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
-    k.add_argument("--archive", help="archive root (daily files)")
+    k.add_argument(
+        "--archive", help="archive root (daily files): a directory or s3://bucket/prefix"
+    )
     add_run_arguments(k)
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
@@ -166,8 +168,15 @@ def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
 
     sites = _split(args.sites)
     if not sites:
-        root = Archive(args.archive).root / "kwollect"
-        sites = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        archive = Archive(args.archive)
+        if archive.remote:  # an S3 archive: the "directories" under kwollect/
+            from dxt_core.store.s3 import S3Archive
+
+            assert isinstance(archive, S3Archive)
+            sites = archive.subdirectories("kwollect")
+        else:
+            root = archive.root / "kwollect"
+            sites = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     metrics = _split(args.metrics) or list(POWER_METRICS)
     return [(s, m) for s in sites for m in metrics]
 

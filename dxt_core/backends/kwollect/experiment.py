@@ -53,7 +53,7 @@ from dxt_core.backends.kwollect.source import (
     unknown_metric_error,
 )
 from dxt_core.errors import ConfigError, DxtError, SourceError
-from dxt_core.http import RequestStats, RetryPolicy
+from dxt_core.http import RequestStats, RetryPolicy, release_answers
 from dxt_core.prefetch import prefetched
 from dxt_core.writers.compress import GzipStream
 
@@ -453,6 +453,7 @@ class Kwollect:
         results: dict[str, Any] = {}
         errors: list[str] = []
         workers = self.max_workers or max(len(sites), 1)
+        release_answers()  # the sites' fetches may wait for the budget this thread holds
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kwollect") as pool:
             futures = {s: pool.submit(work, s, ns) for s, ns in sites.items()}
             first: BaseException | None = None

@@ -84,7 +84,7 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
                 day,
                 config.time_zone,
                 client.safe_url,
-                archive.root,
+                archive.url,
             )
             return archive_kwollect_day(
                 client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone

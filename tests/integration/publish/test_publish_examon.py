@@ -19,7 +19,9 @@ import pytest
 
 from tests.conftest import SimulatorProcess
 
-pytestmark = pytest.mark.integration
+# Each test needs the module's simulator archive (11-17 s to make) or publishes months of it
+# (6-55 s measured with --durations): the full tier.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb")
@@ -351,10 +353,12 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
 
 def test_many_small_sorted_runs_merge_to_the_same_bytes(published, archives, tmp_path):
     # ~25 runs a day instead of one: the k-way merge, not the sort of one run, orders rows
-    from dxt_core.publish import PublishOptions, publish_examon
+    from dxt_core.backends import get_publisher
+    from dxt_core.publish import PublishOptions, publish
 
     out = tmp_path / "small-runs"
-    publish_examon(
+    publish(
+        get_publisher("examon").publish_role(),
         PublishOptions(
             archive=archives / "csv",
             out=out,
@@ -362,7 +366,7 @@ def test_many_small_sorted_runs_merge_to_the_same_bytes(published, archives, tmp
             to_month="2020-04",
             pseudonymise_key_file=archives / "key",
             run_rows=4_000,
-        )
+        ),
     )
     files = sorted(p.relative_to(published) for p in published.rglob("a_0.parquet"))
     assert len(files) == 12

@@ -1,15 +1,15 @@
-"""``dxt publish examon``: an Examon archive -> an M100 ExaData-style dataset.
+"""``dxt publish <backend>``: an archive -> a dataset, for any backend with a publish role
+(:class:`~dxt_core.backends.roles.PublishRole`: its units, where their days are, its layout).
 
-Layout of the output directory::
+Layout of the output directory (the data paths are the role's)::
 
-    year_month=YY-MM/plugin=<p>/metric=<m>/a_0.parquet     one file per metric and month
-    year_month=YY-MM/plugin=job_table/metric=<table>/a_0.parquet
+    <the role's path of each unit-month>                   one file per unit and month
     records/<name>.tar       months grouped under --max-record-bytes, each with its own
                              SHA256SUMS and files.json
     README.md  datapackage.json  croissant.json  SHA256SUMS
 
-Months are calendar months of the archive's days (the archive's day zone, Europe/Rome for
-Marconi100), as the day files are named. The archive is read through its manifests only
+Months are calendar months of the archive's days (the archive's day zone), as the day files
+are named. The archive is read through its manifests only
 (:mod:`dxt_core.publish.archive_scan`).
 """
 
@@ -22,19 +22,13 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dxt_core._version import __version__
 from dxt_core.archive import sha256_file
 from dxt_core.errors import ConfigError
 from dxt_core.paths import check_path_component
-from dxt_core.publish.archive_scan import (
-    UnitMonth,
-    examon_units,
-    month_range,
-    scan_unit_month,
-    year_month,
-)
+from dxt_core.publish.archive_scan import UnitMonth, month_range
 from dxt_core.publish.datacard import datacard
 from dxt_core.publish.describe import (
     FileEntry,
@@ -54,9 +48,11 @@ from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
 from dxt_core.publish.series import RUN_ROWS, RunSpool, merge_runs, type_history
 
+if TYPE_CHECKING:
+    from dxt_core.backends.roles import PublishRole
+
 log = logging.getLogger("dxt_core.publish")
 
-DATA_FILE = "a_0.parquet"
 META_FILES = ("README.md", "datapackage.json", "croissant.json")
 
 
@@ -70,8 +66,9 @@ class PublishOptions:
     keep_identities: bool = False
     pseudonymise_columns: tuple[str, ...] = ()
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
-    name: str = "examon-dataset"
-    title: str = "Examon telemetry"
+    #: Dataset name and title; empty: the publish role's defaults.
+    name: str = ""
+    title: str = ""
     licence: str = "CC-BY-4.0"
     licence_url: str = "https://creativecommons.org/licenses/by/4.0/"
     cite: str = ""
@@ -82,7 +79,7 @@ class PublishOptions:
     run_rows: int = RUN_ROWS
 
     def __post_init__(self) -> None:
-        problem = check_path_component(self.name, "--name")
+        problem = check_path_component(self.name, "--name") if self.name else None
         if problem:
             raise ConfigError(problem)
         if self.run_rows < 1:
@@ -134,14 +131,14 @@ class PublishReport:
         )
 
 
-def incomplete_days(root: Path, from_month: str, to_month: str) -> list[str]:
+def incomplete_days(role: PublishRole, root: Path, from_month: str, to_month: str) -> list[str]:
     """Metric-days of the months not archived yet (neither archived nor empty), for every
     unit with at least one archived or empty day in that month: a month is complete when
     this is empty. Returns ``"<plugin>/<metric> <day>"`` items."""
     out = []
-    for plugin, metric in examon_units(root):
+    for plugin, metric in role.units(root):
         for y, m in month_range(from_month, to_month):
-            um = scan_unit_month(root, plugin, metric, y, m)
+            um = role.scan(root, plugin, metric, y, m)
             if um.days or um.empty:
                 out += [f"{plugin}/{metric} {d}" for d in um.missing]
                 out += [
@@ -171,8 +168,13 @@ def _check_out(out: Path) -> set[str]:
     return {line.split("  ", 1)[1] for line in sums.read_text().splitlines() if "  " in line}
 
 
-def publish_examon(opts: PublishOptions) -> PublishReport:
-    """Publish the months ``from_month``..``to_month`` of the archive into ``opts.out``."""
+def publish(role: PublishRole, opts: PublishOptions) -> PublishReport:
+    """Publish the months ``from_month``..``to_month`` of the backend's archive (``role``)
+    into ``opts.out``."""
+    if not opts.name:
+        opts.name = role.dataset_name
+    if not opts.title:
+        opts.title = role.title
     months = month_range(opts.from_month, opts.to_month)
     root = Path(opts.archive)
     if not root.is_dir():
@@ -185,8 +187,7 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
     )
     report = PublishReport(opts.out, months, pseudonymised=pseudo is not None)
     scans = {
-        (p, m): [scan_unit_month(root, p, m, y, mo) for y, mo in months]
-        for p, m in examon_units(root)
+        (p, m): [role.scan(root, p, m, y, mo) for y, mo in months] for p, m in role.units(root)
     }
     for (p, m), ums in scans.items():
         for um in ums:
@@ -208,9 +209,9 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
         scratch = Path(scratch_dir)
         for k, ums in sorted(scans.items()):
             if k in jobs:
-                _publish_jobs(k, ums, job_schemas[k], pseudo, opts.out, report)
+                _publish_jobs(role, k, ums, job_schemas[k], pseudo, opts.out, report)
             else:
-                _publish_metric(k, ums, scratch, opts.out, report, opts.run_rows)
+                _publish_metric(role, k, ums, scratch, opts.out, report, opts.run_rows)
     for u in report.units:
         if u.path:
             data = opts.out / u.path
@@ -230,18 +231,18 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
         with contextlib.suppress(FileNotFoundError):
             (opts.out / stale).unlink()
             report.warnings.append(f"removed {stale}, published before but not this time")
-    meta = _meta(opts, report)
+    meta = _meta(role, opts, report)
     write_bytes(opts.out / "datapackage.json", datapackage(opts.name, opts.title, meta, written))
     write_bytes(opts.out / "croissant.json", croissant(opts.name, opts.title, meta, written))
     by_month: dict[tuple[int, int], list[FileEntry]] = {}
+    month_of = {u.path: (u.scan.year, u.scan.month) for u in report.units if u.path}
     for e in written:
-        y, m = e.path.split("/")[0].removeprefix("year_month=").split("-")
-        by_month.setdefault((2000 + int(y), int(m)), []).append(e)
+        by_month.setdefault(month_of[e.path], []).append(e)
     recs = group_months(opts.name, by_month, opts.max_record_bytes, report.warnings)
     if opts.records:
         shutil.rmtree(opts.out / "records", ignore_errors=True)
         report.records = [write_record(opts.out, r) for r in recs]
-    write_bytes(opts.out / "README.md", datacard(opts, meta, report, recs))
+    write_bytes(opts.out / "README.md", datacard(role, opts, meta, report, recs))
     listed = list(written) + list(report.records)
     for name in META_FILES:
         meta_path = opts.out / name
@@ -250,12 +251,8 @@ def publish_examon(opts: PublishOptions) -> PublishReport:
     return report
 
 
-def data_path(um: UnitMonth, plugin: str, metric: str) -> str:
-    """``year_month=YY-MM/plugin=<p>/metric=<m>/a_0.parquet`` (M100 ExaData's layout)."""
-    return f"year_month={year_month(um.year, um.month)}/plugin={plugin}/metric={metric}/{DATA_FILE}"
-
-
 def _publish_metric(
+    role: PublishRole,
     key: tuple[str, str],
     ums: Sequence[UnitMonth],
     scratch: Path,
@@ -285,7 +282,7 @@ def _publish_metric(
         res = UnitResult(um, value_type=kind)
         runs = spool.runs[a:b]
         if runs:
-            rel = data_path(um, plugin, metric)
+            rel = role.data_path(um)
             merged = merge_runs(runs, kind, tags, out / rel)
             res.path, res.rows = rel, merged.rows
             res.units, res.sampling_s = merged.units, merged.sampling_s
@@ -295,6 +292,7 @@ def _publish_metric(
 
 
 def _publish_jobs(
+    role: PublishRole,
     key: tuple[str, str],
     ums: Sequence[UnitMonth],
     schema: JobSchema,
@@ -311,13 +309,13 @@ def _publish_jobs(
         res = UnitResult(um)
         records = list(iter_month_records(um.days))
         if records:
-            rel = data_path(um, plugin, table)
+            rel = role.data_path(um)
             res.rows = write_job_month(records, schema, out / rel, pseudo, f"{plugin}/{table}")
             res.path = rel
         report.units.append(res)
 
 
-def _meta(opts: PublishOptions, report: PublishReport) -> dict[str, Any]:
+def _meta(role: PublishRole, opts: PublishOptions, report: PublishReport) -> dict[str, Any]:
     days = [d.day for u in report.units for d in u.scan.days]
     zones = sorted(
         {
@@ -342,8 +340,8 @@ def _meta(opts: PublishOptions, report: PublishReport) -> dict[str, Any]:
         f"Published with dxt-archive {__version__}."
     )
     return {
-        "description": f"{opts.title}: Examon telemetry from {y0}-{m0:02d} to {y1}-{m1:02d}, "
-        "one Parquet file per metric and month (M100 ExaData layout).",
+        "description": f"{opts.title}: {role.description} from {y0}-{m0:02d} to "
+        f"{y1}-{m1:02d}, {role.layout_summary}.",
         "version": opts.version,
         "licence": opts.licence,
         "licence_url": opts.licence_url,

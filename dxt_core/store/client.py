@@ -1,0 +1,394 @@
+"""The S3 calls the archive makes, on boto3 (the optional ``s3`` extra).
+
+Why boto3: it sends the conditional writes the archive's rules stand on (``If-None-Match: *``
+and ``If-Match`` on PutObject, CompleteMultipartUpload and DeleteObject), per-part SHA-256
+checksums in multipart uploads, and finds credentials and the endpoint the way every AWS
+tool does (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``,
+``AWS_PROFILE``, ``AWS_ENDPOINT_URL``/``AWS_ENDPOINT_URL_S3``, instance roles); Airflow's
+Amazon provider hands out boto3 sessions, so the DAGs use the same code. Throughput is set
+by the part size and the parts in flight, not by the client: one metric-day file is a few
+MiB to a few hundred MiB.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.store import S3Location
+
+#: Bytes per multipart part (S3 needs at least 5 MiB except for the last part).
+PART_SIZE = 8 << 20
+#: Files up to this size go up in one PutObject (atomic too), larger ones in parts.
+MULTIPART_THRESHOLD = 8 << 20
+
+
+class PreconditionFailed(ArchiveError):
+    """A conditional write lost: the object is not in the state this run read (412)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    key: str
+    size: int
+    etag: str
+
+
+def _env_size(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number of bytes") from None
+    if value < 1024:
+        raise ConfigError(f"{name}={raw!r}: at least 1024 bytes (S3 needs 5 MiB parts)")
+    return value
+
+
+def _b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode()
+
+
+class S3Client:
+    """One bucket's objects, with the error messages the archive gives (URL and fix).
+
+    Args:
+        location: the archive's bucket and prefix.
+        client: a boto3 S3 client; default: one made from the standard AWS environment.
+    """
+
+    def __init__(self, location: S3Location, client: Any = None) -> None:
+        self.location = location
+        self.bucket = location.bucket
+        self._client = client if client is not None else make_client()
+        self.part_size = _env_size("DXT_S3_PART_SIZE", PART_SIZE)
+        self.threshold = _env_size("DXT_S3_MULTIPART_THRESHOLD", MULTIPART_THRESHOLD)
+        #: "checksum": trust S3's SHA-256 of what it stored (read back when it gives none);
+        #: "read": read every uploaded object back and hash it.
+        self.verify = os.environ.get("DXT_S3_VERIFY", "checksum").strip() or "checksum"
+        if self.verify not in ("checksum", "read"):
+            raise ConfigError(f"DXT_S3_VERIFY={self.verify!r}: checksum or read")
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    # -- errors -------------------------------------------------------------------------------
+    def _error(self, exc: Exception, key: str, action: str) -> ArchiveError:
+        from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+        where = self.url(key)
+        if isinstance(exc, ClientError):
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return PreconditionFailed(f"cannot {action} {where}: changed by another writer")
+            hint = {
+                "NoSuchBucket": "create the bucket, or fix the archive root",
+                "AccessDenied": "give these credentials s3:GetObject, s3:PutObject, "
+                "s3:DeleteObject and s3:ListBucket on the bucket",
+                "InvalidAccessKeyId": "check AWS_ACCESS_KEY_ID (or the Airflow connection)",
+                "SignatureDoesNotMatch": "check AWS_SECRET_ACCESS_KEY (or the connection)",
+                "NotImplemented": "this S3 server lacks a feature the archive needs "
+                "(conditional writes: If-None-Match / If-Match)",
+            }.get(code, "")
+            return ArchiveError(
+                f"cannot {action} {where}: {code or status} {err.get('Message', '')}".rstrip()
+                + (f"; {hint}" if hint else "")
+            )
+        if isinstance(exc, NoCredentialsError):
+            return ArchiveError(
+                f"cannot {action} {where}: no AWS credentials; set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or an Airflow connection)"
+            )
+        if isinstance(exc, EndpointConnectionError):
+            return ArchiveError(
+                f"cannot {action} {where}: {exc}; check AWS_ENDPOINT_URL and that the S3 "
+                "server runs"
+            )
+        return ArchiveError(f"cannot {action} {where}: {type(exc).__name__}: {exc}")
+
+    def _call(self, action: str, key: str, method: str, **kw: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return getattr(self._client, method)(Bucket=self.bucket, **kw)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, key, action) from exc
+
+    # -- small objects ------------------------------------------------------------------------
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        """The object's bytes and ETag, or None when there is none."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            r = self._client.get_object(Bucket=self.bucket, Key=key)
+            return r["Body"].read(), str(r["ETag"])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise self._error(exc, key, "read") from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, key, "read") from exc
+
+    def put(
+        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str:
+        """Write a small object in one PUT (atomic); returns its ETag.
+
+        ``if_none_match``: only if there is no such object; ``if_match``: only if the object
+        still has this ETag. Either raises :class:`PreconditionFailed` when it does not hold.
+        """
+        kw: dict[str, Any] = {
+            "Key": key,
+            "Body": body,
+            "ChecksumSHA256": _b64(hashlib.sha256(body).digest()),
+            "ContentType": "application/json" if key.endswith(".json") else "text/plain",
+        }
+        if if_none_match:
+            kw["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kw["IfMatch"] = if_match
+        return str(self._call("write", key, "put_object", **kw)["ETag"])
+
+    def delete(self, key: str, *, if_match: str | None = None) -> None:
+        kw: dict[str, Any] = {"Key": key}
+        if if_match is not None:
+            kw["IfMatch"] = if_match
+        self._call("delete", key, "delete_object", **kw)
+
+    def head(self, key: str) -> dict[str, Any] | None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return dict(
+                self._client.head_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
+            )
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return None
+            raise self._error(exc, key, "read") from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, key, "read") from exc
+
+    def copy(self, src: str, dst: str) -> None:
+        """Server-side copy (no bytes through this host), in parts above 5 GiB."""
+        from boto3.s3.transfer import TransferConfig
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.copy(
+                {"Bucket": self.bucket, "Key": src},
+                self.bucket,
+                dst,
+                Config=TransferConfig(use_threads=False, multipart_threshold=5 << 30),
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, dst, f"copy {self.url(src)} to") from exc
+
+    # -- listing ------------------------------------------------------------------------------
+    def list(self, prefix: str, *, recursive: bool = False) -> Iterator[ObjectInfo]:
+        """Objects under ``prefix`` (one LIST request per 1,000 keys); without
+        ``recursive``, only those directly under it (``/`` as the delimiter)."""
+        kw: dict[str, Any] = {"Prefix": prefix}
+        if not recursive:
+            kw["Delimiter"] = "/"
+        token: str | None = None
+        while True:
+            if token:
+                kw["ContinuationToken"] = token
+            r = self._call("list", prefix, "list_objects_v2", **kw)
+            for o in r.get("Contents", []):
+                yield ObjectInfo(str(o["Key"]), int(o["Size"]), str(o["ETag"]))
+            if not r.get("IsTruncated"):
+                return
+            token = str(r["NextContinuationToken"])
+
+    def abort_uploads(self, prefix: str) -> int:
+        """Abort the unfinished multipart uploads under ``prefix`` (their parts are
+        invisible to readers, but they cost storage); returns how many."""
+        r = self._call("list uploads of", prefix, "list_multipart_uploads", Prefix=prefix)
+        n = 0
+        for u in r.get("Uploads", []):
+            self._call(
+                "abort the upload of",
+                str(u["Key"]),
+                "abort_multipart_upload",
+                Key=u["Key"],
+                UploadId=u["UploadId"],
+            )
+            n += 1
+        return n
+
+    # -- big objects --------------------------------------------------------------------------
+    def upload_file(self, path: Path, key: str, sha256: str | None) -> tuple[int, str]:
+        """Stream ``path`` to ``key``, visible only once complete; returns (bytes, sha256).
+
+        The file is read once, ``part_size`` bytes at a time (never whole in memory); each
+        part carries its SHA-256, and the object's checksum as S3 stores it is compared with
+        the one of the bytes read (or, without one, the object is read back). ``sha256``
+        (the manifest's) must match those bytes: a staged file changed after its writer
+        finished is an error, not an upload.
+        """
+        size = path.stat().st_size
+        whole = hashlib.sha256()
+        part_digests: list[bytes] = []
+        meta = {"Metadata": {"sha256": ""}}
+        if size <= self.threshold:
+            # One PUT, the body streamed from the file (hashed first, 1 MiB at a time).
+            with path.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    whole.update(chunk)
+                digest = whole.hexdigest()
+                self._check_sha(path, digest, sha256)
+                meta["Metadata"]["sha256"] = digest
+                fh.seek(0)
+                self._call(
+                    "write",
+                    key,
+                    "put_object",
+                    Key=key,
+                    Body=fh,
+                    ContentLength=size,
+                    ChecksumSHA256=_b64(whole.digest()),
+                    **meta,
+                )
+            expect = _b64(whole.digest())
+        else:
+            # The whole-file sha256 is known only at the end, after the parts: S3 keeps
+            # user metadata from the start of the upload, so it records the manifest's.
+            meta["Metadata"]["sha256"] = sha256 or ""
+            up = self._call(
+                "start uploading",
+                key,
+                "create_multipart_upload",
+                Key=key,
+                ChecksumAlgorithm="SHA256",
+                **meta,
+            )
+            upload_id = str(up["UploadId"])
+            parts: list[dict[str, Any]] = []
+            try:
+                with path.open("rb") as fh:
+                    pieces = iter(lambda: fh.read(self.part_size), b"")
+                    for number, chunk in enumerate(pieces, 1):
+                        whole.update(chunk)
+                        d = hashlib.sha256(chunk).digest()
+                        part_digests.append(d)
+                        r = self._call(
+                            "upload a part of",
+                            key,
+                            "upload_part",
+                            Key=key,
+                            UploadId=upload_id,
+                            PartNumber=number,
+                            Body=chunk,
+                            ChecksumAlgorithm="SHA256",
+                            ChecksumSHA256=_b64(d),
+                        )
+                        parts.append(
+                            {"PartNumber": number, "ETag": r["ETag"], "ChecksumSHA256": _b64(d)}
+                        )
+                        del chunk
+                digest = whole.hexdigest()
+                self._check_sha(path, digest, sha256)
+                self._call(
+                    "complete the upload of",
+                    key,
+                    "complete_multipart_upload",
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                )
+            except BaseException:
+                with contextlib.suppress(Exception):  # else the day's next run aborts it
+                    self._client.abort_multipart_upload(
+                        Bucket=self.bucket, Key=key, UploadId=upload_id
+                    )
+                raise
+            expect = _b64(hashlib.sha256(b"".join(part_digests)).digest())
+        self._verify(key, size, digest, expect)
+        return size, digest
+
+    def _check_sha(self, path: Path, digest: str, sha256: str | None) -> None:
+        if sha256 is not None and digest != sha256:
+            raise ArchiveError(
+                f"{path}: the staged file's sha256 {digest[:12]} is not the manifest's "
+                f"{sha256[:12]} (changed after it was written?); nothing was committed, rerun"
+            )
+
+    def _verify(self, key: str, size: int, digest: str, expect_b64: str) -> None:
+        head = self.head(key)
+        if head is None:
+            raise ArchiveError(f"{self.url(key)}: missing right after its upload; rerun")
+        if int(head.get("ContentLength", -1)) != size:
+            raise ArchiveError(
+                f"{self.url(key)}: S3 holds {head.get('ContentLength')} bytes, {size} were "
+                "uploaded; rerun"
+            )
+        stored = str(head.get("ChecksumSHA256") or "").split("-")[0]
+        if stored and self.verify == "checksum":
+            if stored != expect_b64:
+                raise ArchiveError(
+                    f"{self.url(key)}: S3's SHA-256 of the object is not the one of the bytes "
+                    "uploaded; rerun"
+                )
+            return
+        got = self.sha256_of(key)
+        if got != digest:
+            raise ArchiveError(
+                f"{self.url(key)}: the object read back has sha256 {got[:12]}, the bytes "
+                f"uploaded {digest[:12]}; rerun"
+            )
+
+    def download(self, key: str, path: Path) -> None:
+        """Stream an object into a local file, 1 MiB at a time."""
+        r = self._call("read", key, "get_object", Key=key)
+        body = r["Body"]
+        with path.open("wb") as fh:
+            for chunk in iter(lambda: body.read(1 << 20), b""):
+                fh.write(chunk)
+
+    @staticmethod
+    def file_sha(path: Path) -> str:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+
+    def sha256_of(self, key: str) -> str:
+        """The SHA-256 of an object, read in 1 MiB pieces."""
+        r = self._call("read", key, "get_object", Key=key)
+        h = hashlib.sha256()
+        body = r["Body"]
+        for chunk in iter(lambda: body.read(1 << 20), b""):
+            h.update(chunk)
+        return h.hexdigest()
+
+
+def make_client(**overrides: Any) -> Any:
+    """A boto3 S3 client from the standard AWS environment (and ``overrides``)."""
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise ConfigError("s3:// archive roots need boto3: pip install 'dxt-archive[s3]'") from None
+    config = Config(
+        retries={"mode": "standard", "max_attempts": 5},
+        max_pool_connections=16,
+        # Our own SHA-256 per part and object; no extra CRC32 on every request.
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    session = overrides.pop("session", None) or boto3.session.Session()
+    return session.client("s3", config=config, **overrides)

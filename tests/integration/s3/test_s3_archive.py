@@ -1,0 +1,441 @@
+"""The archive on a real S3 server (moto_server): the CLI, the transaction rules, coverage.
+
+Every check looks at the bucket from outside with a plain boto3 client: what a reader of
+the archive would see.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dxt_core import (
+    Archive,
+    CatalogEntry,
+    ExamonConnection,
+    KairosDBSource,
+    RetryPolicy,
+    archive_examon_day,
+)
+from dxt_core.archive import DayKey
+from dxt_core.errors import ArchiveLocked, SourceShrank
+from dxt_core.index import coverage_rows, scan_states
+from tests.conftest import SimulatorProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DAY = dt.date(2020, 3, 9)
+AMBIENT = CatalogEntry("ambient", "ipmi_pub")
+FULL = 4 * 4320  # 4 nodes, one sample every 20 s
+
+
+def objects(client, bucket: str) -> dict[str, bytes]:
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for o in page.get("Contents", []):
+            out[o["Key"]] = client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+    return out
+
+
+def check_manifests(objs: dict[str, bytes], prefix: str) -> int:
+    """Every manifest names objects that are there with its sha256 and size; no object
+    outside the archive's own names. Returns the number of archived manifests."""
+    archived = 0
+    for key, body in objs.items():
+        assert key.startswith(prefix + "/"), key
+        rel = key[len(prefix) + 1 :]
+        if rel.startswith((".dxt/", ".dxt-days-")) or "/.versions/" in rel:
+            continue
+        name = rel.rsplit("/", 1)[-1]
+        assert not name.startswith(".") and not name.endswith(".tmp"), key
+        if not name.endswith(".manifest.json"):
+            continue
+        doc = json.loads(body)
+        if doc["status"] == "writing":  # a claimed day: reads missing
+            continue
+        if doc["status"] == "empty":
+            continue
+        archived += 1
+        files = doc.get("files") or [doc]
+        for f in files:
+            data = objs[key.rsplit("/", 1)[0] + "/" + f["file"]]
+            assert len(data) == f["bytes"], key
+            assert hashlib.sha256(data).hexdigest() == f["sha256"], key
+    return archived
+
+
+def dxt(env: dict[str, str], cwd: Path, *args: str, timeout: float = 300):
+    return subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, **env, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+
+
+def coverage_json(env, cwd, *args):
+    out = dxt(env, cwd, *args, "--json")
+    assert out.stdout, out.stderr
+    return json.loads(out.stdout)
+
+
+def extract(sim_url, catalog, root, env, cwd, *extra):
+    return dxt(
+        env,
+        cwd,
+        *("extract", "examon", "--url", sim_url, "--jobs-url", sim_url),
+        *("--catalog", str(catalog), "--start-day", DAY.isoformat()),
+        *("--archive", root, "-q", *extra),
+    )
+
+
+def test_extract_examon_to_s3_then_rerun_byte_identical_and_verify(
+    examon_sim, small_catalog, bucket, s3_server, s3_env, tmp_path
+):
+    root = f"s3://{bucket}/m100"
+    out = extract(examon_sim.url, small_catalog, root, s3_env, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "s3:").exists()  # the bug of issue 22: a local folder named s3:
+    assert f"into {root}" in out.stdout + out.stderr
+    c = s3_server.client()
+    first = objects(c, bucket)
+    assert check_manifests(first, "m100") >= 5
+    ambient = first["m100/examon/ipmi_pub/ambient/2020-03-09.csv.gz"]
+    assert gzip.decompress(ambient).count(b"\n") == FULL + 1
+    assert not [k for k in first if k.startswith("m100/.dxt/locks/")]  # every lock released
+    assert not c.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+    again = extract(examon_sim.url, small_catalog, root, s3_env, tmp_path)
+    assert again.returncode == 0, again.stderr
+    second = objects(c, bucket)
+    data = [k for k in first if not k.endswith(".json") and "/.dxt/" not in k]
+    assert data and all(second[k] == first[k] for k in data)
+
+    cov = dxt(
+        s3_env,
+        tmp_path,
+        *("coverage", "examon", "--archive", root, "--catalog", str(small_catalog)),
+        *("--start-day", "2020-03-09", "--end-day", "2020-03-10", "--verify", "--json"),
+    )
+    assert cov.returncode == 3, cov.stderr  # 03-10 was never fetched
+    assert cov.stdout, cov.stderr
+    counts = json.loads(cov.stdout)["counts"]
+    assert counts["corrupt"] == 0 and counts["archived"] >= 5 and counts["missing"] >= 5
+
+    # A data object changed behind the archive's back, same size: only --verify sees it.
+    key = "m100/examon/ipmi_pub/ambient/2020-03-09.csv.gz"
+    c.put_object(Bucket=bucket, Key=key, Body=bytes(len(ambient)))
+    args = ("coverage", "examon", "--archive", root, "--catalog", str(small_catalog))
+    args += ("--start-day", "2020-03-09", "--end-day", "2020-03-09")
+    plain = coverage_json(s3_env, tmp_path, *args)
+    assert plain["counts"]["corrupt"] == 0
+    verified = coverage_json(s3_env, tmp_path, *args, "--verify")
+    assert verified["counts"]["corrupt"] == 1
+    bad = next(r for r in verified["rows"] if r["status"] == "corrupt")
+    assert "sha256" in bad["detail"] and f"s3://{bucket}/{key}" in bad["detail"]
+    # a missing object is seen from the listing alone
+    c.delete_object(Bucket=bucket, Key=key)
+    plain = coverage_json(s3_env, tmp_path, *args)
+    assert plain["counts"]["corrupt"] == 1
+
+
+def test_coverage_reads_one_listing_and_one_index_object_per_unit(
+    examon_sim, bucket, s3_server, s3_env, tmp_path
+):
+    archive = Archive(f"s3://{bucket}/a")
+    for day in (DAY, DAY + dt.timedelta(days=1)):
+        with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
+            archive_examon_day(src, AMBIENT, day, archive)
+    calls: list[str] = []
+    archive.store._client.meta.events.register(
+        "before-call.s3", lambda model, **kw: calls.append(model.name)
+    )
+    rows = coverage_rows(
+        archive, "examon", [("ipmi_pub", "ambient")], [DAY + dt.timedelta(days=i) for i in range(3)]
+    )
+    assert [r.status for r in rows] == ["archived", "archived", "missing"]
+    assert sorted(calls) == ["GetObject", "ListObjectsV2"]  # not one request per manifest
+    # the coverage view's grid reads the same way
+    grid = scan_states(
+        archive, "examon", [("ipmi_pub", "ambient")], [DAY + dt.timedelta(days=i) for i in range(3)]
+    )
+    assert [grid.state(0, d) for d in range(3)] == ["archived", "archived", "missing"]
+    # Without the index object every manifest is read; `dxt index rebuild` writes it again.
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key="a/.dxt/index/examon/ipmi_pub/ambient.json")
+    calls.clear()
+    again = coverage_rows(archive, "examon", [("ipmi_pub", "ambient")], [DAY, DAY])
+    assert [r.status for r in again] == ["archived", "archived"]
+    assert calls.count("GetObject") == 3  # the missing index object, then two manifests
+    out = dxt(s3_env, tmp_path, "index", "rebuild", "--archive", f"s3://{bucket}/a")
+    assert out.returncode == 0 and "2 manifests, 0 unreadable" in out.stdout, out.stderr
+    calls.clear()
+    coverage_rows(archive, "examon", [("ipmi_pub", "ambient")], [DAY])
+    assert sorted(calls) == ["GetObject", "ListObjectsV2"]
+    # a prefix that holds nothing is an error naming it, not "everything missing"
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+    out = dxt(
+        s3_env,
+        tmp_path,
+        *("coverage", "examon", "--archive", f"s3://{bucket}/typo", "--catalog", str(catalog)),
+        *("--start-day", "2020-03-09", "--end-day", "2020-03-09"),
+    )
+    assert out.returncode != 0 and f"s3://{bucket}/typo holds no examon archive" in out.stderr
+
+
+def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env):
+    root = f"s3://{bucket}/w"
+    key = DayKey("toy", ("m",), DAY)
+
+    def write(archive: Archive, body: bytes):
+        day = archive.begin(key)
+        with day.open("csv.gz") as fh:
+            fh.write(body)
+        return day, {
+            "status": "archived",
+            "file": f"{DAY}.csv.gz",
+            "rows": 10,
+            "bytes": len(body),
+            "sha256": hashlib.sha256(body).hexdigest(),
+        }
+
+    a, b = Archive(root), Archive(root)
+    day_a, doc_a = write(a, b"a" * 100)
+    with pytest.raises(ArchiveLocked, match="is being archived by pid"):
+        b.begin(key)
+    # A lock taken over (a lease that ran out while A still runs): A read the day before B
+    # committed, so A's commit must not replace what B wrote.
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key=f"w/.dxt/locks/toy/m/{DAY}.lock")
+    day_b, doc_b = write(b, b"b" * 100)
+    day_b.commit(doc_b)
+    with pytest.raises(ArchiveLocked, match="another writer committed this day"):
+        day_a.commit(doc_a)
+    objs = objects(c, bucket)
+    assert objs[f"w/toy/m/{DAY}.csv.gz"] == b"b" * 100
+    assert check_manifests(objs, "w") == 1
+    assert Archive(root).status(key, verify=True) == ("archived", "")
+
+
+@pytest.fixture(scope="module")
+def late_sim(small_catalog):
+    """The server after retention: the day's first hour gone."""
+    sim = SimulatorProcess(
+        ["--catalog", str(small_catalog), "--nodes", "4", "--data-start", "2020-03-09"]
+    )
+    yield sim
+    sim.stop()
+
+
+def test_rerun_after_retention_keeps_the_archive_then_replace_keeps_a_version(
+    examon_sim, late_sim, bucket, s3_server, s3_env
+):
+    archive = Archive(f"s3://{bucket}/r")
+
+    def run(url: str, replace: bool = False):
+        with KairosDBSource(
+            ExamonConnection(url=url), retry=RetryPolicy(attempts=2, backoff_s=0.01)
+        ) as src:
+            return archive_examon_day(src, AMBIENT, DAY, Archive(archive.url, replace=replace))
+
+    assert run(examon_sim.url).rows == FULL
+    c = s3_server.client()
+    before = objects(c, bucket)
+    with pytest.raises(SourceShrank, match=r"17,280 -> 16,560"):
+        run(late_sim.url)
+    after = objects(c, bucket)
+    kept = "r/examon/ipmi_pub/ambient/2020-03-09.kept.json"
+    assert json.loads(after.pop(kept))["source_rows"] == FULL - 4 * 180
+    assert {k: v for k, v in after.items() if "/.dxt/" not in k} == {
+        k: v for k, v in before.items() if "/.dxt/" not in k
+    }
+    rows = coverage_rows(archive, "examon", [("ipmi_pub", "ambient")], [DAY])
+    assert rows[0].status == "archived" and rows[0].kept
+
+    report = run(late_sim.url, replace=True)
+    assert report.rows == FULL - 4 * 180
+    objs = objects(c, bucket)
+    old = before["r/examon/ipmi_pub/ambient/2020-03-09.csv.gz"]
+    sha = hashlib.sha256(old).hexdigest()
+    assert objs[f"r/examon/ipmi_pub/ambient/.versions/2020-03-09.csv.gz.prev-{sha[:8]}"] == old
+    assert kept not in objs
+    doc = json.loads(objs["r/examon/ipmi_pub/ambient/2020-03-09.manifest.json"])
+    assert doc["replaced"][0]["sha256"] == sha and doc["rows"] == FULL - 4 * 180
+    assert check_manifests(objs, "r") == 1
+
+
+def test_kill_9_during_an_upload_leaves_no_wrong_object(
+    examon_sim, small_catalog, bucket, s3_server, s3_env, tmp_path
+):
+    root = f"s3://{bucket}/k"
+    # 1 KiB parts: a day goes up in ~100 parts, long enough to be caught mid-upload.
+    env = {**s3_env, "DXT_S3_PART_SIZE": "1024", "DXT_S3_MULTIPART_THRESHOLD": "1024"}
+    c = s3_server.client()
+    catalog = tmp_path / "ipmi.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\n")
+    cmd = [
+        *(sys.executable, "-m", "dxt_core.cli", "extract", "examon"),
+        *("--url", examon_sim.url, "--catalog", str(catalog)),
+        *("--start-day", "2020-03-09", "--end-day", "2020-03-12", "--workers", "1"),
+        *("--archive", root, "-q"),
+    ]
+    interrupted = 0
+    for _attempt in range(3):
+        proc = subprocess.Popen(
+            cmd,
+            cwd=tmp_path,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if c.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.005)
+        proc.wait(30)
+        if c.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+            interrupted += 1
+        # whatever the moment: no manifest names an object wrongly, no stray final key
+        check_manifests(objects(c, bucket), "k")
+    assert interrupted >= 1, "no run was killed while an upload was open"
+    done = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, **env}, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert not c.list_multipart_uploads(Bucket=bucket).get("Uploads")  # aborted by the rerun
+    objs = objects(c, bucket)
+    assert check_manifests(objs, "k") == 8  # 2 metrics x 4 days
+    assert not [k for k in objs if k.startswith("k/.dxt/locks/")]
+    cov = dxt(
+        s3_env,
+        tmp_path,
+        *("coverage", "examon", "--archive", root, "--catalog", str(catalog)),
+        *("--start-day", "2020-03-09", "--end-day", "2020-03-12"),
+        "--verify",
+    )
+    assert cov.returncode == 0, cov.stdout + cov.stderr
+
+
+def test_the_parquet_archive_reads_straight_from_s3_with_pyarrow(
+    examon_sim, small_catalog, bucket, s3_server, s3_env, tmp_path
+):
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    out = extract(
+        examon_sim.url, small_catalog, f"s3://{bucket}/pq", s3_env, tmp_path, "--format", "parquet"
+    )
+    assert out.returncode == 0, out.stderr
+    s3 = pafs.S3FileSystem(
+        endpoint_override=s3_server.url,
+        access_key=s3_env["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_env["AWS_SECRET_ACCESS_KEY"],
+        region="us-east-1",
+    )
+    table = ds.dataset(
+        f"{bucket}/pq/examon/plugin=ipmi_pub",
+        filesystem=s3,
+        format="parquet",
+        partitioning="hive",
+    ).to_table()
+    assert table.num_rows == 2 * FULL  # ambient and pcie; the manifests (_*) are skipped
+    assert sorted(set(table.column("metric").to_pylist())) == ["ambient", "pcie"]
+
+
+def _csv_day(archive: Archive, key: DayKey, rows: int, value: str = "1"):
+    body = gzip.compress(
+        ("timestamp,value\n" + "".join(f"{i},{value}\n" for i in range(rows))).encode(), mtime=0
+    )
+    day = archive.begin(key)
+    with day.open("csv.gz") as fh:
+        fh.write(body)
+    doc = {
+        "status": "archived",
+        "file": f"{key.day}.csv.gz",
+        "rows": rows,
+        "bytes": len(body),
+        "sha256": hashlib.sha256(body).hexdigest(),
+    }
+    return day, doc, body
+
+
+def test_same_rows_other_values_are_refused_then_replace_keeps_a_version(bucket, s3_server, s3_env):
+    from dxt_core.errors import ContentChanged
+
+    root, key = f"s3://{bucket}/c", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    day, doc, _ = _csv_day(Archive(root), key, 10, value="2")
+    with pytest.raises(ContentChanged, match="as many rows as the archive"):
+        day.commit(doc)
+    c = s3_server.client()
+    assert objects(c, bucket)[f"c/toy/m/{DAY}.csv.gz"] == first
+    day, doc, second = _csv_day(Archive(root, replace=True), key, 10, value="2")
+    day.commit(doc)
+    objs = objects(c, bucket)
+    sha = hashlib.sha256(first).hexdigest()
+    assert objs[f"c/toy/m/{DAY}.csv.gz"] == second
+    assert objs[f"c/toy/m/.versions/{DAY}.csv.gz.prev-{sha[:8]}"] == first
+    assert json.loads(objs[f"c/toy/m/{DAY}.manifest.json"])["replaced"][0]["sha256"] == sha
+
+
+def test_a_deleted_manifest_still_protects_the_data_object(bucket, s3_server, s3_env):
+    root, key = f"s3://{bucket}/d", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key=f"d/toy/m/{DAY}.manifest.json")
+    day, doc, _ = _csv_day(Archive(root), key, 5)
+    with pytest.raises(SourceShrank, match=r"10 -> 5"):  # rows counted from the object
+        day.commit(doc)
+    assert objects(c, bucket)[f"d/toy/m/{DAY}.csv.gz"] == first
+
+
+def test_a_damaged_object_is_repaired_by_a_rerun_and_its_bytes_kept(bucket, s3_server, s3_env):
+    root, key = f"s3://{bucket}/e", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    damaged = first[:20]  # truncated behind the archive's back
+    c.put_object(Bucket=bucket, Key=f"e/toy/m/{DAY}.csv.gz", Body=damaged)
+    assert Archive(root).status(key)[0] == "corrupt"
+    day, doc, again = _csv_day(Archive(root), key, 10)  # the same rows and values
+    day.commit(doc)  # no ContentChanged: the archived content was not intact
+    objs = objects(c, bucket)
+    assert objs[f"e/toy/m/{DAY}.csv.gz"] == first == again
+    sha = hashlib.sha256(damaged).hexdigest()
+    assert objs[f"e/toy/m/.versions/{DAY}.csv.gz.prev-{sha[:8]}"] == damaged
+    assert Archive(root).status(key, verify=True) == ("archived", "")
+
+
+def test_a_damaged_manifest_is_kept_in_versions_and_the_day_rewritten(bucket, s3_server, s3_env):
+    root, key = f"s3://{bucket}/g", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    c.put_object(Bucket=bucket, Key=f"g/toy/m/{DAY}.manifest.json", Body=b"{not json")
+    assert Archive(root).status(key)[0] == "corrupt"
+    day, doc, _ = _csv_day(Archive(root), key, 5)
+    with pytest.raises(SourceShrank, match=r"10 -> 5"):  # the data object still protects the day
+        day.commit(doc)
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    objs = objects(c, bucket)
+    assert [v for k, v in objs.items() if "/.versions/" in k and ".manifest.json" in k] == [
+        b"{not json"
+    ]
+    assert objs[f"g/toy/m/{DAY}.csv.gz"] == first
+    assert Archive(root).status(key, verify=True) == ("archived", "")
