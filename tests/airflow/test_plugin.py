@@ -201,8 +201,8 @@ def test_the_run_note_says_what_the_reconcile_found(server):
     assert notes["2024-06-01"] == (
         "Reconcile 2024-04-28..2024-04-30 (9 metric-days, counts at the source): 9 missing."
     )
-    # the next run (no 'day': D0) found DAY's neighbours; 04-30's manifests are not there yet
-    assert notes[DAY].startswith("Reconcile 2024-04-27..2024-04-29 (9 metric-days")
+    # the next run (no 'day', logical date D0) archives D0 and reconciles the three days before
+    assert notes[D0].startswith("Reconcile 2024-04-27..2024-04-29 (9 metric-days")
 
 
 def test_a_viewer_sees_the_grid_but_airflow_refuses_its_clear(server):
