@@ -21,6 +21,8 @@ Workloads:
               bytes against a fault-free run
   airflow     one daily run of the M100 catalog (811 mapped metric-days, tiny data) under
               airflow standalone, against the same DAG shape with no-op tasks; parse time
+  reconcile   `dxt coverage examon --reconcile` against `dxt extract examon` of the same catalog
+              day (tiny 20 metrics x 2 nodes, full 811 x 8): requests, seconds, points served
   publish     one metric-month through `dxt publish examon` from the Parquet and the CSV
               archive, beside a plain pyarrow read-and-write (tiny 8 nodes x 2 days, full 980
               nodes x 31 days at 20 s = 127M rows); peak RSS, rows/s per core
@@ -201,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             "command",
             "production",
             "soak",
+            "reconcile",
             "publish",
             "prometheus",
         ):
@@ -266,6 +269,15 @@ def main(argv: list[str] | None = None) -> int:
 
             res = prometheus_workload(a.size, a.repeat)
             res["wall_s"] = round(time.monotonic() - t0, 1)
+            results.append(res)
+            continue
+        if w == "reconcile":
+            from benchmarks.reconcile import print_result as print_reconcile
+            from benchmarks.reconcile import workload as reconcile_workload
+
+            res = reconcile_workload(a.size)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
+            print_reconcile(res)
             results.append(res)
             continue
         if w == "collectd_es":

@@ -10,6 +10,9 @@ The run of logical date D archives the UTC day D of each family (disk, cpu, memo
 * Archive one chosen day: Trigger with the ``day`` param (the run's note names the day).
 * ``wait_for_day_end`` waits in the triggerer for the day's end plus a settle delay.
 * Each (family, day) adds an event to the asset ``dxt-archive/collectd_es/<family>``.
+* ``reconcile_recent_days`` asks ``_count`` for the previous ``DXT_COLLECTD_ES_RECONCILE_DAYS``
+  days (default 3; 0: off) and exports again the days that grew; the old files are kept in
+  ``.versions/``; the run's note says what it found.
 """
 
 from __future__ import annotations

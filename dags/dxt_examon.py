@@ -12,6 +12,9 @@ The run of logical date D archives day D (midnight to midnight in the connection
 * ``wait_for_day_end`` holds a run until its local day is over (plus a settle delay),
   deferred to the triggerer.
 * Each metric-day adds an event to the asset ``dxt-archive/examon/<plugin>``.
+* ``reconcile_recent_days`` asks KairosDB for the counts of the previous
+  ``DXT_EXAMON_RECONCILE_DAYS`` days (default 3; 0: off) and refetches the days that grew
+  (late data); the old file is kept in ``.versions/``; the run's note says what it found.
 
 Parse-time work is a few imports: the catalog is read by the ``catalog`` task.
 """

@@ -12,6 +12,10 @@ a file in ``DXT_KWOLLECT_CONFIG``; the API comes from the connection ``kwollect_
 * Archive one chosen day: Trigger with the ``day`` param (the run's note names the day).
 * ``wait_for_day_end`` waits in the triggerer for the day's end plus a settle delay.
 * Each (site, metric, day) adds an event to the asset ``dxt-archive/kwollect/<site>``.
+* ``reconcile_recent_days`` recounts the previous ``DXT_KWOLLECT_RECONCILE_DAYS`` days (default
+  3; 0: off; Kwollect has no count API: the points are asked for and counted, not kept) and
+  refetches the days that grew; the old file is kept in ``.versions/``; the run's note says
+  what it found.
 """
 
 from __future__ import annotations

@@ -1198,7 +1198,16 @@ class Archive:
         kept = self.read_kept(key)
         if kept is not None:
             return "archived", _kept_detail(kept)
-        return "archived", ""
+        return "archived", _holes_detail(doc)
+
+
+def _holes_detail(doc: dict[str, Any]) -> str:
+    """ "holes: ..." for a day archived around unreadable windows (dxt_core.reconcile)."""
+    if not doc.get("holes"):
+        return ""
+    from dxt_core.reconcile import holes_detail
+
+    return holes_detail(doc)
 
 
 def _kept_detail(kept: dict[str, Any]) -> str:

@@ -66,6 +66,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
     # from the manifest index when the archive has one (--verify reads every manifest)
+    if getattr(args, "reconcile", False):
+        return _cmd_reconcile(args, backend, archive, units, day_list)
     rows = coverage_rows(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
@@ -177,6 +179,73 @@ def print_refill_commands(
             )
 
 
+def _cmd_reconcile(
+    args: argparse.Namespace,
+    backend: Any,
+    archive: Archive,
+    units: Sequence[tuple[str, ...]],
+    day_list: Sequence[dt.date],
+) -> int:
+    """``dxt coverage --reconcile``: the source's counts against the manifests (counts only,
+    never the data). Exit 4 when the source has more than the archive (late data: the
+    refill commands are printed), 3 when a count failed, else 0."""
+    from dxt_core.reconcile import reconcile
+
+    cli: Any = backend.cli_role()
+    if not hasattr(cli, "reconcile_counter"):
+        raise ConfigError(f"{backend.command} cannot count at the source yet: no --reconcile")
+    with cli.reconcile_counter(args) as counter:
+        rows = reconcile(archive, backend.name, units, day_list, counter)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    more = [r for r in rows if r.state == "more"]
+    if args.json:
+        print(json.dumps({"counts": counts, "rows": [r.as_dict() for r in rows]}, indent=2))
+    else:
+        label = {
+            "more": "MORE at the source (late data: refetch)",
+            "fewer": "fewer at the source (retention; archive kept: K)",
+            "error": "count FAILED",
+            "missing": "not archived (not counted)",
+        }
+        for r in rows:
+            if r.state == "equal":
+                continue
+            both = (
+                f": archive {r.archive_count:,}, source {r.source_count:,}"
+                if r.archive_count is not None and r.source_count is not None
+                else ""
+            )
+            why = f" ({r.detail})" if r.detail else ""
+            print(f"{label[r.state]}: {'/'.join(r.parts)} {r.day}{both}{why}")
+        print(
+            f"\nreconciled {len(units)} units x {len(day_list)} days against the source's "
+            "counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        )
+        method = next((r.method for r in rows if r.method), "")
+        if method:
+            print(f"counted with: {method}")
+    if more and not args.json:
+        dag_id = args.dag_id or backend.dag_id
+        print(
+            "\nTo refetch the metric-days that grew (a grown day is replaced; the old file is "
+            "kept in .versions/):"
+        )
+        by_unit: dict[tuple[str, ...], list[dt.date]] = {}
+        for r in more:
+            by_unit.setdefault(r.parts, []).append(r.day)
+        for parts, unit_days in by_unit.items():
+            for a, b in _ranges(sorted(unit_days)):
+                print(f"  {cli.refetch_command(args, parts, a.isoformat(), b.isoformat())}")
+        print("or with Airflow (clears the days' metric tasks; they rerun and refetch):")
+        for a, b in _ranges(sorted({r.day for r in more})):
+            print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
+    if more:
+        return 4
+    return 3 if counts.get("error") else 0
+
+
 def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
     out: list[tuple[dt.date, dt.date]] = []
     for d in day_list:
@@ -187,16 +256,18 @@ def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
     return out
 
 
-_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K"}
+_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K", "holes": "h"}
 
 
 def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
     by_unit: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
-        by_unit.setdefault(r.parts, []).append("kept" if r.kept else r.status)
+        holes = r.status == "archived" and r.detail.startswith("holes:")
+        by_unit.setdefault(r.parts, []).append("kept" if r.kept else "holes" if holes else r.status)
     print(
-        "legend: # archived  o empty  . missing  X corrupt  K kept (a rerun found fewer rows "
-        f"at the source; the archive was kept)   days {day_list[0]}..{day_list[-1]}"
+        "legend: # archived  h archived with holes (unreadable points, retried)  o empty  "
+        ". missing  X corrupt  K kept (the source has fewer rows; the archive was kept)   "
+        f"days {day_list[0]}..{day_list[-1]}"
     )
     for parts, statuses in by_unit.items():
         if not show_all and all(s in ("archived", "empty") for s in statuses):
@@ -204,8 +275,9 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
         marks = "".join(_MARK[s] for s in statuses)
         print(f"{'/'.join(parts):<60} {marks}")
     for r in rows:
-        if r.status == "corrupt" or r.kept:
-            print(f"{'kept' if r.kept else 'corrupt'}: {'/'.join(r.parts)} {r.day}: {r.detail}")
+        if r.status == "corrupt" or r.kept or r.detail.startswith("holes:"):
+            what = "kept" if r.kept else "corrupt" if r.status == "corrupt" else "holes"
+            print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
 
 
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
@@ -266,10 +338,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
     c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")
+    c.add_argument(
+        "--reconcile",
+        action="store_true",
+        help="ask the source (--url ...) for its count of every archived metric-day, counts "
+        "only, never the data: equal, more at the source (late data: exit 4, with the "
+        "commands that refetch), fewer (retention: the archive is kept, shown K)",
+    )
     for backend in registry.backends() if only is None else []:
         # Backends share an option when they mean the same by it (--metrics): first one wins.
         shared = argparse.ArgumentParser(add_help=False)
-        backend.cli_role().add_coverage_arguments(shared)
+        cli = backend.cli_role()
+        cli.add_coverage_arguments(shared)
+        if hasattr(cli, "add_reconcile_arguments"):  # optional: --reconcile's options
+            cli.add_reconcile_arguments(shared)
         for action in shared._actions:
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)

@@ -11,6 +11,8 @@
     |   +-- QueryRejected      not retryable: 4xx, or a server error that names a bad query
     |   +-- WindowTooLarge     the server refused the window as too large; split it and retry
     |   +-- AnswerTooLarge     one answer decoded to more than the configured cap
+    |   +-- UnreadablePoint    the server cannot serialise a stored point (KairosDB's NaN)
+    |   +-- CountMismatch      the rows read differ from the source's own count of a past day
     +-- ArchiveError           the archive could not be written or read back (manifest, checksum,
         |                      or an OS error: read-only, disk full, name too long)
         +-- SourceShrank       the source now has fewer rows than the archived day: kept the
@@ -95,6 +97,26 @@ class WindowTooLarge(SourceError):
 
 class AnswerTooLarge(SourceError):
     """One answer decoded to more bytes than the configured cap (``max_answer_bytes``)."""
+
+
+class UnreadablePoint(SourceError):
+    """The server cannot write a point it stores (KairosDB 1.2: ``NaN or Infinity:NaN data
+    point=...``, HTTP 500); every query whose answer holds it fails the same way, so it is
+    not retried: the window is split down to the point (a "hole" in the manifest)."""
+
+
+class CountMismatch(SourceError):
+    """The rows read for a past day differ from the source's own count of it.
+
+    Attributes:
+        rows: rows this run read (plus the points of its recorded holes).
+        source_count: what the source's count query answered.
+    """
+
+    def __init__(self, message: str, *, rows: int, source_count: int, url: str = "") -> None:
+        super().__init__(message, url=url)
+        self.rows = rows
+        self.source_count = source_count
 
 
 class ArchiveError(DxtError):

@@ -184,6 +184,10 @@ def manifest_status(doc: dict[str, Any]) -> tuple[str, str]:
         for f in files:
             if not _plain(f.get("file")):
                 return "corrupt", f"manifest names {f.get('file')!r}, not a file of its directory"
+        if doc.get("holes"):  # archived around unreadable windows (dxt_core.reconcile)
+            from dxt_core.reconcile import holes_detail
+
+            return "archived", holes_detail(doc)
         return "archived", ""
     return "corrupt", f"manifest status {status!r} is unknown"
 
@@ -375,6 +379,17 @@ class ManifestIndex:
             "WHERE source = ? AND day BETWEEN ? AND ?",
             (source, first.isoformat(), last.isoformat()),
         )
+
+    def holes(self, source: str, first: dt.date, last: dt.date) -> dict[tuple[str, str], str]:
+        """``(unit, day) -> detail`` of the days in range archived with holes."""
+        if not self.exists():
+            return {}
+        rows = self._connection().execute(
+            "SELECT unit, day, detail FROM manifests WHERE source = ? AND day BETWEEN ? AND ? "
+            "AND status = 'archived' AND detail LIKE 'holes:%'",
+            (source, first.isoformat(), last.isoformat()),
+        )
+        return {(u, d): detail for u, d, detail in rows}
 
     def get(self, source: str, unit: str, day: dt.date) -> IndexEntry | None:
         if not self.exists():
@@ -805,6 +820,8 @@ def coverage_rows(
     if verify or not ManifestIndex(archive.root).exists():
         return coverage(archive, source, unit_list, day_list, verify=verify)
     grid = scan_states(archive, source, unit_list, day_list, check_sizes=True)
+    with ManifestIndex(archive.root) as idx:
+        holes = idx.holes(source, min(day_list), max(day_list)) if day_list else {}
     rows: list[CoverageRow] = []
     for u, parts in enumerate(unit_list):
         for d, day in enumerate(day_list):
@@ -814,6 +831,8 @@ def coverage_rows(
                 kept = archive.read_kept(DayKey(source, parts, day)) or {}
                 rows.append(CoverageRow(parts, day, "archived", _kept_detail(kept), True))
             else:
+                if state == "archived" and not detail:
+                    detail = holes.get((unit_of(parts), day.isoformat()), "")
                 rows.append(CoverageRow(parts, day, state, detail))
     return rows
 

@@ -87,9 +87,12 @@ def one_line(exc: BaseException) -> str:
 
 
 def is_complete(archive: Archive, key: DayKey) -> bool:
-    """True when ``key`` is archived (size matches its manifest) or recorded empty."""
+    """True when ``key`` is archived (size matches its manifest) or recorded empty, and no
+    unreadable window (``holes``, see dxt_core.reconcile) waits to be retried."""
     try:
         status, _ = archive.status(key)
+        if status == "archived" and (archive.read_manifest(key) or {}).get("holes"):
+            return False
     except DxtError:
         return False
     return status in ("archived", "empty")

@@ -13,7 +13,10 @@ way for every backend:
 * the ``day`` and ``replace`` Params of a manual trigger;
 * the archive task: the backend's pool, retries, an ``execution_timeout``, the report pushed
   as one XCom (``multiple_outputs=False``: a ``-> dict`` task would push each key
-  separately, a dozen extra API calls per task), and the asset alias it emits events to.
+  separately, a dozen extra API calls per task), and the asset alias it emits events to;
+* for a backend with the reconcile role (``BackendTasks.reconcile``), a
+  ``reconcile_recent_days`` task after the wait: the previous ``DXT_<NAME>_RECONCILE_DAYS``
+  days counted at the source, the grown ones refetched, what it found in the run's note.
 
 Parse-time work stays small: settings are read from the environment, the backend's tasks
 module imports nothing heavy, sources and writers are imported inside the tasks.
@@ -98,6 +101,22 @@ def backend_dag(backend: str, *, doc_md: str | None = None) -> DAG:
 
             result: dict[str, object] = run(name, unit, get_current_context(), conn_id)
             return result
+
+        if tasks.reconciles():
+
+            @task(
+                task_id="reconcile_recent_days",
+                pool=str(s["pool"]) if tasks.pooled else "default_pool",
+                multiple_outputs=False,
+                execution_timeout=timedelta(minutes=int(s["task_timeout_minutes"])),
+            )
+            def reconcile_recent_days() -> dict[str, object]:
+                from dxt_core.airflow.tasks import reconcile_recent as run
+
+                result: dict[str, object] = run(name, get_current_context(), conn_id)
+                return result
+
+            wait >> reconcile_recent_days()
 
         if tasks.units_task_id is None:
             wait >> archive_unit.expand(unit=tasks.configured_units())

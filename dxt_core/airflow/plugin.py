@@ -9,7 +9,8 @@ the package's entry point, by ``plugins/dxt_archive.py``. It brings:
 * two external views: "Archive coverage" in the navigation (Browse) and a tab on each DAG
   (it shows the DAG's source when the DAG is one of the dxt DAGs);
 * a listener that writes "Archives <day> ..." as the note of each dxt DAG run that starts
-  without a note, so that the grid and the run list say which day a run archives, and that
+  without a note (and, when the run ends, adds what its ``reconcile_recent_days`` task
+  found), so that the grid and the run list say which day a run archives, and that
   creates the run's asset per group before its tasks add events to them
   (:func:`create_group_assets`).
 
@@ -80,6 +81,60 @@ class RunNoteListener:
                     create_group_assets(dag_run)
         except Exception:
             log.warning("could not create the assets of %s", dag_run.dag_id, exc_info=True)
+
+    @hookimpl
+    def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
+        note_reconcile(dag_run)
+
+    @hookimpl
+    def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
+        note_reconcile(dag_run)
+
+
+def note_reconcile(dag_run: Any) -> str | None:
+    """When a dxt DAG run ends: add what its ``reconcile_recent_days`` task found (its XCom's
+    ``note``) to the run's note. Returns the text added, None when there is none.
+
+    The scheduler's run is bound to its session (the note is committed with the run's state);
+    ``airflow dags test`` hands over a detached one, noted in a session of its own."""
+    if dag_run.dag_id not in dxt_dag_ids():
+        return None
+    try:
+        session = object_session(dag_run)
+        if session is not None:
+            with session.no_autoflush:
+                return _note_reconcile(session, dag_run)
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+
+        with create_session() as own:
+            bound = own.get(DagRun, dag_run.id)
+            return None if bound is None else _note_reconcile(own, bound)
+    except Exception:  # a note is never worth failing the scheduler's loop
+        log.warning("could not note the reconcile of %s", dag_run.run_id, exc_info=True)
+        return None
+
+
+def _note_reconcile(session: Any, dag_run: Any) -> str | None:
+    from airflow.models.xcom import XComModel
+
+    from dxt_core.airflow.runs import RECONCILE_TASK_ID, note_with_reconcile
+
+    row = session.scalars(
+        XComModel.get_many(
+            run_id=dag_run.run_id,
+            dag_ids=dag_run.dag_id,
+            task_ids=RECONCILE_TASK_ID,
+            key="return_value",
+            map_indexes=-1,
+        )
+    ).first()
+    doc = XComModel.deserialize_value(row) if row is not None else None
+    found = doc.get("note") if isinstance(doc, dict) else None
+    if not isinstance(found, str) or not found:
+        return None
+    dag_run.note = note_with_reconcile(dag_run.note, found)
+    return found
 
 
 def note_run_day(dag_run: Any) -> None:

@@ -167,6 +167,27 @@ def run_note(day: dt.date, chosen: bool) -> str:
     return f"Archives {day.isoformat()} ({how})."
 
 
+#: The task a backend with the reconcile role adds (dxt_core.airflow.dags.backend_dag).
+RECONCILE_TASK_ID = "reconcile_recent_days"
+#: Airflow's limit on a run note (``DagRunNote.content``, String(1000)).
+NOTE_LIMIT = 1000
+
+
+def note_with_reconcile(note: str | None, found: str) -> str:
+    """The run's note with what its reconcile task found as its last sentence (replacing the
+    one an earlier end of the same run left), cut to Airflow's limit with an ellipsis."""
+    note = (note or "").strip()
+    found = " ".join(found.split())
+    if not found:
+        return note
+    found = f"{found[0].upper()}{found[1:]}."
+    at = note.find("Reconcile ")
+    if at == 0 or (at > 0 and note[at - 2 : at] == ". "):
+        note = note[:at].rstrip()  # a cleared run that ends again: its new finding
+    text = f"{note} {found}" if note else found
+    return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 1] + "…"
+
+
 def failed_note(problem: str) -> str:
     """The note of a run that cannot archive its day (failed by the plugin's listener)."""
     return f"Archives nothing: {problem}."

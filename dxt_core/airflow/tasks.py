@@ -10,6 +10,7 @@ Airflow connection), the day, the archive and the run's Params.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
 from dxt_core.config import archive_root
 from dxt_core.http import holding_answers
+
+log = logging.getLogger("dxt_core.airflow")
 
 
 def list_units(backend: str, conn_id: str, max_map_length: int | None) -> list[Unit]:
@@ -59,4 +62,22 @@ def archive_unit(
         doc,
         relative_path(report.path, archive.root),
     )
+    return doc
+
+
+def reconcile_recent(backend: str, context: Mapping[str, Any], conn_id: str) -> dict[str, Any]:
+    """The ``reconcile_recent_days`` task of a backend with the reconcile role: the previous
+    ``DXT_<NAME>_RECONCILE_DAYS`` days (default 3; 0: off) counted at the source, the grown
+    ones refetched. Returns the report (XCom) with a one-line ``note``, which the plugin adds
+    to the run's note when the run ends (``dxt_core.airflow.plugin``)."""
+    from dxt_core.reconcile import reconcile_days
+
+    tasks = registry.get(backend).dag_tasks()
+    n_days = reconcile_days(backend, tasks.settings())
+    archive = Archive(archive_root())
+    conn = hook_for(backend, conn_id).connection()
+    params = context.get("params") or {}
+    report = tasks.reconcile(day_of(context), n_days, archive, conn, params)
+    doc = report.as_dict()
+    log.info("%s", doc["note"])
     return doc

@@ -220,6 +220,17 @@ def dag_settings(name: str) -> dict[str, Any]:
     return read_all(b.settings, prefix=f"{b.name}_")
 
 
+def reconcile_setting(name: str) -> Setting:
+    """``<name>_reconcile_days`` (``DXT_<NAME>_RECONCILE_DAYS``): the past days each daily run
+    of a backend with the reconcile role counts at the source (0: off)."""
+    return Setting(
+        f"{name}_reconcile_days",
+        int,
+        3,
+        "past days each daily run counts at the source, refetching those that grew (0: off)",
+    )
+
+
 def common_settings(
     name: str, *, start_date: str, pool: str, conn_id: str, max_active_runs: int
 ) -> tuple[Setting, ...]:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
     from dxt_core.publish.archive_scan import UnitMonth
+    from dxt_core.reconcile import RecentReport
 
 #: The backend's connection object (what its ``connection.SPEC`` builds).
 C = TypeVar("C")
@@ -49,6 +50,12 @@ class BackendTasks(ABC, Generic[C]):
             :meth:`unit_name` returns (``unit`` is the task's argument).
         pooled: whether the archive task runs in the backend's pool.
         tags: the DAG's tags besides ``dxt``.
+        counts: whether each manifest records the source's own count of the unit-day
+            (``source_count``; the contract suite checks it).
+
+    A backend that can count at the source overrides :meth:`reconcile`: the DAG then has a
+    ``reconcile_recent_days`` task that calls it for the previous
+    ``DXT_<NAME>_RECONCILE_DAYS`` days (:func:`dxt_core.backends.reconcile_setting`).
 
     Every method runs inside a task process (or the coverage view), never at import time;
     import the backend's heavy modules (its source, writers) inside them.
@@ -60,6 +67,7 @@ class BackendTasks(ABC, Generic[C]):
     map_index_template: ClassVar[str] = "{{ task.op_kwargs['unit'] }}"
     pooled: ClassVar[bool] = True
     tags: ClassVar[tuple[str, ...]] = ()
+    counts: ClassVar[bool] = False
 
     def settings(self) -> dict[str, Any]:
         """The backend's settings by short key (``DXT_<NAME>_<KEY>``, then ``[dxt]``)."""
@@ -112,6 +120,30 @@ class BackendTasks(ABC, Generic[C]):
     ) -> DayReport:
         """Archive one unit-day from the server ``conn`` points at; ``params`` are the run's
         Params (the day and ``replace`` are already applied)."""
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: C,
+        params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
+    ) -> RecentReport:
+        """Ask the source for the counts only of the ``n_days`` days before ``day``, compare
+        them with the manifests and refetch the units whose day grew (late data; the replaced
+        file is kept in ``.versions/``): :func:`dxt_core.reconcile.reconcile_recent` does the
+        comparing and refetching, given the backend's counter and archive call. With
+        ``refetch=False`` it only counts (the coverage view's "Reconcile" button); with
+        ``record_kept`` a day the source has fewer points of is recorded as kept. Not
+        overridden: the backend has no reconcile role (the DAG has no reconcile task)."""
+        raise NotImplementedError(f"backend {self.backend!r} does not reconcile")
+
+    def reconciles(self) -> bool:
+        """Whether the backend declares the reconcile role (overrides :meth:`reconcile`)."""
+        return type(self).reconcile is not BackendTasks.reconcile
 
     def preload(self) -> None:
         """Import what :meth:`archive` uses, once, in a Celery worker's main process."""

@@ -62,6 +62,7 @@ from dxt_core.archive import (
     DayWrite,
     Status,
     _dumps,
+    _holes_detail,
     _kept_detail,
     _now,
     _plain_name,
@@ -674,7 +675,7 @@ class S3Archive(Archive):
         kept_name = self.kept_path(key).name
         if kept_name in listing:
             return "archived", _kept_detail(self.read_kept(key) or {})
-        return "archived", ""
+        return "archived", _holes_detail(doc)
 
     # -- the per-unit index objects -----------------------------------------------------------
     def _index_key(self, source: str, parts: Sequence[str]) -> str:

@@ -29,7 +29,12 @@ def test_dagbag_has_no_import_errors_and_parses_fast(migrated_home, tmp_path):
     doc = run_dagbag_script(env, PARSE)
     assert doc["errors"] == {}
     assert "dxt_examon" in doc["dags"]  # other DAGs (dxt_kwollect, ...) have their own tests
-    assert doc["tasks"] == ["archive_metric_day", "catalog", "wait_for_day_end"]
+    assert doc["tasks"] == [
+        "archive_metric_day",
+        "catalog",
+        "reconcile_recent_days",
+        "wait_for_day_end",
+    ]
     assert doc["catchup"] is True and doc["pool"] == "examon"
     print(f"dxt_examon.py parse time: {doc['best_ms']:.1f} ms")
     assert doc["best_ms"] < 100
@@ -83,7 +88,9 @@ for d, t in tasks.items():
     task = bag.dags[d].task_dict[t]
     out[d] = {{"timeout_min": task.execution_timeout.total_seconds() / 60, "pool": task.pool,
               "retries": task.retries, "params": sorted(bag.dags[d].params.keys()),
-              "max_active_runs": bag.dags[d].max_active_runs}}
+              "max_active_runs": bag.dags[d].max_active_runs,
+              "reconcile": sorted(bag.dags[d].task_dict["reconcile_recent_days"].upstream_task_ids)
+                           if "reconcile_recent_days" in bag.dags[d].task_dict else None}}
 print(json.dumps(out))
 """
 
@@ -109,3 +116,5 @@ def test_every_dag_has_the_shared_shape_and_reads_its_settings(migrated_home, tm
     assert doc["dxt_examon"]["params"] == ["day", "format", "replace"]
     assert doc["dxt_kwollect"]["params"] == ["day", "replace"]
     assert doc["dxt_collectd_es"]["params"] == ["day", "formats", "replace"]
+    # every backend with the reconcile role gets the generic task, after the wait
+    assert all(v["reconcile"] == ["wait_for_day_end"] for v in doc.values()), doc

@@ -54,7 +54,8 @@ def server(migrated_home, tmp_path_factory):
         m = archive / f"examon/ipmi_pub/ambient/{D0}.manifest.json"
         assert json.loads(m.read_text())["status"] == "empty", out.stderr[-3000:]
         (archive / f"examon/nagios_pub/state/{DAY}.csv.gz").unlink()  # corrupt from now on
-        stack = start_api_server(home, archive, catalog, tmp / "api-server.log")
+        stack = start_api_server(home, archive, catalog, tmp / "api-server.log", sim.url)
+        stack.sim = sim
         yield stack
     finally:
         if stack:
@@ -67,6 +68,7 @@ ENDPOINTS = [
     ("GET", "/dxt-archive/api/grid?source=examon", None),
     ("GET", f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}", None),
     ("POST", "/dxt-archive/api/refill/plan", {"source": "examon"}),
+    ("POST", "/dxt-archive/api/reconcile", {"source": "examon"}),
 ]
 
 
@@ -190,6 +192,19 @@ def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server)
     assert one["backfill"] is None
 
 
+def test_the_run_note_says_what_the_reconcile_found(server):
+    runs = server.get("/api/v2/dags/dxt_examon/dagRuns")["dag_runs"]
+    notes = {r["logical_date"][:10]: r["note"] for r in runs}
+    # 'dags test' starts its run without the "Archives <day>" note (the scheduler's listener
+    # writes that); when the run ends the reconcile's note is added. The run that archived
+    # DAY reconciled the three days before it, none archived then.
+    assert notes["2024-06-01"] == (
+        "Reconcile 2024-04-28..2024-04-30 (9 metric-days, counts at the source): 9 missing."
+    )
+    # the next run (no 'day', logical date D0) archives D0 and reconciles the three days before
+    assert notes[D0].startswith("Reconcile 2024-04-27..2024-04-29 (9 metric-days")
+
+
 def test_a_viewer_sees_the_grid_but_airflow_refuses_its_clear(server):
     doc = server.get(f"/dxt-archive/api/grid?source=examon&start={DAY}&end={DAY}", user="viewer")
     assert doc["archive"][0] == "A" and doc["can_clear"] is False
@@ -247,6 +262,71 @@ def test_the_plugins_folder_registers_it_without_the_entry_point(server, tmp_pat
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["errors"] == {}
     assert doc["sources"] == ["$PLUGINS_FOLDER/dxt_archive.py"]
+
+
+def test_reconcile_counts_a_range_at_the_source_with_the_users_rights(server):
+    import httpx
+
+    def reconcile(user="admin"):
+        return server.request(
+            "POST",
+            "/dxt-archive/api/reconcile",
+            user=user,
+            json={"source": "examon", "start": D0, "end": DAY},
+        )
+
+    def by_cell(doc):
+        return {(c["unit"], c["day"]): c for c in doc["cells"]}
+
+    assert reconcile("nobody").status_code == 403
+    r = reconcile()
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    cells = by_cell(doc)
+    rows = server.get(f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}")[
+        "manifest"
+    ]["rows"]
+    ambient = cells[("ipmi_pub/ambient", DAY)]
+    assert (ambient["state"], ambient["archive_count"], ambient["source_count"]) == (
+        "equal",
+        rows,
+        rows,
+    ), doc
+    assert rows > 0
+    # the failing metric's day was never archived (not asked); the others are counted
+    assert cells[("nagios_pub/state", DAY)]["state"] == "equal"
+    assert ("ipmi_pub/pcie", DAY) not in cells  # never archived: not asked
+    assert doc["kept_recorded"] is True and doc["can_clear"] is True
+    # late data: two points arrive in DAY after it was archived
+    noon = int(dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)
+    httpx.post(
+        f"{server.sim.url}/_sim/points",
+        json={"metric": "ambient", "tags": {"node": "r201n01"}, "points": [[noon + 900, 20.5]]},
+        timeout=10,
+    ).raise_for_status()
+    try:
+        doc = reconcile("viewer").json()  # a viewer may count too; nothing is recorded
+        late = by_cell(doc)[("ipmi_pub/ambient", DAY)]
+        assert (late["state"], late["archive_count"], late["source_count"]) == (
+            "more",
+            rows,
+            rows + 1,
+        )
+        assert doc["kept_recorded"] is False and doc["can_clear"] is False
+        assert "1 more" in doc["note"] and "counts only, nothing refetched" in doc["note"]
+        manifest = server.get(
+            f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}"
+        )["manifest"]
+        assert manifest["rows"] == rows  # counts only: the archive is unchanged
+    finally:
+        httpx.delete(f"{server.sim.url}/_sim/points", timeout=10).raise_for_status()
+    # a range too long to count at once is refused before the source is asked
+    r = server.request(
+        "POST",
+        "/dxt-archive/api/reconcile",
+        json={"source": "examon", "start": "2024-01-01", "end": DAY},
+    )
+    assert r.status_code == 400 and "at most 31" in r.text
 
 
 def test_refill_plans_have_a_size_cap_and_skip_days_before_the_start_date(server):

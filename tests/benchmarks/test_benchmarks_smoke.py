@@ -45,3 +45,15 @@ def test_airflow_benchmark_runs_at_tiny_size(tmp_path):
         assert run["mapped_tasks"] == 20 and run["task_states"] == {"success": 20}
         assert run["run_seconds"] > 0 and run["task_duration_median_s"] > 0
     assert res["ours_vs_noop"] > 0 and res["parse_ms"] > 0
+
+
+def test_reconcile_benchmark_runs_at_tiny_size(tmp_path):
+    stdout, doc = run_benchmarks(tmp_path, "--workloads", "reconcile")
+    assert "reconcile / archive" in stdout
+    res = doc["results"][0]
+    assert res["metrics"] == 20
+    assert res["archive"]["requests"] > res["reconcile"]["requests"] > 0
+    # counts only: one count value per metric, no data point (the job table's records
+    # come from the jobs endpoint, which serves no data points)
+    assert res["reconcile"]["points_served"] <= res["metrics"]
+    assert "20 equal" in res["reconcile"]["summary"]

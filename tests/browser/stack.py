@@ -120,8 +120,12 @@ class Stack:
         self._log.close()
 
 
-def start_api_server(home: Path, archive: Path, catalog: Path | None, log: Path) -> Stack:
-    env = stack_env(home, archive, "http://127.0.0.1:1", catalog, free_port())
+def start_api_server(
+    home: Path, archive: Path, catalog: Path | None, log: Path, sim_url: str = "http://127.0.0.1:1"
+) -> Stack:
+    """An API server alone; its Examon connection points at ``sim_url`` (default: nothing
+    listens, for tests that never reach the source)."""
+    env = stack_env(home, archive, sim_url, catalog, free_port())
     stack = Stack(env, log, command="api-server")
     try:
         stack.wait_up()

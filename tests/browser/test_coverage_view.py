@@ -210,8 +210,11 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
             "the backfill to complete",
         )
         by_day = {r["note"].split()[1]: r for r in runs(stack) if r.get("note")}
-        assert by_day[D1]["note"] == f"Archives {D1} (from its logical date)."
-        assert by_day[D4]["note"] == f"Archives {D4} (the day chosen when it was triggered)."
+        # (a run that has ended has what its reconcile found after this)
+        assert by_day[D1]["note"].startswith(f"Archives {D1} (from its logical date).")
+        assert by_day[D4]["note"].startswith(
+            f"Archives {D4} (the day chosen when it was triggered)."
+        )
         assert not by_day[D4]["logical_date"].startswith(D4)  # the form's logical date: now
         assert (stack.archive / f"examon/nagios_pub/state/{D4}.manifest.json").is_file()
         (stack.archive / f"examon/ipmi_pub/ambient/{D1}.csv.gz").unlink()  # corrupt
@@ -313,7 +316,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
     assert consumer[0]["run_type"] == "asset_triggered"
     # yesterday's run went on once the wait was over, still in its first try
     sched = next(r for r in runs(stack) if r["run_type"] == "scheduled")
-    assert sched["note"] == f"Archives {stack.yesterday} (from its logical date)."
+    assert sched["note"].startswith(f"Archives {stack.yesterday} (from its logical date).")
     done = stack.wait(
         lambda: (ti := wait_ti())["state"] == "success" and ti,
         max(stack.defer_until - time.time(), 0) + 120,

@@ -104,6 +104,12 @@ class Adapter(ABC):
     def fewer_rows(self) -> contextlib.AbstractContextManager[tuple[Any, Any]]:
         """A server with fewer rows of :attr:`unit`'s day: yields (connection, unit)."""
 
+    def late_points(self) -> contextlib.AbstractContextManager[tuple[Any, Any]] | None:
+        """A server where :attr:`unit`'s day gains points after it is archived: yields
+        ``(connection, add)``, ``add()`` writing the late points (None: the simulator cannot
+        add points; the reconcile check is skipped)."""
+        return None
+
     def dag_file(self) -> Path:
         return ROOT / "dags" / f"dxt_{self.backend}.py"
 
@@ -157,6 +163,30 @@ class ExamonAdapter(Adapter):
             yield self.connection(late.url), self.unit
         finally:
             late.stop()
+
+    @contextlib.contextmanager
+    def late_points(self) -> Iterator[tuple[Any, Any]]:
+        import httpx
+
+        from dxt_core.windows import day_window, zone
+
+        noon = day_window(self.day, zone("Europe/Rome")).start_ms + 12 * 3_600_000
+
+        def add() -> None:  # two points between the simulator's own (every 20 s)
+            httpx.post(
+                f"{self.url}/_sim/points",
+                json={
+                    "metric": "ambient",
+                    "tags": {"node": "r201n01"},
+                    "points": [[noon + 900, 21.5], [noon + 60_900, 21.75]],
+                },
+                timeout=10,
+            ).raise_for_status()
+
+        try:
+            yield self.connection(), add
+        finally:
+            httpx.delete(f"{self.url}/_sim/points", timeout=10).raise_for_status()
 
 
 # -- Kwollect ---------------------------------------------------------------------------------
@@ -252,6 +282,24 @@ class CollectdEsAdapter(Adapter):
             bulk_load(self.url, kept)
             self._shrunk = True
         yield self.connection(extra={**self.extra(), "index": "contract-shrunk-*"}), self.unit
+
+    @contextlib.contextmanager
+    def late_points(self) -> Iterator[tuple[Any, Any]]:
+        # the sample hour's first half in an index of its own; the second half arrives late
+        # in a second index of the same pattern
+        from dxt_core.backends.collectd_es.simulator import bulk_load
+        from tests.noida_fixtures import sample_hits
+
+        self._late = getattr(self, "_late", 0) + 1
+        prefix = f"contract-late{self._late}"
+        hits = sorted(sample_hits(), key=lambda h: h["_source"]["@timestamp"])
+        half = len(hits) // 2
+        bulk_load(self.url, [{**h, "_index": f"{prefix}-a-2017.12.13"} for h in hits[:half]])
+
+        def add() -> None:
+            bulk_load(self.url, [{**h, "_index": f"{prefix}-b-2017.12.13"} for h in hits[half:]])
+
+        yield self.connection(extra={**self.extra(), "index": f"{prefix}-*"}), add
 
 
 # -- Prometheus and VictoriaMetrics (the real servers) ----------------------------------------

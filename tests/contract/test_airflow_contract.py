@@ -63,6 +63,8 @@ def test_the_dag_parses_then_archives_one_unit_and_emits_its_asset_event(
         b.task_id,
         "wait_for_day_end",
         *([tasks.units_task_id] if tasks.units_task_id else []),
+        # the generic reconcile task, for a backend that declares the role
+        *(["reconcile_recent_days"] if tasks.reconciles() else []),
     }
     assert set(doc["dags"][b.dag_id]) == expected
 

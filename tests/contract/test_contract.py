@@ -126,3 +126,47 @@ def test_the_coverage_view_plans_the_unit(adapter, tmp_path):
     assert name in units.names
     tasks = registry.get(adapter.backend).dag_tasks()
     assert spec.group == tasks.group and spec.expand_from == tasks.units_task_id
+
+
+def test_a_counting_backend_records_the_source_count(adapter, tmp_path):
+    tasks = registry.get(adapter.backend).dag_tasks()
+    if not tasks.counts:
+        pytest.skip(f"{adapter.backend} declares no source counts (BackendTasks.counts)")
+    report = archive_day(adapter, tmp_path)
+    manifest = json.loads(report.manifest.read_text())
+    sc = manifest["source_count"]
+    assert sc["count"] == manifest["rows"] == report.rows > 0
+    assert isinstance(sc["method"], str) and sc["method"]
+    empty = archive_day(adapter, tmp_path, day=adapter.empty_day)
+    assert json.loads(empty.manifest.read_text())["source_count"]["count"] == 0
+
+
+def test_reconcile_flags_late_data_and_the_refetch_settles_it(adapter, tmp_path):
+    import datetime as dt
+
+    tasks = registry.get(adapter.backend).dag_tasks()
+    if not tasks.reconciles():
+        pytest.skip(f"{adapter.backend} declares no reconcile role (BackendTasks.reconcile)")
+    late = adapter.late_points()
+    if late is None:
+        pytest.skip(f"{adapter.backend}'s simulator cannot add late points")
+    next_day = adapter.day + dt.timedelta(days=1)
+    with late as (conn, add):
+        first = archive_day(adapter, tmp_path, conn=conn)
+        assert first.path is not None
+        same = tasks.reconcile(next_day, 1, Archive(tmp_path), conn, adapter.params)
+        assert same.counts() == {"equal": 1} and not same.refetched
+        add()
+        grown = tasks.reconcile(next_day, 1, Archive(tmp_path), conn, adapter.params)
+        assert grown.counts() == {"more": 1}, grown.note()
+        [(parts, day, before, after)] = grown.refetched
+        assert day == adapter.day and before == first.rows < after
+        assert f"refetched 1 grown: {'/'.join(parts)} {day}: {before:,} -> {after:,}" in (
+            grown.note()
+        )
+        manifest = json.loads(first.manifest.read_text())
+        assert manifest["rows"] == after == manifest["source_count"]["count"]
+        versions = first.path.parent / ".versions"
+        assert any(p.name.startswith(first.path.name + ".prev-") for p in versions.iterdir())
+        settled = tasks.reconcile(next_day, 1, Archive(tmp_path), conn, adapter.params)
+        assert settled.counts() == {"equal": 1} and not settled.refetched

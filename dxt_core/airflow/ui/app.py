@@ -4,11 +4,12 @@ Airflow does not protect a plugin's endpoints: each one here resolves the signed
 from the auth manager's token (the ``_token`` cookie the UI holds, or an
 ``Authorization: Bearer`` header) and asks the auth manager whether that user may read the
 DAG's task instances before answering. The page itself redirects an anonymous visitor to the
-login page. The app only reads: a refill is a plan that the page sends to Airflow's own
-REST API (``clearTaskInstances``, ``backfills``) with the user's own credentials, so Airflow
-checks the user's right to clear or backfill as for any other client. Paths in answers are
-relative to the archive root, and a cell is only looked up for a unit that the catalog or the
-index names, so no request reaches a file outside the archive.
+login page. The app only reads (but for the ``kept`` sidecar that ``/api/reconcile`` records
+for a user who may edit the DAG's task instances): a refill is a plan that the page sends to
+Airflow's own REST API (``clearTaskInstances``, ``backfills``) with the user's own
+credentials, so Airflow checks the user's right to clear or backfill as for any other client.
+Paths in answers are relative to the archive root, and a cell is only looked up for a unit
+that the catalog or the index names, so no request reaches a file outside the archive.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dxt_core.airflow.ui.grid import (
     dag_sources,
     dag_start_day,
     parse_range,
+    reconcile_range,
     refill_plan,
     sources,
 )
@@ -126,6 +128,12 @@ def _dag_info(dag_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         return {
             dag_id: {"paused": bool(paused), "max_active_runs": mar} for dag_id, paused, mar in rows
         }
+
+
+class ReconcileRequest(BaseModel):
+    source: str
+    start: str | None = None
+    end: str | None = None
 
 
 class RefillRequest(BaseModel):
@@ -278,6 +286,18 @@ def create_app() -> FastAPI:
         doc = result.as_dict()
         doc["can_clear"] = _may(user, spec.dag_id, "PUT")
         doc["paused"] = info.get("paused")
+        return _json(doc)
+
+    @app.post("/api/reconcile")
+    def reconcile(body: ReconcileRequest, user: UserDep) -> Response:
+        """Counts only, through the DAG's connection, for a user who may read the DAG's task
+        instances; a day the source now has fewer points of is recorded as kept only for a
+        user who may also edit them (the one write this app makes, a sidecar)."""
+        spec = _source(user, body.source)
+        days = parse_range(body.start, body.end)
+        can_edit = _may(user, spec.dag_id, "PUT")
+        doc = reconcile_range(spec, days, record_kept=can_edit)
+        doc["can_clear"] = can_edit
         return _json(doc)
 
     return app

@@ -22,7 +22,7 @@ from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day, utc_date
 from dxt_core.archive import Archive, DayKey
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError, DxtError
-from dxt_core.index import STATE_CODES, ManifestIndex, scan_states
+from dxt_core.index import STATE_CODES, ManifestIndex, scan_states, unit_of
 from dxt_core.windows import days as day_range
 
 #: Airflow task instance state -> one character per cell.
@@ -52,6 +52,8 @@ TI_NAMES = {
     "o": "skipped",
 }
 MAX_DAYS = 3700
+#: The most days one click of the view's "Reconcile" asks the source to count.
+MAX_RECONCILE_DAYS = 31
 
 
 class NotFound(LookupError):
@@ -381,6 +383,7 @@ def build_grid(
     units = source_units(spec, archive)
     t1 = time.perf_counter()
     states = scan_states(archive, spec.source, units.parts, days)
+    holes = hole_cells(archive, spec.source, units.parts, days)
     t2 = time.perf_counter()
     af = airflow_states(session, spec, units, days, keep_tasks=False)
     t3 = time.perf_counter()
@@ -399,7 +402,13 @@ def build_grid(
         "groups": units.groups,
         "archive": states.rows,
         "airflow": af.rows,
-        "details": {f"{u}:{d}": text for (u, d), text in states.details.items()},
+        "details": {
+            **{f"{u}:{d}": text for (u, d), text in holes.items()},
+            **{f"{u}:{d}": text for (u, d), text in states.details.items()},
+        },
+        # archived around unreadable windows (dxt_core.reconcile): "u:d" of each such cell
+        "holes": [f"{u}:{d}" for u, d in sorted(holes)],
+        "can_reconcile": reconciles(spec.source),
         "runs": {d.isoformat(): {"run_id": r.run_id, "state": r.state} for d, r in af.runs.items()},
         "counts": states.counts(),
         "airflow_counts": airflow_counts,
@@ -410,6 +419,104 @@ def build_grid(
             "archive": round(t2 - t1, 3),
             "airflow": round(t3 - t2, 3),
         },
+    }
+
+
+def hole_cells(
+    archive: Archive, source: str, parts: Sequence[tuple[str, ...]], days: Sequence[dt.date]
+) -> dict[tuple[int, int], str]:
+    """``(unit, day) index -> detail`` of the cells archived with holes (the manifest index's
+    detail; without an index, none are told apart; an S3 archive has no SQLite index: its
+    cells' details say it)."""
+    if not days or archive.remote:
+        return {}
+    with ManifestIndex(archive.root) as idx:
+        found = idx.holes(source, min(days), max(days))
+    row = {unit_of(p): u for u, p in enumerate(parts)}
+    col = {d.isoformat(): c for c, d in enumerate(days)}
+    out: dict[tuple[int, int], str] = {}
+    for (unit, day), detail in found.items():
+        u, c = row.get(unit), col.get(day)
+        if u is not None and c is not None:
+            out[(u, c)] = detail
+    return out
+
+
+def reconciles(source: str) -> bool:
+    """Whether the source's backend declares the reconcile role (counts at the source)."""
+    from dxt_core import backends as registry
+
+    b = registry.get(source)
+    return b.tasks is not None and b.dag_tasks().reconciles()
+
+
+def reconcile_range(
+    spec: SourceSpec,
+    days: Sequence[dt.date],
+    *,
+    record_kept: bool,
+    archive: Archive | None = None,
+) -> dict[str, Any]:
+    """Count the archived cells of ``days`` at the source (counts only, never the data),
+    through the DAG's own Airflow connection and the backend's reconcile role.
+
+    Each archived unit-day comes back ``equal``, ``more`` (late data: refill it), ``fewer``
+    (recorded as kept when ``record_kept``: the user may edit the DAG's task instances) or
+    ``error``; days not archived are ``missing`` and not asked.
+    """
+    from dxt_core import backends as registry
+
+    if not days:
+        raise ConfigError("no days to reconcile")
+    if len(days) > MAX_RECONCILE_DAYS:
+        raise ConfigError(
+            f"{len(days)} days asked; reconcile at most {MAX_RECONCILE_DAYS} at once "
+            "(each day is counted at the source)"
+        )
+    if not reconciles(spec.source):
+        raise ConfigError(
+            f"{spec.source} cannot count at the source: its backend declares no reconcile "
+            "role (BackendTasks.reconcile)"
+        )
+    tasks = registry.get(spec.source).dag_tasks()
+    archive = archive or Archive(archive_root())
+    conn_id = str(tasks.settings()["conn_id"])
+    from dxt_core.airflow.hooks import hook_for
+
+    first, last = min(days), max(days)
+    t0 = time.perf_counter()
+    report = tasks.reconcile(
+        last + dt.timedelta(days=1),
+        (last - first).days + 1,
+        archive,
+        hook_for(spec.source, conn_id).connection(),
+        {},
+        refetch=False,
+        record_kept=record_kept,
+    )
+    cells = [
+        {
+            "unit": display_name(r.parts),
+            "day": r.day.isoformat(),
+            "state": r.state,
+            "archive_count": r.archive_count,
+            "source_count": r.source_count,
+            "method": r.method,
+            "detail": r.detail,
+        }
+        for r in report.rows
+        if r.state != "missing"
+    ]
+    return {
+        "source": spec.source,
+        "dag_id": spec.dag_id,
+        "start": first.isoformat(),
+        "end": last.isoformat(),
+        "counts": report.counts(),
+        "cells": cells,
+        "kept_recorded": record_kept,
+        "note": report.note(),
+        "seconds": round(time.perf_counter() - t0, 3),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends import Backend, common_settings
+from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ SETTINGS = (
         conn_id="elasticsearch_default",
         max_active_runs=2,
     ),
+    reconcile_setting("collectd_es"),
     Setting("collectd_es_families", list, ["disk", "cpu", "memory"], "families to archive"),
     Setting("collectd_es_formats", list, ["jsonl", "hdf5"], "jsonl and/or hdf5"),
     Setting("collectd_es_slices", int, 2, "parallel slices per export"),

@@ -34,6 +34,7 @@ from dxt_core.backends.collectd_es.tokio_hdf5 import (
     write_tokio_hdf5,
 )
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
+from dxt_core.reconcile import SourceCount, check_source_count, is_past
 from dxt_core.writers.base import WriteResult
 from dxt_core.writers.jsonl_gzip import GzipJsonlHitsWriter
 
@@ -82,6 +83,10 @@ class _EsPages:
             columnar=True,
             align_s=timestep,
         )
+
+    def count(self, family: str, start: dt.datetime, end: dt.datetime) -> SourceCount:
+        """The server's own count of the window (``_count``, see CollectdEsSource.count)."""
+        return self.source.count(family, start, end)
 
 
 def es_pages(source: CollectdEsSource, stats: ExportStats) -> PageProvider:
@@ -326,6 +331,7 @@ def archive_collectd_es_day(
             allow_empty=True,  # an empty day is recorded as such (status "empty")
         )
         staging.rows = report.hits
+        _check_source_count(staging, report.hits)
         if report.hits == 0:
             log.warning(
                 "collectd_es/%s %s: NO DOCUMENT in [%s, %s) in %s (recorded as empty); if "
@@ -355,5 +361,15 @@ def archive_collectd_es_day(
                 ),
             )
         log.info("collectd_es/%s %s: %s", family, day, report.summary())
+
+    def _check_source_count(staging: Staging, hits: int) -> None:
+        """The server's own count in the manifest; a past day must match what was read.
+        Saved pages (a file, not a server) have no count to ask."""
+        counter = getattr(provider, "count", None)
+        if counter is None:
+            return
+        sc: SourceCount = counter(family, start, end)
+        staging.manifest["source_count"] = sc.as_dict()
+        check_source_count(str(key), hits, sc, past=is_past(end), url=provider.where)
 
     return archive_one_day(archive, key, write, manifest=manifest, report_extra={"family": family})

@@ -4,8 +4,10 @@ Lines or TOKIO Time Series HDF5 (pytokio's ``archive_collectdes``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +202,36 @@ def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
 
 def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--families", help="(collectd-es) comma-separated families (default all)")
+
+
+def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
+    """What ``dxt coverage collectd-es --reconcile --url ...`` needs to ask ``_count``."""
+    parser.add_argument("--index", default=DEFAULT_INDEX, help="(collectd-es) index pattern")
+    parser.add_argument("--host-prefix", default=DEFAULT_HOST_PREFIX, help="(collectd-es) hosts")
+
+
+@contextlib.contextmanager
+def reconcile_counter(args: argparse.Namespace) -> Iterator[Any]:
+    """(parts, day) -> the server's ``_count`` of the family's UTC day (credentials from
+    the environment, as ``dxt extract collectd-es`` reads them)."""
+    from dxt_core.backends.collectd_es.archive_day import day_window_utc
+    from dxt_core.backends.collectd_es.source import CollectdEsConnection, CollectdEsSource
+    from dxt_core.reconcile import SourceCount
+
+    if not args.url:
+        raise ConfigError("--reconcile needs the server: --url http://host:9200")
+    conn = CollectdEsConnection.from_env(args.url, index=args.index, host_prefix=args.host_prefix)
+    with CollectdEsSource(conn) as src:
+
+        def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+            start, end = day_window_utc(day)
+            return src.count(parts[0], start, end)
+
+        yield count
+
+
+def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
+    """collectd archive days are written by the DAG only: the Airflow command refills them."""
+    return (
+        f"# {parts[0]} {first}..{last}: no dxt extract for collectd_es archive days; use Airflow:"
+    )

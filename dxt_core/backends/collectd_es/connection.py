@@ -455,7 +455,7 @@ class EsClient:
                 raise
             # a user without the monitor privilege: Elasticsearch >= 7.14 still says it is
             # Elasticsearch in a header of every answer (``X-Elastic-Product``)
-            if exc.product == "Elasticsearch":
+            if exc.product == "Elasticsearch" or elasticsearch_refusal(exc.error_type, exc.reason):
                 return ServerInfo("elasticsearch", None)
             log.warning("%s: GET / refused (%s); reading with scrolls", self.safe_base, exc.reason)
             return ServerInfo("unknown", None)
@@ -473,6 +473,21 @@ class EsClient:
                 data[:200],
             )
         return info
+
+
+def elasticsearch_refusal(error_type: str, reason: str) -> bool:
+    """Whether a 403 is Elasticsearch's own authorization refusal, told by its wording.
+
+    Elasticsearch 8.8 and later leave ``X-Elastic-Product`` out of 403 answers (the header
+    is added in ``RestController.dispatchRequest``, elastic/elasticsearch
+    ``server/src/main/java/org/elasticsearch/rest/RestController.java``; security's
+    refusal comes before it), so the body is read: x-pack security words it ``action
+    [<action>] is unauthorized for user [<user>]`` (``AuthorizationService`` /
+    ``Exceptions.authorizationError``); the OpenSearch security plugin says ``no
+    permissions for [<action>] and User [...]``. Elasticsearch >= 7.14 is meant (a
+    version that still sends no header on 403 is newer than 8.8), so PIT paging applies.
+    """
+    return error_type == "security_exception" and " is unauthorized for user [" in reason
 
 
 def loads(data: bytes, url: str, what: str) -> Any:

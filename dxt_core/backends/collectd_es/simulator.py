@@ -220,6 +220,23 @@ _SEARCH_PARAMS = frozenset(
         "terminate_after",
     }
 )
+_COUNT_PARAMS = frozenset(
+    {
+        "ignore_unavailable",
+        "allow_no_indices",
+        "expand_wildcards",
+        "min_score",
+        "preference",
+        "routing",
+        "q",
+        "df",
+        "analyzer",
+        "analyze_wildcard",
+        "default_operator",
+        "lenient",
+        "terminate_after",
+    }
+)
 _SCROLL_PARAMS = frozenset({"scroll", "scroll_id", "rest_total_hits_as_int"})
 _ES_PIT_PARAMS = frozenset(
     {"keep_alive", "routing", "preference", "expand_wildcards", "ignore_unavailable"}
@@ -445,8 +462,11 @@ class StandinHandler(SimHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(body)))
-        # not on unauthenticated answers (elastic/elasticsearch#73434)
-        if self.state.flavour.product_header and status != 401:
+        # not on unauthenticated answers (elastic/elasticsearch#73434), and from 8.8 not on
+        # 403 either: RestController.dispatchRequest adds the header, security's refusal
+        # comes before it (issue 19; see connection.elasticsearch_refusal)
+        fl = self.state.flavour
+        if fl.product_header and status != 401 and not (status == 403 and fl.version >= (8, 8, 0)):
             self.send_header("X-Elastic-Product", "Elasticsearch")
         for k, v in (extra or {}).items():
             self.send_header(k, v)
@@ -545,12 +565,31 @@ class StandinHandler(SimHandler):
         parts = [p for p in path.split("/") if p]
         if not parts and m in ("GET", "HEAD"):
             if self.state.faults.get("monitor_forbidden"):
+                if not fl.es:
+                    # opensearch-project/security PrivilegesEvaluator: "no permissions for
+                    # [<action>] and User [name=..., backend_roles=[], requestedTenant=null]"
+                    raise _es_error(
+                        403,
+                        "security_exception",
+                        f"no permissions for [cluster:monitor/main] and User [name="
+                        f"{self.state.user}, backend_roles=[], requestedTenant=null]",
+                    )
+                # x-pack AuthorizationService (Exceptions.authorizationError)
                 raise _es_error(
                     403,
                     "security_exception",
                     f"action [cluster:monitor/main] is unauthorized for user [{self.state.user}]",
                 )
             return 200, fl.main_body()
+        if len(parts) == 2 and parts[1] == "_count" and m in ("GET", "POST"):
+            # RestCountAction.java: a query (body or q=) and routing options, no search keys
+            self._params(path, params, _COUNT_PARAMS)
+            extra = set(body) - {"query"}
+            if extra:
+                raise _es_error(
+                    400, "parsing_exception", f"request does not support [{sorted(extra)[0]}]"
+                )
+            return self._up("POST", path, json=body or {"query": {"match_all": {}}})
         if parts == ["_search", "scroll"]:
             if m == "DELETE":
                 return self._clear_scroll(body)

@@ -85,6 +85,7 @@ from dxt_core.backends.collectd_es.connection import (
 )
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
 from dxt_core.http import RetryPolicy, release_answers
+from dxt_core.reconcile import SourceCount
 
 log = logging.getLogger("dxt_core.backends.collectd_es.source")
 
@@ -380,6 +381,34 @@ class CollectdEsSource:
             with self._open_lock:
                 self._server = known
         return known
+
+    # -- counts -------------------------------------------------------------------------
+
+    def count(self, family: str, start: dt.datetime, end: dt.datetime) -> SourceCount:
+        """The server's own count of the export's documents in ``[start, end)``.
+
+        ``POST /<index>/_count`` with the very query the export pages through (the count
+        API takes a ``query`` and nothing else of a search: elastic/elasticsearch
+        ``RestCountAction.java``; OpenSearch the same), so no document is sent. An answer
+        with a failed shard is an error, never a smaller count.
+
+        Raises:
+            SourceUnavailable: some shards did not answer.
+        """
+        path = f"/{index_path(self.conn.index)}/_count"
+        body = {"query": family_query(family, start, end, self.conn.host_prefix)}
+        r = self.client.json("POST", path, body=body, what=f"counting {family} documents")
+        problem = shard_problem(r) if isinstance(r, Mapping) else "the answer is not an object"
+        n = r.get("count") if isinstance(r, Mapping) else None
+        if problem is not None or not isinstance(n, int):
+            raise SourceUnavailable(
+                f"counting {family} in [{start.isoformat()}, {end.isoformat()}): "
+                f"{problem or 'no count in the answer'}; rerun later",
+                url=self.client.url(path),
+            )
+        product = self.server().product
+        name = {"opensearch": "OpenSearch"}.get(product, "Elasticsearch")
+        return SourceCount(n, f"{name} _count with the export's query (_shards checked)")
 
     # -- contexts -----------------------------------------------------------------------
 

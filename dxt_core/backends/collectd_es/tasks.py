@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.collectd_es.connection import CollectdEsConnection
+    from dxt_core.reconcile import RecentReport
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -29,6 +30,7 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
     map_index_template = "{{ task.op_kwargs['unit'] }}"
     pooled = False
     tags = ("collectd", "elasticsearch")
+    counts = True  # _count with the export's query
 
     def params(self) -> dict[str, dict[str, Any]]:
         return {
@@ -102,6 +104,44 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
                 timestep=s["timestep"],
                 num_nodes=s["num_nodes"],
                 ssds_per_node=s["ssds_per_node"],
+            )
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: CollectdEsConnection,
+        params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
+    ) -> RecentReport:
+        """``_count`` of each family's past UTC days (the export's query, ``_shards``
+        checked); a grown day is exported again in the run's formats."""
+        from dxt_core.backends.collectd_es.archive_day import day_window_utc
+        from dxt_core.backends.collectd_es.source import CollectdEsSource
+        from dxt_core.reconcile import SourceCount, reconcile_recent
+
+        parts = [(str(f),) for f in self.configured_units()]
+        with CollectdEsSource(conn) as source:
+
+            def count(p: tuple[str, ...], d: dt.date) -> SourceCount:
+                start, end = day_window_utc(d)
+                return source.count(p[0], start, end)
+
+            def fetch_again(p: tuple[str, ...], d: dt.date) -> DayReport:
+                return self.archive(p[0], d, archive, conn, params)
+
+            return reconcile_recent(
+                archive,
+                "collectd_es",
+                parts,
+                day,
+                n_days,
+                count,
+                fetch_again if refetch else None,
+                record_kept=record_kept,
             )
 
     def preload(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends import Backend, common_settings
+from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ SETTINGS = (
         conn_id="examon_default",
         max_active_runs=4,
     ),
+    reconcile_setting("examon"),
     Setting("examon_catalog", str, "", "metric,plugin CSV (default: the shipped M100 catalog)"),
     Setting("examon_options", str, "", "TOML with the cluster name and per-plugin options"),
     Setting("examon_format", str, "csv", "csv (gzip CSV) or parquet"),

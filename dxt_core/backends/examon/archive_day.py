@@ -8,16 +8,25 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.examon.catalog import CatalogEntry
-from dxt_core.backends.examon.source import KairosDBSource, QueryCounts
-from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.backends.examon.source import TAG_CACHE_DIR, KairosDBSource, QueryCounts
+from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
+from dxt_core.reconcile import (
+    RecentReport,
+    SourceCount,
+    check_source_count,
+    hole_points,
+    is_past,
+    reconcile_recent,
+)
 from dxt_core.records import RawPoints, SeriesBatch
 from dxt_core.windows import day_window
 from dxt_core.writers.base import SeriesWriter
@@ -36,6 +45,13 @@ def examon_parts(entry: CatalogEntry, fmt: str = "csv") -> tuple[str, str]:
     if fmt == "parquet":
         return (f"plugin={entry.plugin}", f"metric={entry.metric}")
     return (entry.plugin, entry.metric)
+
+
+def tag_cache_path(archive: Archive, key: DayKey) -> Path:
+    """Where the metric's tag keys are kept: ``<root>/.dxt-tag-keys/examon/<parts>.json``,
+    out of the day directories (dataset readers and listings see only the days)."""
+    *dirs, last = key.parts
+    return archive.root.joinpath(TAG_CACHE_DIR, key.source, *dirs, f"{last}.json")
 
 
 def archive_examon_day(
@@ -84,10 +100,37 @@ def archive_examon_day(
         finally:
             staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
             report_extra["dropped_outside_window"] = counts.dropped_outside_window
+        _check_count(staging)
+
+    def _check_count(staging: Staging) -> None:
+        """The source's own count of the day in the manifest; a past day must match it."""
+        written = [f.result.rows for f in staging.files.values() if f.result is not None]
+        rows = written[0] if written else 0
+        sc = staging.manifest.get("source_count")
+        count = (
+            SourceCount(int(sc["count"]), str(sc["method"]))
+            if isinstance(sc, dict)
+            else source.count_day(entry, window, stats)
+        )
+        staging.manifest["source_count"] = count.as_dict()
+        if counts.holes:
+            staging.manifest["holes"] = counts.holes
+            report_extra["holes"] = len(counts.holes)
+        check_source_count(
+            str(key),
+            rows,
+            count,
+            past=is_past(window.end),
+            holes=hole_points(counts.holes),
+            url=source.conn.safe_url,
+        )
 
     def _write(staging: Staging) -> None:
         if plugin.job_table:
             records = source.fetch_jobs(entry.metric, window, stats, counts)
+            staging.manifest["source_count"] = SourceCount(
+                len(records), "Examon jobs query (the jobs service has no count: the records)"
+            ).as_dict()
             if records:
                 with staging.open(ext) as fh:
                     if fmt == "parquet":
@@ -98,11 +141,15 @@ def archive_examon_day(
                         res = GzipCsvTableWriter(fh).write_all(records)
                 staging.done(ext, res)
             return
-        schema = source.schema(entry, window, stats)
+        schema, tag_note = source.schema_cached(entry, window, tag_cache_path(archive, key), stats)
+        staging.manifest["tag_keys"] = tag_note
         if not schema.tag_keys:
             # No series ever (with this filter): empty, unless KairosDB has never heard of
             # the name at all, which is a catalog error, not an empty day.
             source.check_known(entry, stats)
+            staging.manifest["source_count"] = SourceCount(
+                0, "query/tags over all time: no series of this metric (with this filter)"
+            ).as_dict()
             return
         with staging.open(ext) as fh:
             block_ms = source.windows.min_s * 1000
@@ -195,3 +242,69 @@ def _typed(
                         '"double" (or remove the declaration)'
                     )
         yield value_type, batch
+
+
+def day_counter(
+    source: KairosDBSource,
+    entries: list[CatalogEntry],
+    by_parts: dict[tuple[str, ...], CatalogEntry],
+) -> Callable[[tuple[str, ...], dt.date], SourceCount]:
+    """(parts, day) -> KairosDB's count: the catalog's counts of a day asked together, once;
+    a metric the server cannot count fails alone, a day it cannot answer fails once."""
+    by_day: dict[dt.date, tuple[dict[str, SourceCount], dict[str, DxtError]]] = {}
+    failed: dict[dt.date, DxtError] = {}
+
+    def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
+        if d in failed:
+            raise failed[d]
+        if d not in by_day:
+            errors: dict[str, DxtError] = {}
+            try:
+                counts = source.count_day_many(entries, day_window(d, source.tz), errors=errors)
+            except DxtError as exc:
+                failed[d] = exc
+                raise
+            by_day[d] = (counts, errors)
+        counts, errors = by_day[d]
+        key = by_parts[parts].key
+        if key in errors:
+            raise errors[key]
+        return counts[key]
+
+    return count
+
+
+def reconcile_examon_recent(
+    source: KairosDBSource,
+    entries: Iterable[CatalogEntry],
+    day: dt.date,
+    archive: Archive,
+    n_days: int,
+    fmt: str = "csv",
+    *,
+    refetch: bool = True,
+    record_kept: bool = True,
+) -> RecentReport:
+    """Reconcile the ``n_days`` days before ``day`` (counts only) and refetch the grown ones.
+
+    The Examon reconcile role (``ExamonTasks.reconcile``, the DAG's ``reconcile_recent_days``
+    task) calls this (``DXT_EXAMON_RECONCILE_DAYS``, default 3). A grown day is replaced; the
+    file it replaces is kept in ``.versions/``.
+    """
+    by_parts: dict[tuple[str, ...], CatalogEntry] = {examon_parts(e, fmt): e for e in entries}
+
+    count = day_counter(source, list(by_parts.values()), by_parts)
+
+    def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
+        return archive_examon_day(source, by_parts[parts], d, archive, fmt=fmt)
+
+    return reconcile_recent(
+        archive,
+        "examon",
+        list(by_parts),
+        day,
+        n_days,
+        count,
+        fetch_again if refetch else None,
+        record_kept=record_kept,
+    )

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import shlex
+from collections.abc import Iterator
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
-from dxt_core.backends.examon.archive_day import FORMATS, archive_examon_day, examon_parts
+from dxt_core.backends.examon.archive_day import (
+    FORMATS,
+    archive_examon_day,
+    day_counter,
+    examon_parts,
+)
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog, select
 from dxt_core.backends.examon.connection import SPEC, ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ConfigError
 from dxt_core.http import RetryPolicy
+from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import days, parse_day
@@ -93,6 +102,39 @@ def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
 def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", help="(examon) catalog CSV (default: shipped M100 catalog)")
     parser.add_argument("--format", choices=FORMATS, default="csv", help="(examon) csv or parquet")
+
+
+def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
+    """What ``dxt coverage examon --reconcile`` needs to ask KairosDB for counts."""
+    SPEC.add_cli_arguments(parser, url_help="(--reconcile) the source's URL")
+    parser.add_argument("--plugin-options", help="(examon) TOML file with per-plugin options")
+
+
+@contextlib.contextmanager
+def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
+    """A function (parts, day) -> the source's count, over one KairosDB client."""
+    conn: ExamonConnection = SPEC.from_cli(args)
+    options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
+    by_parts: dict[tuple[str, ...], CatalogEntry] = {
+        examon_parts(e, args.format): e for e in load_catalog(args.catalog)
+    }
+    with KairosDBSource(conn, options=options) as src:
+        # the catalog's counts of a day are asked together (a few requests per day)
+        yield day_counter(src, list(by_parts.values()), by_parts)
+
+
+def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
+    """The ``dxt extract`` command that refetches one unit over ``first..last``."""
+    d = describe_parts(parts)
+    words = ["dxt", "extract", "examon", "--url", args.url or "URL", "--archive", args.archive]
+    if getattr(args, "conn_grafana_proxy", False):
+        words.append("--grafana-proxy")
+    for flag, dest in (("--tz", "conn_time_zone"), ("--cluster", "conn_cluster")):
+        if getattr(args, dest, None):
+            words += [flag, str(getattr(args, dest))]
+    words += ["--metric", d["metric"], "--plugin", d["plugin"], "--format", args.format]
+    words += ["--start-day", first, "--end-day", last, "--refetch"]
+    return shlex.join(words)
 
 
 def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -22,7 +22,8 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -31,13 +32,16 @@ from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.errors import (
     ConfigError,
+    DxtError,
     QueryRejected,
     RateLimited,
     SourceError,
     SourceUnavailable,
+    UnreadablePoint,
     WindowTooLarge,
 )
-from dxt_core.http import HttpClient, RequestStats, RetryPolicy
+from dxt_core.http import HttpClient, RequestStats, RetryPolicy, error_text
+from dxt_core.reconcile import SourceCount
 from dxt_core.records import RawPoints, Record, Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
 
@@ -162,6 +166,22 @@ class QueryCounts:
     """
 
     dropped_outside_window: int = 0
+    #: Windows the server could not serialise (one series, at most :data:`HOLE_MS`), each
+    #: ``{"series", "start", "end", "start_ms", "end_ms", "message", "points"}``.
+    holes: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: The smallest unreadable window a stored NaN costs: one series, at most a minute.
+HOLE_MS = 60_000
+
+# KairosDB 1.2.2 core/datapoints/DoubleDataPoint.java writeValueToJson throws
+# IllegalStateException("NaN or Infinity:" + value + " data point=" + this); MetricsResource
+# runQuery's catch (Exception e) answers it as HTTP 500 {"errors": [message]}.
+_NOT_FINITE = re.compile(rb"NaN or Infinity:")
+
+
+def _unserialisable(status: int, body: bytes) -> bool:
+    return status == 500 and _NOT_FINITE.search(body[:4000]) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +385,118 @@ class KairosDBSource:
         check_plugin(entry, plugins, self._http.url(path))
         return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
 
+    def _tag_keys(
+        self, entry: CatalogEntry, start_ms: int, end_ms: int | None, stats: RequestStats | None
+    ) -> set[str]:
+        body: dict[str, Any] = {
+            "start_absolute": start_ms,
+            "cache_time": 0,
+            "metrics": [{"name": entry.metric, "tags": self._tag_filter(entry)}],
+        }
+        if end_ms is not None:
+            body["end_absolute"] = end_ms - 1
+        path = self.api_path("datapoints/query/tags", stats)
+        doc = _rate_limited(self._http.post_json, path, body, stats=stats)
+        keys: set[str] = set()
+        for result in _results(doc, self._http.url(path)):
+            tags = result.get("tags") or {}
+            if isinstance(tags, dict):
+                keys.update(k for k, v in tags.items() if v)
+        return keys
+
+    def schema_cached(
+        self,
+        entry: CatalogEntry,
+        window: Window,
+        cache: Path,
+        stats: RequestStats | None = None,
+    ) -> tuple[SeriesSchema, dict[str, Any]]:
+        """The metric's tag keys as :meth:`schema` gives them, asked over all time only once.
+
+        ``query/tags`` over a metric's whole history is the most expensive query sent to a
+        large KairosDB (examon-client cached it on disk): the keys it found are kept in
+        ``cache`` (in the archive, beside the metric's days) and, since keys only grow, each
+        later metric-day asks only its own window and adds what it shows. When the history
+        query fails (a timeout outlasting the retries, a refusal), the history is asked in
+        halves, and when that fails too the day's keys plus the cached ones are used. The
+        second value (for the manifest) says which.
+        """
+        with self._lock:
+            cached = _read_tag_cache(cache)
+        if cached is not None and cached.get("complete"):
+            day = self._tag_keys(entry, window.start_ms, window.end_ms, stats)
+            keys = set(cached["keys"]) | day
+            note: dict[str, Any] = {
+                "from": "archive cache + this day's query/tags",
+                "cache": cache.name,
+            }
+            if keys != set(cached["keys"]):
+                note["added"] = sorted(keys - set(cached["keys"]))
+                self._write_tag_cache(cache, entry, keys, True)
+            return SeriesSchema(entry.metric, tuple(sorted(keys))), note
+        now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+        try:
+            keys = self._history_keys(entry, 0, now_ms, stats, depth=0)
+        except (SourceUnavailable, WindowTooLarge) as exc:
+            day = self._tag_keys(entry, window.start_ms, window.end_ms, stats)
+            keys = day | set((cached or {}).get("keys") or ())
+            log.warning(
+                "%s: tag keys over all time could not be read (%s); using this day's keys "
+                "and the cached ones",
+                entry.key,
+                exc,
+            )
+            self._write_tag_cache(cache, entry, keys, False)
+            return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+                "from": "this day's query/tags + cached keys: the query over all time failed",
+                "error": str(exc)[:300],
+            }
+        self._write_tag_cache(cache, entry, keys, True)
+        return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+            "from": "query/tags over all time (kept in the archive for the next days)",
+            "cache": cache.name,
+        }
+
+    def _history_keys(
+        self, entry: CatalogEntry, lo: int, hi: int, stats: RequestStats | None, depth: int
+    ) -> set[str]:
+        """Tag keys of ``[lo, hi)``; halved (up to 4 levels: 16 parts) when refused."""
+        try:
+            return self._tag_keys(entry, lo, None if depth == 0 else hi, stats)
+        except (SourceUnavailable, WindowTooLarge):
+            if depth >= 4 or hi - lo < 2 * 86_400_000:
+                raise
+            if stats is not None:
+                stats.splits += 1
+            mid = lo + (hi - lo) // 2
+            return self._history_keys(entry, lo, mid, stats, depth + 1) | self._history_keys(
+                entry, mid, hi, stats, depth + 1
+            )
+
+    def _write_tag_cache(
+        self, cache: Path, entry: CatalogEntry, keys: set[str], complete: bool
+    ) -> None:
+        from dxt_core.archive import write_json_atomic
+
+        with self._lock:
+            old = _read_tag_cache(cache)
+            if old is not None:  # keys only grow, also when two days write at once
+                keys = keys | set(old.get("keys") or ())
+                complete = complete or bool(old.get("complete"))
+            write_json_atomic(
+                cache,
+                {
+                    "schema": TAG_CACHE_SCHEMA,
+                    "metric": entry.metric,
+                    "plugin": entry.plugin,
+                    "tags_filter": self._tag_filter(entry),
+                    "keys": sorted(keys),
+                    # complete: the keys of the whole history were read once
+                    "complete": complete,
+                    "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                },
+            )
+
     def query(
         self,
         entry: CatalogEntry,
@@ -373,30 +505,49 @@ class KairosDBSource:
         schema: SeriesSchema,
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
+        *,
+        series: dict[str, str] | None = None,
+        at_floor: bool = False,
     ) -> SeriesBatch:
         """One query for ``[start_ms, end_ms)``; series ordered by their tag values.
 
-        Points outside the window are dropped and counted in ``counts``.
+        Points outside the window are dropped and counted in ``counts``. ``series`` narrows
+        the query to the series with these tag values. ``at_floor``: the window cannot be
+        split further, so a read timeout is retried with backoff (as a 503 is) instead of
+        being read as "too large".
 
         Raises:
             SourceError: the answer holds a value that is not a JSON number or string.
+            UnreadablePoint: the server cannot serialise a point of the window (NaN).
         """
         body = self._body(entry, start_ms, end_ms, schema.tag_keys)
+        if series:
+            body["metrics"][0]["tags"] = {
+                **body["metrics"][0]["tags"],
+                **{k: [v] for k, v in series.items() if v},
+            }
         path = self.api_path("datapoints/query", stats)
-        raw = _rate_limited(
-            self._http.request,
+        where = (
+            f"{entry.key}, window [{from_ms(start_ms, self.tz).isoformat()}, "
+            f"{from_ms(end_ms, self.tz).isoformat()})"
+        )
+        status, raw, _ = _rate_limited(
+            self._http.exchange,
             "POST",
             path,
             json_body=body,
             stats=stats,
             too_large=self._too_large,
-            timeout_is_too_large=True,
+            timeout_is_too_large=not at_floor,
+            accept=_unserialisable,
         )
         url = self._http.url(path)
-        where = (
-            f"{entry.key}, window [{from_ms(start_ms, self.tz).isoformat()}, "
-            f"{from_ms(end_ms, self.tz).isoformat()})"
-        )
+        if status >= 300:
+            raise UnreadablePoint(
+                f"{where}: the server cannot serialise a stored point: {error_text(raw)}",
+                url=url,
+                status=status,
+            )
         doc, arrays = _decode_keeping_values(raw, url, where)
         results = _results(doc, url)
         if arrays is not None and len(arrays) != len(results):
@@ -459,7 +610,11 @@ class KairosDBSource:
         while cursor < end:
             stop = min(cursor + size, end)
             try:
-                batch = self.query(entry, cursor, stop, schema, stats, counts)
+                batch = self.query(
+                    entry, cursor, stop, schema, stats, counts, at_floor=stop - cursor <= min_ms
+                )
+            except UnreadablePoint:
+                batch = self.read_around_holes(entry, cursor, stop, schema, stats, counts)
             except WindowTooLarge as exc:
                 if stop - cursor <= min_ms:
                     raise WindowTooLarge(
@@ -483,6 +638,260 @@ class KairosDBSource:
                 next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap), min_ms
             )
             cursor = stop
+
+    # -- unreadable points ----------------------------------------------------------------
+    def read_around_holes(
+        self,
+        entry: CatalogEntry,
+        start_ms: int,
+        end_ms: int,
+        schema: SeriesSchema,
+        stats: RequestStats | None = None,
+        counts: QueryCounts | None = None,
+    ) -> SeriesBatch:
+        """``[start_ms, end_ms)`` without the points the server cannot serialise.
+
+        The window is halved (on whole minutes) until each unreadable part is at most
+        :data:`HOLE_MS` long; there each series is asked alone (found with a ``count``
+        query, which KairosDB can answer: a count is a long), and the series that still
+        fail are holes: recorded in ``counts.holes`` with the server's message and the
+        source's count of their points. Everything else is returned as one batch.
+        """
+        counts = counts if counts is not None else QueryCounts()
+        pieces: list[SeriesBatch] = []
+        self._around(entry, start_ms, end_ms, schema, stats, counts, pieces)
+        merged: dict[tuple[str, ...], Series] = {}
+        keys = schema.tag_keys
+        for piece in pieces:  # in time order
+            for s in piece.series:
+                k = (s.name, *(s.tags.get(t, "") for t in keys))
+                have = merged.get(k)
+                if have is None:
+                    merged[k] = Series(s.name, s.tags, list(s.points))
+                else:
+                    have.points = [*have.points, *s.points]
+        batch = SeriesBatch(start_ms, end_ms)
+        batch.series = sorted(merged.values(), key=lambda s: tuple(s.tags.get(t, "") for t in keys))
+        return batch
+
+    def _around(
+        self,
+        entry: CatalogEntry,
+        a: int,
+        b: int,
+        schema: SeriesSchema,
+        stats: RequestStats | None,
+        counts: QueryCounts,
+        pieces: list[SeriesBatch],
+    ) -> None:
+        if b - a > HOLE_MS:
+            mid = a + (b - a) // 2 // HOLE_MS * HOLE_MS
+            if mid <= a:
+                mid = a + (b - a) // 2
+            for lo, hi in ((a, mid), (mid, b)):
+                try:
+                    pieces.append(self.query(entry, lo, hi, schema, stats, counts, at_floor=True))
+                except UnreadablePoint:
+                    if stats is not None:
+                        stats.splits += 1
+                    self._around(entry, lo, hi, schema, stats, counts, pieces)
+            return
+        for tags, n in self.count_groups(entry, a, b, stats, schema.tag_keys):
+            try:
+                pieces.append(
+                    self.query(entry, a, b, schema, stats, counts, series=tags, at_floor=True)
+                )
+            except UnreadablePoint as exc:
+                message = str(exc).split(": the server cannot serialise a stored point: ", 1)[-1]
+                counts.holes.append(
+                    {
+                        "series": tags,
+                        "start": from_ms(a, self.tz).isoformat(),
+                        "end": from_ms(b, self.tz).isoformat(),
+                        "start_ms": a,
+                        "end_ms": b,
+                        "message": message.split(" | HTTP ")[0],
+                        "points": n,
+                    }
+                )
+                log.warning(
+                    "%s: series %s unreadable in [%s, %s): %s; recorded as a hole",
+                    entry.key,
+                    tags,
+                    from_ms(a, self.tz).isoformat(),
+                    from_ms(b, self.tz).isoformat(),
+                    message,
+                )
+
+    # -- counts ----------------------------------------------------------------------------
+    def count_groups(
+        self,
+        entry: CatalogEntry,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None = None,
+        group_keys: tuple[str, ...] | None = None,
+    ) -> list[tuple[dict[str, str], int]]:
+        """The source's count of the points in ``[start_ms, end_ms)``, per tag group.
+
+        KairosDB's ``count`` aggregator with one sampling range the window's length
+        (kairosdb v1.2.2 ``core/aggregator/RangeAggregator.java``: ranges start at the
+        query's start; ``CountAggregator.java``: one long per range with points), so one
+        number per group comes back and no data point is sent. Without ``group_keys`` all
+        series form one group. A window refused as too large is halved and summed.
+        """
+        body = self._body(entry, start_ms, end_ms, group_keys)
+        body["metrics"][0]["aggregators"] = [
+            {"name": "count", "sampling": {"value": end_ms - start_ms, "unit": "milliseconds"}}
+        ]
+        path = self.api_path("datapoints/query", stats)
+        try:
+            doc = _rate_limited(
+                self._http.post_json,
+                path,
+                body,
+                stats=stats,
+                too_large=self._too_large,
+                timeout_is_too_large=end_ms - start_ms > self.windows.min_s * 1000,
+            )
+        except WindowTooLarge:
+            if end_ms - start_ms <= self.windows.min_s * 1000:
+                raise
+            mid = start_ms + _blocks((end_ms - start_ms) // 2, 1000)
+            if stats is not None:
+                stats.splits += 1
+            total: dict[tuple[tuple[str, str], ...], int] = {}
+            for lo, hi in ((start_ms, mid), (mid, end_ms)):
+                for tags, n in self.count_groups(entry, lo, hi, stats, group_keys):
+                    k = tuple(sorted(tags.items()))
+                    total[k] = total.get(k, 0) + n
+            return [(dict(k), n) for k, n in sorted(total.items())]
+        out: list[tuple[dict[str, str], int]] = []
+        url = self._http.url(path)
+        for result in _results(doc, url):
+            values = result.get("values") or []
+            n = 0
+            for p in values:
+                if not (isinstance(p, list) and len(p) == 2 and type(p[1]) is int):
+                    raise SourceError(
+                        f"{entry.key}: a count answer is not [timestamp, integer]: {p!r}", url=url
+                    )
+                n += p[1]
+            if n:
+                out.append((_group_tags(result) if group_keys is not None else {}, n))
+        return out
+
+    def count_day(
+        self, entry: CatalogEntry, window: Window, stats: RequestStats | None = None
+    ) -> SourceCount:
+        """The source's own count of ``entry`` in ``window`` (see :meth:`count_groups`)."""
+        if self.options.for_plugin(entry.plugin).job_table:
+            jobs = self.fetch_jobs(entry.metric, window, stats)
+            return SourceCount(
+                len(jobs), "Examon jobs query (the jobs service has no count: the records)"
+            )
+        n = sum(c for _, c in self.count_groups(entry, window.start_ms, window.end_ms, stats))
+        return SourceCount(
+            n,
+            f"KairosDB count aggregator, one sampling range of {window.end_ms - window.start_ms}"
+            " ms from start_absolute, no group_by",
+        )
+
+    def count_day_many(
+        self,
+        entries: Sequence[CatalogEntry],
+        window: Window,
+        stats: RequestStats | None = None,
+        per_request: int = 64,
+        errors: dict[str, DxtError] | None = None,
+    ) -> dict[str, SourceCount]:
+        """:meth:`count_day` of many metrics, ``per_request`` of them in one query.
+
+        A KairosDB query holds a list of metric queries and answers one ``queries[i]``
+        each (``MetricsResource.runQuery``), so reconciling a catalog day takes a few
+        requests, not one per metric. A batch refused as too large (KairosDB's
+        ``query_limit`` counts every point read, counted or not) is asked one metric at a
+        time (:meth:`count_day` splits the window further). Job tables are asked apart.
+
+        With ``errors``, a batch the server answers with an error (one metric it cannot
+        answer fails the whole query) is halved until the failing metrics stand alone; each
+        one's error goes into ``errors`` instead of failing the others. An error without an
+        HTTP answer (the server is unreachable) is raised as it is.
+        """
+        out: dict[str, SourceCount] = {}
+        metrics = [e for e in entries if not self.options.for_plugin(e.plugin).job_table]
+        for e in entries:
+            if self.options.for_plugin(e.plugin).job_table:
+                try:
+                    out[e.key] = self.count_day(e, window, stats)
+                except DxtError as exc:
+                    if errors is None:
+                        raise
+                    errors[e.key] = exc
+        length = window.end_ms - window.start_ms
+        method = (
+            f"KairosDB count aggregator, one sampling range of {length} ms from "
+            "start_absolute, no group_by"
+        )
+
+        def ask(batch: Sequence[CatalogEntry]) -> None:
+            body = self._body(batch[0], window.start_ms, window.end_ms, None)
+            body["metrics"] = [
+                {
+                    "name": e.metric,
+                    "tags": self._tag_filter(e),
+                    "aggregators": [
+                        {"name": "count", "sampling": {"value": length, "unit": "milliseconds"}}
+                    ],
+                }
+                for e in batch
+            ]
+            path = self.api_path("datapoints/query", stats)
+            try:
+                doc = _rate_limited(
+                    self._http.post_json,
+                    path,
+                    body,
+                    stats=stats,
+                    too_large=self._too_large,
+                    timeout_is_too_large=True,
+                )
+                queries = doc["queries"] if isinstance(doc, dict) else None
+                if not isinstance(queries, list) or len(queries) != len(batch):
+                    raise SourceError(
+                        f"a count of {len(batch)} metrics answered "
+                        f"{len(queries) if isinstance(queries, list) else 'no'} queries",
+                        url=self._http.url(path),
+                    )
+            except WindowTooLarge:
+                for e in batch:
+                    out[e.key] = self.count_day(e, window, stats)
+                return
+            except SourceError as exc:
+                if errors is None or exc.status is None:
+                    raise
+                if len(batch) == 1:
+                    errors[batch[0].key] = exc
+                    return
+                half = len(batch) // 2
+                ask(batch[:half])
+                ask(batch[half:])
+                return
+            for e, q in zip(batch, queries, strict=True):
+                n = 0
+                for result in _results({"queries": [q]}, self._http.url(path)):
+                    for p in result.get("values") or []:
+                        if not (isinstance(p, list) and len(p) == 2 and type(p[1]) is int):
+                            raise SourceError(
+                                f"{e.key}: a count answer is not [timestamp, integer]: {p!r}",
+                                url=self._http.url(path),
+                            )
+                        n += p[1]
+                out[e.key] = SourceCount(n, method)
+
+        for i in range(0, len(metrics), per_request):
+            ask(metrics[i : i + per_request])
+        return out
 
     # -- job tables ------------------------------------------------------------------------
     def fetch_jobs(
@@ -561,6 +970,24 @@ class KairosDBSource:
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
+
+
+#: The schema of the tag-key cache kept beside a metric's days (``.tag_keys.json``).
+TAG_CACHE_SCHEMA = "dxt-archive/examon-tag-keys/1"
+TAG_CACHE_DIR = ".dxt-tag-keys"
+
+
+def _read_tag_cache(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != TAG_CACHE_SCHEMA:
+        return None
+    keys = doc.get("keys")
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return doc
 
 
 def _rate_limited(call: Callable[..., _T], *args: Any, **kw: Any) -> _T:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.examon.catalog import ExamonOptions
     from dxt_core.backends.examon.connection import ExamonConnection
+    from dxt_core.reconcile import RecentReport
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -31,6 +32,7 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
         "{{ task.op_kwargs['unit']['plugin'] }}/{{ task.op_kwargs['unit']['metric'] }}"
     )
     tags = ("examon",)
+    counts = True  # KairosDB's count aggregator over the day
 
     def params(self) -> dict[str, dict[str, Any]]:
         return {
@@ -119,6 +121,34 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
                 archive.url,
             )
             return archive_examon_day(source, entry, day, archive, fmt=fmt)
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: ExamonConnection,
+        params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
+    ) -> RecentReport:
+        from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+        from dxt_core.backends.examon.catalog import load_catalog
+        from dxt_core.backends.examon.source import KairosDBSource
+
+        entries = load_catalog(self.settings()["catalog"] or None)
+        with KairosDBSource(conn, options=self.options()) as source:
+            return reconcile_examon_recent(
+                source,
+                entries,
+                day,
+                archive,
+                n_days,
+                fmt=self.output_format(params),
+                refetch=refetch,
+                record_kept=record_kept,
+            )
 
     def preload(self) -> None:
         import dxt_core.backends.examon.archive_day

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends import Backend, common_settings
+from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ SETTINGS = (
         conn_id="kwollect_default",
         max_active_runs=4,
     ),
+    reconcile_setting("kwollect"),
     Setting("kwollect_config", str, "", "JSON or TOML file: time_zone, metrics, nodes, clusters"),
     Setting("kwollect_nodes", str, "", "comma-separated nodes (wins over the file)"),
     Setting("kwollect_clusters", str, "", "comma-separated site/cluster pairs"),

@@ -13,6 +13,7 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
 from dxt_core.backends.kwollect.source import (
+    KWOLLECT_COUNT_METHOD,
     KwollectClient,
     KwollectStats,
     check_component,
@@ -20,6 +21,7 @@ from dxt_core.backends.kwollect.source import (
 )
 from dxt_core.errors import ConfigError
 from dxt_core.prefetch import prefetched
+from dxt_core.reconcile import SourceCount
 from dxt_core.windows import day_window, zone
 from dxt_core.writers.base import WriteResult
 from dxt_core.writers.compress import GzipStream
@@ -94,6 +96,8 @@ def archive_kwollect_day(
             sha = gz.close()
         # points the server sent outside the window asked for: dropped, never archived
         manifest["dropped_outside_window"] = stats.outside_window
+        # no count API: the count is what these requests returned (see count_points)
+        staging.manifest["source_count"] = SourceCount(rows, KWOLLECT_COUNT_METHOD).as_dict()
         extra = {"compression": gz.label, "first_timestamp": first, "last_timestamp": last}
         staging.done("jsonl.gz", WriteResult(rows=rows, bytes=gz.bytes, sha256=sha, extra=extra))
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import shlex
+from collections.abc import Iterator
 from typing import Any
 
 from dxt_core.archive import Archive, DayKey
@@ -19,7 +22,7 @@ from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.runner import Unit, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
-from dxt_core.windows import days, parse_day
+from dxt_core.windows import day_window, days, parse_day, zone
 
 ENV_PASSWORD = SPEC.password_env
 
@@ -185,6 +188,47 @@ def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
 def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sites", help="(kwollect) comma-separated sites (default: archived)")
     parser.add_argument("--metrics", help="(kwollect) comma-separated metrics (default: power)")
+
+
+def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--api-url`` for ``dxt coverage kwollect --reconcile`` (``--url`` works too)."""
+    parser.add_argument("--api-url", help=f"(kwollect) API URL (default {DEFAULT_API_URL})")
+
+
+@contextlib.contextmanager
+def reconcile_counter(args: argparse.Namespace) -> Iterator[Any]:
+    """(parts, day) -> the API's count of the day, over the nodes and zone of its manifest."""
+    from dxt_core.reconcile import SourceCount
+
+    archive = Archive(args.archive)
+    url = getattr(args, "api_url", None) or getattr(args, "url", None) or DEFAULT_API_URL
+    with KwollectClient(url, _auth(args)) as client:
+
+        def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+            doc = archive.read_manifest(DayKey("kwollect", parts, day)) or {}
+            site, metric = parts
+            nodes = parse_nodes(doc.get("nodes") or [], site)
+            if not nodes:
+                raise ConfigError(f"kwollect/{site}/{metric} {day}: the manifest names no nodes")
+            window = day_window(day, zone(str(doc.get("time_zone") or DEFAULT_TIME_ZONE)))
+            stop = window.end - dt.timedelta(microseconds=1)
+            return client.count_points(site, nodes, metric, window.start, stop)
+
+        yield count
+
+
+def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
+    """The ``dxt extract kwollect`` command that refetches one (site, metric) over the days."""
+    site, metric = parts
+    doc = Archive(args.archive).read_manifest(DayKey("kwollect", parts, parse_day(first))) or {}
+    words = ["dxt", "extract", "kwollect", "--archive", args.archive]
+    url = getattr(args, "api_url", None) or getattr(args, "url", None)
+    if url:
+        words += ["--api-url", url]
+    words += ["--nodes", ",".join(f"{n}.{site}" for n in doc.get("nodes") or []) or "NODES"]
+    words += ["--metrics", metric, "--tz", str(doc.get("time_zone") or DEFAULT_TIME_ZONE)]
+    words += ["--start-day", first, "--end-day", last, "--refetch"]
+    return shlex.join(words)
 
 
 __all__ = [

@@ -28,6 +28,7 @@ from dxt_core.backends.kwollect import catalog
 from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailable, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
 from dxt_core.paths import check_path_component
+from dxt_core.reconcile import SourceCount
 
 log = logging.getLogger("dxt_core.backends.kwollect.source")
 
@@ -711,3 +712,32 @@ class KwollectClient:
         """
         for window in self.plan(site, nodes, metrics, start, stop, monitored):
             yield merge_chronological([self.fetch(req, stats) for req in window])
+
+    def count_points(
+        self,
+        site: str,
+        nodes: Sequence[G5kNode],
+        metric: str,
+        start: dt.datetime,
+        stop: dt.datetime,
+        stats: RequestStats | None = None,
+    ) -> SourceCount:
+        """How many points of ``metric`` the API returns for ``[start, stop]`` (inclusive).
+
+        Kwollect has no count: ``api.get_metrics`` (``kwollect/db/kwollect_setup_db.py``)
+        returns rows only, and ``summary=true`` gives one mean (or maximum) per 5-minute
+        bucket, no count. So the points are asked for and counted, with the archive's own
+        requests and filter, and nothing is kept; the method says so.
+        """
+        n = 0
+        for batch in self.iter_batches(site, nodes, [metric], start, stop, stats):
+            n += sum(1 for p in batch if p.get("metric_id") == metric)
+            batch.clear()
+        return SourceCount(n, KWOLLECT_COUNT_METHOD)
+
+
+#: How Kwollect's count is taken (it has no count API).
+KWOLLECT_COUNT_METHOD = (
+    "Kwollect has no count (api.get_metrics returns rows; summary=true gives 5-minute means): "
+    "the points of the archive's own requests, counted"
+)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.kwollect.connection import KwollectConnection
+    from dxt_core.reconcile import RecentReport
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -26,6 +27,7 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
         "{{ task.op_kwargs['unit']['site'] }}/{{ task.op_kwargs['unit']['metric'] }}"
     )
     tags = ("kwollect", "grid5000")
+    counts = True  # no count API: the points of the archive's own requests, counted
 
     def configured_units(self) -> list[Unit]:
         # Clusters are resolved to nodes by the API: only units() knows the units.
@@ -86,6 +88,61 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
             )
             return archive_kwollect_day(
                 client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone
+            )
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: KwollectConnection,
+        params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
+    ) -> RecentReport:
+        """Kwollect has no count API: each past day's points are asked for and counted (not
+        kept), over the nodes and zone its manifest names, and a grown day is refetched with
+        them."""
+        from dxt_core.archive import DayKey
+        from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+        from dxt_core.backends.kwollect.connection import load_archive_config
+        from dxt_core.backends.kwollect.source import parse_nodes
+        from dxt_core.reconcile import SourceCount, reconcile_recent
+        from dxt_core.windows import day_window, zone
+
+        config = load_archive_config()
+        with conn.client() as client:
+            units: dict[tuple[str, ...], Any] = {
+                (u["site"], u["metric"]): u for u in config.units(client)
+            }
+
+            def archived(parts: tuple[str, ...], d: dt.date) -> tuple[list[Any], str]:
+                doc = archive.read_manifest(DayKey("kwollect", parts, d)) or {}
+                nodes = list(doc.get("nodes") or units[parts]["nodes"])
+                return nodes, str(doc.get("time_zone") or config.time_zone)
+
+            def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
+                nodes, tz = archived(parts, d)
+                window = day_window(d, zone(tz))
+                stop = window.end - dt.timedelta(microseconds=1)  # the archive's own request
+                return client.count_points(
+                    parts[0], parse_nodes(nodes, parts[0]), parts[1], window.start, stop
+                )
+
+            def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
+                nodes, tz = archived(parts, d)
+                return archive_kwollect_day(client, parts[0], parts[1], nodes, d, archive, tz)
+
+            return reconcile_recent(
+                archive,
+                "kwollect",
+                list(units),
+                day,
+                n_days,
+                count,
+                fetch_again if refetch else None,
+                record_kept=record_kept,
             )
 
     def preload(self) -> None:

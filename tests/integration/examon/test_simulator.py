@@ -488,6 +488,8 @@ def test_fault_updates_are_validated(client: httpx.Client) -> None:
         "rate_limit_status": 429,
         "retry_after_s": None,
         "grafana_timeout_s": 30.0,
+        "grafana_proxy_timeout": True,
+        "slow_tags_span_s": None,
         "corrupt_values": None,
         "stray_points": False,
     }

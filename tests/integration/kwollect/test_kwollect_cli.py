@@ -127,3 +127,24 @@ def test_job_site_that_would_escape_the_backup_directory_is_refused(sim, tmp_pat
     assert not list(tmp_path.rglob("*"))  # nothing written, not even the backup directory
     bad = dxt("extract", "kwollect", "--api-url", sim.url, "--job", "lyon", "--backup", "x")
     assert bad.returncode == 2 and "SITE:JOB_ID" in bad.stderr
+
+
+def test_the_manifest_holds_the_count_and_reconcile_recounts(sim, tmp_path):
+    """Issue 19: Kwollect has no count API (api.get_metrics returns rows; summary=true gives
+    5-minute means), so the count is the points of the archive's own requests, said so in
+    the manifest; ``coverage --reconcile`` asks again and compares."""
+    archive = tmp_path / "a"
+    out = dxt("extract", "kwollect", "--api-url", sim.url, "--nodes", "nova-1.lyon",
+              "--metrics", "bmc_node_power_watt", "--archive", str(archive),
+              "--start-day", "2024-11-26")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    m = json.loads(
+        (archive / "kwollect/lyon/bmc_node_power_watt/2024-11-26.manifest.json").read_text()
+    )
+    assert m["rows"] > 0 and m["source_count"]["count"] == m["rows"]
+    assert m["source_count"]["method"].startswith("Kwollect has no count")
+    rec = dxt("coverage", "kwollect", "--reconcile", "--api-url", sim.url, "--archive",
+              str(archive), "--sites", "lyon", "--metrics", "bmc_node_power_watt",
+              "--start-day", "2024-11-26", "--end-day", "2024-11-26")  # fmt: skip
+    assert rec.returncode == 0, rec.stdout + rec.stderr
+    assert "1 equal" in rec.stdout and "Kwollect has no count" in rec.stdout

@@ -26,7 +26,8 @@ import pytest
 from dxt_core import Archive, ConfigError, Kwollect, procs
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 from dxt_core.backends.kwollect.simulator.query import pg_number
-from dxt_core.backends.kwollect.source import KwollectClient
+from dxt_core.backends.kwollect.source import KwollectClient, parse_nodes
+from dxt_core.windows import day_window, zone
 from tests.integration.kwollect.kwollect_pg import KwollectDatabase, Unavailable
 from tests.kwollect_sim import KwollectSimProcess
 from tests.services import require_service
@@ -117,6 +118,14 @@ def test_daily_archive_from_the_real_function_has_every_point_once(api, tmp_path
     assert stamps == sorted(stamps)
     assert points[0]["timestamp"] == "2024-11-26T14:00:00+01:00"
     assert points[0]["labels"] == {"_device_orig": ["wattmetre1-port1"]}
+    # issue 19: the function has no count (its summary rows hold no count either, see
+    # test_summary_is_five_minute_buckets_by_their_start): the count is the points read
+    doc = json.loads(r.manifest.read_text())
+    assert doc["source_count"]["count"] == r.rows
+    assert doc["source_count"]["method"].startswith("Kwollect has no count")
+    window = day_window(dt.date(2024, 11, 26), zone("Europe/Paris"))
+    stop = window.end - dt.timedelta(microseconds=1)
+    assert client.count_points("lyon", parse_nodes(nodes), WATT, window.start, stop).count == r.rows
     again = archive_kwollect_day(client, "lyon", WATT, nodes, dt.date(2024, 11, 26), archive)
     assert again.path.read_bytes() == r.path.read_bytes()
     with pytest.raises(ConfigError, match="closest known: wattmetre_power_watt"):

@@ -1,7 +1,8 @@
 // Archive coverage: metrics x days, archive state (cell) + Airflow state (stripe).
 // One canvas draws only the visible part of the grid, so 300,000 cells cost what a screenful
 // costs. Refill sends the plan from /api/refill/plan to Airflow's REST API with the
-// signed-in user's own session cookie.
+// signed-in user's own session cookie. Reconcile asks /api/reconcile for the source's counts of
+// the range (counts only) and marks the cells whose source has more (late data).
 "use strict";
 (() => {
   const CFG = window.DXT_CONFIG || {};
@@ -19,6 +20,10 @@
   const canvas = $("grid"), scroller = $("scroller"), ctx = canvas.getContext("2d");
   let data = null, rows = [], cw = 12, selected = new Set(), collapsed = new Set();
   let hover = null, current = null, refreshTimer = null, rendered = null;
+  // "unit:day" -> what the last reconcile found for the cell (equal / more / fewer / error)
+  let reconciled = new Map(), holes = new Set();
+  const MARK = { more: color("--late") || "#d69e2e", holes: color("--holes") || "#1a202c",
+                 error: color("--ti-f") || "#e53e3e" };
 
   const api = async (path, init) => {
     const r = await fetch(path, { credentials: "same-origin", ...init,
@@ -89,6 +94,14 @@
         ctx.fillStyle = ACOL[a[c]]; ctx.fillRect(x + 1, y + 1, cw - 2, ROW_H - 7);
         const tc = t[c];
         if (tc !== "n") { ctx.fillStyle = TCOL[tc]; ctx.fillRect(x + 1, y + ROW_H - 5, cw - 2, 4); }
+        const k = key(row.u, c), rec = reconciled.get(`${data.units[row.u]}:${data.days[c]}`);
+        if (holes.has(k)) {  // archived with holes: a dark corner
+          ctx.fillStyle = MARK.holes; ctx.beginPath(); ctx.moveTo(x + cw - 1, y + 1);
+          ctx.lineTo(x + cw - 1, y + 7); ctx.lineTo(x + cw - 7, y + 1); ctx.fill();
+        }
+        if (rec && (rec.state === "more" || rec.state === "error")) {  // late data: a ring
+          ctx.strokeStyle = MARK[rec.state]; ctx.lineWidth = 2; ctx.strokeRect(x + 2, y + 2, cw - 4, ROW_H - 9);
+        }
         if (selected.has(key(row.u, c))) {
           ctx.strokeStyle = color("--sel"); ctx.lineWidth = 2; ctx.strokeRect(x + 1, y + 1, cw - 2, ROW_H - 2);
         }
@@ -146,9 +159,20 @@
     return { r, c, u: row.u };
   }
 
+  function reconcileText(rec) {
+    if (!rec) return "";
+    const n = (v) => (v === null || v === undefined ? "?" : Number(v).toLocaleString());
+    if (rec.state === "more") return `; source has more: ${n(rec.source_count)} counted, ${n(rec.archive_count)} archived (late data: refill it)`;
+    if (rec.state === "fewer") return `; source has fewer: ${n(rec.source_count)} counted, ${n(rec.archive_count)} archived (retention: archive kept)`;
+    if (rec.state === "equal") return `; source count equal (${n(rec.source_count)})`;
+    return `; reconcile failed: ${rec.detail}`;
+  }
+
   function describe(u, c) {
     const d = data.details[`${u}:${c}`];
-    return `${data.units[u]} · ${data.days[c]}: ${ARCHIVE[data.archive[u][c]]}, Airflow ${AIRFLOW[data.airflow[u][c]]}${d ? ` (${d})` : ""}`;
+    const holed = holes.has(key(u, c)) ? " with holes" : "";
+    const rec = reconcileText(reconciled.get(`${data.units[u]}:${data.days[c]}`));
+    return `${data.units[u]} · ${data.days[c]}: ${ARCHIVE[data.archive[u][c]]}${holed}, Airflow ${AIRFLOW[data.airflow[u][c]]}${d ? ` (${d})` : ""}${rec}`;
   }
 
   function summary() {
@@ -168,13 +192,18 @@
       "<span>· Airflow:</span>" +
       Object.entries(AIRFLOW).filter(([k]) => k !== "n").map(([k, v]) =>
         `<span><i class="stripe" style="background:${TCOL[k]}"></i>${v}</span>`).join("") +
-      "<span>(no stripe: no run)</span><span>· click: details; shift/ctrl-click: select</span>";
+      "<span>(no stripe: no run)</span>" +
+      `<span>· <i class="corner" style="border-color:${MARK.holes}"></i>h: archived with holes</span>` +
+      `<span><i class="ring" style="border-color:${MARK.more}"></i>source has more (late data, after Reconcile)</span>` +
+      "<span>· click: details; shift/ctrl-click: select</span>";
   }
 
   function updateSelection() {
     $("selection-count").textContent = `${selected.size} ${selected.size === 1 ? "cell" : "cells"} selected`;
     $("refill").disabled = selected.size === 0 || !data || !data.can_clear;
     $("refill").title = data && !data.can_clear ? "You may not clear task instances of this DAG" : "";
+    $("reconcile").disabled = !data || !data.can_reconcile;
+    $("reconcile").title = data && !data.can_reconcile ? "This source's backend cannot count at the source" : "";
     if (current) $("toggle-cell").textContent = selected.has(key(current.u, current.c)) ? "Unselect this cell" : "Select this cell";
     draw();
   }
@@ -190,6 +219,8 @@
       const sameShape = data && data.source === doc.source && data.days.join() === doc.days.join();
       data = doc;
       if (!keepSelection || !sameShape) selected = new Set();
+      if (!sameShape) reconciled = new Map();
+      holes = new Set(data.holes || []);
       const groups = [...new Set(data.groups)];
       const sel = $("group"), was = sel.value;
       sel.replaceChildren(new Option("all", ""), ...groups.map((g) => new Option(g, g)));
@@ -391,6 +422,35 @@
     $("start").value = autoStart;
   }
 
+  async function reconcileRange() {
+    if (!data) return;
+    const body = { source: data.source, start: data.days[0], end: data.days[data.days.length - 1] };
+    $("reconcile").disabled = true;
+    status(`reconciling ${body.start}..${body.end} (counts at the source)…`);
+    try {
+      const doc = await api("api/reconcile", { method: "POST", body: JSON.stringify(body) });
+      reconciled = new Map(doc.cells.map((r) => [`${r.unit}:${r.day}`, r]));
+      // select the late-data cells, ready for a refill
+      const late = doc.cells.filter((r) => r.state === "more")
+        .map((r) => key(data.units.indexOf(r.unit), data.days.indexOf(r.day)))
+        .filter((k) => !k.startsWith("-1:") && !k.endsWith(":-1"));
+      if (late.length) selected = new Set(late);
+      const counts = Object.entries(doc.counts).map(([k, v]) => `${v} ${k}`).join(", ") || "nothing archived";
+      const kept = doc.counts.fewer && !doc.kept_recorded ? " (not recorded as kept: you may not edit this DAG)" : "";
+      $("reconcile-result").textContent = `Reconcile ${doc.start}..${doc.end}: ${counts}${kept}` +
+        (late.length ? `; ${late.length} late-data ${late.length === 1 ? "cell" : "cells"} selected: Refill… fetches them again.` : ".");
+      $("reconcile-result").hidden = false;
+      window.dxtCoverage.reconciles.push(doc);
+      status(`reconciled in ${doc.seconds.toFixed(1)} s`);
+      await load(true);
+    } catch (e) {
+      status(`could not reconcile: ${e.message}`, true);
+      if (e.status === 401) signIn();
+    } finally {
+      updateSelection();
+    }
+  }
+
   async function init() {
     legend();
     const end = new Date(Date.now() - 86400000), start = new Date(end.getTime() - 29 * 86400000);
@@ -454,18 +514,22 @@
   $("refill").addEventListener("click", async () => {
     try { showPlan(await planRefill(false)); } catch (e) { status(e.message, true); }
   });
+  $("reconcile").addEventListener("click", reconcileRange);
   $("cancel-refill").addEventListener("click", () => { $("confirm").hidden = true; });
   $("dismiss-result").addEventListener("click", () => { $("result").hidden = true; });
   $("confirm-refill").addEventListener("click", () => runPlan(window.dxtCoverage.plan));
 
   // For tests and scripts: where a cell is drawn, and what the grid holds.
   window.dxtCoverage = {
-    ready: false, loads: 0, refills: [], plan: null, health: null,
+    ready: false, loads: 0, refills: [], reconciles: [], plan: null, health: null,
     renderedMs: () => rendered,
     index(unit, day) { return { u: data.units.indexOf(unit), c: data.days.indexOf(day) }; },
     state(unit, day) {
       const { u, c } = this.index(unit, day);
-      return u < 0 || c < 0 ? null : { archive: ARCHIVE[data.archive[u][c]], airflow: AIRFLOW[data.airflow[u][c]] };
+      if (u < 0 || c < 0) return null;
+      const rec = reconciled.get(`${unit}:${day}`);
+      return { archive: ARCHIVE[data.archive[u][c]], airflow: AIRFLOW[data.airflow[u][c]],
+               holes: holes.has(key(u, c)), reconcile: rec ? rec.state : null };
     },
     cellCenter(unit, day) {
       const { u, c } = this.index(unit, day);

@@ -76,6 +76,14 @@ class Faults:
         grafana_timeout_s: Grafana's ``[dataproxy] timeout`` (``conf/defaults.ini``: 30 s).
             A datapoints query through the proxy path that takes longer is answered, after
             that time, 504 with an empty body (``pkg/util/proxyutil/reverse_proxy.go``).
+        grafana_proxy_timeout: Grafana 8 and later end a slow proxied query with a 504 after
+            ``grafana_timeout_s``; Grafana 7 (false here; the version Examon's images ship)
+            has no response timeout on its data proxy: ``[dataproxy] timeout`` is only the
+            dial timeout of its transport (grafana/grafana v7.x ``pkg/models/
+            datasource_cache.go`` ``GetHttpTransport``: ``net.Dialer{Timeout: ...}``, no
+            ``ResponseHeaderTimeout``), so the client hears nothing until KairosDB answers.
+        slow_tags_span_s: a ``query/tags`` whose time range is longer than this (a metric's
+            whole history: KairosDB reads every row key of it) sleeps ``slow_delay_s`` first.
         corrupt_values: spoil the first point of each datapoints answer with an invalid
             JSON number: ``trailing_comma`` (``[ts,]``) or ``bad_number`` (``[ts,1-2e]``).
         stray_points: each datapoints answer also holds, first in its first series, a
@@ -95,6 +103,8 @@ class Faults:
     rate_limit_status: int = 429
     retry_after_s: float | None = None
     grafana_timeout_s: float = 30.0
+    grafana_proxy_timeout: bool = True
+    slow_tags_span_s: float | None = None
     corrupt_values: str | None = None
     stray_points: bool = False
 
@@ -148,6 +158,18 @@ class Faults:
             raise ConfigError(
                 f"faults.corrupt_values must be null or one of {', '.join(CORRUPTIONS)}, "
                 f"got {self.corrupt_values!r}"
+            )
+        if not isinstance(self.grafana_proxy_timeout, bool):
+            raise ConfigError(
+                f"faults.grafana_proxy_timeout must be true or false, got "
+                f"{self.grafana_proxy_timeout!r}"
+            )
+        value = self.slow_tags_span_s
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+        ):
+            raise ConfigError(
+                f"faults.slow_tags_span_s must be null or a number >= 0, got {value!r}"
             )
         if not isinstance(self.stray_points, bool):
             raise ConfigError(

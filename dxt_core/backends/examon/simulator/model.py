@@ -322,6 +322,52 @@ class DataModel:
             else:
                 self.plugins.setdefault(metric, plugin)
         self._metrics: dict[str, _Metric] = {}
+        #: Points added at runtime (``POST /_sim/points``): metric -> series index ->
+        #: ``(timestamp ms, value)`` pairs, e.g. late data or a stored NaN.
+        self.extra: dict[str, dict[int, list[tuple[int, Any]]]] = {}
+
+    def add_points(self, name: str, tags: dict[str, str], points: Sequence[Any]) -> int:
+        """Store ``points`` (``[ts_ms, value]``; a value may be ``"NaN"``, ``"Infinity"`` or
+        ``"-Infinity"`` for a double metric) in the series of ``name`` whose tags include
+        ``tags``. Returns how many were added.
+
+        Raises:
+            ConfigError: no such metric or series, or a value of the wrong type.
+        """
+        metric = self.metric(name)
+        if metric is None:
+            raise ConfigError(f"no metric {name!r} in the simulator's catalog")
+        matches = [
+            i for i, s in enumerate(metric.series) if all(s.get(k) == v for k, v in tags.items())
+        ]
+        if len(matches) != 1:
+            raise ConfigError(
+                f"tags {tags!r} select {len(matches)} series of {name!r}; name exactly one"
+            )
+        parsed: list[tuple[int, Any]] = []
+        for p in points:
+            if not isinstance(p, list) or len(p) != 2 or type(p[0]) is not int:
+                raise ConfigError(f"a point must be [timestamp ms, value], got {p!r}")
+            ts, value = p
+            if metric.kind == "float":
+                if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+                    value = float(value.replace("Infinity", "inf"))
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ConfigError(f"{name} holds doubles: {value!r} is not one")
+                value = float(value)
+            elif metric.kind == "int":
+                if type(value) is not int:
+                    raise ConfigError(f"{name} holds longs: {value!r} is not one")
+            elif not isinstance(value, str):
+                raise ConfigError(f"{name} holds strings: {value!r} is not one")
+            parsed.append((ts, value))
+        self.extra.setdefault(name, {}).setdefault(matches[0], []).extend(parsed)
+        return len(parsed)
+
+    def extra_points(self, metric: _Metric, series_idx: int, lo: int, hi: int) -> list[Any]:
+        """The added points of one series within ``[lo, hi]``, in time order."""
+        pts = self.extra.get(metric.name, {}).get(series_idx, ())
+        return sorted((p for p in pts if lo <= p[0] <= hi), key=lambda p: p[0])
 
     def metric(self, name: str) -> _Metric | None:
         plugin = self.plugins.get(name)

@@ -49,6 +49,22 @@ class _BadRequest(Exception):
     """The request is malformed: answered with HTTP 400 and this message."""
 
 
+class _NotFinite(Exception):
+    """The answer holds a stored NaN or Infinity, which KairosDB 1.2.2 cannot write.
+
+    kairosdb/kairosdb v1.2.2 ``core/datapoints/DoubleDataPoint.java`` ``writeValueToJson``
+    throws ``IllegalStateException("NaN or Infinity:" + m_value + " data point=" + this)``
+    (``this`` prints as ``DataPointHelper{m_timestamp=...}``); ``core/http/rest/
+    MetricsResource.java`` ``runQuery`` catches it (``catch (Exception e)``) and answers
+    HTTP 500 with ``{"errors": [e.getMessage()]}``.
+    """
+
+
+def java_special(x: float) -> str:
+    """``Double.toString`` of a non-finite double."""
+    return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
+
+
 @dataclass(slots=True)
 class _MetricQuery:
     name: str
@@ -57,6 +73,10 @@ class _MetricQuery:
     limit: int | None
     descending: bool
     exclude_tags: bool
+    #: The ``count`` aggregator's sampling in ms (one range per sampling period from the
+    #: query start), or ``None`` for raw data points.
+    count_ms: int | None = None
+    count_align: str = ""
 
 
 @dataclass(slots=True)
@@ -156,10 +176,7 @@ def _parse_metric(raw: Any, i: int) -> _MetricQuery:
             if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
                 raise _BadRequest(f"{ctx}.group_by[{j}].tags must be a list of tag names")
             group_keys = (group_keys or []) + [k for k in keys if k not in (group_keys or [])]
-    if raw.get("aggregators"):
-        raise _BadRequest(
-            f"{ctx}.aggregators are not supported by the simulator; query raw data points"
-        )
+    count_ms, count_align = _parse_count(raw.get("aggregators"), ctx)
     limit = None
     if raw.get("limit") is not None:
         limit = _as_int(raw["limit"], f"{ctx}.limit")
@@ -175,7 +192,53 @@ def _parse_metric(raw: Any, i: int) -> _MetricQuery:
         limit=limit,
         descending=order == "desc",
         exclude_tags=bool(raw.get("exclude_tags", False)),
+        count_ms=count_ms,
+        count_align=count_align,
     )
+
+
+#: Sampling units of fixed length; KairosDB also takes days, weeks, months and years
+#: (calendar fields in the query's time zone), which the simulator refuses.
+_FIXED_UNIT_MS: Final = {"milliseconds": 1, "seconds": 1_000, "minutes": 60_000, "hours": 3_600_000}
+
+
+def _parse_count(aggregators: Any, ctx: str) -> tuple[int | None, str]:
+    """The one aggregator the simulator implements: ``count``, as KairosDB 1.2.2 does it.
+
+    kairosdb/kairosdb v1.2.2 ``core/aggregator/CountAggregator.java`` (a RangeAggregator
+    whose sub-aggregator counts the points of each range) and ``RangeAggregator.java``:
+    ranges are ``sampling`` long from the query's start (``QueryParser`` calls
+    ``setStartTime(queryMetric.getStartTime())``; default sampling 1 ms); a range without
+    points yields nothing; each count is stamped with the time of the range's first point,
+    or its start (``align_start_time``) or end (``align_end_time``).
+    """
+    if not aggregators:
+        return None, ""
+    if not isinstance(aggregators, list) or len(aggregators) != 1:
+        raise _BadRequest(f"{ctx}.aggregators: the simulator supports one count aggregator only")
+    agg = aggregators[0]
+    if not isinstance(agg, dict) or agg.get("name") != "count":
+        name = agg.get("name") if isinstance(agg, dict) else agg
+        raise _BadRequest(
+            f"{ctx}.aggregators[0].{name} is not supported by the simulator (count only); "
+            "query raw data points"
+        )
+    sampling = agg.get("sampling") or {"value": 1, "unit": "milliseconds"}
+    if not isinstance(sampling, dict):
+        raise _BadRequest(f"{ctx}.aggregators[0].sampling must be an object {{value, unit}}")
+    value = _as_int(sampling.get("value"), f"{ctx}.aggregators[0].sampling.value")
+    unit = str(sampling.get("unit", "milliseconds")).lower()
+    if unit not in _FIXED_UNIT_MS:
+        raise _BadRequest(
+            f"{ctx}.aggregators[0].sampling.unit {unit!r} is not supported by the simulator "
+            f"(one of {', '.join(_FIXED_UNIT_MS)})"
+        )
+    if value < 1:
+        raise _BadRequest(f"{ctx}.aggregators[0].sampling.value must be >= 1")
+    if agg.get("align_sampling"):
+        raise _BadRequest(f"{ctx}.aggregators[0].align_sampling is not supported by the simulator")
+    align = "start" if agg.get("align_start_time") else "end" if agg.get("align_end_time") else ""
+    return value * _FIXED_UNIT_MS[unit], align
 
 
 @dataclass(slots=True)
@@ -278,6 +341,9 @@ class _Response:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     points: int = 0
+    #: Data points in the answer when they are not ``points`` (those read): a ``count``
+    #: query reads every point and answers one number per range.
+    served: int | None = None
     cacheable: bool = False
     content_type: str = "application/json; charset=UTF-8"
     encoding: str = "kairosdb"
@@ -307,7 +373,7 @@ class QueryEngine:
     def _plan(self, query: _Query, mq: _MetricQuery, now_ms: int) -> _Plan:
         metric = self.model.metric(mq.name)
         first, count, lo, hi = self.model.slots(query.start_ms, query.end_ms, now_ms)
-        if metric is None or count == 0:
+        if metric is None or (count == 0 and not self.model.extra.get(mq.name)):
             return _Plan(metric, mq, first, count, lo, hi, [], {}, 0)
         selected = [
             i
@@ -316,6 +382,8 @@ class QueryEngine:
         ]
         found = self.model.sample_counts(metric, selected, first, count, lo, hi)
         counts = dict(zip(selected, found, strict=True))
+        for i in selected:
+            counts[i] += len(self.model.extra_points(metric, i, lo, hi))
         selected = [i for i in selected if counts[i]]
         groups: dict[tuple[str, ...], list[int]] = {}
         if mq.group_keys is None:
@@ -333,21 +401,70 @@ class QueryEngine:
             points += n if mq.limit is None else min(n, mq.limit)
         return _Plan(metric, mq, first, count, lo, hi, plan_groups, counts, points)
 
+    def _series_points(self, plan: _Plan, metric: _Metric, i: int) -> tuple[Any, Any]:
+        """Timestamps and values of series ``i`` in the plan's window, added points merged."""
+        ts = self.model.sample_times(metric, i, plan.first_slot, plan.slots, plan.lo, plan.hi)
+        values = _series_values(metric, i, ts, self.config.realistic)
+        extra = self.model.extra_points(metric, i, plan.lo, plan.hi)
+        if extra:
+            ets = np.asarray([p[0] for p in extra], dtype=np.int64)
+            dtype = object if metric.kind == "str" else values.dtype
+            evals = np.asarray([p[1] for p in extra], dtype=dtype)
+            all_ts = np.concatenate([ts, ets])
+            order = np.argsort(all_ts, kind="stable")
+            ts = all_ts[order]
+            values = np.concatenate([np.asarray(values, dtype=evals.dtype), evals])[order]
+        return ts, values
+
+    def _render_counts(self, plan: _Plan, query_start_ms: int) -> list[Any]:
+        """Results of a ``count`` query (see :func:`_parse_count`)."""
+        if plan.empty:
+            return [_empty_result(plan.query.name)]
+        metric = cast(_Metric, plan.metric)
+        mq = plan.query
+        step = cast(int, mq.count_ms)
+        results: list[Any] = []
+        for group, idx in plan.groups:
+            all_ts = np.sort(
+                np.concatenate([self._series_points(plan, metric, i)[0] for i in idx]),
+                kind="stable",
+            )
+            ranges = (all_ts - query_start_ms) // step
+            bins, first, n = np.unique(ranges, return_index=True, return_counts=True)
+            if mq.count_align == "start":
+                stamps = query_start_ms + bins * step
+            elif mq.count_align == "end":
+                stamps = query_start_ms + (bins + 1) * step
+            else:
+                stamps = all_ts[first]
+            pairs = [[int(t), int(c)] for t, c in zip(stamps, n, strict=True)]
+            if mq.descending:
+                pairs.reverse()
+            if mq.limit is not None:
+                pairs = pairs[: mq.limit]
+            # CountAggregator.getAggregatedGroupType: the long factory's group type, "number".
+            group_by: list[JsonObj] = [{"name": "type", "type": "number"}]
+            if mq.group_keys is not None:
+                group_by.append({"name": "tag", "tags": list(mq.group_keys), "group": group})
+            results.append(
+                {
+                    "name": metric.name,
+                    "group_by": group_by,
+                    "tags": {} if mq.exclude_tags else _tags_of(metric, idx),
+                    "values": pairs,
+                }
+            )
+        return results
+
     def _render_results(self, plan: _Plan) -> list[Any]:
         if plan.empty:
             return [_empty_result(plan.query.name)]
         metric = cast(_Metric, plan.metric)
         mq = plan.query
-        realistic = self.config.realistic
         type_group = {"name": "type", "type": "text" if metric.kind == "str" else "number"}
         results: list[Any] = []
         for group, idx in plan.groups:
-            parts = []
-            for i in idx:
-                ts = self.model.sample_times(
-                    metric, i, plan.first_slot, plan.slots, plan.lo, plan.hi
-                )
-                parts.append((ts, _series_values(metric, i, ts, realistic)))
+            parts = [self._series_points(plan, metric, i) for i in idx]
             if len(parts) == 1:
                 flat_ts, flat_values = parts[0]
             else:
@@ -360,6 +477,14 @@ class QueryEngine:
                 flat_ts, flat_values = flat_ts[::-1], flat_values[::-1]
             if mq.limit is not None:
                 flat_ts, flat_values = flat_ts[: mq.limit], flat_values[: mq.limit]
+            if metric.kind == "float":
+                bad = np.flatnonzero(~np.isfinite(flat_values))
+                if bad.size:
+                    at = int(bad[0])
+                    raise _NotFinite(
+                        f"NaN or Infinity:{java_special(float(flat_values[at]))} data point="
+                        f"DataPointHelper{{m_timestamp={int(flat_ts[at])}}}"
+                    )
             # Encode each series' values on its own so that the big list of pairs is
             # short-lived; orjson splices the bytes in unchanged.
             encoded = _encode(flat_ts, flat_values, metric.kind)
@@ -421,8 +546,22 @@ class QueryEngine:
         limit = self.faults.max_points
         if limit is not None and total > limit:
             raise _QueryLimit(limit)
-        queries = [{"sample_size": p.points, "results": self._render_results(p)} for p in plans]
-        response = _Response(200, orjson.dumps({"queries": queries}), points=total)
+        queries = [
+            {
+                "sample_size": p.points,
+                "results": self._render_results(p)
+                if p.query.count_ms is None
+                else self._render_counts(p, query.start_ms),
+            }
+            for p in plans
+        ]
+        served = 0
+        for p, q in zip(plans, queries, strict=True):
+            if p.query.count_ms is None:
+                served += p.points
+            else:
+                served += sum(len(r["values"]) for r in cast(list[JsonObj], q["results"]))
+        response = _Response(200, orjson.dumps({"queries": queries}), points=total, served=served)
         response.cacheable = cacheable
         return response
 

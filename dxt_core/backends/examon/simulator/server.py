@@ -37,6 +37,7 @@ from dxt_core.backends.examon.simulator.query import (
     _BadRequest,
     _error,
     _json,
+    _NotFinite,
     _Response,
 )
 from dxt_core.errors import ConfigError
@@ -179,6 +180,7 @@ class ExamonSimulator:
                 "unauthorized": 0,
                 "rate_limited": 0,
                 "proxy_timeouts": 0,
+                "not_finite_refused": 0,
                 "bad_requests": 0,
                 "points_served": 0,
                 "cache_hits": 0,
@@ -409,6 +411,9 @@ class _Handler(SimHandler):
         except _QueryLimit as exc:
             sim._count("refused_max_points")
             response = _query_limit_error(exc.args[0], faults.refusal)
+        except _NotFinite as exc:
+            sim._count("not_finite_refused")
+            response = _error(500, exc.args[0])
         except _MetricFault as exc:
             sim._count("faults_served")
             response = _error(
@@ -470,6 +475,10 @@ class _Handler(SimHandler):
                 return _error(405, "use POST (or GET with ?query=)")
             query = _loads(raw)
             if tags_only and isinstance(query, dict):
+                span = sim.config.faults.slow_tags_span_s
+                if span is not None and _span_ms(query) > span * 1000:
+                    sim._count("slow_served")
+                    time.sleep(sim.config.faults.slow_delay_s)
                 with sim._lock:
                     sim._stats["last_tags_query"] = {
                         k: query.get(k)
@@ -500,6 +509,30 @@ class _Handler(SimHandler):
                     return _error(400, str(exc))
         elif path == "/_sim/faults/reset" and method == "POST":
             return _json(200, asdict(sim.update_faults(asdict(Faults()))))
+        elif path == "/_sim/points":
+            # Store points at runtime: late data, or a NaN KairosDB cannot serve.
+            if method == "POST":
+                try:
+                    doc = _loads(body)
+                    if not isinstance(doc, dict):
+                        raise _BadRequest('expected {"metric": M, "tags": {...}, "points": [...]}')
+                    with sim._lock:
+                        added = sim.model.add_points(
+                            str(doc.get("metric")),
+                            dict(doc.get("tags") or {}),
+                            list(doc.get("points") or []),
+                        )
+                        sim._cache.clear()
+                        sim._cache_bytes = 0
+                    return _json(200, {"added": added})
+                except (_BadRequest, ConfigError, TypeError, ValueError) as exc:
+                    return _error(400, str(exc))
+            if method == "DELETE":
+                with sim._lock:
+                    sim.model.extra.clear()
+                    sim._cache.clear()
+                    sim._cache_bytes = 0
+                return _json(200, {"added": 0})
         elif path == "/_sim/stats":
             if method == "GET":
                 return _json(200, sim.stats)
@@ -538,7 +571,11 @@ class _Handler(SimHandler):
             return
         if faults.slow_points is not None and response.points > faults.slow_points:
             sim._count("slow_served")
-            if proxied and faults.slow_delay_s > faults.grafana_timeout_s:
+            if (
+                proxied
+                and faults.grafana_proxy_timeout
+                and faults.slow_delay_s > faults.grafana_timeout_s
+            ):
                 # Grafana's data proxy gives up after [dataproxy] timeout: 504, no body
                 # (pkg/util/proxyutil/reverse_proxy.go errorHandler only writes the header).
                 time.sleep(faults.grafana_timeout_s)
@@ -546,7 +583,7 @@ class _Handler(SimHandler):
                 self._send(_Response(504, b"", content_type="", encoding="none"), accept)
                 return
             time.sleep(faults.slow_delay_s)
-        sim._count("points_served", response.points)
+        sim._count("points_served", response.points if response.served is None else response.served)
         self._write(response, gzip=gzip_ok)
 
     def _send(self, response: _Response, accept: str | None) -> None:
@@ -592,6 +629,15 @@ def _grafana(status: int, obj: Any) -> _Response:
     """An answer of Grafana's own API: never gzipped (``[server] enable_gzip = false`` in
     grafana/grafana ``conf/defaults.ini``, left so by ExaMon's ``grafana.ini``)."""
     return _Response(status, orjson.dumps(obj), content_type="application/json", encoding="none")
+
+
+def _span_ms(query: dict[str, Any]) -> float:
+    """The time range of an absolute query (to now when it has no end)."""
+    start = query.get("start_absolute")
+    end = query.get("end_absolute")
+    if not isinstance(start, int):
+        return 0.0
+    return float((end if isinstance(end, int) else time.time() * 1000) - start)
 
 
 def _loads(raw: bytes) -> Any:

@@ -1,0 +1,379 @@
+"""The source's own counts: checked when a day is archived, and asked again later.
+
+Every manifest of a metric-day records what the source itself counted for the day's window
+(``"source_count": {"count": N, "method": "<how it was asked>"}``), taken by the cheapest query
+the server offers (KairosDB's ``count`` aggregator, Elasticsearch's ``_count``, ...). An
+archive run whose rows differ from that count for a day already past fails the metric-day
+with both numbers (:func:`check_source_count`).
+
+Later, :func:`reconcile` asks the source for the counts only, never the data, and compares
+them with the manifests:
+
+* ``equal``: the archive holds what the source holds;
+* ``more``: the source has more (late data, a collector that caught up): refetch the day; the
+  archive only gains rows, and the replaced file is kept in ``.versions/``;
+* ``fewer``: the source has fewer (retention, deletion): the archive is kept, and a
+  ``<day>.kept.json`` sidecar makes coverage show the day as ``K``.
+
+Points the server cannot serialise (KairosDB's NaN, see :class:`~dxt_core.errors.UnreadablePoint`)
+are recorded as ``holes`` in the manifest, each with its own count; the archive's side of
+the comparison is its rows plus the points of its holes.
+
+No Airflow here: a backend's reconcile role (``BackendTasks.reconcile``) calls
+:func:`reconcile_recent` with its counter and archive call; the DAG's generic
+``reconcile_recent_days`` task (``dxt_core.airflow.tasks``) calls the role.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dxt_core._version import __version__
+from dxt_core.archive import KEPT_SCHEMA, Archive, DayKey, write_json_atomic
+from dxt_core.errors import CountMismatch, DxtError
+
+log = logging.getLogger("dxt_core.reconcile")
+
+#: Environment variable of the number of past days a daily run reconciles (default 3).
+RECONCILE_DAYS_ENV = "DXT_{backend}_RECONCILE_DAYS"
+DEFAULT_RECONCILE_DAYS = 3
+
+State = Literal["equal", "more", "fewer", "missing", "unknown", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCount:
+    """What the source counted for one metric-day, and how it was asked."""
+
+    count: int
+    method: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "method": self.method}
+
+    @classmethod
+    def from_manifest(cls, doc: dict[str, Any] | None) -> SourceCount | None:
+        sc = (doc or {}).get("source_count")
+        if isinstance(sc, dict) and isinstance(sc.get("count"), int):
+            return cls(int(sc["count"]), str(sc.get("method", "")))
+        return None
+
+
+def hole_points(holes: Iterable[dict[str, Any]]) -> int:
+    """Points the source counted inside the unreadable windows."""
+    return sum(int(h.get("points") or 0) for h in holes)
+
+
+def holes_detail(doc: dict[str, Any] | None) -> str:
+    """The coverage detail of a day archived with holes ("" without): how many unreadable
+    windows, how many points they hold, the first one."""
+    holes = [h for h in (doc or {}).get("holes") or () if isinstance(h, dict)]
+    if not holes:
+        return ""
+    h = holes[0]
+    series = h.get("series")
+    if not isinstance(series, dict):
+        series = {}
+    who = ",".join(f"{k}={v}" for k, v in sorted(series.items())) or "all series"
+    return (
+        f"holes: {len(holes)} unreadable window(s), {hole_points(holes):,} points not "
+        f"archived (first: {who} [{h.get('start')}, {h.get('end')}): {h.get('message')}); "
+        "retried on the next run"
+    )
+
+
+def archived_count(doc: dict[str, Any] | None) -> int | None:
+    """The archive's side of the comparison: rows plus the points of the holes (``None``
+    when the day is not archived)."""
+    if not doc:
+        return None
+    if doc.get("status") == "empty":
+        return 0
+    if doc.get("status") != "archived":
+        return None
+    rows = doc.get("rows")
+    return (rows if isinstance(rows, int) else 0) + hole_points(doc.get("holes") or ())
+
+
+def is_past(window_end: dt.datetime, now: dt.datetime | None = None) -> bool:
+    """Whether a window is wholly in the past (its count can no longer grow on its own)."""
+    return window_end <= (now or dt.datetime.now(dt.UTC))
+
+
+def check_source_count(
+    what: str,
+    rows: int,
+    count: SourceCount,
+    *,
+    past: bool,
+    holes: int = 0,
+    url: str = "",
+) -> None:
+    """Raise when a past day's rows (plus ``holes`` points) differ from the source's count.
+
+    A day not yet over is not checked: it grows while it is read.
+
+    Raises:
+        CountMismatch: the numbers differ; the message holds both.
+    """
+    got = rows + holes
+    if not past or got == count.count:
+        return
+    held = f" ({rows:,} rows + {holes:,} points in holes)" if holes else ""
+    hint = (
+        "the source gained points while the day was read (late data): rerun the day"
+        if count.count > got
+        else "the answer was cut short or points were lost on the way: rerun the day; if it "
+        "persists, report it with this message"
+    )
+    raise CountMismatch(
+        f"{what}: read {got:,} points{held}, but the source counts {count.count:,} "
+        f"({count.method}); nothing was committed; {hint}",
+        rows=got,
+        source_count=count.count,
+        url=url,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileRow:
+    """One metric-day compared with the source's count."""
+
+    parts: tuple[str, ...]
+    day: dt.date
+    state: State
+    archive_count: int | None
+    source_count: int | None
+    method: str = ""
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "parts": list(self.parts),
+            "day": self.day.isoformat(),
+            "state": self.state,
+            "archive_count": self.archive_count,
+            "source_count": self.source_count,
+            "method": self.method,
+            "detail": self.detail,
+        }
+
+
+Counter = Callable[[tuple[str, ...], dt.date], SourceCount]
+
+
+def reconcile(
+    archive: Archive,
+    source: str,
+    units: Iterable[Sequence[str]],
+    days: Iterable[dt.date],
+    counter: Counter,
+    *,
+    now: dt.datetime | None = None,
+    record_kept: bool = True,
+) -> list[ReconcileRow]:
+    """Compare each archived (unit, day) with the source's count, asking counts only.
+
+    Days not archived are ``missing`` (coverage's refill commands cover them) and the source
+    is not asked about them. A failed count is ``error`` with the reason; it does not stop
+    the others. With ``record_kept``, a day the source now has fewer points of gets a
+    ``<day>.kept.json`` sidecar, so coverage shows it as ``K``.
+    """
+    day_list = list(days)
+    out: list[ReconcileRow] = []
+    for parts_seq in units:
+        parts = tuple(parts_seq)
+        for day in day_list:
+            key = DayKey(source, parts, day)
+            try:
+                doc = archive.read_manifest(key)
+            except DxtError as exc:
+                out.append(ReconcileRow(parts, day, "error", None, None, detail=str(exc)))
+                continue
+            have = archived_count(doc)
+            if have is None:
+                out.append(ReconcileRow(parts, day, "missing", None, None))
+                continue
+            try:
+                sc = counter(parts, day)
+            except DxtError as exc:
+                out.append(ReconcileRow(parts, day, "error", have, None, detail=str(exc)))
+                continue
+            if sc.count == have:
+                state: State = "equal"
+            elif sc.count > have:
+                state = "more"
+            else:
+                state = "fewer"
+                # with holes, fewer than rows + holes may be the unreadable points gone
+                # (the next run retries the holes); fewer than the rows is retention
+                rows_only = have - hole_points((doc or {}).get("holes") or ())
+                if record_kept and doc is not None and sc.count < rows_only:
+                    _record_kept(archive, key, doc, have, sc)
+            out.append(ReconcileRow(parts, day, state, have, sc.count, sc.method))
+    return out
+
+
+def _record_kept(
+    archive: Archive, key: DayKey, doc: dict[str, Any], have: int, sc: SourceCount
+) -> None:
+    """The ``kept`` sidecar coverage reads (the same record a shrinking rerun leaves)."""
+    record = {
+        "schema": KEPT_SCHEMA,
+        "source": key.source,
+        "parts": list(key.parts),
+        "day": key.day.isoformat(),
+        "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "archive_rows": have,
+        "source_rows": sc.count,
+        "source_status": "counted",
+        "by": f"reconcile ({sc.method})",
+        "archive_file": doc.get("file"),
+        "archive_sha256": doc.get("sha256"),
+        "software": {"name": "dxt-archive", "version": __version__},
+    }
+    write_json_atomic(archive.kept_path(key), record)
+
+
+def reconcile_days(backend: str, settings: Mapping[str, Any]) -> int:
+    """``DXT_<BACKEND>_RECONCILE_DAYS`` (the backend's ``reconcile_days`` setting, default 3):
+    how many past days a daily run reconciles; 0 turns it off.
+
+    Raises:
+        ConfigError: a negative number.
+    """
+    n = settings.get("reconcile_days", DEFAULT_RECONCILE_DAYS)
+    n = DEFAULT_RECONCILE_DAYS if n is None else int(n)
+    if n < 0:
+        from dxt_core.errors import ConfigError
+
+        name = RECONCILE_DAYS_ENV.format(backend=backend.upper())
+        raise ConfigError(f"{name}={n} must be >= 0 (0 turns reconciling off)")
+    return n
+
+
+@dataclass
+class RecentReport:
+    """What a daily run's reconcile of the last days found and did."""
+
+    days: list[dt.date] = field(default_factory=list)
+    rows: list[ReconcileRow] = field(default_factory=list)
+    refetched: list[tuple[tuple[str, ...], dt.date, int, int]] = field(default_factory=list)
+    failed: list[tuple[tuple[str, ...], dt.date, str]] = field(default_factory=list)
+    #: days archived with holes, fetched again to retry them: (parts, day, holes left)
+    holes_retried: list[tuple[tuple[str, ...], dt.date, int]] = field(default_factory=list)
+    #: only counted (nothing refetched)
+    counts_only: bool = False
+
+    def counts(self) -> dict[str, int]:
+        c: dict[str, int] = {}
+        for r in self.rows:
+            c[r.state] = c.get(r.state, 0) + 1
+        return c
+
+    def note(self) -> str:
+        """One paragraph for the run note and the task log."""
+        if not self.days:
+            return "reconcile: off (0 days)"
+        span = f"{self.days[0]}..{self.days[-1]}"
+        c = self.counts()
+        # "missing" days are not archived: the source is not asked about them
+        parts = ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "no units"
+        text = f"reconcile {span} ({len(self.rows)} metric-days, counts at the source): {parts}"
+        if self.refetched:
+            grown = "; ".join(
+                f"{'/'.join(p)} {d}: {a:,} -> {b:,}" for p, d, a, b in self.refetched[:10]
+            )
+            more = f" (+{len(self.refetched) - 10} more)" if len(self.refetched) > 10 else ""
+            text += f"; refetched {len(self.refetched)} grown: {grown}{more}"
+        if self.holes_retried:
+            left = sum(n for _, _, n in self.holes_retried)
+            text += (
+                f"; retried the holes of {len(self.holes_retried)} metric-days "
+                f"({left} unreadable windows left)"
+            )
+        if self.counts_only and c.get("more"):
+            text += "; counts only, nothing refetched"
+        if self.failed:
+            text += f"; {len(self.failed)} refetches FAILED: " + "; ".join(
+                f"{'/'.join(p)} {d}: {why}" for p, d, why in self.failed[:5]
+            )
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "days": [d.isoformat() for d in self.days],
+            "counts": self.counts(),
+            # the ones to look at (missing days are in the counts only: a new DAG's first
+            # runs would list every unit)
+            "rows": [r.as_dict() for r in self.rows if r.state not in ("equal", "missing")],
+            "refetched": [
+                {"parts": list(p), "day": d.isoformat(), "archive": a, "source": b}
+                for p, d, a, b in self.refetched
+            ],
+            "failed": [
+                {"parts": list(p), "day": d.isoformat(), "error": w} for p, d, w in self.failed
+            ],
+            "holes_retried": [
+                {"parts": list(p), "day": d.isoformat(), "holes_left": n}
+                for p, d, n in self.holes_retried
+            ],
+            "counts_only": self.counts_only,
+            "note": self.note(),
+        }
+
+
+def reconcile_recent(
+    archive: Archive,
+    source: str,
+    units: Sequence[Sequence[str]],
+    day: dt.date,
+    n_days: int,
+    counter: Counter,
+    refetch: Callable[[tuple[str, ...], dt.date], Any] | None,
+    *,
+    record_kept: bool = True,
+) -> RecentReport:
+    """Reconcile the ``n_days`` days before ``day`` and refetch the ones that grew, and
+    those archived with holes (to retry them).
+
+    ``refetch(parts, day)`` archives the metric-day again over what is there; the archive
+    only gains rows (a grown day is replaced, the previous file kept in ``.versions/``). A
+    failed refetch is reported, not raised, so one bad day does not hide the others.
+    Without ``refetch`` (counts only: the coverage view's button) nothing is fetched; with
+    ``record_kept`` a day the source has fewer points of gets its ``kept`` sidecar.
+    """
+    report = RecentReport()
+    if n_days <= 0:
+        return report
+    report.days = [day - dt.timedelta(days=i) for i in range(n_days, 0, -1)]
+    report.rows = reconcile(archive, source, units, report.days, counter, record_kept=record_kept)
+    report.counts_only = refetch is None
+    if refetch is None:
+        log.info("%s", report.note())
+        return report
+    for row in report.rows:
+        holes: list[Any] = []
+        if row.state in ("equal", "fewer"):
+            doc = archive.read_manifest(DayKey(source, row.parts, row.day)) or {}
+            holes = list(doc.get("holes") or ())
+        if row.state != "more" and not holes:
+            continue
+        try:
+            done = refetch(row.parts, row.day)
+        except DxtError as exc:
+            report.failed.append((row.parts, row.day, str(exc)))
+            continue
+        if row.state == "more":
+            report.refetched.append(
+                (row.parts, row.day, row.archive_count or 0, row.source_count or 0)
+            )
+        else:  # a day with holes: fetched again, the holes retried
+            extra = getattr(done, "extra", None) or {}
+            report.holes_retried.append((row.parts, row.day, int(extra.get("holes", 0) or 0)))
+    log.info("%s", report.note())
+    return report
