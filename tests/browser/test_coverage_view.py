@@ -437,8 +437,19 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         ]  # fmt: skip
         for b in open_:
             stack.request("PUT", f"/api/v2/backfills/{b['id']}/cancel")
-        time.sleep(15)
-        health = stack.get("/api/v2/monitor/health")
+        time.sleep(15)  # the cancellations reach the scheduler
+        # A loaded machine can make one heartbeat late (Airflow then says 'unhealthy' for a
+        # moment): the scheduler must be healthy again within 90 s, not at one instant. A
+        # scheduler brought down by the refill never is.
+        seen: list[dict] = []
+
+        def scheduler_healthy():
+            seen[:] = [stack.get("/api/v2/monitor/health")]
+            return seen[0]["scheduler"]["status"] == "healthy" and seen[0]
+
+        health = stack.wait(
+            scheduler_healthy, 90, lambda: f"the scheduler to be healthy (last health: {seen})"
+        )
         assert health["scheduler"]["status"] == "healthy", health
         show_range(frame, "2024-06-01", "2024-06-03")
         frame.wait_for_function("window.dxtCoverage.health !== null")
@@ -454,9 +465,14 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
     from dxt_core.archive import Archive, DayKey
 
     archive = Archive(stack.archive)
-    plugin, metric = f"p{X}", "m<svg onload=window.top.xss=2>"
+    # Markup that runs needs '=' (onerror=...), and a directory name with '=' is a Hive
+    # partition (key=value, as Parquet layouts write): the view shows its value
+    # (grid.display_name). So each name is key=<markup>, and the markup is what the view
+    # shows, in the unit's label and its group's name.
+    plugin_dir, metric_dir = f"plugin={X}", "metric=<svg onload=window.top.xss=2>"
+    plugin, metric = X, "<svg onload=window.top.xss=2>"  # as the view names them
     archive.commit_manifest(
-        DayKey("examon", (plugin, metric), dt.date(2024, 5, 1)),
+        DayKey("examon", (plugin_dir, metric_dir), dt.date(2024, 5, 1)),
         {
             "status": "archived",
             "file": "<img src=x onerror=window.top.xss=3>.csv.gz",  # missing: corrupt
@@ -466,13 +482,14 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
             "source_url": "<script>window.top.xss=5</script>",
         },
     )
-    site = "s<img src=x onerror=window.top.xss=6>"
+    site = "<img src=x onerror=window.top.xss=6>"
     archive.commit_manifest(
-        DayKey("kwollect", (site, "bmc_node_power_watt"), dt.date(2024, 5, 1)), {"status": "empty"}
+        DayKey("kwollect", (f"site={site}", "bmc_node_power_watt"), dt.date(2024, 5, 1)),
+        {"status": "empty"},
     )
-    family = "f<img src=x onerror=window.top.xss=7>"
+    family = "<img src=x onerror=window.top.xss=7>"
     archive.commit_manifest(
-        DayKey("collectd_es", (family,), dt.date(2024, 5, 1)), {"status": "empty"}
+        DayKey("collectd_es", (f"family={family}",), dt.date(2024, 5, 1)), {"status": "empty"}
     )
 
     context = browser.new_context(viewport={"width": 1400, "height": 860})
@@ -491,10 +508,15 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
         )
         assert plugin in groups
         frame.click("#close-detail")
+        # the plan names a cell it skips: one before the DAG's start date (2024-04-01)
+        before = "2024-03-31"
+        show_range(frame, before, D1)
+        click_cell(frame, unit, before, select=True)
         click_cell(frame, unit, D1, select=True)
         frame.click("#refill")
         frame.wait_for_selector("#confirm", state="visible")
-        assert unit in frame.inner_text("#plan")
+        plan = frame.inner_text("#plan")
+        assert f"skip {unit} {before}: before the start date of dxt_examon" in plan, plan
         frame.click("#cancel-refill")
         for source, name in (("kwollect", f"{site}/bmc_node_power_watt"), ("collectd_es", family)):
             loads = frame.evaluate("window.dxtCoverage.loads")
