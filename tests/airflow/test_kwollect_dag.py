@@ -58,7 +58,12 @@ def test_dagbag_parses_dxt_kwollect(migrated_home, tmp_path):
     env = kwollect_env(fresh_home(migrated_home, tmp_path / "h"), tmp_path / "a", "http://x:1")
     doc = run_dagbag_script(env, PARSE)
     assert doc["errors"] == {}
-    assert doc["tasks"] == ["archive_site_metric_day", "units", "wait_for_day_end"]
+    assert doc["tasks"] == [
+        "archive_site_metric_day",
+        "reconcile_recent_days",
+        "units",
+        "wait_for_day_end",
+    ]
     assert doc["catchup"] is True
 
 

@@ -329,6 +329,7 @@ def archive_collectd_es_day(
             ssds_per_node=ssds_per_node,
             replace_hdf5=True,
             allow_empty=True,  # an empty day is recorded as such (status "empty")
+            updated=end,  # a rerun of the day writes the same bytes
         )
         staging.rows = report.hits
         _check_source_count(staging, report.hits)
