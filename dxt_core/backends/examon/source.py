@@ -398,10 +398,16 @@ class KairosDBSource:
         path = self.api_path("datapoints/query/tags", stats)
         doc = _rate_limited(self._http.post_json, path, body, stats=stats)
         keys: set[str] = set()
+        plugins: set[str] = set()
         for result in _results(doc, self._http.url(path)):
             tags = result.get("tags") or {}
             if isinstance(tags, dict):
                 keys.update(k for k, v in tags.items() if v)
+                values = tags.get(PLUGIN_TAG)
+                if isinstance(values, list):
+                    plugins.update(str(v) for v in values)
+        # the plugin typo check of schema() holds on the cached path too
+        check_plugin(entry, plugins, self._http.url(path))
         return keys
 
     def schema_cached(
