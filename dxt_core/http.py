@@ -312,8 +312,9 @@ class _Yield(Exception):
 class AnswerBudget:
     """The bytes of decoded answers held by all threads of the process together.
 
-    Each reader takes its bytes from the budget as it decodes them. A complete answer stays
-    charged to the thread that asked for it, while that thread works on it: the charge is
+    Each reader takes its bytes from the budget as it decodes them. Inside a unit of work
+    (:func:`holding_answers`), a complete answer stays charged to the thread that asked for
+    it while that thread works on it; outside one it leaves the budget once read. The charge is
     given back when the same thread starts its next request (:meth:`HttpClient.exchange`),
     when its unit of work ends (:func:`release_answers`, called by the CLI's runner,
     :func:`dxt_core.archive_day.archive_one_day` and the Airflow task), before it waits for
