@@ -366,23 +366,7 @@ class KairosDBSource:
         later is a new column from then on (and in reruns of earlier days). ``window`` is
         not used.
         """
-        body = {
-            "start_absolute": 0,
-            "cache_time": 0,
-            "metrics": [{"name": entry.metric, "tags": self._tag_filter(entry)}],
-        }
-        path = self.api_path("datapoints/query/tags", stats)
-        doc = _rate_limited(self._http.post_json, path, body, stats=stats)
-        keys: set[str] = set()
-        plugins: set[str] = set()
-        for result in _results(doc, self._http.url(path)):
-            tags = result.get("tags") or {}
-            if isinstance(tags, dict):
-                keys.update(k for k, v in tags.items() if v)
-                values = tags.get(PLUGIN_TAG)
-                if isinstance(values, list):
-                    plugins.update(str(v) for v in values)
-        check_plugin(entry, plugins, self._http.url(path))
+        keys = self._tag_keys(entry, 0, None, stats)  # checks the plugin too
         return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
 
     def _tag_keys(
