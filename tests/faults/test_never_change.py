@@ -423,6 +423,7 @@ print(sizes, all(charged), peak - base, budget.peak if budget else -1)
 """
 
 
+@pytest.mark.slow
 def test_four_workers_with_near_cap_answers_stay_within_the_cap():
     cap, answer = 64 << 20, 60 << 20
     server = subprocess.Popen(

@@ -268,6 +268,7 @@ def test_split_floor_gives_a_clear_error(examon_sim, tmp_path):
     assert not list(tmp_path.rglob("*.csv.gz"))
 
 
+@pytest.mark.slow
 def test_read_timeouts_split_the_window(examon_sim, tmp_path):
     examon_sim.faults(slow_points=2000, slow_delay_s=3.0)
     try:

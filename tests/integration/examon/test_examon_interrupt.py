@@ -67,6 +67,7 @@ def _no_partial_files(archive: Path) -> None:
         assert status == "archived", (data, status)
 
 
+@pytest.mark.slow
 def test_first_ctrl_c_lets_the_flight_land_and_counts_every_metric_day(
     slow_sim, small_catalog, tmp_path
 ):
@@ -94,6 +95,7 @@ def test_first_ctrl_c_lets_the_flight_land_and_counts_every_metric_day(
     assert f"{s['archived'] + s['empty']} already archived" in again.stdout
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_aborts_at_once(slow_sim, small_catalog, tmp_path):
     slow_sim.faults(delay_s=3.0)  # in flight for far longer than the grace
     archive = tmp_path / "archive"

@@ -285,6 +285,7 @@ def grafana(catalog: Path):
     process.stop()
 
 
+@pytest.mark.slow
 def test_grafana_proxy_timeout_splits_the_window(grafana: SimulatorProcess, tmp_path: Path) -> None:
     # grafana/grafana pkg/util/proxyutil/reverse_proxy.go: 504 with an empty body once the
     # upstream outlasts [dataproxy] timeout (conf/defaults.ini: 30 s).

@@ -13,6 +13,7 @@ from tests.conftest import free_port
 DOWN = f"http://127.0.0.1:{free_port()}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
