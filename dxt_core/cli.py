@@ -7,18 +7,43 @@ import datetime as dt
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from dxt_core import backends as registry
 from dxt_core._version import __version__
-from dxt_core.archive import MANIFEST_SUFFIX, Archive
+from dxt_core.archive import Archive
+from dxt_core.coverage import coverage
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
-from dxt_core.index import add_index_parser, coverage_rows
+from dxt_core.manifests import MANIFEST_SUFFIX
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
+
+
+def _check_root(archive: Archive) -> None:
+    """Raise ConfigError unless a directory archive's root is a directory."""
+    if archive.remote:
+        return
+    root = archive.root
+    if not root.exists():
+        raise ConfigError(f"archive root {root} does not exist: check --archive")
+    if not root.is_dir():
+        raise ConfigError(f"archive root {root} is not a directory: check --archive")
+
+
+def holds(archive: Archive, source: str) -> bool:
+    """``archive`` holds a manifest of ``source`` (one LIST request on S3; on disk, the
+    first manifest found under ``<root>/<source>/``)."""
+    if archive.remote:
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        return archive.holds(source)
+    top = archive.root / source
+    return top.is_dir() and next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is not None
 
 
 def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[str]]) -> None:
@@ -27,23 +52,17 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
     Without this, a mistyped --archive path reads as "everything missing" and the refill
     commands would ask to fetch it all again.
     """
+    _check_root(archive)
     if archive.remote:
-        from dxt_core.store.s3 import S3Archive
-
-        assert isinstance(archive, S3Archive)
-        if not archive.holds(source):
+        if not holds(archive, source):
             raise ConfigError(
                 f"archive root {archive.url} holds no {source} archive (no object under "
                 f"{archive.url}/{source}/): check --archive"
             )
         return
     root = archive.root
-    if not root.exists():
-        raise ConfigError(f"archive root {root} does not exist: check --archive")
-    if not root.is_dir():
-        raise ConfigError(f"archive root {root} is not a directory: check --archive")
     top = root / source
-    if not top.is_dir() or next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is None:
+    if not holds(archive, source):
         raise ConfigError(
             f"archive root {root} holds no {source} archive (no *{MANIFEST_SUFFIX} under "
             f"{top}): check --archive"
@@ -57,9 +76,37 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
         )
 
 
+def coverage_backend(args: argparse.Namespace, archive: Archive) -> registry.Backend:
+    """The backend ``dxt coverage`` reports on: the one named, else the one registered
+    backend the archive holds data of.
+
+    Raises:
+        ConfigError: none named and the archive holds data of none, or of several (the
+            message names them and how to choose).
+    """
+    if args.backend:
+        return registry.get(args.backend)
+    _check_root(archive)
+    every = registry.backends()
+    held = [b for b in every if holds(archive, b.name)]
+    if len(held) == 1:
+        return held[0]
+    if held:
+        names = ", ".join(b.command for b in held)
+        raise ConfigError(
+            f"archive root {archive.url} holds archives of {len(held)} backends ({names}): "
+            f"name one, e.g. 'dxt coverage {held[0].command} --archive {archive.url} ...'"
+        )
+    names = ", ".join(b.command for b in every)
+    raise ConfigError(
+        f"archive root {archive.url} holds no archive of any backend ({names}: no "
+        f"*{MANIFEST_SUFFIX} under any of their directories): check --archive"
+    )
+
+
 def cmd_coverage(args: argparse.Namespace) -> int:
-    backend = registry.get(args.backend)
     archive = Archive(args.archive)
+    backend = coverage_backend(args, archive)
     cli = backend.cli_role()
     units = cli.coverage_units(args)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
@@ -68,7 +115,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     # from the manifest index when the archive has one (--verify reads every manifest)
     if getattr(args, "reconcile", False):
         return _cmd_reconcile(args, backend, archive, units, day_list)
-    rows = coverage_rows(archive, backend.name, units, day_list, verify=args.verify)
+    rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
         counts[r.status] += 1
@@ -280,17 +327,55 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
             print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
 
 
+def cmd_index_rebuild(args: argparse.Namespace) -> int:
+    archive = Archive(args.archive)
+    if archive.remote:  # an S3 archive: one index object per unit, from a listing
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        t0 = time.perf_counter()
+        n, bad = archive.rebuild_index()
+        print(
+            f"{archive.url}/.dxt/index/: {n} manifests, {bad} unreadable, "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        return 0
+    from dxt_core.index import index_path, rebuild
+
+    report = rebuild(args.archive)
+    per_source = ", ".join(f"{n} {s}" for s, n in sorted(report.sources.items()))
+    print(
+        f"{index_path(Archive(args.archive).root)}: {report.manifests} manifests"
+        f"{' (' + per_source + ')' if per_source else ''}, {report.corrupt} unreadable, "
+        f"{report.seconds:.1f} s"
+    )
+    return 0
+
+
+def add_index_parser(sub: Any) -> None:
+    """``dxt index rebuild --archive ROOT``."""
+    from dxt_core.index import INDEX_NAME
+
+    ix = sub.add_parser(
+        "index",
+        help="the manifest index that coverage reads (rebuild it from the manifests)",
+        description=f"The archive's manifest index (<archive>/{INDEX_NAME}) is updated by "
+        "every commit and read by 'dxt coverage' and the Airflow coverage view. 'rebuild' "
+        "recreates it from the manifests (after copying an archive, or if an update failed).",
+    )
+    actions = ix.add_subparsers(dest="action", required=True)
+    rb = actions.add_parser("rebuild", help="recreate the index from every manifest")
+    rb.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
+    rb.set_defaults(func=cmd_index_rebuild)
+
+
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
     backend = registry.get(args.backend)
     if not backend.has_simulator():
         raise ConfigError(f"{backend.command} has no simulator")
     return backend.simulator_role().main(rest)
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from dxt_core.demo import run_demo
-
-    return run_demo(args)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -320,14 +405,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "kept), from the archive's manifest index when it has one (checked against the "
         "directories), else from the manifests; --verify reads every manifest. Exit status "
         "3 when anything is missing or corrupt, 2 when the archive root does not exist or "
-        "holds nothing of that source.",
+        "holds nothing of that source (with no source named: data of none, or of several).",
     )
     names = [b.command for b in registry.backends()]
     c.add_argument(
         "backend",
         nargs="?",
-        default="examon",
-        help=f"which source: {', '.join(names)} (default examon)",
+        help=f"which source: {', '.join(names)} (default: the one whose data the archive "
+        "holds; an archive of several needs it named)",
     )
     c.add_argument(
         "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
@@ -357,8 +442,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 c._add_action(action)
     c.set_defaults(func=cmd_coverage)
 
-    add_index_parser(sub)
     if only is None:
+        add_index_parser(sub)
         from dxt_core.publish.cli import add_publish_parser
 
         add_publish_parser(sub)
@@ -367,26 +452,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "simulate",
         help="run a backend simulator (for demos and tests)",
         description="Run a simulator; options after the backend name go to it "
-        "(dxt simulate examon --help).",
+        "(dxt simulate BACKEND --help).",
     )
     s.add_argument("backend", choices=[b.command for b in registry.backends() if b.has_simulator()])
     s.set_defaults(func=None)
 
-    d = sub.add_parser(
-        "demo",
-        help="simulator + Airflow (SQLite) + backfill of the last days, then the UI",
-        description="Start the Examon simulator and Airflow (standalone, SQLite, "
-        "LocalExecutor), backfill the last few days for a small slice of the catalog, print "
-        "what was archived and where the UI is, and keep running until Ctrl-C (or SIGTERM, "
-        "SIGHUP), which stops everything it started. Rerunning it in the same folder works.",
-    )
-    d.add_argument("--dir", default=".dxt-demo", help="work directory (default %(default)s)")
-    d.add_argument("--days", type=int, default=3, help="days to backfill (default 3)")
-    d.add_argument("--metrics-per-plugin", type=int, default=2, help="catalog slice size")
-    d.add_argument("--port", type=int, default=8080, help="Airflow UI port (default 8080)")
-    d.add_argument("--exit", action="store_true", help="stop after printing the summary")
-    d.add_argument("--timeout", type=float, default=900, help="seconds to wait for the backfill")
-    d.set_defaults(func=cmd_demo)
+    if only is None:
+        from dxt_core.demo import add_demo_parser
+
+        add_demo_parser(sub)
     return p
 
 

@@ -11,10 +11,20 @@ from dxt_core import procs
 from dxt_core.errors import DxtError
 
 
-def _spawn(
-    backend: str, args: list[str], stderr: int | IO[Any] | None, timeout: float
+def spawn_simulator(
+    backend: str,
+    args: list[str],
+    stderr: int | IO[Any] | None = subprocess.DEVNULL,
+    timeout: float = 30,
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start ``dxt simulate BACKEND --port 0 ARGS``; return the process once it prints its URL."""
+    """Start ``dxt simulate BACKEND --port 0 ARGS`` as a process (the simulator module of
+    the backend's package, found through the registry); return it once it prints the URL it
+    listens on, and that URL.
+
+    Raises:
+        DxtError: the simulator exited, or printed no URL within ``timeout`` seconds (it is
+            stopped).
+    """
     from dxt_core.backends import get
 
     package = get(backend).package
@@ -34,27 +44,3 @@ def _spawn(
             return proc, line.rsplit(" ", 1)[-1].strip()
     procs.stop(proc, 0)
     raise DxtError(f"the {backend} simulator did not start (args: {' '.join(args)})")
-
-
-def spawn(
-    backend: str,
-    args: list[str],
-    stderr: int | IO[Any] | None = subprocess.DEVNULL,
-    timeout: float = 30,
-) -> tuple[subprocess.Popen[str], str]:
-    """Start ``dxt simulate BACKEND --port 0 ARGS`` as a process; return it and its URL."""
-    return _spawn(backend, args, stderr, timeout)
-
-
-def spawn_examon_simulator(
-    args: list[str], stderr: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 30
-) -> tuple[subprocess.Popen[str], str]:
-    """Start ``dxt simulate examon --port 0 ARGS`` as a process; return it and its URL."""
-    return _spawn("examon", args, stderr, timeout)
-
-
-def spawn_kwollect_simulator(
-    args: list[str], stderr: int | IO[Any] | None = subprocess.DEVNULL, timeout: float = 30
-) -> tuple[subprocess.Popen[str], str]:
-    """Start ``dxt simulate kwollect --port 0 ARGS`` as a process; return it and its URL."""
-    return _spawn("kwollect", args, stderr, timeout)

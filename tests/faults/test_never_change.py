@@ -19,16 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core import (
-    Archive,
-    CatalogEntry,
-    ExamonConnection,
-    KairosDBSource,
-    RetryPolicy,
-    archive_examon_day,
-)
+from dxt_core import Archive, RetryPolicy
 from dxt_core.archive import DayKey
 from dxt_core.archive_day import Staging, archive_one_day
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.errors import ContentChanged, SourceShrank
 from dxt_core.writers.base import WriteResult
 from tests.conftest import SimulatorProcess
@@ -484,6 +481,8 @@ def test_a_stale_index_never_reports_a_lost_day_as_empty(tmp_path, monkeypatch):
     import sqlite3
 
     import dxt_core.index as ix
+    from dxt_core.coverage import coverage
+    from dxt_core.scan import scan_states
 
     archive = Archive(tmp_path)
     toy_day(archive, [])  # an empty day, indexed as "empty"
@@ -498,9 +497,9 @@ def test_a_stale_index_never_reports_a_lost_day_as_empty(tmp_path, monkeypatch):
         holder.close()
     assert ix.ManifestIndex(tmp_path).get("toy", "plugin/metric", DAY).status == "empty"
     day.path.unlink()  # then the data file is lost
-    (row,) = ix.coverage_rows(archive, "toy", [KEY.parts], [DAY])
+    (row,) = coverage(archive, "toy", [KEY.parts], [DAY])
     assert row.status == "corrupt", row
-    grid = ix.scan_states(archive, "toy", [KEY.parts], [DAY])
+    grid = scan_states(archive, "toy", [KEY.parts], [DAY])
     assert grid.state(0, 0) == "corrupt"
     # The reader repaired the index from the manifest.
     assert ix.ManifestIndex(tmp_path).get("toy", "plugin/metric", DAY).status == "archived"
@@ -511,7 +510,8 @@ import logging, sys
 sys.path.insert(0, {repo!r})
 logging.basicConfig(level=logging.WARNING)
 from dxt_core import Archive
-from dxt_core.index import ManifestIndex, scan_states
+from dxt_core.index import ManifestIndex
+from dxt_core.scan import scan_states
 import datetime as dt
 archive = Archive({root!r})
 grid = scan_states(archive, "toy", [("plugin", "metric")], [dt.date(2020, 3, 9)])
