@@ -32,8 +32,8 @@ from typing import Any, TextIO
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
+from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import DxtError, SourceUnavailable
-from dxt_core.http import holding_answers, release_answers
 
 
 @dataclass(frozen=True)

@@ -381,7 +381,7 @@ s.serve_forever()
 _WORKERS = """
 import os, resource, sys, threading, time
 sys.path.insert(0, {repo!r})
-import dxt_core.http as h
+import dxt_core.budget as h
 from dxt_core.http import HttpClient, RetryPolicy
 
 def rss():

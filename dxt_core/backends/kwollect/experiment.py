@@ -51,9 +51,10 @@ from dxt_core.backends.kwollect.source import (
     sites_path,
     unknown_metric_error,
 )
+from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.fsio import atomic_file, write_json_atomic
-from dxt_core.http import RequestStats, RetryPolicy, release_answers
+from dxt_core.http import RequestStats, RetryPolicy
 from dxt_core.prefetch import prefetched
 from dxt_core.writers.compress import GzipStream
 
