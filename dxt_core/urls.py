@@ -62,7 +62,7 @@ def normalise_base_url(url: str, what: str = "URL") -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ConfigError(
             f"bad {what} {redact_url(url)!r}: expected http(s)://host[:port][/path], "
-            "e.g. http://examon.example.org:8083 (characters such as / # ? @ in a password "
+            "e.g. https://metrics.example.org:8083 (characters such as / # ? @ in a password "
             "may be percent-encoded: %2F %23 %3F %40)"
         )
     return url.strip().rstrip("/")
