@@ -188,9 +188,9 @@ def _fixed_mmap_threshold() -> None:
 
     glibc raises its mmap threshold to the size of the largest block freed (up to 32 MiB),
     after which answer buffers come from per-thread arenas that keep freed memory: four
-    workers then held up to four caps of freed buffers (RSS 195 MiB for a 64 MiB budget, in
-    tests/faults/test_never_change.py). A fixed threshold (1 MiB) keeps every large buffer
-    in its own mapping, returned when freed. No-op outside glibc.
+    workers fetching 60 MiB answers under a 64 MiB budget then grew the process by 214-271
+    MiB (tests/faults/test_never_change.py). A fixed threshold (1 MiB) keeps every large
+    buffer in its own mapping, returned when freed: 66-67 MiB. No-op outside glibc.
     """
     try:
         import ctypes
