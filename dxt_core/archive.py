@@ -30,6 +30,7 @@ from dxt_core.fsio import (
     create_once,
     now_iso,
     os_error,
+    read_json_object,
     sha256_file,
     write_json_atomic,
 )
@@ -159,32 +160,19 @@ class Archive:
         if self._zones.get(key.source) == time_zone:
             return definition
         path = self.days_record_path(key.source)
-        recorded = _read_json(path)
+        recorded = read_json_object(path, "day definition", _DAYS_RECORD_ADVICE)
         where = str(path)
         if recorded is None:
             found = _zone_of_manifests(self.directory(key))
             if found is not None and found[0] != time_zone:
                 recorded, where = {"time_zone": found[0]}, f"manifest {found[1]}"
             else:
-                create_once(
-                    path,
-                    {
-                        "schema": DAYS_SCHEMA,
-                        "source": key.source,
-                        **definition,
-                        "recorded_at": now_iso(),
-                        "software": {"name": "dxt-archive", "version": __version__},
-                    },
-                )
-                recorded = _read_json(path) or definition
+                create_once(path, days_record(key.source, definition))
+                recorded = read_json_object(path, "day definition", _DAYS_RECORD_ADVICE)
+                recorded = recorded or definition
         zone_then = recorded.get("time_zone")
         if zone_then != time_zone:
-            raise ConfigError(
-                f"{self.root}: the {key.source} days of this archive are {DAY_DEFINITION} in "
-                f"{zone_then} ({where}); this run cuts them in {time_zone}, which would "
-                f"archive overlapping days (rows twice). Run with time zone {zone_then}, or "
-                "archive to another root (--archive DIR)"
-            )
+            raise zone_mismatch(self.url, key.source, zone_then, where, time_zone)
         self._zones[key.source] = time_zone
         return definition
 
@@ -205,12 +193,17 @@ class Archive:
             stale = [w for w in (self._open.get(key), self._by_thread.get(me)) if w is not None]
         for w in stale:
             w.abort()
-        write = DayWrite(self, key, self.replace if replace is None else replace)
+        write = self._day_write(key, self.replace if replace is None else replace)
         write._start()
         with self._mutex:
             self._open[key] = write
             self._by_thread[me] = write
         return write
+
+    def _day_write(self, key: DayKey, replace: bool) -> DayWrite:
+        """The transaction object :meth:`begin` starts (an archive of another kind returns
+        its own :class:`DayWrite`)."""
+        return DayWrite(self, key, replace)
 
     def _forget(self, write: DayWrite) -> None:
         with self._mutex:
@@ -257,18 +250,12 @@ class Archive:
 
     # -- reading ------------------------------------------------------------------------------
     def read_manifest(self, key: DayKey) -> dict[str, Any] | None:
-        path = self.manifest_path(key)
-        try:
-            doc = orjson.loads(path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise ArchiveError(
-                f"{path}: unreadable manifest ({exc}); {DAMAGED_MANIFEST_ADVICE}"
-            ) from exc
-        if not isinstance(doc, dict):
-            raise ArchiveError(f"{path}: manifest is not a JSON object; {DAMAGED_MANIFEST_ADVICE}")
-        return doc
+        """``key``'s manifest, None when it has none.
+
+        Raises:
+            ArchiveError: the manifest is damaged (the message says what to do).
+        """
+        return read_json_object(self.manifest_path(key), "manifest", DAMAGED_MANIFEST_ADVICE)
 
     def read_kept(self, key: DayKey) -> dict[str, Any] | None:
         """The record of the last rerun that kept the archived day, if any."""
@@ -323,17 +310,36 @@ class Archive:
         return "archived", holes_detail(doc)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise ArchiveError(
-            f"{path}: unreadable ({exc}); restore it (it records the zone of the archive's "
-            "days) or write it again with the zone the archive was made in"
-        ) from exc
-    return doc if isinstance(doc, dict) else None
+def days_record(source: str, definition: dict[str, Any]) -> dict[str, Any]:
+    """The record of how ``source``'s days are cut (``definition``: zone and day), kept once
+    at the archive's root by the first run that archives a day of it."""
+    return {
+        "schema": DAYS_SCHEMA,
+        "source": source,
+        **definition,
+        "recorded_at": now_iso(),
+        "software": {"name": "dxt-archive", "version": __version__},
+    }
+
+
+def zone_mismatch(
+    archive_url: str, source: str, zone_then: object, where: str, time_zone: str
+) -> ConfigError:
+    """The error of a run whose days would be cut in ``time_zone`` in an archive whose
+    ``source`` days are cut in ``zone_then`` (recorded at ``where``)."""
+    return ConfigError(
+        f"{archive_url}: the {source} days of this archive are {DAY_DEFINITION} in "
+        f"{zone_then} ({where}); this run cuts them in {time_zone}, which would archive "
+        f"overlapping days (rows twice). Run with time zone {zone_then}, or archive to another "
+        "root (--archive DIR)"
+    )
+
+
+#: What to do about an unreadable ``.dxt-days-<source>.json``.
+_DAYS_RECORD_ADVICE = (
+    "restore it (it records the zone of the archive's days) or write it again with the zone "
+    "the archive was made in"
+)
 
 
 def _zone_of_manifests(directory: Path) -> tuple[str, str] | None:

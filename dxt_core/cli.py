@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dxt_core import backends as registry
@@ -164,12 +164,58 @@ def print_refill_commands(
     """The commands that refill ``bad_days``, as the archive was made: by ``dxt extract``
     or by the backend's DAG (each manifest's ``made_by``, :mod:`dxt_core.provenance`); both
     when the manifests do not say (written before they did)."""
+    tools, sample, runs = _how_made(archive, backend, rows)
+    unknown = not tools or "unknown" in tools
+    if "dxt" in tools or unknown:
+        cli = backend.module("cli")
+        describe = getattr(cli, "refill_options", None)
+        opts = describe(args, sample) if describe else "<connection options>"
+        _print_per_range(
+            "\nTo refill the missing and corrupt metric-days with the dxt command"
+            + (" (as this archive was made):" if "dxt" in tools else ":"),
+            bad_days,
+            lambda a, b: (
+                f"dxt extract {backend.name} {opts} --start-day {a} --end-day {b} "
+                f"--archive {args.archive}"
+            ),
+        )
+    if "airflow" in tools or unknown:
+        dag_id = args.dag_id or backend.dag_id
+        _print_per_range(
+            "\nTo refill them with Airflow"
+            + (" (as this archive was made):" if "airflow" in tools else ":"),
+            bad_days,
+            lambda a, b: (
+                f"airflow backfill create --dag-id {dag_id} --from-date {a} "
+                f"--to-date {b} --reprocess-behavior failed"
+            ),
+        )
+        _print_per_range(
+            "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
+            "it reruns that day's metric tasks, which rewrite identical files:",
+            bad_days,
+            lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
+        )
+        for (day, run_id), logical in sorted(runs.items()):
+            print(
+                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
+                f"-y   # {day} was archived by run {run_id} (its 'day' param)"
+            )
+
+
+def _how_made(
+    archive: Archive, backend: Any, rows: Sequence[Any]
+) -> tuple[set[str], dict[str, Any] | None, dict[tuple[dt.date, str], str]]:
+    """What made the archive, from the manifests of ``rows`` (at most
+    :data:`_SAMPLE_MANIFESTS`, and every corrupt day's): the tools (``dxt``, ``airflow``,
+    ``unknown``), a manifest written by ``dxt extract``, and the Airflow runs of another
+    logical date that archived a corrupt day ((day, run id) -> logical date)."""
     from dxt_core.archive import DayKey
     from dxt_core.provenance import MADE_BY
 
     tools: set[str] = set()
     sample: dict[str, Any] | None = None
-    runs: dict[tuple[dt.date, str], str] = {}  # (day, run id) -> logical date
+    runs: dict[tuple[dt.date, str], str] = {}
     read = 0
     for r in rows:
         if r.status == "missing" or (read >= _SAMPLE_MANIFESTS and r.status != "corrupt"):
@@ -188,42 +234,16 @@ def print_refill_commands(
             logical = str(made.get("logical_date") or "")
             if logical and logical[:10] != r.day.isoformat():
                 runs[(r.day, str(made.get("run_id")))] = logical
-    unknown = not tools or "unknown" in tools
-    if "dxt" in tools or unknown:
-        cli = backend.module("cli")
-        describe = getattr(cli, "refill_options", None)
-        opts = describe(args, sample) if describe else "<connection options>"
-        print(
-            "\nTo refill the missing and corrupt metric-days with the dxt command"
-            + (" (as this archive was made):" if "dxt" in tools else ":")
-        )
-        for a, b in _ranges(bad_days):
-            print(
-                f"  dxt extract {backend.name} {opts} --start-day {a} --end-day {b} "
-                f"--archive {args.archive}"
-            )
-    if "airflow" in tools or unknown:
-        dag_id = args.dag_id or backend.dag_id
-        print(
-            "\nTo refill them with Airflow"
-            + (" (as this archive was made):" if "airflow" in tools else ":")
-        )
-        for a, b in _ranges(bad_days):
-            print(
-                f"  airflow backfill create --dag-id {dag_id} --from-date {a} "
-                f"--to-date {b} --reprocess-behavior failed"
-            )
-        print(
-            "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
-            "it reruns that day's metric tasks, which rewrite identical files:"
-        )
-        for a, b in _ranges(bad_days):
-            print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
-        for (day, run_id), logical in sorted(runs.items()):
-            print(
-                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
-                f"-y   # {day} was archived by run {run_id} (its 'day' param)"
-            )
+    return tools, sample, runs
+
+
+def _print_per_range(
+    header: str, day_list: Sequence[dt.date], command: Callable[[dt.date, dt.date], str]
+) -> None:
+    """``header``, then ``command(first, last)`` for each range of consecutive days."""
+    print(header)
+    for a, b in _ranges(day_list):
+        print(f"  {command(a, b)}")
 
 
 def _cmd_reconcile(
@@ -285,9 +305,11 @@ def _cmd_reconcile(
         for parts, unit_days in by_unit.items():
             for a, b in _ranges(sorted(unit_days)):
                 print(f"  {cli.refetch_command(args, parts, a.isoformat(), b.isoformat())}")
-        print("or with Airflow (clears the days' metric tasks; they rerun and refetch):")
-        for a, b in _ranges(sorted({r.day for r in more})):
-            print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
+        _print_per_range(
+            "or with Airflow (clears the days' metric tasks; they rerun and refetch):",
+            sorted({r.day for r in more}),
+            lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
+        )
     if more:
         return 4
     return 3 if counts.get("error") else 0
@@ -378,26 +400,9 @@ def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
     return backend.simulator_role().main(rest)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The ``dxt`` parser; with ``only``, just that backend's ``extract`` (fast start)."""
-    p = argparse.ArgumentParser(
-        prog="dxt",
-        description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
-        "verifiable files.",
-        epilog="exit status, the same for every backend: 0 done; 1 some units failed; 2 bad "
-        "input or configuration; 3 (coverage) missing or corrupt days; 4 the server could not "
-        "be reached; 130 interrupted (Ctrl-C).",
-    )
-    p.add_argument("--version", action="version", version=f"dxt-archive {__version__}")
-    p.add_argument("-v", "--verbose", action="store_true", help="log each request")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    ex = sub.add_parser("extract", help="extract telemetry into the archive (no Airflow)")
-    exs = ex.add_subparsers(dest="backend", required=True)
-    for backend in registry.backends():
-        if only is None or only in (backend.name, backend.command, *backend.aliases):
-            backend.cli_role().add_extract_parser(exs)
-
+def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
+    """``dxt coverage [BACKEND] --archive ROOT --start-day D --end-day D ...``, with every
+    backend's own options (``backend_options``)."""
     c = sub.add_parser(
         "coverage",
         help="archived / empty / missing metric-days, and how to refill them",
@@ -430,7 +435,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "only, never the data: equal, more at the source (late data: exit 4, with the "
         "commands that refetch), fewer (retention: the archive is kept, shown K)",
     )
-    for backend in registry.backends() if only is None else []:
+    for backend in registry.backends() if backend_options else []:
         # Backends share an option when they mean the same by it (--metrics): first one wins.
         shared = argparse.ArgumentParser(add_help=False)
         cli = backend.cli_role()
@@ -441,6 +446,29 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)
     c.set_defaults(func=cmd_coverage)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``dxt`` parser; with ``only``, just that backend's ``extract`` (fast start)."""
+    p = argparse.ArgumentParser(
+        prog="dxt",
+        description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
+        "verifiable files.",
+        epilog="exit status, the same for every backend: 0 done; 1 some units failed; 2 bad "
+        "input or configuration; 3 (coverage) missing or corrupt days; 4 the server could not "
+        "be reached; 130 interrupted (Ctrl-C).",
+    )
+    p.add_argument("--version", action="version", version=f"dxt-archive {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log each request")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ex = sub.add_parser("extract", help="extract telemetry into the archive (no Airflow)")
+    exs = ex.add_subparsers(dest="backend", required=True)
+    for backend in registry.backends():
+        if only is None or only in (backend.name, backend.command, *backend.aliases):
+            backend.cli_role().add_extract_parser(exs)
+
+    add_coverage_parser(sub, backend_options=only is None)
 
     if only is None:
         add_index_parser(sub)

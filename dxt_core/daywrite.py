@@ -217,13 +217,8 @@ class DayWrite:
     def remove(self, extension: str) -> None:
         """This commit leaves no ``<day>.<extension>`` (an empty day): drop what was staged
         for it, and remove the archived file at commit (if the rule allows it)."""
-        self._check_open()
-        name = self.archive.data_path(self.key, extension).name
-        staged = self._staged.pop(name, None)
-        if staged is not None:
-            with contextlib.suppress(FileNotFoundError):
-                staged.unlink()
-        self._drop.add(name)
+        self.discard(extension)
+        self._drop.add(self.archive.data_path(self.key, extension).name)
 
     # -- commit -----------------------------------------------------------------------------
     def commit(self, doc: dict[str, Any]) -> Path:

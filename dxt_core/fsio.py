@@ -153,6 +153,25 @@ def write_json_atomic(path: Path, doc: Any) -> None:
         fh.write(json_bytes(doc))
 
 
+def read_json_object(path: Path, what: str, advice: str) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (a ``what``: "manifest"...), or None when there is no
+    such file.
+
+    Raises:
+        ArchiveError: the file cannot be read, is not JSON or not an object; the message
+            names it and ends with ``advice`` (what to do about it).
+    """
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ArchiveError(f"{path}: unreadable {what} ({exc}); {advice}") from exc
+    if not isinstance(doc, dict):
+        raise ArchiveError(f"{path}: {what} is not a JSON object; {advice}")
+    return doc
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:

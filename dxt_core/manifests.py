@@ -129,13 +129,24 @@ def unmanifested_data(directory: Path, day: dt.date) -> dict[str, Any] | None:
         files.append({"file": name, "bytes": path.stat().st_size, "rows": rows})
     if not files:
         return None
+    return recovered_manifest(files, "data files without a readable manifest")
+
+
+def recovered_manifest(files: list[dict[str, Any]], recovered_from: str) -> dict[str, Any]:
+    """A manifest-like document for data ``files`` found without a manifest (each a dict
+    with ``file``, ``bytes``, ``rows``: None when not counted, and optionally ``sha256``):
+    archived, its main file the first whose rows were counted. ``recovered_from`` says
+    where they were found (and keeps the document out of ``.versions/``)."""
     counted = [f for f in files if isinstance(f["rows"], int)]
     main = counted[0] if counted else files[0]
-    return {
+    doc = {
         "status": "archived",
         "file": main["file"],
         "rows": main["rows"],
         "bytes": main["bytes"],
         "files": files,
-        "recovered_from": "data files without a readable manifest",
+        "recovered_from": recovered_from,
     }
+    if "sha256" in main:
+        doc["sha256"] = main["sha256"]
+    return doc
