@@ -14,7 +14,7 @@ import datetime as dt
 import logging
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -115,6 +115,46 @@ def _remote_states(
     return grid
 
 
+@dataclass
+class _Layout:
+    """Where each unit's days are: its name, directory and listing, and the names of its
+    manifests and kept sidecars by day (``_``-prefixed in Hive layouts)."""
+
+    names: list[str]
+    directories: list[Path]
+    listings: list[set[str]]
+    manifests: list[list[str]]
+    kepts: list[list[str]]
+
+    @classmethod
+    def of(
+        cls, archive: Archive, source: str, units: Sequence[Sequence[str]], day_names: list[str]
+    ) -> _Layout:
+        by_kind = {
+            h: (
+                [f"{'_' if h else ''}{day}{MANIFEST_SUFFIX}" for day in day_names],
+                [f"{'_' if h else ''}{day}{KEPT_SUFFIX}" for day in day_names],
+            )
+            for h in (False, True)
+        }
+        kinds = [by_kind[any("=" in p for p in parts)] for parts in units]
+        directories = [archive.root.joinpath(source, *parts) for parts in units]
+        return cls(
+            names=[unit_of(p) for p in units],
+            directories=directories,
+            listings=[_listing(d) for d in directories],
+            manifests=[k[0] for k in kinds],
+            kepts=[k[1] for k in kinds],
+        )
+
+
+#: The cells' codes as bytes, and the code of a cell not answered yet.
+_A, _K, _E, _C, _M = (
+    ord(STATE_CODES[s]) for s in ("archived", "kept", "empty", "corrupt", "missing")
+)
+_UNKNOWN = ord("?")
+
+
 def _scan(
     archive: Archive,
     source: str,
@@ -126,87 +166,86 @@ def _scan(
     # One pass over the index's rows, each checked against its unit's directory listing, then
     # one over the cells the index did not answer (a manifest it never saw: read from disk;
     # no manifest: missing). 300,000 cells take well under a second.
-    n_days = len(days)
     day_names = [d.isoformat() for d in days]
-    day_pos = {name: i for i, name in enumerate(day_names)}
-    names = [unit_of(p) for p in units]
-    unit_pos = {u: i for i, u in enumerate(names)}
-    hive = [any("=" in p for p in parts) for parts in units]
-    manifest_of = [
-        [f"{'_' if h else ''}{day}{MANIFEST_SUFFIX}" for day in day_names] for h in (False, True)
-    ]
-    kept_of = [
-        [f"{'_' if h else ''}{day}{KEPT_SUFFIX}" for day in day_names] for h in (False, True)
-    ]
-    directories = [archive.root.joinpath(source, *parts) for parts in units]
-    listings = [_listing(d) for d in directories]
+    lay = _Layout.of(archive, source, units, day_names)
     usable = bool(days) and idx.exists()
     # The index is a cache: its rows of a unit are used only while the unit's directory is
     # as it was when they were indexed (one stat per unit); a stale unit is read from its
     # manifests below, and the index repaired.
     stored = idx.dir_states(source) if usable else {}
-    states = [_listing_state(d, listing) for d, listing in zip(directories, listings, strict=True)]
-    fresh = [st is None or stored.get(n) == st for n, st in zip(names, states, strict=True)]
-    rows = list(idx.entries(source, min(days), max(days))) if usable else []
-    unknown = ord("?")
-    codes = [bytearray(b"?" * n_days) for _ in units]
-    grid = StateGrid(units=names, days=list(days), rows=[])
-    a_code, k_code = ord(STATE_CODES["archived"]), ord(STATE_CODES["kept"])
-    e_code, c_code = ord(STATE_CODES["empty"]), ord(STATE_CODES["corrupt"])
-    m_code = ord(STATE_CODES["missing"])
-    if rows:
-        # Rows come in primary-key order, unit by unit: look the unit up once per run of rows.
-        current, u = None, None
-        listing: set[str] = set()
-        manifests: list[str] = []
-        kepts: list[str] = []
-        row = bytearray()
-        for unit, day, status, files, sizes in rows:
-            if unit != current:
-                current, u = unit, unit_pos.get(unit)
-                if u is not None and not fresh[u]:
-                    u = None  # stale: its cells are read from disk below
-                if u is not None:
-                    listing, row = listings[u], codes[u]
-                    manifests, kepts = manifest_of[hive[u]], kept_of[hive[u]]
-            if u is None:
-                continue
-            d = day_pos.get(day)
-            if d is None:
-                continue
-            if manifests[d] not in listing:
-                row[d] = m_code
-            elif status == "archived":
-                if "/" not in files and not check_sizes:  # one data file: the usual case
-                    problem = "" if files in listing else f"data file {files} is missing"
-                else:
-                    problem = _files_problem(directories[u], listing, files, sizes, check_sizes)
-                if problem:
-                    grid.details[(u, d)] = problem
-                    row[d] = c_code
-                else:
-                    row[d] = k_code if kepts[d] in listing else a_code
-            elif status == "empty":
-                row[d] = e_code
-            else:
-                grid.details[(u, d)] = "unreadable manifest"
-                row[d] = c_code
+    states = [_listing_state(d, ls) for d, ls in zip(lay.directories, lay.listings, strict=True)]
+    fresh = [st is None or stored.get(n) == st for n, st in zip(lay.names, states, strict=True)]
+    codes = [bytearray(b"?" * len(days)) for _ in units]
+    grid = StateGrid(units=lay.names, days=list(days), rows=[])
+    if usable:
+        rows = idx.entries(source, min(days), max(days))
+        day_pos = {name: i for i, name in enumerate(day_names)}
+        _cells_from_index(rows, lay, fresh, day_pos, codes, grid, check_sizes)
     for u, cells in enumerate(codes):
-        listing, h = listings[u], hive[u]
-        d = cells.find(unknown)
+        listing = lay.listings[u]
+        d = cells.find(_UNKNOWN)
         while d >= 0:
-            if manifest_of[h][d] not in listing:
-                cells[d] = m_code
+            if lay.manifests[u][d] not in listing:
+                cells[d] = _M
             else:
                 state, detail = _state_from_disk(archive, source, units[u], days[d], check_sizes)
                 if detail:
                     grid.details[(u, d)] = detail
                 cells[d] = ord(STATE_CODES[state])
-            d = cells.find(unknown, d + 1)
+            d = cells.find(_UNKNOWN, d + 1)
         grid.rows.append(cells.decode())
     if usable and not idx.read_only:
-        _repair(idx, source, units, names, directories, listings, states, fresh)
+        _repair(idx, source, units, lay.names, lay.directories, lay.listings, states, fresh)
     return grid
+
+
+def _cells_from_index(
+    rows: Iterable[tuple[str, str, str, str, str]],
+    lay: _Layout,
+    fresh: list[bool],
+    day_pos: dict[str, int],
+    codes: list[bytearray],
+    grid: StateGrid,
+    check_sizes: bool,
+) -> None:
+    """The cells the index answers: its rows of fresh units, checked against the listings."""
+    unit_pos = {name: i for i, name in enumerate(lay.names)}
+    # Rows come in primary-key order, unit by unit: look the unit up once per run of rows.
+    current, u = None, None
+    listing: set[str] = set()
+    manifests: list[str] = []
+    kepts: list[str] = []
+    row = bytearray()
+    for unit, day, status, files, sizes in rows:
+        if unit != current:
+            current, u = unit, unit_pos.get(unit)
+            if u is not None and not fresh[u]:
+                u = None  # stale: its cells are read from disk
+            if u is not None:
+                listing, row = lay.listings[u], codes[u]
+                manifests, kepts = lay.manifests[u], lay.kepts[u]
+        if u is None:
+            continue
+        d = day_pos.get(day)
+        if d is None:
+            continue
+        if manifests[d] not in listing:
+            row[d] = _M
+        elif status == "archived":
+            if "/" not in files and not check_sizes:  # one data file: the usual case
+                problem = "" if files in listing else f"data file {files} is missing"
+            else:
+                problem = _files_problem(lay.directories[u], listing, files, sizes, check_sizes)
+            if problem:
+                grid.details[(u, d)] = problem
+                row[d] = _C
+            else:
+                row[d] = _K if kepts[d] in listing else _A
+        elif status == "empty":
+            row[d] = _E
+        else:
+            grid.details[(u, d)] = "unreadable manifest"
+            row[d] = _C
 
 
 def _repair(
