@@ -50,15 +50,18 @@ from dxt_core.manifests import (
 from dxt_core.paths import check_path_component
 from dxt_core.store import is_url, parse_root
 
-#: Names that moved to their own modules and are imported from here by code of several
-#: owners (the publish and backend packages); new code imports them from where they live.
+#: MANIFEST_SUFFIX, atomic_file, manifest_files and sha256_file moved to their own modules
+#: (manifests.py, fsio.py) and are re-exported: code of several owners (the publish and
+#: backend packages) imports them from here. New code imports them from where they live.
 __all__ = [
     "MANIFEST_SUFFIX",
     "Archive",
     "DayKey",
     "atomic_file",
+    "days_record",
     "manifest_files",
     "sha256_file",
+    "zone_mismatch",
 ]
 
 
