@@ -509,11 +509,11 @@ def _median_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _case(
     name: str, sim_args: list[str], catalog_text: str, work: Path, repeat: int
 ) -> dict[str, Any]:
-    from dxt_core.simulate import spawn_examon_simulator
+    from dxt_core.simulate import spawn_simulator
 
     catalog = work / f"{name}.csv"
     catalog.write_text(catalog_text)
-    sim, url = spawn_examon_simulator(["--catalog", str(catalog), *sim_args])
+    sim, url = spawn_simulator("examon", ["--catalog", str(catalog), *sim_args])
     try:
         # One warm-up run of each fills the simulator's answer cache for its queries.
         run_ours(url, catalog, work)

@@ -478,7 +478,7 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
     # shows, in the unit's label and its group's name.
     plugin_dir, metric_dir = f"plugin={X}", "metric=<svg onload=window.top.xss=2>"
     plugin, metric = X, "<svg onload=window.top.xss=2>"  # as the view names them
-    archive.commit_manifest(
+    archive.write_manifest(
         DayKey("examon", (plugin_dir, metric_dir), dt.date(2024, 5, 1)),
         {
             "status": "archived",
@@ -490,12 +490,12 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
         },
     )
     site = "<img src=x onerror=window.top.xss=6>"
-    archive.commit_manifest(
+    archive.write_manifest(
         DayKey("kwollect", (f"site={site}", "bmc_node_power_watt"), dt.date(2024, 5, 1)),
         {"status": "empty"},
     )
     family = "<img src=x onerror=window.top.xss=7>"
-    archive.commit_manifest(
+    archive.write_manifest(
         DayKey("collectd_es", (f"family={family}",), dt.date(2024, 5, 1)), {"status": "empty"}
     )
 
