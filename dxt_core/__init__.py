@@ -18,7 +18,6 @@ _LAZY = {
     "Archive": "dxt_core.archive",
     "DayKey": "dxt_core.archive",
     "CoverageRow": "dxt_core.coverage",
-    "coverage": "dxt_core.coverage",
     "DayReport": "dxt_core.archive_day",
     "ArchiveError": "dxt_core.errors",
     "CatalogError": "dxt_core.errors",
@@ -36,7 +35,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from dxt_core.archive import Archive, DayKey
     from dxt_core.archive_day import DayReport
-    from dxt_core.coverage import CoverageRow, coverage
+    from dxt_core.coverage import CoverageRow
     from dxt_core.errors import (
         ArchiveError,
         CatalogError,
@@ -66,7 +65,6 @@ __all__ = [
     "Window",
     "WindowTooLarge",
     "__version__",
-    "coverage",
     "day_window",
 ]
 
