@@ -240,84 +240,88 @@ class S3Client:
         finished is an error, not an upload.
         """
         size = path.stat().st_size
-        whole = hashlib.sha256()
-        part_digests: list[bytes] = []
-        meta = {"Metadata": {"sha256": ""}}
         if size <= self.threshold:
-            # One PUT, the body streamed from the file (hashed first, 1 MiB at a time).
-            with path.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    whole.update(chunk)
-                digest = whole.hexdigest()
-                self._check_sha(path, digest, sha256)
-                meta["Metadata"]["sha256"] = digest
-                fh.seek(0)
-                self._call(
-                    "write",
-                    key,
-                    "put_object",
-                    Key=key,
-                    Body=fh,
-                    ContentLength=size,
-                    ChecksumSHA256=_b64(whole.digest()),
-                    **meta,
-                )
-            expect = _b64(whole.digest())
+            digest, expect = self._put_whole(path, key, size, sha256)
         else:
-            # The whole-file sha256 is known only at the end, after the parts: S3 keeps
-            # user metadata from the start of the upload, so it records the manifest's.
-            meta["Metadata"]["sha256"] = sha256 or ""
-            up = self._call(
-                "start uploading",
-                key,
-                "create_multipart_upload",
-                Key=key,
-                ChecksumAlgorithm="SHA256",
-                **meta,
-            )
-            upload_id = str(up["UploadId"])
-            parts: list[dict[str, Any]] = []
-            try:
-                with path.open("rb") as fh:
-                    pieces = iter(lambda: fh.read(self.part_size), b"")
-                    for number, chunk in enumerate(pieces, 1):
-                        whole.update(chunk)
-                        d = hashlib.sha256(chunk).digest()
-                        part_digests.append(d)
-                        r = self._call(
-                            "upload a part of",
-                            key,
-                            "upload_part",
-                            Key=key,
-                            UploadId=upload_id,
-                            PartNumber=number,
-                            Body=chunk,
-                            ChecksumAlgorithm="SHA256",
-                            ChecksumSHA256=_b64(d),
-                        )
-                        parts.append(
-                            {"PartNumber": number, "ETag": r["ETag"], "ChecksumSHA256": _b64(d)}
-                        )
-                        del chunk
-                digest = whole.hexdigest()
-                self._check_sha(path, digest, sha256)
-                self._call(
-                    "complete the upload of",
-                    key,
-                    "complete_multipart_upload",
-                    Key=key,
-                    UploadId=upload_id,
-                    MultipartUpload={"Parts": parts},
-                )
-            except BaseException:
-                with contextlib.suppress(Exception):  # else the day's next run aborts it
-                    self._client.abort_multipart_upload(
-                        Bucket=self.bucket, Key=key, UploadId=upload_id
-                    )
-                raise
-            expect = _b64(hashlib.sha256(b"".join(part_digests)).digest())
+            digest, expect = self._put_parts(path, key, sha256)
         self._verify(key, size, digest, expect)
         return size, digest
+
+    def _put_whole(self, path: Path, key: str, size: int, sha256: str | None) -> tuple[str, str]:
+        """One PUT, the body streamed from the file (hashed first, 1 MiB at a time);
+        returns (hex sha256, base64 sha256 S3 should store)."""
+        whole = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                whole.update(chunk)
+            digest = whole.hexdigest()
+            self._check_sha(path, digest, sha256)
+            fh.seek(0)
+            self._call(
+                "write",
+                key,
+                "put_object",
+                Key=key,
+                Body=fh,
+                ContentLength=size,
+                ChecksumSHA256=_b64(whole.digest()),
+                Metadata={"sha256": digest},
+            )
+        return digest, _b64(whole.digest())
+
+    def _put_parts(self, path: Path, key: str, sha256: str | None) -> tuple[str, str]:
+        """A multipart upload of ``part_size`` parts; returns (hex sha256, S3's composite
+        checksum: the SHA-256 of the parts' SHA-256s)."""
+        # The whole-file sha256 is known only at the end, after the parts: S3 keeps user
+        # metadata from the start of the upload, so it records the manifest's.
+        up = self._call(
+            "start uploading",
+            key,
+            "create_multipart_upload",
+            Key=key,
+            ChecksumAlgorithm="SHA256",
+            Metadata={"sha256": sha256 or ""},
+        )
+        upload_id = str(up["UploadId"])
+        whole = hashlib.sha256()
+        part_digests: list[bytes] = []
+        parts: list[dict[str, Any]] = []
+        try:
+            with path.open("rb") as fh:
+                for number, chunk in enumerate(iter(lambda: fh.read(self.part_size), b""), 1):
+                    whole.update(chunk)
+                    d = hashlib.sha256(chunk).digest()
+                    part_digests.append(d)
+                    r = self._call(
+                        "upload a part of",
+                        key,
+                        "upload_part",
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=chunk,
+                        ChecksumAlgorithm="SHA256",
+                        ChecksumSHA256=_b64(d),
+                    )
+                    parts.append(
+                        {"PartNumber": number, "ETag": r["ETag"], "ChecksumSHA256": _b64(d)}
+                    )
+                    del chunk
+            digest = whole.hexdigest()
+            self._check_sha(path, digest, sha256)
+            self._call(
+                "complete the upload of",
+                key,
+                "complete_multipart_upload",
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):  # else the day's next run aborts it
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            raise
+        return digest, _b64(hashlib.sha256(b"".join(part_digests)).digest())
 
     def _check_sha(self, path: Path, digest: str, sha256: str | None) -> None:
         if sha256 is not None and digest != sha256:
