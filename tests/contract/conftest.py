@@ -233,7 +233,25 @@ def root(
 ) -> ArchiveRoot:
     """The test's archive root, of each kind; for s3, the AWS environment of the test server
     in this process and its children (the CLI), and a staging folder of the test's own."""
-    if request.param == "local":
+    return make_root(request.param, request, tmp_path, monkeypatch)
+
+
+@pytest.fixture()
+def both_roots(
+    request: pytest.FixtureRequest,
+    adapter: Adapter,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[ArchiveRoot, ArchiveRoot]:
+    """A local root and an s3:// root in one test: for a case whose server set-up can be made
+    once per adapter only (the too-large window's second server)."""
+    return tuple(make_root(k, request, tmp_path, monkeypatch) for k in ROOT_KINDS)  # type: ignore[return-value]
+
+
+def make_root(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> ArchiveRoot:
+    if kind == "local":
         return LocalRoot(tmp_path / "archive")
     server, bucket = request.getfixturevalue("contract_bucket")
     for k, v in {**server.env, "DXT_S3_STAGING": str(tmp_path / "staging")}.items():
