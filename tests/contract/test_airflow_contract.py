@@ -1,8 +1,8 @@
 """The backend contract under Airflow: each registered backend's DAG file parses, and one
 ``airflow dags test`` run archives its one configured unit and adds the day's event to the
-unit's asset, into a local directory and into an ``s3://`` root (moto_server; credentials
-from the AWS environment). One Airflow home for the package, one run per backend and root
-kind."""
+unit's asset, into a local directory, and for the backends of :data:`S3_UNDER_AIRFLOW`
+into an ``s3://`` root too (moto_server; credentials from the AWS environment). One Airflow
+home for the package."""
 
 from __future__ import annotations
 
@@ -23,6 +23,12 @@ from tests.contract.conftest import aws_env
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
+#: The backends whose DAG also runs into an s3:// root here. A run costs 30-45 s (measured,
+#: shared 2-core machine) whatever the root, so not every backend: Examon's S3 DAG run is
+#: tests/airflow/test_s3_dag.py (with credentials from the environment and from a
+#: connection); every backend's archive task runs on an s3:// root in test_contract.py.
+S3_UNDER_AIRFLOW = ("kwollect", "collectd_es")
+
 PARSE = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
@@ -35,6 +41,11 @@ print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
 def test_the_dag_parses_then_archives_one_unit_and_emits_its_asset_event(
     adapter, root, airflow_home, tmp_path
 ):
+    if root.kind == "s3" and adapter.backend not in S3_UNDER_AIRFLOW:
+        pytest.skip(
+            f"{adapter.backend} on s3:// under Airflow: not run here (CI time; its archive task "
+            "runs on s3:// in test_contract.py); S3_UNDER_AIRFLOW names those that are"
+        )
     b = registry.get(adapter.backend)
     tasks = b.dag_tasks()
     dags = tmp_path / "dags"
