@@ -16,7 +16,8 @@ import base64
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,13 +64,23 @@ class S3Client:
 
     Args:
         location: the archive's bucket and prefix.
-        client: a boto3 S3 client; default: one made from the standard AWS environment.
+        client: a boto3 S3 client; default: one made by ``make`` on the first request.
+        make: makes the client (default: :func:`make_client`, the standard AWS environment).
+
+    The client is made on the first request, not here: importing boto3 and making a client
+    costs about 26 MiB and half a second (measured), and an archive run makes its first
+    request at its first commit, after the day's data was fetched and written to staging, so
+    boto3's memory reuses what the fetch freed instead of adding to its peak.
     """
 
-    def __init__(self, location: S3Location, client: Any = None) -> None:
+    def __init__(
+        self, location: S3Location, client: Any = None, make: Callable[[], Any] | None = None
+    ) -> None:
         self.location = location
         self.bucket = location.bucket
-        self._client = client if client is not None else make_client()
+        self._made = client
+        self._make = make or make_client
+        self._making = threading.Lock()
         self.part_size = _env_size("DXT_S3_PART_SIZE", PART_SIZE)
         self.threshold = _env_size("DXT_S3_MULTIPART_THRESHOLD", MULTIPART_THRESHOLD)
         #: "checksum": trust S3's SHA-256 of what it stored (read back when it gives none);
@@ -77,6 +88,17 @@ class S3Client:
         self.verify = os.environ.get("DXT_S3_VERIFY", "checksum").strip() or "checksum"
         if self.verify not in ("checksum", "read"):
             raise ConfigError(f"DXT_S3_VERIFY={self.verify!r}: checksum or read")
+
+    @property
+    def _client(self) -> Any:
+        """The boto3 client, made on first use (once, whatever the threads)."""
+        made = self._made
+        if made is None:
+            with self._making:
+                if self._made is None:
+                    self._made = self._make()
+                made = self._made
+        return made
 
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

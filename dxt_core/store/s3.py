@@ -46,7 +46,7 @@ from dxt_core.archive import (
 )
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.store import S3Location, client_factory, parse_root
-from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
+from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client, make_client
 from dxt_core.store.s3_write import WRITING, S3DayLock, S3DayWrite
 
 log = logging.getLogger("dxt_core.store.s3")
@@ -80,11 +80,17 @@ class S3Archive(Archive):
             raise ArchiveError(f"{root}: not an s3:// archive root")
         self.location = location
         factory = client_factory()
-        if client is None and factory is not None:
-            client = factory(location)  # an Airflow connection, in a task
-        self.store = S3Client(location, client)
+        make = None
+        if client is None and factory is not None:  # an Airflow connection, in a task
+
+            def make() -> Any:
+                return factory(location) or make_client()
+
+        self.store = S3Client(location, client, make)
         super().__init__(_staging_root(location), replace=replace)
         self._index_mutex = threading.Lock()
+        #: source -> the zone its days are cut in, checked against the bucket at commit
+        self._zone_to_check: dict[str, str] = {}
 
     # -- names --------------------------------------------------------------------------------
     @property
@@ -103,17 +109,25 @@ class S3Archive(Archive):
 
     # -- the day definition -------------------------------------------------------------------
     def check_day_zone(self, key: DayKey, time_zone: str) -> dict[str, Any]:
-        """:meth:`Archive.check_day_zone` with the record as the object
-        ``<prefix>/.dxt-days-<source>.json``, created once (``If-None-Match: *``)."""
+        """:meth:`Archive.check_day_zone`, checked against the bucket at the day's commit
+        (before anything is written; :meth:`check_zone_now`): no request before the fetch."""
+        if self._zones.get(key.source) != time_zone:
+            self._zone_to_check[key.source] = time_zone
+        return {"time_zone": time_zone, "day": DAY_DEFINITION}
+
+    def check_zone_now(self, source: str) -> None:
+        """The zone :meth:`check_day_zone` was given for ``source``, against the record
+        ``<prefix>/.dxt-days-<source>.json`` (created once, ``If-None-Match: *``)."""
+        time_zone = self._zone_to_check.get(source)
+        if time_zone is None or self._zones.get(source) == time_zone:
+            return
         definition = {"time_zone": time_zone, "day": DAY_DEFINITION}
-        if self._zones.get(key.source) == time_zone:
-            return definition
-        k = self.location.key(f".dxt-days-{key.source}.json")
+        k = self.location.key(f".dxt-days-{source}.json")
         got = self.store.get(k)
         if got is None:
             record = {
                 "schema": DAYS_SCHEMA,
-                "source": key.source,
+                "source": source,
                 **definition,
                 "recorded_at": _now(),
                 "software": {"name": "dxt-archive", "version": __version__},
@@ -131,13 +145,12 @@ class S3Archive(Archive):
         zone_then = recorded.get("time_zone") if isinstance(recorded, dict) else None
         if zone_then != time_zone:
             raise ConfigError(
-                f"{self.url}: the {key.source} days of this archive are {DAY_DEFINITION} in "
+                f"{self.url}: the {source} days of this archive are {DAY_DEFINITION} in "
                 f"{zone_then} ({self.store.url(k)}); this run cuts them in {time_zone}, which "
                 f"would archive overlapping days (rows twice). Run with time zone {zone_then}, "
                 "or archive to another root (--archive DIR)"
             )
-        self._zones[key.source] = time_zone
-        return definition
+        self._zones[source] = time_zone
 
     # -- transactions -------------------------------------------------------------------------
     def begin(self, key: DayKey, *, replace: bool | None = None) -> DayWrite:
@@ -146,8 +159,8 @@ class S3Archive(Archive):
             stale = [w for w in (self._open.get(key), self._by_thread.get(me)) if w is not None]
         for w in stale:
             w.abort()
+        # No request here: the lock is taken, and the day read, at commit (S3DayWrite.commit)
         write = S3DayWrite(self, key, self.replace if replace is None else replace)
-        write._start()
         with self._mutex:
             self._open[key] = write
             self._by_thread[me] = write
@@ -158,6 +171,7 @@ class S3Archive(Archive):
         return self.write_full_manifest(key, self.full_manifest(key, doc), index=index)
 
     def write_full_manifest(self, key: DayKey, full: dict[str, Any], *, index: bool = True) -> Path:
+        self.check_zone_now(key.source)
         etag = self.store.put(self.key_of(self.manifest_path(key)), _dumps(full))
         if index:
             self._index_update(key, full, etag)

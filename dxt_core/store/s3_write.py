@@ -2,22 +2,28 @@
 
 S3 has no rename, so a metric-day is committed as follows (:class:`S3DayWrite`):
 
-1. ``begin``: the day's lock object ``.dxt/locks/<unit>/<day>.lock`` is created with
-   ``If-None-Match: *`` (a second writer gets :class:`~dxt_core.errors.ArchiveLocked`
-   naming the holder). A lock left by a dead process is taken over with ``If-Match`` on its
-   ETag when its holder is gone (same host, no such pid) or its lease has run out. Unfinished
-   multipart uploads of the day (a crash) are aborted; the manifest is read with its ETag.
-2. The backend writes its data files into a local staging directory (``DXT_S3_STAGING``,
-   default ``$TMPDIR/dxt-s3-staging``), exactly as for a directory archive.
-3. ``commit``: the never-shrink rule on the rows (``SourceShrank``, a ``<day>.kept.json``
-   beside the day). Then the day is *claimed*: its manifest is replaced by a "writing"
-   marker that holds the previous manifest and the objects about to be replaced, with
-   ``If-Match`` on the ETag read at begin (or ``If-None-Match: *``), so two writers cannot
-   both commit a day and a run cannot replace a day it did not read. Replaced objects are
-   copied server-side to ``.versions/``; each data file is streamed up (multipart, 8 MiB
-   parts with their SHA-256; an object appears under its key only when complete) and
-   checked against S3's checksum of what it stored; the manifest is written last, with
-   ``If-Match`` on the marker.
+1. ``begin`` makes no request: the backend writes its data files into a local staging
+   directory (``DXT_S3_STAGING``, default ``$TMPDIR/dxt-s3-staging``), exactly as for a
+   directory archive. (The S3 client, boto3, is made at the first request: after the fetch,
+   so its ~26 MiB reuse what the fetch freed instead of adding to its peak.)
+2. ``commit`` first checks the zone the days are cut in against the bucket's record, then
+   takes the day's lock object ``.dxt/locks/<unit>/<day>.lock`` with ``If-None-Match: *``
+   (a second writer gets :class:`~dxt_core.errors.ArchiveLocked` naming the holder). A lock
+   left by a dead process is taken over with ``If-Match`` on its ETag when its holder is gone
+   (same host, no such pid) or its lease has run out. Unfinished multipart uploads of the day
+   (a crash) are aborted; the manifest is read with its ETag.
+3. The never-shrink rule on the rows (``SourceShrank``, a ``<day>.kept.json`` beside the
+   day). Then the day is *claimed*: its manifest is replaced by a "writing" marker that
+   holds the previous manifest and the objects about to be replaced, with ``If-Match`` on the
+   ETag just read (or ``If-None-Match: *``), so two writers cannot both commit a day and a run
+   cannot replace a day it did not read. Replaced objects are copied server-side to
+   ``.versions/``; each data file is streamed up (multipart, 8 MiB parts with their SHA-256;
+   an object appears under its key only when complete) and checked against S3's checksum of
+   what it stored; the manifest is written last, with ``If-Match`` on the marker.
+
+Two runs of the same day may both fetch it; only one commits at a time, and the later one
+is a rerun of a committed day (byte-identical: nothing uploaded; fewer rows: refused; other
+values: refused without replace).
 
 What a reader of the bucket sees while a commit runs (or after a kill -9 at that point):
 
@@ -84,9 +90,11 @@ WRITING = "writing"
 #: A lock older than this is stale even if its holder cannot be checked (another host).
 LOCK_LEASE_S = 6 * 3600
 #: Test hook: ``DXT_S3_TEST_STALL_AT=<phase>`` stops every commit of the process at that
-#: phase (``claimed``: after the marker; ``versions``: after the first ``.versions/`` copy;
-#: ``uploaded``: after the data objects, before the manifest) for up to 600 s, after
-#: writing ``<staging root>/.stalled-<phase>``, so that a test can kill -9 it there.
+#: phase (``read``: the lock taken and the day read; ``claimed``: after the marker;
+#: ``versions``: after the first ``.versions/`` copy;
+#: ``uploaded``: after the data objects, before the manifest): it writes
+#: ``<staging root>/.stalled-<phase>`` and waits until that file is deleted (at most 600 s),
+#: so that a test can kill -9 the commit there, or let it go on.
 STALL_ENV = "DXT_S3_TEST_STALL_AT"
 
 
@@ -94,9 +102,12 @@ def _stall(root: Path, phase: str) -> None:
     if os.environ.get(STALL_ENV, "").strip() != phase:
         return
     root.mkdir(parents=True, exist_ok=True)
-    (root / f".stalled-{phase}").write_text(str(os.getpid()))
-    log.warning("%s=%s: this commit stops here for up to 600 s", STALL_ENV, phase)
-    time.sleep(600)
+    flag = root / f".stalled-{phase}"
+    flag.write_text(str(os.getpid()))
+    log.warning("%s=%s: this commit stops here until %s is deleted", STALL_ENV, phase, flag)
+    deadline = time.monotonic() + 600
+    while flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 @dataclass
@@ -330,9 +341,13 @@ class S3DayWrite(DayWrite):
         }
 
     def commit(self, doc: dict[str, Any]) -> Path:
-        """:meth:`DayWrite.commit` on S3 (the unit's index object is updated inside)."""
+        """:meth:`DayWrite.commit` on S3: the day's zone checked, its lock taken and the day
+        read (:meth:`_start`), then the commit; the unit's index object is updated inside."""
         self._check_open()
         try:
+            self.archive.check_zone_now(self.key.source)
+            self._start()
+            _stall(self.archive.root, "read")
             return self._commit(doc)
         finally:
             self.abort()

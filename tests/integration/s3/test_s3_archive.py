@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -222,7 +223,7 @@ def test_coverage_reads_one_listing_and_one_index_object_per_unit(
     assert out.returncode != 0 and f"s3://{bucket}/typo holds no examon archive" in out.stderr
 
 
-def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env):
+def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env, monkeypatch):
     root = f"s3://{bucket}/w"
     key = DayKey("toy", ("m",), DAY)
 
@@ -240,16 +241,37 @@ def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env):
 
     a, b = Archive(root), Archive(root)
     day_a, doc_a = write(a, b"a" * 100)
+    day_b, doc_b = write(b, b"b" * 100)  # begin makes no request: both stage the day
+    # A's commit takes the lock, reads the day, and stops there (the test hook)
+    monkeypatch.setenv("DXT_S3_TEST_STALL_AT", "read")
+    failed: list[BaseException] = []
+
+    def commit_a() -> None:
+        try:
+            day_a.commit(doc_a)
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=commit_a)
+    thread.start()
+    flag = a.root / ".stalled-read"
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert thread.is_alive() and time.monotonic() < deadline, failed
+        time.sleep(0.01)
+    monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
     with pytest.raises(ArchiveLocked, match="is being archived by pid"):
-        b.begin(key)
-    # A lock taken over (a lease that ran out while A still runs): A read the day before B
-    # committed, so A's commit must not replace what B wrote.
+        day_b.commit(doc_b)
+    # A's lock taken over (a lease that ran out while A still runs): B commits. A read the
+    # day before B committed, so A's commit must not replace what B wrote.
     c = s3_server.client()
     c.delete_object(Bucket=bucket, Key=f"w/.dxt/locks/toy/m/{DAY}.lock")
     day_b, doc_b = write(b, b"b" * 100)
     day_b.commit(doc_b)
-    with pytest.raises(ArchiveLocked, match="another writer committed this day"):
-        day_a.commit(doc_a)
+    flag.unlink()  # A goes on
+    thread.join(60)
+    assert len(failed) == 1 and isinstance(failed[0], ArchiveLocked), failed
+    assert "another writer committed this day since this run read it" in str(failed[0])
     objs = objects(c, bucket)
     assert objs[f"w/toy/m/{DAY}.csv.gz"] == b"b" * 100
     assert check_manifests(objs, "w") == 1
