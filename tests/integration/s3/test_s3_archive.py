@@ -620,3 +620,27 @@ def test_the_coverage_view_lists_units_archived_but_no_longer_configured(
     out = dxt(s3_env, tmp_path, "index", "rebuild", "--archive", root)
     assert out.returncode == 0, out.stderr
     assert grid.source_units(spec, Archive(root)).names == ["ipmi_pub/ambient", "ipmi_pub/pcie"]
+
+
+def test_begin_makes_no_request_and_the_zone_is_checked_at_commit(bucket, s3_server, s3_env):
+    """Nothing is asked of S3 before the commit (boto3's client is made then, after the
+    fetch); the zone the days are cut in is checked then, before anything is written."""
+    from dxt_core.errors import ConfigError
+
+    root, key = f"s3://{bucket}/z", DayKey("toy", ("m",), DAY)
+    archive = Archive(root)
+    assert archive.check_day_zone(key, "Europe/Rome")["time_zone"] == "Europe/Rome"
+    day, doc, first = _csv_day(archive, key, 10)
+    assert archive.store._made is None  # no client yet: no request was made
+    day.commit(doc)
+    assert archive.store._made is not None
+    c = s3_server.client()
+    assert json.loads(objects(c, bucket)["z/.dxt-days-toy.json"])["time_zone"] == "Europe/Rome"
+    other = Archive(root)
+    other.check_day_zone(key, "UTC")  # checked at the commit
+    day, doc, _ = _csv_day(other, key, 12)
+    with pytest.raises(ConfigError, match=r"days of this archive are .* in Europe/Rome"):
+        day.commit(doc)
+    objs = objects(c, bucket)
+    assert objs[f"z/toy/m/{DAY}.csv.gz"] == first and check_manifests(objs, "z") == 1
+    assert not [k for k in objs if k.startswith("z/.dxt/locks/")]
