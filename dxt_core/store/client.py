@@ -402,8 +402,46 @@ class S3Client:
         return h.hexdigest()
 
 
+#: What the standard AWS environment's client depends on (the key of a shared client).
+_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+)
+_clients: dict[tuple[tuple[str, str], ...], Any] = {}
+_clients_lock = threading.Lock()
+
+
 def make_client(**overrides: Any) -> Any:
-    """A boto3 S3 client from the standard AWS environment (and ``overrides``)."""
+    """A boto3 S3 client from the standard AWS environment (and ``overrides``).
+
+    Clients are shared within the process, one per environment and overrides (boto3's
+    clients are thread-safe): making one costs about half a second (measured), and the
+    coverage view makes an archive per request. A given ``session`` is never shared.
+    """
+    if overrides.get("session") is not None:
+        return _new_client(**overrides)
+    key = tuple(sorted((k, str(v)) for k, v in overrides.items())) + tuple(
+        (k, os.environ.get(k, "")) for k in _ENVIRONMENT
+    )
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            if len(_clients) >= 8:  # environments change in tests only: keep a few
+                _clients.clear()
+            client = _clients[key] = _new_client(**overrides)
+    return client
+
+
+def _new_client(**overrides: Any) -> Any:
     try:
         import boto3
         from botocore.config import Config

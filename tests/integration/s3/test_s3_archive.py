@@ -179,16 +179,20 @@ def test_extract_examon_to_s3_then_rerun_byte_identical_and_verify(
 
 
 def test_coverage_reads_one_listing_and_one_index_object_per_unit(
-    examon_sim, bucket, s3_server, s3_env, tmp_path
+    examon_sim, bucket, s3_server, s3_env, tmp_path, request
 ):
     archive = Archive(f"s3://{bucket}/a")
     for day in (DAY, DAY + dt.timedelta(days=1)):
         with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
             archive_examon_day(src, AMBIENT, day, archive)
     calls: list[str] = []
-    archive.store._client.meta.events.register(
-        "before-call.s3", lambda model, **kw: calls.append(model.name)
-    )
+
+    def count(model, **kw):
+        calls.append(model.name)
+
+    events = archive.store._client.meta.events  # the process's shared client: unregistered below
+    events.register("before-call.s3", count)
+    request.addfinalizer(lambda: events.unregister("before-call.s3", count))
     rows = coverage_rows(
         archive, "examon", [("ipmi_pub", "ambient")], [DAY + dt.timedelta(days=i) for i in range(3)]
     )
