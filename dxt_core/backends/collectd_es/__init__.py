@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
-
-if TYPE_CHECKING:
-    from dxt_core.backends.collectd_es.tasks import CollectdEsTasks
-    from dxt_core.backends.roles import CliRole, SimulatorRole
-    from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
     *common_settings(
@@ -31,30 +24,6 @@ SETTINGS = (
 )
 
 
-def _tasks() -> CollectdEsTasks:
-    from dxt_core.backends.collectd_es.tasks import TASKS
-
-    return TASKS
-
-
-def _connection() -> ConnectionSpec[Any]:
-    from dxt_core.backends.collectd_es.connection import SPEC
-
-    return SPEC
-
-
-def _cli() -> CliRole:
-    from dxt_core.backends.collectd_es import cli
-
-    return cli
-
-
-def _simulator() -> SimulatorRole:
-    from dxt_core.backends.collectd_es import simulator
-
-    return simulator
-
-
 BACKEND = Backend(
     name="collectd_es",
     title="collectd in Elasticsearch (pytokio archive_collectdes)",
@@ -63,8 +32,8 @@ BACKEND = Backend(
     dag_id="dxt_collectd_es",
     task_id="archive_family_day",
     settings=SETTINGS,
-    connection=_connection,
-    tasks=_tasks,
-    cli=_cli,
-    simulator=_simulator,
+    connection=".connection:SPEC",
+    tasks=".tasks:TASKS",
+    cli=".cli",
+    simulator=".simulator",
 )

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
-
-if TYPE_CHECKING:
-    from dxt_core.backends.examon.tasks import ExamonTasks
-    from dxt_core.backends.roles import CliRole, PublishRole, SimulatorRole
-    from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
     *common_settings(
@@ -27,36 +20,6 @@ SETTINGS = (
 )
 
 
-def _tasks() -> ExamonTasks:
-    from dxt_core.backends.examon.tasks import TASKS
-
-    return TASKS
-
-
-def _connection() -> ConnectionSpec[Any]:
-    from dxt_core.backends.examon.connection import SPEC
-
-    return SPEC
-
-
-def _cli() -> CliRole:
-    from dxt_core.backends.examon import cli
-
-    return cli
-
-
-def _simulator() -> SimulatorRole:
-    from dxt_core.backends.examon import simulator
-
-    return simulator
-
-
-def _publish() -> PublishRole:
-    from dxt_core.backends.examon.publish import PUBLISH
-
-    return PUBLISH
-
-
 BACKEND = Backend(
     name="examon",
     title="Examon / KairosDB",
@@ -65,9 +28,9 @@ BACKEND = Backend(
     dag_id="dxt_examon",
     task_id="archive_metric_day",
     settings=SETTINGS,
-    connection=_connection,
-    tasks=_tasks,
-    cli=_cli,
-    simulator=_simulator,
-    publish=_publish,
+    connection=".connection:SPEC",
+    tasks=".tasks:TASKS",
+    cli=".cli",
+    simulator=".simulator",
+    publish=".publish:PUBLISH",
 )

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
-
-if TYPE_CHECKING:
-    from dxt_core.backends.kwollect.tasks import KwollectTasks
-    from dxt_core.backends.roles import CliRole, SimulatorRole
-    from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
     *common_settings(
@@ -29,30 +22,6 @@ SETTINGS = (
 )
 
 
-def _tasks() -> KwollectTasks:
-    from dxt_core.backends.kwollect.tasks import TASKS
-
-    return TASKS
-
-
-def _connection() -> ConnectionSpec[Any]:
-    from dxt_core.backends.kwollect.connection import SPEC
-
-    return SPEC
-
-
-def _cli() -> CliRole:
-    from dxt_core.backends.kwollect import cli
-
-    return cli
-
-
-def _simulator() -> SimulatorRole:
-    from dxt_core.backends.kwollect import simulator
-
-    return simulator
-
-
 BACKEND = Backend(
     name="kwollect",
     title="Kwollect (Grid'5000 metrics)",
@@ -60,8 +29,8 @@ BACKEND = Backend(
     dag_id="dxt_kwollect",
     task_id="archive_site_metric_day",
     settings=SETTINGS,
-    connection=_connection,
-    tasks=_tasks,
-    cli=_cli,
-    simulator=_simulator,
+    connection=".connection:SPEC",
+    tasks=".tasks:TASKS",
+    cli=".cli",
+    simulator=".simulator",
 )
