@@ -316,12 +316,11 @@ def archive_collectd_es_day(
         raise ConfigError(
             f"unknown output format(s) {sorted(unknown) or formats}: use jsonl and/or hdf5"
         )
-    key = DayKey(SOURCE_NAME, (family,), day)
-    start, end = day_window_utc(day)
+    unit = _FamilyDay(provider, family, day, archive, stats)
     manifest: dict[str, Any] = {
         **(source_info or {}),
         "family": family,
-        "window": {"start": start.isoformat(), "end": end.isoformat()},
+        "window": {"start": unit.start.isoformat(), "end": unit.end.isoformat()},
         "formats": fmts,
         "timestep": timestep,
         "num_nodes": num_nodes,
@@ -332,51 +331,70 @@ def archive_collectd_es_day(
         with contextlib.ExitStack() as files:
             outs = Outputs()
             if "jsonl" in fmts:
-                outs.jsonl = hits_writer(
-                    files.enter_context(staging.open("jsonl.gz", label="jsonl"))
-                )
+                jsonl = files.enter_context(staging.open("jsonl.gz", label="jsonl"))
+                outs.jsonl = hits_writer(jsonl)
             if "hdf5" in fmts:
                 outs.hdf5 = TokioHdf5Writer(
                     files.enter_context(staging.open("hdf5", label="hdf5")),
                     [family],
                     num_nodes=num_nodes,
                     devices_per_server=ssds_per_node,
-                    updated=end,  # a rerun of the day writes the same bytes
-                    name=archive.data_path(key, "hdf5"),
+                    updated=unit.end,  # a rerun of the day writes the same bytes
+                    name=archive.data_path(unit.key, "hdf5"),
                 )
-            report = write_outputs(provider, [family], start, end, outs, timestep, True)
-        _record(staging, report)
+            report = write_outputs(provider, [family], unit.start, unit.end, outs, timestep, True)
+        unit.record(staging, report)
 
-    def _record(staging: Staging, report: ExportReport) -> None:
+    return archive_one_day(
+        archive, unit.key, write, manifest=manifest, report_extra={"family": family}
+    )
+
+
+class _FamilyDay:
+    """One (family, UTC day): its key and window, and what its export is recorded as."""
+
+    def __init__(
+        self,
+        provider: PageProvider,
+        family: str,
+        day: dt.date,
+        archive: Archive,
+        stats: ExportStats | None,
+    ) -> None:
+        self.provider, self.family, self.day, self.stats = provider, family, day, stats
+        self.key = DayKey(SOURCE_NAME, (family,), day)
+        self.start, self.end = day_window_utc(day)
+
+    def record(self, staging: Staging, report: ExportReport) -> None:
+        """The export's files, counts and the source's count in the staged day."""
         staging.rows = report.hits
-        _check_source_count(staging, report.hits)
+        self._check_source_count(staging, report.hits)
         if report.hits == 0:
             log.warning(
                 "collectd_es/%s %s: NO DOCUMENT in [%s, %s) in %s (recorded as empty); if "
                 "the day should hold data, check the connection's index and host prefix",
-                family,
-                day,
-                start.isoformat(),
-                end.isoformat(),
-                provider.where,
+                self.family,
+                self.day,
+                self.start.isoformat(),
+                self.end.isoformat(),
+                self.provider.where,
             )
         staging.list_files = True
         staging.manifest["seconds"] = round(report.seconds, 3)
-        if stats is not None:
-            staging.manifest["export"] = stats.as_dict()
+        if self.stats is not None:
+            staging.manifest["export"] = self.stats.as_dict()
         for ext, res in (("jsonl.gz", report.jsonl), ("hdf5", report.hdf5)):
             if res is not None:
                 staging.done(ext, res)
-        log.info("collectd_es/%s %s: %s", family, day, report.summary())
+        log.info("collectd_es/%s %s: %s", self.family, self.day, report.summary())
 
-    def _check_source_count(staging: Staging, hits: int) -> None:
+    def _check_source_count(self, staging: Staging, hits: int) -> None:
         """The server's own count in the manifest; a past day must match what was read.
         Saved pages (a file, not a server) have no count to ask."""
-        counter = getattr(provider, "count", None)
+        counter = getattr(self.provider, "count", None)
         if counter is None:
             return
-        sc: SourceCount = counter(family, start, end)
+        sc: SourceCount = counter(self.family, self.start, self.end)
         staging.manifest["source_count"] = sc.as_dict()
-        check_source_count(str(key), hits, sc, past=is_past(end), url=provider.where)
-
-    return archive_one_day(archive, key, write, manifest=manifest, report_extra={"family": family})
+        where = self.provider.where
+        check_source_count(str(self.key), hits, sc, past=is_past(self.end), url=where)
