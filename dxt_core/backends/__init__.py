@@ -72,8 +72,9 @@ class Backend:
     object a reference names is checked against the role's interface where it is used (an
     instance of the role's class, or a module or object with the Protocol's members), so a
     wrong reference is a :class:`~dxt_core.errors.ConfigError` naming the backend, the role
-    and what is missing. A role left out falls back to the module of that name in
-    ``package`` (``connection.SPEC``, ``cli``, ``simulator``).
+    and what is missing. ``connection``, ``cli`` and ``simulator`` left out are the package's
+    modules of those names (``".connection:SPEC"``, ``".cli"``, ``".simulator"``): a
+    backend with the standard files declares only ``tasks`` (and ``publish``).
     """
 
     name: str
@@ -275,10 +276,17 @@ def reconcile_setting(name: str) -> Setting:
 
 
 def common_settings(
-    name: str, *, start_date: str, pool: str, conn_id: str, max_active_runs: int
+    name: str,
+    *,
+    start_date: str,
+    pool: str = "default_pool",
+    conn_id: str = "",
+    max_active_runs: int = 4,
 ) -> tuple[Setting, ...]:
-    """The settings every backend's DAG has, with the backend's defaults."""
+    """The settings every backend's DAG has, with the backend's defaults (``conn_id``:
+    ``<name>_default`` unless given)."""
     p = f"{name}_"
+    conn_id = conn_id or f"{name}_default"
     return (
         Setting(p + "start_date", str, start_date, "first day of the schedule"),
         Setting(p + "catchup", bool, True, "create runs for every past day"),

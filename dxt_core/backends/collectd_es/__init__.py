@@ -7,11 +7,7 @@ from dxt_core.config import Setting
 
 SETTINGS = (
     *common_settings(
-        "collectd_es",
-        start_date="2017-12-13",
-        pool="default_pool",
-        conn_id="elasticsearch_default",
-        max_active_runs=2,
+        "collectd_es", start_date="2017-12-13", conn_id="elasticsearch_default", max_active_runs=2
     ),
     reconcile_setting("collectd_es"),
     Setting("collectd_es_families", list, ["disk", "cpu", "memory"], "families to archive"),
@@ -32,8 +28,5 @@ BACKEND = Backend(
     dag_id="dxt_collectd_es",
     task_id="archive_family_day",
     settings=SETTINGS,
-    connection=".connection:SPEC",
     tasks=".tasks:TASKS",
-    cli=".cli",
-    simulator=".simulator",
 )

@@ -6,13 +6,7 @@ from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
 SETTINGS = (
-    *common_settings(
-        "examon",
-        start_date="2020-03-09",
-        pool="examon",
-        conn_id="examon_default",
-        max_active_runs=4,
-    ),
+    *common_settings("examon", start_date="2020-03-09", pool="examon"),
     reconcile_setting("examon"),
     Setting("examon_catalog", str, "", "metric,plugin CSV (default: the shipped M100 catalog)"),
     Setting("examon_options", str, "", "TOML with the cluster name and per-plugin options"),
@@ -28,9 +22,6 @@ BACKEND = Backend(
     dag_id="dxt_examon",
     task_id="archive_metric_day",
     settings=SETTINGS,
-    connection=".connection:SPEC",
     tasks=".tasks:TASKS",
-    cli=".cli",
-    simulator=".simulator",
     publish=".publish:PUBLISH",
 )

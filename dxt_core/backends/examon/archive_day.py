@@ -15,7 +15,9 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.jobs import JOBS_COUNT_METHOD
-from dxt_core.backends.examon.source import TAG_CACHE_DIR, KairosDBSource, QueryCounts
+from dxt_core.backends.examon.policy import QueryCounts
+from dxt_core.backends.examon.source import KairosDBSource
+from dxt_core.backends.examon.tags import TAG_CACHE_DIR
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched

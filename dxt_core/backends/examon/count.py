@@ -55,14 +55,7 @@ class KairosDBCounts(ExamonJobs):
         body["metrics"][0]["aggregators"] = _count_aggregator(end_ms - start_ms)
         path = self.api_path("datapoints/query", stats)
         try:
-            doc = rate_limited(
-                self._http.post_json,
-                path,
-                body,
-                stats=stats,
-                too_large=self._too_large,
-                timeout_is_too_large=end_ms - start_ms > self.windows.min_s * 1000,
-            )
+            doc = self._ask(path, body, stats, end_ms - start_ms > self.windows.min_s * 1000)
         except WindowTooLarge:
             if end_ms - start_ms <= self.windows.min_s * 1000:
                 raise
@@ -82,6 +75,20 @@ class KairosDBCounts(ExamonJobs):
             if n:
                 out.append((_group_tags(result) if group_keys is not None else {}, n))
         return out
+
+    def _ask(
+        self, path: str, body: dict[str, Any], stats: RequestStats | None, splittable: bool
+    ) -> Any:
+        """A count query's decoded answer; a refusal (or, when ``splittable``, a read
+        timeout) is :class:`WindowTooLarge`."""
+        return rate_limited(
+            self._http.post_json,
+            path,
+            body,
+            stats=stats,
+            too_large=self._too_large,
+            timeout_is_too_large=splittable,
+        )
 
     def count_day(
         self, entry: CatalogEntry, window: Window, stats: RequestStats | None = None
@@ -144,14 +151,7 @@ class KairosDBCounts(ExamonJobs):
         path = self.api_path("datapoints/query", stats)
         url = self._http.url(path)
         try:
-            doc = rate_limited(
-                self._http.post_json,
-                path,
-                body,
-                stats=stats,
-                too_large=self._too_large,
-                timeout_is_too_large=True,
-            )
+            doc = self._ask(path, body, stats, True)
             queries = doc["queries"] if isinstance(doc, dict) else None
             if not isinstance(queries, list) or len(queries) != len(batch):
                 raise SourceError(

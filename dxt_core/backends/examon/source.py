@@ -33,15 +33,12 @@ from dxt_core.backends.examon.decode import (
 )
 from dxt_core.backends.examon.policy import (
     HOLE_MS,
-    REFUSAL_RULES,
     QueryCounts,
-    RefusalRule,
     WindowPolicy,
     blocks,
-    too_large,
     unserialisable,
 )
-from dxt_core.backends.examon.tags import PLUGIN_TAG, TAG_CACHE_DIR, TagKeys, check_plugin
+from dxt_core.backends.examon.tags import TagKeys
 from dxt_core.errors import UnreadablePoint, WindowTooLarge
 from dxt_core.http import RequestStats, error_text
 from dxt_core.records import Series, SeriesBatch, SeriesSchema
@@ -49,18 +46,10 @@ from dxt_core.windows import Window, from_ms, next_window_ms
 
 log = logging.getLogger("dxt_core.kairosdb")
 
-__all__ = [  # the source's public names, wherever they are defined
-    "HOLE_MS",
-    "PLUGIN_TAG",
-    "REFUSAL_RULES",
-    "TAG_CACHE_DIR",
-    "KairosDBSource",
+__all__ = [  # besides what is defined here, for the code that imports it from the source
     "QueryCounts",
-    "RefusalRule",
     "WindowPolicy",
     "_decode_keeping_values",
-    "check_plugin",
-    "too_large",
 ]
 
 

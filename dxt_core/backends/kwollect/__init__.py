@@ -6,13 +6,7 @@ from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
 SETTINGS = (
-    *common_settings(
-        "kwollect",
-        start_date="2024-11-01",
-        pool="default_pool",
-        conn_id="kwollect_default",
-        max_active_runs=4,
-    ),
+    *common_settings("kwollect", start_date="2024-11-01"),
     reconcile_setting("kwollect"),
     Setting("kwollect_config", str, "", "JSON or TOML file: time_zone, metrics, nodes, clusters"),
     Setting("kwollect_nodes", str, "", "comma-separated nodes (wins over the file)"),
@@ -29,8 +23,5 @@ BACKEND = Backend(
     dag_id="dxt_kwollect",
     task_id="archive_site_metric_day",
     settings=SETTINGS,
-    connection=".connection:SPEC",
     tasks=".tasks:TASKS",
-    cli=".cli",
-    simulator=".simulator",
 )

@@ -366,35 +366,23 @@ class KwollectClient:
     ) -> None:
         if auth is not None and (len(auth) != 2 or not all(isinstance(a, str) for a in auth)):
             raise ConfigError("auth must be a (login, password) pair of strings")
-        self.http = HttpClient(
-            api_url,
-            user=auth[0] if auth else None,
-            password=auth[1] if auth else None,
-            timeout_s=timeout_s,
-            retry=retry or RetryPolicy(),
-            verify_tls=verify_tls,
-            transport=transport,
-        )
-        self._ref_http = HttpClient(
-            api_url,
-            user=auth[0] if auth else None,
-            password=auth[1] if auth else None,
-            timeout_s=min(timeout_s, REFERENCE_TIMEOUT_S),
-            retry=retry or RetryPolicy(),
-            verify_tls=verify_tls,
-            transport=transport,
-        )
+
+        def client(timeout: float, policy: RetryPolicy) -> HttpClient:
+            return HttpClient(
+                api_url,
+                user=auth[0] if auth else None,
+                password=auth[1] if auth else None,
+                timeout_s=timeout,
+                retry=policy,
+                verify_tls=verify_tls,
+                transport=transport,
+            )
+
+        self.http = client(timeout_s, retry or RetryPolicy())
+        self._ref_http = client(min(timeout_s, REFERENCE_TIMEOUT_S), retry or RetryPolicy())
         # A read timeout is taken for "too much data" only once a tiny request has been
         # answered: a server that answers nothing costs two timeouts, not a split cascade.
-        self._probe_http = HttpClient(
-            api_url,
-            user=auth[0] if auth else None,
-            password=auth[1] if auth else None,
-            timeout_s=min(timeout_s, PROBE_TIMEOUT_S),
-            retry=RetryPolicy(attempts=1),
-            verify_tls=verify_tls,
-            transport=transport,
-        )
+        self._probe_http = client(min(timeout_s, PROBE_TIMEOUT_S), RetryPolicy(attempts=1))
         self.max_points = max_points
         self.max_nodes = max_nodes
         self.max_answer_bytes = max_answer_bytes or max_points * ANSWER_BYTES_PER_POINT

@@ -32,8 +32,5 @@ BACKEND = Backend(
     dag_id="dxt_prometheus",
     task_id="archive_metric_day",
     settings=SETTINGS,
-    connection=".connection:SPEC",
     tasks=".tasks:TASKS",
-    cli=".cli",
-    simulator=".simulator",
 )
