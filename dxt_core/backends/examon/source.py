@@ -33,6 +33,7 @@ from dxt_core.backends.examon.decode import (
 )
 from dxt_core.backends.examon.policy import (
     HOLE_MS,
+    REFUSAL_RULES,
     QueryCounts,
     WindowPolicy,
     blocks,
@@ -47,6 +48,7 @@ from dxt_core.windows import Window, from_ms, next_window_ms
 log = logging.getLogger("dxt_core.kairosdb")
 
 __all__ = [  # besides what is defined here, for the code that imports it from the source
+    "REFUSAL_RULES",
     "QueryCounts",
     "WindowPolicy",
     "_decode_keeping_values",
