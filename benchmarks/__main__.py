@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from dxt_core import procs
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn_simulator
 
 SIZES = {
     # workload: (nodes, interval_s) per size; for airflow: (metrics, None), None = all 811
@@ -57,8 +57,8 @@ SIZES = {
 
 
 def start_simulator(catalog: Path, nodes: int, interval: int) -> tuple[subprocess.Popen[str], str]:
-    return spawn_examon_simulator(
-        ["--catalog", str(catalog), "--nodes", str(nodes), "--interval", str(interval)]
+    return spawn_simulator(
+        "examon", ["--catalog", str(catalog), "--nodes", str(nodes), "--interval", str(interval)]
     )
 
 

@@ -21,6 +21,10 @@ rows (from the manifests), and, in separate runs through a TCP relay that notes 
 first request arrives, the time from process start to the first request. One
 ``python -X importtime`` run lists what the command imports.
 
+Beside both, for the metric-day: ``curl`` receiving the same day from the same server in one
+request (every tag grouped, to /dev/null), the least any client must wait; the command's
+time over curl's is ``ratios.vs_curl`` (issue 18's goal: at most 1.3).
+
 ``python -m benchmarks.command reference ...`` is the reference pipeline's process.
 """
 
@@ -62,12 +66,13 @@ CATALOG_SLICE = {
     "vertiv_pub": 1,
     "weather_pub": 1,
 }
-#: The goals of issue 14.1.
+#: The goals of issue 14.1, and issue 18's: the metric-day within 1.3x of curl receiving it.
 GOALS = {
     "speedup_vs_reference_min": 25.0,
     "peak_rss_mb_max": 100.0,
     "bytes_vs_reference_max": 1.1,
     "first_request_ms_max": 100.0,
+    "vs_curl_max": 1.3,
 }
 #: Modules a CSV extract of Examon must not import (each is tens of ms or MB).
 HEAVY = ("numpy", "pandas", "pyarrow", "elasticsearch", "h5py", "rich", "click", "pygments")
@@ -383,6 +388,58 @@ def run_reference(url: str, catalog: Path, work: Path) -> dict[str, Any]:
     }
 
 
+def curl_metric_day(url: str, catalog: Path, work: Path, repeat: int) -> dict[str, Any]:
+    """The least any client must wait for the metric-day: ``curl`` receiving the whole day's
+    points in one request (every tag grouped, the day's window in Examon's zone), to
+    /dev/null, from the same server. Its tag keys are asked first and not timed; the first
+    data request is a warm-up (the simulator then answers it from its cache, as it answers
+    the command's own repeated requests); the next ``repeat`` are timed, process start to
+    exit, as the command is."""
+    import httpx
+
+    from dxt_core.windows import day_window
+
+    metric, plugin = catalog.read_text().splitlines()[1].split(",")
+    w = day_window(dt.date.fromisoformat(DAY), "Europe/Rome")
+    flt = {"cluster": ["marconi100"]} if plugin in _CLUSTER_PLUGINS else {}
+    body: dict[str, Any] = {
+        "start_absolute": w.start_ms,
+        "end_absolute": w.end_ms - 1,
+        "metrics": [{"name": metric, "tags": flt}],
+    }
+    tags = httpx.post(f"{url}/api/v1/datapoints/query/tags", json=body, timeout=600).json()
+    results = tags["queries"][0]["results"]
+    keys = sorted(results[0]["tags"]) if results else []
+    body["metrics"][0]["group_by"] = [{"name": "tag", "tags": keys}]
+    path = work / "curl-body.json"
+    path.write_text(json.dumps(body))
+    argv = [
+        "curl", "-sS", "--compressed", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+        "-H", "Content-Type: application/json", "--data-binary", f"@{path}",
+        f"{url}/api/v1/datapoints/query",
+    ]  # fmt: skip
+    answer = work / "curl-answer.json"
+    runs: list[float] = []
+    size = 0
+    for i in range(repeat + 1):
+        # the warm-up keeps the answer, to count its points (the timed runs discard theirs)
+        r = timed_process([*argv[:4], str(answer), *argv[5:]] if i == 0 else argv, env=_env())
+        code, size_s = r["stdout"].split()
+        if r["returncode"] != 0 or code != "200":
+            raise SystemExit(f"curl failed ({r['returncode']}, HTTP {code}): {r['stderr']}")
+        size = int(size_s)
+        if i:
+            runs.append(round(r["seconds"], 3))
+    doc = json.loads(answer.read_bytes())
+    points = sum(len(res["values"]) for res in doc["queries"][0]["results"])
+    return {
+        "seconds": statistics.median(runs),
+        "runs": runs,
+        "answer_bytes": size,
+        "points": points,
+    }
+
+
 def first_request_ms(url: str, catalog: Path, work: Path, repeat: int) -> list[float]:
     """Milliseconds from just before the fork to the first request byte at the server."""
     relay = FirstRequestRelay(url)
@@ -452,11 +509,11 @@ def _median_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _case(
     name: str, sim_args: list[str], catalog_text: str, work: Path, repeat: int
 ) -> dict[str, Any]:
-    from dxt_core.simulate import spawn_examon_simulator
+    from dxt_core.simulate import spawn_simulator
 
     catalog = work / f"{name}.csv"
     catalog.write_text(catalog_text)
-    sim, url = spawn_examon_simulator(["--catalog", str(catalog), *sim_args])
+    sim, url = spawn_simulator("examon", ["--catalog", str(catalog), *sim_args])
     try:
         # One warm-up run of each fills the simulator's answer cache for its queries.
         run_ours(url, catalog, work)
@@ -465,8 +522,10 @@ def _case(
         ref = [run_reference(url, catalog, work) for _ in range(repeat)]
         ttfr = first_request_ms(url, catalog, work, max(repeat, 3))
         imports = import_profile(url, catalog, work)
+        curl = None
         if name == "metric_day":
             imports["httpx_cli_ms"] = httpx_cli_ms()
+            curl = curl_metric_day(url, catalog, work, max(repeat, 3))
     finally:
         procs.stop(sim)
     o, r = _median_summary(ours), _median_summary(ref)
@@ -482,6 +541,11 @@ def _case(
             "bytes_vs_reference": round(o["output_bytes"] / r["output_bytes"], 3),
         },
     }
+    if curl is not None:
+        res["curl"] = curl
+        res["ratios"]["vs_curl"] = round(o["seconds"] / curl["seconds"], 2)
+        if curl["points"] != o["points"]:
+            res["invalid"] = f"curl received {curl['points']} points, the command {o['points']}"
     if {x["points"] for x in ours + ref} != {o["points"]}:
         res["invalid"] = "the runs did not all archive the same number of points"
     return res
@@ -524,6 +588,7 @@ def workload(size: str, repeat: int) -> dict[str, Any]:
             max(c["first_request_ms"]["median"] for c in cases),
             all(c["first_request_ms"]["median"] <= GOALS["first_request_ms_max"] for c in cases),
         ],
+        "vs_curl": [day["ratios"]["vs_curl"], day["ratios"]["vs_curl"] <= GOALS["vs_curl_max"]],
     }
     res: dict[str, Any] = {
         "workload": "command",
@@ -555,6 +620,11 @@ def print_result(res: dict[str, Any]) -> None:
             f"{c['imports']['import_ms']} ms; heavy modules imported: "
             f"{', '.join(c['imports']['heavy_imported']) or 'none'}"
         )
+        if "curl" in c:
+            print(
+                f"  curl, the day in one request: {c['curl']['seconds']:.3f} s "
+                f"({c['curl']['answer_bytes']} bytes received)"
+            )
         print("  ratios: " + ", ".join(f"{k}={v}" for k, v in c["ratios"].items()))
     print("  goals (measured, met): " + json.dumps(res["goals"]["measured_and_met"]))
 

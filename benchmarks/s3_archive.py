@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn_simulator
 
 NODES = {"tiny": 4, "full": 200}
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="dxt-bench-s3-"))
     catalog = work / "catalog.csv"
     catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
-    sim, sim_url = spawn_examon_simulator(
-        ["--catalog", str(catalog), "--nodes", str(NODES[args.size]), "--interval", "20"]
+    sim, sim_url = spawn_simulator(
+        "examon", ["--catalog", str(catalog), "--nodes", str(NODES[args.size]), "--interval", "20"]
     )
     moto, s3_url = _start_moto()
     creds = {

@@ -47,7 +47,15 @@ from typing import Any
 import orjson
 
 from dxt_core._version import __version__
-from dxt_core.archive import (
+from dxt_core.archive import Archive, DayKey
+from dxt_core.coverage import CoverageRow
+from dxt_core.daywrite import DayWrite
+from dxt_core.daywrite import source_count_grew as _source_count_grew
+from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged, SourceShrank
+from dxt_core.fsio import json_bytes as _dumps
+from dxt_core.fsio import now_iso as _now
+from dxt_core.locks import DayLock
+from dxt_core.manifests import (
     DAY_DEFINITION,
     DAYS_SCHEMA,
     KEPT_SCHEMA,
@@ -55,23 +63,14 @@ from dxt_core.archive import (
     MANIFEST_SCHEMA,
     MANIFEST_SUFFIX,
     VERSIONS_DIR,
-    Archive,
-    CoverageRow,
-    DayKey,
-    DayLock,
-    DayWrite,
     Status,
-    _dumps,
-    _holes_detail,
-    _kept_detail,
-    _now,
-    _plain_name,
-    _rows,
-    _source_count_grew,
     count_rows,
     manifest_files,
 )
-from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged, SourceShrank
+from dxt_core.manifests import holes_detail as _holes_detail
+from dxt_core.manifests import is_plain_name as _plain_name
+from dxt_core.manifests import kept_detail as _kept_detail
+from dxt_core.manifests import rows_of as _rows
 from dxt_core.store import S3Location, client_factory, parse_root
 from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
 

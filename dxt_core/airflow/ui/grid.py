@@ -22,7 +22,8 @@ from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day, utc_date
 from dxt_core.archive import Archive, DayKey
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError, DxtError
-from dxt_core.index import STATE_CODES, ManifestIndex, scan_states, unit_of
+from dxt_core.index import ManifestIndex, unit_of
+from dxt_core.scan import STATE_CODES, scan_states
 from dxt_core.windows import days as day_range
 
 #: Airflow task instance state -> one character per cell.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from dxt_core.archive import Archive, DayKey, atomic_file
+from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.collectd_es.columnar_hits import COLUMN_SOURCE_FIELDS
 from dxt_core.backends.collectd_es.source import (
@@ -31,6 +31,7 @@ from dxt_core.backends.collectd_es.source import (
 )
 from dxt_core.backends.collectd_es.tokio_hdf5 import TimeGrid, TokioHdf5Writer
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
+from dxt_core.fsio import atomic_file
 from dxt_core.reconcile import SourceCount, check_source_count, is_past
 from dxt_core.writers.base import RecordWriter, WriteResult
 from dxt_core.writers.jsonl_gzip import JsonlGzipWriter

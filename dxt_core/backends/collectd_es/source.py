@@ -92,8 +92,9 @@ from dxt_core.backends.collectd_es.slices import (
     _SliceReader,
     shard_problem,
 )
+from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
-from dxt_core.http import RetryPolicy, release_answers
+from dxt_core.http import RetryPolicy
 from dxt_core.reconcile import SourceCount
 
 log = logging.getLogger("dxt_core.backends.collectd_es.source")

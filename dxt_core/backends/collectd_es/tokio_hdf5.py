@@ -55,7 +55,6 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from dxt_core.archive import atomic_file
 from dxt_core.backends.collectd_es.query import FAMILIES, Hit
 from dxt_core.backends.collectd_es.tokio_builder import (
     DATASETS,
@@ -69,6 +68,7 @@ from dxt_core.backends.collectd_es.tokio_builder import (
     natural_key,
 )
 from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.fsio import atomic_file
 from dxt_core.writers.base import RecordWriter, WriteResult
 
 

@@ -185,7 +185,7 @@ class TagKeys(KairosDBClient):
     def _write_tag_cache(
         self, cache: Path, entry: CatalogEntry, keys: set[str], complete: bool
     ) -> None:
-        from dxt_core.archive import write_json_atomic
+        from dxt_core.fsio import write_json_atomic
 
         with self._lock:
             old = _read_tag_cache(cache)

@@ -22,9 +22,9 @@ from typing import IO, Any, BinaryIO, Literal
 
 import orjson
 
-from dxt_core.archive import atomic_file, write_json_atomic
 from dxt_core.backends.kwollect.source import G5kNode, Point, check_component
 from dxt_core.errors import SourceError
+from dxt_core.fsio import atomic_file, write_json_atomic
 from dxt_core.records import Record
 from dxt_core.writers.base import RecordWriter, WriteResult
 from dxt_core.writers.compress import GzipStream

@@ -1,7 +1,7 @@
 """Kwollect (Grid'5000) for an experiment: metrics of its nodes, energy and backups.
 
 Example:
-    >>> from dxt_core import Kwollect
+    >>> from dxt_core.backends.kwollect.experiment import Kwollect
     >>> with Kwollect(["nova-1.lyon.grid5000.fr"]) as k:  # doctest: +SKIP
     ...     run_experiment()
     >>> k.energy()  # doctest: +SKIP
@@ -51,8 +51,9 @@ from dxt_core.backends.kwollect.source import (
     sites_path,
     unknown_metric_error,
 )
+from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceError
-from dxt_core.http import RequestStats, RetryPolicy, release_answers
+from dxt_core.http import RequestStats, RetryPolicy
 from dxt_core.prefetch import prefetched
 
 log = logging.getLogger("dxt_core.backends.kwollect.experiment")

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from dxt_core import Archive, ConfigError, Kwollect
+from dxt_core import Archive, ConfigError
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+from dxt_core.backends.kwollect.experiment import Kwollect
 from dxt_core.backends.kwollect.source import G5kNode, KwollectClient, KwollectStats
 from dxt_core.errors import QueryRejected, SourceUnavailable
 from dxt_core.http import RetryPolicy
@@ -301,7 +302,7 @@ def test_backup_jsonl_round_trips_labels_exactly_and_csv_flattens(sim, tmp_path)
 MEMORY_SCRIPT = textwrap.dedent(
     """
     import datetime as dt, resource, sys, json
-    from dxt_core import Kwollect
+    from dxt_core.backends.kwollect.experiment import Kwollect
     url, hours, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     t0 = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
     k = Kwollect([f"nova-{i}.lyon" for i in range(1, 9)], api_url=url, max_points=20_000)

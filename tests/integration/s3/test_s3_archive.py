@@ -19,17 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core import (
-    Archive,
-    CatalogEntry,
-    ExamonConnection,
-    KairosDBSource,
-    RetryPolicy,
-    archive_examon_day,
-)
+from dxt_core import Archive, RetryPolicy
 from dxt_core.archive import DayKey
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource
+from dxt_core.coverage import coverage as coverage_rows
 from dxt_core.errors import ArchiveLocked, SourceShrank
-from dxt_core.index import coverage_rows, scan_states
+from dxt_core.scan import scan_states
 from tests.conftest import SimulatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
