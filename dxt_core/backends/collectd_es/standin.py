@@ -25,7 +25,6 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import orjson
 
-from dxt_core import procs
 from dxt_core.errors import DxtError
 from dxt_core.simulate.serving import Served, SimHandler
 
@@ -717,20 +716,13 @@ def spawn_es_standin(
 ) -> tuple[subprocess.Popen[str], str]:
     """Start the stand-in (``python -m dxt_core.backends.collectd_es.simulator``) in front
     of ``upstream`` as ``flavour``; return the process and its URL."""
+    from dxt_core.simulate import start_listening
+
     cmd = [sys.executable, "-m", "dxt_core.backends.collectd_es.simulator"]
     cmd += ["--upstream", upstream, "--as", flavour, "--port", "0"]
     env = dict(os.environ)
     if user is not None:
         cmd += ["--user", user]
         env["DXT_STANDIN_PASSWORD"] = password or ""
-    proc = procs.start(cmd, stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if "listening on " in line:
-            return proc, line.split()[-1]
-    procs.stop(proc, 0)
-    raise DxtError(f"the Elasticsearch stand-in ({flavour}) did not start")
+    what = f"the Elasticsearch stand-in ({flavour})"
+    return start_listening(cmd, what=what, env=env, timeout=timeout)
