@@ -18,6 +18,9 @@ import orjson
 from dxt_core.writers.base import RecordWriter, WriteResult
 from dxt_core.writers.compress import Backend, GzipStream
 
+#: Records joined into one write.
+_LINES = 1024
+
 
 class JsonlGzipWriter(RecordWriter[Sequence[str], Sequence[Mapping[str, Any]]]):
     """Writes records as gzip JSON Lines; holds nothing between :meth:`rows` calls.
@@ -54,15 +57,16 @@ class JsonlGzipWriter(RecordWriter[Sequence[str], Sequence[Mapping[str, Any]]]):
         self._result.columns = list(columns)
 
     def rows(self, records: Sequence[Mapping[str, Any]]) -> None:
-        dumps = orjson.dumps
-        shape = self._shape
-        lines = [dumps(r) for r in records] if shape is None else [dumps(shape(r)) for r in records]
-        if not lines:
-            return
-        lines.append(b"")
-        self._gz.write(b"\n".join(lines))
-        res = self._result
-        res.rows += len(lines) - 1
+        dumps, shape, write = orjson.dumps, self._shape, self._gz.write
+        # Joined _LINES lines at a time: a whole answer joined at once is megabytes, which
+        # the allocator maps and unmaps for each answer (measured on a Kwollect day of
+        # 259,200 points: 4-5 times the page faults, 0.5 s more system time).
+        for i in range(0, len(records), _LINES):
+            part = records[i : i + _LINES]
+            lines = [dumps(r) for r in part] if shape is None else [dumps(shape(r)) for r in part]
+            lines.append(b"")
+            write(b"\n".join(lines))
+        self._result.rows += len(records)
         if self._when is not None:
             self._span(records)
 

@@ -83,11 +83,13 @@ def archive_kwollect_day(
                 client.iter_batches(site, parsed, [metric], start, stop, stats)
             ):
                 points = [p for p in batch if p.get("metric_id") == metric]
-                batch.clear()  # free this answer now, not when the next one arrives
                 if points:
                     writer.rows(points)
                     first = first or points[0]["timestamp"]
                     last = points[-1]["timestamp"]
+                # free this answer now, not when the next one arrives
+                del points
+                batch.clear()
             res = writer.close()
         # points the server sent outside the window asked for: dropped, never archived
         manifest["dropped_outside_window"] = stats.outside_window

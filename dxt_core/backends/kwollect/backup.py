@@ -67,8 +67,8 @@ class LabelCsvWriter(RecordWriter[Sequence[str], Sequence[Record]]):
         self.base = list(columns)
 
     def rows(self, points: Sequence[Record]) -> None:
-        self.spool.write(b"".join(orjson.dumps(p) + b"\n" for p in points))
         for p in points:
+            self.spool.write(orjson.dumps(p) + b"\n")  # a buffered file: small writes
             for k in p.get("labels") or {}:
                 self.keys.setdefault(k, None)
         self.count += len(points)
