@@ -107,6 +107,14 @@ def test_read_timeout_counts_as_too_much_data_and_is_split(sim):
     data = k.start(T0).stop(T0 + dt.timedelta(minutes=4)).get_metrics(WATT)
     assert [len(v) for v in data.values()] == [241, 241]
     assert k.last_stats.splits >= 1 and k.last_stats.retries == 0
+    wait_idle(sim)  # the timed-out requests still count "too much data" when their delay ends
+
+
+def wait_idle(sim, timeout: float = 15.0) -> None:
+    """Wait until the simulator answers no request (a timed-out one ends its delay later)."""
+    deadline = time.monotonic() + timeout
+    while sim.stats()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @pytest.mark.slow  # about 4 s: every attempt waits out a 0.5 s read timeout
@@ -135,6 +143,7 @@ def test_a_read_timeout_at_the_shortest_window_is_retried_with_backoff(sim):
     assert "the shortest window): timeout (ReadTimeout)" in msg
     assert (stats.requests, stats.retries, stats.splits) == (3, 2, 0)
     sim.configure(slow_requests=0, slow_delay_s=0.0)
+    wait_idle(sim)
 
 
 def test_planned_requests_stay_under_max_points(sim):
