@@ -105,6 +105,9 @@ class ExamonSimulator:
         self.jobs = JobsEndpoint(self.model)
         self._cache: OrderedDict[tuple[str, bytes, bool], _Response] = OrderedDict()
         self._cache_bytes = 0
+        #: answers repeated from the cache (a simulator's own device, for benchmarks of the
+        #: client); off, every query is computed as a real KairosDB reads it from storage
+        self.cache_answers = True
         self._stats: dict[str, Any] = {}
         self.reset_stats()
         # HTTP serving is shared by the simulators (dxt_core.simulate.serving).
@@ -405,6 +408,8 @@ class _Handler(SimHandler):
         is_query = endpoint in ("/api/v1/datapoints/query", "/api/v1/datapoints/query/tags")
         # Faults decided on the parsed query, or that change the answer, skip the cache.
         uncached = faults.fail_metrics or faults.corrupt_values or faults.stray_points
+        if not sim.cache_answers:
+            uncached = True
         if is_query and not uncached:
             cached = sim._cache_get(cache_key)
             if cached is not None:
