@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends import Backend, common_settings
+from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ SETTINGS = (
         conn_id="prometheus_default",
         max_active_runs=4,
     ),
+    reconcile_setting("prometheus"),
     Setting(
         "prometheus_catalog",
         str,

@@ -467,8 +467,13 @@ class PrometheusSource:
         end_ms: int,
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
+        at_floor: bool = False,
     ) -> SeriesBatch:
         """One request for the raw samples of ``[start_ms, end_ms)``.
+
+        Above the window floor a read timeout is read as "too large" (the window is
+        halved); ``at_floor`` (it cannot be halved) it is retried with backoff, as a 503 is,
+        before the metric-day fails.
 
         Raises:
             WindowTooLarge: the server refused it (see :data:`REFUSAL_RULES`).
@@ -479,7 +484,7 @@ class PrometheusSource:
             attempts = self.retry.attempts
             for attempt in range(1, attempts + 1):
                 try:
-                    raw = self._export(selector, start_ms, end_ms, stats, where)
+                    raw = self._export(selector, start_ms, end_ms, stats, where, at_floor)
                     break
                 except _CutAnswer as exc:
                     if attempt == attempts:
@@ -493,7 +498,7 @@ class PrometheusSource:
                     log.warning("%s; retry %d/%d", exc, attempt, attempts - 1)
                     self._http.sleep(self.retry.delay(attempt))
         else:
-            raw = self._range_vector(selector, start_ms, end_ms, stats, where)
+            raw = self._range_vector(selector, start_ms, end_ms, stats, where, at_floor)
         batch = SeriesBatch(start_ms, end_ms)
         dropped = 0
         for labels, points in raw.values():
@@ -509,13 +514,19 @@ class PrometheusSource:
         return batch
 
     def _range_vector(
-        self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None,
+        where: str,
+        at_floor: bool,
     ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
         # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
         # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by the caller.
         rng = end_ms - start_ms + 1
         params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
-        raw = self._get("api/v1/query", params, stats, context=where, heavy=True)
+        raw = self._get("api/v1/query", params, stats, context=where, heavy=not at_floor)
         url = self._http.url("api/v1/query")
         skeleton, arrays = _cut_arrays(raw, _PROM_VALUES, b"]]", 1)
         doc = _loads(skeleton, url, where)
@@ -552,7 +563,13 @@ class PrometheusSource:
         return out
 
     def _export(
-        self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None,
+        where: str,
+        at_floor: bool,
     ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
         # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
         params = [
@@ -560,7 +577,7 @@ class PrometheusSource:
             ("start", _seconds(start_ms)),
             ("end", _seconds(end_ms - 1)),
         ]
-        body = self._get("api/v1/export", params, stats, context=where, heavy=True)
+        body = self._get("api/v1/export", params, stats, context=where, heavy=not at_floor)
         if body and not body.endswith(b"\n"):
             raise _CutAnswer(f"{where}: the export ends inside a line (a cut answer)")
         url = self._http.url("api/v1/export")
@@ -611,7 +628,7 @@ class PrometheusSource:
         try:
             if refused is not None:
                 raise refused
-            return self.query(selector, start_ms, end_ms, stats, counts)
+            return self.query(selector, start_ms, end_ms, stats, counts, at_floor=True)
         except WindowTooLarge as exc:
             label, values = _split_label(series)
             if label is None:
@@ -672,7 +689,8 @@ class PrometheusSource:
         while cursor < end:
             stop = min(cursor + size, end)
             try:
-                batch = self.query(selector, cursor, stop, stats, counts)
+                at_floor = stop - cursor <= min_ms
+                batch = self.query(selector, cursor, stop, stats, counts, at_floor=at_floor)
             except WindowTooLarge as exc:
                 if stop - cursor > min_ms:
                     size = _blocks((stop - cursor) // 2, min_ms)
@@ -706,7 +724,7 @@ class PrometheusSource:
         selector: str,
         window: Window,
         stats: RequestStats | None = None,
-        series: Sequence[Mapping[str, str]] = (),
+        series: Sequence[Mapping[str, str]] | None = None,
     ) -> tuple[int, str]:
         """The samples the server holds for ``selector`` in ``window``, by its own count:
         ``count_over_time(<selector>[d])`` at ``t = end - 1 ms``, per series, summed.
@@ -715,19 +733,22 @@ class PrometheusSource:
         half-open window: ``end - start - 1 ms`` where both ends are included (Prometheus
         2), ``end - start`` where the start is excluded (VictoriaMetrics, Prometheus 3).
         A refused count is split in halves of time down to the window floor, then by
-        ``series`` as :meth:`fetch` splits, each part counted the same way.
+        ``series`` (listed from the server when not given) as :meth:`fetch` splits, each
+        part counted the same way.
 
         Returns:
             (count, the query for the whole window as the server would be asked it).
         """
         stats = stats if stats is not None else RequestStats()
         left_open = self.server().left_open
-        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, series)
+        known = None if series is None else list(series)
+        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, known)
         d = window.end_ms - window.start_ms - (0 if left_open else 1)
         t = window.end_ms - 1
+        tz = window.end.tzinfo or self.tz
         method = (
             f"count_over_time({selector}[{d}ms]) at time={_seconds(t)} "
-            f"({from_ms(t, self.tz).isoformat()}), summed over series"
+            f"({from_ms(t, tz).isoformat()}), summed over series"
         )
         return total, method
 
@@ -738,20 +759,26 @@ class PrometheusSource:
         end_ms: int,
         left_open: bool,
         stats: RequestStats,
-        series: Sequence[Mapping[str, str]],
+        series: list[Mapping[str, str]] | None,
     ) -> int:
         d = end_ms - start_ms - (0 if left_open else 1)
         params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
         where = self._where(selector, start_ms, end_ms)
+        floor = end_ms - start_ms <= self.windows.min_s * 1000
         try:
-            data = self._api("api/v1/query", params, stats, context=f"count of {where}", heavy=True)
+            data = self._api(
+                "api/v1/query", params, stats, context=f"count of {where}", heavy=not floor
+            )
         except WindowTooLarge as exc:
             stats.splits += 1
-            if end_ms - start_ms > self.windows.min_s * 1000:
+            if not floor:
                 mid = start_ms + _blocks((end_ms - start_ms) // 2, self.windows.min_s * 1000)
                 return self._count(selector, start_ms, mid, left_open, stats, series) + self._count(
                     selector, mid, end_ms, left_open, stats, series
                 )
+            if series is None:
+                span = Window(from_ms(start_ms, self.tz), from_ms(end_ms, self.tz))
+                series = list(self.series(selector, span, stats))
             label, values = _split_label(series)
             if label is None:
                 raise WindowTooLarge(
@@ -769,20 +796,22 @@ class PrometheusSource:
                     with_matcher(selector, label, part), start_ms, end_ms, left_open, stats, sub
                 )
             return total
-        if not isinstance(data, dict) or data.get("resultType") != "vector":
-            raise SourceError(
-                f"count of {where}: expected a vector, got {str(data)[:200]}",
-                url=self._http.url("api/v1/query"),
-            )
-        total = 0
-        for item in data.get("result") or ():
-            value = float(item["value"][1])
-            if not math.isnan(value):
-                total += int(value)
-        return total
+        return _vector_sum(data, where, self._http.url("api/v1/query"))
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
+
+
+def _vector_sum(data: Any, where: str, url: str) -> int:
+    """The sum of a ``count_over_time`` answer's per-series counts."""
+    if not isinstance(data, dict) or data.get("resultType") != "vector":
+        raise SourceError(f"count of {where}: expected a vector, got {str(data)[:200]}", url=url)
+    total = 0
+    for item in data.get("result") or ():
+        value = float(item["value"][1])
+        if not math.isnan(value):
+            total += int(value)
+    return total
 
 
 def _merge(
