@@ -63,6 +63,8 @@ class RefusalRule:
     status: int
     pattern: str
     upstream: str
+    #: the server's setting that sets the limit (named in the error when splitting ends)
+    limit: str
 
 
 #: How the servers say "too large": split the window (then the series), never retry as is.
@@ -74,33 +76,59 @@ REFUSAL_RULES: tuple[RefusalRule, ...] = (
         r"query processing would load too many samples into memory",
         "prometheus/prometheus promql/engine.go ErrTooManySamples (--query.max-samples); "
         "web/api/v1/api.go answers errorExec as 422",
+        "Prometheus --query.max-samples",
     ),
     RefusalRule(
         503,
         r"query timed out",
         "prometheus/prometheus promql/engine.go ErrQueryTimeout (--query.timeout); "
         "web/api/v1/api.go answers errorTimeout as 503",
+        "Prometheus --query.timeout",
     ),
     RefusalRule(
         0,
         r"cannot select more than -search\.maxSamplesPerQuery",
         "VictoriaMetrics lib/storage/search.go (-search.maxSamplesPerQuery): export answers "
         "400 text, query 422 JSON",
+        "VictoriaMetrics -search.maxSamplesPerQuery",
     ),
     RefusalRule(
         0,
         r"the number of matching timeseries exceeds \d+",
         "VictoriaMetrics lib/storage/index_db.go (-search.maxUniqueTimeseries, "
         "-search.maxExportSeries)",
+        "VictoriaMetrics -search.maxUniqueTimeseries / -search.maxExportSeries",
     ),
     RefusalRule(
         0,
         r"timeout exceeded|-search\.maxQueryDuration|-search\.maxExportDuration",
         "VictoriaMetrics app/vmselect/searchutils (deadline of -search.maxQueryDuration, "
-        "-search.maxExportDuration)",
+        "-search.maxExportDuration); app/vmselect/netstorage/netstorage.go: 'timeout "
+        "exceeded before starting the query processing', 'while fetching data block'",
+        "VictoriaMetrics -search.maxQueryDuration / -search.maxExportDuration",
     ),
 )
 _RULES = [(r.status, re.compile(r.pattern)) for r in REFUSAL_RULES]
+
+
+def refused_limit(message: str) -> str:
+    """The server setting a refusal's text names (:data:`REFUSAL_RULES`), for the error
+    that ends the splitting; a generic hint when the text does not tell."""
+    for rule, (_, pattern) in zip(REFUSAL_RULES, _RULES, strict=True):
+        if pattern.search(message):
+            return rule.limit
+    return "the server's query limits"
+
+
+def refused_at_the_end(what: str, exc: WindowTooLarge) -> WindowTooLarge:
+    """The error of a query refused at every size: which limit, and what to change."""
+    text = str(exc).split(" | HTTP ", 1)[0]
+    return WindowTooLarge(
+        f"{what}: refused even for one series and a window at the floor ({text}); raise "
+        f"{refused_limit(text)} on the server or lower the window floor (--min-window-s)",
+        url=exc.url,
+        status=exc.status,
+    )
 
 
 def too_large(status: int, body: bytes) -> bool:
@@ -632,13 +660,7 @@ class PrometheusSource:
         except WindowTooLarge as exc:
             label, values = _split_label(series)
             if label is None:
-                raise WindowTooLarge(
-                    f"{self._where(selector, start_ms, end_ms)}: refused even for one series "
-                    f"and a {(end_ms - start_ms) // 1000} s window ({exc}); raise the "
-                    "server's limit or lower the window floor (--min-window-s)",
-                    url=exc.url,
-                    status=exc.status,
-                ) from exc
+                raise refused_at_the_end(self._where(selector, start_ms, end_ms), exc) from exc
             stats.splits += 1
             half = len(values) // 2
             log.info(
@@ -781,12 +803,7 @@ class PrometheusSource:
                 series = list(self.series(selector, span, stats))
             label, values = _split_label(series)
             if label is None:
-                raise WindowTooLarge(
-                    f"count of {where}: refused even for one series ({exc}); raise the "
-                    "server's limit or lower the window floor (--min-window-s)",
-                    url=exc.url,
-                    status=exc.status,
-                ) from exc
+                raise refused_at_the_end(f"count of {where}", exc) from exc
             half = len(values) // 2
             total = 0
             for part in (values[:half], values[half:]):
