@@ -15,6 +15,8 @@ from typing import Any
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.prometheus.catalog import CatalogEntry
+from dxt_core.backends.prometheus.columns import Columns
+from dxt_core.backends.prometheus.layout import CsvDayWriter, ParquetDayWriter
 from dxt_core.backends.prometheus.source import PrometheusSource, QueryCounts
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
@@ -26,16 +28,13 @@ from dxt_core.reconcile import (
     is_past,
     reconcile_recent,
 )
-from dxt_core.records import SeriesBatch, SeriesSchema
+from dxt_core.records import SeriesSchema
 from dxt_core.windows import Window, day_window, zone
-from dxt_core.writers.base import SeriesWriter
-from dxt_core.writers.csv_gzip import GzipCsvWriter
-from dxt_core.writers.parquet import ParquetSeriesWriter
 
 FORMATS: tuple[str, ...] = ("csv", "parquet")
 SOURCE = "prometheus"
 #: The manifest's ``format`` of each output format.
-EXTENSIONS = {"csv": GzipCsvWriter.extension, "parquet": ParquetSeriesWriter.extension}
+EXTENSIONS = {"csv": CsvDayWriter.extension, "parquet": ParquetDayWriter.extension}
 
 
 #: Rows per Parquet row group aimed at: the writer buffers one group.
@@ -137,17 +136,24 @@ def _write_file(
     source: PrometheusSource,
     window: Window,
     schema: SeriesSchema,
-    batches: Iterable[SeriesBatch],
+    batches: Iterable[Columns],
     expected: int,
 ) -> int:
     """The day's file from ``batches`` (fetched one window ahead); its rows."""
     ext = EXTENSIONS[fmt]
+    block_ms = source.windows.min_s * 1000
     with staging.open(ext) as fh:
-        writer = _writer(fh, fmt, source, window, expected)
+        writer: CsvDayWriter | ParquetDayWriter
+        if fmt == "parquet":
+            span = row_group_ms(window.duration_ms, expected, block_ms)
+            writer = ParquetDayWriter(fh, block_ms, window.start_ms, span)
+        else:
+            # rows in blocks of the window floor: every window completes its blocks
+            writer = CsvDayWriter(fh, source.tz, block_ms, window.start_ms)
         writer.open(schema)
         try:
-            for batch in prefetched(iter(batches)):
-                writer.write_batch(batch)
+            for cols in prefetched(iter(batches)):
+                writer.write(cols)
         except BaseException:
             with contextlib.suppress(Exception):
                 writer.close()
@@ -155,23 +161,6 @@ def _write_file(
         res = writer.close()
     staging.done(ext, res)
     return res.rows
-
-
-def _writer(
-    fh: Any, fmt: str, source: PrometheusSource, window: Window, expected: int
-) -> SeriesWriter:
-    block_ms = source.windows.min_s * 1000
-    if fmt == "parquet":
-        return ParquetSeriesWriter(
-            fh,
-            block_ms=block_ms,
-            origin_ms=window.start_ms,
-            value_type="double",
-            row_group_ms=row_group_ms(window.duration_ms, expected, block_ms),
-        )
-    # rows in blocks of the window floor: every window completes its blocks, so the writer
-    # holds one window's rows, not half an hour of every series'
-    return GzipCsvWriter(fh, source.tz, block_ms=block_ms, origin_ms=window.start_ms)
 
 
 # -- the source's own counts of archived days ---------------------------------------------

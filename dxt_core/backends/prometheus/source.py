@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import logging
-import math
 import re
 import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -38,6 +37,14 @@ from typing import Any
 import httpx
 import orjson
 
+from dxt_core.backends.prometheus.columns import (
+    Columns,
+    concat,
+    count_of,
+    decode_export,
+    decode_matrix,
+    inside,
+)
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.errors import (
     ConfigError,
@@ -47,7 +54,7 @@ from dxt_core.errors import (
     WindowTooLarge,
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy
-from dxt_core.records import RawPoints, Series, SeriesBatch, SeriesSchema
+from dxt_core.records import SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
 
 log = logging.getLogger("dxt_core.prometheus")
@@ -258,20 +265,6 @@ def with_matcher(selector: str, label: str, values: Sequence[str]) -> str:
     return f"{s}{{{matcher}}}"
 
 
-def _num(v: Any) -> float | int:
-    """A sample value as Python number: Prometheus sends text ("21.2", "NaN", "+Inf"),
-    VictoriaMetrics JSON numbers. A whole value below 2**53 is an int, so both servers' CSV
-    rows read ``5``, not ``5.0``; the Parquet column is double whatever the values."""
-    f = v if isinstance(v, float) else float(v)
-    if f.is_integer() and abs(f) < 2**53:
-        return int(f)
-    return f
-
-
-def _label_key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(labels.items()))
-
-
 class PrometheusSource:
     """Reads raw samples from a Prometheus-compatible server (one client for the run)."""
 
@@ -301,6 +294,8 @@ class PrometheusSource:
         self._lock = threading.Lock()
         self._server: ServerInfo | None = None
         self._names: dict[tuple[int, int] | None, list[str]] = {}
+        #: labels of the export lines' metric JSON, decoded once per run
+        self._label_cache: dict[bytes, dict[str, str]] = {}
 
     def close(self) -> None:
         self._http.close()
@@ -496,8 +491,9 @@ class PrometheusSource:
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
         at_floor: bool = False,
-    ) -> SeriesBatch:
-        """One request for the raw samples of ``[start_ms, end_ms)``.
+    ) -> Columns:
+        """One request for the raw samples of ``[start_ms, end_ms)``, as columns (series in
+        the answer's order; samples outside the window dropped and counted).
 
         Above the window floor a read timeout is read as "too large" (the window is
         halved); ``at_floor`` (it cannot be halved) it is retried with backoff, as a 503 is,
@@ -512,7 +508,7 @@ class PrometheusSource:
             attempts = self.retry.attempts
             for attempt in range(1, attempts + 1):
                 try:
-                    raw = self._export(selector, start_ms, end_ms, stats, where, at_floor)
+                    cols = self._export(selector, start_ms, end_ms, stats, where, at_floor)
                     break
                 except _CutAnswer as exc:
                     if attempt == attempts:
@@ -526,20 +522,14 @@ class PrometheusSource:
                     log.warning("%s; retry %d/%d", exc, attempt, attempts - 1)
                     self._http.sleep(self.retry.delay(attempt))
         else:
-            raw = self._range_vector(selector, start_ms, end_ms, stats, where, at_floor)
-        batch = SeriesBatch(start_ms, end_ms)
-        dropped = 0
-        for labels, points in raw.values():
-            kept = _inside(points, start_ms, end_ms)
-            dropped += len(points) - len(kept)
-            if kept:
-                name = labels.pop("__name__", "")
-                batch.series.append(Series(name, labels, kept))
+            cols = self._range_vector(selector, start_ms, end_ms, stats, where, at_floor)
+        cols = concat([cols], start_ms, end_ms)
+        cols, dropped = inside(cols)
         if dropped:
             log.info("%s: dropped %d samples outside the window", where, dropped)
             if counts is not None:
                 counts.dropped_outside_window += dropped
-        return batch
+        return cols
 
     def _range_vector(
         self,
@@ -549,46 +539,13 @@ class PrometheusSource:
         stats: RequestStats | None,
         where: str,
         at_floor: bool,
-    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
+    ) -> Columns:
         # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
         # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by the caller.
         rng = end_ms - start_ms + 1
         params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
         raw = self._get("api/v1/query", params, stats, context=where, heavy=not at_floor)
-        url = self._http.url("api/v1/query")
-        skeleton, arrays = _cut_arrays(raw, _PROM_VALUES, b"]]", 1)
-        doc = _loads(skeleton, url, where)
-        if not isinstance(doc, dict) or doc.get("status") != "success":
-            err = doc.get("error") if isinstance(doc, dict) else doc
-            raise SourceError(f"{where}: the server did not answer success: {err}", url=url)
-        data = doc.get("data")
-        if not isinstance(data, dict) or data.get("resultType") != "matrix":
-            raise SourceError(
-                f"{where}: expected a matrix, got {str(data)[:200]}; is the catalog entry a "
-                "series selector (no function, no range)?",
-                url=url,
-            )
-        results = data.get("result") or []
-        if len(results) != len(arrays):  # something unexpected: decode it all
-            results, arrays = _loads(raw, url, where)["data"]["result"], []
-        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
-        for i, item in enumerate(results):
-            labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
-            points: Points | None = _prom_raw(arrays[i]) if arrays else None
-            if points is None:
-                values = (
-                    item.get("values")
-                    if not arrays
-                    else _loads(b"[" + arrays[i] + b"]", url, where)
-                )
-                try:
-                    points = [[round(float(t) * 1000), _num(v)] for t, v in values or ()]
-                except (TypeError, ValueError) as exc:
-                    raise SourceError(
-                        f"{where}: a sample is not [time, value] ({exc})", url=url
-                    ) from exc
-            _merge(out, labels, points)
-        return out
+        return decode_matrix(raw, where, self._http.url("api/v1/query"))
 
     def _export(
         self,
@@ -598,7 +555,7 @@ class PrometheusSource:
         stats: RequestStats | None,
         where: str,
         at_floor: bool,
-    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
+    ) -> Columns:
         # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
         params = [
             ("match[]", selector),
@@ -608,33 +565,7 @@ class PrometheusSource:
         body = self._get("api/v1/export", params, stats, context=where, heavy=not at_floor)
         if body and not body.endswith(b"\n"):
             raise _CutAnswer(f"{where}: the export ends inside a line (a cut answer)")
-        url = self._http.url("api/v1/export")
-        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
-        for n, line in enumerate(body.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                points: Points | None = None
-                skeleton, arrays = _cut_arrays(line, _VM_VALUES, b"]", 0)
-                skeleton, stamps = _cut_arrays(skeleton, _VM_TIMESTAMPS, b"]", 0)
-                if len(arrays) == 1 and len(stamps) == 1:
-                    doc = orjson.loads(skeleton)
-                    points = _vm_raw(stamps[0], arrays[0])
-                if points is None:
-                    doc = orjson.loads(line)
-                    ts, vs = doc["timestamps"], doc["values"]
-                    if len(ts) != len(vs):
-                        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
-                    points = [[int(t), _num(v)] for t, v in zip(ts, vs, strict=True)]
-                labels = {str(k): str(v) for k, v in doc["metric"].items()}
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise SourceError(
-                    f"{where}: export line {n} is not a series ({exc}): {line[:120]!r}; "
-                    "nothing of the window is archived (a cut answer? retry)",
-                    url=url,
-                ) from exc
-            _merge(out, labels, points)
-        return out
+        return decode_export(body, where, self._http.url("api/v1/export"), self._label_cache)
 
     def fetch(
         self,
@@ -645,13 +576,13 @@ class PrometheusSource:
         stats: RequestStats,
         counts: QueryCounts | None = None,
         refused: WindowTooLarge | None = None,
-    ) -> SeriesBatch:
+    ) -> Columns:
         """``[start_ms, end_ms)`` of ``selector``, split by series while the server refuses
         (``refused``: it just did, do not ask again).
 
         ``series`` (label sets, from :meth:`series`) tell how to split: by the label with the
         most distinct values, in two halves of its sorted values, recursively. The parts'
-        series are disjoint; they are merged into one batch.
+        series are disjoint; they are joined into one window.
         """
         try:
             if refused is not None:
@@ -669,15 +600,16 @@ class PrometheusSource:
                 len(series),
                 label,
             )
-            batch = SeriesBatch(start_ms, end_ms)
+            parts = []
             for part in (values[:half], values[half:]):
                 chosen = set(part)
                 sub = [s for s in series if s.get(label, "") in chosen]
-                got = self.fetch(
-                    with_matcher(selector, label, part), start_ms, end_ms, sub, stats, counts
+                parts.append(
+                    self.fetch(
+                        with_matcher(selector, label, part), start_ms, end_ms, sub, stats, counts
+                    )
                 )
-                batch.series.extend(got.series)
-            return batch
+            return concat(parts, start_ms, end_ms)
 
     def iter_batches(
         self,
@@ -688,8 +620,9 @@ class PrometheusSource:
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
         expected: int | None = None,
-    ) -> Iterator[SeriesBatch]:
-        """``window`` as consecutive batches in time order; series sorted by their labels.
+    ) -> Iterator[Columns]:
+        """``window`` as consecutive query windows in time order, each whole blocks of the
+        window floor from the day start.
 
         ``expected`` (the server's count of the window's samples) sizes the first window to
         the point budget, so that not even the first answer is larger than planned.
@@ -707,12 +640,12 @@ class PrometheusSource:
             planned = (end - cursor) * pol.target_points // expected
             size = _blocks(max(min_ms, min(max_ms, planned)), min_ms)
         cap = max_ms
-        keys = set(schema.tag_keys)
+        keys = {*schema.tag_keys, "__name__"}
         while cursor < end:
             stop = min(cursor + size, end)
             try:
                 at_floor = stop - cursor <= min_ms
-                batch = self.query(selector, cursor, stop, stats, counts, at_floor=at_floor)
+                cols = self.query(selector, cursor, stop, stats, counts, at_floor=at_floor)
             except WindowTooLarge as exc:
                 if stop - cursor > min_ms:
                     size = _blocks((stop - cursor) // 2, min_ms)
@@ -722,21 +655,19 @@ class PrometheusSource:
                         "%s: refused, splitting the window", self._where(selector, cursor, stop)
                     )
                     continue
-                batch = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
-            for s in batch.series:
-                extra = set(s.tags) - keys
+                cols = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
+            for labels in cols.labels:
+                extra = set(labels) - keys
                 if extra:
                     raise SourceError(
-                        f"{self._where(selector, cursor, stop)}: series {dict(s.tags)} has "
-                        f"labels {sorted(extra)} that /api/v1/series did not list for the day; "
+                        f"{self._where(selector, cursor, stop)}: series {labels} has labels "
+                        f"{sorted(extra)} that /api/v1/series did not list for the day; "
                         "rerun the day",
                         url=self._http.url("api/v1/series"),
                     )
-            order = schema.tag_keys
-            batch.series.sort(key=lambda s: (*(s.tags.get(k, "") for k in order), s.name))
-            yield batch
+            yield cols
             size = _blocks(
-                next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap), min_ms
+                next_window_ms(stop - cursor, cols.rows, pol.target_points, min_ms, cap), min_ms
             )
             cursor = stop
 
@@ -813,125 +744,10 @@ class PrometheusSource:
                     with_matcher(selector, label, part), start_ms, end_ms, left_open, stats, sub
                 )
             return total
-        return _vector_sum(data, where, self._http.url("api/v1/query"))
+        return count_of(data, where, self._http.url("api/v1/query"))
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
-
-
-def _vector_sum(data: Any, where: str, url: str) -> int:
-    """The sum of a ``count_over_time`` answer's per-series counts."""
-    if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise SourceError(f"count of {where}: expected a vector, got {str(data)[:200]}", url=url)
-    total = 0
-    for item in data.get("result") or ():
-        value = float(item["value"][1])
-        if not math.isnan(value):
-            total += int(value)
-    return total
-
-
-def _merge(
-    out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]],
-    labels: dict[str, str],
-    points: Points,
-) -> None:
-    """Add one answer's series; a series sent in several pieces is joined, in time order."""
-    key = _label_key(labels)
-    if key in out:
-        joined = [list(p) for p in out[key][1]] + [list(p) for p in points]
-        joined.sort(key=lambda p: p[0])
-        out[key] = (labels, joined)
-    else:
-        out[key] = (labels, points)
-
-
-#: The points of one series: the server's digits (:class:`RawPoints`) or decoded lists.
-Points = Sequence[Sequence[Any]]
-
-_PROM_VALUES = b'"values":['
-_VM_VALUES = b'"values":['
-_VM_TIMESTAMPS = b'"timestamps":['
-_PLAIN_DECIMAL = b"0123456789.-"
-
-
-def _cut_arrays(raw: bytes, key: bytes, end: bytes, keep: int) -> tuple[bytes, list[bytes]]:
-    """``raw`` with the inner text of every ``key...end`` array taken out (the arrays left
-    empty), and those texts in order; ``keep`` bytes of ``end`` belong to the inner text."""
-    pieces: list[bytes] = []
-    arrays: list[bytes] = []
-    pos = 0
-    while (i := raw.find(key, pos)) >= 0:
-        start = i + len(key)
-        if raw[start : start + 1] == b"]":
-            arrays.append(b"")
-            pieces.append(raw[pos:start])
-            pos = start
-            continue
-        stop = raw.find(end, start)
-        if stop < 0:
-            break
-        stop += keep
-        pieces.append(raw[pos:start])
-        arrays.append(raw[start:stop])
-        pos = stop
-    pieces.append(raw[pos:])
-    return b"".join(pieces), arrays
-
-
-def _prom_raw(inner: bytes) -> RawPoints | None:
-    """Prometheus' ``[1711922400,"21.2"],[1711922415.5,"5"]`` (seconds with up to three
-    decimals, values as text) as :class:`RawPoints` of epoch ms, keeping the server's value
-    digits; ``None`` when a value is not a plain decimal (``NaN``, ``+Inf``, an exponent) or
-    a time has decimals, for the decoding path."""
-    if not inner:
-        return None
-    flat = inner.translate(None, b'[]"')
-    if flat.translate(None, _PLAIN_DECIMAL + b","):
-        return None
-    tokens = flat.split(b",")
-    ts, vs = tokens[0::2], tokens[1::2]
-    if len(ts) != len(vs) or b"." in b"".join(ts):
-        return None
-    text = b"[" + b"],[".join(map(b"000,".join, zip(ts, vs, strict=True))) + b"]"
-    return RawPoints.from_json(text)
-
-
-def _vm_raw(stamps: bytes, values: bytes) -> RawPoints | None:
-    """VictoriaMetrics' ``"timestamps":[ms,...]`` and ``"values":[v,...]`` as
-    :class:`RawPoints`, keeping the server's digits; ``None`` unless every value is a plain
-    decimal."""
-    if not stamps or values.translate(None, _PLAIN_DECIMAL + b","):
-        return None
-    ts, vs = stamps.split(b","), values.split(b",")
-    if len(ts) != len(vs):
-        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
-    text = b"[" + b"],[".join(map(b",".join, zip(ts, vs, strict=True))) + b"]"
-    return RawPoints.from_json(text)
-
-
-def _inside(points: Points, start_ms: int, end_ms: int) -> Points:
-    """The points in ``[start_ms, end_ms)`` (points are in time order)."""
-    if not points:
-        return points
-    if isinstance(points, RawPoints):
-        if start_ms <= points.ts(0) and points.ts(-1) < end_ms:
-            return points
-        points = list(points)
-    elif start_ms <= points[0][0] and points[-1][0] < end_ms:
-        return points
-    return [p for p in points if start_ms <= p[0] < end_ms]
-
-
-def _loads(raw: bytes, url: str, where: str) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SourceError(
-            f"{where}: the answer is not valid JSON ({exc}): {raw[:200]!r}; is this a "
-            "Prometheus API URL?",
-            url=url,
-        ) from exc
 
 
 def _split_label(series: Sequence[Mapping[str, str]]) -> tuple[str | None, list[str]]:
