@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,8 @@ import orjson
 
 from dxt_core.errors import SourceError
 
+#: A series' labels, sorted: what tells series apart.
+LabelKey = tuple[tuple[str, str], ...]
 #: Bytes of a plain decimal value (and the commas between values).
 PLAIN = b"0123456789.-,"
 _COMMA = 44
@@ -56,6 +58,8 @@ class Columns:
     start_ms: int
     end_ms: int
     labels: list[dict[str, str]] = field(default_factory=list)
+    #: each series' labels as a sorted tuple (its identity; computed once per series)
+    keys: list[LabelKey] = field(default_factory=list)
     starts: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     text: bytes = b""
@@ -111,11 +115,11 @@ class Columns:
         starts = np.zeros(len(self.labels) + 1, np.int64)
         np.cumsum(per_series, out=starts[1:])
         return Columns(
-            self.start_ms, self.end_ms, self.labels, starts, self.ts[keep], text, offsets
+            self.start_ms, self.end_ms, self.labels, self.keys, starts, self.ts[keep], text, offsets
         )
 
 
-def label_key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+def label_key(labels: Mapping[str, str]) -> LabelKey:
     return tuple(sorted(labels.items()))
 
 
@@ -172,6 +176,7 @@ def _assemble(
     where: str,
     url: str,
     labels: list[dict[str, str]],
+    keys: list[LabelKey],
     counts: list[int],
     ts: np.ndarray,
     text: bytes,
@@ -181,7 +186,7 @@ def _assemble(
     np.cumsum(counts, out=starts[1:])
     if int(starts[-1]) != len(ts) or len(offsets) != len(ts) + 1:
         raise SourceError(f"{where}: {len(ts)} timestamps but {len(offsets) - 1} values", url=url)
-    return Columns(0, 0, labels, starts, ts, text, offsets)
+    return Columns(0, 0, labels, keys, starts, ts, text, offsets)
 
 
 # -- VictoriaMetrics /api/v1/export ---------------------------------------------------------
@@ -192,45 +197,93 @@ _VM_TIMES = b'],"timestamps":['
 
 
 def decode_export(
-    body: bytes, where: str, url: str, label_cache: dict[bytes, dict[str, str]]
+    body: bytes, where: str, url: str, label_cache: dict[bytes, tuple[dict[str, str], LabelKey]]
 ) -> Columns:
     """VictoriaMetrics' export lines as columns (series in the order of the lines).
 
     ``label_cache`` maps a line's ``metric`` JSON to its labels, so that a series asked
     window after window is decoded once.
     """
-    labels: list[dict[str, str]] = []
-    counts: list[int] = []
-    values: list[bytes] = []
-    times: list[bytes] = []
-    for n, (a, vo, to, e, laid_out) in enumerate(_export_lines(body), 1):
-        if laid_out:  # as VictoriaMetrics writes it: cut at the places found
-            meta, v, t = (
-                body[a + len(_VM_HEAD) : vo - 10],
-                body[vo + 1 : to - 15],
-                body[to + 1 : e - 2],
-            )
-        elif not body[a:e].strip():
-            continue
-        else:
-            meta, v, t = _export_line(body[a:e], n, where, url)
-        if not t:
-            continue
-        lab = label_cache.get(meta)
-        if lab is None:
-            lab = label_cache[meta] = _labels(meta, n, where, url)
-        labels.append(lab)
-        counts.append(t.count(b",") + 1)
-        values.append(v)
-        times.append(t)
-    total = sum(counts)
-    if not total:
-        empty = np.zeros(0, np.int64)
-        return _assemble(where, url, labels, counts, empty, b"", np.zeros(1, np.int64))
-    ts = _ints(b",".join(times), total, where, url)
+    starts, v_open, t_open, ends, laid_out = _export_lines(body)
+    if not all(laid_out):
+        return _decode_export_lines(body, where, url, label_cache)
+    # every line as VictoriaMetrics writes it: cut each at the places found
+    metas = [body[a + len(_VM_HEAD) : v - 10] for a, v in zip(starts, v_open, strict=True)]
+    values = [body[v + 1 : t - 15] for v, t in zip(v_open, t_open, strict=True)]
+    times = [body[t + 1 : e - 2] for t, e in zip(t_open, ends, strict=True)]
+    found = [label_cache.get(m) for m in metas]
+    for n, (m, hit) in enumerate(zip(metas, found, strict=True), 1):
+        if hit is None:
+            lab = _labels(m, n, where, url)
+            hit = label_cache[m] = found[n - 1] = (lab, label_key(lab))
+    # a line without samples: VictoriaMetrics writes none (export.qtpl returns early)
+    if not all(times):
+        keep = [i for i, t in enumerate(times) if t]
+        found, values, times = (
+            [found[i] for i in keep],
+            [values[i] for i in keep],
+            [times[i] for i in keep],
+        )
+    return _export_columns(where, url, found, values, times)  # type: ignore[arg-type]
+
+
+def _export_columns(
+    where: str,
+    url: str,
+    found: list[tuple[dict[str, str], LabelKey]],
+    values: list[bytes],
+    times: list[bytes],
+) -> Columns:
+    labels = [f[0] for f in found]
+    keys = [f[1] for f in found]
+    if not times:
+        return _assemble(
+            where, url, labels, keys, [], np.zeros(0, np.int64), b"", np.zeros(1, np.int64)
+        )
+    joined = b",".join(times)
+    # samples per line: one more than the commas inside the line's stretch of the joined text
+    lengths = np.array([len(t) for t in times], np.int64)
+    line_starts = np.zeros(len(times), np.int64)
+    np.cumsum(lengths[:-1] + 1, out=line_starts[1:])
+    commas = np.flatnonzero(np.frombuffer(joined, np.uint8) == _COMMA)
+    inner = np.searchsorted(commas, line_starts + lengths) - np.searchsorted(commas, line_starts)
+    counts = (inner + 1).tolist()
+    ts = _ints(joined, len(commas) + 1, where, url)
     values.append(b"")  # a comma after the last value too
     text, offsets = _tokens(b",".join(values), where, url)
-    return _assemble(where, url, labels, counts, ts, text, offsets)
+    return _assemble(where, url, labels, keys, counts, ts, text, offsets)
+
+
+def _decode_export_lines(
+    body: bytes, where: str, url: str, label_cache: dict[bytes, tuple[dict[str, str], LabelKey]]
+) -> Columns:
+    """The slow path, line by line: some line is not laid out as VictoriaMetrics writes it
+    (decoded as JSON), or blank."""
+    found: list[tuple[dict[str, str], LabelKey]] = []
+    values: list[bytes] = []
+    times: list[bytes] = []
+    for n, line in enumerate(body.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        _, v_open, t_open, _, laid_out = _export_lines(line + b"\n")
+        if laid_out[0]:
+            meta, v, t = (
+                line[len(_VM_HEAD) : v_open[0] - 10],
+                line[v_open[0] + 1 : t_open[0] - 15],
+                line[t_open[0] + 1 : -2],
+            )
+        else:
+            meta, v, t = _export_line(line, n, where, url)
+        if not t:
+            continue
+        hit = label_cache.get(meta)
+        if hit is None:
+            lab = _labels(meta, n, where, url)
+            hit = label_cache[meta] = (lab, label_key(lab))
+        found.append(hit)
+        values.append(v)
+        times.append(t)
+    return _export_columns(where, url, found, values, times)
 
 
 _TIMES_TAIL = np.frombuffer(b'],"timestamps":', np.uint8)
@@ -238,7 +291,7 @@ _VALUES_TAIL = np.frombuffer(b',"values":', np.uint8)
 _HEAD = np.frombuffer(_VM_HEAD, np.uint8)
 
 
-def _export_lines(body: bytes) -> Iterator[tuple[int, int, int, int, bool]]:
+def _export_lines(body: bytes) -> tuple[list[int], list[int], list[int], list[int], list[bool]]:
     """Each line of an export as (start, its values' ``[``, its timestamps' ``[``, end
     before the newline, laid out as VictoriaMetrics writes it), found for all lines at once:
     the last two ``[`` of a line open its values and timestamps (numbers hold none; a label
@@ -261,9 +314,7 @@ def _export_lines(body: bytes) -> Iterator[tuple[int, int, int, int, bool]]:
     ok &= (arr[np.clip(head, 0, len(arr) - 1)] == _HEAD).all(1)
     tail = np.clip(ends - 2, 0, None)
     ok &= (arr[tail] == ord("]")) & (arr[np.clip(ends - 1, 0, None)] == ord("}"))
-    return zip(
-        starts.tolist(), v_open.tolist(), t_open.tolist(), ends.tolist(), ok.tolist(), strict=True
-    )
+    return starts.tolist(), v_open.tolist(), t_open.tolist(), ends.tolist(), ok.tolist()
 
 
 def _labels(meta: bytes, n: int, where: str, url: str) -> dict[str, str]:
@@ -339,12 +390,12 @@ def decode_matrix(raw: bytes, where: str, url: str) -> Columns:
         results = _loads(raw, url, where)["data"]["result"]
         arrays = [_pairs_text(item.get("values") or (), where, url) for item in results]
     labels = [{str(k): str(v) for k, v in (item.get("metric") or {}).items()} for item in results]
+    keys = [label_key(lab) for lab in labels]
     counts = [a.count(b"],[") + 1 if a else 0 for a in arrays]
     total = sum(counts)
     if not total:
-        return _assemble(
-            where, url, labels, counts, np.zeros(0, np.int64), b"", np.zeros(1, np.int64)
-        )
+        empty = np.zeros(0, np.int64)
+        return _assemble(where, url, labels, keys, counts, empty, b"", np.zeros(1, np.int64))
     # a comma after the last value too
     flat = b",".join([*(a for a in arrays if a), b""]).translate(None, b'[]"')
     text, offsets = _tokens(flat, where, url)
@@ -360,7 +411,7 @@ def decode_matrix(raw: bytes, where: str, url: str) -> Columns:
     value_offsets = np.zeros(total + 1, np.int64)
     np.cumsum(lengths[1::2], out=value_offsets[1:])
     values = data[byte_is_value].tobytes()
-    return _assemble(where, url, labels, counts, ts, values, value_offsets)
+    return _assemble(where, url, labels, keys, counts, ts, values, value_offsets)
 
 
 def _seconds_ms(joined: bytes, count: int, where: str, url: str) -> np.ndarray:
@@ -436,6 +487,7 @@ def concat(parts: Sequence[Columns], start_ms: int, end_ms: int) -> Columns:
         out = parts[0]
     else:
         labels = [lab for p in parts for lab in p.labels]
+        keys = [k for p in parts for k in p.keys]
         lengths = np.concatenate([np.diff(p.starts) for p in parts])
         starts = np.zeros(len(labels) + 1, np.int64)
         np.cumsum(lengths, out=starts[1:])
@@ -447,6 +499,7 @@ def concat(parts: Sequence[Columns], start_ms: int, end_ms: int) -> Columns:
             0,
             0,
             labels,
+            keys,
             starts,
             np.concatenate([p.ts for p in parts]),
             b"".join(p.text for p in parts),
@@ -459,13 +512,12 @@ def concat(parts: Sequence[Columns], start_ms: int, end_ms: int) -> Columns:
 def _normalised(cols: Columns) -> Columns:
     """Each series once, each in time order: the answer as it came when it already is."""
     sid = cols.series_of_rows()
-    # the answer's own order of a series' labels: a series sent twice comes the same way
-    if len({tuple(lab.items()) for lab in cols.labels}) == len(cols.labels):
+    keys = cols.keys
+    if len(set(keys)) == len(keys):
         later = cols.ts[1:] < cols.ts[:-1]
         if not (later & (sid[1:] == sid[:-1])).any():
             return cols
-    keys = [label_key(lab) for lab in cols.labels]
-    first: dict[tuple[tuple[str, str], ...], int] = {}
+    first: dict[LabelKey, int] = {}
     for i, k in enumerate(keys):
         first.setdefault(k, i)
     new_id = np.array([first[k] for k in keys], np.int64)
@@ -482,7 +534,8 @@ def _normalised(cols: Columns) -> Columns:
     starts = np.zeros(len(kept) + 1, np.int64)
     np.cumsum(np.bincount(row_series, minlength=len(kept)), out=starts[1:])
     labels = [cols.labels[i] for i in kept]
-    return Columns(cols.start_ms, cols.end_ms, labels, starts, cols.ts[order], text, offsets)
+    keys = [cols.keys[i] for i in kept]
+    return Columns(cols.start_ms, cols.end_ms, labels, keys, starts, cols.ts[order], text, offsets)
 
 
 def _gather(text: bytes, starts: np.ndarray, lengths: np.ndarray) -> bytes:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
-from dxt_core.backends.prometheus.columns import Columns
+from dxt_core.backends.prometheus.columns import Columns, LabelKey
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.records import SeriesSchema
 from dxt_core.writers.base import WriteResult
@@ -74,15 +74,45 @@ def row_order(cols: Columns, rank: np.ndarray, origin_ms: int, block_ms: int) ->
     return perm
 
 
-def series_rank(labels: list[dict[str, str]], schema: SeriesSchema) -> np.ndarray:
-    """Each series' place in a block: by its label values (the schema's columns), then its
-    metric name."""
-    cols = (*schema.tag_keys, "__name__")
-    keys = [tuple([lab.get(k, "") for k in cols]) for lab in labels]
+def series_rank(keys: list[tuple[str, ...]]) -> np.ndarray:
+    """Each series' place in a block, from its sort key (label values, then name)."""
     order = sorted(range(len(keys)), key=keys.__getitem__)
     rank = np.empty(len(keys), np.int64)
     rank[order] = np.arange(len(keys))
     return rank
+
+
+class SeriesFields:
+    """What a writer needs of each series of the day, computed once per series: its sort key
+    (the values of the schema's label columns, then the metric name) and its CSV tail
+    (``name,<label values...>`` and the line's end)."""
+
+    def __init__(self, schema: SeriesSchema) -> None:
+        self.columns = (*schema.tag_keys, "__name__")
+        self._sort: dict[LabelKey, tuple[str, ...]] = {}
+        self._tails: dict[LabelKey, bytes] = {}
+
+    def sort_keys(self, cols: Columns) -> list[tuple[str, ...]]:
+        out = []
+        for labels, key in zip(cols.labels, cols.keys, strict=True):
+            hit = self._sort.get(key)
+            if hit is None:
+                hit = self._sort[key] = tuple([labels.get(k, "") for k in self.columns])
+            out.append(hit)
+        return out
+
+    def tails(self, cols: Columns) -> list[bytes]:
+        out = []
+        for labels, key in zip(cols.labels, cols.keys, strict=True):
+            hit = self._tails.get(key)
+            if hit is None:
+                fields = (
+                    labels.get("__name__", ""),
+                    *(labels.get(k, "") for k in self.columns[:-1]),
+                )
+                hit = self._tails[key] = (",".join(csv_field(v) for v in fields) + "\n").encode()
+            out.append(hit)
+        return out
 
 
 class Stamps:
@@ -205,11 +235,12 @@ class CsvDayWriter:
         self._block_ms, self._origin_ms = block_ms, origin_ms
         self._arrow: tuple[Any, Any] | None = _arrow() if arrow else None
         self._schema: SeriesSchema | None = None
-        self._tails: dict[tuple[tuple[str, str], ...], bytes] = {}
+        self._fields: SeriesFields | None = None
         self._result = WriteResult()
 
     def open(self, schema: SeriesSchema) -> None:
         self._schema = schema
+        self._fields = SeriesFields(schema)
         self._result.columns = list(schema.columns)
         self._gz.write((",".join(csv_field(c) for c in schema.columns) + "\n").encode())
 
@@ -222,8 +253,10 @@ class CsvDayWriter:
             return
         if (cols.start_ms - self._origin_ms) % self._block_ms:
             raise ArchiveError("a query window does not start on a block edge")
-        perm = row_order(cols, series_rank(cols.labels, schema), self._origin_ms, self._block_ms)
-        tails = [self._tail(lab) for lab in cols.labels]
+        fields = self._fields
+        assert fields is not None
+        perm = row_order(cols, series_rank(fields.sort_keys(cols)), self._origin_ms, self._block_ms)
+        tails = fields.tails(cols)
         sid = cols.series_of_rows()
         if self._arrow is not None:
             pa, pc = self._arrow
@@ -251,20 +284,6 @@ class CsvDayWriter:
         lo_ts, hi_ts = int(cols.ts.min()), int(cols.ts.max())
         res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
         res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
-
-    def _tail(self, labels: dict[str, str]) -> bytes:
-        """``name,<label values...>`` and the line's end, as the CSV writes them (once per
-        series of the day)."""
-        key = tuple(labels.items())
-        hit = self._tails.get(key)
-        if hit is None:
-            assert self._schema is not None
-            fields = [
-                labels.get("__name__", ""),
-                *(labels.get(k, "") for k in self._schema.tag_keys),
-            ]
-            hit = self._tails[key] = (",".join(csv_field(v) for v in fields) + "\n").encode()
-        return hit
 
     def close(self) -> WriteResult:
         self._result.sha256 = self._gz.close()
@@ -362,8 +381,9 @@ class ParquetDayWriter:
         self._schema: SeriesSchema | None = None
         self._writer: Any = None
         self._result = WriteResult()
-        self._ids: dict[tuple[str, ...], int] = {}
-        self._fields: list[tuple[str, ...]] = []  # per series id: name, label values
+        self._sorting: SeriesFields | None = None
+        self._ids: dict[LabelKey, int] = {}
+        self._series: list[tuple[str, ...]] = []  # per series id: name, label values
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_span: int | None = None
 
@@ -372,6 +392,7 @@ class ParquetDayWriter:
         import pyarrow.parquet as pq
 
         self._schema = schema
+        self._sorting = SeriesFields(schema)
         self._result.columns = list(schema.columns)
         text = pa.dictionary(pa.int32(), pa.string())
         self._arrow_schema = pa.schema(
@@ -385,32 +406,32 @@ class ParquetDayWriter:
             self._file, self._arrow_schema, compression=self._compression, use_dictionary=True
         )
 
-    def _series_ids(self, labels: list[dict[str, str]]) -> np.ndarray:
+    def _series_ids(self, cols: Columns) -> np.ndarray:
+        """The day's id of each series of the window (the row of its column values)."""
         assert self._schema is not None
-        keys = self._schema.tag_keys
-        out = np.empty(len(labels), np.int64)
-        for i, lab in enumerate(labels):
-            fields = (lab.get("__name__", ""), *(lab.get(k, "") for k in keys))
-            sid = self._ids.get(fields)
+        tag_keys = self._schema.tag_keys
+        out = []
+        for lab, key in zip(cols.labels, cols.keys, strict=True):
+            sid = self._ids.get(key)
             if sid is None:
-                sid = self._ids[fields] = len(self._fields)
-                self._fields.append(fields)
-            out[i] = sid
-        return out
+                sid = self._ids[key] = len(self._series)
+                self._series.append((lab.get("__name__", ""), *(lab.get(k, "") for k in tag_keys)))
+            out.append(sid)
+        return np.array(out, np.int64)
 
     def write(self, cols: Columns) -> None:
         """Append one window's rows; a row group is written once the windows have passed
         its span."""
-        if self._schema is None:
+        if self._schema is None or self._sorting is None:
             raise ArchiveError("ParquetDayWriter.write called before open()")
         if not cols.rows:
             return
         perm = row_order(
-            cols, series_rank(cols.labels, self._schema), self._origin_ms, self._block_ms
+            cols, series_rank(self._sorting.sort_keys(cols)), self._origin_ms, self._block_ms
         )
         ts = cols.ts[perm]
         values = cols.values()[perm]
-        ids = self._series_ids(cols.labels)[cols.series_of_rows()[perm]]
+        ids = self._series_ids(cols)[cols.series_of_rows()[perm]]
         span = (ts - self._origin_ms) // self._block_ms // self._per_span
         edges = np.flatnonzero(np.diff(span)) + 1
         for a, b in zip([0, *edges.tolist()], [*edges.tolist(), len(ts)], strict=True):
@@ -433,14 +454,14 @@ class ParquetDayWriter:
         values = np.concatenate([p[1] for p in self._pending])
         ids = np.concatenate([p[2] for p in self._pending])
         self._pending, self._pending_span = [], None
-        present = np.flatnonzero(np.bincount(ids, minlength=len(self._fields)))
+        present = np.flatnonzero(np.bincount(ids, minlength=len(self._series)))
         columns = [
             pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), len(ts), [None, pa.py_buffer(ts)]),
             pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)]),
         ]
-        code = np.zeros(len(self._fields), np.int32)
+        code = np.zeros(len(self._series), np.int32)
         for c in range(1 + len(self._schema.tag_keys if self._schema else ())):
-            texts = [self._fields[i][c] for i in present.tolist()]
+            texts = [self._series[i][c] for i in present.tolist()]
             uniq = sorted(set(texts))
             where = {v: k for k, v in enumerate(uniq)}
             code[present] = [where[t] for t in texts]

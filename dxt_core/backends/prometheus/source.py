@@ -39,6 +39,7 @@ import orjson
 
 from dxt_core.backends.prometheus.columns import (
     Columns,
+    LabelKey,
     concat,
     count_of,
     decode_export,
@@ -295,7 +296,7 @@ class PrometheusSource:
         self._server: ServerInfo | None = None
         self._names: dict[tuple[int, int] | None, list[str]] = {}
         #: labels of the export lines' metric JSON, decoded once per run
-        self._label_cache: dict[bytes, dict[str, str]] = {}
+        self._label_cache: dict[bytes, tuple[dict[str, str], LabelKey]] = {}
 
     def close(self) -> None:
         self._http.close()
@@ -641,6 +642,7 @@ class PrometheusSource:
             size = _blocks(max(min_ms, min(max_ms, planned)), min_ms)
         cap = max_ms
         keys = {*schema.tag_keys, "__name__"}
+        checked: set[LabelKey] = set()  # each series' labels are checked once
         while cursor < end:
             stop = min(cursor + size, end)
             try:
@@ -656,7 +658,10 @@ class PrometheusSource:
                     )
                     continue
                 cols = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
-            for labels in cols.labels:
+            for labels, key in zip(cols.labels, cols.keys, strict=True):
+                if key in checked:
+                    continue
+                checked.add(key)
                 extra = set(labels) - keys
                 if extra:
                     raise SourceError(

@@ -17,6 +17,7 @@ from dxt_core.backends.prometheus.columns import (
     decode_export,
     decode_matrix,
     inside,
+    label_key,
 )
 from dxt_core.backends.prometheus.layout import CsvDayWriter, ParquetDayWriter, Stamps
 from dxt_core.errors import SourceError
@@ -75,6 +76,11 @@ def test_a_victoriametrics_export() -> None:
     assert cols.tokens() == ["21.2", "21.27", "21", "nan", "nan", "1000000000000000000000", "7"]
     assert cols.ts.tolist()[:3] == [1711922400000, 1711922415000, 1711922430000]
     assert len(cache) == 3 and decode_export(body, "w", URL, cache).labels[1] is cols.labels[1]
+    assert cols.keys[1] == (("__name__", "m"), ("i", "2"), ("job", "node"))
+    # the lines as VictoriaMetrics writes them: cut at the places found for all at once
+    fast = decode_export(b"".join(body.splitlines(keepends=True)[:2]), "w", URL, {})
+    assert fast.tokens() == cols.tokens()[:6] and fast.starts.tolist() == [0, 3, 6]
+    assert fast.ts.tolist() == cols.ts.tolist()[:6] and fast.keys == cols.keys[:2]
     with pytest.raises(SourceError, match="export line 2 is not a series"):
         decode_export(body.replace(b'"i":"2"}', b'"i":2"}'), "w", URL, {})
     with pytest.raises(SourceError, match="export line 3 is not a series"):
@@ -136,7 +142,8 @@ def _columns(series, a: int, b: int) -> Columns:
     np.cumsum([len(t) for t in toks], out=offsets[1:])
     starts = np.zeros(len(labels) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
-    return Columns(a, b, labels, starts, np.array(ts, np.int64), b"".join(toks), offsets)
+    keys = [label_key(lab) for lab in labels]
+    return Columns(a, b, labels, keys, starts, np.array(ts, np.int64), b"".join(toks), offsets)
 
 
 def _batch(series, a: int, b: int) -> SeriesBatch:
