@@ -75,7 +75,7 @@ class Columns:
 
     def series_of_rows(self) -> np.ndarray:
         """The series index of each row."""
-        return np.repeat(np.arange(len(self.labels), dtype=np.int64), np.diff(self.starts))
+        return np.repeat(np.arange(len(self.labels), dtype=np.int32), np.diff(self.starts))
 
     def tokens(self) -> list[str]:
         """The values as text, without their commas (a Python object per value: tests)."""
@@ -94,7 +94,7 @@ class Columns:
             parsed: np.ndarray = np.fromstring(self.text[:-1], dtype=np.float64, sep=",")
             return parsed
         large = len(self.text) >= 2**31
-        offsets = self.offsets if large else self.offsets.astype(np.int32)
+        offsets = self.offsets.astype(np.int64 if large else np.int32, copy=False)
         arr = pa.Array.from_buffers(
             pa.large_binary() if large else pa.binary(),
             n,
@@ -109,7 +109,7 @@ class Columns:
         left without rows stays, with none)."""
         lengths = np.diff(self.offsets)
         text = np.frombuffer(self.text, np.uint8)[np.repeat(keep, lengths)].tobytes()
-        offsets = np.zeros(int(keep.sum()) + 1, np.int64)
+        offsets = np.zeros(int(keep.sum()) + 1, self.offsets.dtype)
         np.cumsum(lengths[keep], out=offsets[1:])
         per_series = np.bincount(self.series_of_rows()[keep], minlength=len(self.labels))
         starts = np.zeros(len(self.labels) + 1, np.int64)
@@ -155,9 +155,14 @@ def _tokens(joined: bytes, where: str, url: str) -> tuple[bytes, np.ndarray]:
     ends += 1
     if len(ends) and (int(ends[0]) < 2 or (np.diff(ends) < 2).any()):
         raise SourceError(f"{where}: an empty value in the answer", url=url)
-    offsets = np.zeros(len(ends) + 1, np.int64)
+    offsets = np.zeros(len(ends) + 1, _offset_type(len(joined)))
     offsets[1:] = ends
     return joined, offsets
+
+
+def _offset_type(size: int) -> type[np.signedinteger[Any]]:
+    """Offsets into a text of ``size`` bytes: 32 bits while they fit (half the memory)."""
+    return np.int32 if size < 2**31 else np.int64
 
 
 def _ints(joined: bytes, count: int, where: str, url: str) -> np.ndarray:
@@ -207,23 +212,22 @@ def decode_export(
     starts, v_open, t_open, ends, laid_out = _export_lines(body)
     if not all(laid_out):
         return _decode_export_lines(body, where, url, label_cache)
-    # every line as VictoriaMetrics writes it: cut each at the places found
+    # every line as VictoriaMetrics writes it: cut each at the places found (the arrays as
+    # views of the answer, copied once, by the join)
+    view = memoryview(body)
     metas = [body[a + len(_VM_HEAD) : v - 10] for a, v in zip(starts, v_open, strict=True)]
-    values = [body[v + 1 : t - 15] for v, t in zip(v_open, t_open, strict=True)]
-    times = [body[t + 1 : e - 2] for t, e in zip(t_open, ends, strict=True)]
+    values = [view[v + 1 : t - 15] for v, t in zip(v_open, t_open, strict=True)]
+    times = [view[t + 1 : e - 2] for t, e in zip(t_open, ends, strict=True)]
     found = [label_cache.get(m) for m in metas]
     for n, (m, hit) in enumerate(zip(metas, found, strict=True), 1):
         if hit is None:
             lab = _labels(m, n, where, url)
             hit = label_cache[m] = found[n - 1] = (lab, label_key(lab))
     # a line without samples: VictoriaMetrics writes none (export.qtpl returns early)
-    if not all(times):
-        keep = [i for i, t in enumerate(times) if t]
-        found, values, times = (
-            [found[i] for i in keep],
-            [values[i] for i in keep],
-            [times[i] for i in keep],
-        )
+    if not all(len(t) for t in times):
+        keep = [i for i, t in enumerate(times) if len(t)]
+        found = [found[i] for i in keep]
+        values, times = [values[i] for i in keep], [times[i] for i in keep]
     return _export_columns(where, url, found, values, times)  # type: ignore[arg-type]
 
 
@@ -231,8 +235,8 @@ def _export_columns(
     where: str,
     url: str,
     found: list[tuple[dict[str, str], LabelKey]],
-    values: list[bytes],
-    times: list[bytes],
+    values: list[bytes | memoryview],
+    times: list[bytes | memoryview],
 ) -> Columns:
     labels = [f[0] for f in found]
     keys = [f[1] for f in found]
@@ -243,14 +247,17 @@ def _export_columns(
     joined = b",".join(times)
     # samples per line: one more than the commas inside the line's stretch of the joined text
     lengths = np.array([len(t) for t in times], np.int64)
-    line_starts = np.zeros(len(times), np.int64)
+    del times[:]  # the views of the answer
+    line_starts = np.zeros(len(lengths), np.int64)
     np.cumsum(lengths[:-1] + 1, out=line_starts[1:])
     commas = np.flatnonzero(np.frombuffer(joined, np.uint8) == _COMMA)
     inner = np.searchsorted(commas, line_starts + lengths) - np.searchsorted(commas, line_starts)
     counts = (inner + 1).tolist()
     ts = _ints(joined, len(commas) + 1, where, url)
     values.append(b"")  # a comma after the last value too
-    text, offsets = _tokens(b",".join(values), where, url)
+    joined = b",".join(values)
+    del values[:]
+    text, offsets = _tokens(joined, where, url)
     return _assemble(where, url, labels, keys, counts, ts, text, offsets)
 
 
@@ -260,8 +267,8 @@ def _decode_export_lines(
     """The slow path, line by line: some line is not laid out as VictoriaMetrics writes it
     (decoded as JSON), or blank."""
     found: list[tuple[dict[str, str], LabelKey]] = []
-    values: list[bytes] = []
-    times: list[bytes] = []
+    values: list[bytes | memoryview] = []
+    times: list[bytes | memoryview] = []
     for n, line in enumerate(body.split(b"\n"), 1):
         if not line.strip():
             continue
@@ -366,13 +373,86 @@ def _json_value(v: Any) -> bytes:
 _PROM_VALUES = b'"values":['
 
 
-def decode_matrix(raw: bytes, where: str, url: str) -> Columns:
+_MATRIX_HEAD = b'{"status":"success","data":{"resultType":"matrix","result":['
+_MATRIX_TAIL = b"]}}"
+_NEXT_SERIES = b']},{"metric":'
+_VALUES_KEY = b',"values":['
+
+
+def decode_matrix(
+    raw: bytes, where: str, url: str, label_cache: dict[bytes, tuple[dict[str, str], LabelKey]]
+) -> Columns:
     """A Prometheus matrix answer as columns (series in the answer's order).
 
-    The ``values`` arrays are cut out of the text and the rest parsed as JSON; the arrays'
-    ``[<seconds>,"<value>"]`` pairs are parsed in one pass (times in ms, rounded as
-    ``round(seconds * 1000)``).
+    Laid out as Prometheus writes it (``{"status":"success","data":{"resultType":"matrix",
+    "result":[{"metric":{...},"values":[[<seconds>,"<value>"],...]},...]}}``), the answer is
+    cut at the series' boundaries, each series' ``metric`` object decoded once per run
+    (``label_cache``); any other layout is parsed as JSON, the arrays apart. The arrays'
+    pairs are parsed in one pass (times in ms, rounded as ``round(seconds * 1000)``).
     """
+    cut = _matrix_parts(raw)
+    if cut is None:
+        found, arrays = _matrix_json(raw, where, url)
+    else:
+        metas, arrays = cut
+        found = []
+        for n, m in enumerate(metas, 1):
+            hit = label_cache.get(m)
+            if hit is None:
+                lab = _labels(m, n, where, url)
+                hit = label_cache[m] = (lab, label_key(lab))
+            found.append(hit)
+    labels = [f[0] for f in found]
+    keys = [f[1] for f in found]
+    counts = [a.count(b"[") for a in arrays]
+    total = sum(counts)
+    if not total:
+        empty = np.zeros(0, np.int64)
+        return _assemble(where, url, labels, keys, counts, empty, b"", np.zeros(1, np.int64))
+    # a comma after the last value too
+    flat = b",".join([*(a for a in arrays if a), b""]).translate(None, b'[]"')
+    text, offsets = _tokens(flat, where, url)
+    if len(offsets) != 2 * total + 1:
+        raise SourceError(f"{where}: a sample is not [time, value]", url=url)
+    # tokens alternate: time, value; the times' bytes and the values' bytes apart
+    lengths = np.diff(offsets)
+    is_value = np.zeros(2 * total, bool)
+    is_value[1::2] = True
+    byte_is_value = np.repeat(is_value, lengths)
+    data = np.frombuffer(text, np.uint8)
+    ts = _seconds_ms(data[~byte_is_value].tobytes(), total, where, url)
+    value_offsets = np.zeros(total + 1, _offset_type(len(text)))
+    np.cumsum(lengths[1::2], out=value_offsets[1:])
+    values = data[byte_is_value].tobytes()
+    return _assemble(where, url, labels, keys, counts, ts, values, value_offsets)
+
+
+def _matrix_parts(raw: bytes) -> tuple[list[bytes], list[bytes]] | None:
+    """(each series' ``metric`` JSON, its ``values`` array without the outer brackets), cut
+    from an answer laid out as Prometheus writes it; None for any other layout. A series'
+    values hold only numbers, quotes, brackets and commas, so the last ``,"values":[`` of
+    a series is its own."""
+    if not (raw.startswith(_MATRIX_HEAD) and raw.endswith(_MATRIX_TAIL)):
+        return None
+    body = raw[len(_MATRIX_HEAD) : -len(_MATRIX_TAIL)]
+    if not body:
+        return [], []
+    if not (body.startswith(b'{"metric":') and body.endswith(b"]}")):
+        return None
+    pieces = body[len(b'{"metric":') : -2].split(_NEXT_SERIES)
+    parts = [p.rpartition(_VALUES_KEY) for p in pieces]
+    metas = [p[0] for p in parts]
+    arrays = [p[2] for p in parts]
+    if not all(p[1] for p in parts) or not all(m[:1] == b"{" and m[-1:] == b"}" for m in metas):
+        return None
+    return metas, arrays
+
+
+def _matrix_json(
+    raw: bytes, where: str, url: str
+) -> tuple[list[tuple[dict[str, str], LabelKey]], list[bytes]]:
+    """The generic path: the ``values`` arrays cut out of the text, the rest parsed as
+    JSON (and the whole answer when that does not line up)."""
     skeleton, arrays = _cut_values(raw)
     doc = _loads(skeleton, url, where)
     if not isinstance(doc, dict) or doc.get("status") != "success":
@@ -390,28 +470,7 @@ def decode_matrix(raw: bytes, where: str, url: str) -> Columns:
         results = _loads(raw, url, where)["data"]["result"]
         arrays = [_pairs_text(item.get("values") or (), where, url) for item in results]
     labels = [{str(k): str(v) for k, v in (item.get("metric") or {}).items()} for item in results]
-    keys = [label_key(lab) for lab in labels]
-    counts = [a.count(b"],[") + 1 if a else 0 for a in arrays]
-    total = sum(counts)
-    if not total:
-        empty = np.zeros(0, np.int64)
-        return _assemble(where, url, labels, keys, counts, empty, b"", np.zeros(1, np.int64))
-    # a comma after the last value too
-    flat = b",".join([*(a for a in arrays if a), b""]).translate(None, b'[]"')
-    text, offsets = _tokens(flat, where, url)
-    if len(offsets) != 2 * total + 1:
-        raise SourceError(f"{where}: a sample is not [time, value]", url=url)
-    # tokens alternate: time, value; the times' bytes and the values' bytes apart
-    lengths = np.diff(offsets)
-    is_value = np.zeros(2 * total, bool)
-    is_value[1::2] = True
-    byte_is_value = np.repeat(is_value, lengths)
-    data = np.frombuffer(text, np.uint8)
-    ts = _seconds_ms(data[~byte_is_value].tobytes(), total, where, url)
-    value_offsets = np.zeros(total + 1, np.int64)
-    np.cumsum(lengths[1::2], out=value_offsets[1:])
-    values = data[byte_is_value].tobytes()
-    return _assemble(where, url, labels, keys, counts, ts, values, value_offsets)
+    return [(lab, label_key(lab)) for lab in labels], arrays
 
 
 def _seconds_ms(joined: bytes, count: int, where: str, url: str) -> np.ndarray:
@@ -431,7 +490,7 @@ def _seconds_ms(joined: bytes, count: int, where: str, url: str) -> np.ndarray:
 
 def _cut_values(raw: bytes) -> tuple[bytes, list[bytes]]:
     """``raw`` with the inner text of every ``"values":[...]]`` array taken out (the arrays
-    left empty), and those texts in order."""
+    left empty), and those texts in order (each ``[t,"v"],...,[t,"v"]``)."""
     pieces: list[bytes] = []
     arrays: list[bytes] = []
     pos = 0

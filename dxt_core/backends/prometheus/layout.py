@@ -67,9 +67,9 @@ def row_order(cols: Columns, rank: np.ndarray, origin_ms: int, block_ms: int) ->
     np.cumsum(counts[by_rank].T.ravel()[:-1], out=out_flat[1:])
     shift = out_flat.reshape(nb, ns).T[rank] - in_start
     dest = shift.ravel()[run]
-    rows = np.arange(n, dtype=np.int64)
+    rows = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
     dest += rows
-    perm = np.empty(n, np.int64)
+    perm = np.empty(n, rows.dtype)
     perm[dest] = rows
     return perm
 
@@ -310,7 +310,11 @@ def _binary(pa: Any, data: Any, offsets: np.ndarray) -> Any:
     return pa.Array.from_buffers(
         pa.large_binary() if large else pa.binary(),
         len(offsets) - 1,
-        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(data)],
+        [
+            None,
+            pa.py_buffer(offsets.astype(np.int64 if large else np.int32, copy=False)),
+            pa.py_buffer(data),
+        ],
     )
 
 
@@ -323,8 +327,11 @@ def _strings(pa: Any, items: list[str]) -> Any:
 
 
 def _ints(pa: Any, values: np.ndarray) -> Any:
-    values = np.ascontiguousarray(values, np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+    """Row or series numbers as an Arrow index array (int32 or int64, as they are)."""
+    values = np.ascontiguousarray(values)
+    kind = pa.int32() if values.dtype == np.int32 else pa.int64()
+    values = values.astype(np.int32 if values.dtype == np.int32 else np.int64, copy=False)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
 def _assemble_numpy(
@@ -417,7 +424,7 @@ class ParquetDayWriter:
                 sid = self._ids[key] = len(self._series)
                 self._series.append((lab.get("__name__", ""), *(lab.get(k, "") for k in tag_keys)))
             out.append(sid)
-        return np.array(out, np.int64)
+        return np.array(out, np.int32)
 
     def write(self, cols: Columns) -> None:
         """Append one window's rows; a row group is written once the windows have passed
@@ -429,8 +436,8 @@ class ParquetDayWriter:
         perm = row_order(
             cols, series_rank(self._sorting.sort_keys(cols)), self._origin_ms, self._block_ms
         )
-        ts = cols.ts[perm]
-        values = cols.values()[perm]
+        ts = np.ascontiguousarray(cols.ts[perm])
+        values = np.ascontiguousarray(cols.values()[perm])
         ids = self._series_ids(cols)[cols.series_of_rows()[perm]]
         span = (ts - self._origin_ms) // self._block_ms // self._per_span
         edges = np.flatnonzero(np.diff(span)) + 1
@@ -447,33 +454,43 @@ class ParquetDayWriter:
         res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
 
     def _flush(self) -> None:
+        """The pending rows as one row group, from the windows' arrays as they are (record
+        batches of one table: nothing concatenated), with the dictionaries of the labels
+        the group holds, sorted."""
         if not self._pending:
             return
         pa = self._pa
-        ts = np.concatenate([p[0] for p in self._pending])
-        values = np.concatenate([p[1] for p in self._pending])
-        ids = np.concatenate([p[2] for p in self._pending])
-        self._pending, self._pending_span = [], None
-        present = np.flatnonzero(np.bincount(ids, minlength=len(self._series)))
-        columns = [
-            pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), len(ts), [None, pa.py_buffer(ts)]),
-            pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)]),
-        ]
-        code = np.zeros(len(self._series), np.int32)
+        pending, self._pending, self._pending_span = self._pending, [], None
+        seen = np.zeros(len(self._series), bool)
+        for _, _, ids in pending:
+            seen[ids] = True
+        present = np.flatnonzero(seen).tolist()
+        dictionaries, codes = [], []
         for c in range(1 + len(self._schema.tag_keys if self._schema else ())):
-            texts = [self._series[i][c] for i in present.tolist()]
+            texts = [self._series[i][c] for i in present]
             uniq = sorted(set(texts))
             where = {v: k for k, v in enumerate(uniq)}
+            code = np.zeros(len(self._series), np.int32)
             code[present] = [where[t] for t in texts]
-            indices = np.ascontiguousarray(code[ids])
-            columns.append(
-                pa.DictionaryArray.from_arrays(
-                    pa.Array.from_buffers(pa.int32(), len(ids), [None, pa.py_buffer(indices)]),
-                    _strings(pa, uniq),
-                )
-            )
-        table = pa.Table.from_arrays(columns, schema=self._arrow_schema)
-        self._writer.write_table(table, row_group_size=max(len(ts), 1))
+            dictionaries.append(_strings(pa, uniq))
+            codes.append(code)
+        batches = []
+        for ts, values, ids in pending:
+            n = len(ts)
+            columns = [
+                pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(ts)]),
+                pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(values)]),
+                *(
+                    pa.DictionaryArray.from_arrays(
+                        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(code[ids])]),
+                        dictionary,
+                    )
+                    for code, dictionary in zip(codes, dictionaries, strict=True)
+                ),
+            ]
+            batches.append(pa.RecordBatch.from_arrays(columns, schema=self._arrow_schema))
+        table = pa.Table.from_batches(batches, schema=self._arrow_schema)
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
 
     def close(self) -> WriteResult:
         if self._writer is not None:

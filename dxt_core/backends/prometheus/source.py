@@ -546,7 +546,7 @@ class PrometheusSource:
         rng = end_ms - start_ms + 1
         params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
         raw = self._get("api/v1/query", params, stats, context=where, heavy=not at_floor)
-        return decode_matrix(raw, where, self._http.url("api/v1/query"))
+        return decode_matrix(raw, where, self._http.url("api/v1/query"), self._label_cache)
 
     def _export(
         self,
@@ -670,9 +670,11 @@ class PrometheusSource:
                         "rerun the day",
                         url=self._http.url("api/v1/series"),
                     )
+            rows = cols.rows
             yield cols
+            del cols  # the consumer has the window: it is not kept while the next is fetched
             size = _blocks(
-                next_window_ms(stop - cursor, cols.rows, pol.target_points, min_ms, cap), min_ms
+                next_window_ms(stop - cursor, rows, pol.target_points, min_ms, cap), min_ms
             )
             cursor = stop
 
