@@ -30,7 +30,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -209,11 +209,18 @@ def decode_export(
     ``label_cache`` maps a line's ``metric`` JSON to its labels, so that a series asked
     window after window is decoded once.
     """
-    starts, v_open, t_open, ends, laid_out = _export_lines(body)
-    if not all(laid_out):
+    lines = _export_lines(body)
+    if not lines.laid_out.all():
         return _decode_export_lines(body, where, url, label_cache)
     # every line as VictoriaMetrics writes it: cut each at the places found (the arrays as
-    # views of the answer, copied once, by the join)
+    # views of the answer, copied once, by the join); a line without samples is left out
+    # (VictoriaMetrics writes none: export.qtpl returns early)
+    t_len = lines.ends - lines.t_open - 3
+    keep = t_len > 0
+    if not keep.all():
+        lines = _Lines(*(x[keep] for x in lines))
+        t_len = t_len[keep]
+    starts, v_open, t_open, ends = (x.tolist() for x in lines[:4])
     view = memoryview(body)
     metas = [body[a + len(_VM_HEAD) : v - 10] for a, v in zip(starts, v_open, strict=True)]
     values = [view[v + 1 : t - 15] for v, t in zip(v_open, t_open, strict=True)]
@@ -223,12 +230,7 @@ def decode_export(
         if hit is None:
             lab = _labels(m, n, where, url)
             hit = label_cache[m] = found[n - 1] = (lab, label_key(lab))
-    # a line without samples: VictoriaMetrics writes none (export.qtpl returns early)
-    if not all(len(t) for t in times):
-        keep = [i for i, t in enumerate(times) if len(t)]
-        found = [found[i] for i in keep]
-        values, times = [values[i] for i in keep], [times[i] for i in keep]
-    return _export_columns(where, url, found, values, times)  # type: ignore[arg-type]
+    return _export_columns(where, url, found, values, times, t_len)  # type: ignore[arg-type]
 
 
 def _export_columns(
@@ -237,7 +239,10 @@ def _export_columns(
     found: list[tuple[dict[str, str], LabelKey]],
     values: list[bytes | memoryview],
     times: list[bytes | memoryview],
+    lengths: np.ndarray | None = None,
 ) -> Columns:
+    """Columns from each line's labels, values and times (``lengths``: the times' lengths,
+    when known)."""
     labels = [f[0] for f in found]
     keys = [f[1] for f in found]
     if not times:
@@ -246,7 +251,8 @@ def _export_columns(
         )
     joined = b",".join(times)
     # samples per line: one more than the commas inside the line's stretch of the joined text
-    lengths = np.array([len(t) for t in times], np.int64)
+    if lengths is None:
+        lengths = np.array([len(t) for t in times], np.int64)
     del times[:]  # the views of the answer
     line_starts = np.zeros(len(lengths), np.int64)
     np.cumsum(lengths[:-1] + 1, out=line_starts[1:])
@@ -272,13 +278,10 @@ def _decode_export_lines(
     for n, line in enumerate(body.split(b"\n"), 1):
         if not line.strip():
             continue
-        _, v_open, t_open, _, laid_out = _export_lines(line + b"\n")
-        if laid_out[0]:
-            meta, v, t = (
-                line[len(_VM_HEAD) : v_open[0] - 10],
-                line[v_open[0] + 1 : t_open[0] - 15],
-                line[t_open[0] + 1 : -2],
-            )
+        one = _export_lines(line + b"\n")
+        if one.laid_out[0]:
+            vo, to = int(one.v_open[0]), int(one.t_open[0])
+            meta, v, t = line[len(_VM_HEAD) : vo - 10], line[vo + 1 : to - 15], line[to + 1 : -2]
         else:
             meta, v, t = _export_line(line, n, where, url)
         if not t:
@@ -298,7 +301,15 @@ _VALUES_TAIL = np.frombuffer(b',"values":', np.uint8)
 _HEAD = np.frombuffer(_VM_HEAD, np.uint8)
 
 
-def _export_lines(body: bytes) -> tuple[list[int], list[int], list[int], list[int], list[bool]]:
+class _Lines(NamedTuple):
+    starts: np.ndarray
+    v_open: np.ndarray
+    t_open: np.ndarray
+    ends: np.ndarray
+    laid_out: np.ndarray
+
+
+def _export_lines(body: bytes) -> _Lines:
     """Each line of an export as (start, its values' ``[``, its timestamps' ``[``, end
     before the newline, laid out as VictoriaMetrics writes it), found for all lines at once:
     the last two ``[`` of a line open its values and timestamps (numbers hold none; a label
@@ -321,7 +332,7 @@ def _export_lines(body: bytes) -> tuple[list[int], list[int], list[int], list[in
     ok &= (arr[np.clip(head, 0, len(arr) - 1)] == _HEAD).all(1)
     tail = np.clip(ends - 2, 0, None)
     ok &= (arr[tail] == ord("]")) & (arr[np.clip(ends - 1, 0, None)] == ord("}"))
-    return starts.tolist(), v_open.tolist(), t_open.tolist(), ends.tolist(), ok.tolist()
+    return _Lines(starts, v_open, t_open, ends, ok)
 
 
 def _labels(meta: bytes, n: int, where: str, url: str) -> dict[str, str]:
