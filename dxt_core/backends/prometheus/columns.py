@@ -100,8 +100,13 @@ class Columns:
             n,
             [None, pa.py_buffer(offsets), pa.py_buffer(self.text)],
         )
-        text = pc.binary_slice(arr, 0, -1).cast(pa.large_string() if large else pa.string())
-        out: np.ndarray = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+        pool = pa.system_memory_pool()  # short-lived (see layout.CsvDayWriter.write)
+        text = pc.binary_slice(arr, 0, -1, memory_pool=pool).cast(
+            pa.large_string() if large else pa.string(), memory_pool=pool
+        )
+        out: np.ndarray = pc.cast(text, pa.float64(), memory_pool=pool).to_numpy(
+            zero_copy_only=False
+        )
         return out
 
     def take_rows(self, keep: np.ndarray) -> Columns:

@@ -269,11 +269,15 @@ class CsvDayWriter:
                 self._gz.write(_assemble_numpy(cols, rows, stamps, tails, sid[rows]))
                 continue
             n = len(rows)
+            # short-lived buffers from the system allocator: Arrow's default pool (mimalloc)
+            # keeps freed memory (about 13 MB more peak RSS, measured at 10,000 series)
+            pool = pa.system_memory_pool()
             joined = pc.binary_join_element_wise(
                 _binary(pa, stamps, np.arange(0, (n + 1) * STAMP, STAMP)),
-                pc.take(values, _ints(pa, rows)),
-                pc.take(tail_arr, _ints(pa, sid[rows])),
+                pc.take(values, _ints(pa, rows), memory_pool=pool),
+                pc.take(tail_arr, _ints(pa, sid[rows]), memory_pool=pool),
                 b"",
+                memory_pool=pool,
             )
             offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
             # GzipStream takes any buffer (it slices with memoryview): no copy of the rows
@@ -410,7 +414,11 @@ class ParquetDayWriter:
             ]
         )
         self._writer = pq.ParquetWriter(
-            self._file, self._arrow_schema, compression=self._compression, use_dictionary=True
+            self._file,
+            self._arrow_schema,
+            compression=self._compression,
+            use_dictionary=True,
+            memory_pool=pa.system_memory_pool(),  # as the CSV writer's (see there)
         )
 
     def _series_ids(self, cols: Columns) -> np.ndarray:
