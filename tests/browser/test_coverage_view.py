@@ -247,7 +247,12 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
                 assert log.startswith("/dags/dxt_examon/runs/") and "/mapped/" in log
                 assert frame.get_attribute("#xcom-link", "href") == f"{log}/xcom"
         state = frame.evaluate("window.dxtCoverage.state('nagios_pub/state', '2024-04-30')")
-        assert state == {"archive": "empty", "airflow": "success", "holes": False, "reconcile": None}
+        assert state == {
+            "archive": "empty",
+            "airflow": "success",
+            "holes": False,
+            "reconcile": None,
+        }
         assert "Rendered in" in frame.inner_text("#summary")
         frame.click("#close-detail")
 
