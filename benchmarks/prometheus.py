@@ -1,9 +1,11 @@
 """Prometheus-family workload: one metric-day of N series at 15 s from the real servers.
 
-Full size: 10,000 series x 5,760 samples = 57.6 million samples (``--size full``); ``small``
-500 series (2.88 million); ``tiny`` 10 series (a smoke test). Debian's Prometheus (a TSDB
-backfilled by ``promtool``) and VictoriaMetrics (``/api/v1/import``) are started on loopback
-ports with the same data; for each server, in its own process each:
+Full size: 10,000 series x 5,760 samples = 57.6 million samples (``--size full``); ``medium``
+2,000 series (11.52 million); ``small`` 500 series (2.88 million); ``tiny`` 10 series (a
+smoke test). Debian's Prometheus (a TSDB backfilled by ``promtool``, one OpenMetrics file per
+two-hour block: promtool reads its whole input into memory and parses it again for every
+block it writes) and VictoriaMetrics (``/api/v1/import``) are started on loopback ports with
+the same data; for each server, in its own process each:
 
 * ``ours_csv`` / ``ours_parquet``: ``archive_prometheus_day`` of the day (samples, wall and
   CPU seconds, samples per CPU second, peak RSS, bytes);
@@ -12,8 +14,11 @@ ports with the same data; for each server, in its own process each:
   same run; ``ours_vs_curl`` is our wall time over curl's.
 
 Prometheus is started with ``--query.max-samples=200000000`` so that one request can hold the
-full day (the default 50,000,000 would refuse curl's; ours splits). CPU seconds are this
-process's (user + system), not the server's.
+full day (the default 50,000,000 would refuse curl's; ours splits), and with its block
+durations pinned to the backfilled blocks' two hours, so that no compaction runs during the
+measurements. CPU seconds are this process's (user + system, every thread), not the
+server's. The machine's load average is recorded before and after each run (a shared machine
+makes wall times, and the ratios to curl, depend on what else runs).
 """
 
 from __future__ import annotations
@@ -21,20 +26,24 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import peak_rss_mb
 
 DAY = dt.date(2024, 5, 1)
 STEP_MS = 15_000
 METRIC = "bench_metric"
-SIZES = {"tiny": 10, "small": 500, "full": 10_000}  # series
+SIZES = {"tiny": 10, "small": 500, "medium": 2000, "full": 10_000}  # series
+BLOCK_MS = 2 * 3_600_000  # promtool's default block
 
 
 def _day_ms() -> tuple[int, int]:
@@ -53,13 +62,41 @@ def _times() -> range:
     return range(a, b + 1, STEP_MS)  # the next midnight's sample too: it must be left out
 
 
-def write_openmetrics(path: Path, series: int) -> None:
+def write_openmetrics(path: Path, series: int, times: range | None = None) -> None:
     with path.open("w") as fh:
         fh.write(f"# TYPE {METRIC} gauge\n")
         for k in range(series):
             lab = f'{METRIC}{{instance="node-{k:05d}",job="bench"}} '
-            fh.writelines(f"{lab}{_value(t, k)!r} {t // 1000}\n" for t in _times())
+            fh.writelines(f"{lab}{_value(t, k)!r} {t // 1000}\n" for t in times or _times())
         fh.write("# EOF\n")
+
+
+def build_blocks(work: Path, series: int) -> Path:
+    """The day's TSDB blocks: one OpenMetrics file per two-hour block, each given to
+    ``promtool tsdb create-blocks-from openmetrics`` on its own (promtool holds its whole
+    input in memory and parses it once per block: one file of the day would be about 4 GB
+    at full size, parsed 13 times)."""
+    from tests.integration.prometheus import servers
+
+    blocks = work / "blocks"
+    times = _times()
+    first = times[0] // BLOCK_MS * BLOCK_MS
+    for a in range(first, times[-1] + 1, BLOCK_MS):
+        part = range(max(a, times[0]), min(a + BLOCK_MS, times[-1] + 1), STEP_MS)
+        om = work / f"data-{a}.om"
+        write_openmetrics(om, series, part)
+        subprocess.run(
+            [str(servers.binary("promtool")), "tsdb", "create-blocks-from", "openmetrics",
+             str(om), str(blocks)],
+            check=True, capture_output=True, timeout=7200,
+        )  # fmt: skip
+        om.unlink()
+    return blocks
+
+
+def load() -> list[float]:
+    """The machine's load average (1, 5, 15 minutes)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def load_victoriametrics(url: str, series: int) -> None:
@@ -108,6 +145,7 @@ def run_ours(url: str, fmt: str, out: Path) -> dict[str, object]:
         "output_bytes": report.bytes,
         "requests": report.stats.requests,
         "splits": report.stats.splits,
+        "retries": report.stats.retries,
     }
 
 
@@ -121,6 +159,14 @@ def _ours(url: str, fmt: str, out: Path) -> dict[str, object]:
     if proc.returncode != 0:
         raise SystemExit(f"ours ({fmt}) failed:\n{proc.stderr[-3000:]}")
     doc: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return doc
+
+
+def _timed(run: Callable[[], dict[str, object]]) -> dict[str, object]:
+    """``run()``'s figures with the machine's load average before and after."""
+    before = load()
+    doc = run()
+    doc["load_before"], doc["load_after"] = before, load()
     return doc
 
 
@@ -147,7 +193,12 @@ def _day_url(kind: str, url: str) -> str:
     return f"{url}/api/v1/query?{q}"
 
 
-def workload(size: str, repeat: int = 1) -> dict[str, object]:
+def workload(
+    size: str,
+    repeat: int = 1,
+    kinds: tuple[str, ...] = ("prometheus", "victoriametrics"),
+    formats: tuple[str, ...] = ("csv", "parquet"),
+) -> dict[str, object]:
     from tests.integration.prometheus import servers
 
     series = SIZES[size]
@@ -160,55 +211,60 @@ def workload(size: str, repeat: int = 1) -> dict[str, object]:
         "size": size,
         "series": series,
         "samples_expected": series * 5760,
+        "machine": {"cpus": os.cpu_count(), "load_at_start": load()},
     }
     with tempfile.TemporaryDirectory(prefix="dxt-bench-prom-") as tmp:
         work = Path(tmp)
-        t0 = time.perf_counter()
-        om = work / "data.om"
-        write_openmetrics(om, series)
-        blocks = work / "blocks"
-        subprocess.run(
-            [str(servers.binary("promtool")), "tsdb", "create-blocks-from", "openmetrics",
-             str(om), str(blocks)],
-            check=True, capture_output=True, timeout=7200,
-        )  # fmt: skip
-        om.unlink()
-        result["prometheus_load_s"] = round(time.perf_counter() - t0, 1)
         started = []
         try:
-            prom = servers.start_prometheus(
-                work / "prom", blocks, ["--query.max-samples=200000000", "--query.timeout=30m"]
-            )
-            started.append(prom)
-            t0 = time.perf_counter()
-            vm = servers.start_victoriametrics(
-                work / "vm", ["-search.maxQueryDuration=1h"], load=False
-            )
-            started.append(vm)
-            load_victoriametrics(vm.url, series)
-            result["victoriametrics_load_s"] = round(time.perf_counter() - t0, 1)
-            for server in (prom, vm):
-                runs: dict[str, object] = {}
-                for name, fmt in (("ours_csv", "csv"), ("ours_parquet", "parquet")):
-                    best: dict[str, object] | None = None
-                    for i in range(repeat):
-                        r = _ours(server.url, fmt, work / f"{server.kind}-{fmt}-{i}")
-                        if best is None or float(r["seconds"]) < float(best["seconds"]):  # type: ignore[arg-type]
-                            best = r
-                    runs[name] = best
-                curl = min((_curl(_day_url(server.kind, server.url)) for _ in range(repeat)),
-                           key=lambda c: float(c["seconds"]))  # type: ignore[arg-type]  # fmt: skip
-                runs["curl"] = curl
-                for name in ("ours_csv", "ours_parquet"):
-                    r = runs[name]
-                    assert isinstance(r, dict)
-                    r["ours_vs_curl"] = round(float(r["seconds"]) / float(curl["seconds"]), 2)  # type: ignore[arg-type]
-                result[server.kind] = runs
+            for kind in kinds:
+                t0 = time.perf_counter()
+                if kind == "prometheus":
+                    blocks = build_blocks(work, series)
+                    server = servers.start_prometheus(
+                        work / "prom",
+                        blocks,
+                        ["--query.max-samples=200000000", "--query.timeout=30m",
+                         "--storage.tsdb.min-block-duration=2h",
+                         "--storage.tsdb.max-block-duration=2h"],
+                    )  # fmt: skip
+                else:
+                    server = servers.start_victoriametrics(
+                        work / "vm", ["-search.maxQueryDuration=1h"], load=False
+                    )
+                    load_victoriametrics(server.url, series)
+                started.append(server)
+                result[f"{kind}_load_s"] = round(time.perf_counter() - t0, 1)
+            for server in started:
+                result[server.kind] = _runs(server, work, repeat, formats)
         finally:
             for s in started:
                 s.stop()
+    result["machine"]["load_at_end"] = load()  # type: ignore[index]
     print_result(result)
     return result
+
+
+def _runs(server: Any, work: Path, repeat: int, formats: tuple[str, ...]) -> dict[str, object]:
+    """One server's runs: ours per format (the best of ``repeat``), then curl of the day."""
+    runs: dict[str, dict[str, object]] = {}
+
+    def seconds(doc: dict[str, object]) -> float:
+        return float(doc["seconds"])  # type: ignore[arg-type]
+
+    for fmt in formats:
+        tries = []
+        for i in range(repeat):
+            out = work / f"{server.kind}-{fmt}-{i}"
+            tries.append(_timed(lambda out=out, fmt=fmt: _ours(server.url, fmt, out)))  # type: ignore[misc]
+            shutil.rmtree(out, ignore_errors=True)
+        runs[f"ours_{fmt}"] = min(tries, key=seconds)
+    url = _day_url(server.kind, server.url)
+    runs["curl"] = min((_timed(lambda: _curl(url)) for _ in range(repeat)), key=seconds)
+    for fmt in formats:
+        r = runs[f"ours_{fmt}"]
+        r["ours_vs_curl"] = round(seconds(r) / seconds(runs["curl"]), 2)
+    return dict(runs)
 
 
 def print_result(res: dict[str, object]) -> None:
@@ -218,7 +274,9 @@ def print_result(res: dict[str, object]) -> None:
         if not isinstance(runs, dict):
             continue
         for name in ("ours_csv", "ours_parquet"):
-            r = runs[name]
+            r = runs.get(name)
+            if not isinstance(r, dict):
+                continue
             print(
                 f"  {kind:<16} {name:<13} {r['samples']:>10} samples {r['seconds']:>8.2f} s "
                 f"{r['samples_per_cpu_s']:>10} samples/CPU-s {r['peak_rss_mb']:>7.1f} MB "
@@ -238,11 +296,18 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("workload", help="the whole workload")
     w.add_argument("--size", choices=sorted(SIZES), default="tiny")
     w.add_argument("--repeat", type=int, default=1)
+    w.add_argument("--servers", default="prometheus,victoriametrics", help="comma-separated")
+    w.add_argument("--formats", default="csv,parquet", help="comma-separated")
+    w.add_argument("--out", help="also write the JSON here")
     a = p.parse_args(argv)
     if a.cmd == "run":
         print(json.dumps(run_ours(a.url, a.format, Path(a.out))))
         return 0
-    print(json.dumps(workload(a.size, a.repeat)))
+    doc = workload(a.size, a.repeat, tuple(a.servers.split(",")), tuple(a.formats.split(",")))
+    text = json.dumps(doc, indent=2)
+    if a.out:
+        Path(a.out).write_text(text + "\n")
+    print(text)
     return 0
 
 

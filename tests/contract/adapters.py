@@ -382,6 +382,43 @@ class PrometheusAdapter(Adapter):
         # the same archive name with one node's series left out
         yield self.connection(), {**self.unit, "selector": 'node_temp_celsius{node!="n3"}'}
 
+    #: two samples between the 15 s ones of one series, at local noon of :attr:`day`
+    LATE_SERIES = {
+        "__name__": "node_temp_celsius",
+        "instance": "n1:9100",
+        "job": "node",
+        "node": "n1",
+    }
+
+    def late_samples(self) -> list[tuple[int, float]]:
+        from dxt_core.windows import day_window, zone
+
+        noon = day_window(self.day, zone("Europe/Rome")).start_ms + 12 * 3_600_000
+        return [(noon + 900, 21.5), (noon + 60_900, 21.75)]
+
+    def writable(self, workdir: Path) -> Any:
+        """A server of this kind with the test data that takes samples in the past."""
+        from tests.integration.prometheus import servers
+
+        return servers.start_prometheus(
+            workdir, self.blocks, servers.WRITABLE_FLAGS, config_extra=servers.WRITABLE_CONFIG
+        )
+
+    def write_late(self, url: str) -> None:
+        from tests.integration.prometheus import servers
+
+        servers.remote_write(url, [(self.LATE_SERIES, self.late_samples())])
+
+    @contextlib.contextmanager
+    def late_points(self) -> Iterator[tuple[Any, Any]]:
+        # a server of its own: the session's keeps the data the other tests expect
+        self._late = getattr(self, "_late", 0) + 1
+        server = self.writable(self.tmp / f"late{self._late}")
+        try:
+            yield self.connection(server.url), lambda: self.write_late(server.url)
+        finally:
+            server.stop()
+
 
 class VictoriaMetricsAdapter(PrometheusAdapter):
     """The real VictoriaMetrics loaded through /api/v1/import/prometheus."""
@@ -401,6 +438,14 @@ class VictoriaMetricsAdapter(PrometheusAdapter):
         from tests.integration.prometheus import servers
 
         return servers.start_victoriametrics(workdir, flags)
+
+    def writable(self, workdir: Path) -> Any:
+        return self.serve(workdir, [])  # VictoriaMetrics takes samples of any time
+
+    def write_late(self, url: str) -> None:
+        from tests.integration.prometheus import servers
+
+        servers.vm_import(url, [(self.LATE_SERIES, self.late_samples())])
 
 
 #: A backend's adapter, or a tuple of them when the suite runs once per server kind.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dxt_core.backends import Backend, common_settings
+from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
 SETTINGS = (
@@ -13,6 +13,7 @@ SETTINGS = (
         conn_id="prometheus_default",
         max_active_runs=4,
     ),
+    reconcile_setting("prometheus"),
     Setting(
         "prometheus_catalog",
         str,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import shlex
+from collections.abc import Iterator
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
@@ -11,6 +14,10 @@ from dxt_core.backends.prometheus.archive_day import (
     FORMATS,
     SOURCE,
     archive_prometheus_day,
+    archived_entry,
+    archived_format,
+    archived_units,
+    day_counter,
     prometheus_parts,
 )
 from dxt_core.backends.prometheus.catalog import CatalogEntry, from_names, load_catalog
@@ -18,6 +25,7 @@ from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.errors import ConfigError
 from dxt_core.http import RetryPolicy
+from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import Window, day_window, days, parse_day
@@ -93,11 +101,11 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
 
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
-    """(metric,) units: ``--catalog`` or ``--metrics``, else the metrics the archive holds."""
+    """(metric,) units: ``--catalog`` or ``--metrics``, else the metrics the archive holds
+    (its ``prometheus/<metric>/`` folders, in a directory or on S3)."""
     if getattr(args, "catalog", None) or getattr(args, "metrics", None):
         return [prometheus_parts(e) for e in _entries(args)]
-    root = Archive(args.archive).root / SOURCE
-    return [(p.name,) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
+    return archived_units(Archive(args.archive))
 
 
 def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None) -> str:
@@ -116,6 +124,48 @@ def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None)
     if manifest and manifest.get("format") == "parquet":
         opts += " --format parquet"
     return opts
+
+
+def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
+    """What ``dxt coverage prometheus --reconcile`` needs to ask the server for counts."""
+    SPEC.add_cli_arguments(parser, url_help="(--reconcile) the server's URL")
+    parser.add_argument(
+        "--no-verify-tls", action="store_true", help="(--reconcile) do not verify TLS"
+    )
+
+
+@contextlib.contextmanager
+def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
+    """(parts, day) -> the server's ``count_over_time`` of the archived day, over the
+    selector and zone its manifest records; one client for the run."""
+    conn: PrometheusConnection = SPEC.from_cli(args)
+    if getattr(args, "no_verify_tls", False):
+        conn.verify_tls = False
+    with PrometheusSource(conn) as src:
+        yield day_counter(src, Archive(args.archive))
+
+
+def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
+    """The ``dxt extract prometheus`` command that refetches one unit over ``first..last``,
+    with the zone, format and selector its manifest records."""
+    archive = Archive(args.archive)
+    day = parse_day(first)
+    doc = archive.read_manifest(DayKey(SOURCE, parts, day)) or {}
+    entry = archived_entry(archive, parts, day)
+    words = ["dxt", "extract", "prometheus", "--url", args.url or "URL"]
+    for flag, dest in (("--flavor", "conn_flavor"), ("--auth", "conn_auth")):
+        if getattr(args, dest, None):
+            words += [flag, str(getattr(args, dest))]
+    if isinstance(doc.get("time_zone"), str):
+        words += ["--tz", str(doc["time_zone"])]
+    if entry.is_metric:
+        words += ["--metrics", entry.name]
+    else:  # a NAME = SELECTOR unit comes from a catalog file
+        words += ["--catalog", getattr(args, "catalog", None) or "CATALOG"]
+    if archived_format(archive, parts, day, "csv") == "parquet":
+        words += ["--format", "parquet"]
+    words += ["--archive", args.archive, "--start-day", first, "--end-day", last, "--refetch"]
+    return shlex.join(words)
 
 
 def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
@@ -163,8 +213,11 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
 __all__ = [
     "add_coverage_arguments",
     "add_extract_parser",
+    "add_reconcile_arguments",
     "cmd_extract_prometheus",
     "coverage_units",
     "describe_parts",
+    "reconcile_counter",
+    "refetch_command",
     "refill_options",
 ]

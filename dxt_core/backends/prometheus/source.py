@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import logging
-import math
 import re
 import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -38,6 +37,15 @@ from typing import Any
 import httpx
 import orjson
 
+from dxt_core.backends.prometheus.columns import (
+    Columns,
+    LabelKey,
+    concat,
+    count_of,
+    decode_export,
+    decode_matrix,
+    inside,
+)
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.errors import (
     ConfigError,
@@ -47,7 +55,7 @@ from dxt_core.errors import (
     WindowTooLarge,
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy
-from dxt_core.records import RawPoints, Series, SeriesBatch, SeriesSchema
+from dxt_core.records import SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
 
 log = logging.getLogger("dxt_core.prometheus")
@@ -63,6 +71,8 @@ class RefusalRule:
     status: int
     pattern: str
     upstream: str
+    #: the server's setting that sets the limit (named in the error when splitting ends)
+    limit: str
 
 
 #: How the servers say "too large": split the window (then the series), never retry as is.
@@ -74,33 +84,59 @@ REFUSAL_RULES: tuple[RefusalRule, ...] = (
         r"query processing would load too many samples into memory",
         "prometheus/prometheus promql/engine.go ErrTooManySamples (--query.max-samples); "
         "web/api/v1/api.go answers errorExec as 422",
+        "Prometheus --query.max-samples",
     ),
     RefusalRule(
         503,
         r"query timed out",
         "prometheus/prometheus promql/engine.go ErrQueryTimeout (--query.timeout); "
         "web/api/v1/api.go answers errorTimeout as 503",
+        "Prometheus --query.timeout",
     ),
     RefusalRule(
         0,
         r"cannot select more than -search\.maxSamplesPerQuery",
         "VictoriaMetrics lib/storage/search.go (-search.maxSamplesPerQuery): export answers "
         "400 text, query 422 JSON",
+        "VictoriaMetrics -search.maxSamplesPerQuery",
     ),
     RefusalRule(
         0,
         r"the number of matching timeseries exceeds \d+",
         "VictoriaMetrics lib/storage/index_db.go (-search.maxUniqueTimeseries, "
         "-search.maxExportSeries)",
+        "VictoriaMetrics -search.maxUniqueTimeseries / -search.maxExportSeries",
     ),
     RefusalRule(
         0,
         r"timeout exceeded|-search\.maxQueryDuration|-search\.maxExportDuration",
         "VictoriaMetrics app/vmselect/searchutils (deadline of -search.maxQueryDuration, "
-        "-search.maxExportDuration)",
+        "-search.maxExportDuration); app/vmselect/netstorage/netstorage.go: 'timeout "
+        "exceeded before starting the query processing', 'while fetching data block'",
+        "VictoriaMetrics -search.maxQueryDuration / -search.maxExportDuration",
     ),
 )
 _RULES = [(r.status, re.compile(r.pattern)) for r in REFUSAL_RULES]
+
+
+def refused_limit(message: str) -> str:
+    """The server setting a refusal's text names (:data:`REFUSAL_RULES`), for the error
+    that ends the splitting; a generic hint when the text does not tell."""
+    for rule, (_, pattern) in zip(REFUSAL_RULES, _RULES, strict=True):
+        if pattern.search(message):
+            return rule.limit
+    return "the server's query limits"
+
+
+def refused_at_the_end(what: str, exc: WindowTooLarge) -> WindowTooLarge:
+    """The error of a query refused at every size: which limit, and what to change."""
+    text = str(exc).split(" | HTTP ", 1)[0]
+    return WindowTooLarge(
+        f"{what}: refused even for one series and a window at the floor ({text}); raise "
+        f"{refused_limit(text)} on the server or lower the window floor (--min-window-s)",
+        url=exc.url,
+        status=exc.status,
+    )
 
 
 def too_large(status: int, body: bytes) -> bool:
@@ -230,20 +266,6 @@ def with_matcher(selector: str, label: str, values: Sequence[str]) -> str:
     return f"{s}{{{matcher}}}"
 
 
-def _num(v: Any) -> float | int:
-    """A sample value as Python number: Prometheus sends text ("21.2", "NaN", "+Inf"),
-    VictoriaMetrics JSON numbers. A whole value below 2**53 is an int, so both servers' CSV
-    rows read ``5``, not ``5.0``; the Parquet column is double whatever the values."""
-    f = v if isinstance(v, float) else float(v)
-    if f.is_integer() and abs(f) < 2**53:
-        return int(f)
-    return f
-
-
-def _label_key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(labels.items()))
-
-
 class PrometheusSource:
     """Reads raw samples from a Prometheus-compatible server (one client for the run)."""
 
@@ -273,6 +295,8 @@ class PrometheusSource:
         self._lock = threading.Lock()
         self._server: ServerInfo | None = None
         self._names: dict[tuple[int, int] | None, list[str]] = {}
+        #: labels of the export lines' metric JSON, decoded once per run
+        self._label_cache: dict[bytes, tuple[dict[str, str], LabelKey]] = {}
 
     def close(self) -> None:
         self._http.close()
@@ -467,8 +491,14 @@ class PrometheusSource:
         end_ms: int,
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
-    ) -> SeriesBatch:
-        """One request for the raw samples of ``[start_ms, end_ms)``.
+        at_floor: bool = False,
+    ) -> Columns:
+        """One request for the raw samples of ``[start_ms, end_ms)``, as columns (series in
+        the answer's order; samples outside the window dropped and counted).
+
+        Above the window floor a read timeout is read as "too large" (the window is
+        halved); ``at_floor`` (it cannot be halved) it is retried with backoff, as a 503 is,
+        before the metric-day fails.
 
         Raises:
             WindowTooLarge: the server refused it (see :data:`REFUSAL_RULES`).
@@ -479,7 +509,7 @@ class PrometheusSource:
             attempts = self.retry.attempts
             for attempt in range(1, attempts + 1):
                 try:
-                    raw = self._export(selector, start_ms, end_ms, stats, where)
+                    cols = self._export(selector, start_ms, end_ms, stats, where, at_floor)
                     break
                 except _CutAnswer as exc:
                     if attempt == attempts:
@@ -493,103 +523,50 @@ class PrometheusSource:
                     log.warning("%s; retry %d/%d", exc, attempt, attempts - 1)
                     self._http.sleep(self.retry.delay(attempt))
         else:
-            raw = self._range_vector(selector, start_ms, end_ms, stats, where)
-        batch = SeriesBatch(start_ms, end_ms)
-        dropped = 0
-        for labels, points in raw.values():
-            kept = _inside(points, start_ms, end_ms)
-            dropped += len(points) - len(kept)
-            if kept:
-                name = labels.pop("__name__", "")
-                batch.series.append(Series(name, labels, kept))
+            cols = self._range_vector(selector, start_ms, end_ms, stats, where, at_floor)
+        cols = concat([cols], start_ms, end_ms)
+        cols, dropped = inside(cols)
         if dropped:
             log.info("%s: dropped %d samples outside the window", where, dropped)
             if counts is not None:
                 counts.dropped_outside_window += dropped
-        return batch
+        return cols
 
     def _range_vector(
-        self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
-    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None,
+        where: str,
+        at_floor: bool,
+    ) -> Columns:
         # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
         # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by the caller.
         rng = end_ms - start_ms + 1
         params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
-        raw = self._get("api/v1/query", params, stats, context=where, heavy=True)
-        url = self._http.url("api/v1/query")
-        skeleton, arrays = _cut_arrays(raw, _PROM_VALUES, b"]]", 1)
-        doc = _loads(skeleton, url, where)
-        if not isinstance(doc, dict) or doc.get("status") != "success":
-            err = doc.get("error") if isinstance(doc, dict) else doc
-            raise SourceError(f"{where}: the server did not answer success: {err}", url=url)
-        data = doc.get("data")
-        if not isinstance(data, dict) or data.get("resultType") != "matrix":
-            raise SourceError(
-                f"{where}: expected a matrix, got {str(data)[:200]}; is the catalog entry a "
-                "series selector (no function, no range)?",
-                url=url,
-            )
-        results = data.get("result") or []
-        if len(results) != len(arrays):  # something unexpected: decode it all
-            results, arrays = _loads(raw, url, where)["data"]["result"], []
-        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
-        for i, item in enumerate(results):
-            labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
-            points: Points | None = _prom_raw(arrays[i]) if arrays else None
-            if points is None:
-                values = (
-                    item.get("values")
-                    if not arrays
-                    else _loads(b"[" + arrays[i] + b"]", url, where)
-                )
-                try:
-                    points = [[round(float(t) * 1000), _num(v)] for t, v in values or ()]
-                except (TypeError, ValueError) as exc:
-                    raise SourceError(
-                        f"{where}: a sample is not [time, value] ({exc})", url=url
-                    ) from exc
-            _merge(out, labels, points)
-        return out
+        raw = self._get("api/v1/query", params, stats, context=where, heavy=not at_floor)
+        return decode_matrix(raw, where, self._http.url("api/v1/query"), self._label_cache)
 
     def _export(
-        self, selector: str, start_ms: int, end_ms: int, stats: RequestStats | None, where: str
-    ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]]:
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None,
+        where: str,
+        at_floor: bool,
+    ) -> Columns:
         # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
         params = [
             ("match[]", selector),
             ("start", _seconds(start_ms)),
             ("end", _seconds(end_ms - 1)),
         ]
-        body = self._get("api/v1/export", params, stats, context=where, heavy=True)
+        body = self._get("api/v1/export", params, stats, context=where, heavy=not at_floor)
         if body and not body.endswith(b"\n"):
             raise _CutAnswer(f"{where}: the export ends inside a line (a cut answer)")
-        url = self._http.url("api/v1/export")
-        out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]] = {}
-        for n, line in enumerate(body.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                points: Points | None = None
-                skeleton, arrays = _cut_arrays(line, _VM_VALUES, b"]", 0)
-                skeleton, stamps = _cut_arrays(skeleton, _VM_TIMESTAMPS, b"]", 0)
-                if len(arrays) == 1 and len(stamps) == 1:
-                    doc = orjson.loads(skeleton)
-                    points = _vm_raw(stamps[0], arrays[0])
-                if points is None:
-                    doc = orjson.loads(line)
-                    ts, vs = doc["timestamps"], doc["values"]
-                    if len(ts) != len(vs):
-                        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
-                    points = [[int(t), _num(v)] for t, v in zip(ts, vs, strict=True)]
-                labels = {str(k): str(v) for k, v in doc["metric"].items()}
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise SourceError(
-                    f"{where}: export line {n} is not a series ({exc}): {line[:120]!r}; "
-                    "nothing of the window is archived (a cut answer? retry)",
-                    url=url,
-                ) from exc
-            _merge(out, labels, points)
-        return out
+        return decode_export(body, where, self._http.url("api/v1/export"), self._label_cache)
 
     def fetch(
         self,
@@ -600,28 +577,22 @@ class PrometheusSource:
         stats: RequestStats,
         counts: QueryCounts | None = None,
         refused: WindowTooLarge | None = None,
-    ) -> SeriesBatch:
+    ) -> Columns:
         """``[start_ms, end_ms)`` of ``selector``, split by series while the server refuses
         (``refused``: it just did, do not ask again).
 
         ``series`` (label sets, from :meth:`series`) tell how to split: by the label with the
         most distinct values, in two halves of its sorted values, recursively. The parts'
-        series are disjoint; they are merged into one batch.
+        series are disjoint; they are joined into one window.
         """
         try:
             if refused is not None:
                 raise refused
-            return self.query(selector, start_ms, end_ms, stats, counts)
+            return self.query(selector, start_ms, end_ms, stats, counts, at_floor=True)
         except WindowTooLarge as exc:
             label, values = _split_label(series)
             if label is None:
-                raise WindowTooLarge(
-                    f"{self._where(selector, start_ms, end_ms)}: refused even for one series "
-                    f"and a {(end_ms - start_ms) // 1000} s window ({exc}); raise the "
-                    "server's limit or lower the window floor (--min-window-s)",
-                    url=exc.url,
-                    status=exc.status,
-                ) from exc
+                raise refused_at_the_end(self._where(selector, start_ms, end_ms), exc) from exc
             stats.splits += 1
             half = len(values) // 2
             log.info(
@@ -630,15 +601,16 @@ class PrometheusSource:
                 len(series),
                 label,
             )
-            batch = SeriesBatch(start_ms, end_ms)
+            parts = []
             for part in (values[:half], values[half:]):
                 chosen = set(part)
                 sub = [s for s in series if s.get(label, "") in chosen]
-                got = self.fetch(
-                    with_matcher(selector, label, part), start_ms, end_ms, sub, stats, counts
+                parts.append(
+                    self.fetch(
+                        with_matcher(selector, label, part), start_ms, end_ms, sub, stats, counts
+                    )
                 )
-                batch.series.extend(got.series)
-            return batch
+            return concat(parts, start_ms, end_ms)
 
     def iter_batches(
         self,
@@ -649,8 +621,9 @@ class PrometheusSource:
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
         expected: int | None = None,
-    ) -> Iterator[SeriesBatch]:
-        """``window`` as consecutive batches in time order; series sorted by their labels.
+    ) -> Iterator[Columns]:
+        """``window`` as consecutive query windows in time order, each whole blocks of the
+        window floor from the day start.
 
         ``expected`` (the server's count of the window's samples) sizes the first window to
         the point budget, so that not even the first answer is larger than planned.
@@ -668,11 +641,13 @@ class PrometheusSource:
             planned = (end - cursor) * pol.target_points // expected
             size = _blocks(max(min_ms, min(max_ms, planned)), min_ms)
         cap = max_ms
-        keys = set(schema.tag_keys)
+        keys = {*schema.tag_keys, "__name__"}
+        checked: set[LabelKey] = set()  # each series' labels are checked once
         while cursor < end:
             stop = min(cursor + size, end)
             try:
-                batch = self.query(selector, cursor, stop, stats, counts)
+                at_floor = stop - cursor <= min_ms
+                cols = self.query(selector, cursor, stop, stats, counts, at_floor=at_floor)
             except WindowTooLarge as exc:
                 if stop - cursor > min_ms:
                     size = _blocks((stop - cursor) // 2, min_ms)
@@ -682,21 +657,24 @@ class PrometheusSource:
                         "%s: refused, splitting the window", self._where(selector, cursor, stop)
                     )
                     continue
-                batch = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
-            for s in batch.series:
-                extra = set(s.tags) - keys
+                cols = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
+            for labels, key in zip(cols.labels, cols.keys, strict=True):
+                if key in checked:
+                    continue
+                checked.add(key)
+                extra = set(labels) - keys
                 if extra:
                     raise SourceError(
-                        f"{self._where(selector, cursor, stop)}: series {dict(s.tags)} has "
-                        f"labels {sorted(extra)} that /api/v1/series did not list for the day; "
+                        f"{self._where(selector, cursor, stop)}: series {labels} has labels "
+                        f"{sorted(extra)} that /api/v1/series did not list for the day; "
                         "rerun the day",
                         url=self._http.url("api/v1/series"),
                     )
-            order = schema.tag_keys
-            batch.series.sort(key=lambda s: (*(s.tags.get(k, "") for k in order), s.name))
-            yield batch
+            rows = cols.rows
+            yield cols
+            del cols  # the consumer has the window: it is not kept while the next is fetched
             size = _blocks(
-                next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap), min_ms
+                next_window_ms(stop - cursor, rows, pol.target_points, min_ms, cap), min_ms
             )
             cursor = stop
 
@@ -706,7 +684,7 @@ class PrometheusSource:
         selector: str,
         window: Window,
         stats: RequestStats | None = None,
-        series: Sequence[Mapping[str, str]] = (),
+        series: Sequence[Mapping[str, str]] | None = None,
     ) -> tuple[int, str]:
         """The samples the server holds for ``selector`` in ``window``, by its own count:
         ``count_over_time(<selector>[d])`` at ``t = end - 1 ms``, per series, summed.
@@ -715,19 +693,22 @@ class PrometheusSource:
         half-open window: ``end - start - 1 ms`` where both ends are included (Prometheus
         2), ``end - start`` where the start is excluded (VictoriaMetrics, Prometheus 3).
         A refused count is split in halves of time down to the window floor, then by
-        ``series`` as :meth:`fetch` splits, each part counted the same way.
+        ``series`` (listed from the server when not given) as :meth:`fetch` splits, each
+        part counted the same way.
 
         Returns:
             (count, the query for the whole window as the server would be asked it).
         """
         stats = stats if stats is not None else RequestStats()
         left_open = self.server().left_open
-        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, series)
+        known = None if series is None else list(series)
+        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, known)
         d = window.end_ms - window.start_ms - (0 if left_open else 1)
         t = window.end_ms - 1
+        tz = window.end.tzinfo or self.tz
         method = (
             f"count_over_time({selector}[{d}ms]) at time={_seconds(t)} "
-            f"({from_ms(t, self.tz).isoformat()}), summed over series"
+            f"({from_ms(t, tz).isoformat()}), summed over series"
         )
         return total, method
 
@@ -738,28 +719,29 @@ class PrometheusSource:
         end_ms: int,
         left_open: bool,
         stats: RequestStats,
-        series: Sequence[Mapping[str, str]],
+        series: list[Mapping[str, str]] | None,
     ) -> int:
         d = end_ms - start_ms - (0 if left_open else 1)
         params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
         where = self._where(selector, start_ms, end_ms)
+        floor = end_ms - start_ms <= self.windows.min_s * 1000
         try:
-            data = self._api("api/v1/query", params, stats, context=f"count of {where}", heavy=True)
+            data = self._api(
+                "api/v1/query", params, stats, context=f"count of {where}", heavy=not floor
+            )
         except WindowTooLarge as exc:
             stats.splits += 1
-            if end_ms - start_ms > self.windows.min_s * 1000:
+            if not floor:
                 mid = start_ms + _blocks((end_ms - start_ms) // 2, self.windows.min_s * 1000)
                 return self._count(selector, start_ms, mid, left_open, stats, series) + self._count(
                     selector, mid, end_ms, left_open, stats, series
                 )
+            if series is None:
+                span = Window(from_ms(start_ms, self.tz), from_ms(end_ms, self.tz))
+                series = list(self.series(selector, span, stats))
             label, values = _split_label(series)
             if label is None:
-                raise WindowTooLarge(
-                    f"count of {where}: refused even for one series ({exc}); raise the "
-                    "server's limit or lower the window floor (--min-window-s)",
-                    url=exc.url,
-                    status=exc.status,
-                ) from exc
+                raise refused_at_the_end(f"count of {where}", exc) from exc
             half = len(values) // 2
             total = 0
             for part in (values[:half], values[half:]):
@@ -769,123 +751,10 @@ class PrometheusSource:
                     with_matcher(selector, label, part), start_ms, end_ms, left_open, stats, sub
                 )
             return total
-        if not isinstance(data, dict) or data.get("resultType") != "vector":
-            raise SourceError(
-                f"count of {where}: expected a vector, got {str(data)[:200]}",
-                url=self._http.url("api/v1/query"),
-            )
-        total = 0
-        for item in data.get("result") or ():
-            value = float(item["value"][1])
-            if not math.isnan(value):
-                total += int(value)
-        return total
+        return count_of(data, where, self._http.url("api/v1/query"))
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
-
-
-def _merge(
-    out: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], Points]],
-    labels: dict[str, str],
-    points: Points,
-) -> None:
-    """Add one answer's series; a series sent in several pieces is joined, in time order."""
-    key = _label_key(labels)
-    if key in out:
-        joined = [list(p) for p in out[key][1]] + [list(p) for p in points]
-        joined.sort(key=lambda p: p[0])
-        out[key] = (labels, joined)
-    else:
-        out[key] = (labels, points)
-
-
-#: The points of one series: the server's digits (:class:`RawPoints`) or decoded lists.
-Points = Sequence[Sequence[Any]]
-
-_PROM_VALUES = b'"values":['
-_VM_VALUES = b'"values":['
-_VM_TIMESTAMPS = b'"timestamps":['
-_PLAIN_DECIMAL = b"0123456789.-"
-
-
-def _cut_arrays(raw: bytes, key: bytes, end: bytes, keep: int) -> tuple[bytes, list[bytes]]:
-    """``raw`` with the inner text of every ``key...end`` array taken out (the arrays left
-    empty), and those texts in order; ``keep`` bytes of ``end`` belong to the inner text."""
-    pieces: list[bytes] = []
-    arrays: list[bytes] = []
-    pos = 0
-    while (i := raw.find(key, pos)) >= 0:
-        start = i + len(key)
-        if raw[start : start + 1] == b"]":
-            arrays.append(b"")
-            pieces.append(raw[pos:start])
-            pos = start
-            continue
-        stop = raw.find(end, start)
-        if stop < 0:
-            break
-        stop += keep
-        pieces.append(raw[pos:start])
-        arrays.append(raw[start:stop])
-        pos = stop
-    pieces.append(raw[pos:])
-    return b"".join(pieces), arrays
-
-
-def _prom_raw(inner: bytes) -> RawPoints | None:
-    """Prometheus' ``[1711922400,"21.2"],[1711922415.5,"5"]`` (seconds with up to three
-    decimals, values as text) as :class:`RawPoints` of epoch ms, keeping the server's value
-    digits; ``None`` when a value is not a plain decimal (``NaN``, ``+Inf``, an exponent) or
-    a time has decimals, for the decoding path."""
-    if not inner:
-        return None
-    flat = inner.translate(None, b'[]"')
-    if flat.translate(None, _PLAIN_DECIMAL + b","):
-        return None
-    tokens = flat.split(b",")
-    ts, vs = tokens[0::2], tokens[1::2]
-    if len(ts) != len(vs) or b"." in b"".join(ts):
-        return None
-    text = b"[" + b"],[".join(map(b"000,".join, zip(ts, vs, strict=True))) + b"]"
-    return RawPoints.from_json(text)
-
-
-def _vm_raw(stamps: bytes, values: bytes) -> RawPoints | None:
-    """VictoriaMetrics' ``"timestamps":[ms,...]`` and ``"values":[v,...]`` as
-    :class:`RawPoints`, keeping the server's digits; ``None`` unless every value is a plain
-    decimal."""
-    if not stamps or values.translate(None, _PLAIN_DECIMAL + b","):
-        return None
-    ts, vs = stamps.split(b","), values.split(b",")
-    if len(ts) != len(vs):
-        raise ValueError(f"{len(ts)} timestamps but {len(vs)} values")
-    text = b"[" + b"],[".join(map(b",".join, zip(ts, vs, strict=True))) + b"]"
-    return RawPoints.from_json(text)
-
-
-def _inside(points: Points, start_ms: int, end_ms: int) -> Points:
-    """The points in ``[start_ms, end_ms)`` (points are in time order)."""
-    if not points:
-        return points
-    if isinstance(points, RawPoints):
-        if start_ms <= points.ts(0) and points.ts(-1) < end_ms:
-            return points
-        points = list(points)
-    elif start_ms <= points[0][0] and points[-1][0] < end_ms:
-        return points
-    return [p for p in points if start_ms <= p[0] < end_ms]
-
-
-def _loads(raw: bytes, url: str, where: str) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SourceError(
-            f"{where}: the answer is not valid JSON ({exc}): {raw[:200]!r}; is this a "
-            "Prometheus API URL?",
-            url=url,
-        ) from exc
 
 
 def _split_label(series: Sequence[Mapping[str, str]]) -> tuple[str | None, list[str]]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.prometheus.catalog import CatalogEntry
     from dxt_core.backends.prometheus.connection import PrometheusConnection
+    from dxt_core.reconcile import RecentReport
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -30,6 +31,7 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
     units_task_id = "units"
     map_index_template = "{{ task.op_kwargs['unit']['metric'] }}"
     tags = ("prometheus", "victoriametrics")
+    counts = True  # count_over_time over the exact day, in every manifest
 
     def params(self) -> dict[str, dict[str, Any]]:
         return {
@@ -126,6 +128,40 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
                 archive.root,
             )
             return archive_prometheus_day(source, e, day, archive, fmt=fmt)
+
+    def reconcile(
+        self,
+        day: dt.date,
+        n_days: int,
+        archive: Archive,
+        conn: PrometheusConnection,
+        params: Mapping[str, Any],
+        *,
+        refetch: bool = True,
+        record_kept: bool = True,
+    ) -> RecentReport:
+        """``count_over_time`` of the past days of the units the settings name (else of
+        those the archive holds), each over the selector and zone its manifest records; a
+        grown day is fetched again in the format it was archived in."""
+        from dxt_core.backends.prometheus.archive_day import (
+            archived_units,
+            prometheus_parts,
+            reconcile_prometheus_recent,
+        )
+        from dxt_core.backends.prometheus.source import PrometheusSource
+
+        units = [prometheus_parts(e) for e in self.entries()] or archived_units(archive)
+        with PrometheusSource(conn) as source:
+            return reconcile_prometheus_recent(
+                source,
+                units,
+                day,
+                archive,
+                n_days,
+                fmt=self.output_format(params),
+                refetch=refetch,
+                record_kept=record_kept,
+            )
 
     def preload(self) -> None:
         import dxt_core.backends.prometheus.archive_day

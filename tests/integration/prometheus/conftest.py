@@ -10,6 +10,7 @@ import pytest
 
 from tests.integration.prometheus import servers
 from tests.integration.prometheus.servers import ServerProcess
+from tests.integration.s3.conftest import bucket, s3_env, s3_server  # noqa: F401 (test_s3.py)
 
 
 def _need(name: str) -> None:

@@ -115,6 +115,18 @@ def build_blocks(workdir: Path) -> Path:
     return blocks
 
 
+#: A Prometheus that takes late samples: the remote-write receiver (``/api/v1/write``) and an
+#: out-of-order window. Prometheus 2.42 refuses a sample older than the head's
+#: ``appendableMinValidTime`` (the end of the newest block: the backfilled TSDB's) as "out of
+#: bounds" unless ``storage.tsdb.out_of_order_time_window`` is set; then a sample not older
+#: than the head's max time minus the window goes to the out-of-order head, which queries
+#: read at once (prometheus/prometheus v2.42.0 tsdb/head_append.go ``appendable``,
+#: ``initAppender``; tsdb/db.go ``Querier``: ``NewOOORangeHead``;
+#: storage/remote/write_handler.go; config/config.go ``TSDBConfig``).
+WRITABLE_FLAGS = ("--web.enable-remote-write-receiver",)
+WRITABLE_CONFIG = "storage:\n  tsdb:\n    out_of_order_time_window: 36500d\n"
+
+
 def start_prometheus(
     workdir: Path,
     blocks: Path,
@@ -122,16 +134,17 @@ def start_prometheus(
     web_config: Path | None = None,
     scheme: str = "http",
     auth: tuple[str, str] | None = None,
+    config_extra: str = "",
 ) -> ServerProcess:
     """Prometheus over a copy of ``blocks``, no scrape targets; ``web_config`` is its
     ``--web.config.file`` (TLS, basic auth users), with the ``scheme`` and ``auth`` the
-    readiness check then needs."""
+    readiness check then needs; ``config_extra`` is added to its configuration file."""
     exe = binary("prometheus")
     workdir.mkdir(parents=True, exist_ok=True)
     tsdb = workdir / "tsdb"
     shutil.copytree(blocks, tsdb)
     config = workdir / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+    config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n" + config_extra)
     for _ in range(3):
         port = free_port()
         argv = [
@@ -193,6 +206,86 @@ def start_victoriametrics(
             server.stop()
             raise
     return server
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _snappy_literal(data: bytes) -> bytes:
+    """``data`` as a snappy block made of literals only (no compression): what
+    ``snappy.Decode`` reads (github.com/golang/snappy decode.go: the uncompressed length as
+    a varint, then elements; a literal's tag is ``(length - 1) << 2``, or 60..63 << 2 with
+    the length in the next 1..4 bytes)."""
+    out = bytearray(_varint(len(data)))
+    for i in range(0, len(data), 65536):
+        chunk = data[i : i + 65536]
+        n = len(chunk) - 1
+        if n < 60:
+            out.append(n << 2)
+        elif n < 256:
+            out += bytes([60 << 2, n])
+        else:
+            out += bytes([61 << 2]) + n.to_bytes(2, "little")
+        out += chunk
+    return bytes(out)
+
+
+def remote_write(
+    url: str, series: Sequence[tuple[dict[str, str], Sequence[tuple[int, float]]]]
+) -> None:
+    """Send samples to Prometheus's remote-write receiver: a ``prompb.WriteRequest``
+    (prometheus/prometheus v2.42.0 prompb/remote.proto, types.proto: TimeSeries = 1 labels,
+    2 samples; Label = 1 name, 2 value; Sample = 1 double value, 2 int64 timestamp),
+    snappy-compressed (storage/remote/codec.go ``DecodeWriteRequest``)."""
+    import struct
+
+    request = b""
+    for labels, samples in series:
+        ts = b"".join(
+            _field(1, _field(1, k.encode()) + _field(2, v.encode()))
+            for k, v in sorted(labels.items())
+        )
+        for t, v in samples:
+            ts += _field(2, b"\x09" + struct.pack("<d", v) + b"\x10" + _varint(t))
+        request += _field(1, ts)
+    r = httpx.post(
+        url + "/api/v1/write",
+        content=_snappy_literal(request),
+        headers={
+            "Content-Encoding": "snappy",
+            "Content-Type": "application/x-protobuf",
+            "X-Prometheus-Remote-Write-Version": "0.1.0",
+        },
+        timeout=30,
+    )
+    if r.status_code != 204:
+        raise RuntimeError(f"remote write refused: {r.status_code} {r.text}")
+
+
+def vm_import(
+    url: str, series: Sequence[tuple[dict[str, str], Sequence[tuple[int, float]]]]
+) -> None:
+    """Samples into VictoriaMetrics (``/api/v1/import/prometheus``, ms timestamps), flushed
+    so that the next query sees them."""
+    lines = []
+    for labels, samples in series:
+        name = labels["__name__"]
+        lab = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
+        lines += [f"{name}{{{lab}}} {v!r} {t}" for t, v in samples]
+    with httpx.Client(base_url=url, timeout=60) as c:
+        c.post("/api/v1/import/prometheus", content="\n".join(lines) + "\n").raise_for_status()
+        c.get("/internal/force_flush").raise_for_status()
 
 
 def self_signed_cert(workdir: Path) -> tuple[Path, Path]:

@@ -130,3 +130,52 @@ def test_password_from_the_environment_is_never_printed(
         "--metrics", "up", "--start-day", "2024-03-30", "--archive", str(tmp_path),
     )  # fmt: skip
     assert out.returncode == 2 and "auth=bearer needs the token" in out.stderr
+
+
+@pytest.mark.slow  # five dxt processes: 5.9 s measured here
+def test_coverage_reconcile_flags_late_samples_and_names_the_refetch(tmp_path: Path) -> None:
+    # a VictoriaMetrics of its own: the late samples must not reach the session's server
+    from tests.integration.prometheus import servers
+
+    vm = servers.start_victoriametrics(tmp_path / "vm")
+    try:
+        archive = str(tmp_path / "a")
+        day = ["--start-day", "2024-03-31", "--end-day", "2024-03-31"]
+        out = dxt(
+            "extract", "prometheus", "--url", vm.url, "--tz", "Europe/Rome",
+            "--metrics", "node_temp_celsius", "--archive", archive, "-q", *day,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        reconcile = ["coverage", "prometheus", "--archive", archive, "--reconcile", *day]
+        same = dxt(*reconcile, "--url", vm.url)
+        assert same.returncode == 0, same.stdout + same.stderr
+        assert "1 units x 1 days against the source's counts: 1 equal" in same.stdout
+        assert "counted with: count_over_time(node_temp_celsius[82800000ms])" in same.stdout
+        # two samples arrive late, between the 15 s ones of node n1
+        noon = 1711879200000  # 2024-03-31T12:00:00+02:00
+        labels = {"__name__": "node_temp_celsius", "instance": "n1:9100", "job": "node"}
+        servers.vm_import(
+            vm.url, [({**labels, "node": "n1"}, [(noon + 900, 1.5), (noon + 1900, 2.5)])]
+        )
+        grown = dxt(*reconcile, "--url", vm.url)
+        assert grown.returncode == 4, grown.stdout + grown.stderr
+        rows = 3 * 23 * 240
+        assert (
+            f"MORE at the source (late data: refetch): node_temp_celsius 2024-03-31: archive "
+            f"{rows:,}, source {rows + 2:,}"
+        ) in grown.stdout
+        refetch = next(line.strip() for line in grown.stdout.splitlines() if "dxt extract" in line)
+        assert refetch == (
+            f"dxt extract prometheus --url {vm.url} --tz Europe/Rome --metrics node_temp_celsius "
+            f"--archive {archive} --start-day 2024-03-31 --end-day 2024-03-31 --refetch"
+        )
+        again = dxt(*refetch.split()[1:])
+        assert again.returncode == 0, again.stdout + again.stderr
+        settled = dxt(*reconcile, "--url", vm.url)
+        assert settled.returncode == 0 and "1 equal" in settled.stdout, settled.stdout
+        manifest = json.loads(
+            (tmp_path / "a/prometheus/node_temp_celsius/2024-03-31.manifest.json").read_text()
+        )
+        assert manifest["rows"] == manifest["source_count"]["count"] == rows + 2
+    finally:
+        vm.stop()

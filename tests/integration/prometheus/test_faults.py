@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +18,10 @@ from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
 from dxt_core.backends.prometheus.catalog import CatalogEntry
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
-from dxt_core.errors import ArchiveError, QueryRejected, SourceUnavailable
+from dxt_core.errors import CountMismatch, QueryRejected, SourceUnavailable
 from dxt_core.http import RetryPolicy
 from dxt_core.simulate import spawn_simulator as spawn
+from dxt_core.windows import zone
 
 pytestmark = pytest.mark.integration
 
@@ -83,6 +85,32 @@ def test_an_answer_slower_than_the_timeout_splits_the_window(sim: Sim, tmp_path:
     assert report.stats.splits >= 1  # type: ignore[attr-defined]
 
 
+#: the whole day is one window at the floor: it cannot be halved
+FLOOR_DAY = WindowPolicy(initial_s=86_400, min_s=86_400)
+
+
+def test_a_read_timeout_at_the_floor_is_retried_like_a_503(sim: Sim, tmp_path: Path) -> None:
+    # issue 19: one slow answer on a window that cannot be split must not fail the day
+    report = _run(sim, tmp_path, {"slow_next": 1, "delay_s": 2.0}, timeout_s=0.5, windows=FLOOR_DAY)
+    assert sim.stats()["slow"] == 1
+    assert report.rows == ROWS  # type: ignore[attr-defined]
+    assert report.stats.retries == 1 and report.stats.splits == 0  # type: ignore[attr-defined]
+
+
+def test_read_timeouts_at_the_floor_through_every_retry_fail_the_day(
+    tmp_path: Path,
+) -> None:
+    s = Sim(["--flavor", "victoriametrics"])
+    try:
+        with pytest.raises(SourceUnavailable) as err:
+            _run(s, tmp_path, {"slow_next": 100, "delay_s": 1.0}, timeout_s=0.3, windows=FLOOR_DAY)
+        assert s.stats()["slow"] == FAST.attempts
+        assert "timeout" in str(err.value) and f"{FAST.attempts} attempts" in str(err.value)
+        assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.json"))
+    finally:
+        s.stop()
+
+
 def test_a_cut_export_is_fetched_again(tmp_path: Path) -> None:
     s = Sim(["--flavor", "victoriametrics"])
     try:
@@ -110,7 +138,23 @@ def test_bearer_token(tmp_path: Path) -> None:
 
 
 def test_rows_that_differ_from_the_servers_count_fail_the_day(sim: Sim, tmp_path: Path) -> None:
-    with pytest.raises(ArchiveError) as err:
+    with pytest.raises(CountMismatch) as err:
         _run(sim, tmp_path, {"count_extra": 1})
-    assert f"wrote {ROWS} rows but the server counts {ROWS + 3} samples" in str(err.value)
+    assert f"read {ROWS:,} points, but the source counts {ROWS + 3:,} (count_over_time(" in str(
+        err.value
+    )
+    assert err.value.rows == ROWS and err.value.source_count == ROWS + 3
     assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.json"))
+
+
+def test_a_day_not_over_is_committed_with_the_servers_count(sim: Sim, tmp_path: Path) -> None:
+    # today grows while it is read: its rows are not held to the count (issue 19: past days)
+    conn = PrometheusConnection(sim.url, time_zone="Europe/Rome")
+    today = dt.datetime.now(zone("Europe/Rome")).date()
+    with PrometheusSource(conn, retry=FAST) as src:
+        src.server()
+        sim.faults(count_extra=1)
+        report = archive_prometheus_day(src, SIM, today, Archive(tmp_path))
+    manifest = json.loads(report.manifest.read_text())
+    assert report.status == "archived" and manifest["rows"] == report.rows > 0
+    assert manifest["source_count"]["count"] == report.rows + 3

@@ -25,6 +25,15 @@ pytestmark = pytest.mark.integration
 TEMP = CatalogEntry("node_temp_celsius", "node_temp_celsius")
 DAY = dt.date(2024, 3, 31)  # 23 hours: 3 series x 5,520 samples
 WHOLE_DAY = WindowPolicy(initial_s=86_400, min_s=300, max_s=90_000, target_points=10**9)
+#: One-hour windows at a one-hour floor (3 series x 240 samples). VictoriaMetrics 1.79 checks
+#: -search.maxUniqueTimeseries only when its tag-filters cache misses, and keys that cache by
+#: the filters and the UTC dates of the range (lib/storage/index_db.go ``searchTSIDs``,
+#: ``marshalTagFiltersKey``); the archive's /api/v1/series of the whole day (UTC dates
+#: 03-30..03-31) fills it, so a whole-day export hits it and passes. The first hour of the
+#: day (23:00-24:00 UTC on 03-30) has other dates: a miss, checked, refused.
+HOURS = WindowPolicy(initial_s=3600, min_s=3600, max_s=90_000, target_points=3 * 240)
+#: The whole day at once, rows in the same one-hour blocks (the same bytes as HOURS')
+WHOLE_DAY_HOUR_BLOCKS = WindowPolicy(initial_s=86_400, min_s=3600, target_points=10**9)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +59,21 @@ def vm_series(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
 
 
 @pytest.fixture(scope="module")
+def vm_export_duration(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    # VictoriaMetrics' deadlines count whole seconds (app/vmselect/searchutils/searchutils.go
+    # ``NewDeadline``, ``Exceeded``: now in seconds > start + timeout in seconds), so a small
+    # positive limit refuses only an export that spans a second boundary; a negative one puts
+    # the deadline in the past, and every export is refused before it starts
+    # (app/vmselect/netstorage/netstorage.go: "timeout exceeded before starting the query
+    # processing"), always, as a slow export would be
+    s = servers.start_victoriametrics(
+        tmp_path_factory.mktemp("vm-export-duration"), ["-search.maxExportDuration=-10s"]
+    )
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
 def vm_samples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     s = servers.start_victoriametrics(
         tmp_path_factory.mktemp("vm-samples"), ["-search.maxSamplesPerQuery=20000"]
@@ -58,9 +82,11 @@ def vm_samples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     s.stop()
 
 
-def _archive(server: ServerProcess, tmp_path: Path) -> tuple[object, dict[str, object]]:
+def _archive(
+    server: ServerProcess, tmp_path: Path, windows: WindowPolicy = WHOLE_DAY
+) -> tuple[object, dict[str, object]]:
     conn = PrometheusConnection(server.url, time_zone=data.TIME_ZONE)
-    with PrometheusSource(conn, windows=WHOLE_DAY) as src:
+    with PrometheusSource(conn, windows=windows) as src:
         report = archive_prometheus_day(src, TEMP, DAY, Archive(tmp_path))
     return report, json.loads(report.manifest.read_text())
 
@@ -86,15 +112,49 @@ def test_a_refused_day_is_split_and_complete(
     name: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     server: ServerProcess = request.getfixturevalue(name)
-    report, manifest = _archive(server, tmp_path)
+    report, manifest = _archive(server, tmp_path, HOURS if name == "vm_series" else WHOLE_DAY)
     assert report.rows == 3 * 23 * 240  # type: ignore[attr-defined]
     assert manifest["source_count"]["count"] == report.rows  # type: ignore[attr-defined,index]
-    if name != "vm_series":
-        assert manifest["requests"]["splits"] > 0  # type: ignore[index]
-    # VictoriaMetrics 1.79 checks -search.maxUniqueTimeseries when its tag-filters cache
-    # misses (measured: the first export of a filter is refused, the same export after
-    # /api/v1/series of that filter passes); the archive lists the series first, so on
-    # vm_series the day may pass without a split, and it must be whole either way.
+    assert manifest["requests"]["splits"] > 0  # type: ignore[index]
+
+
+def test_victoriametrics_unique_series_limit_splits_by_series(
+    vm_series: ServerProcess, tmp_path: Path
+) -> None:
+    # the whole day hits the cache the series listing filled (see HOURS): no refusal at all;
+    # the first hour misses it and is refused until its series are split (3 > 2)
+    whole, _ = _archive(vm_series, tmp_path / "whole", WHOLE_DAY_HOUR_BLOCKS)
+    hours, _ = _archive(vm_series, tmp_path / "hours", HOURS)
+    assert whole.stats.splits == 0 and whole.rows == hours.rows  # type: ignore[attr-defined]
+    assert hours.stats.splits > 0  # type: ignore[attr-defined]
+    assert [m.name for m in (tmp_path / "hours").rglob("*.csv.gz")] == ["2024-03-31.csv.gz"]
+    assert (
+        tmp_path / "whole" / "prometheus" / "node_temp_celsius" / "2024-03-31.csv.gz"
+    ).read_bytes() == (
+        tmp_path / "hours" / "prometheus" / "node_temp_celsius" / "2024-03-31.csv.gz"
+    ).read_bytes()
+
+
+def test_victoriametrics_export_duration_refusal_fails_the_day_clearly(
+    vm_export_duration: ServerProcess, tmp_path: Path
+) -> None:
+    params = {"match[]": "node_temp_celsius", "start": "1711839600", "end": "1711922399.999"}
+    r = httpx.get(vm_export_duration.url + "/api/v1/export", params=params)
+    # measured on 1.79.5: 400, text "... timeout exceeded before starting the query
+    # processing: -10.000 seconds (elapsed ...); the timeout can be adjusted with
+    # `-search.maxExportDuration` command-line flag"
+    assert r.status_code == 400 and "-search.maxExportDuration" in r.text
+    assert too_large(r.status_code, r.content)
+    conn = PrometheusConnection(vm_export_duration.url, time_zone=data.TIME_ZONE)
+    with PrometheusSource(conn, windows=WHOLE_DAY) as src, pytest.raises(WindowTooLarge) as e:
+        archive_prometheus_day(src, TEMP, DAY, Archive(tmp_path))
+    # halved to the floor, then split by series down to one: refused at every size
+    assert "refused even for one series and a window at the floor" in str(e.value)
+    assert "timeout exceeded before starting the query processing" in str(e.value)
+    assert "raise VictoriaMetrics -search.maxQueryDuration / -search.maxExportDuration" in str(
+        e.value
+    )
+    assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.json"))
 
 
 def test_victoriametrics_refusals_are_read_as_too_large(
@@ -127,4 +187,5 @@ def test_refused_for_one_series_at_the_floor_is_an_error(tmp_path: Path, prom_bl
     finally:
         s.stop()
     assert "refused even for one series" in str(e.value)
+    assert "raise Prometheus --query.max-samples on the server" in str(e.value)
     assert not list((tmp_path / "a").rglob("*.csv.gz"))
