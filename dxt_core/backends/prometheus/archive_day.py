@@ -20,8 +20,9 @@ from dxt_core.backends.prometheus.catalog import CatalogEntry
 from dxt_core.backends.prometheus.columns import Columns
 from dxt_core.backends.prometheus.layout import CsvDayWriter, ParquetDayWriter
 from dxt_core.backends.prometheus.source import PrometheusSource, QueryCounts
+from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError
-from dxt_core.http import RequestStats, holding_answers, release_answers
+from dxt_core.http import RequestStats
 from dxt_core.reconcile import (
     RecentReport,
     SourceCount,
