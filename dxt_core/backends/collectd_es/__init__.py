@@ -67,4 +67,5 @@ BACKEND = Backend(
     tasks=_tasks,
     cli=_cli,
     simulator=_simulator,
+    publish=lambda: __import__("dxt_core.backends.collectd_es.publish", fromlist=["_"]).PUBLISH,
 )

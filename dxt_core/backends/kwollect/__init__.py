@@ -64,4 +64,5 @@ BACKEND = Backend(
     tasks=_tasks,
     cli=_cli,
     simulator=_simulator,
+    publish=lambda: __import__("dxt_core.backends.kwollect.publish", fromlist=["_"]).PUBLISH,
 )

@@ -66,4 +66,5 @@ BACKEND = Backend(
     tasks=_tasks,
     cli=_cli,
     simulator=_simulator,
+    publish=lambda: __import__("dxt_core.backends.prometheus.publish", fromlist=["_"]).PUBLISH,
 )
