@@ -19,8 +19,8 @@ back to plain when they do not repeat), all compressed with zstd level :data:`ZS
 
 from __future__ import annotations
 
-import itertools
 import contextlib
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -142,7 +142,7 @@ def test_any_bucketing_gives_the_plain_sort_and_the_same_bytes(tmp_path, bucket_
     assert got.column("timestamp").to_pylist() == want.column("timestamp").to_pylist()
     assert got.column("value").to_pylist() == want.column("value").to_pylist()
     assert pc.cast(got.column("node"), pa.string()).to_pylist() == want.column("node").to_pylist()
-    ref, ref_path = run(tmp_path / "a", tmp_path / "ref", 10_000_000)
+    _ref, ref_path = run(tmp_path / "a", tmp_path / "ref", 10_000_000)
     assert path.read_bytes() == ref_path.read_bytes()
 
 
@@ -153,7 +153,7 @@ def test_first_batch_with_one_node_is_resplit_into_budget(tmp_path, paths):
     later = shuffled_days(2, 2, nodes=30, per=20)
     for i, t in enumerate([first, *later]):
         write_day(tmp_path / "a", f"2020-03-0{i + 1}", t)
-    rep, path = run(tmp_path / "a", tmp_path / "o", 100)
+    _rep, path = run(tmp_path / "a", tmp_path / "o", 100)
     assert paths.get("_route", 0) > 0  # split again by exact ranges
     want = expected([first, *later], [])
     got = pq.read_table(path)
@@ -171,7 +171,7 @@ def test_one_series_larger_than_a_bucket(tmp_path, in_order, paths):
         ts = ts[1500:] + ts[:1500]
     t = table_of(ts, [float(i) for i in range(n)], ["only"] * n)
     write_day(tmp_path / "a", "2020-03-05", t)
-    rep, path = run(tmp_path / "a", tmp_path / "o", 200)
+    _rep, path = run(tmp_path / "a", tmp_path / "o", 200)
     assert paths.get("_large_series") == 1
     # one regrouping of the spooled rows (too many for a bucket), then split by time only
     # when the rows are out of time order
