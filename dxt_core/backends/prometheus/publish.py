@@ -6,7 +6,8 @@ Parquet file per metric and month::
 The archive's day files (``prometheus/<name>/<day>.csv.gz`` or ``.parquet``, days of the
 connection's zone; dxt_core/backends/prometheus/archive_day.py) are the series files Examon's
 are (``timestamp,value,name,<labels>``), so they are read the same way; each label is a
-column, and a metric's columns are the union of its series' labels.
+column, and a metric's columns are the union of its series' labels (empty text where a
+series lacks one, as in the archive).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ class PrometheusPublish(PartitionedPublish):
     example_glob: ClassVar[str] = "year_month=*/metric=*/a_0.parquet"
     columns_note: ClassVar[str] = (
         "Metric files: `timestamp`, `value` (typed per metric, see below), `name` (the "
-        "metric name), then one dictionary-encoded string column per label (null where a "
-        "series does not have it)."
+        "metric name), then one dictionary-encoded string column per label (empty where a "
+        "series does not have it, as the archive holds it: Prometheus takes an empty label "
+        "for an absent one)."
     )
 
 
