@@ -135,6 +135,8 @@ class S3Out:
         if base:
             Path(base).mkdir(parents=True, exist_ok=True)
         self.root = Path(tempfile.mkdtemp(prefix="dxt-publish-out-", dir=base))
+        #: bytes of the previous SHA256SUMS and state record (unchanged: not uploaded)
+        self._known: dict[str, bytes] = {}
 
     @property
     def url(self) -> str:
@@ -158,6 +160,8 @@ class S3Out:
         if not names:
             return {}
         got = self.store.get(self._key("SHA256SUMS"))
+        if got is not None:
+            self._known["SHA256SUMS"] = got[0]
         if "datapackage.json" not in names or got is None:
             raise ConfigError(
                 f"--out {self.url} is neither empty nor a dataset published by dxt (no "
@@ -169,6 +173,7 @@ class S3Out:
         got = self.store.get(self._key(STATE_FILE))
         if got is None:
             return None
+        self._known[STATE_FILE] = got[0]
         try:
             doc = orjson.loads(got[0])
         except orjson.JSONDecodeError:
@@ -197,7 +202,10 @@ class S3Out:
             local = self.root / rel
             sha = sums.get(rel)
             size = local.stat().st_size
-            if sha is not None and previous.get(rel) == sha and sizes.get(rel) == size:
+            same = sha is not None and previous.get(rel) == sha
+            if rel in self._known:
+                same = self._known[rel] == local.read_bytes()
+            if same and sizes.get(rel) == size:
                 res.unchanged += 1
                 continue
             self.store.upload_file(local, self._key(rel), sha)
