@@ -241,15 +241,30 @@ def _fingerprint(
         "units": [
             [
                 list(u),
-                [um.year, um.month, [m for m in um.manifests], [d.isoformat() for d in um.missing]],
+                [um.year, um.month, [d.isoformat() for d in um.missing]],
+                [[str(d.day), d.rel, d.sha256, _what_counts(d.manifest)] for d in um.days],
+                [_what_counts(m) for m in um.manifests if m.get("status") == "empty"],
                 [[str(d), w] for d, w in um.skipped],
-                [[str(d), k] for d, k in um.kept],
+                [[str(d), {k: v.get(k) for k in KEPT_FIELDS}] for d, v in um.kept],
             ]
             for u, ums in sorted(scans.items())
             for um in ums
         ],
     }
     return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+#: What of a manifest shapes the dataset (its data, or what the datacard says of it); not
+#: when or how fast the day was written, so a day archived again unchanged is unchanged.
+MANIFEST_FIELDS = (
+    "status", "day", "rows", "holes", "source_count", "replaced", "replaced_rows",
+    "time_zone", "source_url", "job_table",
+)  # fmt: skip
+KEPT_FIELDS = ("archive_rows", "source_rows", "source_status", "by")
+
+
+def _what_counts(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: doc.get(k) for k in MANIFEST_FIELDS}
 
 
 def publish(role: PublishRole, opts: PublishOptions) -> PublishReport:

@@ -184,6 +184,7 @@ class Standalone:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a standalone Airflow and four DAG runs on a shared 2-core machine
 def test_the_last_day_of_a_month_makes_the_run_that_publishes_it(migrated_home, tmp_path):
     catalog = tmp_path / "catalog.csv"
     catalog.write_text("metric,plugin\nambient,ipmi_pub\n")

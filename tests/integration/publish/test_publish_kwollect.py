@@ -22,17 +22,24 @@ PARIS_MIDNIGHT = "2024-11-30T23:00:00"  # December's first local midnight, in UT
 
 
 @pytest.fixture(scope="module")
-def archive(tmp_path_factory) -> Path:
+def sim():
+    s = KwollectSimProcess()
+    yield s
+    s.stop()
+
+
+def extract(sim, root: Path, *extra: str) -> None:
+    dxt(
+        *("extract", "kwollect", "--api-url", sim.url, "--clusters", "nancy/gros"),
+        *("--metrics", ",".join(METRICS), "--archive", str(root)),
+        *("--start-day", "2024-11-30", "--end-day", "2024-12-01", *extra),
+    )
+
+
+@pytest.fixture(scope="module")
+def archive(sim, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("kwollect") / "archive"
-    sim = KwollectSimProcess()
-    try:
-        dxt(
-            *("extract", "kwollect", "--api-url", sim.url, "--clusters", "nancy/gros"),
-            *("--metrics", ",".join(METRICS), "--archive", str(root)),
-            *("--start-day", "2024-11-30", "--end-day", "2024-12-01"),
-        )
-    finally:
-        sim.stop()
+    extract(sim, root)
     return root
 
 
@@ -120,7 +127,7 @@ def _utc(text: str) -> str:
     return dt.datetime.fromisoformat(text).astimezone(dt.UTC).isoformat()
 
 
-def test_reruns_are_byte_identical(archive, tmp_path):
+def test_reruns_are_byte_identical(sim, archive, tmp_path):
     first, again = tmp_path / "a", tmp_path / "b"
     publish(archive, first)
     publish(archive, again)
@@ -130,3 +137,10 @@ def test_reruns_are_byte_identical(archive, tmp_path):
     assert "unchanged: " in same.stdout and digests(first) == before
     publish(archive, first, "--force")
     assert digests(first) == before
+    # the days archived again from the same source: new manifests (another written_at),
+    # the same points: still unchanged, nothing written
+    manifest = archive / "kwollect/nancy" / METRICS[0] / "2024-12-01.manifest.json"
+    written = manifest.read_bytes()
+    extract(sim, archive, "--refetch")
+    assert manifest.read_bytes() != written
+    assert "unchanged: " in publish(archive, first).stdout and digests(first) == before
