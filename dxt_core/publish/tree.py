@@ -3,9 +3,11 @@
 Publishing reads an archive through its manifests only; this module gives it the few
 operations it needs, the same for both places: the sub-directories of a directory (the units),
 the files of a unit directory with their sizes (one listing per unit), a manifest's JSON, and a
-day's data file as a local file to read. From S3 a day file is streamed into the scratch
-directory, hashed and checked against its manifest's sha256 before it is read, and removed
-once read; nothing else is downloaded. The store's own API is used
+day's data file as a local file to read, hashed and checked against its manifest's size and
+sha256 first (:class:`DayUnusable` when it does not match). A scan of the archive (which
+days a month has, whether it is complete) reads manifests and sizes only, never whole files.
+From S3 a day file is streamed into the scratch directory, checked, and removed once read;
+nothing else is downloaded. The store's own API is used
 (:class:`~dxt_core.store.s3.S3Archive`, its :class:`~dxt_core.store.client.S3Client`).
 """
 
@@ -37,7 +39,7 @@ class ArchiveTree(Protocol):
     def url(self) -> str:
         """The root, for messages (a directory or an ``s3://`` URL)."""
 
-    #: whether :meth:`fetch` checks the sha256 (an object store: the scan checks sizes only)
+    #: an object store (days are copied to read them)
     remote: bool
 
     def where(self, rel: str) -> str:
@@ -51,9 +53,6 @@ class ArchiveTree(Protocol):
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         """The JSON object in ``rel``; None when unreadable or not an object."""
-
-    def sha256(self, rel: str) -> str:
-        """The sha256 of a local file (the scan's check); remote trees never call it."""
 
     def fetch(
         self, rel: str, size: int, sha256: str, scratch: Path
@@ -104,13 +103,18 @@ class LocalTree:
             return None
         return doc if isinstance(doc, dict) else None
 
-    def sha256(self, rel: str) -> str:
-        return sha256_file(self.root / rel)
-
     @contextlib.contextmanager
     def fetch(self, rel: str, size: int, sha256: str, scratch: Path) -> Iterator[Path]:
-        # checked by the scan (size and sha256): read in place
-        yield self.root / rel
+        path = self.root / rel  # read in place, once checked
+        try:
+            got = path.stat().st_size
+        except FileNotFoundError:
+            raise DayUnusable(f"{path}: named by its manifest but absent") from None
+        if got != size:
+            raise DayUnusable(f"{path}: {got} bytes, the manifest says {size}")
+        if sha256_file(path) != sha256:
+            raise DayUnusable(f"{path}: sha256 differs from the manifest's")
+        yield path
 
 
 class S3Tree:
@@ -155,9 +159,6 @@ class S3Tree:
         except orjson.JSONDecodeError:
             return None
         return doc if isinstance(doc, dict) else None
-
-    def sha256(self, rel: str) -> str:  # pragma: no cover - the scan checks sizes only
-        raise ArchiveError(f"{self.where(rel)}: hashed when fetched, not in place")
 
     @contextlib.contextmanager
     def fetch(self, rel: str, size: int, sha256: str, scratch: Path) -> Iterator[Path]:
