@@ -29,7 +29,14 @@ from typing import Any
 import numpy as np
 
 from dxt_core.archive import atomic_file
-from dxt_core.publish.series import BUCKET_ROWS, Bucket, MonthSpool, SeriesTable
+from dxt_core.publish.series import (
+    BUCKET_ROWS,
+    MIN_FLUSH_ROWS,
+    PENDING_ROWS,
+    Bucket,
+    MonthSpool,
+    SeriesTable,
+)
 
 #: Rows per row group of a published file.
 ROW_GROUP_ROWS = 262_144
@@ -308,7 +315,7 @@ def _plan(spool: MonthSpool, buckets: list[Bucket], rank: Any) -> tuple[list[Buc
             g, filled = g + 1, 0
         group_of[s] = g
         filled += int(counts[s])
-    fresh = [Bucket(spool.scratch / f"split-{i:04d}") for i in range(g + 1)]
+    fresh = _buckets([spool.scratch / f"split-{i:04d}" for i in range(g + 1)])
     for b in buckets:
         for ts, val, sid, mask, k in b.iter_raw():
             _route(fresh, group_of[sid], ts, val, sid, mask, k)
@@ -316,6 +323,12 @@ def _plan(spool: MonthSpool, buckets: list[Bucket], rank: Any) -> tuple[list[Buc
     for f in fresh:
         f.flush()
     return [f for f in fresh if f.rows], len(buckets)
+
+
+def _buckets(paths: list[Path]) -> list[Bucket]:
+    """New buckets sharing the budget of buffered rows."""
+    flush = max(MIN_FLUSH_ROWS, PENDING_ROWS // max(1, len(paths)))
+    return [Bucket(p, flush_rows=flush) for p in paths]
 
 
 def _route(dest: list[Bucket], to: Any, ts: Any, val: Any, sid: Any, mask: Any, k: str) -> None:
@@ -343,14 +356,19 @@ def _sorted(
         return
     ts, val, sid, mask = bucket.read(kind, table)
     r = rank[sid]
-    lo = int(r.min())
-    local = r - lo
-    order = np.argsort(local.astype(np.int16) if int(local.max()) < 32767 else local, kind="stable")
+    del sid
+    lo, hi = int(r.min()), int(r.max())
+    # a stable radix sort of the ranks (16 bits when they fit): rows of a series keep the
+    # archive's order, in which their times go forward (checked below)
+    local = (r - lo).astype(np.int16) if hi - lo < 32_767 else r
+    order = np.argsort(local, kind="stable")
+    del local
     ts_s, r_s = ts[order], r[order]
-    back = (np.diff(ts_s) < 0) & (r_s[1:] == r_s[:-1])
-    if back.any():  # not in time order within a series: sort by both
+    if ((ts_s[1:] < ts_s[:-1]) & (r_s[1:] == r_s[:-1])).any():
+        # not in time order within a series: sort by both
         order = np.lexsort((ts, r))
         ts_s, r_s = ts[order], r[order]
+    del ts, r
     yield ts_s, val[order], None if mask is None else mask[order], r_s
 
 
@@ -377,7 +395,7 @@ def _large_series(
     # split by time into parts of about half the budget, each sorted on its own
     parts = max(2, -(-bucket.rows * 2 // budget))
     step = (hi - lo) // parts + 1
-    fresh = [Bucket(bucket.path.with_name(f"{bucket.path.name}-t{i:04d}")) for i in range(parts)]
+    fresh = _buckets([bucket.path.with_name(f"{bucket.path.name}-t{i:04d}") for i in range(parts)])
     for ts, val, sid, mask, k in bucket.iter_raw():
         _route(fresh, (ts - lo) // step, ts, val, sid, mask, k)
     for f in fresh:

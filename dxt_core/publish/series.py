@@ -35,8 +35,11 @@ from dxt_core.errors import ArchiveError
 WIDENING = ("int64", "double", "string")
 #: Rows sorted in memory at once (phase 2): about 50 bytes each with the sort's copies.
 BUCKET_ROWS = 2_000_000
-#: Rows buffered per bucket before they are appended to its file.
-FLUSH_ROWS = 32_768
+#: Rows buffered before they are appended to the bucket files, in all (split between the
+#: buckets: a bucket writes when it holds its share).
+PENDING_ROWS = 2_000_000
+#: ... but at least this many a bucket.
+MIN_FLUSH_ROWS = 4_096
 #: At most this many buckets (a bigger month gets bigger buckets).
 MAX_BUCKETS = 256
 #: The two columns every table has; every other column is a tag (``name`` included).
@@ -297,11 +300,16 @@ class Bucket:
     size: int = 0
     pending: list[tuple[Any, ...]] = field(default_factory=list)
     pending_rows: int = 0
+    flush_rows: int = PENDING_ROWS
 
     def append(self, ts: Any, val: Any, sid: Any, mask: Any, kind: str) -> None:
-        self.pending.append((ts, val, sid, mask, kind))
+        """Rows to add; copied (a slice would keep its whole batch in memory)."""
+        copy = np.copy
+        self.pending.append(
+            (copy(ts), copy(val), copy(sid), None if mask is None else copy(mask), kind)
+        )
         self.pending_rows += len(ts)
-        if self.pending_rows >= FLUSH_ROWS:
+        if self.pending_rows >= self.flush_rows:
             self.flush()
 
     def flush(self) -> None:
@@ -488,7 +496,10 @@ class MonthSpool:
     def _set_bounds(self, sid: Any) -> None:
         """Bucket boundaries: quantiles of the first batch's series in the series order."""
         n_buckets = max(1, min(MAX_BUCKETS, math.ceil(self.expected_rows / self.bucket_rows)))
-        self.buckets = [Bucket(self.scratch / f"bucket-{i:04d}") for i in range(n_buckets)]
+        flush = max(MIN_FLUSH_ROWS, PENDING_ROWS // n_buckets)
+        self.buckets = [
+            Bucket(self.scratch / f"bucket-{i:04d}", flush_rows=flush) for i in range(n_buckets)
+        ]
         order_ci = [self.table.column(c) for c in self.table.order()]
         keys = sorted({self.table.series_key(int(s), order_ci) for s in np.unique(sid)})
         self.bounds = [keys[i * len(keys) // n_buckets] for i in range(1, n_buckets)]
