@@ -148,13 +148,20 @@ def child(mode: str, archive: Path, out: Path) -> None:
         )
         rows = rep.rows
     ru = resource.getrusage(resource.RUSAGE_SELF)
+    # VmHWM: this process's peak RSS (ru_maxrss keeps the parent's across exec on Linux:
+    # the parent that generated the archive)
+    hwm = next(
+        int(line.split()[1]) / 1024
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("VmHWM:")
+    )
     print(
         json.dumps(
             {
                 "rows": rows,
                 "wall_s": time.perf_counter() - t0,
                 "cpu_s": ru.ru_utime + ru.ru_stime,
-                "peak_rss_mb": ru.ru_maxrss / 1024,
+                "peak_rss_mb": hwm,
             }
         )
     )
