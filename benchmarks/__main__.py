@@ -31,6 +31,9 @@ Workloads:
   prometheus  one metric-day of 10,000 series at 15 s (57.6 million samples) from Debian's
               real Prometheus and VictoriaMetrics into gzip CSV and Parquet, beside curl of
               the server's own answer for the day (tiny: 10 series)
+  s3_archive  `dxt extract examon` of the 864,000-point metric-day (tiny: 4 nodes) into a
+              local directory and into moto_server's S3 on loopback, alternated in the same
+              run: wall time, peak RSS, the S3 / local ratio (benchmarks/s3_archive.py)
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import time
 from pathlib import Path
 
 from dxt_core import procs
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn_simulator
 
 SIZES = {
     # workload: (nodes, interval_s) per size; for airflow: (metrics, None), None = all 811
@@ -57,8 +60,8 @@ SIZES = {
 
 
 def start_simulator(catalog: Path, nodes: int, interval: int) -> tuple[subprocess.Popen[str], str]:
-    return spawn_examon_simulator(
-        ["--catalog", str(catalog), "--nodes", str(nodes), "--interval", str(interval)]
+    return spawn_simulator(
+        "examon", ["--catalog", str(catalog), "--nodes", str(nodes), "--interval", str(interval)]
     )
 
 
@@ -206,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             "reconcile",
             "publish",
             "prometheus",
+            "s3_archive",
         ):
             raise SystemExit(f"unknown workload {w!r}; known: {', '.join(SIZES[a.size])}")
         t0 = time.monotonic()
@@ -269,6 +273,15 @@ def main(argv: list[str] | None = None) -> int:
 
             res = prometheus_workload(a.size, a.repeat)
             res["wall_s"] = round(time.monotonic() - t0, 1)
+            results.append(res)
+            continue
+        if w == "s3_archive":
+            from benchmarks.s3_archive import print_result as print_s3
+            from benchmarks.s3_archive import workload as s3_workload
+
+            res = s3_workload(a.size, a.repeat)
+            res["wall_s"] = round(time.monotonic() - t0, 1)
+            print_s3(res)
             results.append(res)
             continue
         if w == "reconcile":

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from dxt_core import procs
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
@@ -83,7 +83,7 @@ def run(
         catalog = work / "catalog.csv"
         lines = (ROOT / "dxt_core/data/M100_metrics.csv").read_text().splitlines()
         catalog.write_text("\n".join(lines[: metrics_limit + 1]) + "\n")
-    sim, url = spawn_examon_simulator(["--nodes", "1", "--interval", "3600"])
+    sim, url = spawn_simulator("examon", ["--nodes", "1", "--interval", "3600"])
     port = _port()
     host, sim_port = url.split("://", 1)[1].rsplit(":", 1)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DXT_"))}

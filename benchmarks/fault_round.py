@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.production import ROOT, FaultInjector, _catalog
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn_simulator
 
 FIRST = dt.date(2020, 3, 9)
 
@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
     try:
         small, _ = _catalog(work, 6)
-        sim, url = spawn_examon_simulator(
-            ["--catalog", str(small), "--nodes", "4", "--delay", "0.05"]
+        sim, url = spawn_simulator(
+            "examon", ["--catalog", str(small), "--nodes", "4", "--delay", "0.05"]
         )
         try:
             t0 = time.perf_counter()
@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_faults:
             (work / "big").mkdir()
             big, _ = _catalog(work / "big", args.metrics)
-            sim, url = spawn_examon_simulator(
-                ["--catalog", str(big), "--nodes", "1", "--interval", "3600"]
+            sim, url = spawn_simulator(
+                "examon", ["--catalog", str(big), "--nodes", "1", "--interval", "3600"]
             )
             try:
                 result["faults"] = faults(url, big, work, args.days, args.fault_every)

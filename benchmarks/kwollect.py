@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks import peak_rss_mb
 from dxt_core import procs
-from dxt_core.simulate import spawn_kwollect_simulator
+from dxt_core.simulate import spawn_simulator
 
 DAY = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
 METRIC = "wattmetre_power_watt"
@@ -32,7 +32,7 @@ SIZES = {"tiny": (3, 1.0, 0.05), "full": (50, 24.0, 0.5)}
 
 def run_backup(url: str, sites: list[str], nodes: int, hours: float, out: Path) -> dict:
     """One backup in this process; returns points, seconds, peak RSS and bytes."""
-    from dxt_core import Kwollect
+    from dxt_core.backends.kwollect.experiment import Kwollect
 
     clusters = {"lyon": "nova", "nancy": "gros"}
     names = [f"{clusters[s]}-{i}.{s}.grid5000.fr" for s in sites for i in range(1, nodes + 1)]
@@ -75,8 +75,9 @@ def _subprocess(url: str, sites: list[str], nodes: int, hours: float, out: Path)
 
 def kwollect_workload(size: str) -> dict:
     nodes, hours, delay = SIZES[size]
-    sim, url = spawn_kwollect_simulator(
-        ["--nodes", str(nodes), "--site-delay", f"lyon={delay}", "--site-delay", f"nancy={delay}"]
+    sim, url = spawn_simulator(
+        "kwollect",
+        ["--nodes", str(nodes), "--site-delay", f"lyon={delay}", "--site-delay", f"nancy={delay}"],
     )
     try:
         with tempfile.TemporaryDirectory(prefix="dxt-bench-kwollect-") as tmp:

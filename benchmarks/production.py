@@ -704,7 +704,7 @@ def workload(
     heartbeat_timeout_s: int | None = None,
     preload: bool = True,
 ) -> dict[str, Any]:
-    from dxt_core.simulate import spawn_examon_simulator
+    from dxt_core.simulate import spawn_simulator
 
     every, delay, timeout, refusals = SOAK[size]
     fault_every_requests = fault_every_requests or every
@@ -746,8 +746,8 @@ def workload(
         "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()},
     }
     t_start = time.monotonic()
-    sim, sim_url = spawn_examon_simulator(
-        ["--catalog", str(catalog), "--nodes", "1", "--interval", "3600"]
+    sim, sim_url = spawn_simulator(
+        "examon", ["--catalog", str(catalog), "--nodes", "1", "--interval", "3600"]
     )
     proxy = None
     try:

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY = dt.date(2020, 3, 9)
@@ -69,7 +69,7 @@ def workload(size: str) -> dict[str, Any]:
         work = Path(tmp)
         catalog = work / "catalog.csv"
         n = _catalog(catalog, metrics)
-        proc, url = spawn_examon_simulator(["--catalog", str(catalog), "--nodes", str(nodes)])
+        proc, url = spawn_simulator("examon", ["--catalog", str(catalog), "--nodes", str(nodes)])
         try:
             common = ["--url", url, "--jobs-url", url, "--catalog", str(catalog)]
             common += ["--archive", str(work / "archive")]

@@ -2,6 +2,10 @@
 
 Data flows one way: catalog -> time windows -> source -> record stream -> writer ->
 atomic commit into the archive with a manifest.
+
+The names below are the generic ones; each backend's own names (its connection, source,
+catalog, day archiver) live in its package, ``dxt_core.backends.<name>``, and are imported
+from there.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -9,22 +13,12 @@ from typing import TYPE_CHECKING, Any
 from dxt_core._version import __version__
 
 # Public names, imported on first use: `import dxt_core` (and the `dxt` command) pays only
-# for what it touches; `dxt extract examon` never loads the Elasticsearch client.
+# for what it touches.
 _LAZY = {
     "Archive": "dxt_core.archive",
-    "CoverageRow": "dxt_core.archive",
     "DayKey": "dxt_core.archive",
-    "coverage": "dxt_core.archive",
+    "CoverageRow": "dxt_core.coverage",
     "DayReport": "dxt_core.archive_day",
-    "archive_examon_day": "dxt_core.backends.examon.archive_day",
-    "CatalogEntry": "dxt_core.backends.examon.catalog",
-    "ExamonOptions": "dxt_core.backends.examon.catalog",
-    "PluginOptions": "dxt_core.backends.examon.catalog",
-    "load_catalog": "dxt_core.backends.examon.catalog",
-    "ExamonConnection": "dxt_core.backends.examon.connection",
-    "KairosDBSource": "dxt_core.backends.examon.source",
-    "WindowPolicy": "dxt_core.backends.examon.source",
-    "Kwollect": "dxt_core.backends.kwollect.experiment",
     "ArchiveError": "dxt_core.errors",
     "CatalogError": "dxt_core.errors",
     "ConfigError": "dxt_core.errors",
@@ -39,18 +33,9 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from dxt_core.archive import Archive, CoverageRow, DayKey, coverage
+    from dxt_core.archive import Archive, DayKey
     from dxt_core.archive_day import DayReport
-    from dxt_core.backends.examon.archive_day import archive_examon_day
-    from dxt_core.backends.examon.catalog import (
-        CatalogEntry,
-        ExamonOptions,
-        PluginOptions,
-        load_catalog,
-    )
-    from dxt_core.backends.examon.connection import ExamonConnection
-    from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
-    from dxt_core.backends.kwollect.experiment import Kwollect
+    from dxt_core.coverage import CoverageRow
     from dxt_core.errors import (
         ArchiveError,
         CatalogError,
@@ -67,30 +52,20 @@ if TYPE_CHECKING:
 __all__ = [
     "Archive",
     "ArchiveError",
-    "CatalogEntry",
     "CatalogError",
     "ConfigError",
     "CoverageRow",
     "DayKey",
     "DayReport",
     "DxtError",
-    "ExamonConnection",
-    "ExamonOptions",
-    "KairosDBSource",
-    "Kwollect",
-    "PluginOptions",
     "QueryRejected",
     "RetryPolicy",
     "SourceError",
     "SourceUnavailable",
     "Window",
-    "WindowPolicy",
     "WindowTooLarge",
     "__version__",
-    "archive_examon_day",
-    "coverage",
     "day_window",
-    "load_catalog",
 ]
 
 

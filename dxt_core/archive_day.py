@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from dxt_core.archive import Archive, DayKey, DayWrite
-from dxt_core.http import RequestStats, holding_answers
+from dxt_core.archive import Archive, DayKey
+from dxt_core.budget import holding_answers
+from dxt_core.daywrite import DayWrite
+from dxt_core.http import RequestStats
 from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
 

@@ -7,18 +7,43 @@ import datetime as dt
 import json
 import logging
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dxt_core import backends as registry
 from dxt_core._version import __version__
-from dxt_core.archive import MANIFEST_SUFFIX, Archive
+from dxt_core.archive import Archive
+from dxt_core.coverage import coverage
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
-from dxt_core.index import add_index_parser, coverage_rows
+from dxt_core.manifests import MANIFEST_SUFFIX
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
 from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
+
+
+def _check_root(archive: Archive) -> None:
+    """Raise ConfigError unless a directory archive's root is a directory."""
+    if archive.remote:
+        return
+    root = archive.root
+    if not root.exists():
+        raise ConfigError(f"archive root {root} does not exist: check --archive")
+    if not root.is_dir():
+        raise ConfigError(f"archive root {root} is not a directory: check --archive")
+
+
+def holds(archive: Archive, source: str) -> bool:
+    """``archive`` holds a manifest of ``source`` (one LIST request on S3; on disk, the
+    first manifest found under ``<root>/<source>/``)."""
+    if archive.remote:
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        return archive.holds(source)
+    top = archive.root / source
+    return top.is_dir() and next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is not None
 
 
 def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[str]]) -> None:
@@ -27,23 +52,17 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
     Without this, a mistyped --archive path reads as "everything missing" and the refill
     commands would ask to fetch it all again.
     """
+    _check_root(archive)
     if archive.remote:
-        from dxt_core.store.s3 import S3Archive
-
-        assert isinstance(archive, S3Archive)
-        if not archive.holds(source):
+        if not holds(archive, source):
             raise ConfigError(
                 f"archive root {archive.url} holds no {source} archive (no object under "
                 f"{archive.url}/{source}/): check --archive"
             )
         return
     root = archive.root
-    if not root.exists():
-        raise ConfigError(f"archive root {root} does not exist: check --archive")
-    if not root.is_dir():
-        raise ConfigError(f"archive root {root} is not a directory: check --archive")
     top = root / source
-    if not top.is_dir() or next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is None:
+    if not holds(archive, source):
         raise ConfigError(
             f"archive root {root} holds no {source} archive (no *{MANIFEST_SUFFIX} under "
             f"{top}): check --archive"
@@ -57,9 +76,37 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
         )
 
 
+def coverage_backend(args: argparse.Namespace, archive: Archive) -> registry.Backend:
+    """The backend ``dxt coverage`` reports on: the one named, else the one registered
+    backend the archive holds data of.
+
+    Raises:
+        ConfigError: none named and the archive holds data of none, or of several (the
+            message names them and how to choose).
+    """
+    if args.backend:
+        return registry.get(args.backend)
+    _check_root(archive)
+    every = registry.backends()
+    held = [b for b in every if holds(archive, b.name)]
+    if len(held) == 1:
+        return held[0]
+    if held:
+        names = ", ".join(b.command for b in held)
+        raise ConfigError(
+            f"archive root {archive.url} holds archives of {len(held)} backends ({names}): "
+            f"name one, e.g. 'dxt coverage {held[0].command} --archive {archive.url} ...'"
+        )
+    names = ", ".join(b.command for b in every)
+    raise ConfigError(
+        f"archive root {archive.url} holds no archive of any backend ({names}: no "
+        f"*{MANIFEST_SUFFIX} under any of their directories): check --archive"
+    )
+
+
 def cmd_coverage(args: argparse.Namespace) -> int:
-    backend = registry.get(args.backend)
     archive = Archive(args.archive)
+    backend = coverage_backend(args, archive)
     cli = backend.cli_role()
     units = cli.coverage_units(args)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
@@ -68,7 +115,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     # from the manifest index when the archive has one (--verify reads every manifest)
     if getattr(args, "reconcile", False):
         return _cmd_reconcile(args, backend, archive, units, day_list)
-    rows = coverage_rows(archive, backend.name, units, day_list, verify=args.verify)
+    rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
     for r in rows:
         counts[r.status] += 1
@@ -117,12 +164,58 @@ def print_refill_commands(
     """The commands that refill ``bad_days``, as the archive was made: by ``dxt extract``
     or by the backend's DAG (each manifest's ``made_by``, :mod:`dxt_core.provenance`); both
     when the manifests do not say (written before they did)."""
+    tools, sample, runs = _how_made(archive, backend, rows)
+    unknown = not tools or "unknown" in tools
+    if "dxt" in tools or unknown:
+        cli = backend.module("cli")
+        describe = getattr(cli, "refill_options", None)
+        opts = describe(args, sample) if describe else "<connection options>"
+        _print_per_range(
+            "\nTo refill the missing and corrupt metric-days with the dxt command"
+            + (" (as this archive was made):" if "dxt" in tools else ":"),
+            bad_days,
+            lambda a, b: (
+                f"dxt extract {backend.name} {opts} --start-day {a} --end-day {b} "
+                f"--archive {args.archive}"
+            ),
+        )
+    if "airflow" in tools or unknown:
+        dag_id = args.dag_id or backend.dag_id
+        _print_per_range(
+            "\nTo refill them with Airflow"
+            + (" (as this archive was made):" if "airflow" in tools else ":"),
+            bad_days,
+            lambda a, b: (
+                f"airflow backfill create --dag-id {dag_id} --from-date {a} "
+                f"--to-date {b} --reprocess-behavior failed"
+            ),
+        )
+        _print_per_range(
+            "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
+            "it reruns that day's metric tasks, which rewrite identical files:",
+            bad_days,
+            lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
+        )
+        for (day, run_id), logical in sorted(runs.items()):
+            print(
+                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
+                f"-y   # {day} was archived by run {run_id} (its 'day' param)"
+            )
+
+
+def _how_made(
+    archive: Archive, backend: Any, rows: Sequence[Any]
+) -> tuple[set[str], dict[str, Any] | None, dict[tuple[dt.date, str], str]]:
+    """What made the archive, from the manifests of ``rows`` (at most
+    :data:`_SAMPLE_MANIFESTS`, and every corrupt day's): the tools (``dxt``, ``airflow``,
+    ``unknown``), a manifest written by ``dxt extract``, and the Airflow runs of another
+    logical date that archived a corrupt day ((day, run id) -> logical date)."""
     from dxt_core.archive import DayKey
     from dxt_core.provenance import MADE_BY
 
     tools: set[str] = set()
     sample: dict[str, Any] | None = None
-    runs: dict[tuple[dt.date, str], str] = {}  # (day, run id) -> logical date
+    runs: dict[tuple[dt.date, str], str] = {}
     read = 0
     for r in rows:
         if r.status == "missing" or (read >= _SAMPLE_MANIFESTS and r.status != "corrupt"):
@@ -141,42 +234,16 @@ def print_refill_commands(
             logical = str(made.get("logical_date") or "")
             if logical and logical[:10] != r.day.isoformat():
                 runs[(r.day, str(made.get("run_id")))] = logical
-    unknown = not tools or "unknown" in tools
-    if "dxt" in tools or unknown:
-        cli = backend.module("cli")
-        describe = getattr(cli, "refill_options", None)
-        opts = describe(args, sample) if describe else "<connection options>"
-        print(
-            "\nTo refill the missing and corrupt metric-days with the dxt command"
-            + (" (as this archive was made):" if "dxt" in tools else ":")
-        )
-        for a, b in _ranges(bad_days):
-            print(
-                f"  dxt extract {backend.name} {opts} --start-day {a} --end-day {b} "
-                f"--archive {args.archive}"
-            )
-    if "airflow" in tools or unknown:
-        dag_id = args.dag_id or backend.dag_id
-        print(
-            "\nTo refill them with Airflow"
-            + (" (as this archive was made):" if "airflow" in tools else ":")
-        )
-        for a, b in _ranges(bad_days):
-            print(
-                f"  airflow backfill create --dag-id {dag_id} --from-date {a} "
-                f"--to-date {b} --reprocess-behavior failed"
-            )
-        print(
-            "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
-            "it reruns that day's metric tasks, which rewrite identical files:"
-        )
-        for a, b in _ranges(bad_days):
-            print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
-        for (day, run_id), logical in sorted(runs.items()):
-            print(
-                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
-                f"-y   # {day} was archived by run {run_id} (its 'day' param)"
-            )
+    return tools, sample, runs
+
+
+def _print_per_range(
+    header: str, day_list: Sequence[dt.date], command: Callable[[dt.date, dt.date], str]
+) -> None:
+    """``header``, then ``command(first, last)`` for each range of consecutive days."""
+    print(header)
+    for a, b in _ranges(day_list):
+        print(f"  {command(a, b)}")
 
 
 def _cmd_reconcile(
@@ -238,9 +305,11 @@ def _cmd_reconcile(
         for parts, unit_days in by_unit.items():
             for a, b in _ranges(sorted(unit_days)):
                 print(f"  {cli.refetch_command(args, parts, a.isoformat(), b.isoformat())}")
-        print("or with Airflow (clears the days' metric tasks; they rerun and refetch):")
-        for a, b in _ranges(sorted({r.day for r in more})):
-            print(f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y")
+        _print_per_range(
+            "or with Airflow (clears the days' metric tasks; they rerun and refetch):",
+            sorted({r.day for r in more}),
+            lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
+        )
     if more:
         return 4
     return 3 if counts.get("error") else 0
@@ -280,6 +349,50 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
             print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
 
 
+def cmd_index_rebuild(args: argparse.Namespace) -> int:
+    archive = Archive(args.archive)
+    if archive.remote:  # an S3 archive: one index object per unit, from a listing
+        from dxt_core.store.s3 import S3Archive
+
+        assert isinstance(archive, S3Archive)
+        t0 = time.perf_counter()
+        n, bad = archive.rebuild_index()
+        print(
+            f"{archive.url}/.dxt/index/: {n} manifests, {bad} unreadable, "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        return 0
+    from dxt_core.index import index_path, rebuild
+
+    report = rebuild(args.archive)
+    per_source = ", ".join(f"{n} {s}" for s, n in sorted(report.sources.items()))
+    print(
+        f"{index_path(Archive(args.archive).root)}: {report.manifests} manifests"
+        f"{' (' + per_source + ')' if per_source else ''}, {report.corrupt} unreadable, "
+        f"{report.seconds:.1f} s"
+    )
+    return 0
+
+
+def add_index_parser(sub: Any) -> None:
+    """``dxt index rebuild --archive ROOT``."""
+    from dxt_core.index import INDEX_NAME
+
+    ix = sub.add_parser(
+        "index",
+        help="the manifest index that coverage reads (rebuild it from the manifests)",
+        description=f"The archive's manifest index (<archive>/{INDEX_NAME}) is updated by "
+        "every commit and read by 'dxt coverage' and the Airflow coverage view. 'rebuild' "
+        "recreates it from the manifests (after copying an archive, or if an update failed).",
+    )
+    actions = ix.add_subparsers(dest="action", required=True)
+    rb = actions.add_parser("rebuild", help="recreate the index from every manifest")
+    rb.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
+    rb.set_defaults(func=cmd_index_rebuild)
+
+
 def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
     backend = registry.get(args.backend)
     if not backend.has_simulator():
@@ -287,10 +400,52 @@ def cmd_simulate(args: argparse.Namespace, rest: list[str]) -> int:
     return backend.simulator_role().main(rest)
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from dxt_core.demo import run_demo
-
-    return run_demo(args)
+def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
+    """``dxt coverage [BACKEND] --archive ROOT --start-day D --end-day D ...``, with every
+    backend's own options (``backend_options``)."""
+    c = sub.add_parser(
+        "coverage",
+        help="archived / empty / missing metric-days, and how to refill them",
+        description="Report, per metric and day, archived / empty / missing / corrupt (and "
+        "kept), from the archive's manifest index when it has one (checked against the "
+        "directories), else from the manifests; --verify reads every manifest. Exit status "
+        "3 when anything is missing or corrupt, 2 when the archive root does not exist or "
+        "holds nothing of that source (with no source named: data of none, or of several).",
+    )
+    names = [b.command for b in registry.backends()]
+    c.add_argument(
+        "backend",
+        nargs="?",
+        help=f"which source: {', '.join(names)} (default: the one whose data the archive "
+        "holds; an archive of several needs it named)",
+    )
+    c.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
+    c.add_argument("--start-day", required=True)
+    c.add_argument("--end-day", required=True)
+    c.add_argument("--verify", action="store_true", help="also check every file's sha256")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
+    c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")
+    c.add_argument(
+        "--reconcile",
+        action="store_true",
+        help="ask the source (--url ...) for its count of every archived metric-day, counts "
+        "only, never the data: equal, more at the source (late data: exit 4, with the "
+        "commands that refetch), fewer (retention: the archive is kept, shown K)",
+    )
+    for backend in registry.backends() if backend_options else []:
+        # Backends share an option when they mean the same by it (--metrics): first one wins.
+        shared = argparse.ArgumentParser(add_help=False)
+        cli = backend.cli_role()
+        cli.add_coverage_arguments(shared)
+        if hasattr(cli, "add_reconcile_arguments"):  # optional: --reconcile's options
+            cli.add_reconcile_arguments(shared)
+        for action in shared._actions:
+            if not any(s in c._option_string_actions for s in action.option_strings):
+                c._add_action(action)
+    c.set_defaults(func=cmd_coverage)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -313,52 +468,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is None or only in (backend.name, backend.command, *backend.aliases):
             backend.cli_role().add_extract_parser(exs)
 
-    c = sub.add_parser(
-        "coverage",
-        help="archived / empty / missing metric-days, and how to refill them",
-        description="Report, per metric and day, archived / empty / missing / corrupt (and "
-        "kept), from the archive's manifest index when it has one (checked against the "
-        "directories), else from the manifests; --verify reads every manifest. Exit status "
-        "3 when anything is missing or corrupt, 2 when the archive root does not exist or "
-        "holds nothing of that source.",
-    )
-    names = [b.command for b in registry.backends()]
-    c.add_argument(
-        "backend",
-        nargs="?",
-        default="examon",
-        help=f"which source: {', '.join(names)} (default examon)",
-    )
-    c.add_argument(
-        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
-    )
-    c.add_argument("--start-day", required=True)
-    c.add_argument("--end-day", required=True)
-    c.add_argument("--verify", action="store_true", help="also check every file's sha256")
-    c.add_argument("--json", action="store_true", help="machine-readable output")
-    c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
-    c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")
-    c.add_argument(
-        "--reconcile",
-        action="store_true",
-        help="ask the source (--url ...) for its count of every archived metric-day, counts "
-        "only, never the data: equal, more at the source (late data: exit 4, with the "
-        "commands that refetch), fewer (retention: the archive is kept, shown K)",
-    )
-    for backend in registry.backends() if only is None else []:
-        # Backends share an option when they mean the same by it (--metrics): first one wins.
-        shared = argparse.ArgumentParser(add_help=False)
-        cli = backend.cli_role()
-        cli.add_coverage_arguments(shared)
-        if hasattr(cli, "add_reconcile_arguments"):  # optional: --reconcile's options
-            cli.add_reconcile_arguments(shared)
-        for action in shared._actions:
-            if not any(s in c._option_string_actions for s in action.option_strings):
-                c._add_action(action)
-    c.set_defaults(func=cmd_coverage)
+    add_coverage_parser(sub, backend_options=only is None)
 
-    add_index_parser(sub)
     if only is None:
+        add_index_parser(sub)
         from dxt_core.publish.cli import add_publish_parser
 
         add_publish_parser(sub)
@@ -367,26 +480,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "simulate",
         help="run a backend simulator (for demos and tests)",
         description="Run a simulator; options after the backend name go to it "
-        "(dxt simulate examon --help).",
+        "(dxt simulate BACKEND --help).",
     )
     s.add_argument("backend", choices=[b.command for b in registry.backends() if b.has_simulator()])
     s.set_defaults(func=None)
 
-    d = sub.add_parser(
-        "demo",
-        help="simulator + Airflow (SQLite) + backfill of the last days, then the UI",
-        description="Start the Examon simulator and Airflow (standalone, SQLite, "
-        "LocalExecutor), backfill the last few days for a small slice of the catalog, print "
-        "what was archived and where the UI is, and keep running until Ctrl-C (or SIGTERM, "
-        "SIGHUP), which stops everything it started. Rerunning it in the same folder works.",
-    )
-    d.add_argument("--dir", default=".dxt-demo", help="work directory (default %(default)s)")
-    d.add_argument("--days", type=int, default=3, help="days to backfill (default 3)")
-    d.add_argument("--metrics-per-plugin", type=int, default=2, help="catalog slice size")
-    d.add_argument("--port", type=int, default=8080, help="Airflow UI port (default 8080)")
-    d.add_argument("--exit", action="store_true", help="stop after printing the summary")
-    d.add_argument("--timeout", type=float, default=900, help="seconds to wait for the backfill")
-    d.set_defaults(func=cmd_demo)
+    if only is None:
+        from dxt_core.demo import add_demo_parser
+
+        add_demo_parser(sub)
     return p
 
 

@@ -34,24 +34,63 @@ import httpx
 
 from dxt_core import backends as registry
 from dxt_core import procs
-from dxt_core.archive import Archive, coverage
-from dxt_core.backends.examon.catalog import load_catalog
+from dxt_core.archive import Archive
+from dxt_core.config import Setting
+from dxt_core.coverage import coverage
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.procs import has_proc as _has_proc
 from dxt_core.procs import proc_stat as _proc_stat
-from dxt_core.simulate import spawn
+from dxt_core.simulate import spawn_simulator
 from dxt_core.windows import days
+
+#: The backend the demo runs, the embedded default. Its DAG, simulator, catalog, pool,
+#: connection and settings all come from its registry entry (this line is the one place the
+#: demo names it; tests/contract/test_backend_names.py allows it).
+DEMO_BACKEND = "examon"
+BACKEND = registry.get(DEMO_BACKEND)
+DAG_ID = BACKEND.dag_id
+
+
+def _setting(name: str) -> Setting:
+    """The demo backend's setting ``<backend>_<name>`` (its ``DXT_`` variable, its default)."""
+    key = f"{BACKEND.name}_{name}"
+    for s in BACKEND.settings:
+        if s.key == key:
+            return s
+    raise ConfigError(f"backend {BACKEND.name!r} has no setting {key!r}, which the demo needs")
+
+
+def load_catalog(path: Path | None = None) -> Any:
+    """The demo backend's catalog (its ``catalog`` module): the shipped one, or ``path``."""
+    return BACKEND.module("catalog").load_catalog(path)
+
+
+def add_demo_parser(sub: Any) -> None:
+    """``dxt demo``."""
+    d = sub.add_parser(
+        "demo",
+        help="simulator + Airflow (SQLite) + backfill of the last days, then the UI",
+        description=f"Start the {BACKEND.title} simulator and Airflow (standalone, SQLite, "
+        "LocalExecutor), backfill the last few days for a small slice of the catalog, print "
+        "what was archived and where the UI is, and keep running until Ctrl-C (or SIGTERM, "
+        "SIGHUP), which stops everything it started. Rerunning it in the same folder works.",
+    )
+    d.add_argument("--dir", default=".dxt-demo", help="work directory (default %(default)s)")
+    d.add_argument("--days", type=int, default=3, help="days to backfill (default 3)")
+    d.add_argument("--metrics-per-plugin", type=int, default=2, help="catalog slice size")
+    d.add_argument("--port", type=int, default=8080, help="Airflow UI port (default 8080)")
+    d.add_argument("--exit", action="store_true", help="stop after printing the summary")
+    d.add_argument("--timeout", type=float, default=900, help="seconds to wait for the backfill")
+    d.set_defaults(func=run_demo)
 
 
 def dags_folder() -> Path:
     """The repository's ``dags/`` folder (the package is installed from a checkout)."""
     candidates = [Path(__file__).resolve().parent.parent / "dags", Path.cwd() / "dags"]
     for c in candidates:
-        if (c / "dxt_examon.py").is_file():
+        if (c / f"{DAG_ID}.py").is_file():
             return c
-    raise ConfigError(
-        "cannot find dags/dxt_examon.py: run 'dxt demo' from the dxt-archive checkout"
-    )
+    raise ConfigError(f"cannot find dags/{DAG_ID}.py: run 'dxt demo' from the dxt-archive checkout")
 
 
 def _airflow_bin() -> str:
@@ -79,9 +118,11 @@ def demo_catalog(path: Path, per_plugin: int) -> int:
 def start_simulator(
     catalog: Path, log_path: Path, nodes: int = 8
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start ``dxt simulate examon`` on a free port; return the process and its URL."""
+    """Start the demo backend's simulator on a free port; return the process and its URL."""
     with log_path.open("w") as log:
-        return spawn(BACKEND.name, ["--catalog", str(catalog), "--nodes", str(nodes)], log)
+        return spawn_simulator(
+            BACKEND.name, ["--catalog", str(catalog), "--nodes", str(nodes)], log
+        )
 
 
 class Stopped(BaseException):
@@ -170,7 +211,8 @@ def leftover_processes(home: Path, catalog: Path) -> dict[int, str]:
     mine = _ancestors()
     # Both variables, as the demo sets them for Airflow: a shell where the user exported
     # AIRFLOW_HOME to use the airflow CLI on the demo is not a leftover.
-    marks = {f"AIRFLOW_HOME={home}".encode(), f"DXT_EXAMON_CATALOG={catalog}".encode()}
+    marks = {f"AIRFLOW_HOME={home}".encode(), f"{_setting('catalog').env}={catalog}".encode()}
+    simulator = f"{BACKEND.package}.simulator"
     found: dict[int, str] = {}
     sessions: set[int] = set()
     commands: dict[int, tuple[int, str]] = {}
@@ -187,7 +229,7 @@ def leftover_processes(home: Path, catalog: Path) -> dict[int, str]:
             continue
         line = " ".join(a for a in argv if a)[:120]
         commands[int(d.name)] = (st[2], line)
-        if "dxt_core.backends.examon.simulator" in argv and str(catalog) in argv:
+        if simulator in argv and str(catalog) in argv:
             found[int(d.name)] = line
         elif marks <= environ:
             found[int(d.name)] = line
@@ -250,7 +292,7 @@ def airflow_env(
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             # SQLite: wait for the writer's lock instead of failing after 5 s
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "dxt_core.airflow.sqlite.CONNECT_ARGS",
-            "AIRFLOW_CONN_EXAMON_DEFAULT": json.dumps(
+            f"AIRFLOW_CONN_{BACKEND.spec.default_conn_id.upper()}": json.dumps(
                 {
                     "conn_type": "http",
                     "host": sim_url.split("://", 1)[1].rsplit(":", 1)[0],
@@ -263,7 +305,7 @@ def airflow_env(
                 }
             ),
             "DXT_ARCHIVE_ROOT": str(archive),
-            "DXT_EXAMON_CATALOG": str(catalog),
+            _setting("catalog").env: str(catalog),
         }
     )
     return env
@@ -301,11 +343,6 @@ def _cancel_backfill(port: int, backfill_id: int) -> None:
         time.sleep(2)
     if r.status_code != 409:
         r.raise_for_status()
-
-
-#: The demo runs the Examon backend of the registry: its DAG, simulator and archive folder.
-BACKEND = registry.get("examon")
-DAG_ID = BACKEND.dag_id
 
 
 def unfinished_backfills(port: int) -> list[dict[str, Any]]:
@@ -358,13 +395,13 @@ def _wait_for_dag(port: int, proc: subprocess.Popen[Any], timeout: float) -> Non
         if proc.poll() is not None:
             raise DxtError("airflow standalone exited; see airflow-standalone.log")
         with contextlib.suppress(httpx.HTTPError):
-            if _api_get(port, "dags/dxt_examon").get("dag_id") == "dxt_examon":
+            if _api_get(port, f"dags/{DAG_ID}").get("dag_id") == DAG_ID:
                 return
             errors = _api_get(port, "importErrors").get("import_errors") or []
             if errors:
                 raise DxtError(f"the DAG file has import errors: {errors}")
         time.sleep(3)
-    raise DxtError("Airflow did not register the dxt_examon DAG in time")
+    raise DxtError(f"Airflow did not register the {DAG_ID} DAG in time")
 
 
 def api_run_day(run: dict[str, Any]) -> str:
@@ -392,7 +429,7 @@ def wait_for_runs(port: int, days: set[str], timeout: float) -> list[dict[str, A
     runs: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
-            every = _api_get(port, "dags/dxt_examon/dagRuns?limit=100")["dag_runs"]
+            every = _api_get(port, f"dags/{DAG_ID}/dagRuns?limit=100")["dag_runs"]
             runs = [r for r in every if api_run_day(r) in days]
         done = [r for r in runs if r.get("state") in ("success", "failed")]
         if len(done) >= len(days):
@@ -425,18 +462,22 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
     # Stopped in reverse order of starting (Airflow, then the simulator it reads from), on
     # every way out: success, error, or a signal (Shutdown raises Stopped).
     with contextlib.ExitStack() as started:
-        print(f"[1/5] starting the Examon simulator ({n_metrics} metrics: {catalog})", flush=True)
+        print(
+            f"[1/5] starting the {BACKEND.title} simulator ({n_metrics} metrics: {catalog})",
+            flush=True,
+        )
         with shutdown.holding():
             sim, url = start_simulator(catalog, work / "simulator.log")
             started.callback(stop_session, sim, 10, shutdown)
             started.callback(shutdown.begin_stop)
         env = airflow_env(home, archive_dir, catalog, url, args.port)
-        env["DXT_EXAMON_START_DATE"] = first.isoformat()
-        env["DXT_EXAMON_CATCHUP"] = "false"
+        env[_setting("start_date").env] = first.isoformat()
+        env[_setting("catchup").env] = "false"
         print(f"      simulator at {url}", flush=True)
         print(f"[2/5] preparing Airflow in {home} (SQLite, LocalExecutor)", flush=True)
         _airflow(env, "db", "migrate")
-        _airflow(env, "pools", "set", "examon", "4", "Concurrent queries to Examon")
+        pool = str(_setting("pool").default)
+        _airflow(env, "pools", "set", pool, "4", f"Concurrent queries to {BACKEND.title}")
         log = started.enter_context((work / "airflow-standalone.log").open("w"))
         with shutdown.holding():
             af = procs.start(

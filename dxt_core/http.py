@@ -22,9 +22,7 @@ verified (also after an ``http://`` start), and credentials go to the configured
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import logging
 import os
 import random
@@ -34,11 +32,9 @@ import sys
 import threading
 import time
 import types
-import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import Any, NamedTuple
 
 
 def _httpx_cli(*args: Any, **kwargs: Any) -> Any:
@@ -68,18 +64,15 @@ if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
         del _stub
 
 import httpx  # noqa: E402  (after the stand-in above)
-
-_INFLATE: Any = zlib
-_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
-try:  # ISA-L inflates gzip answers two to three times faster than zlib (same API)
-    from isal import isal_zlib as _INFLATE
-
-    _INFLATE_ERRORS = (zlib.error, _INFLATE.error)
-except ImportError:  # pragma: no cover - isal is a dependency; zlib if it is missing
-    pass
-
 import orjson  # noqa: E402
 
+from dxt_core.budget import (  # noqa: E402
+    ANSWER_BUDGET,
+    Deadline,
+    TooBig,
+    Yield,
+    read_answer,
+)
 from dxt_core.errors import (  # noqa: E402
     AnswerTooLarge,
     ConfigError,
@@ -90,13 +83,16 @@ from dxt_core.errors import (  # noqa: E402
     WindowTooLarge,
 )
 
+# Imported from here by several backends' connections (the names live in dxt_core.urls).
+from dxt_core.urls import normalise_base_url as normalise_base_url  # noqa: E402
+from dxt_core.urls import origin, split_credentials  # noqa: E402
+from dxt_core.urls import redact_url as redact_url  # noqa: E402
+
 log = logging.getLogger("dxt_core.http")
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5
-#: Decoded bytes produced per inflate call: the steps in which answers take their budget.
-_INFLATE_STEP = 1 << 20
 _RATE_LIMIT_TEXT = re.compile(rb"too many requests|rate.?limit", re.I)
 _QUOTA_TEXT = re.compile(rb"quota", re.I)
 
@@ -106,68 +102,6 @@ ENV_REQUEST_DEADLINE_S = "DXT_REQUEST_DEADLINE_S"
 ENV_ALLOW_HTTP_REDIRECT = "DXT_ALLOW_HTTP_REDIRECT"
 DEFAULT_MAX_ANSWER_BYTES = 512 << 20
 DEFAULT_DEADLINE_S = 900.0
-
-
-# --------------------------------------------------------------------------------------------
-# URLs and credentials
-# --------------------------------------------------------------------------------------------
-
-
-def split_credentials(url: str) -> tuple[str, str | None, str | None]:
-    """``url`` without its ``user:password@`` part, and the (percent-decoded) user and password.
-
-    The credentials end at the *last* ``@`` of the URL, so a password holding an unencoded
-    ``/``, ``?``, ``#`` or ``@`` still comes out whole instead of being read as a path or
-    fragment (an ``@`` in a base URL's path must then be written ``%40``). Percent-encoded
-    characters (``p%2Fss``) are decoded, as user agents do before Basic auth.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url, None, None
-    userinfo, _, hostpart = rest.rpartition("@")
-    user, colon, password = userinfo.partition(":")
-    return f"{scheme}://{hostpart}", unquote(user), unquote(password) if colon else None
-
-
-def redact_url(url: str) -> str:
-    """``url`` without user name, password, query string or fragment (safe for logs)."""
-    clean, _, _ = split_credentials(url)
-    parts = urlsplit(clean)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:  # not a number: keep it out of the message rather than fail here
-        port = None
-    netloc = f"{host}:{port}" if port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def normalise_base_url(url: str, what: str = "URL") -> str:
-    """Check a base URL and drop a trailing slash; the error says what a good one looks like.
-
-    Credentials stay in the returned URL (:class:`HttpClient` moves them out); error
-    messages never show them.
-    """
-    clean, _, _ = split_credentials(url.strip())
-    parts = urlsplit(clean)
-    try:
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise ConfigError(
-            f"bad {what} {redact_url(url)!r}: expected http(s)://host[:port][/path], "
-            "e.g. http://examon.example.org:8083 (characters such as / # ? @ in a password "
-            "may be percent-encoded: %2F %23 %3F %40)"
-        )
-    return url.strip().rstrip("/")
-
-
-def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
-    default = {"http": 80, "https": 443}.get(url.scheme)
-    return (url.scheme, url.host, url.port or default)
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,180 +231,6 @@ def default_deadline_s() -> float:
     return _env_float(ENV_REQUEST_DEADLINE_S, DEFAULT_DEADLINE_S)
 
 
-class _Deadline(Exception):
-    pass
-
-
-class _Yield(Exception):
-    """This reader gives its share of the answer budget to an older one, and asks again."""
-
-    def __init__(self, oldest: int) -> None:
-        super().__init__(oldest)
-        self.oldest = oldest
-
-
-class AnswerBudget:
-    """The bytes of decoded answers held by all threads of the process together.
-
-    Each reader takes its bytes from the budget as it decodes them. Inside a unit of work
-    (:func:`holding_answers`), a complete answer stays charged to the thread that asked for
-    it while that thread works on it; outside one it leaves the budget once read. The charge is
-    given back when the same thread starts its next request (:meth:`HttpClient.exchange`),
-    when its unit of work ends (:func:`release_answers`, called by the CLI's runner,
-    :func:`dxt_core.archive_day.archive_one_day` and the Airflow task), before it waits for
-    other threads' fetches (:func:`dxt_core.prefetch.prefetched` and the sources' own
-    threads), and when the thread has ended. An abandoned answer is given back at once. The
-    limit is the reader's ``max_answer_bytes`` (one cap for the process, not one per
-    worker). When the budget runs out, the oldest reader waits for the others; a younger
-    one drops what it has read and asks the server again once the oldest is done
-    (:class:`_Yield`): no two readers ever wait for each other, and a thread that waits
-    holds no charge of its own but the answer it is reading. An answer alone larger than
-    the cap is "too large", as before.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._held: dict[int, int] = {}
-        #: Complete answers, by the thread they were handed to.
-        self._kept: dict[int, int] = {}
-        self._next = 0
-        self.used = 0
-        #: The most the readers and the threads working on answers held at once (for tests
-        #: and benchmarks).
-        self.peak = 0
-        self._malloc_tuned = False
-
-    def start(self) -> int:
-        if not self._malloc_tuned:
-            self._malloc_tuned = True
-            _fixed_mmap_threshold()
-        with self._cond:
-            ticket = self._next
-            self._next += 1
-            self._held[ticket] = 0
-            return ticket
-
-    def take(self, ticket: int, n: int, limit: int, deadline: float) -> None:
-        with self._cond:
-            while self.used + n > limit:
-                if self._kept and self._forget_ended():
-                    continue
-                mine = self._held[ticket]
-                if self.used == mine:
-                    raise _TooBig  # alone, and still over the cap
-                oldest = min(self._held)
-                if ticket != oldest:
-                    raise _Yield(oldest)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise _Deadline
-                self._cond.wait(min(left, 0.5))
-            self._held[ticket] += n
-            self.used += n
-            if self.used > self.peak:
-                self.peak = self.used
-
-    def _forget_ended(self) -> bool:
-        """Give back the charges of threads that have ended; whether there were any."""
-        alive = {t.ident for t in threading.enumerate()}
-        ended = [ident for ident in self._kept if ident not in alive]
-        for ident in ended:
-            self.used -= self._kept.pop(ident)
-        if ended:
-            self._cond.notify_all()
-        return bool(ended)
-
-    def end(self, ticket: int) -> None:
-        """Reader ``ticket`` abandoned its answer: its bytes are given back."""
-        with self._cond:
-            self.used -= self._held.pop(ticket, 0)
-            self._cond.notify_all()
-
-    def keep(self, ticket: int) -> None:
-        """Reader ``ticket`` completed its answer: inside a unit of work
-        (:func:`holding_answers`) its bytes stay charged to this thread until
-        :meth:`release`; outside one they are given back now."""
-        if not getattr(_UNIT, "depth", 0):
-            self.end(ticket)
-            return
-        ident = threading.get_ident()
-        with self._cond:
-            n = self._held.pop(ticket, 0)
-            if n:
-                self._kept[ident] = self._kept.get(ident, 0) + n
-
-    def release(self) -> None:
-        """This thread is done with the answers it asked for: their bytes are given back."""
-        if not self._kept:  # the common case: no lock taken
-            return
-        ident = threading.get_ident()
-        with self._cond:
-            n = self._kept.pop(ident, 0)
-            if n:
-                self.used -= n
-                self._cond.notify_all()
-
-    def held_by_this_thread(self) -> int:
-        return self._kept.get(threading.get_ident(), 0)
-
-    def wait_until_done(self, ticket: int, timeout_s: float) -> None:
-        """Wait until reader ``ticket`` has finished (at most ``timeout_s``)."""
-        end = time.monotonic() + timeout_s
-        with self._cond:
-            while ticket in self._held and (left := end - time.monotonic()) > 0:
-                self._cond.wait(min(left, 0.5))
-
-
-def _fixed_mmap_threshold() -> None:
-    """Make glibc give large freed buffers back to the system at once.
-
-    glibc raises its mmap threshold to the size of the largest block freed (up to 32 MiB),
-    after which answer buffers come from per-thread arenas that keep freed memory: four
-    workers then held up to four caps of freed buffers (RSS 195 MiB for a 64 MiB budget, in
-    tests/faults/test_never_change.py). A fixed threshold (1 MiB) keeps every large buffer
-    in its own mapping, returned when freed. No-op outside glibc.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        return
-    m_mmap_threshold = -3
-    mallopt(m_mmap_threshold, 1 << 20)
-
-
-#: The answer budget of this process, shared by every :class:`HttpClient`.
-ANSWER_BUDGET = AnswerBudget()
-
-
-_UNIT = threading.local()
-
-
-@contextlib.contextmanager
-def holding_answers() -> Iterator[None]:
-    """A unit of work in this thread: the answers it asks for stay charged to the answer
-    budget until its next request, and all of them are given back when the unit ends."""
-    _UNIT.depth = getattr(_UNIT, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _UNIT.depth -= 1
-        if not _UNIT.depth:
-            ANSWER_BUDGET.release()
-
-
-def release_answers() -> None:
-    """The calling thread is done with the answers it asked for (the end of a unit of work,
-    or before it waits for other threads' fetches): their bytes leave the answer budget."""
-    ANSWER_BUDGET.release()
-
-
-class _TooBig(Exception):
-    pass
-
-
 # --------------------------------------------------------------------------------------------
 # The client
 # --------------------------------------------------------------------------------------------
@@ -590,25 +350,36 @@ class HttpClient:
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
 
-    # -- one exchange -------------------------------------------------------------------------
-    def _exchange(
-        self,
-        method: str,
-        url: str,
-        content: bytes | None,
-        params: Mapping[str, str] | None,
-        headers: Mapping[str, str] | None,
-        deadline: float,
-    ) -> tuple[httpx.Response, bytes, str]:
-        """One attempt, following redirects by hand; returns the last answer, its decoded
-        body and its URL. Raises ``_Deadline`` or ``_TooBig`` (caught by the caller)."""
-        home = _origin(httpx.URL(self.url("")))
-        target: httpx.URL = httpx.URL(url)
+    # -- one attempt --------------------------------------------------------------------------
+    def _attempt(self, req: _Request) -> tuple[httpx.Response, bytes, str]:
+        """One attempt of the retry policy, under its own deadline: the request and the
+        redirects it leads to (:meth:`_follow`). Asked again (not a new attempt) when the
+        process's answer budget made this reader give way to an older one. Raises
+        ``Deadline`` or ``TooBig`` (classified by :meth:`_classify_failure`)."""
+        deadline = time.monotonic() + self.deadline_s
+        while True:
+            try:
+                return self._follow(req, deadline)
+            except Yield as y:
+                oldest = y.oldest
+            # Outside the handler: the traceback, and the partial answer its frames hold,
+            # are gone while this reader waits.
+            log.debug("%s %s: waiting for the answer budget", req.method, redact_url(req.url))
+            ANSWER_BUDGET.wait_until_done(oldest, max(deadline - time.monotonic(), 0))
+            if time.monotonic() > deadline:
+                raise Deadline
+
+    def _follow(self, req: _Request, deadline: float) -> tuple[httpx.Response, bytes, str]:
+        """``req``, following redirects by hand; returns the last answer, its decoded body
+        and its URL."""
+        method, content, params, headers = req.method, req.content, req.params, req.headers
+        home = origin(httpx.URL(self.url("")))
+        target: httpx.URL = httpx.URL(req.url)
         for _hop in range(_MAX_REDIRECTS + 1):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _Deadline
-            same = _origin(target) == home
+                raise Deadline
+            same = origin(target) == home
             client = self.client if same else self._foreign_client()
             timeout = httpx.Timeout(
                 min(self.timeout_s, left), connect=min(self.connect_timeout_s, left)
@@ -627,7 +398,7 @@ class HttpClient:
                         redact_url(str(target)),
                         resp.status_code,
                         redact_url(str(nxt)),
-                        "" if _origin(nxt) == home else " (another origin: no credentials sent)",
+                        "" if origin(nxt) == home else " (another origin: no credentials sent)",
                     )
                     if resp.status_code in (302, 303) or (
                         resp.status_code == 301 and method == "POST"
@@ -635,34 +406,11 @@ class HttpClient:
                         method, content, headers = "GET", None, None
                     target, params = nxt, None
                     continue
-                return resp, self._read(resp, deadline), str(resp.url)
+                return resp, read_answer(resp, self.max_answer_bytes, deadline), str(resp.url)
         raise QueryRejected(
             f"more than {_MAX_REDIRECTS} redirects; set the URL the server redirects to",
-            url=redact_url(url),
+            url=redact_url(req.url),
         )
-
-    def _exchange_in_budget(
-        self,
-        method: str,
-        url: str,
-        content: bytes | None,
-        params: Mapping[str, str] | None,
-        headers: Mapping[str, str] | None,
-        deadline: float,
-    ) -> tuple[httpx.Response, bytes, str]:
-        """:meth:`_exchange`, asked again (not an attempt of the retry policy) when the
-        process's answer budget made this reader give way to an older one."""
-        while True:
-            try:
-                return self._exchange(method, url, content, params, headers, deadline)
-            except _Yield as y:
-                oldest = y.oldest
-            # Outside the handler: the traceback, and the partial answer its frames hold,
-            # are gone while this reader waits.
-            log.debug("%s %s: waiting for the answer budget", method, redact_url(url))
-            ANSWER_BUDGET.wait_until_done(oldest, max(deadline - time.monotonic(), 0))
-            if time.monotonic() > deadline:
-                raise _Deadline
 
     def _refuse_downgrade(self, target: httpx.URL, nxt: httpx.URL) -> None:
         """A redirect from https to http: refused (credentials, queries and data would
@@ -681,68 +429,6 @@ class HttpClient:
             f"{ENV_ALLOW_HTTP_REDIRECT}=1 if you accept that",
             url=redact_url(str(target)),
         )
-
-    def _read(self, resp: httpx.Response, deadline: float) -> bytes:
-        """The decoded body, decoded as it streams in (bounded by ``max_answer_bytes`` even
-        within one compressed chunk); stops at the deadline or the size cap."""
-        if resp.is_stream_consumed:  # an answer built in memory (a test's fake server)
-            if len(resp.content) > self.max_answer_bytes:
-                raise _TooBig
-            return resp.content
-        encoding = resp.headers.get("Content-Encoding", "").strip().lower()
-        inflate: Any
-        if encoding in ("gzip", "x-gzip"):
-            inflate = _INFLATE.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            inflate = _INFLATE.decompressobj()
-        elif encoding in ("", "identity"):
-            inflate = None
-        else:
-            raise SourceError(
-                f"answer has Content-Encoding {encoding!r}, which was not asked for",
-                url=redact_url(str(resp.url)),
-            )
-        cap = self.max_answer_bytes
-        # One buffer, no list of chunks joined at the end (which held the answer twice):
-        # BytesIO.getvalue() hands its buffer over without a copy.
-        buf = io.BytesIO()
-        total = 0
-        kept = False
-        ticket = ANSWER_BUDGET.start()
-        try:
-            for raw in resp.iter_raw():
-                if time.monotonic() > deadline:
-                    raise _Deadline
-                data = raw
-                while data:
-                    if inflate is None:
-                        out, data = data, b""
-                    else:
-                        try:
-                            out = inflate.decompress(data, min(cap - total + 1, _INFLATE_STEP))
-                        except _INFLATE_ERRORS as exc:
-                            raise SourceError(
-                                f"answer is not valid {encoding} ({exc})",
-                                url=redact_url(str(resp.url)),
-                            ) from exc
-                        data = inflate.unconsumed_tail
-                    total += len(out)
-                    if total > cap:
-                        raise _TooBig
-                    if out:
-                        ANSWER_BUDGET.take(ticket, len(out), cap, deadline)
-                        buf.write(out)
-                        del out
-            body = buf.getvalue()
-            ANSWER_BUDGET.keep(ticket)  # charged until this thread is done with it
-            kept = True
-            return body
-        except BaseException:
-            buf.close()  # free the partial answer now, not with the traceback
-            raise
-        finally:
-            if not kept:
-                ANSWER_BUDGET.end(ticket)
 
     # -- the retry loop -----------------------------------------------------------------------
     def request(
@@ -810,127 +496,105 @@ class HttpClient:
         sent = dict(headers or {})
         if content is not None:
             sent.setdefault("Content-Type", "application/json")
+        req = _Request(method, url, content, params, sent or None)
         stats = stats if stats is not None else RequestStats()
-        last: str = ""
-        last_status: int | None = None
-        rate_limited = False
-        last_retry_after: float | None = None
+        failure = _NO_ATTEMPT
         for attempt in range(1, self.retry.attempts + 1):
             if attempt > 1:
                 stats.retries += 1
-            retry_after: float | None = None
-            rate_limited = False
-            t0 = time.perf_counter()
-            deadline = time.monotonic() + self.deadline_s
             stats.requests += 1
+            t0 = time.perf_counter()
             try:
-                resp, body, final_url = self._exchange_in_budget(
-                    method, url, content, params, sent or None, deadline
-                )
-            except _TooBig:
+                resp, body, final_url = self._attempt(req)
+            except (TooBig, Deadline, httpx.TransportError) as exc:
                 stats.seconds += time.perf_counter() - t0
-                cap = f"{self.max_answer_bytes / (1 << 20):g} MiB"
-                msg = (
-                    f"answer larger than {cap} once decoded{where}; narrow the window or raise "
-                    f"the cap ({ENV_MAX_ANSWER_MB})"
-                )
-                if timeout_is_too_large or too_large is not None:
-                    raise WindowTooLarge(msg, url=url) from None
-                raise AnswerTooLarge(msg, url=url) from None
-            except _Deadline:
-                stats.seconds += time.perf_counter() - t0
-                if timeout_is_too_large:
-                    raise WindowTooLarge(
-                        f"no complete answer within the {self.deadline_s:g} s deadline{where}",
-                        url=url,
-                    ) from None
-                last, last_status = f"no complete answer within {self.deadline_s:g} s", None
-            except httpx.TimeoutException as exc:
-                stats.seconds += time.perf_counter() - t0
-                if timeout_is_too_large and isinstance(exc, httpx.ReadTimeout):
-                    raise WindowTooLarge(
-                        f"no answer within {self.timeout_s:g} s (read timeout){where}", url=url
-                    ) from exc
-                last, last_status = f"timeout ({type(exc).__name__})", None
-            except httpx.TransportError as exc:
-                stats.seconds += time.perf_counter() - t0
-                tls = _tls_failure(exc)
-                if tls is not None:
-                    raise SourceError(
-                        f"TLS certificate check failed ({tls}){where}; fix the server's "
-                        "certificate, or set verify_tls false if you trust this network",
-                        url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
-                    ) from None
-                last, last_status = f"connection error ({type(exc).__name__}: {exc})", None
+                failure = self._classify_failure(exc, url, where, too_large, timeout_is_too_large)
             else:
                 stats.seconds += time.perf_counter() - t0
                 stats.bytes_received += len(body)
-                status = resp.status_code
                 if redact_url(final_url) != redact_url(url):
                     stats.url_used = redact_url(final_url)
+                status = resp.status_code
                 if 200 <= status < 300 or (accept is not None and accept(status, body)):
                     return status, body, resp.headers
-                text = error_text(body)
-                shown = redact_url(final_url)
-                moved = "" if shown == redact_url(url) else f" (redirected to {shown})"
-                if is_quota_exceeded(status, body):
-                    raise QueryRejected(
-                        f"quota exceeded ({text}){where}; not retried: wait until the "
-                        "server's quota resets, then rerun",
-                        url=shown,
-                        status=status,
-                    )
-                if is_rate_limited(status, resp.headers, body):
-                    rate_limited = True
-                    retry_after = last_retry_after = _retry_after(resp.headers.get("Retry-After"))
-                    last, last_status = f"rate limited: {text}", status
-                elif too_large is not None and too_large(status, body):
-                    raise WindowTooLarge(
-                        f"server refused the window: {text}{where}", url=shown, status=status
-                    )
-                elif status == 401 or status == 403:
-                    hint = (
-                        "; credentials are sent to the configured origin only: set the URL "
-                        "the server redirects to"
-                        if moved
-                        else "; check the user name and password of the connection"
-                    )
-                    raise QueryRejected(
-                        f"authentication failed ({text}){moved}{hint}", url=shown, status=status
-                    )
-                elif status not in _RETRY_STATUS:
-                    raise QueryRejected(
-                        f"server rejected the request: {text}{where}", url=shown, status=status
-                    )
-                else:
-                    last, last_status = f"server error: {text}", status
+                failure = _classify_answer(resp, body, url, final_url, where, too_large)
             if attempt < self.retry.attempts:
-                delay = self.retry.delay(attempt, retry_after)
-                log.warning(
-                    "%s %s failed (%s%s); retry %d/%d in %.1f s",
-                    method,
-                    url,
-                    last,
-                    f", HTTP {last_status}" if last_status else "",
-                    attempt,
-                    self.retry.attempts - 1,
-                    delay,
-                )
-                self.sleep(delay)
-        if rate_limited:
-            raise RateLimited(
-                f"the server (or a proxy in front of it) limits the request rate: still "
-                f"refused after {self.retry.attempts} attempts{where} ({last}); run fewer "
-                "workers at once (an Airflow pool) or retry later",
-                url=url,
-                status=last_status,
-                retry_after_s=last_retry_after,
+                self._wait_to_retry(method, url, attempt, failure)
+        raise self._give_up(url, where, failure)
+
+    def _classify_failure(
+        self,
+        exc: Exception,
+        url: str,
+        where: str,
+        too_large: TooLarge | None,
+        timeout_is_too_large: bool,
+    ) -> _Failure:
+        """An attempt that got no complete answer: raised at once when retrying cannot help
+        (the answer is over the cap, the certificate fails, or to this source a slow answer
+        means "window too large"); otherwise why, for the retry loop."""
+        if isinstance(exc, TooBig):
+            cap = f"{self.max_answer_bytes / (1 << 20):g} MiB"
+            msg = (
+                f"answer larger than {cap} once decoded{where}; narrow the window or raise "
+                f"the cap ({ENV_MAX_ANSWER_MB})"
             )
-        raise SourceUnavailable(
-            f"gave up after {self.retry.attempts} attempts{where}: {last}; the task can be "
-            "retried later (Airflow retries it, or clear it)",
+            if timeout_is_too_large or too_large is not None:
+                raise WindowTooLarge(msg, url=url) from None
+            raise AnswerTooLarge(msg, url=url) from None
+        if isinstance(exc, Deadline):
+            if timeout_is_too_large:
+                raise WindowTooLarge(
+                    f"no complete answer within the {self.deadline_s:g} s deadline{where}",
+                    url=url,
+                ) from None
+            return _Failure(f"no complete answer within {self.deadline_s:g} s")
+        if isinstance(exc, httpx.TimeoutException):
+            if timeout_is_too_large and isinstance(exc, httpx.ReadTimeout):
+                raise WindowTooLarge(
+                    f"no answer within {self.timeout_s:g} s (read timeout){where}", url=url
+                ) from exc
+            return _Failure(f"timeout ({type(exc).__name__})")
+        assert isinstance(exc, httpx.TransportError)
+        tls = _tls_failure(exc)
+        if tls is not None:
+            raise SourceError(
+                f"TLS certificate check failed ({tls}){where}; fix the server's "
+                "certificate, or set verify_tls false if you trust this network",
+                url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
+            ) from None
+        return _Failure(f"connection error ({type(exc).__name__}: {exc})")
+
+    def _wait_to_retry(self, method: str, url: str, attempt: int, failure: _Failure) -> None:
+        delay = self.retry.delay(attempt, failure.retry_after)
+        log.warning(
+            "%s %s failed (%s%s); retry %d/%d in %.1f s",
+            method,
+            url,
+            failure.text,
+            f", HTTP {failure.status}" if failure.status else "",
+            attempt,
+            self.retry.attempts - 1,
+            delay,
+        )
+        self.sleep(delay)
+
+    def _give_up(self, url: str, where: str, failure: _Failure) -> SourceUnavailable:
+        """The error once the retry policy is spent (``failure``: the last attempt's)."""
+        if failure.rate_limited:
+            return RateLimited(
+                f"the server (or a proxy in front of it) limits the request rate: still "
+                f"refused after {self.retry.attempts} attempts{where} ({failure.text}); run "
+                "fewer workers at once (an Airflow pool) or retry later",
+                url=url,
+                status=failure.status,
+                retry_after_s=failure.retry_after,
+            )
+        return SourceUnavailable(
+            f"gave up after {self.retry.attempts} attempts{where}: {failure.text}; the task "
+            "can be retried later (Airflow retries it, or clear it)",
             url=url,
-            status=last_status,
+            status=failure.status,
         )
 
     def get_json(self, path: str, **kw: Any) -> Any:
@@ -938,6 +602,72 @@ class HttpClient:
 
     def post_json(self, path: str, body: Any, **kw: Any) -> Any:
         return _loads(self.request("POST", path, json_body=body, **kw), self.url(path))
+
+
+class _Request(NamedTuple):
+    """One request as the caller asked for it (redirects may change all but ``url``)."""
+
+    method: str
+    url: str
+    content: bytes | None
+    params: Mapping[str, str] | None
+    headers: Mapping[str, str] | None
+
+
+@dataclass(slots=True)
+class _Failure:
+    """Why an attempt failed when retrying may help: the log line's text, the answer's HTTP
+    status (None without an answer), and for a rate limit the server's ``Retry-After``."""
+
+    text: str
+    status: int | None = None
+    retry_after: float | None = None
+    rate_limited: bool = False
+
+
+_NO_ATTEMPT = _Failure("no attempt")
+
+
+def _classify_answer(
+    resp: httpx.Response,
+    body: bytes,
+    url: str,
+    final_url: str,
+    where: str,
+    too_large: TooLarge | None,
+) -> _Failure:
+    """An answer that is not a success: raised at once when retrying cannot help (a quota,
+    a window the server refuses as too large, authentication, another 4xx); otherwise why
+    (a rate limit or a server error), for the retry loop."""
+    status = resp.status_code
+    text = error_text(body)
+    shown = redact_url(final_url)
+    moved = "" if shown == redact_url(url) else f" (redirected to {shown})"
+    if is_quota_exceeded(status, body):
+        raise QueryRejected(
+            f"quota exceeded ({text}){where}; not retried: wait until the server's quota "
+            "resets, then rerun",
+            url=shown,
+            status=status,
+        )
+    if is_rate_limited(status, resp.headers, body):
+        retry_after = _retry_after(resp.headers.get("Retry-After"))
+        return _Failure(f"rate limited: {text}", status, retry_after, rate_limited=True)
+    if too_large is not None and too_large(status, body):
+        raise WindowTooLarge(f"server refused the window: {text}{where}", url=shown, status=status)
+    if status == 401 or status == 403:
+        hint = (
+            "; credentials are sent to the configured origin only: set the URL the server "
+            "redirects to"
+            if moved
+            else "; check the user name and password of the connection"
+        )
+        raise QueryRejected(
+            f"authentication failed ({text}){moved}{hint}", url=shown, status=status
+        )
+    if status not in _RETRY_STATUS:
+        raise QueryRejected(f"server rejected the request: {text}{where}", url=shown, status=status)
+    return _Failure(f"server error: {text}", status)
 
 
 def _has_request(exc: httpx.TransportError) -> bool:

@@ -4,21 +4,17 @@ Reading 300,000 manifests per question (811 metrics x 365 days) takes minutes; t
 holds one row per manifest (source, unit, day, status, data files with their sizes, rows,
 bytes, sha256) in ``<root>/.dxt-index.sqlite``. Every manifest written
 (:meth:`dxt_core.archive.Archive.write_manifest`) updates it (:func:`record_commit`),
-``dxt index rebuild --archive ROOT`` recreates it from the manifests, and ``dxt coverage``
-and the Airflow coverage view read it.
+``dxt index rebuild --archive ROOT`` recreates it from the manifests (:func:`rebuild`), and
+``dxt coverage`` and the Airflow coverage view read it (:mod:`dxt_core.scan`).
 
 The index is a cache, never the record: the manifests are. A failed index update is logged
-and the commit stands. Answers from the index are checked against one directory listing per
-unit, so a manifest or data file deleted since it was indexed shows as missing or corrupt,
-a day kept by the never-shrink rule (its ``<day>.kept.json`` sidecar) shows as kept, and a
-manifest the index has never seen is read from disk. Sizes are compared only with
-``check_sizes`` (one ``stat`` per file) and checksums only by ``dxt coverage --verify``,
-which reads every manifest.
+and the commit stands. The index records the state of each unit's directory when it last
+matched it (:func:`directory_state`), so that readers can tell a stale unit with one ``stat``
+and read its manifests instead (:mod:`dxt_core.scan`).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as dt
 import logging
@@ -29,21 +25,16 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import orjson
 
-from dxt_core.archive import (
-    KEPT_SUFFIX,
-    MANIFEST_SUFFIX,
-    Archive,
-    CoverageRow,
-    DayKey,
-    _kept_detail,
-    manifest_files,
-)
 from dxt_core.errors import ArchiveError
+from dxt_core.manifests import MANIFEST_SUFFIX, manifest_files
+
+if TYPE_CHECKING:
+    from dxt_core.archive import DayKey
 
 log = logging.getLogger("dxt_core.index")
 
@@ -51,17 +42,6 @@ INDEX_NAME = ".dxt-index.sqlite"
 SCHEMA_VERSION = "3"
 #: Seconds a writer waits for another writer's lock before giving up on the index update.
 BUSY_TIMEOUT_S = 30.0
-
-State = Literal["archived", "empty", "missing", "corrupt", "kept"]
-#: One character per cell in :class:`StateGrid` rows.
-STATE_CODES: dict[State, str] = {
-    "archived": "A",
-    "empty": "E",
-    "missing": "M",
-    "corrupt": "C",
-    "kept": "K",
-}
-CODE_STATES: dict[str, State] = {v: k for k, v in STATE_CODES.items()}
 
 _MANIFEST_NAME = re.compile(r"^_?(\d{4}-\d{2}-\d{2})" + re.escape(MANIFEST_SUFFIX) + "$")
 
@@ -106,13 +86,6 @@ def directory_state(directory: Path) -> DirState | None:
     try:
         st = os.stat(directory)
         return (st.st_mtime_ns, len(os.listdir(directory)))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _listing_state(directory: Path, listing: set[str]) -> DirState | None:
-    try:
-        return (os.stat(directory).st_mtime_ns, len(listing))
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -502,10 +475,10 @@ def scan_manifests(
         if states is not None:
             with contextlib.suppress(OSError):
                 states[(source, unit_of(parts))] = (os.stat(dirpath).st_mtime_ns, entries)
-        yield from _unit_entries(Path(dirpath), source, parts, filenames)
+        yield from unit_entries(Path(dirpath), source, parts, filenames)
 
 
-def _unit_entries(
+def unit_entries(
     directory: Path, source: str, parts: Sequence[str], filenames: Iterable[str]
 ) -> Iterator[IndexEntry]:
     """The index rows of the manifests among ``filenames`` of one unit's directory."""
@@ -567,311 +540,3 @@ def rebuild(root: str | Path) -> RebuildReport:
         raise
     report.seconds = time.perf_counter() - t0
     return report
-
-
-@dataclass
-class StateGrid:
-    """Archive states of ``units`` x ``days``: one string per unit, one character per day
-    (:data:`STATE_CODES`), and why for corrupt cells."""
-
-    units: list[str]
-    days: list[dt.date]
-    rows: list[str]
-    details: dict[tuple[int, int], str] = field(default_factory=dict)
-
-    def state(self, unit: int, day: int) -> State:
-        return CODE_STATES[self.rows[unit][day]]
-
-    def counts(self) -> dict[State, int]:
-        out: dict[State, int] = dict.fromkeys(STATE_CODES, 0)
-        for row in self.rows:
-            for state, code in STATE_CODES.items():
-                out[state] += row.count(code)
-        return out
-
-
-def _listing(directory: Path) -> set[str]:
-    try:
-        return set(os.listdir(directory))
-    except (FileNotFoundError, NotADirectoryError):
-        return set()
-
-
-def scan_states(
-    archive: Archive,
-    source: str,
-    units: Sequence[Sequence[str]],
-    days: Sequence[dt.date],
-    check_sizes: bool = False,
-    index: ManifestIndex | None = None,
-) -> StateGrid:
-    """Archive state of every (unit, day), from the index checked against directory listings.
-
-    Without a usable index every manifest is read (slow on large archives). A manifest the
-    index does not know is read from disk; with ``check_sizes`` each data file's size is
-    compared with its manifest's (one ``stat`` per file).
-    """
-    if archive.remote:  # an S3 archive: a listing and an index object per unit
-        return _remote_states(archive, source, units, days)
-    own = index is None
-    idx = index if index is not None else ManifestIndex(archive.root)
-    try:
-        return _scan(archive, source, units, days, check_sizes, idx)
-    finally:
-        if own:
-            idx.close()
-
-
-def _remote_states(
-    archive: Archive, source: str, units: Sequence[Sequence[str]], days: Sequence[dt.date]
-) -> StateGrid:
-    from dxt_core.store.s3 import S3Archive
-
-    assert isinstance(archive, S3Archive)
-    grid = StateGrid(units=[unit_of(p) for p in units], days=list(days), rows=[])
-    for u, row in enumerate(archive.unit_states(source, units, days)):
-        cells = []
-        for d, (status, detail, kept) in enumerate(row):
-            state: State = "kept" if kept else status
-            if detail and not kept:
-                grid.details[(u, d)] = detail
-            cells.append(STATE_CODES[state])
-        grid.rows.append("".join(cells))
-    return grid
-
-
-def _scan(
-    archive: Archive,
-    source: str,
-    units: Sequence[Sequence[str]],
-    days: Sequence[dt.date],
-    check_sizes: bool,
-    idx: ManifestIndex,
-) -> StateGrid:
-    # One pass over the index's rows, each checked against its unit's directory listing, then
-    # one over the cells the index did not answer (a manifest it never saw: read from disk;
-    # no manifest: missing). 300,000 cells take well under a second.
-    n_days = len(days)
-    day_names = [d.isoformat() for d in days]
-    day_pos = {name: i for i, name in enumerate(day_names)}
-    names = [unit_of(p) for p in units]
-    unit_pos = {u: i for i, u in enumerate(names)}
-    hive = [any("=" in p for p in parts) for parts in units]
-    manifest_of = [
-        [f"{'_' if h else ''}{day}{MANIFEST_SUFFIX}" for day in day_names] for h in (False, True)
-    ]
-    kept_of = [
-        [f"{'_' if h else ''}{day}{KEPT_SUFFIX}" for day in day_names] for h in (False, True)
-    ]
-    directories = [archive.root.joinpath(source, *parts) for parts in units]
-    listings = [_listing(d) for d in directories]
-    usable = bool(days) and idx.exists()
-    # The index is a cache: its rows of a unit are used only while the unit's directory is
-    # as it was when they were indexed (one stat per unit); a stale unit is read from its
-    # manifests below, and the index repaired.
-    stored = idx.dir_states(source) if usable else {}
-    states = [_listing_state(d, listing) for d, listing in zip(directories, listings, strict=True)]
-    fresh = [st is None or stored.get(n) == st for n, st in zip(names, states, strict=True)]
-    rows = list(idx.entries(source, min(days), max(days))) if usable else []
-    unknown = ord("?")
-    codes = [bytearray(b"?" * n_days) for _ in units]
-    grid = StateGrid(units=names, days=list(days), rows=[])
-    a_code, k_code = ord(STATE_CODES["archived"]), ord(STATE_CODES["kept"])
-    e_code, c_code = ord(STATE_CODES["empty"]), ord(STATE_CODES["corrupt"])
-    m_code = ord(STATE_CODES["missing"])
-    if rows:
-        # Rows come in primary-key order, unit by unit: look the unit up once per run of rows.
-        current, u = None, None
-        listing: set[str] = set()
-        manifests: list[str] = []
-        kepts: list[str] = []
-        row = bytearray()
-        for unit, day, status, files, sizes in rows:
-            if unit != current:
-                current, u = unit, unit_pos.get(unit)
-                if u is not None and not fresh[u]:
-                    u = None  # stale: its cells are read from disk below
-                if u is not None:
-                    listing, row = listings[u], codes[u]
-                    manifests, kepts = manifest_of[hive[u]], kept_of[hive[u]]
-            if u is None:
-                continue
-            d = day_pos.get(day)
-            if d is None:
-                continue
-            if manifests[d] not in listing:
-                row[d] = m_code
-            elif status == "archived":
-                if "/" not in files and not check_sizes:  # one data file: the usual case
-                    problem = "" if files in listing else f"data file {files} is missing"
-                else:
-                    problem = _files_problem(directories[u], listing, files, sizes, check_sizes)
-                if problem:
-                    grid.details[(u, d)] = problem
-                    row[d] = c_code
-                else:
-                    row[d] = k_code if kepts[d] in listing else a_code
-            elif status == "empty":
-                row[d] = e_code
-            else:
-                grid.details[(u, d)] = "unreadable manifest"
-                row[d] = c_code
-    for u, cells in enumerate(codes):
-        listing, h = listings[u], hive[u]
-        d = cells.find(unknown)
-        while d >= 0:
-            if manifest_of[h][d] not in listing:
-                cells[d] = m_code
-            else:
-                state, detail = _state_from_disk(archive, source, units[u], days[d], check_sizes)
-                if detail:
-                    grid.details[(u, d)] = detail
-                cells[d] = ord(STATE_CODES[state])
-            d = cells.find(unknown, d + 1)
-        grid.rows.append(cells.decode())
-    if usable and not idx.read_only:
-        _repair(idx, source, units, names, directories, listings, states, fresh)
-    return grid
-
-
-def _repair(
-    idx: ManifestIndex,
-    source: str,
-    units: Sequence[Sequence[str]],
-    names: list[str],
-    directories: list[Path],
-    listings: list[set[str]],
-    states: list[DirState | None],
-    fresh: list[bool],
-) -> None:
-    """Index again, from their manifests, the units whose directories changed since they
-    were indexed. Never raises: the grid was answered from the manifests already."""
-    for u, ok in enumerate(fresh):
-        if ok:
-            continue
-        try:
-            entries = list(_unit_entries(directories[u], source, units[u], listings[u]))
-            idx.replace_unit(source, names[u], entries, states[u])
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("%s: could not repair the index of %s (%s)", idx.path, names[u], exc)
-            return
-        log.info(
-            "%s: %s/%s changed since it was indexed: index repaired", idx.path, source, names[u]
-        )
-
-
-def _files_problem(
-    directory: Path, listing: set[str], names: str, sizes: str, check_sizes: bool
-) -> str:
-    """Why the data files of an archived day are not as its manifest says ("" if they are)."""
-    if "/" not in names and not check_sizes:  # the usual single file, fast
-        return "" if names in listing else f"data file {names} is missing"
-    wants = sizes.split("/")
-    for i, name in enumerate(names.split("/")):
-        if name not in listing:
-            return f"data file {name} is missing"
-        if check_sizes:
-            want = wants[i] if i < len(wants) else ""
-            try:
-                size = (directory / name).stat().st_size
-            except OSError:
-                return f"data file {name} is missing"
-            if want and size != int(want):
-                return f"data file {name} has {size} bytes, manifest says {want}"
-    return ""
-
-
-def _state_from_disk(
-    archive: Archive, source: str, parts: Sequence[str], day: dt.date, check_sizes: bool
-) -> tuple[State, str]:
-    """What :meth:`Archive.status` says (it compares sizes), with kept days told apart."""
-    status, detail = archive.status(DayKey(source, tuple(parts), day))
-    if status == "archived" and detail.startswith("kept:"):
-        return "kept", ""
-    directory = f"{archive.directory(DayKey(source, tuple(parts), day))}/"
-    if status == "corrupt" and detail.startswith(directory):
-        # As the index's own check words it (a stale unit is read from disk)
-        detail = "data file " + detail[len(directory) :]
-    if status == "corrupt" and str(archive.root) in detail:
-        detail = detail.replace(f"{archive.root}/", "").replace(str(archive.root), "")
-    return status, detail
-
-
-def coverage_rows(
-    archive: Archive,
-    source: str,
-    units: Iterable[Sequence[str]],
-    days: Iterable[dt.date],
-    verify: bool = False,
-) -> list[CoverageRow]:
-    """What :func:`dxt_core.archive.coverage` answers, from the index when there is one.
-
-    ``verify`` (sha256 of every data file) reads every manifest instead.
-    """
-    from dxt_core.archive import coverage
-
-    unit_list = [tuple(u) for u in units]
-    day_list = list(days)
-    if archive.remote:  # an S3 archive: a listing and an index object per unit
-        from dxt_core.store.s3 import S3Archive
-
-        assert isinstance(archive, S3Archive)
-        return archive.coverage_rows(source, unit_list, day_list, verify=verify)
-    if verify or not ManifestIndex(archive.root).exists():
-        return coverage(archive, source, unit_list, day_list, verify=verify)
-    grid = scan_states(archive, source, unit_list, day_list, check_sizes=True)
-    with ManifestIndex(archive.root) as idx:
-        holes = idx.holes(source, min(day_list), max(day_list)) if day_list else {}
-    rows: list[CoverageRow] = []
-    for u, parts in enumerate(unit_list):
-        for d, day in enumerate(day_list):
-            state = grid.state(u, d)
-            detail = grid.details.get((u, d), "")
-            if state == "kept":
-                kept = archive.read_kept(DayKey(source, parts, day)) or {}
-                rows.append(CoverageRow(parts, day, "archived", _kept_detail(kept), True))
-            else:
-                if state == "archived" and not detail:
-                    detail = holes.get((unit_of(parts), day.isoformat()), "")
-                rows.append(CoverageRow(parts, day, state, detail))
-    return rows
-
-
-def _cmd_rebuild(args: argparse.Namespace) -> int:
-    archive = Archive(args.archive)
-    if archive.remote:  # an S3 archive: one index object per unit, from a listing
-        from dxt_core.store.s3 import S3Archive
-
-        assert isinstance(archive, S3Archive)
-        t0 = time.perf_counter()
-        n, bad = archive.rebuild_index()
-        print(
-            f"{archive.url}/.dxt/index/: {n} manifests, {bad} unreadable, "
-            f"{time.perf_counter() - t0:.1f} s"
-        )
-        return 0
-    report = rebuild(args.archive)
-    per_source = ", ".join(f"{n} {s}" for s, n in sorted(report.sources.items()))
-    print(
-        f"{index_path(Archive(args.archive).root)}: {report.manifests} manifests"
-        f"{' (' + per_source + ')' if per_source else ''}, {report.corrupt} unreadable, "
-        f"{report.seconds:.1f} s"
-    )
-    return 0
-
-
-def add_index_parser(sub: Any) -> None:
-    """``dxt index rebuild --archive ROOT``."""
-    ix = sub.add_parser(
-        "index",
-        help="the manifest index that coverage reads (rebuild it from the manifests)",
-        description=f"The archive's manifest index (<archive>/{INDEX_NAME}) is updated by "
-        "every commit and read by 'dxt coverage' and the Airflow coverage view. 'rebuild' "
-        "recreates it from the manifests (after copying an archive, or if an update failed).",
-    )
-    actions = ix.add_subparsers(dest="action", required=True)
-    rb = actions.add_parser("rebuild", help="recreate the index from every manifest")
-    rb.add_argument(
-        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
-    )
-    rb.set_defaults(func=_cmd_rebuild)

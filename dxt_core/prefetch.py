@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import TypeVar
 
-from dxt_core.http import holding_answers, release_answers
+from dxt_core.budget import holding_answers, release_answers
 
 T = TypeVar("T")
 

@@ -77,15 +77,20 @@ def has_proc() -> bool:
     return Path("/proc/self/stat").is_file()
 
 
-def session_pids(sid: int) -> set[int]:
-    """Live (not zombie) processes of session ``sid`` (Linux /proc)."""
-    out: set[int] = set()
+def _live(match: Callable[[tuple[str, int, int]], bool]) -> list[int]:
+    """Live (not zombie) processes whose (state, ppid, session) ``match`` (Linux /proc)."""
+    out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             st = proc_stat(d)
-            if st is not None and st[0] != "Z" and st[2] == sid:
-                out.add(int(d.name))
+            if st is not None and st[0] != "Z" and match(st):
+                out.append(int(d.name))
     return out
+
+
+def session_pids(sid: int) -> set[int]:
+    """Live (not zombie) processes of session ``sid`` (Linux /proc)."""
+    return set(_live(lambda st: st[2] == sid))
 
 
 def _members(proc: subprocess.Popen[Any]) -> set[int]:
@@ -163,13 +168,7 @@ def stop(
 def children() -> list[int]:
     """Live child processes of this process (Linux /proc), whoever started them."""
     me = os.getpid()
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            st = proc_stat(d)
-            if st is not None and st[0] != "Z" and st[1] == me:
-                out.append(int(d.name))
-    return out
+    return _live(lambda st: st[1] == me)
 
 
 def stop_child(pid: int, grace: float = 5.0) -> None:

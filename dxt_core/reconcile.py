@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dxt_core._version import __version__
-from dxt_core.archive import KEPT_SCHEMA, Archive, DayKey, write_json_atomic
+from dxt_core.archive import Archive, DayKey
 from dxt_core.errors import CountMismatch, DxtError
+from dxt_core.fsio import write_json_atomic
+from dxt_core.manifests import KEPT_SCHEMA
 
 log = logging.getLogger("dxt_core.reconcile")
 

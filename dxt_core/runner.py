@@ -27,13 +27,13 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
+from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import DxtError, SourceUnavailable
-from dxt_core.http import holding_answers, release_answers
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,18 @@ def _run_unit(u: Unit) -> DayReport:
         return u.run()
 
 
+@dataclass
+class _Outcome:
+    """What a run did: the units archived, failed, and left by an interrupt."""
+
+    reports: list[DayReport] = field(default_factory=list)
+    failures: list[tuple[Unit, str]] = field(default_factory=list)
+    unavailable: int = 0  # failures because the server could not be reached
+    abandoned: list[Unit] = field(default_factory=list)
+    not_started: int = 0
+    interrupted: bool = False
+
+
 def run_units(
     units: Sequence[Unit],
     archive: Archive,
@@ -200,24 +212,55 @@ def run_units(
     todo = [u for u in units if refetch or not is_complete(archive, u.key)]
     if todo:
         limit_malloc_arenas()
-    skipped = len(units) - len(todo)
     progress = Progress(len(todo), stream=err, enabled=None if not quiet else False)
-    reports: list[DayReport] = []
-    failures: list[tuple[Unit, str]] = []
-    unavailable = 0  # failures because the server could not be reached
-    interrupt = Interrupt()
-    pending = list(reversed(todo))  # popped from the end: the given order
-    running: dict[Future[DayReport], Unit] = {}
-    announced = 0
     # The units' fetches may wait for the answer budget: this thread's answers (the
     # catalog's) are out of it before it waits for them.
     release_answers()
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    outcome = _drive(todo, pool, max(1, workers), progress, grace_s, verbose, err)
+    _print_summary(outcome, len(units) - len(todo), archive, out, err)
+    if not outcome.interrupted:
+        pool.shutdown(wait=True)
+        failures = outcome.failures
+        if failures and outcome.unavailable == len(failures) and not outcome.reports:
+            print(
+                "the server could not be reached for any metric-day: check the URL and that "
+                f"it is up (exit status {UNAVAILABLE_EXIT})",
+                file=err,
+            )
+            return UNAVAILABLE_EXIT
+        return 1 if failures else 0
+    if outcome.abandoned:
+        # Threads cannot be stopped, and the interpreter would wait for them at exit: leave
+        # now. An abandoned unit's staging is never committed (see the module docstring).
+        out.flush()
+        err.flush()
+        os._exit(INTERRUPTED_EXIT)
+    pool.shutdown(wait=True)
+    return INTERRUPTED_EXIT
+
+
+def _drive(
+    todo: Sequence[Unit],
+    pool: ThreadPoolExecutor,
+    workers: int,
+    progress: Progress,
+    grace_s: float,
+    verbose: bool,
+    err: TextIO,
+) -> _Outcome:
+    """Run ``todo`` on ``pool``, at most ``workers`` at once, until all are done or Ctrl-C
+    stops the run (see the module docstring)."""
+    outcome = _Outcome()
+    interrupt = Interrupt()
+    pending = list(reversed(todo))  # popped from the end: the given order
+    running: dict[Future[DayReport], Unit] = {}
+    announced = 0
     with sigint_counted(interrupt):
         while pending or running:
             # Only as many units as workers are submitted: after Ctrl-C none is left queued
             # in the pool to start behind our back.
-            while pending and not interrupt.count and len(running) < max(1, workers):
+            while pending and not interrupt.count and len(running) < workers:
                 u = pending.pop()
                 running[pool.submit(_run_unit, u)] = u
             if interrupt.count > announced:
@@ -237,27 +280,46 @@ def run_units(
                 break
             done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
             for fut in done:
-                u = running.pop(fut)
-                try:
-                    reports.append(fut.result())
-                    progress.step(True, u.label)
-                except Exception as exc:  # one unit's failure must not stop the others
-                    failures.append((u, one_line(exc)))
-                    unavailable += isinstance(exc, SourceUnavailable)
-                    progress.step(False, u.label)
-                    if verbose and not isinstance(exc, DxtError):
-                        traceback.print_exception(exc, file=err)
-    abandoned = list(running.values())
-    not_started = len(pending)
-    interrupted = interrupt.count > 0
+                _collect(fut, running.pop(fut), outcome, progress, verbose, err)
+    outcome.abandoned = list(running.values())
+    outcome.not_started = len(pending)
+    outcome.interrupted = interrupt.count > 0
+    return outcome
+
+
+def _collect(
+    fut: Future[DayReport],
+    u: Unit,
+    outcome: _Outcome,
+    progress: Progress,
+    verbose: bool,
+    err: TextIO,
+) -> None:
+    """The result of one finished unit, into ``outcome``."""
+    try:
+        outcome.reports.append(fut.result())
+        progress.step(True, u.label)
+    except Exception as exc:  # one unit's failure must not stop the others
+        outcome.failures.append((u, one_line(exc)))
+        outcome.unavailable += isinstance(exc, SourceUnavailable)
+        progress.step(False, u.label)
+        if verbose and not isinstance(exc, DxtError):
+            traceback.print_exception(exc, file=err)
+
+
+def _print_summary(
+    outcome: _Outcome, skipped: int, archive: Archive, out: TextIO, err: TextIO
+) -> None:
+    """The summary line (every unit counted), then a line per failed or abandoned unit."""
+    reports, failures, abandoned = outcome.reports, outcome.failures, outcome.abandoned
     rows = sum(r.rows for r in reports)
     size = sum(r.bytes for r in reports)
     empty = sum(1 for r in reports if r.status == "empty")
     skip = f", {skipped} already archived (skipped; --refetch to redo)" if skipped else ""
     stopped = (
-        f", {not_started + len(abandoned)} interrupted ({not_started} not started, "
-        f"{len(abandoned)} abandoned in flight)"
-        if interrupted
+        f", {outcome.not_started + len(abandoned)} interrupted ({outcome.not_started} not "
+        f"started, {len(abandoned)} abandoned in flight)"
+        if outcome.interrupted
         else ""
     )
     print(
@@ -269,21 +331,3 @@ def run_units(
         print(f"FAILED {u.label} {u.key.day}: {msg}", file=err)
     for u in abandoned:
         print(f"INTERRUPTED {u.label} {u.key.day}: abandoned in flight, not archived", file=err)
-    if not interrupted:
-        pool.shutdown(wait=True)
-        if failures and unavailable == len(failures) and not reports:
-            print(
-                "the server could not be reached for any metric-day: check the URL and that "
-                f"it is up (exit status {UNAVAILABLE_EXIT})",
-                file=err,
-            )
-            return UNAVAILABLE_EXIT
-        return 1 if failures else 0
-    if abandoned:
-        # Threads cannot be stopped, and the interpreter would wait for them at exit: leave
-        # now. An abandoned unit's staging is never committed (see the module docstring).
-        out.flush()
-        err.flush()
-        os._exit(INTERRUPTED_EXIT)
-    pool.shutdown(wait=True)
-    return INTERRUPTED_EXIT

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from dxt_core import procs
-from dxt_core.simulate import spawn_examon_simulator
+from dxt_core.simulate import spawn_simulator
 from tests.noida_fixtures import noida_es  # noqa: F401  (session fixture: noida-db)
 from tests.services import (  # noqa: F401  (PG_*, psql, in_ci: imported from here by tests)
     PG_HOST,
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 class SimulatorProcess:
     def __init__(self, args: list[str]) -> None:
-        self.proc, self.url = spawn_examon_simulator(args, stderr=subprocess.PIPE)
+        self.proc, self.url = spawn_simulator("examon", args, stderr=subprocess.PIPE)
 
     def faults(self, **changes: object) -> dict[str, object]:
         r = httpx.post(f"{self.url}/_sim/faults", json=changes, timeout=10)

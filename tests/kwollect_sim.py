@@ -8,12 +8,12 @@ from typing import Any
 import httpx
 
 from dxt_core import procs
-from dxt_core.simulate import spawn_kwollect_simulator
+from dxt_core.simulate import spawn_simulator
 
 
 class KwollectSimProcess:
     def __init__(self, args: list[str] | None = None) -> None:
-        self.proc, self.url = spawn_kwollect_simulator(args or [], stderr=subprocess.PIPE)
+        self.proc, self.url = spawn_simulator("kwollect", args or [], stderr=subprocess.PIPE)
 
     def configure(self, **changes: Any) -> dict[str, Any]:
         r = httpx.post(f"{self.url}/_sim/config", json=changes, timeout=10)

@@ -18,15 +18,27 @@ selection applies to a run of the whole suite (no paths given): naming paths or 
 Order: the fast tier first, then the full tier by weight (slow, perf, airflow, postgres,
 browser add 1, 2, 4, 8, 16), so the slowest tests (the demo, the production path, the browser)
 run last; collection order is kept within a weight.
+
+``--tier NAME`` runs one part of the suite: ``fast`` (no full-tier marker), ``light`` (``slow``
+or ``perf`` but none of the servers-of-their-own markers) or ``heavy`` (``airflow``,
+``postgres`` or ``browser``: each starts Airflow, Celery or a browser of its own). ``./run
+test`` runs the fast tier in parallel workers (pytest-xdist) and ``./run test --all`` runs
+the three parts one after the other: fast and light in parallel workers, heavy one at a time
+(each of those tests already keeps both cores busy with Airflow's own processes).
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 FAST_LIMIT_S = 3.0
 WEIGHTS = {"slow": 1, "perf": 2, "airflow": 4, "postgres": 8, "browser": 16}
 FULL_TIER = tuple(WEIGHTS)
+# the markers of tests that start Airflow, Celery or a browser of their own
+HEAVY = ("airflow", "postgres", "browser")
+PARTS = ("fast", "light", "heavy")
 
 
 class _State:
@@ -35,6 +47,7 @@ class _State:
     all_tiers = False
     over_limit: dict[str, float] = {}
     durations: dict[str, float] = {}
+    part: str | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,6 +58,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"run every tier: the fast tier and the tests marked {', '.join(FULL_TIER)} "
         "(a run of the whole suite without it or -m deselects those)",
     )
+    parser.addoption(
+        "--tier",
+        choices=PARTS,
+        dest="dxt_tier",
+        help="run one part of the suite: fast (no full-tier marker), light (slow or perf "
+        f"only), heavy (marked {', '.join(HEAVY)})",
+    )
+
+
+def part_of(item: pytest.Item) -> str:
+    names = {m.name for m in item.iter_markers()}
+    if names & set(HEAVY):
+        return "heavy"
+    return "light" if names & set(FULL_TIER) else "fast"
 
 
 def weight(item: pytest.Item) -> int:
@@ -54,6 +81,17 @@ def weight(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=weight)  # stable: collection order within a weight
+    part = config.getoption("dxt_tier")
+    if part:
+        _State.part, _State.all_tiers = part, False
+        keep, drop = [], []
+        for item in items:
+            (keep if part_of(item) == part else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+        _State.deselected, _State.selected = len(drop), len(keep)
+        return
     _State.all_tiers = bool(
         config.getoption("dxt_all_tiers")
         or config.getoption("markexpr")
@@ -73,6 +111,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    if _State.part:
+        return f"{_State.part} part: {_State.selected} tests ({_State.deselected} deselected)"
     if _State.all_tiers:
         return None
     return (
@@ -81,22 +121,43 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     )
 
 
+def _limit(config: pytest.Config) -> float:
+    """The fast-tier limit as measured in this run: with N parallel workers on C cores a test
+    gets about C/N of a core, so its time is compared with the limit scaled by N/C."""
+    try:
+        workers = int(getattr(config.option, "numprocesses", 0) or 0)
+    except ValueError:  # "auto" before xdist resolves it
+        workers = os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    return FAST_LIMIT_S * max(1.0, workers / cores)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if any(name in report.keywords for name in FULL_TIER):
         return
     total = _State.durations.get(report.nodeid, 0.0) + report.duration
     _State.durations[report.nodeid] = total
-    if report.when == "teardown" and total > FAST_LIMIT_S:
+    if report.when == "teardown":
         _State.over_limit[report.nodeid] = total
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not _State.over_limit:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    limit = _limit(config)
+    over = {k: v for k, v in _State.over_limit.items() if v > limit}
+    if not over:
         return
     terminalreporter.section("fast-tier tests over the limit")
-    terminalreporter.write_line(
-        f"{len(_State.over_limit)} test(s) without a full-tier marker took over "
-        f"{FAST_LIMIT_S:.0f} s (setup + call + teardown); mark them slow (README, Tests):"
+    scaled = (
+        f" ({FAST_LIMIT_S:.0f} s scaled to {limit:.1f} s for {config.option.numprocesses} "
+        f"workers on {os.cpu_count()} cores)"
+        if limit > FAST_LIMIT_S
+        else ""
     )
-    for nodeid, secs in sorted(_State.over_limit.items(), key=lambda kv: -kv[1]):
+    terminalreporter.write_line(
+        f"{len(over)} test(s) without a full-tier marker took over "
+        f"{FAST_LIMIT_S:.0f} s{scaled} (setup + call + teardown); mark them slow (README, Tests):"
+    )
+    for nodeid, secs in sorted(over.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"  {secs:6.1f} s  {nodeid}")

@@ -39,7 +39,8 @@ class DxtHook(BaseHook):
         cls.hook_name = cls.spec.hook_name
 
     def __init__(self, conn_id: str | None = None, **kwargs: Any) -> None:
-        # Each hook also accepts its historical keyword (examon_conn_id=...).
+        # Each hook also takes its connection id under its spec's keyword (hook_kwarg,
+        # "<backend>_conn_id"), as Airflow's own hooks do (http_conn_id=...).
         legacy = kwargs.pop(self.spec.hook_kwarg, None)
         super().__init__(**kwargs)
         self.conn_id = conn_id or legacy or self.spec.default_conn_id

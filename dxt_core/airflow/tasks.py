@@ -21,8 +21,8 @@ from dxt_core.airflow.hooks import hook_for
 from dxt_core.airflow.runs import day_of, replace_of_context
 from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
+from dxt_core.budget import holding_answers
 from dxt_core.config import archive_root
-from dxt_core.http import holding_answers
 
 log = logging.getLogger("dxt_core.airflow")
 

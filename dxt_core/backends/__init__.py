@@ -8,7 +8,7 @@ Every backend package has the same modules for the same roles:
 * ``archive_day``: one (parts, day) unit through :func:`dxt_core.archive_day.archive_one_day`;
 * ``tasks``: its DAG without Airflow, a :class:`~dxt_core.backends.roles.BackendTasks`
   (``TASKS``): the units, the day's zone, the archive call, extra Params; the declaration's
-  ``tasks`` loader returns it;
+  ``tasks`` reference names it (``".tasks:TASKS"``);
 * ``cli``: ``dxt extract <backend>`` (``add_extract_parser``) and the units ``dxt coverage``
   checks (``coverage_units``);
 * ``simulator``: a stand-in server for tests and demos (``main``), run as
@@ -42,6 +42,12 @@ BUILTIN = ("examon", "kwollect", "collectd_es", "prometheus")
 ENV_EXTRA = "DXT_EXTRA_BACKENDS"
 
 
+#: A role reference: ``"module:attr"`` (``attr`` left out: the module itself), the module
+#: absolute or relative to the backend's package (``".tasks:TASKS"``), imported when the role
+#: is first used; or a function returning the role (the older form, still accepted).
+RoleRef = str | Callable[[], Any]
+
+
 @dataclass(frozen=True)
 class Backend:
     """One backend: its names, where its modules are, its DAG and its settings.
@@ -55,17 +61,20 @@ class Backend:
         dag_id: the DAG that archives it.
         task_id: the mapped task of the DAG (refill commands name it).
         settings: the backend's settings (``DXT_<KEY>``).
-        connection: returns its :class:`~dxt_core.connection.ConnectionSpec`.
-        tasks: returns its :class:`~dxt_core.backends.roles.BackendTasks` (its DAG).
-        cli: returns its :class:`~dxt_core.backends.roles.CliRole` (its ``cli`` module).
-        simulator: returns its :class:`~dxt_core.backends.roles.SimulatorRole`.
-        publish: returns its :class:`~dxt_core.backends.roles.PublishRole` (``dxt publish``);
+        connection: its :class:`~dxt_core.connection.ConnectionSpec` (``".connection:SPEC"``).
+        tasks: its :class:`~dxt_core.backends.roles.BackendTasks`, its DAG (``".tasks:TASKS"``).
+        cli: its :class:`~dxt_core.backends.roles.CliRole` (``".cli"``: the module).
+        simulator: its :class:`~dxt_core.backends.roles.SimulatorRole` (``".simulator"``).
+        publish: its :class:`~dxt_core.backends.roles.PublishRole` (``dxt publish``);
             optional: a backend without it does not publish.
 
-    The role loaders are functions that import the role's module when called, so reading the
-    declaration imports nothing more, and mypy checks what each returns. A loader left out
-    falls back to the module of that name in ``package`` (``connection.SPEC``, ``cli``,
-    ``simulator``), unchecked.
+    Each role is a :data:`RoleRef`: reading the declaration imports nothing more, and the
+    object a reference names is checked against the role's interface where it is used (an
+    instance of the role's class, or a module or object with the Protocol's members), so a
+    wrong reference is a :class:`~dxt_core.errors.ConfigError` naming the backend, the role
+    and what is missing. ``connection``, ``cli`` and ``simulator`` left out are the package's
+    modules of those names (``".connection:SPEC"``, ``".cli"``, ``".simulator"``): a
+    backend with the standard files declares only ``tasks`` (and ``publish``).
     """
 
     name: str
@@ -76,11 +85,11 @@ class Backend:
     dag_id: str = ""
     task_id: str = ""
     settings: tuple[Setting, ...] = field(default_factory=tuple)
-    connection: Callable[[], ConnectionSpec[Any]] | None = None
-    tasks: Callable[[], BackendTasks[Any]] | None = None
-    cli: Callable[[], CliRole] | None = None
-    simulator: Callable[[], SimulatorRole] | None = None
-    publish: Callable[[], PublishRole] | None = None
+    connection: RoleRef | None = None
+    tasks: RoleRef | None = None
+    cli: RoleRef | None = None
+    simulator: RoleRef | None = None
+    publish: RoleRef | None = None
 
     @property
     def command(self) -> str:
@@ -96,14 +105,44 @@ class Backend:
         """The Airflow hook class, ``module.Class`` (the provider info's ``hook-class-name``)."""
         return f"dxt_core.airflow.hooks.{self.hook_class_name}"
 
+    def role(self, role: str, ref: RoleRef, members: tuple[str, ...] = ()) -> Any:
+        """The object ``ref`` names for ``role``, checked to have ``members``."""
+        if callable(ref):
+            found = ref()
+        else:
+            module, _, attr = ref.partition(":")
+            try:
+                found = importlib.import_module(module, self.package)
+                if attr:
+                    found = getattr(found, attr)
+            except (ImportError, AttributeError) as exc:
+                raise ConfigError(
+                    f"backend {self.name!r}: its {role}={ref!r} cannot be loaded ({exc}); give "
+                    "'module:attr', the module absolute or relative to the backend's package"
+                ) from exc
+        missing = [m for m in members if not hasattr(found, m)]
+        if missing:
+            raise ConfigError(
+                f"backend {self.name!r}: its {role} role ({ref!r}) has no "
+                f"{', '.join(missing)} (docs/adding-a-backend.md)"
+            )
+        return found
+
     def dag_tasks(self) -> BackendTasks[Any]:
         """The backend's DAG roles; a clear error for a backend that declares none."""
+        from dxt_core.backends.roles import BackendTasks
+
         if self.tasks is None:
             raise ConfigError(
-                f"backend {self.name!r} declares no DAG: give its Backend a tasks= loader "
-                "returning its BackendTasks (docs/adding-a-backend.md)"
+                f"backend {self.name!r} declares no DAG: give its Backend tasks= naming its "
+                "BackendTasks (docs/adding-a-backend.md)"
             )
-        found = self.tasks()
+        found = self.role("tasks", self.tasks)
+        if not isinstance(found, BackendTasks):
+            raise ConfigError(
+                f"backend {self.name!r}: its tasks={self.tasks!r} is a "
+                f"{type(found).__name__}, not a BackendTasks"
+            )
         if found.backend != self.name:
             raise ConfigError(
                 f"backend {self.name!r}: its tasks object says backend={found.backend!r}"
@@ -119,30 +158,31 @@ class Backend:
 
     @property
     def spec(self) -> ConnectionSpec[Any]:
-        """The connection spec (the ``connection`` loader, else ``connection.SPEC``)."""
-        if self.connection is not None:
-            return self.connection()
-        spec: ConnectionSpec[Any] = self.module("connection").SPEC
-        return spec
+        """The connection spec (the ``connection`` role, else ``connection.SPEC``)."""
+        from dxt_core.connection import ConnectionSpec
+
+        found = self.role("connection", self.connection or ".connection:SPEC")
+        if not isinstance(found, ConnectionSpec):
+            raise ConfigError(
+                f"backend {self.name!r}: its connection role is a {type(found).__name__}, "
+                "not a ConnectionSpec"
+            )
+        return found
 
     def has_connection(self) -> bool:
         return self.connection is not None or self.has("connection")
 
     def cli_role(self) -> CliRole:
-        """The CLI role (the ``cli`` loader, else the ``cli`` module)."""
-        if self.cli is not None:
-            return self.cli()
-        role: CliRole = self.module("cli")
+        """The CLI role (the ``cli`` reference, else the ``cli`` module)."""
+        role: CliRole = self.role("cli", self.cli or ".cli", _CLI_MEMBERS)
         return role
 
     def has_simulator(self) -> bool:
         return self.simulator is not None or self.has("simulator")
 
     def simulator_role(self) -> SimulatorRole:
-        """The simulator role (the ``simulator`` loader, else the ``simulator`` module)."""
-        if self.simulator is not None:
-            return self.simulator()
-        role: SimulatorRole = self.module("simulator")
+        """The simulator role (the ``simulator`` reference, else the ``simulator`` module)."""
+        role: SimulatorRole = self.role("simulator", self.simulator or ".simulator", ("main",))
         return role
 
     def publish_role(self) -> PublishRole:
@@ -151,9 +191,9 @@ class Backend:
             known = ", ".join(b.command for b in publishers()) or "none"
             raise ConfigError(
                 f"backend {self.command!r} does not publish (its Backend declares no publish= "
-                f"loader); backends that publish: {known}"
+                f"role); backends that publish: {known}"
             )
-        found = self.publish()
+        found: PublishRole = self.role("publish", self.publish, ("backend", "units", "scan"))
         if found.backend != self.name:
             raise ConfigError(
                 f"backend {self.name!r}: its publish role says backend={found.backend!r}"
@@ -165,6 +205,10 @@ class Backend:
             if s.key == f"{self.name}_{key}":
                 return s
         raise KeyError(key)
+
+
+#: What a CLI role must have (:class:`~dxt_core.backends.roles.CliRole`).
+_CLI_MEMBERS = ("add_extract_parser", "coverage_units", "describe_parts", "add_coverage_arguments")
 
 
 def _load(ref: str) -> Backend:
@@ -232,10 +276,17 @@ def reconcile_setting(name: str) -> Setting:
 
 
 def common_settings(
-    name: str, *, start_date: str, pool: str, conn_id: str, max_active_runs: int
+    name: str,
+    *,
+    start_date: str,
+    pool: str = "default_pool",
+    conn_id: str = "",
+    max_active_runs: int = 4,
 ) -> tuple[Setting, ...]:
-    """The settings every backend's DAG has, with the backend's defaults."""
+    """The settings every backend's DAG has, with the backend's defaults (``conn_id``:
+    ``<name>_default`` unless given)."""
     p = f"{name}_"
+    conn_id = conn_id or f"{name}_default"
     return (
         Setting(p + "start_date", str, start_date, "first day of the schedule"),
         Setting(p + "catchup", bool, True, "create runs for every past day"),

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dxt_core.archive import KEPT_SUFFIX, MANIFEST_SUFFIX, manifest_files
 from dxt_core.errors import ConfigError
+from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, manifest_files
 from dxt_core.publish.tree import ArchiveTree
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from dxt_core._version import __version__
-from dxt_core.archive import sha256_file
 from dxt_core.errors import ConfigError
+from dxt_core.fsio import sha256_file
 from dxt_core.paths import check_path_component
 from dxt_core.publish.archive_scan import DayFile, UnitMonth, month_range, used_copy
 from dxt_core.publish.datacard import datacard

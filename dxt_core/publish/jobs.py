@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from dxt_core.archive import atomic_file
 from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.fsio import atomic_file
 from dxt_core.publish.archive_scan import DayFile
 from dxt_core.publish.hostlist import expand_hostlist
 from dxt_core.publish.monthfile import ZSTD_LEVEL

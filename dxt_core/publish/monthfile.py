@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from dxt_core.archive import atomic_file
+from dxt_core.fsio import atomic_file
 from dxt_core.publish.series import (
     BUCKET_ROWS,
     MIN_FLUSH_ROWS,

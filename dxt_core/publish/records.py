@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dxt_core.archive import atomic_file
+from dxt_core.fsio import atomic_file
 from dxt_core.publish.describe import FileEntry, dumps, sha256sums
 
 #: Zenodo's limit for one record.

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from dxt_core.archive import sha256_file
 from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location, parse_root
 
 if TYPE_CHECKING:

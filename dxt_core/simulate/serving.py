@@ -3,7 +3,7 @@
 A simulator supplies its data model and query semantics as an *app* object and a request
 handler class (a :class:`SimHandler` subclass that answers from ``self.app``); this module
 binds a threaded server, runs it in a background thread or in the foreground until SIGTERM or
-SIGINT, and prints the one line that :func:`dxt_core.simulate.spawn` waits for::
+SIGINT, and prints the one line that :func:`dxt_core.simulate.spawn_simulator` waits for::
 
     dxt-simulate-<name> listening on http://HOST:PORT
 """

@@ -16,7 +16,8 @@ import base64
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,13 +64,23 @@ class S3Client:
 
     Args:
         location: the archive's bucket and prefix.
-        client: a boto3 S3 client; default: one made from the standard AWS environment.
+        client: a boto3 S3 client; default: one made by ``make`` on the first request.
+        make: makes the client (default: :func:`make_client`, the standard AWS environment).
+
+    The client is made on the first request, not here: importing boto3 and making a client
+    costs about 26 MiB and half a second (measured), and an archive run makes its first
+    request at its first commit, after the day's data was fetched and written to staging, so
+    boto3's memory reuses what the fetch freed instead of adding to its peak.
     """
 
-    def __init__(self, location: S3Location, client: Any = None) -> None:
+    def __init__(
+        self, location: S3Location, client: Any = None, make: Callable[[], Any] | None = None
+    ) -> None:
         self.location = location
         self.bucket = location.bucket
-        self._client = client if client is not None else make_client()
+        self._made = client
+        self._make = make or make_client
+        self._making = threading.Lock()
         self.part_size = _env_size("DXT_S3_PART_SIZE", PART_SIZE)
         self.threshold = _env_size("DXT_S3_MULTIPART_THRESHOLD", MULTIPART_THRESHOLD)
         #: "checksum": trust S3's SHA-256 of what it stored (read back when it gives none);
@@ -77,6 +88,17 @@ class S3Client:
         self.verify = os.environ.get("DXT_S3_VERIFY", "checksum").strip() or "checksum"
         if self.verify not in ("checksum", "read"):
             raise ConfigError(f"DXT_S3_VERIFY={self.verify!r}: checksum or read")
+
+    @property
+    def _client(self) -> Any:
+        """The boto3 client, made on first use (once, whatever the threads)."""
+        made = self._made
+        if made is None:
+            with self._making:
+                if self._made is None:
+                    self._made = self._make()
+                made = self._made
+        return made
 
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -240,84 +262,88 @@ class S3Client:
         finished is an error, not an upload.
         """
         size = path.stat().st_size
-        whole = hashlib.sha256()
-        part_digests: list[bytes] = []
-        meta = {"Metadata": {"sha256": ""}}
         if size <= self.threshold:
-            # One PUT, the body streamed from the file (hashed first, 1 MiB at a time).
-            with path.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    whole.update(chunk)
-                digest = whole.hexdigest()
-                self._check_sha(path, digest, sha256)
-                meta["Metadata"]["sha256"] = digest
-                fh.seek(0)
-                self._call(
-                    "write",
-                    key,
-                    "put_object",
-                    Key=key,
-                    Body=fh,
-                    ContentLength=size,
-                    ChecksumSHA256=_b64(whole.digest()),
-                    **meta,
-                )
-            expect = _b64(whole.digest())
+            digest, expect = self._put_whole(path, key, size, sha256)
         else:
-            # The whole-file sha256 is known only at the end, after the parts: S3 keeps
-            # user metadata from the start of the upload, so it records the manifest's.
-            meta["Metadata"]["sha256"] = sha256 or ""
-            up = self._call(
-                "start uploading",
-                key,
-                "create_multipart_upload",
-                Key=key,
-                ChecksumAlgorithm="SHA256",
-                **meta,
-            )
-            upload_id = str(up["UploadId"])
-            parts: list[dict[str, Any]] = []
-            try:
-                with path.open("rb") as fh:
-                    pieces = iter(lambda: fh.read(self.part_size), b"")
-                    for number, chunk in enumerate(pieces, 1):
-                        whole.update(chunk)
-                        d = hashlib.sha256(chunk).digest()
-                        part_digests.append(d)
-                        r = self._call(
-                            "upload a part of",
-                            key,
-                            "upload_part",
-                            Key=key,
-                            UploadId=upload_id,
-                            PartNumber=number,
-                            Body=chunk,
-                            ChecksumAlgorithm="SHA256",
-                            ChecksumSHA256=_b64(d),
-                        )
-                        parts.append(
-                            {"PartNumber": number, "ETag": r["ETag"], "ChecksumSHA256": _b64(d)}
-                        )
-                        del chunk
-                digest = whole.hexdigest()
-                self._check_sha(path, digest, sha256)
-                self._call(
-                    "complete the upload of",
-                    key,
-                    "complete_multipart_upload",
-                    Key=key,
-                    UploadId=upload_id,
-                    MultipartUpload={"Parts": parts},
-                )
-            except BaseException:
-                with contextlib.suppress(Exception):  # else the day's next run aborts it
-                    self._client.abort_multipart_upload(
-                        Bucket=self.bucket, Key=key, UploadId=upload_id
-                    )
-                raise
-            expect = _b64(hashlib.sha256(b"".join(part_digests)).digest())
+            digest, expect = self._put_parts(path, key, sha256)
         self._verify(key, size, digest, expect)
         return size, digest
+
+    def _put_whole(self, path: Path, key: str, size: int, sha256: str | None) -> tuple[str, str]:
+        """One PUT, the body streamed from the file (hashed first, 1 MiB at a time);
+        returns (hex sha256, base64 sha256 S3 should store)."""
+        whole = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                whole.update(chunk)
+            digest = whole.hexdigest()
+            self._check_sha(path, digest, sha256)
+            fh.seek(0)
+            self._call(
+                "write",
+                key,
+                "put_object",
+                Key=key,
+                Body=fh,
+                ContentLength=size,
+                ChecksumSHA256=_b64(whole.digest()),
+                Metadata={"sha256": digest},
+            )
+        return digest, _b64(whole.digest())
+
+    def _put_parts(self, path: Path, key: str, sha256: str | None) -> tuple[str, str]:
+        """A multipart upload of ``part_size`` parts; returns (hex sha256, S3's composite
+        checksum: the SHA-256 of the parts' SHA-256s)."""
+        # The whole-file sha256 is known only at the end, after the parts: S3 keeps user
+        # metadata from the start of the upload, so it records the manifest's.
+        up = self._call(
+            "start uploading",
+            key,
+            "create_multipart_upload",
+            Key=key,
+            ChecksumAlgorithm="SHA256",
+            Metadata={"sha256": sha256 or ""},
+        )
+        upload_id = str(up["UploadId"])
+        whole = hashlib.sha256()
+        part_digests: list[bytes] = []
+        parts: list[dict[str, Any]] = []
+        try:
+            with path.open("rb") as fh:
+                for number, chunk in enumerate(iter(lambda: fh.read(self.part_size), b""), 1):
+                    whole.update(chunk)
+                    d = hashlib.sha256(chunk).digest()
+                    part_digests.append(d)
+                    r = self._call(
+                        "upload a part of",
+                        key,
+                        "upload_part",
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=chunk,
+                        ChecksumAlgorithm="SHA256",
+                        ChecksumSHA256=_b64(d),
+                    )
+                    parts.append(
+                        {"PartNumber": number, "ETag": r["ETag"], "ChecksumSHA256": _b64(d)}
+                    )
+                    del chunk
+            digest = whole.hexdigest()
+            self._check_sha(path, digest, sha256)
+            self._call(
+                "complete the upload of",
+                key,
+                "complete_multipart_upload",
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):  # else the day's next run aborts it
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            raise
+        return digest, _b64(hashlib.sha256(b"".join(part_digests)).digest())
 
     def _check_sha(self, path: Path, digest: str, sha256: str | None) -> None:
         if sha256 is not None and digest != sha256:
@@ -376,8 +402,46 @@ class S3Client:
         return h.hexdigest()
 
 
+#: What the standard AWS environment's client depends on (the key of a shared client).
+_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+)
+_clients: dict[tuple[tuple[str, str], ...], Any] = {}
+_clients_lock = threading.Lock()
+
+
 def make_client(**overrides: Any) -> Any:
-    """A boto3 S3 client from the standard AWS environment (and ``overrides``)."""
+    """A boto3 S3 client from the standard AWS environment (and ``overrides``).
+
+    Clients are shared within the process, one per environment and overrides (boto3's
+    clients are thread-safe): making one costs about half a second (measured), and the
+    coverage view makes an archive per request. A given ``session`` is never shared.
+    """
+    if overrides.get("session") is not None:
+        return _new_client(**overrides)
+    key = tuple(sorted((k, str(v)) for k, v in overrides.items())) + tuple(
+        (k, os.environ.get(k, "")) for k in _ENVIRONMENT
+    )
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            if len(_clients) >= 8:  # environments change in tests only: keep a few
+                _clients.clear()
+            client = _clients[key] = _new_client(**overrides)
+    return client
+
+
+def _new_client(**overrides: Any) -> Any:
     try:
         import boto3
         from botocore.config import Config

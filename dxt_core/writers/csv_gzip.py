@@ -26,7 +26,7 @@ from dxt_core.records import (
     SeriesSchema,
     block_slices,
 )
-from dxt_core.writers.base import SeriesWriter, WriteResult
+from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult, write_stream
 from dxt_core.writers.compress import Backend, GzipStream
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -189,12 +189,12 @@ class GzipCsvWriter(SeriesWriter):
         # (series sort key, encoded rows) in arrival (time) order.
         self._pending: dict[int, list[tuple[tuple[str, ...], bytes]]] = {}
 
-    def open(self, schema: SeriesSchema) -> None:
+    def header(self, schema: SeriesSchema) -> None:
         self._schema = schema
         self._result.columns = list(schema.columns)
         self._gz.write((",".join(csv_field(c) for c in schema.columns) + "\n").encode())
 
-    def write_batch(self, batch: SeriesBatch) -> None:
+    def rows(self, batch: SeriesBatch) -> None:
         """Append one window's rows in block order.
 
         Rows are grouped in fixed blocks of ``block_ms`` counted from ``origin_ms`` (the day
@@ -206,7 +206,7 @@ class GzipCsvWriter(SeriesWriter):
         """
         schema = self._schema
         if schema is None:
-            raise ArchiveError("GzipCsvWriter.write_batch called before open()")
+            raise ArchiveError("GzipCsvWriter.rows called before header()")
         fmt = self._fmt
         res = self._result
         kept, cuts = block_slices(batch, self._origin_ms, self._block_ms)
@@ -297,26 +297,37 @@ class GzipCsvWriter(SeriesWriter):
         return self._result
 
 
-class GzipCsvTableWriter:
-    """Writes plain records (job accounting rows) as gzip CSV with sorted union columns."""
+class GzipCsvTableWriter(RecordWriter[Sequence[str], Sequence[Record]]):
+    """Writes plain records (job accounting rows) as gzip CSV: one column per name given to
+    :meth:`header`, a record's missing field an empty cell. Holds nothing between calls."""
 
     extension = "csv.gz"
 
     def __init__(
         self, out: BinaryIO, gzip_backend: Backend | None = None, gzip_level: int | None = None
     ) -> None:
+        super().__init__(out)
         self._gz = GzipStream(out, gzip_backend, gzip_level)
+        self._result = WriteResult()
 
-    def write_all(self, records: Iterable[Record], time_key: str | None = None) -> WriteResult:
-        rows = list(records)
-        columns = sorted({k for r in rows for k in r})
-        res = WriteResult(columns=columns)
+    def header(self, columns: Sequence[str]) -> None:
+        self._result.columns = list(columns)
         self._gz.write((",".join(csv_field(c) for c in columns) + "\n").encode())
-        for r in rows:
-            line = ",".join(_value_field(r.get(c)) for c in columns) + "\n"
-            self._gz.write(line.encode())
-        res.rows = len(rows)
+
+    def rows(self, records: Sequence[Record]) -> None:
+        columns = self._result.columns
+        lines = [",".join(_value_field(r.get(c)) for c in columns) + "\n" for r in records]
+        self._gz.write("".join(lines).encode())
+        self._result.rows += len(lines)
+
+    def close(self) -> WriteResult:
+        res = self._result
         res.sha256 = self._gz.close()
         res.bytes = self._gz.bytes
         res.extra = {"compressor": self._gz.label, "csv_bytes": self._gz.raw_bytes}
         return res
+
+    def write_all(self, records: Iterable[Record]) -> WriteResult:
+        """All of ``records`` in one file, their fields' union as sorted columns."""
+        rows = list(records)
+        return write_stream(self, sorted({k for r in rows for k in r}), [rows])

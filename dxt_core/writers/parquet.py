@@ -13,15 +13,16 @@ dataset.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from dxt_core.errors import ArchiveError, ConfigError
-from dxt_core.records import RawPoints, Series, SeriesBatch, SeriesSchema, block_slices
-from dxt_core.writers.base import SeriesWriter, WriteResult
+from dxt_core.records import RawPoints, Record, Series, SeriesBatch, SeriesSchema, block_slices
+from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult
 
 if TYPE_CHECKING:
     import numpy as np
@@ -157,7 +158,7 @@ class ParquetSeriesWriter(SeriesWriter):
         self._pending: list[Any] = []
         self._pending_span: int | None = None
 
-    def open(self, schema: SeriesSchema) -> None:
+    def header(self, schema: SeriesSchema) -> None:
         self._schema = schema
         self._result.columns = list(schema.columns)
 
@@ -179,13 +180,12 @@ class ParquetSeriesWriter(SeriesWriter):
             self._file, self._arrow_schema, compression=self._compression, use_dictionary=True
         )
 
-    def write_batch(self, batch: SeriesBatch) -> None:
+    def rows(self, batch: SeriesBatch) -> None:
         import numpy as np
-        import pyarrow as pa
 
         schema = self._schema
         if schema is None:
-            raise ArchiveError("ParquetSeriesWriter.write_batch called before open()")
+            raise ArchiveError("ParquetSeriesWriter.rows called before header()")
         kept, cuts = block_slices(batch, self._origin_ms, self._block_ms)
         if not kept:
             return
@@ -199,6 +199,30 @@ class ParquetSeriesWriter(SeriesWriter):
             uniq = sorted(set(labels))
             pos = {v: i for i, v in enumerate(uniq)}
             dicts.append((uniq, np.array([pos[v] for v in labels], dtype=np.int32)))
+        spans, ts, values, owner = self._block_order(batch, cols, cuts)
+        table = self._table(schema.name, ts, values, owner, dicts)
+        offset = 0
+        for span, n in spans:
+            if n == 0:
+                continue
+            if self._pending_span is not None and span != self._pending_span:
+                self._flush()
+            self._pending_span = span
+            self._pending.append(table.slice(offset, n))
+            offset += n
+        res = self._result
+        res.rows += len(ts)
+        lo_ts, hi_ts = int(ts.min()), int(ts.max())
+        res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
+        res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
+
+    def _block_order(
+        self, batch: SeriesBatch, cols: list[tuple[Any, Any]], cuts: list[list[int]]
+    ) -> tuple[list[tuple[int, int]], Any, Any, Any]:
+        """The window's rows block by block, series by series within a block: the
+        (row-group span, rows) runs, timestamps, values and the series of each row."""
+        import numpy as np
+
         first_block = (batch.start_ms - self._origin_ms) // self._block_ms
         per_span = self._span_ms // self._block_ms
         spans: list[tuple[int, int]] = []  # (span index, rows) runs, in row order
@@ -220,12 +244,18 @@ class ParquetSeriesWriter(SeriesWriter):
                 owner_parts.append(np.full(hi - lo, s_i, dtype=np.int32))
                 rows += hi - lo
             spans[-1] = (span, spans[-1][1] + rows - before)
-        ts = np.concatenate(ts_parts)
-        owner = np.concatenate(owner_parts)
         if self._value_type == "string":
             values: Any = [v for part in value_parts for v in part]
         else:
             values = np.concatenate(value_parts)
+        return spans, np.concatenate(ts_parts), values, np.concatenate(owner_parts)
+
+    def _table(
+        self, name: str, ts: Any, values: Any, owner: Any, dicts: list[tuple[list[str], Any]]
+    ) -> Any:
+        """The rows as an Arrow table of the file's schema."""
+        import pyarrow as pa
+
         try:
             vtype = self._arrow_schema.field("value").type
             columns = [
@@ -242,24 +272,17 @@ class ParquetSeriesWriter(SeriesWriter):
             ]
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise ArchiveError(
-                f"{schema.name}: values changed type during the day ({exc}); the file started "
+                f"{name}: values changed type during the day ({exc}); the file started "
                 f"as {self._value_type}. Archive this metric as CSV (--format csv)"
             ) from exc
-        table = pa.Table.from_arrays(columns, schema=self._arrow_schema)
-        offset = 0
-        for span, n in spans:
-            if n == 0:
-                continue
-            if self._pending_span is not None and span != self._pending_span:
-                self._flush()
-            self._pending_span = span
-            self._pending.append(table.slice(offset, n))
-            offset += n
-        res = self._result
-        res.rows += rows
-        lo_ts, hi_ts = int(ts.min()), int(ts.max())
-        res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
-        res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
+        return pa.Table.from_arrays(columns, schema=self._arrow_schema)
+
+    def abort(self) -> None:
+        # Finish the Parquet file in the temporary file (which the failed day discards)
+        # rather than leave pyarrow's writer open.
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
 
     def _flush(self) -> None:
         import pyarrow as pa
@@ -286,43 +309,74 @@ class ParquetSeriesWriter(SeriesWriter):
         return self._result
 
 
-def write_records_parquet(
-    out: BinaryIO,
-    records: list[Any],
-    column_types: Mapping[str, str] | None = None,
-    table: str = "job table",
-) -> WriteResult:
-    """Job records as one Parquet table: the union of their fields as columns, sorted.
+class ParquetTableWriter(RecordWriter[Sequence[str], Sequence[Record]]):
+    """Plain records (job accounting rows) as one Parquet table, zstd: one column per name
+    given to :meth:`header`, each :meth:`rows` call one row group. Holds one call's records
+    as Arrow columns while it writes them.
 
     A column's type never depends on the day's values: it is the one ``column_types``
     declares (``bool``, ``double``, ``int64``, ``string``), else ``string``, a non-string
     value then stored as its JSON text (``123``, ``24.5``, ``true``). A column that is null
-    all day, or whose values change kind from one day to the next, so keeps one type. A value
-    that does not fit its declared type fails with an :class:`ArchiveError` naming it.
+    all day, or whose values change kind from one day to the next, so keeps one type. A
+    value that does not fit its declared type fails with an :class:`ArchiveError` naming it.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    declared = dict(column_types or {})
-    columns = sorted({k for r in records for k in r})
-    arrays = []
-    for c in columns:
-        kind = declared.get(c, "string")
-        col = [_cell(r.get(c), kind, c, i, table) for i, r in enumerate(records)]
-        arrays.append(pa.array(col, _ARROW_TYPES[kind]()))
-    result_table = pa.Table.from_arrays(arrays, names=columns)
-    f = _HashingFile(out)
-    pq.write_table(result_table, f, compression="zstd")
-    return WriteResult(
-        rows=len(records),
-        columns=columns,
-        bytes=f.bytes,
-        sha256=f.sha.hexdigest(),
-        extra={
+    extension = "parquet"
+
+    def __init__(
+        self,
+        out: BinaryIO,
+        column_types: Mapping[str, str] | None = None,
+        table: str = "job table",
+    ) -> None:
+        super().__init__(out)
+        self._declared = dict(column_types or {})
+        self._table = table
+        self._file = _HashingFile(out)
+        self._writer: Any = None
+        self._schema: Any = None
+        self._result = WriteResult()
+
+    def header(self, columns: Sequence[str]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._result.columns = list(columns)
+        kinds = [self._declared.get(c, "string") for c in columns]
+        self._schema = pa.schema(
+            [(c, _ARROW_TYPES[k]()) for c, k in zip(columns, kinds, strict=True)]
+        )
+        self._writer = pq.ParquetWriter(self._file, self._schema, compression="zstd")
+
+    def rows(self, records: Sequence[Record]) -> None:
+        import pyarrow as pa
+
+        if self._writer is None:
+            raise ArchiveError("ParquetTableWriter.rows called before header()")
+        start = self._result.rows
+        arrays = []
+        for c, f in zip(self._result.columns, self._schema, strict=True):
+            kind = self._declared.get(c, "string")
+            col = [_cell(r.get(c), kind, c, start + i, self._table) for i, r in enumerate(records)]
+            arrays.append(pa.array(col, f.type))
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self._schema))
+        self._result.rows += len(records)
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+
+    def close(self) -> WriteResult:
+        if self._writer is not None:
+            self._writer.close()
+        res = self._result
+        res.bytes, res.sha256 = self._file.bytes, self._file.sha.hexdigest()
+        res.extra = {
             "compression": "zstd",
-            "column_types": {c: declared.get(c, "string") for c in columns},
-        },
-    )
+            "column_types": {c: self._declared.get(c, "string") for c in res.columns},
+        }
+        return res
 
 
 def _arrow(name: str) -> Any:

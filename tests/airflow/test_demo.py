@@ -21,8 +21,10 @@ from tests.conftest import ROOT
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]  # minutes each: after the other Airflow tests
 
 DXT = str(Path(sys.executable).parent / "dxt")
-# The smallest demo that still shows everything: 9 metrics (one per plugin) x 2 days.
-SMALL = ["--days", "2", "--metrics-per-plugin", "1"]
+# The smallest demo that still shows everything: 9 metrics (one per plugin) x 3 days (the
+# README's commands after the demo name the three days before today).
+DAYS = 3
+SMALL = ["--days", str(DAYS), "--metrics-per-plugin", "1"]
 
 
 def demo(work: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -38,10 +40,34 @@ def demo(work: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]
 def assert_summary(out: subprocess.CompletedProcess[str], work: Path) -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "airflow backfill create --dag-id dxt_examon" in out.stdout
-    assert "metric-days: 18 archived" in out.stdout  # 9 metrics x 2 days
-    assert out.stdout.count(": success") == 2
+    assert f"metric-days: {9 * DAYS} archived" in out.stdout  # 9 metrics x DAYS days
+    assert out.stdout.count(": success") == DAYS
     assert "Airflow UI: http://127.0.0.1:" in out.stdout
-    assert len(list((work / "archive" / "examon").rglob("*.csv.gz"))) == 18
+    assert len(list((work / "archive" / "examon").rglob("*.csv.gz"))) == 9 * DAYS
+
+
+def readme_block_after_the_demo() -> str:
+    """The README's shell block that follows "Then, from the same folder:"."""
+    text = (ROOT / "README.md").read_text()
+    after = text.split("Then, from the same folder:", 1)[1]
+    return after.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def run_readme_commands(work: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run that block as printed, in a folder laid out as a clone after ``./run demo``:
+    ``.venv`` (this test's environment) and ``.dxt-demo`` (the demo's work folder)."""
+    folder.mkdir()
+    (folder / ".venv").symlink_to(Path(sys.prefix))
+    (folder / ".dxt-demo").symlink_to(work)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DXT_"))}
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block_after_the_demo()],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def open_backfills(work: Path) -> list[int]:
@@ -56,6 +82,11 @@ def test_demo_runs_twice_in_the_same_folder(tmp_path):
     # --exit stopped Airflow only once the scheduler had closed the backfill: before, the
     # next demo here failed with AlreadyRunningBackfill (exit 2).
     assert open_backfills(work) == []
+    # the README's commands after the demo work on it as printed: the runs are listed, and
+    # the coverage of the three days is complete (exit 0; 3 would mean gaps)
+    readme = run_readme_commands(work, tmp_path / "clone")
+    assert readme.returncode == 0, readme.stdout[-3000:] + readme.stderr[-3000:]
+    assert "backfill__" in readme.stdout  # airflow dags list-runs dxt_examon
     second = demo(work, port)
     assert_summary(second, work)
     assert "cancelling backfill" not in second.stdout

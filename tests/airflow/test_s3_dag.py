@@ -11,7 +11,7 @@ import pytest
 
 from tests.airflow.conftest import airflow, base_env, fresh_home
 from tests.conftest import SimulatorProcess
-from tests.integration.s3.conftest import bucket, s3_env, s3_server  # noqa: F401
+from tests.s3_fixtures import bucket, s3_env, s3_server  # noqa: F401
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 

@@ -82,11 +82,20 @@ def test_command_benchmark_runs_at_tiny_size(tmp_path):
         assert not [h for h in case["imports"]["heavy_imported"] if h in HEAVY]
     assert res["cases"]["metric_day"]["pipelines"]["command"]["points"] == 4 * 4320
     assert res["cases"]["catalog_day"]["metrics"] == 20
+    curl = res["cases"]["metric_day"]["curl"]  # the day in one request, the same points
+    cached, cold = curl["cached"], curl["cold"]
+    assert cached["points"] == cold["curl"]["points"] == 4 * 4320
+    assert cached["seconds"] > 0 and cached["answer_bytes"] > 0
+    assert cold["curl"]["seconds"] > 0 and cold["command"]["seconds"] > 0
+    ratios = res["cases"]["metric_day"]["ratios"]
+    assert ratios["vs_curl"] == cold["ratio"] > 0 and ratios["vs_curl_cached"] > 0
+    assert "curl, the day in one request" in stdout
     goals = res["goals"]["measured_and_met"]
     assert set(goals) == {
         "speedup_vs_reference",
         "peak_rss_mb",
         "bytes_vs_reference",
         "first_request_ms",
+        "vs_curl",
     }
     json.dumps(goals)  # plain data, as committed runs hold it

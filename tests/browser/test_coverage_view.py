@@ -247,7 +247,12 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
                 assert log.startswith("/dags/dxt_examon/runs/") and "/mapped/" in log
                 assert frame.get_attribute("#xcom-link", "href") == f"{log}/xcom"
         state = frame.evaluate("window.dxtCoverage.state('nagios_pub/state', '2024-04-30')")
-        assert state == {"archive": "empty", "airflow": "success", "holes": False, "reconcile": None}
+        assert state == {
+            "archive": "empty",
+            "airflow": "success",
+            "holes": False,
+            "reconcile": None,
+        }
         assert "Rendered in" in frame.inner_text("#summary")
         frame.click("#close-detail")
 
@@ -473,7 +478,7 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
     # shows, in the unit's label and its group's name.
     plugin_dir, metric_dir = f"plugin={X}", "metric=<svg onload=window.top.xss=2>"
     plugin, metric = X, "<svg onload=window.top.xss=2>"  # as the view names them
-    archive.commit_manifest(
+    archive.write_manifest(
         DayKey("examon", (plugin_dir, metric_dir), dt.date(2024, 5, 1)),
         {
             "status": "archived",
@@ -485,12 +490,12 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
         },
     )
     site = "<img src=x onerror=window.top.xss=6>"
-    archive.commit_manifest(
+    archive.write_manifest(
         DayKey("kwollect", (f"site={site}", "bmc_node_power_watt"), dt.date(2024, 5, 1)),
         {"status": "empty"},
     )
     family = "<img src=x onerror=window.top.xss=7>"
-    archive.commit_manifest(
+    archive.write_manifest(
         DayKey("collectd_es", (f"family={family}",), dt.date(2024, 5, 1)), {"status": "empty"}
     )
 

@@ -236,6 +236,30 @@ class KwollectAdapter(Adapter):
         # the same (site, metric) with a node gone: fewer rows for the same archive day
         yield self.connection(), {**self.unit, "nodes": ["nova-1"]}
 
+    @contextlib.contextmanager
+    def late_points(self) -> Iterator[tuple[Any, Any]]:
+        import httpx
+
+        def add() -> None:  # two rows between the BMC's own (every 5 s, at .250 s)
+            httpx.post(
+                f"{self.url}/_sim/points",
+                json={
+                    "site": "lyon",
+                    "node": "nova-1",
+                    "metric": "bmc_node_power_watt",
+                    "points": [
+                        ["2024-11-26T12:00:01+01:00", 150.5],
+                        ["2024-11-26T12:00:02+01:00", 151.25],
+                    ],
+                },
+                timeout=10,
+            ).raise_for_status()
+
+        try:
+            yield self.connection(), add
+        finally:
+            httpx.delete(f"{self.url}/_sim/points", timeout=10).raise_for_status()
+
 
 # -- collectd in Elasticsearch (noida-db) -----------------------------------------------------
 

@@ -1,6 +1,16 @@
 """A backend is one package: nothing outside ``dxt_core/backends/<name>/`` (and its DAG file)
 names it, so adding one edits no shared file. The toy backend proves it for a new backend:
-only its own package names it."""
+only its own package names it.
+
+What counts as naming a backend, in the generic files (:data:`GENERIC`): any of its names
+(registry name, command, aliases) in the file's *code*: its imports, its identifiers and its
+string constants (messages and f-strings included). Docstrings and comments are prose: they
+may give a backend as an example ("``ExamonHook``, ``CollectdEsHook``") and are not checked.
+Two lines of code may name built-in backends, each in one module-level assignment: the
+registry's list (``BUILTIN`` in dxt_core/backends/__init__.py) and the backend the demo runs
+(``DEMO_BACKEND`` in dxt_core/demo.py, the demo of the embedded default, which reads all it
+needs through the registry).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +20,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from dxt_core.backends import BUILTIN
+from dxt_core.backends import backends
 from tests.contract.adapters import ROOT
 
 #: The toy backends, each a package under tests/toy_backend/ (a backend written by following
@@ -21,14 +31,39 @@ TOYS = {
     if (p / "__init__.py").is_file()
 }
 
-#: The generic side, which must not name a backend: the Airflow half, the registry, the DAGs.
+#: Files of the generic side not yet free of a backend's name, and why. Each must still name
+#: one (the test fails when one no longer does: take it off the list), so the list only shrinks.
+NOT_YET_GENERIC = {
+    # Its header check reads the gzip CSV of the Examon writer and says so in its message
+    # (the publish package's own change).
+    ROOT / "dxt_core" / "publish" / "series.py": "examon",
+}
+
+#: The generic side, which must not name a backend: the library outside the backends' own
+#: packages (its modules, the simulators' launcher, the writers, the object store, the
+#: publishing and the whole Airflow half), the registry, the plugins and the DAG files.
 GENERIC = [
-    *sorted((ROOT / "dxt_core" / "airflow").rglob("*.py")),
-    ROOT / "dxt_core" / "backends" / "__init__.py",
-    ROOT / "dxt_core" / "backends" / "roles.py",
-    *sorted((ROOT / "plugins").rglob("*.py")),
-    *sorted((ROOT / "dags").glob("*.py")),
+    p
+    for p in [
+        *sorted((ROOT / "dxt_core").glob("*.py")),
+        *(
+            q
+            for part in ("simulate", "writers", "store", "publish", "airflow")
+            for q in sorted((ROOT / "dxt_core" / part).rglob("*.py"))
+        ),
+        ROOT / "dxt_core" / "backends" / "__init__.py",
+        ROOT / "dxt_core" / "backends" / "roles.py",
+        *sorted((ROOT / "plugins").rglob("*.py")),
+        *sorted((ROOT / "dags").glob("*.py")),
+    ]
+    if p not in NOT_YET_GENERIC
 ]
+
+#: The one module-level assignment of a file that may name built-in backends.
+ALLOWED_ASSIGNMENT = {
+    ROOT / "dxt_core" / "backends" / "__init__.py": "BUILTIN",
+    ROOT / "dxt_core" / "demo.py": "DEMO_BACKEND",
+}
 
 
 def tracked_code() -> list[Path]:
@@ -44,7 +79,8 @@ def tracked_code() -> list[Path]:
 
 
 def names_in_code(path: Path) -> set[str]:
-    """Imports and string constants of ``path`` (docstrings and comments are prose)."""
+    """Imports, identifiers and string constants of ``path`` (docstrings and comments are
+    prose), without the file's one allowed assignment (:data:`ALLOWED_ASSIGNMENT`)."""
     tree = ast.parse(path.read_text(), str(path))
     docstrings = {
         id(node.body[0].value)
@@ -54,12 +90,12 @@ def names_in_code(path: Path) -> set[str]:
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
-    # The registry's one line per backend is where a built-in backend is named.
+    allowed = ALLOWED_ASSIGNMENT.get(path)
     tree.body = [
         n
         for n in tree.body
         if not (
-            isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "BUILTIN" for t in n.targets)
+            isinstance(n, ast.Assign) and any(getattr(t, "id", "") == allowed for t in n.targets)
         )
     ]
     found: set[str] = set()
@@ -76,6 +112,31 @@ def names_in_code(path: Path) -> set[str]:
     return found
 
 
+def backend_names() -> dict[str, set[str]]:
+    """Every registered backend's names: registry name, command and aliases."""
+    return {b.name: {b.name, b.command, *b.aliases} for b in backends()}
+
+
+def named_backends(path: Path) -> list[str]:
+    """What ``path``'s code names of the registered backends (``name: [the strings]``),
+    its own backend aside for a DAG file (``dags/dxt_<name>.py``)."""
+    own = path.stem.removeprefix("dxt_") if path.parent.name == "dags" else None
+    code = names_in_code(path)
+    out = []
+    for backend, names in backend_names().items():
+        if backend == own:
+            continue
+        hits = sorted(
+            n
+            for n in code
+            for name in names
+            if re.search(rf"(?<![a-z]){re.escape(name)}(?![a-z])", n, re.I)
+        )
+        if hits:
+            out.append(f"{backend}: {sorted(set(hits))}")
+    return out
+
+
 def test_only_the_toy_package_names_the_toy_backend():
     assert TOYS
     files = [p for p in tracked_code() if p.is_file()]
@@ -88,19 +149,35 @@ def test_only_the_toy_package_names_the_toy_backend():
         assert offenders == [], name
 
 
-def test_the_generic_airflow_half_names_no_backend():
-    assert GENERIC and all(p.is_file() for p in GENERIC)
-    offenders = []
-    for path in GENERIC:
-        own = path.stem.removeprefix("dxt_") if path.parent.name == "dags" else None
-        for name in BUILTIN:
-            if name == own:
-                continue
-            word = re.compile(rf"(?<![a-z]){re.escape(name)}(?![a-z])", re.I)
-            hits = sorted(n for n in names_in_code(path) if word.search(n))
-            if hits:
-                offenders.append(f"{path.relative_to(ROOT)}: {name}: {hits}")
+def test_the_generic_side_names_no_backend():
+    assert all(p.is_file() for p in GENERIC)
+    assert ROOT / "dxt_core" / "cli.py" in GENERIC and len(GENERIC) > 60
+    offenders = [
+        f"{path.relative_to(ROOT)}: {hit}" for path in GENERIC for hit in named_backends(path)
+    ]
     assert offenders == []
+
+
+def test_the_files_not_yet_generic_still_need_their_exception():
+    for path, backend in NOT_YET_GENERIC.items():
+        hits = named_backends(path)
+        assert any(h.startswith(f"{backend}:") for h in hits), (
+            f"{path.relative_to(ROOT)} no longer names {backend}: take it off NOT_YET_GENERIC"
+        )
+
+
+def test_the_rule_catches_a_name_in_code_and_lets_prose_give_examples(tmp_path):
+    prose = tmp_path / "prose.py"
+    prose.write_text('"""For example ``dxt extract examon``."""\n# e.g. kairosdb\nX = 1\n')
+    assert named_backends(prose) == []
+    for code in (
+        "from dxt_core.backends.examon import cli\n",
+        "MSG = f'not an {1} Examon file'\n",
+        "DEMO_BACKEND = 'examon'\n",  # allowed in dxt_core/demo.py only
+        "x = conn.kairosdb_url\n",
+    ):
+        (tmp_path / "code.py").write_text(code)
+        assert named_backends(tmp_path / "code.py"), code
 
 
 #: The DAG builders of dxt_core.airflow a DAG file may call: a backend's DAG, and the one

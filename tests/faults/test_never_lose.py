@@ -19,18 +19,15 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from dxt_core import (
-    Archive,
-    CatalogEntry,
-    ExamonConnection,
-    KairosDBSource,
-    RetryPolicy,
-    archive_examon_day,
-    coverage,
-)
+from dxt_core import Archive, RetryPolicy
 from dxt_core.backends.collectd_es.archive_day import archive_collectd_es_day, saved_pages
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 from dxt_core.backends.kwollect.source import KwollectClient
+from dxt_core.coverage import coverage
 from dxt_core.errors import SourceShrank
 from tests.conftest import SimulatorProcess
 from tests.faults.proxy import Answer, FaultProxy, Seen

@@ -18,15 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core import (
-    Archive,
-    CatalogEntry,
-    ExamonConnection,
-    KairosDBSource,
-    RetryPolicy,
-    WindowPolicy,
-    archive_examon_day,
-)
+from dxt_core import Archive, RetryPolicy
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import (
     AnswerTooLarge,
     QueryRejected,

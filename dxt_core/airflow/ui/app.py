@@ -34,14 +34,12 @@ from dxt_core.airflow.ui.grid import (
     SourceSpec,
     build_grid,
     cell_detail,
-    check_plan_size,
     dag_sources,
-    dag_start_day,
     parse_range,
     reconcile_range,
-    refill_plan,
     sources,
 )
+from dxt_core.airflow.ui.refill import check_plan_size, dag_start_day, refill_plan
 from dxt_core.errors import DxtError
 
 log = logging.getLogger("dxt_core.airflow.ui")
@@ -200,6 +198,14 @@ def create_app() -> FastAPI:
         }
         return HTMLResponse(_page(config), headers={"Cache-Control": "no-store"})
 
+    _add_read_routes(app)
+    _add_action_routes(app)
+    return app
+
+
+def _add_read_routes(app: FastAPI) -> None:
+    """The answers the page draws: the sources, one grid, one cell."""
+
     @app.get("/api/sources")
     def list_sources(user: UserDep) -> Response:
         from airflow.utils.session import create_session
@@ -256,6 +262,10 @@ def create_app() -> FastAPI:
         with create_session() as session:
             return _json(cell_detail(session, spec, unit, the_day))
 
+
+def _add_action_routes(app: FastAPI) -> None:
+    """What the page's buttons ask: a refill plan, a reconcile (counts at the source)."""
+
     @app.post("/api/refill/plan")
     def plan(body: RefillRequest, user: UserDep) -> Response:
         from airflow.utils.session import create_session
@@ -299,5 +309,3 @@ def create_app() -> FastAPI:
         doc = reconcile_range(spec, days, record_kept=can_edit)
         doc["can_clear"] = can_edit
         return _json(doc)
-
-    return app

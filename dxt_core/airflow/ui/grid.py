@@ -6,7 +6,8 @@ metadata database, read in one query per range: the task instance of the unit in
 run that archives that day (a run's day follows :mod:`dxt_core.airflow.runs`). A mapped task
 instance is matched to its unit by its rendered map index (``plugin/metric``, ``site/metric``,
 ``family``); one that has not run yet has none, and is matched through the list its
-upstream task returned (the map index is a position in it).
+upstream task returned (the map index is a position in it). Refill planning is in
+:mod:`.refill`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day, utc_date
+from dxt_core.airflow.runs import DAY_PARAM, parse_param_day, run_day
 from dxt_core.archive import Archive, DayKey
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError, DxtError
-from dxt_core.index import STATE_CODES, ManifestIndex, scan_states, unit_of
+from dxt_core.index import ManifestIndex, unit_of
+from dxt_core.scan import STATE_CODES, scan_states
 from dxt_core.windows import days as day_range
 
 #: Airflow task instance state -> one character per cell.
@@ -146,10 +148,29 @@ class Units:
         return {n: i for i, n in enumerate(self.names)}
 
 
-def source_units(spec: SourceSpec, archive: Archive) -> Units:
-    configured, warnings = spec.units()
+def archived_units(archive: Archive, source: str) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The units the archive's index holds, and a warning when it holds none though the
+    archive has the source's data. A directory archive: its SQLite index; an S3 archive: a
+    listing of its index objects (the local staging folder knows nothing)."""
+    from dxt_core.store.s3 import S3Archive
+
+    if isinstance(archive, S3Archive):
+        found = archive.units(source)
+        if found or not archive.holds(source):
+            return found, []
+        return [], [
+            f"{archive.url} holds {source} data but no index objects: units no longer "
+            f"configured are not shown; run dxt index rebuild --archive {archive.url}"
+        ]
     with ManifestIndex(archive.root) as idx:
-        indexed = [tuple(u.split("/")) for u in idx.units(spec.source)]
+        return [tuple(u.split("/")) for u in idx.units(source)], []
+
+
+def source_units(spec: SourceSpec, archive: Archive) -> Units:
+    """The configured units and those archived before (no longer configured: still shown)."""
+    configured, warnings = spec.units()
+    indexed, more = archived_units(archive, spec.source)
+    warnings += more
     by_name: dict[str, tuple[str, ...]] = {}
     for parts in configured:
         by_name.setdefault(display_name(parts), parts)
@@ -611,310 +632,3 @@ def _cell_history(
             }
         )
     return out
-
-
-def _running_backfill(session: Any, dag_id: str) -> int | None:
-    from airflow.models.backfill import Backfill
-    from sqlalchemy import select
-
-    found = session.scalar(
-        select(Backfill.id).where(Backfill.dag_id == dag_id, Backfill.completed_at.is_(None))
-    )
-    return None if found is None else int(found)
-
-
-#: The most distinct days one refill plan may name (a plan over 100,000 days once took the
-#: API server to 1.1 GB); the grid's own range limit.
-MAX_PLAN_DAYS = MAX_DAYS
-#: The most cells one refill plan may name.
-MAX_PLAN_CELLS = 100_000
-#: On SQLite, the most days one refill's backfill creates: Airflow creates a backfill's runs
-#: in one write transaction, and over hundreds of days it competed with the scheduler for
-#: SQLite's one writer (503 "database is locked" three times, runs rolled back, the scheduler
-#: dead with StaleDataError). Airflow runs one backfill of a DAG at a time, so the refill
-#: names the remaining days and says to refill them once this backfill is done.
-SQLITE_BACKFILL_DAYS = 31
-
-
-@dataclass
-class RefillPlan:
-    """What "Refill" asks Airflow's REST API to do, with the signed-in user's rights.
-
-    Every chosen cell is in exactly one place: a clear (``clears[i]["cells"]``), the
-    backfill (``backfill["cells"]``), or ``skipped`` with the reason.
-    """
-
-    dag_id: str
-    task_id: str
-    clears: list[dict[str, Any]] = field(default_factory=list)
-    backfill: dict[str, Any] | None = None
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    cells: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "dag_id": self.dag_id,
-            "task_id": self.task_id,
-            "clears": self.clears,
-            "backfill": self.backfill,
-            "skipped": self.skipped,
-            "cells": self.cells,
-        }
-
-
-def check_plan_size(n_cells: int, n_days: int) -> None:
-    """A clear error for a plan too large to compute in one request."""
-    if n_days > MAX_PLAN_DAYS:
-        raise ConfigError(
-            f"the refill names {n_days:,} distinct days; at most {MAX_PLAN_DAYS:,} at once: "
-            "refill a shorter range"
-        )
-    if n_cells > MAX_PLAN_CELLS:
-        raise ConfigError(
-            f"the refill names {n_cells:,} cells; at most {MAX_PLAN_CELLS:,} at once: refill "
-            "fewer units or a shorter range"
-        )
-
-
-def dag_start_day(session: Any, dag_id: str) -> dt.date | None:
-    """The UTC day of the DAG's start date, from its latest serialized version (None when
-    the DAG is not loaded)."""
-    try:
-        from airflow.models.dagbag import DBDagBag
-
-        dag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
-    except Exception:  # an unreadable DAG row: the plan goes on without the check
-        return None
-    start = getattr(dag, "start_date", None)
-    return utc_date(start) if isinstance(start, dt.datetime) else None
-
-
-def _paused_backfill_runs(session: Any, run_ids: Sequence[str], dag_id: str) -> dict[str, int]:
-    """The runs among ``run_ids`` that belong to a paused backfill (a cancelled one is
-    paused), with its id. Airflow never starts a queued run of a paused backfill
-    (``DagRun.get_queued_dag_runs_to_set_running``), so clearing such a run leaves it queued
-    for ever: it is refilled by a new backfill that reprocesses failed runs instead."""
-    if not run_ids:
-        return {}
-    from airflow.models.backfill import Backfill
-    from airflow.models.dagrun import DagRun
-    from sqlalchemy import select
-
-    out: dict[str, int] = {}
-    ids = list(run_ids)
-    for i in range(0, len(ids), 500):
-        rows = session.execute(
-            select(DagRun.run_id, Backfill.id)
-            .join(Backfill, Backfill.id == DagRun.backfill_id)
-            .where(
-                DagRun.dag_id == dag_id,
-                DagRun.run_id.in_(ids[i : i + 500]),
-                Backfill.is_paused.is_(True),
-            )
-        )
-        out.update({str(r): int(b) for r, b in rows})
-    return out
-
-
-def _run_has_expanded(session: Any, spec: SourceSpec, run_ids: Sequence[str]) -> set[str]:
-    """The runs among ``run_ids`` whose mapped task has expanded (a map index >= 0)."""
-    return {r for r, mi, *_ in _task_instances(session, spec, list(run_ids)) if mi >= 0}
-
-
-def refill_plan(
-    session: Any,
-    spec: SourceSpec,
-    cells: Sequence[tuple[str, dt.date]] | None,
-    days: Sequence[dt.date],
-    archive: Archive | None = None,
-    max_active_runs: int | None = None,
-    sqlite: bool = False,
-    start_day: dt.date | None = None,
-) -> RefillPlan:
-    """The REST calls that refill ``cells`` (or, when None, every missing, corrupt or failed
-    cell in ``days`` from the DAG's start date on).
-
-    Per cell, whatever its task instance's state: a task instance that is not running or
-    waiting to run in a live run (failed, upstream_failed, success, or none in a finished run,
-    as after a cancelled backfill) is cleared by its map index; a day whose run failed
-    before expanding its units is cleared whole (Airflow expands them again); a day with no
-    run goes into one backfill (on SQLite at most :data:`SQLITE_BACKFILL_DAYS` days). Cells
-    running or queued in a live run, days before the DAG's start date and days left for a
-    later backfill are skipped with the reason.
-    """
-    archive = archive or Archive(archive_root())
-    units = source_units(spec, archive)
-    pos = units.position()
-    if cells is not None:
-        days = sorted({d for _, d in cells})
-        check_plan_size(len(cells), len(days))
-    if not days:
-        return RefillPlan(spec.dag_id, spec.task_id)
-    days = list(days)
-    check_plan_size(0, len(days))
-    start_day = start_day if start_day is not None else dag_start_day(session, spec.dag_id)
-    grid = scan_states(archive, spec.source, units.parts, days)
-    af = airflow_states(session, spec, units, days)
-    day_pos = {d: i for i, d in enumerate(days)}
-    wanted: list[tuple[int, int]] = []
-    if cells is None:
-        bad_archive = {STATE_CODES["missing"], STATE_CODES["corrupt"]}
-        for u in range(len(units.names)):
-            arow, frow = grid.rows[u], af.rows[u]
-            for d in range(len(days)):
-                if start_day is not None and days[d] < start_day:
-                    continue  # never scheduled: not missing, and no run can archive it
-                if arow[d] in bad_archive or frow[d] == "f":
-                    wanted.append((u, d))
-        check_plan_size(len(wanted), len(days))
-    else:
-        for name, day in cells:
-            if name not in pos:
-                raise NotFound(f"{spec.source} has no unit {name!r}")
-            wanted.append((pos[name], day_pos[day]))
-    plan = RefillPlan(spec.dag_id, spec.task_id, cells=len(wanted))
-
-    def skip(u: int | None, day: dt.date, reason: str) -> None:
-        name = "(every unit)" if u is None else units.names[u]
-        plan.skipped.append({"unit": name, "day": day.isoformat(), "reason": reason})
-
-    per_run: dict[str, list[tuple[int, int]]] = {}  # run -> [(unit, map_index)]
-    whole: dict[str, list[int]] = {}  # run that never expanded -> units
-    no_run: dict[dt.date, list[int]] = {}
-    rerun: dict[dt.date, list[int]] = {}  # failed runs of a cancelled backfill, by day
-    unexpanded_candidates: dict[str, list[tuple[int, dt.date]]] = {}
-    for u, d in wanted:
-        day = days[d]
-        info = af.tasks.get((u, d))
-        run = af.runs.get(day)
-        live = run is not None and run.state in ("queued", "running")
-        if start_day is not None and day < start_day:
-            skip(
-                u,
-                day,
-                f"before the start date of {spec.dag_id} ({start_day}): no run "
-                "archives it (use dxt extract for it)",
-            )
-        elif info is not None:
-            code = TI_CODES.get(info.state, "o")
-            if code in ("r", "u") or (code == "q" and live):
-                skip(u, day, f"{TI_NAMES[code]} in run {info.run_id}: it runs already")
-            else:
-                per_run.setdefault(info.run_id, []).append((u, info.map_index))
-        elif run is None:
-            no_run.setdefault(day, []).append(u)
-        elif live:
-            skip(u, day, f"run {run.run_id} is {run.state} and has not expanded this unit yet")
-        else:
-            unexpanded_candidates.setdefault(run.run_id, []).append((u, day))
-    expanded = _run_has_expanded(session, spec, list(unexpanded_candidates))
-    for run_id, candidates in unexpanded_candidates.items():
-        for u, day in candidates:
-            if run_id in expanded:
-                skip(
-                    u,
-                    day,
-                    f"run {run_id} has no task for this unit (the catalog changed "
-                    "since): clear the whole run in Airflow to expand it again",
-                )
-            else:
-                whole.setdefault(run_id, []).append(u)
-    day_of_run = {r.run_id: r.day for r in af.runs.values()}
-    state_of_run = {r.run_id: r.state for r in af.runs.values()}
-    # runs of a cancelled (paused) backfill: a clear would leave them queued for ever
-    paused = _paused_backfill_runs(session, [*per_run, *whole], spec.dag_id)
-    for run_id, backfill_id in paused.items():
-        run_of = day_of_run.get(run_id)
-        if run_of is None:  # not the day's latest run: left to its clear
-            continue
-        found_units = [u for u, _ in per_run.pop(run_id, [])] + whole.pop(run_id, [])
-        if state_of_run.get(run_id) == "failed":
-            rerun.setdefault(run_of, []).extend(found_units)
-            continue
-        for u in found_units:
-            skip(
-                u,
-                run_of,
-                f"run {run_id} belongs to the cancelled backfill {backfill_id}, whose runs "
-                "Airflow does not start again, and it did not fail: rerun the day with "
-                "'airflow backfill create ... --reprocess-behavior completed'",
-            )
-    for run_id, found in per_run.items():
-        run_day_ = day_of_run.get(run_id)
-        plan.clears.append(
-            {
-                "dag_run_id": run_id,
-                "task_ids": sorted({(spec.task_id, mi) for _, mi in found}),
-                "only_failed": False,
-                "cells": [
-                    [units.names[u], run_day_.isoformat() if run_day_ else ""] for u, _ in found
-                ],
-            }
-        )
-    for run_id in sorted(whole):
-        run_day_ = day_of_run.get(run_id)
-        plan.clears.append(
-            {
-                "dag_run_id": run_id,
-                "task_ids": None,
-                # every task of the run: it failed or was cancelled before this task expanded
-                "only_failed": False,
-                "whole_run": True,
-                "cells": [
-                    [units.names[u], run_day_.isoformat() if run_day_ else ""]
-                    for u in whole[run_id]
-                ],
-            }
-        )
-    if no_run or rerun:
-        _plan_backfill(session, spec, plan, no_run, rerun, units, max_active_runs, sqlite, skip)
-    return plan
-
-
-def _plan_backfill(
-    session: Any,
-    spec: SourceSpec,
-    plan: RefillPlan,
-    no_run: dict[dt.date, list[int]],
-    rerun: dict[dt.date, list[int]],
-    units: Units,
-    max_active_runs: int | None,
-    sqlite: bool,
-    skip: Any,
-) -> None:
-    """Put the days with no run, and those whose run failed in a cancelled backfill, into
-    one backfill (reprocessing failed runs when there are such days), or skip them with the
-    reason."""
-    cells = {d: no_run.get(d, []) + rerun.get(d, []) for d in {*no_run, *rerun}}
-    running = _running_backfill(session, spec.dag_id)
-    if running is not None:
-        for day in sorted(cells):
-            for u in cells[day]:
-                skip(
-                    u,
-                    day,
-                    f"backfill {running} of {spec.dag_id} is still running; Airflow "
-                    "runs one at a time: refill this day when it has finished",
-                )
-        return
-    ordered = sorted(cells)
-    take = ordered[:SQLITE_BACKFILL_DAYS] if sqlite else ordered
-    for day in ordered[len(take) :]:
-        for u in cells[day]:
-            skip(
-                u,
-                day,
-                f"later: on SQLite one refill backfills at most {SQLITE_BACKFILL_DAYS} "
-                f"days ({take[0]} to {take[-1]} now); refill again once that backfill is done",
-            )
-    plan.backfill = {
-        "dag_id": spec.dag_id,
-        "from_date": take[0].isoformat() + "T00:00:00Z",
-        "to_date": take[-1].isoformat() + "T00:00:00Z",
-        # "failed": Airflow clears the failed run of such a day into this backfill
-        "reprocess_behavior": "failed" if any(d in rerun for d in take) else "none",
-        "days": [d.isoformat() for d in take],
-        "rerun_days": [d.isoformat() for d in take if d in rerun],
-        "cells": [[units.names[u], d.isoformat()] for d in take for u in cells[d]],
-        **({"max_active_runs": max_active_runs} if max_active_runs else {}),
-    }

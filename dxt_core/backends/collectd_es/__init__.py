@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from dxt_core.backends import Backend, common_settings, reconcile_setting
 from dxt_core.config import Setting
 
-if TYPE_CHECKING:
-    from dxt_core.backends.collectd_es.tasks import CollectdEsTasks
-    from dxt_core.backends.roles import CliRole, SimulatorRole
-    from dxt_core.connection import ConnectionSpec
-
 SETTINGS = (
     *common_settings(
-        "collectd_es",
-        start_date="2017-12-13",
-        pool="default_pool",
-        conn_id="elasticsearch_default",
-        max_active_runs=2,
+        "collectd_es", start_date="2017-12-13", conn_id="elasticsearch_default", max_active_runs=2
     ),
     reconcile_setting("collectd_es"),
     Setting("collectd_es_families", list, ["disk", "cpu", "memory"], "families to archive"),
@@ -31,30 +20,6 @@ SETTINGS = (
 )
 
 
-def _tasks() -> CollectdEsTasks:
-    from dxt_core.backends.collectd_es.tasks import TASKS
-
-    return TASKS
-
-
-def _connection() -> ConnectionSpec[Any]:
-    from dxt_core.backends.collectd_es.connection import SPEC
-
-    return SPEC
-
-
-def _cli() -> CliRole:
-    from dxt_core.backends.collectd_es import cli
-
-    return cli
-
-
-def _simulator() -> SimulatorRole:
-    from dxt_core.backends.collectd_es import simulator
-
-    return simulator
-
-
 BACKEND = Backend(
     name="collectd_es",
     title="collectd in Elasticsearch (pytokio archive_collectdes)",
@@ -63,9 +28,6 @@ BACKEND = Backend(
     dag_id="dxt_collectd_es",
     task_id="archive_family_day",
     settings=SETTINGS,
-    connection=_connection,
-    tasks=_tasks,
-    cli=_cli,
-    simulator=_simulator,
-    publish=lambda: __import__("dxt_core.backends.collectd_es.publish", fromlist=["_"]).PUBLISH,
+    tasks=".tasks:TASKS",
+    publish=".publish:PUBLISH",
 )

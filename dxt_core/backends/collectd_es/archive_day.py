@@ -1,21 +1,23 @@
 """collectd-in-Elasticsearch exports: one window to files (CLI), one (family, day) to the
 archive (Airflow). Pages flow once from the source into every requested writer.
 
-source (PIT/scroll pages, or a saved pytokio JSON) -> GzipJsonlHitsWriter and/or
-TokioTimeSeriesBuilder -> atomic files (+ manifest in the archive).
+source (PIT/scroll pages, or a saved pytokio JSON) -> a JsonlGzipWriter and/or a
+TokioHdf5Writer (the record-to-bytes interface, dxt_core.writers.base) -> atomic files (+
+manifest in the archive).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
-from dxt_core.archive import Archive, DayKey, atomic_file
+from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.collectd_es.columnar_hits import COLUMN_SOURCE_FIELDS
 from dxt_core.backends.collectd_es.source import (
@@ -27,16 +29,12 @@ from dxt_core.backends.collectd_es.source import (
     iter_saved_pages,
     select_saved_hits,
 )
-from dxt_core.backends.collectd_es.tokio_hdf5 import (
-    HdfWriteResult,
-    TimeGrid,
-    TokioTimeSeriesBuilder,
-    write_tokio_hdf5,
-)
+from dxt_core.backends.collectd_es.tokio_hdf5 import TimeGrid, TokioHdf5Writer
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
+from dxt_core.fsio import atomic_file
 from dxt_core.reconcile import SourceCount, check_source_count, is_past
-from dxt_core.writers.base import WriteResult
-from dxt_core.writers.jsonl_gzip import GzipJsonlHitsWriter
+from dxt_core.writers.base import RecordWriter, WriteResult
+from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
 
 log = logging.getLogger("dxt_core.backends.collectd_es.archive_day")
 
@@ -125,7 +123,7 @@ class ExportReport:
     end: dt.datetime
     hits: int = 0
     jsonl: WriteResult | None = None
-    hdf5: HdfWriteResult | None = None
+    hdf5: WriteResult | None = None
     build: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -143,6 +141,34 @@ class ExportReport:
                 f"{b.get('out_of_range')} out of range, {b.get('ignored')} ignored)"
             )
         return "; ".join(parts)
+
+
+#: The fields of a line of the JSON Lines output.
+HIT_FIELDS = ("_index", "_id", "_source")
+
+
+def _hit_line(h: Mapping[str, Any]) -> dict[str, Any]:
+    return {"_index": h.get("_index"), "_id": h.get("_id"), "_source": h["_source"]}
+
+
+def _hit_ms(h: Mapping[str, Any]) -> int | None:
+    srt = h.get("sort")
+    return srt[0] if srt else None
+
+
+def hits_writer(out: BinaryIO) -> JsonlGzipWriter:
+    """Raw hits as gzip JSON Lines, one ``{"_index", "_id", "_source"}`` a line: the "native
+    json" output of pytokio's ``archive_collectdes``; the span from ``sort[0]``."""
+    return JsonlGzipWriter(out, shape=_hit_line, when=_hit_ms)
+
+
+@dataclass
+class Outputs:
+    """The writers of one export: gzip JSON Lines and/or TOKIO HDF5, each on a file of the
+    caller's."""
+
+    jsonl: JsonlGzipWriter | None = None
+    hdf5: TokioHdf5Writer | None = None
 
 
 def export_window(
@@ -165,29 +191,38 @@ def export_window(
     """Export ``families`` over ``[start, end)`` into the requested files (atomically).
 
     ``updated`` is the HDF5 datasets' ``updated`` attribute (default: now, as pytokio
-    writes it); the archive passes the day's end so that a rerun writes the same bytes.
+    writes it). An existing HDF5 file is updated (its other rows and columns kept) unless
+    ``replace_hdf5``.
 
     A window without any document raises :class:`EmptyExport` and writes nothing, unless
     ``allow_empty`` (then the files are written, empty). An OS error while writing (full
     disk, read-only directory) is an :class:`ArchiveError` naming the file.
     """
+    fams = [check_family(f) for f in families]
+    if not fams:
+        raise ConfigError(f"no family chosen: pick from {', '.join(FAMILIES)}")
+    if jsonl_path is None and hdf5_path is None:
+        raise ConfigError("nothing to write: give a JSON Lines and/or an HDF5 output path")
     try:
-        return _export_window(
-            provider,
-            families,
-            start,
-            end,
-            jsonl_path=jsonl_path,
-            hdf5_path=hdf5_path,
-            timestep=timestep,
-            num_nodes=num_nodes,
-            ssds_per_node=ssds_per_node,
-            init_start=init_start,
-            init_end=init_end,
-            replace_hdf5=replace_hdf5,
-            allow_empty=allow_empty,
-            updated=updated,
-        )
+        with contextlib.ExitStack() as files:
+            outs = Outputs()
+            if jsonl_path is not None:
+                outs.jsonl = hits_writer(files.enter_context(atomic_file(jsonl_path)))
+            if hdf5_path is not None:
+                init = None
+                if init_start is not None or init_end is not None:
+                    init = TimeGrid.of(init_start or start, init_end or end, timestep)
+                outs.hdf5 = TokioHdf5Writer(
+                    files.enter_context(atomic_file(hdf5_path)),
+                    fams,
+                    num_nodes=num_nodes,
+                    devices_per_server=ssds_per_node,
+                    init=init,
+                    existing=None if replace_hdf5 or not hdf5_path.exists() else hdf5_path,
+                    updated=updated,
+                    name=hdf5_path,
+                )
+            return write_outputs(provider, fams, start, end, outs, timestep, allow_empty)
     except OSError as exc:
         paths = " and ".join(str(p) for p in (jsonl_path, hdf5_path) if p is not None)
         raise ArchiveError(
@@ -197,76 +232,55 @@ def export_window(
         ) from exc
 
 
-def _export_window(
+def write_outputs(
     provider: PageProvider,
-    families: Sequence[str],
+    fams: Sequence[str],
     start: dt.datetime,
     end: dt.datetime,
-    *,
-    jsonl_path: Path | None,
-    hdf5_path: Path | None,
+    outs: Outputs,
     timestep: int,
-    num_nodes: int,
-    ssds_per_node: int,
-    init_start: dt.datetime | None,
-    init_end: dt.datetime | None,
-    replace_hdf5: bool,
     allow_empty: bool,
-    updated: dt.datetime | None,
 ) -> ExportReport:
-    fams = [check_family(f) for f in families]
-    if not fams:
-        raise ConfigError(f"no family chosen: pick from {', '.join(FAMILIES)}")
-    if jsonl_path is None and hdf5_path is None:
-        raise ConfigError("nothing to write: give a JSON Lines and/or an HDF5 output path")
+    """Every page of ``fams`` over ``[start, end)`` through the writers of ``outs``: the
+    pages flow once from the source into every requested file."""
     t0 = time.perf_counter()
-    report = ExportReport(fams, start, end)
-    builder = None
-    if hdf5_path is not None:
-        builder = TokioTimeSeriesBuilder(
-            fams, TimeGrid.of(start, end, timestep), num_nodes, ssds_per_node
-        )
-    full = jsonl_path is not None
-
-    def feed(on_page: Callable[[Page], None]) -> None:
+    report = ExportReport(list(fams), start, end)
+    writers: list[RecordWriter[Any, Any]] = [w for w in (outs.jsonl, outs.hdf5) if w is not None]
+    if outs.jsonl is not None:
+        outs.jsonl.header(HIT_FIELDS)
+    if outs.hdf5 is not None:
+        outs.hdf5.header(TimeGrid.of(start, end, timestep))
+    try:
         for fam in fams:
-            for page in provider(fam, start, end, full, timestep):
+            for page in provider(fam, start, end, outs.jsonl is not None, timestep):
                 report.hits += len(page)
-                on_page(page)
-                if builder is not None:
-                    builder.add_page(page)
+                for w in writers:
+                    w.rows(page)
         if report.hits == 0 and not allow_empty:
-            where = provider.where
             raise EmptyExport(
                 f"no {'/'.join(fams)} document in [{start.isoformat()}, {end.isoformat()}) "
-                f"in {where}: nothing written. Check the window (times without an offset "
-                "are read in --tz, UTC by default; pytokio read them as the machine's local "
-                "time: --tz local), the index and the host prefix; --allow-empty writes the "
-                "empty file anyway"
+                f"in {provider.where}: nothing written. Check the window (times without an "
+                "offset are read in --tz, UTC by default; pytokio read them as the machine's "
+                "local time: --tz local), the index and the host prefix; --allow-empty writes "
+                "the empty file anyway"
             )
-
-    if jsonl_path is not None:
-        with atomic_file(jsonl_path) as fh:
-            writer = GzipJsonlHitsWriter(fh)
-            feed(writer.write_page)
-            report.jsonl = writer.close()
-    else:
-        feed(lambda page: None)
-    if builder is not None and hdf5_path is not None:
-        init = None
-        if init_start is not None or init_end is not None:
-            init = TimeGrid.of(init_start or start, init_end or end, timestep)
-        report.hdf5 = write_tokio_hdf5(
-            hdf5_path, builder, init=init, now=updated, replace=replace_hdf5
-        )
-        report.build = builder.stats.as_dict()
-        if builder.stats.out_of_range or builder.stats.ignored:
+    except BaseException:
+        for w in writers:
+            w.abort()
+        raise
+    if outs.jsonl is not None:
+        report.jsonl = outs.jsonl.close()
+    if outs.hdf5 is not None:
+        report.hdf5 = outs.hdf5.close()
+        build = outs.hdf5.stats
+        report.build = build.as_dict()
+        if build.out_of_range or build.ignored:
             log.warning(
                 "%s: %d documents out of range, %d ignored (first problems: %s)",
-                hdf5_path,
-                builder.stats.out_of_range,
-                builder.stats.ignored,
-                "; ".join(builder.stats.problems[:3]) or "none",
+                outs.hdf5.name,
+                build.out_of_range,
+                build.ignored,
+                "; ".join(build.problems[:3]) or "none",
             )
     report.seconds = time.perf_counter() - t0
     return report
@@ -292,8 +306,9 @@ def archive_collectd_es_day(
 ) -> DayReport:
     """Archive one (family, UTC day) into ``collectd_es/<family>/<day>.{jsonl.gz,hdf5}``.
 
-    Reruns rewrite the day from scratch (the HDF5 file is recreated, not appended to), so
-    a rerun over unchanged data gives the same JSON Lines bytes and the same HDF5 values.
+    Reruns rewrite the day from scratch (the HDF5 file is recreated, not appended to, and
+    its ``updated`` attribute is the day's end), so a rerun over unchanged data gives the
+    same JSON Lines bytes and the same HDF5 values.
     """
     check_family(family)
     fmts = [f for f in OUTPUT_FORMATS if f in formats]
@@ -302,12 +317,11 @@ def archive_collectd_es_day(
         raise ConfigError(
             f"unknown output format(s) {sorted(unknown) or formats}: use jsonl and/or hdf5"
         )
-    key = DayKey(SOURCE_NAME, (family,), day)
-    start, end = day_window_utc(day)
+    unit = _FamilyDay(provider, family, day, archive, stats)
     manifest: dict[str, Any] = {
         **(source_info or {}),
         "family": family,
-        "window": {"start": start.isoformat(), "end": end.isoformat()},
+        "window": {"start": unit.start.isoformat(), "end": unit.end.isoformat()},
         "formats": fmts,
         "timestep": timestep,
         "num_nodes": num_nodes,
@@ -315,62 +329,73 @@ def archive_collectd_es_day(
     }
 
     def write(staging: Staging) -> None:
-        jsonl = staging.path(EXTENSIONS["jsonl"], label="jsonl") if "jsonl" in fmts else None
-        hdf5 = staging.path(EXTENSIONS["hdf5"], label="hdf5") if "hdf5" in fmts else None
-        report = export_window(
-            provider,
-            [family],
-            start,
-            end,
-            jsonl_path=jsonl,
-            hdf5_path=hdf5,
-            timestep=timestep,
-            num_nodes=num_nodes,
-            ssds_per_node=ssds_per_node,
-            replace_hdf5=True,
-            allow_empty=True,  # an empty day is recorded as such (status "empty")
-            updated=end,  # a rerun of the day writes the same bytes
-        )
+        with contextlib.ExitStack() as files:
+            outs = Outputs()
+            if "jsonl" in fmts:
+                jsonl = files.enter_context(staging.open("jsonl.gz", label="jsonl"))
+                outs.jsonl = hits_writer(jsonl)
+            if "hdf5" in fmts:
+                outs.hdf5 = TokioHdf5Writer(
+                    files.enter_context(staging.open("hdf5", label="hdf5")),
+                    [family],
+                    num_nodes=num_nodes,
+                    devices_per_server=ssds_per_node,
+                    updated=unit.end,  # a rerun of the day writes the same bytes
+                    name=archive.data_path(unit.key, "hdf5"),
+                )
+            report = write_outputs(provider, [family], unit.start, unit.end, outs, timestep, True)
+        unit.record(staging, report)
+
+    return archive_one_day(
+        archive, unit.key, write, manifest=manifest, report_extra={"family": family}
+    )
+
+
+class _FamilyDay:
+    """One (family, UTC day): its key and window, and what its export is recorded as."""
+
+    def __init__(
+        self,
+        provider: PageProvider,
+        family: str,
+        day: dt.date,
+        archive: Archive,
+        stats: ExportStats | None,
+    ) -> None:
+        self.provider, self.family, self.day, self.stats = provider, family, day, stats
+        self.key = DayKey(SOURCE_NAME, (family,), day)
+        self.start, self.end = day_window_utc(day)
+
+    def record(self, staging: Staging, report: ExportReport) -> None:
+        """The export's files, counts and the source's count in the staged day."""
         staging.rows = report.hits
-        _check_source_count(staging, report.hits)
+        self._check_source_count(staging, report.hits)
         if report.hits == 0:
             log.warning(
                 "collectd_es/%s %s: NO DOCUMENT in [%s, %s) in %s (recorded as empty); if "
                 "the day should hold data, check the connection's index and host prefix",
-                family,
-                day,
-                start.isoformat(),
-                end.isoformat(),
-                provider.where,
+                self.family,
+                self.day,
+                self.start.isoformat(),
+                self.end.isoformat(),
+                self.provider.where,
             )
         staging.list_files = True
         staging.manifest["seconds"] = round(report.seconds, 3)
-        if stats is not None:
-            staging.manifest["export"] = stats.as_dict()
-        if report.jsonl is not None:
-            staging.done(EXTENSIONS["jsonl"], report.jsonl)
-        if report.hdf5 is not None:
-            h = report.hdf5
-            build = {k: v for k, v in report.build.items() if k != "documents"}
-            staging.done(
-                EXTENSIONS["hdf5"],
-                WriteResult(
-                    rows=h.rows,
-                    bytes=h.bytes,
-                    sha256=h.sha256,
-                    extra={"columns": h.columns, **build},
-                ),
-            )
-        log.info("collectd_es/%s %s: %s", family, day, report.summary())
+        if self.stats is not None:
+            staging.manifest["export"] = self.stats.as_dict()
+        for ext, res in (("jsonl.gz", report.jsonl), ("hdf5", report.hdf5)):
+            if res is not None:
+                staging.done(ext, res)
+        log.info("collectd_es/%s %s: %s", self.family, self.day, report.summary())
 
-    def _check_source_count(staging: Staging, hits: int) -> None:
+    def _check_source_count(self, staging: Staging, hits: int) -> None:
         """The server's own count in the manifest; a past day must match what was read.
         Saved pages (a file, not a server) have no count to ask."""
-        counter = getattr(provider, "count", None)
+        counter = getattr(self.provider, "count", None)
         if counter is None:
             return
-        sc: SourceCount = counter(family, start, end)
+        sc: SourceCount = counter(self.family, self.start, self.end)
         staging.manifest["source_count"] = sc.as_dict()
-        check_source_count(str(key), hits, sc, past=is_past(end), url=provider.where)
-
-    return archive_one_day(archive, key, write, manifest=manifest, report_extra={"family": family})
+        where = self.provider.where
+        check_source_count(str(self.key), hits, sc, past=is_past(self.end), url=where)

@@ -121,7 +121,7 @@ class CollectdEsPublish(PartitionedPublish):
     )
 
     def day_file(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
-        from dxt_core.archive import manifest_files
+        from dxt_core.manifests import manifest_files
 
         found = [f for f in manifest_files(manifest) if str(f.get("file")).endswith(".jsonl.gz")]
         return found[0] if found else None

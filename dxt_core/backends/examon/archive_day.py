@@ -5,17 +5,19 @@ catalog entry -> day window -> source (schema, batches) -> writer -> atomic comm
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.examon.catalog import CatalogEntry
-from dxt_core.backends.examon.source import TAG_CACHE_DIR, KairosDBSource, QueryCounts
+from dxt_core.backends.examon.jobs import JOBS_COUNT_METHOD
+from dxt_core.backends.examon.policy import QueryCounts
+from dxt_core.backends.examon.source import KairosDBSource
+from dxt_core.backends.examon.tags import TAG_CACHE_DIR
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
@@ -27,11 +29,11 @@ from dxt_core.reconcile import (
     is_past,
     reconcile_recent,
 )
-from dxt_core.records import RawPoints, SeriesBatch
+from dxt_core.records import RawPoints, Record, SeriesBatch
 from dxt_core.windows import day_window
-from dxt_core.writers.base import SeriesWriter
+from dxt_core.writers.base import RecordWriter, SeriesWriter, write_stream
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
-from dxt_core.writers.parquet import ParquetSeriesWriter, write_records_parquet
+from dxt_core.writers.parquet import ParquetSeriesWriter, ParquetTableWriter
 
 log = logging.getLogger("dxt_core.backends.examon.archive_day")
 
@@ -69,79 +71,91 @@ def archive_examon_day(
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    key = DayKey("examon", examon_parts(entry, fmt), day)
-    window = day_window(day, source.tz)
-    stats = RequestStats()
-    ext = ParquetSeriesWriter.extension if fmt == "parquet" else GzipCsvWriter.extension
-    query_doc = {
-        "start": window.start.astimezone(source.tz).isoformat(),
-        "end": window.end.astimezone(source.tz).isoformat(),
-        "end_inclusive_ms": window.end_ms - 1,
-        "time_zone": source.conn.time_zone,
-    }
-    manifest: dict[str, Any] = {
-        "source_url": source.conn.safe_url,
-        "plugin": entry.plugin,
-        "metric": entry.metric,
-        "time_zone": source.conn.time_zone,
-        "query_window": query_doc,
-        "format": ext,
-    }
-    plugin = source.options.for_plugin(entry.plugin)
-    if plugin.job_table:
-        manifest["job_table"] = True
-    counts = QueryCounts()
-    # Filled by write(); archive_one_day copies it into the report after write() returns.
-    report_extra: dict[str, Any] = {}
+    unit = _ExamonDay(source, entry, day, archive, fmt)
+    report = archive_one_day(
+        archive,
+        unit.key,
+        unit.write,
+        manifest=unit.manifest(),
+        stats=unit.stats,
+        tz=source.tz,
+        report_extra=unit.report_extra,
+        day_zone=source.conn.time_zone,
+    )
+    log.debug("%s: query window [%s, %s)", unit.key, unit.window.start, unit.window.end)
+    return report
 
-    def write(staging: Staging) -> None:
+
+class _ExamonDay:
+    """One (metric, day): its key, window and manifest, and the ``write`` step of
+    :func:`dxt_core.archive_day.archive_one_day` (series, or a job table's records, through
+    the format's writer, then the source's count checked)."""
+
+    def __init__(
+        self, source: KairosDBSource, entry: CatalogEntry, day: dt.date, archive: Archive, fmt: str
+    ) -> None:
+        self.source, self.entry, self.archive, self.fmt = source, entry, archive, fmt
+        self.key = DayKey("examon", examon_parts(entry, fmt), day)
+        self.window = day_window(day, source.tz)
+        self.stats = RequestStats()
+        self.counts = QueryCounts()
+        self.plugin = source.options.for_plugin(entry.plugin)
+        self.ext = ParquetSeriesWriter.extension if fmt == "parquet" else GzipCsvWriter.extension
+        # Filled by write(); archive_one_day copies it into the report after write() returns.
+        self.report_extra: dict[str, Any] = {}
+
+    def manifest(self) -> dict[str, Any]:
+        source, window = self.source, self.window
+        doc: dict[str, Any] = {
+            "source_url": source.conn.safe_url,
+            "plugin": self.entry.plugin,
+            "metric": self.entry.metric,
+            "time_zone": source.conn.time_zone,
+            "query_window": {
+                "start": window.start.astimezone(source.tz).isoformat(),
+                "end": window.end.astimezone(source.tz).isoformat(),
+                "end_inclusive_ms": window.end_ms - 1,
+                "time_zone": source.conn.time_zone,
+            },
+            "format": self.ext,
+        }
+        if self.plugin.job_table:
+            doc["job_table"] = True
+        return doc
+
+    def write(self, staging: Staging) -> None:
         try:
-            _write(staging)
+            if self.plugin.job_table:
+                self._write_jobs(staging)
+            else:
+                self._write_series(staging)
         finally:
-            staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
-            report_extra["dropped_outside_window"] = counts.dropped_outside_window
-        _check_count(staging)
+            dropped = self.counts.dropped_outside_window
+            staging.manifest["dropped_outside_window"] = dropped
+            self.report_extra["dropped_outside_window"] = dropped
+        self._check_count(staging)
 
-    def _check_count(staging: Staging) -> None:
-        """The source's own count of the day in the manifest; a past day must match it."""
-        written = [f.result.rows for f in staging.files.values() if f.result is not None]
-        rows = written[0] if written else 0
-        sc = staging.manifest.get("source_count")
-        count = (
-            SourceCount(int(sc["count"]), str(sc["method"]))
-            if isinstance(sc, dict)
-            else source.count_day(entry, window, stats)
-        )
-        staging.manifest["source_count"] = count.as_dict()
-        if counts.holes:
-            staging.manifest["holes"] = counts.holes
-            report_extra["holes"] = len(counts.holes)
-        check_source_count(
-            str(key),
-            rows,
-            count,
-            past=is_past(window.end),
-            holes=hole_points(counts.holes),
-            url=source.conn.safe_url,
-        )
-
-    def _write(staging: Staging) -> None:
-        if plugin.job_table:
-            records = source.fetch_jobs(entry.metric, window, stats, counts)
-            staging.manifest["source_count"] = SourceCount(
-                len(records), "Examon jobs query (the jobs service has no count: the records)"
-            ).as_dict()
-            if records:
-                with staging.open(ext) as fh:
-                    if fmt == "parquet":
-                        res = write_records_parquet(
-                            fh, records, dict(plugin.column_types), table=entry.key
-                        )
-                    else:
-                        res = GzipCsvTableWriter(fh).write_all(records)
-                staging.done(ext, res)
+    def _write_jobs(self, staging: Staging) -> None:
+        """The job table's records of the day: one answer of the jobs service, streamed as
+        records, their fields' union as sorted columns."""
+        records = self.source.fetch_jobs(self.entry.metric, self.window, self.stats, self.counts)
+        staging.manifest["source_count"] = SourceCount(len(records), JOBS_COUNT_METHOD).as_dict()
+        if not records:
             return
-        schema, tag_note = source.schema_cached(entry, window, tag_cache_path(archive, key), stats)
+        columns = sorted({k for r in records for k in r})
+        with staging.open(self.ext) as fh:
+            writer: RecordWriter[Sequence[str], Sequence[Record]]
+            if self.fmt == "parquet":
+                writer = ParquetTableWriter(fh, dict(self.plugin.column_types), self.entry.key)
+            else:
+                writer = GzipCsvTableWriter(fh)
+            res = write_stream(writer, columns, [records])
+        staging.done(self.ext, res)
+
+    def _write_series(self, staging: Staging) -> None:
+        source, entry, window, stats = self.source, self.entry, self.window, self.stats
+        cache = tag_cache_path(self.archive, self.key)
+        schema, tag_note = source.schema_cached(entry, window, cache, stats)
         staging.manifest["tag_keys"] = tag_note
         if not schema.tag_keys:
             # No series ever (with this filter): empty, unless KairosDB has never heard of
@@ -151,51 +165,48 @@ def archive_examon_day(
                 0, "query/tags over all time: no series of this metric (with this filter)"
             ).as_dict()
             return
-        with staging.open(ext) as fh:
-            block_ms = source.windows.min_s * 1000
-            batches = prefetched(source.iter_batches(entry, window, schema, stats, counts))
+        with staging.open(self.ext) as fh:
+            batches = prefetched(source.iter_batches(entry, window, schema, stats, self.counts))
             writer: SeriesWriter
-            if fmt == "parquet":
-                typed = _typed(batches, entry, plugin.value_type)
+            if self.fmt == "parquet":
+                typed = _typed(batches, entry, self.plugin.value_type)
                 first = next(typed, None)
                 writer = ParquetSeriesWriter(
                     fh,
-                    block_ms=block_ms,
+                    block_ms=source.windows.min_s * 1000,
                     origin_ms=window.start_ms,
                     value_type=first[0] if first else "double",
                 )
-                writer.open(schema)
-                try:
-                    if first is not None:
-                        writer.write_batch(first[1])
-                    for _, batch in typed:
-                        writer.write_batch(batch)
-                except BaseException:
-                    # Finish the Parquet file in the temporary file (which the failed day
-                    # discards) rather than leave pyarrow's writer open.
-                    with contextlib.suppress(Exception):
-                        writer.close()
-                    raise
+                rest = (batch for _, batch in typed)
+                res = write_stream(writer, schema, [first[1], *rest] if first else rest)
             else:
                 writer = GzipCsvWriter(fh, source.tz, origin_ms=window.start_ms)
-                writer.open(schema)
-                for batch in batches:
-                    writer.write_batch(batch)
-            res = writer.close()
-        staging.done(ext, res)
+                res = write_stream(writer, schema, batches)
+        staging.done(self.ext, res)
 
-    report = archive_one_day(
-        archive,
-        key,
-        write,
-        manifest=manifest,
-        stats=stats,
-        tz=source.tz,
-        report_extra=report_extra,
-        day_zone=source.conn.time_zone,
-    )
-    log.debug("%s: query window [%s, %s)", key, query_doc["start"], query_doc["end"])
-    return report
+    def _check_count(self, staging: Staging) -> None:
+        """The source's own count of the day in the manifest; a past day must match it."""
+        written = [f.result.rows for f in staging.files.values() if f.result is not None]
+        rows = written[0] if written else 0
+        sc = staging.manifest.get("source_count")
+        count = (
+            SourceCount(int(sc["count"]), str(sc["method"]))
+            if isinstance(sc, dict)
+            else self.source.count_day(self.entry, self.window, self.stats)
+        )
+        staging.manifest["source_count"] = count.as_dict()
+        holes = self.counts.holes
+        if holes:
+            staging.manifest["holes"] = holes
+            self.report_extra["holes"] = len(holes)
+        check_source_count(
+            str(self.key),
+            rows,
+            count,
+            past=is_past(self.window.end),
+            holes=hole_points(holes),
+            url=self.source.conn.safe_url,
+        )
 
 
 def _typed(

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
 from dxt_core.errors import ConfigError
-from dxt_core.http import normalise_base_url, redact_url, split_credentials
+from dxt_core.urls import normalise_base_url, redact_url, split_credentials
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
 #: Handlers of the Examon server's job accounting endpoint (ExamonHPC/examon

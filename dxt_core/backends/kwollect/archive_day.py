@@ -7,8 +7,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
@@ -23,8 +21,7 @@ from dxt_core.errors import ConfigError
 from dxt_core.prefetch import prefetched
 from dxt_core.reconcile import SourceCount
 from dxt_core.windows import day_window, zone
-from dxt_core.writers.base import WriteResult
-from dxt_core.writers.compress import GzipStream
+from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
 
 log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
 
@@ -77,28 +74,28 @@ def archive_kwollect_day(
     }
 
     def write(staging: Staging) -> None:
-        rows = 0
         first: str | None = None
         last: str | None = None
         with staging.open("jsonl.gz") as fh:
-            gz = GzipStream(fh)
+            writer = JsonlGzipWriter(fh)
+            writer.header([])
             for batch in prefetched(
                 client.iter_batches(site, parsed, [metric], start, stop, stats)
             ):
-                for p in batch:
-                    if p.get("metric_id") != metric:
-                        continue
-                    gz.write(orjson.dumps(p) + b"\n")
-                    rows += 1
-                    first = first or p["timestamp"]
-                    last = p["timestamp"]
-                batch.clear()  # free this answer now, not when the next one arrives
-            sha = gz.close()
+                points = [p for p in batch if p.get("metric_id") == metric]
+                if points:
+                    writer.rows(points)
+                    first = first or points[0]["timestamp"]
+                    last = points[-1]["timestamp"]
+                # free this answer now, not when the next one arrives
+                del points
+                batch.clear()
+            res = writer.close()
         # points the server sent outside the window asked for: dropped, never archived
         manifest["dropped_outside_window"] = stats.outside_window
         # no count API: the count is what these requests returned (see count_points)
-        staging.manifest["source_count"] = SourceCount(rows, KWOLLECT_COUNT_METHOD).as_dict()
-        extra = {"compression": gz.label, "first_timestamp": first, "last_timestamp": last}
-        staging.done("jsonl.gz", WriteResult(rows=rows, bytes=gz.bytes, sha256=sha, extra=extra))
+        staging.manifest["source_count"] = SourceCount(res.rows, KWOLLECT_COUNT_METHOD).as_dict()
+        res.extra.update(first_timestamp=first, last_timestamp=last)
+        staging.done("jsonl.gz", res)
 
     return archive_one_day(archive, key, write, manifest=manifest, stats=stats, day_zone=time_zone)

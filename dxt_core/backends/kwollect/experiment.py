@@ -1,7 +1,7 @@
 """Kwollect (Grid'5000) for an experiment: metrics of its nodes, energy and backups.
 
 Example:
-    >>> from dxt_core import Kwollect
+    >>> from dxt_core.backends.kwollect.experiment import Kwollect
     >>> with Kwollect(["nova-1.lyon.grid5000.fr"]) as k:  # doctest: +SKIP
     ...     run_experiment()
     >>> k.energy()  # doctest: +SKIP
@@ -10,32 +10,33 @@ Example:
 :class:`Kwollect` records start and stop times (no API call) and fetches afterwards, one
 request at a time per site and all sites in parallel (threads), through
 :class:`dxt_core.backends.kwollect.source.KwollectClient`, which plans and splits requests.
-The daily archive (the ``dxt_kwollect`` DAG's unit of work) is in ``archive_day``.
+The daily archive (the ``dxt_kwollect`` DAG's unit of work) is in ``archive_day``; energy
+integration in ``energy``; the backup's files in ``backup``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import datetime as dt
-import io
-import itertools
+import functools
 import logging
-import math
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Literal
+from typing import Any
 
 import httpx
-import orjson
 
 from dxt_core._version import __version__
-from dxt_core.archive import atomic_file, write_json_atomic
+from dxt_core.backends.kwollect.backup import (
+    BACKUP_MANIFEST,
+    BackupFormat,
+    SiteBackup,
+    write_backup_manifest,
+)
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
+from dxt_core.backends.kwollect.energy import EnergyResult, integrate_power, node_energy
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
@@ -45,17 +46,15 @@ from dxt_core.backends.kwollect.source import (
     KwollectStats,
     Point,
     by_site,
-    check_component,
     parse_nodes,
     parse_time,
-    point_time,
     sites_path,
     unknown_metric_error,
 )
+from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceError
-from dxt_core.http import RequestStats, RetryPolicy, release_answers
+from dxt_core.http import RequestStats, RetryPolicy
 from dxt_core.prefetch import prefetched
-from dxt_core.writers.compress import GzipStream
 
 log = logging.getLogger("dxt_core.backends.kwollect.experiment")
 
@@ -66,185 +65,6 @@ __all__ = [
     "Kwollect",
     "integrate_power",
 ]
-
-BACKUP_MANIFEST = "manifest.json"
-BACKUP_SCHEMA = "dxt-archive/kwollect-backup/1"
-BackupFormat = Literal["jsonl", "csv"]
-_BASE_COLUMNS = ("timestamp", "device_id", "metric_id", "value")
-#: A backup keeps one open gzip stream per (node, metric): ISA-L compresses as it goes with a
-#: small state per stream, where buffering backends would hold megabytes per open file.
-STREAM_BACKEND: Literal["isal"] = "isal"
-
-
-# --------------------------------------------------------------------------------------------
-# Energy
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class EnergyResult:
-    """Trapezoidal integral of a power series.
-
-    ``mean_watts`` is time-weighted (joules / covered seconds). ``gaps`` lists intervals
-    between consecutive samples longer than ``gap_factor`` times the expected period; the
-    integral bridges them linearly, so a long gap makes ``joules`` an estimate.
-    """
-
-    joules: float
-    mean_watts: float | None
-    max_watts: float | None
-    samples: int
-    covered_seconds: float
-    gaps: list[dict[str, Any]]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "joules": self.joules,
-            "mean_watts": self.mean_watts,
-            "max_watts": self.max_watts,
-            "samples": self.samples,
-            "covered_seconds": self.covered_seconds,
-            "gaps": self.gaps,
-        }
-
-
-def integrate_power(
-    times: Sequence[dt.datetime],
-    watts: Sequence[float],
-    period_s: float | None = None,
-    gap_factor: float = 3.0,
-) -> EnergyResult:
-    """Energy of samples ``watts`` at ``times`` (oldest first) by the trapezoidal rule.
-
-    Args:
-        period_s: expected sampling period; default the median interval.
-        gap_factor: an interval longer than ``gap_factor * period_s`` is reported as a gap.
-    """
-    if len(times) != len(watts):
-        raise ConfigError(f"{len(times)} timestamps but {len(watts)} values")
-    n = len(watts)
-    if n == 0:
-        return EnergyResult(0.0, None, None, 0, 0.0, [])
-    if n == 1:
-        return EnergyResult(0.0, float(watts[0]), float(watts[0]), 1, 0.0, [])
-    deltas = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-    if any(d < 0 for d in deltas):
-        raise ConfigError("power samples are not in chronological order")
-    if period_s is None:
-        period_s = sorted(deltas)[len(deltas) // 2] or 1.0
-    joules = math.fsum((watts[i] + watts[i + 1]) / 2.0 * deltas[i] for i in range(n - 1))
-    covered = (times[-1] - times[0]).total_seconds()
-    gaps = [
-        {
-            "start": times[i].isoformat(),
-            "end": times[i + 1].isoformat(),
-            "seconds": deltas[i],
-        }
-        for i in range(n - 1)
-        if deltas[i] > gap_factor * period_s
-    ]
-    return EnergyResult(
-        joules,
-        joules / covered if covered > 0 else float(watts[0]),
-        float(max(watts)),
-        n,
-        covered,
-        gaps,
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Backup writers
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _FileStats:
-    rows: int = 0
-    first: str | None = None
-    last: str | None = None
-
-
-class _JsonlFile:
-    """Points of one (node, metric) as gzip JSON Lines, exactly as the API returned them."""
-
-    extension = "jsonl.gz"
-
-    def __init__(self, fh: BinaryIO) -> None:
-        self.gz = GzipStream(fh, backend=STREAM_BACKEND)
-        self.stats = _FileStats()
-
-    def write(self, point: Point, line: bytes) -> None:
-        self.gz.write(line)
-        s = self.stats
-        s.rows += 1
-        s.first = s.first or point["timestamp"]
-        s.last = point["timestamp"]
-
-    def close(self) -> tuple[int, str]:
-        sha = self.gz.close()
-        return self.gz.bytes, sha
-
-
-def _label_text(value: Any) -> str:
-    if isinstance(value, list):
-        return ";".join(str(v) for v in value)
-    if isinstance(value, dict):
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    return "" if value is None else str(value)
-
-
-class _CsvFile:
-    """Points of one (node, metric) as gzip CSV, labels flattened into ``label:<key>`` columns.
-
-    The set of label keys is known only at the end, so rows are spooled to an unnamed
-    temporary file first (memory stays flat) and the CSV is written at close.
-    """
-
-    extension = "csv.gz"
-
-    def __init__(self, fh: BinaryIO) -> None:
-        self.fh = fh
-        self.spool: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        self.keys: dict[str, None] = {}
-        self.stats = _FileStats()
-
-    def write(self, point: Point, line: bytes) -> None:
-        self.spool.write(line)
-        for k in point.get("labels") or {}:
-            self.keys.setdefault(k, None)
-        s = self.stats
-        s.rows += 1
-        s.first = s.first or point["timestamp"]
-        s.last = point["timestamp"]
-
-    def close(self) -> tuple[int, str]:
-        keys = sorted(self.keys)
-        gz = GzipStream(self.fh, backend=STREAM_BACKEND)
-        text = io.StringIO()
-        w = csv.writer(text, lineterminator="\n")
-        w.writerow([*_BASE_COLUMNS, *(f"label:{k}" for k in keys)])
-        self.spool.seek(0)
-        for line in self.spool:
-            p = orjson.loads(line)
-            labels = p.get("labels") or {}
-            w.writerow(
-                [
-                    p.get("timestamp"),
-                    p.get("device_id"),
-                    p.get("metric_id"),
-                    p.get("value"),
-                    *(_label_text(labels.get(k)) for k in keys),
-                ]
-            )
-            if text.tell() > 1 << 16:
-                gz.write(text.getvalue().encode())
-                text.seek(0)
-                text.truncate()
-        gz.write(text.getvalue().encode())
-        self.spool.close()
-        sha = gz.close()
-        return gz.bytes, sha
 
 
 # --------------------------------------------------------------------------------------------
@@ -585,45 +405,16 @@ class Kwollect:
 
         A node's metric is the first of :data:`POWER_METRICS` that has samples in
         ``[start, stop]``; a BMC series that reads 0 throughout is skipped (some BMCs do).
-        Joules are a trapezoidal integral between the first and last samples.
+        Joules are a trapezoidal integral between the first and last samples
+        (:func:`~dxt_core.backends.kwollect.energy.node_energy`).
         """
         chosen = self._select(nodes)
         # the three power metrics are ours to ask: a site without one is not a typo
         data = self._get_metrics(chosen, list(POWER_METRICS), check_names=False)
-        out: dict[str, dict[str, Any]] = {}
-        for node in chosen:
-            per_metric: dict[str, list[Point]] = {}
-            for p in data.get(node.fqdn, []):
-                per_metric.setdefault(p["metric_id"], []).append(p)
-            skipped: list[str] = []
-            result: dict[str, Any] = {
-                "metric": None,
-                "joules": None,
-                "mean_watts": None,
-                "max_watts": None,
-                "samples": 0,
-                "gaps": [],
-            }
-            for metric in POWER_METRICS:
-                points = per_metric.get(metric)
-                if not points:
-                    continue
-                values = [float(p["value"]) for p in points]
-                if metric == "bmc_node_power_watt" and all(v == 0 for v in values):
-                    skipped.append(f"{metric} reads 0 throughout")
-                    continue
-                period = self._period_s(node, metric)
-                e = integrate_power([point_time(p) for p in points], values, period)
-                result = {"metric": metric, **e.as_dict()}
-                break
-            if skipped:
-                result["skipped"] = skipped
-            if result["metric"] is None:
-                result["reason"] = (
-                    "no usable power metric (" + ", ".join(POWER_METRICS) + ") in the window"
-                )
-            out[node.fqdn] = result
-        return out
+        return {
+            node.fqdn: node_energy(data.get(node.fqdn, []), functools.partial(self._period_s, node))
+            for node in chosen
+        }
 
     def _period_s(self, node: G5kNode, metric: str) -> float | None:
         try:
@@ -663,75 +454,37 @@ class Kwollect:
         start, stop = self.window()
         stats = KwollectStats()
         t0 = time.perf_counter()
-        file_cls = _JsonlFile if format == "jsonl" else _CsvFile
 
         def one_site(site: str, site_nodes: list[G5kNode]) -> list[dict[str, Any]]:
-            names = {n.name: n for n in site_nodes}
-            files: dict[tuple[str, str], Any] = {}
-            paths: dict[tuple[str, str], Path] = {}
-            done: list[dict[str, Any]] = []
             with contextlib.ExitStack() as stack:
-                # The next window is fetched while this one is written (one ahead).
-                for batch in prefetched(self.iter_site_points(site, site_nodes, mets, stats)):
-                    for p in batch:
-                        node = names.get(p.get("device_id", ""))
-                        if node is None:
-                            continue
-                        key = (node.fqdn, str(p.get("metric_id")))
-                        writer = files.get(key)
-                        if writer is None:
-                            metric = check_component(
-                                key[1], "metric name sent by the API", SourceError
-                            )
-                            path = root / node.fqdn / f"{metric}.{file_cls.extension}"
-                            # many files stay open at once: small write buffers
-                            fh = stack.enter_context(atomic_file(path, buffer_size=1 << 16))
-                            writer = files[key] = file_cls(fh)
-                            paths[key] = path
-                        writer.write(p, orjson.dumps(p) + b"\n")
-                    batch.clear()  # free this answer now, not when the next one arrives
-                for key, writer in sorted(files.items()):
-                    size, sha = writer.close()
-                    s = writer.stats
-                    done.append(
-                        {
-                            "file": paths[key].relative_to(root).as_posix(),
-                            "node": key[0],
-                            "site": site,
-                            "metric": key[1],
-                            "rows": s.rows,
-                            "bytes": size,
-                            "sha256": sha,
-                            "first_timestamp": s.first,
-                            "last_timestamp": s.last,
-                        }
-                    )
-            return done
+                files = SiteBackup(root, site, site_nodes, format, stack)
+                try:
+                    # The next window is fetched while this one is written (one ahead).
+                    for batch in prefetched(self.iter_site_points(site, site_nodes, mets, stats)):
+                        files.add(batch)
+                        batch.clear()  # free this answer now, not when the next one arrives
+                    return files.close()
+                except BaseException:
+                    files.abort()
+                    raise
 
         per_site = self._each_site(chosen, one_site)
         stats.seconds = time.perf_counter() - t0
         self.last_stats = stats
         files = sorted((f for fs in per_site.values() for f in fs), key=lambda f: f["file"])
-        manifest = root / BACKUP_MANIFEST
-        write_json_atomic(
-            manifest,
-            {
-                "schema": BACKUP_SCHEMA,
-                "software": {"name": "dxt-archive", "version": __version__},
-                "api_url": self.client.safe_url,
-                "start": start.isoformat(),
-                "stop": stop.isoformat(),
-                "bounds": "inclusive",
-                "format": format,
-                "nodes": [n.fqdn for n in chosen],
-                "metrics": list(mets) if mets else None,
-                "job": self.job.get("uid") if self.job else None,
-                "files": files,
-                "rows": sum(f["rows"] for f in files),
-                "bytes": sum(f["bytes"] for f in files),
-                "requests": stats.as_dict(),
-            },
-        )
+        doc = {
+            "software": {"name": "dxt-archive", "version": __version__},
+            "api_url": self.client.safe_url,
+            "start": start.isoformat(),
+            "stop": stop.isoformat(),
+            "bounds": "inclusive",
+            "format": format,
+            "nodes": [n.fqdn for n in chosen],
+            "metrics": list(mets) if mets else None,
+            "job": self.job.get("uid") if self.job else None,
+            "requests": stats.as_dict(),
+        }
+        manifest = write_backup_manifest(root, doc, files)
         log.info(
             "backup of %d files (%d rows) into %s", len(files), sum(f["rows"] for f in files), root
         )

@@ -366,35 +366,23 @@ class KwollectClient:
     ) -> None:
         if auth is not None and (len(auth) != 2 or not all(isinstance(a, str) for a in auth)):
             raise ConfigError("auth must be a (login, password) pair of strings")
-        self.http = HttpClient(
-            api_url,
-            user=auth[0] if auth else None,
-            password=auth[1] if auth else None,
-            timeout_s=timeout_s,
-            retry=retry or RetryPolicy(),
-            verify_tls=verify_tls,
-            transport=transport,
-        )
-        self._ref_http = HttpClient(
-            api_url,
-            user=auth[0] if auth else None,
-            password=auth[1] if auth else None,
-            timeout_s=min(timeout_s, REFERENCE_TIMEOUT_S),
-            retry=retry or RetryPolicy(),
-            verify_tls=verify_tls,
-            transport=transport,
-        )
+
+        def client(timeout: float, policy: RetryPolicy) -> HttpClient:
+            return HttpClient(
+                api_url,
+                user=auth[0] if auth else None,
+                password=auth[1] if auth else None,
+                timeout_s=timeout,
+                retry=policy,
+                verify_tls=verify_tls,
+                transport=transport,
+            )
+
+        self.http = client(timeout_s, retry or RetryPolicy())
+        self._ref_http = client(min(timeout_s, REFERENCE_TIMEOUT_S), retry or RetryPolicy())
         # A read timeout is taken for "too much data" only once a tiny request has been
         # answered: a server that answers nothing costs two timeouts, not a split cascade.
-        self._probe_http = HttpClient(
-            api_url,
-            user=auth[0] if auth else None,
-            password=auth[1] if auth else None,
-            timeout_s=min(timeout_s, PROBE_TIMEOUT_S),
-            retry=RetryPolicy(attempts=1),
-            verify_tls=verify_tls,
-            transport=transport,
-        )
+        self._probe_http = client(min(timeout_s, PROBE_TIMEOUT_S), RetryPolicy(attempts=1))
         self.max_points = max_points
         self.max_nodes = max_nodes
         self.max_answer_bytes = max_answer_bytes or max_points * ANSWER_BYTES_PER_POINT
@@ -602,34 +590,15 @@ class KwollectClient:
         )
 
     def fetch(self, req: MetricsRequest, stats: RequestStats | None = None) -> list[Point]:
-        """One planned request, split again while the server says it is too large."""
+        """One planned request, split again while the server says it is too large.
+
+        A read timeout is taken for "too much data" (the server answers that only after its
+        query timeout) while the request can still be split; at the shortest window for one
+        node it is retried with backoff, as a 503 is, before the request fails.
+        """
         stats = stats if stats is not None else KwollectStats()
-        path = sites_path(req.site, "metrics")
         try:
-            body = self.http.request(
-                "GET",
-                path,
-                params=req.params(),
-                stats=stats,
-                too_large=too_much_data,
-                timeout_is_too_large=True,
-            )
-            if len(body) > self.max_answer_bytes:
-                # Denser than planned (a monitor job the plan did not know of): never parse
-                # more than the bound; the halves are asked again.
-                raise WindowTooLarge(
-                    f"answer of {len(body)} bytes is above max_answer_bytes "
-                    f"({self.max_answer_bytes}): denser than planned",
-                    url=self.http.url(path),
-                    status=200,
-                )
-            try:
-                data = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise SourceError(
-                    f"site {req.site}: answer is not valid JSON ({exc}): {body[:200]!r}",
-                    url=self.http.url(path),
-                ) from exc
+            data = self._get(req, stats)
         except WindowTooLarge as exc:
             if exc.status is None:  # no answer at all (read timeout), not a refusal
                 self._check_alive(req, stats)
@@ -651,11 +620,6 @@ class KwollectClient:
                 url=exc.url,
                 status=exc.status,
             ) from exc
-        if not isinstance(data, list):
-            raise SourceError(
-                f"site {req.site}: expected a JSON array of points, got {type(data).__name__}",
-                url=self.http.url(sites_path(req.site, "metrics")),
-            )
         kept, dropped = drop_outside(data, req)
         if dropped:
             log.warning(
@@ -668,6 +632,51 @@ class KwollectClient:
             if isinstance(stats, KwollectStats):
                 stats.outside_window += dropped
         return kept
+
+    def _get(self, req: MetricsRequest, stats: RequestStats) -> list[Point]:
+        """The points of one request, as the server sent them (a JSON array).
+
+        Raises:
+            WindowTooLarge: "too much data", an answer denser than planned, or (unless the
+                request is at the shortest window for one node) a read timeout.
+        """
+        path = sites_path(req.site, "metrics")
+        at_floor = req.stop - req.start < 2 * self.min_window and len(req.nodes) == 1
+        body = self.http.request(
+            "GET",
+            path,
+            params=req.params(),
+            stats=stats,
+            too_large=too_much_data,
+            timeout_is_too_large=not at_floor,
+            # at the floor a timeout is retried, and a persistent one names the request
+            context=f"site {req.site}, {req.nodes[0]} over [{_iso(req.start)}, "
+            f"{_iso(req.stop)}], the shortest window"
+            if at_floor
+            else "",
+        )
+        if len(body) > self.max_answer_bytes:
+            # Denser than planned (a monitor job the plan did not know of): never parse more
+            # than the bound; the halves are asked again.
+            raise WindowTooLarge(
+                f"answer of {len(body)} bytes is above max_answer_bytes "
+                f"({self.max_answer_bytes}): denser than planned",
+                url=self.http.url(path),
+                status=200,
+            )
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise SourceError(
+                f"site {req.site}: answer is not valid JSON ({exc}): {body[:200]!r}",
+                url=self.http.url(path),
+            ) from exc
+        if not isinstance(data, list):
+            raise SourceError(
+                f"site {req.site}: expected a JSON array of points, got {type(data).__name__}",
+                url=self.http.url(path),
+            )
+        return data
 
     def _check_alive(self, req: MetricsRequest, stats: RequestStats) -> None:
         """After a read timeout: does the server answer a one-node, one-second request?

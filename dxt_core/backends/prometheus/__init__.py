@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
-
-if TYPE_CHECKING:
-    from dxt_core.backends.roles import BackendTasks, CliRole, SimulatorRole
-    from dxt_core.connection import ConnectionSpec
 
 SETTINGS = (
     *common_settings(
@@ -30,30 +24,6 @@ SETTINGS = (
 )
 
 
-def _connection() -> ConnectionSpec[Any]:
-    from dxt_core.backends.prometheus.connection import SPEC
-
-    return SPEC
-
-
-def _tasks() -> BackendTasks[Any]:
-    from dxt_core.backends.prometheus.tasks import TASKS
-
-    return TASKS
-
-
-def _cli() -> CliRole:
-    from dxt_core.backends.prometheus import cli
-
-    return cli
-
-
-def _simulator() -> SimulatorRole:
-    from dxt_core.backends.prometheus import simulator
-
-    return simulator
-
-
 BACKEND = Backend(
     name="prometheus",
     title="Prometheus / VictoriaMetrics",
@@ -62,9 +32,6 @@ BACKEND = Backend(
     dag_id="dxt_prometheus",
     task_id="archive_metric_day",
     settings=SETTINGS,
-    connection=_connection,
-    tasks=_tasks,
-    cli=_cli,
-    simulator=_simulator,
-    publish=lambda: __import__("dxt_core.backends.prometheus.publish", fromlist=["_"]).PUBLISH,
+    tasks=".tasks:TASKS",
+    publish=".publish:PUBLISH",
 )

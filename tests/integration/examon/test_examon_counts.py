@@ -17,10 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from dxt_core import Archive, CatalogEntry, KairosDBSource, RetryPolicy, WindowPolicy
+from dxt_core import Archive, RetryPolicy
 from dxt_core.archive import DayKey
 from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import CountMismatch, SourceUnavailable
 from dxt_core.reconcile import SourceCount, check_source_count
 from dxt_core.windows import day_window, zone

@@ -17,17 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dxt_core import (
-    Archive,
-    CatalogEntry,
-    ExamonConnection,
-    KairosDBSource,
-    RetryPolicy,
-    WindowPolicy,
-    archive_examon_day,
-    coverage,
-    day_window,
-)
+from dxt_core import Archive, RetryPolicy, day_window
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
+from dxt_core.coverage import coverage
 from dxt_core.errors import QueryRejected, SourceUnavailable
 from tests.conftest import SimulatorProcess
 from tests.faults.proxy import FaultProxy

@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from dxt_core import Archive, CatalogEntry, WindowPolicy, archive_examon_day
-from dxt_core.backends.examon.catalog import ExamonOptions
+from dxt_core import Archive
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions
+from dxt_core.backends.examon.source import WindowPolicy
 from tests.integration.examon.test_examon_extract import (
     AMBIENT,
     DAY,

@@ -12,7 +12,11 @@ import subprocess
 
 import pytest
 
-from dxt_core import Archive, CatalogEntry, ExamonConnection, KairosDBSource, archive_examon_day
+from dxt_core import Archive
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.writers.compress import MEMBER_BYTES
 from tests.conftest import SimulatorProcess
 

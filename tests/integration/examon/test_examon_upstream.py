@@ -19,18 +19,12 @@ from typing import Any
 import httpx
 import pytest
 
-from dxt_core import (
-    Archive,
-    CatalogEntry,
-    KairosDBSource,
-    RetryPolicy,
-    WindowPolicy,
-    archive_examon_day,
-    day_window,
-)
-from dxt_core.backends.examon.catalog import ExamonOptions
+from dxt_core import Archive, RetryPolicy, day_window
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.backends.examon.simulator.model import JOB_PERIOD_S, DataModel, SimConfig
+from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ArchiveError, QueryRejected, RateLimited, SourceError
 from tests.conftest import SimulatorProcess
 from tests.integration.examon.test_examon_extract import read_rows

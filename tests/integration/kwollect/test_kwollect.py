@@ -14,10 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from dxt_core import Archive, ConfigError, Kwollect
+from dxt_core import Archive, ConfigError
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
-from dxt_core.backends.kwollect.source import KwollectClient
-from dxt_core.errors import QueryRejected
+from dxt_core.backends.kwollect.experiment import Kwollect
+from dxt_core.backends.kwollect.source import G5kNode, KwollectClient, KwollectStats
+from dxt_core.errors import QueryRejected, SourceUnavailable
+from dxt_core.http import RetryPolicy
 from tests.kwollect_sim import KwollectSimProcess
 
 pytestmark = pytest.mark.integration
@@ -105,6 +107,43 @@ def test_read_timeout_counts_as_too_much_data_and_is_split(sim):
     data = k.start(T0).stop(T0 + dt.timedelta(minutes=4)).get_metrics(WATT)
     assert [len(v) for v in data.values()] == [241, 241]
     assert k.last_stats.splits >= 1 and k.last_stats.retries == 0
+    wait_idle(sim)  # the timed-out requests still count "too much data" when their delay ends
+
+
+def wait_idle(sim, timeout: float = 15.0) -> None:
+    """Wait until the simulator answers no request (a timed-out one ends its delay later)."""
+    deadline = time.monotonic() + timeout
+    while sim.stats()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.slow  # about 4 s: every attempt waits out a 0.5 s read timeout
+def test_a_read_timeout_at_the_shortest_window_is_retried_with_backoff(sim):
+    """Issue 19: one slow answer at the minimum window failed the day; a read timeout there is
+    now retried with backoff, as a 503 is, and only a persistent one fails (naming the
+    request), never split further nor taken for "too much data"."""
+    node, minute = (
+        G5kNode("lyon", "nova-1"),
+        dt.timedelta(seconds=60) - dt.timedelta(microseconds=1),
+    )
+    retry = RetryPolicy(attempts=3, backoff_s=0.2, jitter=0)
+    # one node over one minute with a 60 s shortest window: the request cannot be split
+    sim.configure(slow_requests=1, slow_delay_s=2.0)
+    with KwollectClient(sim.url, timeout_s=0.5, retry=retry, min_window_s=60) as client:
+        stats = KwollectStats()
+        batches = list(client.iter_batches("lyon", [node], [WATT], T0, T0 + minute, stats))
+        assert sum(map(len, batches)) == 60
+        assert (stats.retries, stats.splits) == (1, 0)
+        sim.configure(slow_requests=10, slow_delay_s=2.0)  # slower than every attempt
+        stats = KwollectStats()
+        with pytest.raises(SourceUnavailable) as err:
+            list(client.iter_batches("lyon", [node], [WATT], T0, T0 + minute, stats))
+    msg = str(err.value)
+    assert "gave up after 3 attempts (site lyon, nova-1.lyon.grid5000.fr over" in msg
+    assert "the shortest window): timeout (ReadTimeout)" in msg
+    assert (stats.requests, stats.retries, stats.splits) == (3, 2, 0)
+    sim.configure(slow_requests=0, slow_delay_s=0.0)
+    wait_idle(sim)
 
 
 def test_planned_requests_stay_under_max_points(sim):
@@ -272,7 +311,7 @@ def test_backup_jsonl_round_trips_labels_exactly_and_csv_flattens(sim, tmp_path)
 MEMORY_SCRIPT = textwrap.dedent(
     """
     import datetime as dt, resource, sys, json
-    from dxt_core import Kwollect
+    from dxt_core.backends.kwollect.experiment import Kwollect
     url, hours, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     t0 = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
     k = Kwollect([f"nova-{i}.lyon" for i in range(1, 9)], api_url=url, max_points=20_000)

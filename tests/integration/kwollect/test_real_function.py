@@ -23,8 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dxt_core import Archive, ConfigError, Kwollect, procs
+from dxt_core import Archive, ConfigError, procs
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
+from dxt_core.backends.kwollect.experiment import Kwollect
 from dxt_core.backends.kwollect.simulator.query import pg_number
 from dxt_core.backends.kwollect.source import KwollectClient, parse_nodes
 from dxt_core.windows import day_window, zone

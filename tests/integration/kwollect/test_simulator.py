@@ -190,3 +190,45 @@ def test_streams_a_day_of_fifty_nodes(tmp_path):
         assert sim.stats()["points_served"] == 50 * 7200
     finally:
         sim.stop()
+
+
+def test_late_points_are_served_in_order_but_not_summarised(sim):
+    """``POST /_sim/points``: rows a collector writes after the window was read come back
+    like the others, in time order; the 5-minute summary, a continuous aggregate refreshed
+    over the last 12 hours only, never sees them on past days; ``DELETE`` removes them."""
+    q = {"nodes": "nova-2", "metrics": "bmc_node_power_watt"}
+    window = {"start_time": "2024-11-26T12:00:00+01:00", "end_time": "2024-11-26T12:00:10+01:00"}
+    before = get(sim, "/sites/lyon/metrics", **q, **window).json()
+    summary = get(sim, "/sites/lyon/metrics", **q, **window, summary="true").json()
+    assert [p["timestamp"] for p in before] == [
+        "2024-11-26T12:00:00.25+01:00",
+        "2024-11-26T12:00:05.25+01:00",
+    ]
+    late = [["2024-11-26T12:00:01+01:00", 150.5], ["1732618806", 151.25]]  # 12:00:06 Paris
+    r = httpx.post(
+        f"{sim.url}/_sim/points",
+        json={"site": "lyon", "node": "nova-2", "metric": "bmc_node_power_watt", "points": late},
+        timeout=10,
+    )
+    try:
+        assert r.json() == {"added": 2}
+        after = get(sim, "/sites/lyon/metrics", **q, **window).json()
+        assert [p["timestamp"] for p in after] == [
+            "2024-11-26T12:00:00.25+01:00",
+            "2024-11-26T12:00:01+01:00",
+            "2024-11-26T12:00:05.25+01:00",
+            "2024-11-26T12:00:06+01:00",
+        ]
+        assert [p["value"] for p in after][1::2] == [150.5, 151.25]
+        assert after[1]["labels"] == before[0]["labels"]
+        assert get(sim, "/sites/lyon/metrics", **q, **window, summary="true").json() == summary
+        # a time the series already samples, and a series that does not exist
+        for bad in (
+            {"node": "nova-2", "points": [["2024-11-26T12:00:05.25+01:00", 1]]},
+            {"node": "nova-99", "points": [["2024-11-26T12:00:01+01:00", 1]]},
+        ):
+            doc = {"site": "lyon", "metric": "bmc_node_power_watt", **bad}
+            assert httpx.post(f"{sim.url}/_sim/points", json=doc, timeout=10).status_code == 400
+    finally:
+        httpx.delete(f"{sim.url}/_sim/points", timeout=10).raise_for_status()
+    assert get(sim, "/sites/lyon/metrics", **q, **window).json() == before

@@ -19,7 +19,7 @@ from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.errors import ArchiveError, QueryRejected, SourceUnavailable
 from dxt_core.http import RetryPolicy
-from dxt_core.simulate import spawn
+from dxt_core.simulate import spawn_simulator as spawn
 
 pytestmark = pytest.mark.integration
 

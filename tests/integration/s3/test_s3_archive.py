@@ -14,23 +14,22 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from dxt_core import (
-    Archive,
-    CatalogEntry,
-    ExamonConnection,
-    KairosDBSource,
-    RetryPolicy,
-    archive_examon_day,
-)
+from dxt_core import Archive, RetryPolicy
 from dxt_core.archive import DayKey
+from dxt_core.backends.examon.archive_day import archive_examon_day
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.connection import ExamonConnection
+from dxt_core.backends.examon.source import KairosDBSource
+from dxt_core.coverage import coverage as coverage_rows
 from dxt_core.errors import ArchiveLocked, SourceShrank
-from dxt_core.index import coverage_rows, scan_states
-from tests.conftest import SimulatorProcess
+from dxt_core.scan import scan_states
+from tests.conftest import ROOT, SimulatorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,9 +46,15 @@ def objects(client, bucket: str) -> dict[str, bytes]:
     return out
 
 
-def check_manifests(objs: dict[str, bytes], prefix: str) -> int:
+def check_manifests(
+    objs: dict[str, bytes], prefix: str, *, uncommitted: list[str] | None = None
+) -> int:
     """Every manifest names objects that are there with its sha256 and size; no object
-    outside the archive's own names. Returns the number of archived manifests."""
+    outside the archive's own names. A day whose manifest is only the "writing" marker (a
+    commit interrupted, or under way) may hold data objects under their final keys: those
+    the marker's previous manifest does not name with their sha256 are uncommitted bytes a
+    dataset reader would see; they fail the check, or are appended to ``uncommitted`` when
+    given. Returns the number of archived manifests."""
     archived = 0
     for key, body in objs.items():
         assert key.startswith(prefix + "/"), key
@@ -61,7 +66,10 @@ def check_manifests(objs: dict[str, bytes], prefix: str) -> int:
         if not name.endswith(".manifest.json"):
             continue
         doc = json.loads(body)
-        if doc["status"] == "writing":  # a claimed day: reads missing
+        if doc["status"] == "writing":  # a claimed day: reads missing, or corrupt
+            flagged = _uncommitted(objs, key, doc)
+            assert uncommitted is not None or not flagged, f"uncommitted objects: {flagged}"
+            (uncommitted if uncommitted is not None else []).extend(flagged)
             continue
         if doc["status"] == "empty":
             continue
@@ -72,6 +80,23 @@ def check_manifests(objs: dict[str, bytes], prefix: str) -> int:
             assert len(data) == f["bytes"], key
             assert hashlib.sha256(data).hexdigest() == f["sha256"], key
     return archived
+
+
+def _uncommitted(objs: dict[str, bytes], manifest_key: str, marker: dict) -> list[str]:
+    folder, name = manifest_key.rsplit("/", 1)
+    day = name.lstrip("_").removesuffix(".manifest.json") + "."
+    prev = marker.get("previous") or {}
+    named = {}
+    if prev.get("status") == "archived":
+        named = {f["file"]: f["sha256"] for f in prev.get("files") or [prev]}
+    out = []
+    for key, body in objs.items():
+        d, n = key.rsplit("/", 1)
+        if d != folder or not n.startswith(day) or n.endswith((".manifest.json", ".kept.json")):
+            continue
+        if named.get(n) != hashlib.sha256(body).hexdigest():
+            out.append(key)
+    return sorted(out)
 
 
 def dxt(env: dict[str, str], cwd: Path, *args: str, timeout: float = 300):
@@ -152,16 +177,20 @@ def test_extract_examon_to_s3_then_rerun_byte_identical_and_verify(
 
 
 def test_coverage_reads_one_listing_and_one_index_object_per_unit(
-    examon_sim, bucket, s3_server, s3_env, tmp_path
+    examon_sim, bucket, s3_server, s3_env, tmp_path, request
 ):
     archive = Archive(f"s3://{bucket}/a")
     for day in (DAY, DAY + dt.timedelta(days=1)):
         with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
             archive_examon_day(src, AMBIENT, day, archive)
     calls: list[str] = []
-    archive.store._client.meta.events.register(
-        "before-call.s3", lambda model, **kw: calls.append(model.name)
-    )
+
+    def count(model, **kw):
+        calls.append(model.name)
+
+    events = archive.store._client.meta.events  # the process's shared client: unregistered below
+    events.register("before-call.s3", count)
+    request.addfinalizer(lambda: events.unregister("before-call.s3", count))
     rows = coverage_rows(
         archive, "examon", [("ipmi_pub", "ambient")], [DAY + dt.timedelta(days=i) for i in range(3)]
     )
@@ -196,7 +225,7 @@ def test_coverage_reads_one_listing_and_one_index_object_per_unit(
     assert out.returncode != 0 and f"s3://{bucket}/typo holds no examon archive" in out.stderr
 
 
-def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env):
+def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env, monkeypatch):
     root = f"s3://{bucket}/w"
     key = DayKey("toy", ("m",), DAY)
 
@@ -214,16 +243,37 @@ def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env):
 
     a, b = Archive(root), Archive(root)
     day_a, doc_a = write(a, b"a" * 100)
+    day_b, doc_b = write(b, b"b" * 100)  # begin makes no request: both stage the day
+    # A's commit takes the lock, reads the day, and stops there (the test hook)
+    monkeypatch.setenv("DXT_S3_TEST_STALL_AT", "read")
+    failed: list[BaseException] = []
+
+    def commit_a() -> None:
+        try:
+            day_a.commit(doc_a)
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=commit_a)
+    thread.start()
+    flag = a.root / ".stalled-read"
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert thread.is_alive() and time.monotonic() < deadline, failed
+        time.sleep(0.01)
+    monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
     with pytest.raises(ArchiveLocked, match="is being archived by pid"):
-        b.begin(key)
-    # A lock taken over (a lease that ran out while A still runs): A read the day before B
-    # committed, so A's commit must not replace what B wrote.
+        day_b.commit(doc_b)
+    # A's lock taken over (a lease that ran out while A still runs): B commits. A read the
+    # day before B committed, so A's commit must not replace what B wrote.
     c = s3_server.client()
     c.delete_object(Bucket=bucket, Key=f"w/.dxt/locks/toy/m/{DAY}.lock")
     day_b, doc_b = write(b, b"b" * 100)
     day_b.commit(doc_b)
-    with pytest.raises(ArchiveLocked, match="another writer committed this day"):
-        day_a.commit(doc_a)
+    flag.unlink()  # A goes on
+    thread.join(60)
+    assert len(failed) == 1 and isinstance(failed[0], ArchiveLocked), failed
+    assert "another writer committed this day since this run read it" in str(failed[0])
     objs = objects(c, bucket)
     assert objs[f"w/toy/m/{DAY}.csv.gz"] == b"b" * 100
     assert check_manifests(objs, "w") == 1
@@ -310,8 +360,10 @@ def test_kill_9_during_an_upload_leaves_no_wrong_object(
         proc.wait(30)
         if c.list_multipart_uploads(Bucket=bucket).get("Uploads"):
             interrupted += 1
-        # whatever the moment: no manifest names an object wrongly, no stray final key
-        check_manifests(objects(c, bucket), "k")
+        # whatever the moment: no manifest names an object wrongly, no stray final key (a
+        # kill between an upload's completion and the manifest leaves uncommitted bytes
+        # under a marker: the phase test below makes that moment on purpose)
+        check_manifests(objects(c, bucket), "k", uncommitted=[])
     assert interrupted >= 1, "no run was killed while an upload was open"
     done = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, **env}, capture_output=True)
     assert done.returncode == 0, done.stderr
@@ -353,6 +405,22 @@ def test_the_parquet_archive_reads_straight_from_s3_with_pyarrow(
     ).to_table()
     assert table.num_rows == 2 * FULL  # ambient and pcie; the manifests (_*) are skipped
     assert sorted(set(table.column("metric").to_pylist())) == ["ambient", "pcie"]
+
+    # docs/archive.md's reading block, as printed, on this bucket and endpoint
+    doc = (ROOT / "docs" / "archive.md").read_text()
+    at = doc.index("Reading the Parquet archive straight from S3")
+    block = doc[
+        doc.index("```python\n", at) + 10 : doc.index("```", doc.index("```python", at) + 9)
+    ]
+    assert "https://rgw.example.org" in block and "hpc-archive/m100" in block
+    block = block.replace("https://rgw.example.org", s3_server.url)
+    block = block.replace("hpc-archive/m100", f"{bucket}/pq")
+    names: dict = {}
+    exec(compile(block, "docs/archive.md", "exec"), names)
+    assert names["table"].num_rows == FULL
+    assert set(names["table"].column("metric").to_pylist()) == {"ambient"}
+    assert len(names["df"]) == FULL and {"timestamp", "value", "node"} <= set(names["df"].columns)
+    assert names["counts"].fetchall() == [("ambient", FULL), ("pcie", FULL)]
 
 
 def _csv_day(archive: Archive, key: DayKey, rows: int, value: str = "1"):
@@ -439,3 +507,142 @@ def test_a_damaged_manifest_is_kept_in_versions_and_the_day_rewritten(bucket, s3
     ]
     assert objs[f"g/toy/m/{DAY}.csv.gz"] == first
     assert Archive(root).status(key, verify=True) == ("archived", "")
+
+
+#: A rerun with replace of the day _csv_day wrote with value 1: value 2, 10 rows.
+REPLACE_DAY = """
+import datetime as dt, gzip, hashlib, sys
+from dxt_core import Archive
+from dxt_core.archive import DayKey
+root, day = sys.argv[1], dt.date.fromisoformat(sys.argv[2])
+body = gzip.compress(
+    ("timestamp,value\\n" + "".join(f"{i},2\\n" for i in range(10))).encode(), mtime=0
+)
+w = Archive(root, replace=True).begin(DayKey("toy", ("m",), day))
+with w.open("csv.gz") as fh:
+    fh.write(body)
+w.commit({"status": "archived", "file": f"{day}.csv.gz", "rows": 10, "bytes": len(body),
+          "sha256": hashlib.sha256(body).hexdigest()})
+"""
+
+
+@pytest.mark.parametrize("phase", ["claimed", "versions", "uploaded"])
+def test_kill_9_mid_commit_is_seen_by_verify_and_a_rerun_completes_the_day(
+    phase, bucket, s3_server, s3_env, tmp_path
+):
+    """A replace killed after its claim, during its .versions/ copy, or after its uploads
+    (before the manifest): what the bucket shows, what coverage --verify says, and the rerun
+    (a DAG retry, with replace as before) that completes the day."""
+    root, key = f"s3://{bucket}/p", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    env = {**os.environ, **s3_env, "DXT_S3_TEST_STALL_AT": phase, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REPLACE_DAY, root, DAY.isoformat()],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    flag = Archive(root).root / f".stalled-{phase}"
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        assert time.monotonic() < deadline, f"the commit never reached {phase}"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    proc.stderr.close()
+    flag.unlink()
+
+    c = s3_server.client()
+    objs = objects(c, bucket)
+    data_key, manifest_key = f"p/toy/m/{DAY}.csv.gz", f"p/toy/m/{DAY}.manifest.json"
+    version_key = f"p/toy/m/.versions/{DAY}.csv.gz.prev-{doc['sha256'][:8]}"
+    marker = json.loads(objs[manifest_key])
+    assert marker["status"] == "writing" and marker["previous"]["sha256"] == doc["sha256"]
+    assert [(r["file"], r["version"]) for r in marker["replacing"]] == [
+        (f"{DAY}.csv.gz", version_key.split("/toy/m/")[1])
+    ]
+    flagged: list[str] = []
+    check_manifests(objs, "p", uncommitted=flagged)
+    [[(status, detail, _)]] = Archive(root).unit_states("toy", [("m",)], [DAY], verify=True)
+    if phase == "uploaded":  # the new bytes under the final key, no manifest naming them
+        assert flagged == [data_key] and objs[data_key] != first
+        assert status == "corrupt", detail
+        assert f"s3://{bucket}/{data_key} is under its final key but no manifest names it" in (
+            detail
+        )
+    else:  # the old object still there: the day reads missing, and says why
+        assert flagged == [] and objs[data_key] == first
+        assert status == "missing" and "previous manifest's objects are intact" in detail
+    assert f"pid {proc.pid}" in detail and "'writing' marker" in detail
+    assert (version_key in objs) == (phase != "claimed")
+
+    day, doc2, second = _csv_day(Archive(root, replace=True), key, 10, value="2")
+    day.commit(doc2)  # takes over the dead writer's lock
+    objs = objects(c, bucket)
+    assert check_manifests(objs, "p") == 1
+    assert objs[data_key] == second and objs[version_key] == first
+    final = json.loads(objs[manifest_key])
+    assert [(r["file"], r["sha256"]) for r in final["replaced"]] == [
+        (f"{DAY}.csv.gz", doc["sha256"])
+    ]
+    assert Archive(root).status(key, verify=True) == ("archived", "")
+    assert not [k for k in objs if k.startswith("p/.dxt/locks/")]
+
+
+def test_the_coverage_view_lists_units_archived_but_no_longer_configured(
+    bucket, s3_server, s3_env, tmp_path, monkeypatch
+):
+    """The view's rows on S3 come from the bucket's index objects, not from the local
+    staging folder (which a fresh API server, or another host, does not have)."""
+    from dxt_core.airflow.ui import grid
+
+    root = f"s3://{bucket}/v"
+    day, doc, _ = _csv_day(Archive(root), DayKey("examon", ("ipmi_pub", "ambient"), DAY), 10)
+    day.commit(doc)
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("metric,plugin\npcie,ipmi_pub\n")  # ambient no longer configured
+    monkeypatch.setenv("DXT_EXAMON_CATALOG", str(catalog))
+    monkeypatch.setenv("DXT_S3_STAGING", str(tmp_path / "elsewhere"))  # a fresh host
+    spec = grid.sources()["examon"]
+    units = grid.source_units(spec, Archive(root))
+    assert units.names == ["ipmi_pub/ambient", "ipmi_pub/pcie"] and not units.warnings
+    doc_grid = grid.scan_states(Archive(root), "examon", units.parts, [DAY])
+    assert doc_grid.rows == ["A", "M"]
+    # index objects lost (deleted by hand): the view says so and names the fix
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key="v/.dxt/index/examon/ipmi_pub/ambient.json")
+    units = grid.source_units(spec, Archive(root))
+    assert units.names == ["ipmi_pub/pcie"]
+    assert units.warnings == [
+        f"s3://{bucket}/v holds examon data but no index objects: units no longer "
+        f"configured are not shown; run dxt index rebuild --archive s3://{bucket}/v"
+    ]
+    out = dxt(s3_env, tmp_path, "index", "rebuild", "--archive", root)
+    assert out.returncode == 0, out.stderr
+    assert grid.source_units(spec, Archive(root)).names == ["ipmi_pub/ambient", "ipmi_pub/pcie"]
+
+
+def test_begin_makes_no_request_and_the_zone_is_checked_at_commit(bucket, s3_server, s3_env):
+    """Nothing is asked of S3 before the commit (boto3's client is made then, after the
+    fetch); the zone the days are cut in is checked then, before anything is written."""
+    from dxt_core.errors import ConfigError
+
+    root, key = f"s3://{bucket}/z", DayKey("toy", ("m",), DAY)
+    archive = Archive(root)
+    assert archive.check_day_zone(key, "Europe/Rome")["time_zone"] == "Europe/Rome"
+    day, doc, first = _csv_day(archive, key, 10)
+    assert archive.store._made is None  # no client yet: no request was made
+    day.commit(doc)
+    assert archive.store._made is not None
+    c = s3_server.client()
+    assert json.loads(objects(c, bucket)["z/.dxt-days-toy.json"])["time_zone"] == "Europe/Rome"
+    other = Archive(root)
+    other.check_day_zone(key, "UTC")  # checked at the commit
+    day, doc, _ = _csv_day(other, key, 12)
+    with pytest.raises(ConfigError, match=r"days of this archive are .* in Europe/Rome"):
+        day.commit(doc)
+    objs = objects(c, bucket)
+    assert objs[f"z/toy/m/{DAY}.csv.gz"] == first and check_manifests(objs, "z") == 1
+    assert not [k for k in objs if k.startswith("z/.dxt/locks/")]

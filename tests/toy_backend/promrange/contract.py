@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dxt_core.simulate import spawn
+from dxt_core.simulate import spawn_simulator as spawn
 from tests.contract.adapters import Adapter
 
 HERE = Path(__file__).resolve().parent

@@ -16,7 +16,7 @@ from dxt_core.backends.collectd_es.columnar_hits import (
     columnar_available,
     decode_search_response,
 )
-from dxt_core.backends.collectd_es.source import _drop_seen, _tail
+from dxt_core.backends.collectd_es.slices import _drop_seen, _tail
 from dxt_core.backends.collectd_es.tokio_hdf5 import TimeGrid, TokioTimeSeriesBuilder
 from dxt_core.errors import ConfigError
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from dxt_core.backends.collectd_es import source as collectd_es
-from dxt_core.backends.collectd_es.source import _whole_file_pages, iter_saved_pages
+from dxt_core.backends.collectd_es import saved as collectd_es
+from dxt_core.backends.collectd_es.saved import _whole_file_pages, iter_saved_pages
 from dxt_core.errors import ConfigError
 
 SAMPLE_JSON = Path(__file__).resolve().parents[2] / "data/pytokio/sample_collectdes-full.json.gz"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dxt_core.http import _UNIT, AnswerBudget, _Deadline, _TooBig
+from dxt_core.budget import _UNIT, AnswerBudget, Deadline, TooBig
 
 CAP = 16
 
@@ -66,7 +66,7 @@ def test_an_answer_over_the_cap_waits_for_the_others_then_is_too_large():
     threading.Timer(0.2, done.set).start()
     t = budget.start()
     budget.take(t, 10, CAP, time.monotonic() + 5)
-    with pytest.raises(_TooBig):  # alone now, and still over the cap
+    with pytest.raises(TooBig):  # alone now, and still over the cap
         budget.take(t, 10, CAP, time.monotonic() + 5)
     budget.end(t)
     th.join()
@@ -76,7 +76,7 @@ def test_a_reader_waits_for_a_charge_never_given_back_no_longer_than_its_deadlin
     budget = AnswerBudget()
     th, done = _holder(budget, 10, release=True)
     t = budget.start()
-    with pytest.raises(_Deadline):
+    with pytest.raises(Deadline):
         budget.take(t, 10, CAP, time.monotonic() + 0.3)
     budget.end(t)
     done.set()

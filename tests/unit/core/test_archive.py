@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core.archive import Archive, DayKey, atomic_file, coverage
+from dxt_core.archive import Archive, DayKey
+from dxt_core.coverage import coverage
 from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged, SourceShrank
+from dxt_core.fsio import atomic_file
 
 DAY = dt.date(2020, 3, 9)
 KEY = DayKey("examon", ("ipmi_pub", "ambient"), DAY)

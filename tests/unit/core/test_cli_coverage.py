@@ -1,5 +1,6 @@
 """``dxt coverage`` on an archive root that does not exist or holds nothing of the source
-(issue 15): an error naming the path (exit 2), not "everything missing" with refill commands."""
+(issue 15): an error naming the path (exit 2), not "everything missing" with refill commands.
+Without a backend named, coverage reports on the one backend the archive holds (issue 18)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ def catalog(tmp_path):
     return p
 
 
-def coverage(capsys, archive, catalog, *extra):
+def coverage(capsys, archive, catalog, *extra, backend=None):
     rc = main(
         [
             "coverage",
+            *([backend] if backend else []),
             "--archive",
             str(archive),
             "--catalog",
@@ -39,8 +41,10 @@ def coverage(capsys, archive, catalog, *extra):
     return rc, out.out, out.err
 
 
-def archive_empty_day(root, parts):
-    Archive(root).commit_manifest(DayKey("examon", parts, DAY), {"status": "empty"})
+def archive_empty_day(root, parts, doc=None, source="examon"):
+    """An empty day committed through the day's transaction, as every backend commits."""
+    with Archive(root).begin(DayKey(source, parts, DAY)) as day:
+        day.commit({"status": "empty", **(doc or {})})
 
 
 def test_missing_root_is_an_error_naming_it(capsys, catalog, tmp_path):
@@ -62,13 +66,47 @@ def test_root_without_that_source(capsys, catalog, tmp_path, layout):
     root = tmp_path / "archive"
     root.mkdir()
     if layout == "other-source":
-        (root / "kwollect").mkdir()
+        archive_empty_day(root, ("site", "metric"), source="kwollect")
     if layout == "no-manifest":
         (root / "examon" / "ipmi_pub" / "ambient").mkdir(parents=True)
-    rc, out, err = coverage(capsys, root, catalog, "--json")
+    rc, out, err = coverage(capsys, root, catalog, "--json", backend="examon")
     assert rc == 2
     assert f"archive root {root} holds no examon archive" in err
     assert out == ""
+
+
+@pytest.mark.parametrize("layout", ["empty-dir", "no-manifest"])
+def test_no_backend_named_and_none_archived_names_every_backend(capsys, catalog, tmp_path, layout):
+    root = tmp_path / "archive"
+    root.mkdir()
+    if layout == "no-manifest":
+        (root / "examon" / "ipmi_pub" / "ambient").mkdir(parents=True)
+    rc, out, err = coverage(capsys, root, catalog)
+    assert rc == 2 and out == ""
+    assert f"archive root {root} holds no archive of any backend (" in err
+    for name in ("examon", "kwollect", "collectd-es", "prometheus"):
+        assert name in err
+
+
+def test_no_backend_named_takes_the_one_the_archive_holds(capsys, tmp_path):
+    """The README's ``dxt coverage --archive ./archive --start-day ... --end-day ...`` on a
+    Kwollect-only archive reports Kwollect (before, the default was one backend by name)."""
+    archive_empty_day(tmp_path, ("lyon", "bmc_node_power_watt"), source="kwollect")
+    rc, out, err = coverage(capsys, tmp_path, "-", "--metrics", "bmc_node_power_watt")
+    assert (rc, err) == (3, "")  # one day of two archived
+    assert "1 empty, 1 missing" in out
+    assert "--dag-id dxt_kwollect" in out
+
+
+def test_no_backend_named_and_several_archived_asks_for_one(capsys, catalog, tmp_path):
+    archive_empty_day(tmp_path, ("ipmi_pub", "ambient"))
+    archive_empty_day(tmp_path, ("site", "metric"), source="kwollect")
+    rc, out, err = coverage(capsys, tmp_path, catalog)
+    assert rc == 2 and out == ""
+    assert f"archive root {tmp_path} holds archives of 2 backends (examon, kwollect)" in err
+    assert "dxt coverage examon --archive" in err
+    rc, out, _ = coverage(capsys, tmp_path, catalog, backend="examon")
+    assert rc == 3 and "1 empty, 3 missing" in out
 
 
 def test_archive_in_another_format(capsys, catalog, tmp_path):
@@ -98,12 +136,10 @@ def test_refill_commands_follow_how_the_archive_was_made(capsys, catalog, tmp_pa
         "logical_date": "2024-06-01T00:00:00+00:00",
     }
     a = Archive(tmp_path / "af")
-    a.commit_manifest(
-        DayKey("examon", ("ipmi_pub", "ambient"), DAY), {"status": "empty", "made_by": by_run}
-    )
-    # a corrupt day: its manifest names a file that is not there
+    archive_empty_day(a.root, ("ipmi_pub", "ambient"), {"made_by": by_run})
+    # a corrupt day: its manifest (written without a transaction) names a file not there
     key = DayKey("examon", ("ipmi_pub", "pcie"), DAY)
-    a.commit_manifest(
+    a.write_manifest(
         key,
         {
             "status": "archived",
@@ -123,9 +159,10 @@ def test_refill_commands_follow_how_the_archive_was_made(capsys, catalog, tmp_pa
         "manual__2024-06-01T00:00:00+00:00"
     ) in out
     d = Archive(tmp_path / "cli")
-    d.commit_manifest(
-        DayKey("examon", ("ipmi_pub", "ambient"), DAY),
-        {"status": "empty", "source_url": "http://examon:8083", "made_by": {"tool": "dxt"}},
+    archive_empty_day(
+        d.root,
+        ("ipmi_pub", "ambient"),
+        {"source_url": "http://examon:8083", "made_by": {"tool": "dxt"}},
     )
     rc, out, _ = coverage(capsys, d.root, catalog)
     assert rc == 3 and "airflow" not in out

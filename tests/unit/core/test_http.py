@@ -11,14 +11,8 @@ from dxt_core.errors import (
     SourceUnavailable,
     WindowTooLarge,
 )
-from dxt_core.http import (
-    HttpClient,
-    RequestStats,
-    RetryPolicy,
-    normalise_base_url,
-    redact_url,
-    split_credentials,
-)
+from dxt_core.http import HttpClient, RequestStats, RetryPolicy
+from dxt_core.urls import normalise_base_url, redact_url, split_credentials
 
 
 def client(handler, attempts=4):

@@ -9,16 +9,12 @@ import sqlite3
 
 import pytest
 
-from dxt_core.archive import Archive, DayKey, coverage
+from dxt_core.archive import Archive, DayKey
 from dxt_core.cli import main as dxt_main
+from dxt_core.coverage import coverage
 from dxt_core.errors import SourceShrank
-from dxt_core.index import (
-    INDEX_NAME,
-    ManifestIndex,
-    coverage_rows,
-    rebuild,
-    scan_states,
-)
+from dxt_core.index import INDEX_NAME, ManifestIndex, rebuild
+from dxt_core.scan import scan_states
 
 D1, D2, D3 = dt.date(2024, 5, 1), dt.date(2024, 5, 2), dt.date(2024, 5, 3)
 DAYS = [D1, D2, D3]
@@ -78,7 +74,7 @@ def test_a_kept_day_shows_kept_and_a_replace_updates_the_index(archive):
     with ManifestIndex(archive.root) as idx:
         assert idx.get("examon", "ipmi_pub/ambient", D1).status == "archived"
     assert scan_states(archive, "examon", UNITS[:1], DAYS).rows == ["KEM"]
-    [row] = [r for r in coverage_rows(archive, "examon", UNITS[:1], [D1])]
+    [row] = [r for r in coverage(archive, "examon", UNITS[:1], [D1])]
     assert (row.status, row.kept) == ("archived", True)
     assert (
         row.detail.startswith("kept: on ") and "the source had 0 rows, the archive 8" in row.detail
@@ -150,15 +146,17 @@ def test_rebuild_of_a_missing_directory_says_so(tmp_path):
         rebuild(tmp_path / "nope")
 
 
-@pytest.mark.parametrize("with_index", [True, False])
-def test_coverage_rows_agree_with_reading_every_manifest(archive, with_index):
+def test_coverage_from_the_index_agrees_with_reading_every_manifest(archive):
     (archive.root / "examon/ipmi_pub/pcie/2024-05-01.csv.gz").write_bytes(b"")
     (archive.root / "examon/ipmi_pub/ambient/2024-05-03.manifest.json").write_text("nope")
-    if not with_index:
-        (archive.root / INDEX_NAME).unlink()
-    fast = coverage_rows(archive, "examon", UNITS, DAYS)
-    slow = coverage(archive, "examon", UNITS, DAYS)
-    assert [(r.parts, r.day, r.status) for r in fast] == [(r.parts, r.day, r.status) for r in slow]
+    fast = coverage(archive, "examon", UNITS, DAYS)  # the index, checked against the disk
+    verified = coverage(archive, "examon", UNITS, DAYS, verify=True)  # every manifest read
+    (archive.root / INDEX_NAME).unlink()
+    slow = coverage(archive, "examon", UNITS, DAYS)  # no index: every manifest read
+    assert not (archive.root / INDEX_NAME).exists()  # reading creates no index
+    want = [(r.parts, r.day, r.status) for r in slow]
+    assert [(r.parts, r.day, r.status) for r in fast] == want
+    assert [(r.parts, r.day, r.status) for r in verified] == want
     assert {r.status for r in fast} == {"archived", "empty", "missing", "corrupt"}
 
 

@@ -186,7 +186,12 @@ def test_gzip_stream_counts_bytes():
 def test_job_records_parquet_types_come_from_declarations_not_values():
     pq = pytest.importorskip("pyarrow.parquet")
     from dxt_core.errors import ArchiveError
-    from dxt_core.writers.parquet import write_records_parquet
+    from dxt_core.writers.base import write_stream
+    from dxt_core.writers.parquet import ParquetTableWriter
+
+    def write_records_parquet(buf, records, declared, table="job table"):
+        columns = sorted({k for r in records for k in r})
+        return write_stream(ParquetTableWriter(buf, declared, table), columns, [records])
 
     declared = {"id": "int64", "t": "double", "ok": "bool"}
     day1 = [{"id": 1, "t": 2, "ok": True, "n": 3, "note": None}]

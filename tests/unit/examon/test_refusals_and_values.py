@@ -14,14 +14,10 @@ import pytest
 
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.connection import ExamonConnection, examon_connection_from_fields
+from dxt_core.backends.examon.decode import _bad_pair, _valid_numbers
+from dxt_core.backends.examon.policy import REFUSAL_RULES, too_large
 from dxt_core.backends.examon.simulator.faults import REFUSALS, nginx_page
-from dxt_core.backends.examon.source import (
-    REFUSAL_RULES,
-    KairosDBSource,
-    _bad_pair,
-    _valid_numbers,
-    too_large,
-)
+from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.errors import ConfigError, SourceError
 from dxt_core.http import RetryPolicy
 

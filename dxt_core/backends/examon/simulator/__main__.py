@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
         help="tidy data for tests: samples exactly on the grid, doubles rounded (default: "
         "realistic, with millisecond jitter and float noise as a real KairosDB serves)",
     )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compute every query answer (default: repeat an identical query's answer from a "
+        "cache, so benchmarks time the client, not the simulator)",
+    )
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     return p
 
@@ -162,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dxt-simulate-examon: {exc}", file=sys.stderr)
         return 2
     sim.verbose = args.verbose
+    sim.cache_answers = not args.no_cache
 
     lines = []
     if sim.jobs_url:

@@ -105,6 +105,9 @@ class ExamonSimulator:
         self.jobs = JobsEndpoint(self.model)
         self._cache: OrderedDict[tuple[str, bytes, bool], _Response] = OrderedDict()
         self._cache_bytes = 0
+        #: answers repeated from the cache (a simulator's own device, for benchmarks of the
+        #: client); off, every query is computed as a real KairosDB reads it from storage
+        self.cache_answers = True
         self._stats: dict[str, Any] = {}
         self.reset_stats()
         # HTTP serving is shared by the simulators (dxt_core.simulate.serving).
@@ -347,7 +350,6 @@ class _Handler(SimHandler):
         split = urlsplit(self.path)
         path = split.path.rstrip("/") or "/"
         accept = self.headers.get("Accept-Encoding")
-        gzip_ok = _wants_gzip(accept)
         try:
             body = self._read_body()
         except (_BadRequest, ValueError) as exc:
@@ -394,31 +396,26 @@ class _Handler(SimHandler):
             self._send(_grafana(404, {"message": "Data source not found"}), accept)
             return
 
-        cache_key = (f"{method} {endpoint}?{split.query}", body, gzip_ok)
+        self._kairosdb(method, endpoint, split.query, body, proxied)
+
+    def _kairosdb(self, method: str, endpoint: str, query: str, body: bytes, proxied: bool) -> None:
+        """A KairosDB endpoint's answer; query answers cached unless a fault changes them."""
+        sim = self.sim
+        faults = sim.config.faults
+        accept = self.headers.get("Accept-Encoding")
+        gzip_ok = _wants_gzip(accept)
+        cache_key = (f"{method} {endpoint}?{query}", body, gzip_ok)
         is_query = endpoint in ("/api/v1/datapoints/query", "/api/v1/datapoints/query/tags")
         # Faults decided on the parsed query, or that change the answer, skip the cache.
         uncached = faults.fail_metrics or faults.corrupt_values or faults.stray_points
+        if not sim.cache_answers:
+            uncached = True
         if is_query and not uncached:
             cached = sim._cache_get(cache_key)
             if cached is not None:
                 self._send_query(cached, gzip_ok, proxied)
                 return
-        try:
-            response = self._route(method, endpoint, split.query, body)
-        except _BadRequest as exc:
-            sim._count("bad_requests")
-            response = _error(400, str(exc))
-        except _QueryLimit as exc:
-            sim._count("refused_max_points")
-            response = _query_limit_error(exc.args[0], faults.refusal)
-        except _NotFinite as exc:
-            sim._count("not_finite_refused")
-            response = _error(500, exc.args[0])
-        except _MetricFault as exc:
-            sim._count("faults_served")
-            response = _error(
-                faults.fail_status, f"{faults.fail_message} for {', '.join(exc.args[0])}"
-            )
+        response = self._routed(method, endpoint, query, body)
         if is_query and response.status == 200:
             if gzip_ok:
                 response.body = gzip.compress(response.body, compresslevel=1, mtime=0)
@@ -427,6 +424,25 @@ class _Handler(SimHandler):
             self._send_query(response, gzip_ok, proxied)
             return
         self._send(response, accept)
+
+    def _routed(self, method: str, endpoint: str, query: str, body: bytes) -> _Response:
+        """The route's answer, or the KairosDB error a refusal or a fault gives."""
+        sim = self.sim
+        faults = sim.config.faults
+        try:
+            return self._route(method, endpoint, query, body)
+        except _BadRequest as exc:
+            sim._count("bad_requests")
+            return _error(400, str(exc))
+        except _QueryLimit as exc:
+            sim._count("refused_max_points")
+            return _query_limit_error(exc.args[0], faults.refusal)
+        except _NotFinite as exc:
+            sim._count("not_finite_refused")
+            return _error(500, exc.args[0])
+        except _MetricFault as exc:
+            sim._count("faults_served")
+            return _error(faults.fail_status, f"{faults.fail_message} for {', '.join(exc.args[0])}")
 
     def _examon_server(
         self, method: str, endpoint: str, version: int | None, body: bytes

@@ -42,8 +42,11 @@ than we do.
 Run it as ``python -m dxt_core.backends.kwollect.simulator --port 0``; the first line on stdout is
 ``dxt-simulate-kwollect listening on http://HOST:PORT``. ``/_sim/config`` (POST JSON:
 ``site_delay_s``, ``delay_s``, ``max_points``, ``timeout_delay_s``, ``stray_offset_s``: a point
-that far before every answer's window, first) changes faults at run time
-and ``/_sim/stats`` counts requests, points and the peak number of concurrent requests.
+that far before every answer's window, first; ``slow_requests`` and ``slow_delay_s``: the next
+N metrics requests wait that long before answering) changes faults at run time,
+``/_sim/points`` (POST ``{"site", "node", "metric", "points": [[time, value], ...]}``; DELETE)
+adds rows to days already served (late data), and ``/_sim/stats`` counts requests, points and
+the peak number of concurrent requests.
 """
 
 from __future__ import annotations

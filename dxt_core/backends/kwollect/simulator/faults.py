@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Final
 
@@ -13,7 +14,15 @@ from dxt_core.backends.kwollect.simulator.query import ApiError
 TOO_MUCH_DATA: Final = "Exception: Request timeout, too much data to process."
 #: Settings that ``POST /_sim/config`` may change.
 CONFIGURABLE: Final = frozenset(
-    {"delay_s", "site_delay_s", "max_points", "timeout_delay_s", "stray_offset_s"}
+    {
+        "delay_s",
+        "site_delay_s",
+        "max_points",
+        "timeout_delay_s",
+        "stray_offset_s",
+        "slow_requests",
+        "slow_delay_s",
+    }
 )
 
 
@@ -22,6 +31,7 @@ class Faults:
 
     def __init__(self, settings: SimSettings) -> None:
         self.settings = settings
+        self._lock = threading.Lock()
 
     def configure(self, changes: dict[str, Any]) -> None:
         unknown = set(changes) - CONFIGURABLE
@@ -34,6 +44,10 @@ class Faults:
     def delay(self, site: str) -> None:
         s = self.settings
         delay = s.delay_s + s.site_delay_s.get(site, 0.0)
+        with self._lock:
+            if s.slow_requests > 0:
+                s.slow_requests -= 1
+                delay += s.slow_delay_s
         if delay:
             time.sleep(delay)
 

@@ -132,6 +132,10 @@ class SimSettings:
     site_delay_s: dict[str, float] = field(default_factory=dict)
     max_points: int | None = None
     timeout_delay_s: float = 0.0
+    #: fault: the next ``slow_requests`` metrics requests wait ``slow_delay_s`` before answering
+    #: (a database busy for a while: a small request outlasts the client's read timeout)
+    slow_requests: int = 0
+    slow_delay_s: float = 0.0
     #: fault: every metrics answer starts with a point this many seconds before its window
     stray_offset_s: float | None = None
     zero_bmc_node: str = "taurus-3"
@@ -163,6 +167,9 @@ class SimModel:
 
     def __init__(self, settings: SimSettings) -> None:
         self.settings = settings
+        #: Points added at run time (``POST /_sim/points``, late data): (node, metric) ->
+        #: {epoch microseconds: value}.
+        self.extra: dict[tuple[str, str], dict[int, float]] = {}
         self.clusters: dict[str, dict[str, list[str]]] = {}
         self.specs: dict[tuple[str, str], list[MetricSpec]] = {}
         for site, clusters in SITE_CLUSTERS.items():
@@ -226,13 +233,23 @@ class SimModel:
         last = (end_us - ph) // p
         return first, last
 
-    def times(self, s: Series, start_us: int, end_us: int) -> np.ndarray[Any, Any]:
+    def times(
+        self, s: Series, start_us: int, end_us: int, late: bool = True
+    ) -> np.ndarray[Any, Any]:
+        """Sample times of ``s`` in ``[start_us, end_us]``, with the late points (``late``)."""
         parts = []
         for a, b, p, ph in self.segments(s, start_us, end_us):
             k0, k1 = self.grid(p, ph, a, b)
             if k1 >= k0:
                 parts.append(np.arange(k0, k1 + 1, dtype=np.int64) * p + ph)
+        added = self._late(s, start_us, end_us) if late else []
+        if added:
+            return np.sort(np.concatenate([*parts, np.array(added, dtype=np.int64)]))
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    def _late(self, s: Series, start_us: int, end_us: int) -> list[int]:
+        extra = self.extra.get((s.node, s.metric.name)) if self.extra else None
+        return [us for us in extra if start_us <= us <= end_us] if extra else []
 
     def count_points(self, series: list[Series], start_us: int, end_us: int) -> int:
         total = 0
@@ -240,9 +257,14 @@ class SimModel:
             for a, b, p, ph in self.segments(s, start_us, end_us):
                 k0, k1 = self.grid(p, ph, a, b)
                 total += max(0, k1 - k0 + 1)
+            total += len(self._late(s, start_us, end_us))
         return total
 
     def value(self, s: Series, us: int, as_rate: bool = False) -> float | int:
+        if self.extra:
+            late = self.extra.get((s.node, s.metric.name), {}).get(us)
+            if late is not None:
+                return late
         t = us / 1_000_000
         kind = s.metric.kind
         if kind == "power":

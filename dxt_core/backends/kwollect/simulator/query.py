@@ -236,8 +236,7 @@ class QueryEngine:
         are given; a missing bound is the other one -/+ 5 minutes (both missing: the last 5
         minutes); both bounds are inclusive; ``metrics`` are exact names.
         """
-        clusters = self._site(site)
-        known = {n: c for c, nodes in clusters.items() for n in nodes}
+        self._site(site)
 
         def value(key: str) -> str:
             found = params.get(key)
@@ -272,6 +271,12 @@ class QueryEngine:
         nodes = [d.split(".", 1)[0] for d in devices.split(",")]
         metrics_text = value("metrics")
         wanted = set(metrics_text.split(",")) if metrics_text else None
+        return self.series(site, nodes, wanted), start_us, end_us, summary, as_rate
+
+    def series(self, site: str, nodes: list[str], wanted: set[str] | None) -> list[Series]:
+        """The series of ``nodes`` (names it has no data for give none) and ``wanted``
+        metrics (None: all) on ``site``, in the order asked."""
+        known = {n: c for c, members in self._site(site).items() for n in members}
         series: list[Series] = []
         for node in dict.fromkeys(nodes):
             cluster = known.get(node)
@@ -289,16 +294,36 @@ class QueryEngine:
                     labels["_device_orig"] = [f"gw-{cluster}-port-{node_index(node)}"]
                 elif m.kind == "gauge":
                     labels["job"] = "node_exporter"
-                series.append(
-                    Series(
-                        node,
-                        node_index(node),
-                        m,
-                        orjson.dumps(labels),
-                        self.model.monitor_intervals(site, node, m),
-                    )
-                )
-        return series, start_us, end_us, summary, as_rate
+                monitor = self.model.monitor_intervals(site, node, m)
+                series.append(Series(node, node_index(node), m, orjson.dumps(labels), monitor))
+        return series
+
+    def add_points(self, site: str, node: str, metric: str, points: list[Any]) -> int:
+        """Store late points of one series (``POST /_sim/points``): rows a collector writes
+        into the ``metrics`` table after the day was read. ``api.get_metrics`` returns every
+        row of its window, ordered by time (kwollect ``kwollect/db/kwollect_setup_db.py``), so
+        they are served with the others, in summaries and counts too. Each point is
+        ``[time, value]``, the time as the metrics API reads ``start_time``; a time the series
+        already samples is refused (the table would hold two rows of one instant).
+
+        Raises:
+            ApiError: no such series, or a point that is not ``[time, number]``.
+        """
+        found = self.series(site, [node], {metric})
+        if len(found) != 1:
+            raise ApiError(400, f"site {site} has no series {metric!r} of node {node!r}")
+        s = found[0]
+        now_us = int(time.time() * 1_000_000)
+        parsed: dict[int, float] = {}
+        for p in points:
+            if not (isinstance(p, list) and len(p) == 2 and isinstance(p[1], int | float)):
+                raise ApiError(400, f"a point is [time, number], not {p!r}")
+            us = parse_time(str(p[0]), now_us)
+            if len(self.model.times(s, us, us)):
+                raise ApiError(400, f"{metric} of {node} already has a point at {p[0]}")
+            parsed[us] = float(p[1])
+        self.model.extra.setdefault((node, metric), {}).update(parsed)
+        return len(parsed)
 
     def _metrics_job(self, site: str, job_id: int) -> SimJob:
         for job in self.model.settings.jobs:
@@ -330,17 +355,16 @@ class QueryEngine:
         for a series' first row (a counter that went down counts as wrapped at its running
         maximum). ``stray_us`` (a fault): one more point, of the first series, first.
         """
-        model = self.model
         fmt = TimeFormatter()
         yield b"["
         first_out = True
         if stray_us is not None and series:
             s = series[0]
+            number = pg_number(self.model.value(s, stray_us))
             yield (
                 (
                     f'{{"timestamp":"{fmt(stray_us)}","device_id":"{s.node}",'
-                    f'"metric_id":"{s.metric.name}","value":{pg_number(model.value(s, stray_us))},'
-                    f'"labels":'
+                    f'"metric_id":"{s.metric.name}","value":{number},"labels":'
                 ).encode()
                 + s.labels_json
                 + b"}"
@@ -358,49 +382,54 @@ class QueryEngine:
         size = 0
         while chunk_start <= end_us:
             chunk_end = min(end_us, chunk_start + chunk - 1)
-            stamps: list[np.ndarray[Any, Any]] = []
-            ids: list[np.ndarray[Any, Any]] = []
-            bucket_values: dict[tuple[int, int], float] = {}
-            for i, s in enumerate(series):
-                if summary:
-                    times, values = self._buckets(s, chunk_start, chunk_end, end_us)
-                    for us, v in zip(times.tolist(), values, strict=True):
-                        bucket_values[(i, us)] = v
-                else:
-                    times = model.times(s, chunk_start, chunk_end)
-                if not len(times):
-                    continue
-                stamps.append(times)
-                ids.append(np.full(len(times), i, dtype=np.int64))
-            if stamps:
-                ts = np.concatenate(stamps)
-                sid = np.concatenate(ids)
-                order = np.argsort(ts, kind="stable")
-                last_us = -1
-                stamp = ""
-                for us, i in zip(ts[order].tolist(), sid[order].tolist(), strict=True):
-                    if us != last_us:
-                        stamp, last_us = fmt(us), us
-                    s = series[i]
-                    value: float | int | None
-                    value = bucket_values[(i, us)] if summary else model.value(s, us)
-                    rate = rates[i]
-                    if rate is not None:
-                        value = rate.next(us, value)
-                    piece = (
-                        ("" if first_out else ",")
-                        + heads[i].replace("{}", stamp, 1)
-                        + pg_number(value)
-                    ).encode() + tails[i]
-                    first_out = False
-                    buf.append(piece)
-                    size += len(piece)
-                    if size >= 1 << 16:
-                        yield b"".join(buf)
-                        buf, size = [], 0
+            last_us = -1
+            stamp = ""
+            for us, i, value in self._chunk(series, chunk_start, chunk_end, end_us, summary):
+                if us != last_us:
+                    stamp, last_us = fmt(us), us
+                rate = rates[i]
+                if rate is not None:
+                    value = rate.next(us, value)
+                piece = (
+                    ("" if first_out else ",") + heads[i].replace("{}", stamp, 1) + pg_number(value)
+                ).encode() + tails[i]
+                first_out = False
+                buf.append(piece)
+                size += len(piece)
+                if size >= 1 << 16:
+                    yield b"".join(buf)
+                    buf, size = [], 0
             chunk_start = chunk_end + 1
         buf.append(b"]")
         yield b"".join(buf)
+
+    def _chunk(
+        self, series: list[Series], chunk_start: int, chunk_end: int, end_us: int, summary: bool
+    ) -> Iterator[tuple[int, int, float | int | None]]:
+        """(time, series index, value) of the rows in ``[chunk_start, chunk_end]``, oldest
+        first (a stable sort: series order within an instant)."""
+        model = self.model
+        stamps: list[np.ndarray[Any, Any]] = []
+        ids: list[np.ndarray[Any, Any]] = []
+        bucket_values: dict[tuple[int, int], float] = {}
+        for i, s in enumerate(series):
+            if summary:
+                times, values = self._buckets(s, chunk_start, chunk_end, end_us)
+                for us, v in zip(times.tolist(), values, strict=True):
+                    bucket_values[(i, us)] = v
+            else:
+                times = model.times(s, chunk_start, chunk_end)
+            if not len(times):
+                continue
+            stamps.append(times)
+            ids.append(np.full(len(times), i, dtype=np.int64))
+        if not stamps:
+            return
+        ts = np.concatenate(stamps)
+        sid = np.concatenate(ids)
+        order = np.argsort(ts, kind="stable")
+        for us, i in zip(ts[order].tolist(), sid[order].tolist(), strict=True):
+            yield us, i, bucket_values[(i, us)] if summary else model.value(series[i], us)
 
     def _buckets(
         self, s: Series, first_us: int, last_us: int, end_us: int
@@ -409,7 +438,11 @@ class QueryEngine:
 
         A bucket aggregates all its samples, also those after the window's end (the summary
         view is filtered on the bucket's start), but none after now (``end_us`` is capped at
-        now by :meth:`plan_metrics` only when the request reached it).
+        now by :meth:`plan_metrics` only when the request reached it), and no late point: the
+        summary is a continuous aggregate refreshed over the last 12 hours only (kwollect
+        ``kwollect/db/kwollect_setup_db.py``: ``add_continuous_aggregate_policy(
+        'metrics_summary', start_offset => INTERVAL '12 hour', ...)``), so rows added later
+        to the simulated (past) days never reach it.
         """
         total = s.metric.name.endswith("_total")
         b0 = -(-first_us // _BUCKET_US) * _BUCKET_US
@@ -417,7 +450,7 @@ class QueryEngine:
         values: list[float] = []
         now_us = int(time.time() * 1_000_000)
         for b in range(b0, last_us + 1, _BUCKET_US):
-            times = self.model.times(s, b, min(b + _BUCKET_US - 1, now_us))
+            times = self.model.times(s, b, min(b + _BUCKET_US - 1, now_us), late=False)
             if not len(times):
                 continue
             vals = [float(self.model.value(s, us)) for us in times.tolist()]

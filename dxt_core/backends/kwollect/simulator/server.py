@@ -80,6 +80,8 @@ class KwollectSimulator:
             "max_points": s.max_points,
             "timeout_delay_s": s.timeout_delay_s,
             "stray_offset_s": s.stray_offset_s,
+            "slow_requests": s.slow_requests,
+            "slow_delay_s": s.slow_delay_s,
             "nodes_per_cluster": s.nodes_per_cluster,
             "zero_bmc_node": s.zero_bmc_node,
             "sites": self.clusters,
@@ -100,6 +102,9 @@ class _Handler(SimHandler):
 
     def do_POST(self) -> None:
         self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
 
     def _authorized(self) -> bool:
         s = self.sim.settings
@@ -151,14 +156,34 @@ class _Handler(SimHandler):
         elif path == "/_sim/config" and method == "GET":
             self._json(200, sim.settings_doc())
         elif path == "/_sim/config" and method == "POST":
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                changes = orjson.loads(self.rfile.read(length) or b"{}")
-            except orjson.JSONDecodeError as exc:
-                raise ApiError(400, f"invalid JSON: {exc}") from exc
-            self._json(200, sim.configure(changes))
+            self._json(200, sim.configure(self._body()))
+        elif path == "/_sim/points" and method == "POST":
+            # late data: {"site", "node", "metric", "points": [[time, value], ...]}
+            doc = self._body()
+            with sim._lock:
+                added = sim.query.add_points(
+                    str(doc.get("site")),
+                    str(doc.get("node")),
+                    str(doc.get("metric")),
+                    list(doc.get("points") or []),
+                )
+            self._json(200, {"added": added})
+        elif path == "/_sim/points" and method == "DELETE":
+            with sim._lock:
+                sim.model.extra.clear()
+            self._json(200, {"added": 0})
         else:
             raise ApiError(404, f"Not found: {path}")
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            doc = orjson.loads(self.rfile.read(length) or b"{}")
+        except orjson.JSONDecodeError as exc:
+            raise ApiError(400, f"invalid JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise ApiError(400, "expected a JSON object")
+        return doc
 
     def _metrics(self, site: str, params: dict[str, list[str]]) -> None:
         sim = self.sim
@@ -174,10 +199,10 @@ class _Handler(SimHandler):
             if sim.faults.too_much_data(points):
                 sim._count("too_much_data")
                 raise PgError(500, "38000", TOO_MUCH_DATA)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.end_headers()
-            try:
+            try:  # a client that timed out has gone: nothing to answer
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.end_headers()
                 stray = sim.faults.stray_point_us(start_us)
                 pieces = sim.query.render(series, start_us, end_us, summary, as_rate, stray)
                 for piece in pieces:

@@ -1,0 +1,386 @@
+"""Refill planning for the coverage view: which REST calls refill the chosen cells.
+
+A plan is computed from the archive grid and the Airflow grid of :mod:`.grid`; the page sends
+it to Airflow's own REST API (``clearTaskInstances``, ``backfills``) with the signed-in user's
+credentials, so Airflow checks the user's right to clear or backfill.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dxt_core.airflow.runs import utc_date
+from dxt_core.airflow.ui.grid import (
+    MAX_DAYS,
+    TI_CODES,
+    TI_NAMES,
+    AirflowStates,
+    NotFound,
+    SourceSpec,
+    Units,
+    _task_instances,
+    airflow_states,
+    source_units,
+)
+from dxt_core.archive import Archive
+from dxt_core.config import archive_root
+from dxt_core.errors import ConfigError
+from dxt_core.scan import STATE_CODES, scan_states
+
+#: The most distinct days one refill plan may name (a plan over 100,000 days once took the
+#: API server to 1.1 GB); the grid's own range limit.
+MAX_PLAN_DAYS = MAX_DAYS
+#: The most cells one refill plan may name.
+MAX_PLAN_CELLS = 100_000
+#: On SQLite, the most days one refill's backfill creates: Airflow creates a backfill's runs
+#: in one write transaction, and over hundreds of days it competed with the scheduler for
+#: SQLite's one writer (503 "database is locked" three times, runs rolled back, the scheduler
+#: dead with StaleDataError). Airflow runs one backfill of a DAG at a time, so the refill
+#: names the remaining days and says to refill them once this backfill is done.
+SQLITE_BACKFILL_DAYS = 31
+
+#: skip(unit row or None for every unit, day, reason)
+Skip = Callable[[int | None, dt.date, str], None]
+
+
+@dataclass
+class RefillPlan:
+    """What "Refill" asks Airflow's REST API to do, with the signed-in user's rights.
+
+    Every chosen cell is in exactly one place: a clear (``clears[i]["cells"]``), the
+    backfill (``backfill["cells"]``), or ``skipped`` with the reason.
+    """
+
+    dag_id: str
+    task_id: str
+    clears: list[dict[str, Any]] = field(default_factory=list)
+    backfill: dict[str, Any] | None = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    cells: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dag_id": self.dag_id,
+            "task_id": self.task_id,
+            "clears": self.clears,
+            "backfill": self.backfill,
+            "skipped": self.skipped,
+            "cells": self.cells,
+        }
+
+
+@dataclass
+class _Buckets:
+    """Where each wanted cell goes, before the plan is written."""
+
+    per_run: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # run -> (u, mi)
+    whole: dict[str, list[int]] = field(default_factory=dict)  # never-expanded run -> units
+    no_run: dict[dt.date, list[int]] = field(default_factory=dict)
+    rerun: dict[dt.date, list[int]] = field(default_factory=dict)  # failed runs of a
+    # cancelled backfill, by day
+
+
+def check_plan_size(n_cells: int, n_days: int) -> None:
+    """A clear error for a plan too large to compute in one request."""
+    if n_days > MAX_PLAN_DAYS:
+        raise ConfigError(
+            f"the refill names {n_days:,} distinct days; at most {MAX_PLAN_DAYS:,} at once: "
+            "refill a shorter range"
+        )
+    if n_cells > MAX_PLAN_CELLS:
+        raise ConfigError(
+            f"the refill names {n_cells:,} cells; at most {MAX_PLAN_CELLS:,} at once: refill "
+            "fewer units or a shorter range"
+        )
+
+
+def dag_start_day(session: Any, dag_id: str) -> dt.date | None:
+    """The UTC day of the DAG's start date, from its latest serialized version (None when
+    the DAG is not loaded)."""
+    try:
+        from airflow.models.dagbag import DBDagBag
+
+        dag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+    except Exception:  # an unreadable DAG row: the plan goes on without the check
+        return None
+    start = getattr(dag, "start_date", None)
+    return utc_date(start) if isinstance(start, dt.datetime) else None
+
+
+def _running_backfill(session: Any, dag_id: str) -> int | None:
+    from airflow.models.backfill import Backfill
+    from sqlalchemy import select
+
+    found = session.scalar(
+        select(Backfill.id).where(Backfill.dag_id == dag_id, Backfill.completed_at.is_(None))
+    )
+    return None if found is None else int(found)
+
+
+def _paused_backfill_runs(session: Any, run_ids: Sequence[str], dag_id: str) -> dict[str, int]:
+    """The runs among ``run_ids`` that belong to a paused backfill (a cancelled one is
+    paused), with its id. Airflow never starts a queued run of a paused backfill
+    (``DagRun.get_queued_dag_runs_to_set_running``), so clearing such a run leaves it queued
+    for ever: it is refilled by a new backfill that reprocesses failed runs instead."""
+    if not run_ids:
+        return {}
+    from airflow.models.backfill import Backfill
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
+
+    out: dict[str, int] = {}
+    ids = list(run_ids)
+    for i in range(0, len(ids), 500):
+        rows = session.execute(
+            select(DagRun.run_id, Backfill.id)
+            .join(Backfill, Backfill.id == DagRun.backfill_id)
+            .where(
+                DagRun.dag_id == dag_id,
+                DagRun.run_id.in_(ids[i : i + 500]),
+                Backfill.is_paused.is_(True),
+            )
+        )
+        out.update({str(r): int(b) for r, b in rows})
+    return out
+
+
+def _run_has_expanded(session: Any, spec: SourceSpec, run_ids: Sequence[str]) -> set[str]:
+    """The runs among ``run_ids`` whose mapped task has expanded (a map index >= 0)."""
+    return {r for r, mi, *_ in _task_instances(session, spec, list(run_ids)) if mi >= 0}
+
+
+def refill_plan(
+    session: Any,
+    spec: SourceSpec,
+    cells: Sequence[tuple[str, dt.date]] | None,
+    days: Sequence[dt.date],
+    archive: Archive | None = None,
+    max_active_runs: int | None = None,
+    sqlite: bool = False,
+    start_day: dt.date | None = None,
+) -> RefillPlan:
+    """The REST calls that refill ``cells`` (or, when None, every missing, corrupt or failed
+    cell in ``days`` from the DAG's start date on).
+
+    Per cell, whatever its task instance's state: a task instance that is not running or
+    waiting to run in a live run (failed, upstream_failed, success, or none in a finished run,
+    as after a cancelled backfill) is cleared by its map index; a day whose run failed
+    before expanding its units is cleared whole (Airflow expands them again); a day with no
+    run goes into one backfill (on SQLite at most :data:`SQLITE_BACKFILL_DAYS` days). Cells
+    running or queued in a live run, days before the DAG's start date and days left for a
+    later backfill are skipped with the reason.
+    """
+    archive = archive or Archive(archive_root())
+    units = source_units(spec, archive)
+    if cells is not None:
+        days = sorted({d for _, d in cells})
+        check_plan_size(len(cells), len(days))
+    if not days:
+        return RefillPlan(spec.dag_id, spec.task_id)
+    days = list(days)
+    check_plan_size(0, len(days))
+    start_day = start_day if start_day is not None else dag_start_day(session, spec.dag_id)
+    af = airflow_states(session, spec, units, days)
+    if cells is None:
+        grid = scan_states(archive, spec.source, units.parts, days)
+        wanted = _bad_cells(grid.rows, af.rows, days, start_day)
+        check_plan_size(len(wanted), len(days))
+    else:
+        pos, day_pos = units.position(), {d: i for i, d in enumerate(days)}
+        wanted = []
+        for name, day in cells:
+            if name not in pos:
+                raise NotFound(f"{spec.source} has no unit {name!r}")
+            wanted.append((pos[name], day_pos[day]))
+    plan = RefillPlan(spec.dag_id, spec.task_id, cells=len(wanted))
+
+    def skip(u: int | None, day: dt.date, reason: str) -> None:
+        name = "(every unit)" if u is None else units.names[u]
+        plan.skipped.append({"unit": name, "day": day.isoformat(), "reason": reason})
+
+    buckets = _sort_cells(session, spec, wanted, days, af, start_day, skip)
+    _move_paused_backfill_runs(session, spec, buckets, af, skip)
+    _add_clears(plan, spec, units, buckets, af)
+    if buckets.no_run or buckets.rerun:
+        _plan_backfill(session, spec, plan, buckets, units, max_active_runs, sqlite, skip)
+    return plan
+
+
+def _bad_cells(
+    archive_rows: Sequence[str],
+    airflow_rows: Sequence[str],
+    days: Sequence[dt.date],
+    start_day: dt.date | None,
+) -> list[tuple[int, int]]:
+    """The (unit, day) cells that are missing, corrupt or failed, from the start date on."""
+    bad_archive = {STATE_CODES["missing"], STATE_CODES["corrupt"]}
+    wanted: list[tuple[int, int]] = []
+    for u, (arow, frow) in enumerate(zip(archive_rows, airflow_rows, strict=True)):
+        for d in range(len(days)):
+            if start_day is not None and days[d] < start_day:
+                continue  # never scheduled: not missing, and no run can archive it
+            if arow[d] in bad_archive or frow[d] == "f":
+                wanted.append((u, d))
+    return wanted
+
+
+def _sort_cells(
+    session: Any,
+    spec: SourceSpec,
+    wanted: Sequence[tuple[int, int]],
+    days: Sequence[dt.date],
+    af: AirflowStates,
+    start_day: dt.date | None,
+    skip: Skip,
+) -> _Buckets:
+    """Each wanted cell into a clear of its task, of its whole run, the backfill, or skipped."""
+    out = _Buckets()
+    unexpanded: dict[str, list[tuple[int, dt.date]]] = {}
+    for u, d in wanted:
+        day = days[d]
+        info = af.tasks.get((u, d))
+        run = af.runs.get(day)
+        live = run is not None and run.state in ("queued", "running")
+        if start_day is not None and day < start_day:
+            skip(
+                u,
+                day,
+                f"before the start date of {spec.dag_id} ({start_day}): no run "
+                "archives it (use dxt extract for it)",
+            )
+        elif info is not None:
+            code = TI_CODES.get(info.state, "o")
+            if code in ("r", "u") or (code == "q" and live):
+                skip(u, day, f"{TI_NAMES[code]} in run {info.run_id}: it runs already")
+            else:
+                out.per_run.setdefault(info.run_id, []).append((u, info.map_index))
+        elif run is None:
+            out.no_run.setdefault(day, []).append(u)
+        elif live:
+            skip(u, day, f"run {run.run_id} is {run.state} and has not expanded this unit yet")
+        else:
+            unexpanded.setdefault(run.run_id, []).append((u, day))
+    expanded = _run_has_expanded(session, spec, list(unexpanded))
+    for run_id, candidates in unexpanded.items():
+        for u, day in candidates:
+            if run_id in expanded:
+                skip(
+                    u,
+                    day,
+                    f"run {run_id} has no task for this unit (the catalog changed "
+                    "since): clear the whole run in Airflow to expand it again",
+                )
+            else:
+                out.whole.setdefault(run_id, []).append(u)
+    return out
+
+
+def _move_paused_backfill_runs(
+    session: Any, spec: SourceSpec, buckets: _Buckets, af: AirflowStates, skip: Skip
+) -> None:
+    """Runs of a cancelled (paused) backfill: a clear would leave them queued for ever. A
+    failed one goes to the new backfill (reprocessing failed runs); others are skipped."""
+    day_of_run = {r.run_id: r.day for r in af.runs.values()}
+    state_of_run = {r.run_id: r.state for r in af.runs.values()}
+    paused = _paused_backfill_runs(session, [*buckets.per_run, *buckets.whole], spec.dag_id)
+    for run_id, backfill_id in paused.items():
+        run_of = day_of_run.get(run_id)
+        if run_of is None:  # not the day's latest run: left to its clear
+            continue
+        found_units = [u for u, _ in buckets.per_run.pop(run_id, [])]
+        found_units += buckets.whole.pop(run_id, [])
+        if state_of_run.get(run_id) == "failed":
+            buckets.rerun.setdefault(run_of, []).extend(found_units)
+            continue
+        for u in found_units:
+            skip(
+                u,
+                run_of,
+                f"run {run_id} belongs to the cancelled backfill {backfill_id}, whose runs "
+                "Airflow does not start again, and it did not fail: rerun the day with "
+                "'airflow backfill create ... --reprocess-behavior completed'",
+            )
+
+
+def _add_clears(
+    plan: RefillPlan, spec: SourceSpec, units: Units, buckets: _Buckets, af: AirflowStates
+) -> None:
+    """One clear per run: of the units' task instances, or of the whole run."""
+    day_of_run = {r.run_id: r.day for r in af.runs.values()}
+
+    def when(run_id: str) -> str:
+        day = day_of_run.get(run_id)
+        return day.isoformat() if day else ""
+
+    for run_id, found in buckets.per_run.items():
+        plan.clears.append(
+            {
+                "dag_run_id": run_id,
+                "task_ids": sorted({(spec.task_id, mi) for _, mi in found}),
+                "only_failed": False,
+                "cells": [[units.names[u], when(run_id)] for u, _ in found],
+            }
+        )
+    for run_id in sorted(buckets.whole):
+        plan.clears.append(
+            {
+                "dag_run_id": run_id,
+                "task_ids": None,
+                # every task of the run: it failed or was cancelled before this task expanded
+                "only_failed": False,
+                "whole_run": True,
+                "cells": [[units.names[u], when(run_id)] for u in buckets.whole[run_id]],
+            }
+        )
+
+
+def _plan_backfill(
+    session: Any,
+    spec: SourceSpec,
+    plan: RefillPlan,
+    buckets: _Buckets,
+    units: Units,
+    max_active_runs: int | None,
+    sqlite: bool,
+    skip: Skip,
+) -> None:
+    """Put the days with no run, and those whose run failed in a cancelled backfill, into
+    one backfill (reprocessing failed runs when there are such days), or skip them with the
+    reason."""
+    no_run, rerun = buckets.no_run, buckets.rerun
+    cells = {d: no_run.get(d, []) + rerun.get(d, []) for d in {*no_run, *rerun}}
+    running = _running_backfill(session, spec.dag_id)
+    if running is not None:
+        for day in sorted(cells):
+            for u in cells[day]:
+                skip(
+                    u,
+                    day,
+                    f"backfill {running} of {spec.dag_id} is still running; Airflow "
+                    "runs one at a time: refill this day when it has finished",
+                )
+        return
+    ordered = sorted(cells)
+    take = ordered[:SQLITE_BACKFILL_DAYS] if sqlite else ordered
+    for day in ordered[len(take) :]:
+        for u in cells[day]:
+            skip(
+                u,
+                day,
+                f"later: on SQLite one refill backfills at most {SQLITE_BACKFILL_DAYS} "
+                f"days ({take[0]} to {take[-1]} now); refill again once that backfill is done",
+            )
+    plan.backfill = {
+        "dag_id": spec.dag_id,
+        "from_date": take[0].isoformat() + "T00:00:00Z",
+        "to_date": take[-1].isoformat() + "T00:00:00Z",
+        # "failed": Airflow clears the failed run of such a day into this backfill
+        "reprocess_behavior": "failed" if any(d in rerun for d in take) else "none",
+        "days": [d.isoformat() for d in take],
+        "rerun_days": [d.isoformat() for d in take if d in rerun],
+        "cells": [[units.names[u], d.isoformat()] for d in take for u in cells[d]],
+        **({"max_active_runs": max_active_runs} if max_active_runs else {}),
+    }

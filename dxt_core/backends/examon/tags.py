@@ -1,0 +1,207 @@
+"""A metric's tag keys (ExamonQL ``SELECT('*')``): asked with ``query/tags`` over the
+metric's whole history once, then kept in the archive and grown by each day's own keys.
+
+``query/tags`` over all time is the most expensive query sent to a large KairosDB
+(examon-client cached it on disk). The keys found are kept in a cache file beside the
+archive's days (:data:`TAG_CACHE_DIR`); keys only grow, so a later metric-day asks only its
+own window. The plugin named in the catalog is checked against the metric's ``plugin`` tag
+values on every path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import logging
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dxt_core.backends.examon.catalog import CatalogEntry
+from dxt_core.backends.examon.client import KairosDBClient, rate_limited
+from dxt_core.backends.examon.decode import _results
+from dxt_core.errors import QueryRejected, SourceUnavailable, WindowTooLarge
+from dxt_core.http import RequestStats
+from dxt_core.records import SeriesSchema
+from dxt_core.windows import Window
+
+log = logging.getLogger("dxt_core.kairosdb")
+
+#: The schema of the tag-key cache kept beside a metric's days (``.tag_keys.json``).
+TAG_CACHE_SCHEMA = "dxt-archive/examon-tag-keys/1"
+TAG_CACHE_DIR = ".dxt-tag-keys"
+
+
+def _read_tag_cache(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != TAG_CACHE_SCHEMA:
+        return None
+    keys = doc.get("keys")
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return doc
+
+
+#: The tag Examon's publishers put on every series: the plugin that published it.
+PLUGIN_TAG = "plugin"
+
+
+def check_plugin(entry: CatalogEntry, plugins: set[str], url: str) -> None:
+    """Refuse an entry whose plugin is not among the metric's ``plugin`` tag values.
+
+    The plugin does not filter the query (the metric name does), so a misspelled plugin
+    (``ipmi_pubb``) would archive the metric's rows under a directory of that name. The
+    server decides, as for metric names: its ``plugin`` tag values of the metric. A metric
+    whose series carry no ``plugin`` tag is not checked.
+
+    Raises:
+        QueryRejected: names the plugins that publish the metric, the closest first.
+    """
+    if not plugins or entry.plugin in plugins:
+        return
+    close = difflib.get_close_matches(entry.plugin, sorted(plugins), n=3, cutoff=0.0)
+    raise QueryRejected(
+        f"{entry.key}: the metric {entry.metric!r} is published by plugin "
+        f"{' or '.join(repr(p) for p in close)}, not {entry.plugin!r} (the server's "
+        f"'{PLUGIN_TAG}' tag values); fix the plugin (--plugin or the catalog line)",
+        url=url,
+    )
+
+
+class TagKeys(KairosDBClient):
+    """The tag-key queries of the Examon source."""
+
+    def schema(
+        self, entry: CatalogEntry, window: Window | None = None, stats: RequestStats | None = None
+    ) -> SeriesSchema:
+        """The metric's tag keys over all time (ExamonQL ``SELECT('*')``).
+
+        As examon-client's ``query_metricstags`` did (``start_absolute: 0``, no end), so a
+        metric's columns do not change from one day to the next; a tag key that first appears
+        later is a new column from then on (and in reruns of earlier days). ``window`` is
+        not used.
+        """
+        keys = self._tag_keys(entry, 0, None, stats)  # checks the plugin too
+        return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
+
+    def _tag_keys(
+        self, entry: CatalogEntry, start_ms: int, end_ms: int | None, stats: RequestStats | None
+    ) -> set[str]:
+        body: dict[str, Any] = {
+            "start_absolute": start_ms,
+            "cache_time": 0,
+            "metrics": [{"name": entry.metric, "tags": self._tag_filter(entry)}],
+        }
+        if end_ms is not None:
+            body["end_absolute"] = end_ms - 1
+        path = self.api_path("datapoints/query/tags", stats)
+        doc = rate_limited(self._http.post_json, path, body, stats=stats)
+        keys: set[str] = set()
+        plugins: set[str] = set()
+        for result in _results(doc, self._http.url(path)):
+            tags = result.get("tags") or {}
+            if isinstance(tags, dict):
+                keys.update(k for k, v in tags.items() if v)
+                values = tags.get(PLUGIN_TAG)
+                if isinstance(values, list):
+                    plugins.update(str(v) for v in values)
+        # the plugin typo check of schema() holds on the cached path too
+        check_plugin(entry, plugins, self._http.url(path))
+        return keys
+
+    def schema_cached(
+        self,
+        entry: CatalogEntry,
+        window: Window,
+        cache: Path,
+        stats: RequestStats | None = None,
+    ) -> tuple[SeriesSchema, dict[str, Any]]:
+        """The metric's tag keys as :meth:`schema` gives them, asked over all time only once.
+
+        ``query/tags`` over a metric's whole history is the most expensive query sent to a
+        large KairosDB (examon-client cached it on disk): the keys it found are kept in
+        ``cache`` (in the archive, beside the metric's days) and, since keys only grow, each
+        later metric-day asks only its own window and adds what it shows. When the history
+        query fails (a timeout outlasting the retries, a refusal), the history is asked in
+        halves, and when that fails too the day's keys plus the cached ones are used. The
+        second value (for the manifest) says which.
+        """
+        with self._lock:
+            cached = _read_tag_cache(cache)
+        if cached is not None and cached.get("complete"):
+            day = self._tag_keys(entry, window.start_ms, window.end_ms, stats)
+            keys = set(cached["keys"]) | day
+            note: dict[str, Any] = {
+                "from": "archive cache + this day's query/tags",
+                "cache": cache.name,
+            }
+            if keys != set(cached["keys"]):
+                note["added"] = sorted(keys - set(cached["keys"]))
+                self._write_tag_cache(cache, entry, keys, True)
+            return SeriesSchema(entry.metric, tuple(sorted(keys))), note
+        now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+        try:
+            keys = self._history_keys(entry, 0, now_ms, stats, depth=0)
+        except (SourceUnavailable, WindowTooLarge) as exc:
+            day = self._tag_keys(entry, window.start_ms, window.end_ms, stats)
+            keys = day | set((cached or {}).get("keys") or ())
+            log.warning(
+                "%s: tag keys over all time could not be read (%s); using this day's keys "
+                "and the cached ones",
+                entry.key,
+                exc,
+            )
+            self._write_tag_cache(cache, entry, keys, False)
+            return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+                "from": "this day's query/tags + cached keys: the query over all time failed",
+                "error": str(exc)[:300],
+            }
+        self._write_tag_cache(cache, entry, keys, True)
+        return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+            "from": "query/tags over all time (kept in the archive for the next days)",
+            "cache": cache.name,
+        }
+
+    def _history_keys(
+        self, entry: CatalogEntry, lo: int, hi: int, stats: RequestStats | None, depth: int
+    ) -> set[str]:
+        """Tag keys of ``[lo, hi)``; halved (up to 4 levels: 16 parts) when refused."""
+        try:
+            return self._tag_keys(entry, lo, None if depth == 0 else hi, stats)
+        except (SourceUnavailable, WindowTooLarge):
+            if depth >= 4 or hi - lo < 2 * 86_400_000:
+                raise
+            if stats is not None:
+                stats.splits += 1
+            mid = lo + (hi - lo) // 2
+            return self._history_keys(entry, lo, mid, stats, depth + 1) | self._history_keys(
+                entry, mid, hi, stats, depth + 1
+            )
+
+    def _write_tag_cache(
+        self, cache: Path, entry: CatalogEntry, keys: set[str], complete: bool
+    ) -> None:
+        from dxt_core.fsio import write_json_atomic
+
+        with self._lock:
+            old = _read_tag_cache(cache)
+            if old is not None:  # keys only grow, also when two days write at once
+                keys = keys | set(old.get("keys") or ())
+                complete = complete or bool(old.get("complete"))
+            write_json_atomic(
+                cache,
+                {
+                    "schema": TAG_CACHE_SCHEMA,
+                    "metric": entry.metric,
+                    "plugin": entry.plugin,
+                    "tags_filter": self._tag_filter(entry),
+                    "keys": sorted(keys),
+                    # complete: the keys of the whole history were read once
+                    "complete": complete,
+                    "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                },
+            )

@@ -1,0 +1,542 @@
+"""Writing one metric-day as a transaction: staged files, the never-shrink rule, versions.
+
+:meth:`dxt_core.archive.Archive.begin` returns a :class:`DayWrite`:
+
+1. ``begin`` takes the day's lock (:class:`~dxt_core.locks.DayLock`; a second writer gets
+   :class:`~dxt_core.errors.ArchiveLocked` naming the holder), removes temporary files of
+   crashed earlier attempts and reads the day's current manifest (or, without a readable
+   one, the data files beside it: :func:`~dxt_core.manifests.unmanifested_data`). Nothing
+   archived is touched.
+2. The backend writes its data files under hidden staging names (:meth:`DayWrite.open`,
+   :meth:`DayWrite.staging_path`), never under the final name.
+3. ``commit`` compares the new row count with the archived one. **An archive never loses rows
+   because the source did**: when the day is archived with N rows and this run read M < N
+   (or "empty"), the archived file and manifest stay as they are, a ``<day>.kept.json``
+   sidecar records the attempt (coverage shows it) and
+   :class:`~dxt_core.errors.SourceShrank` is raised (:func:`keep_archived_day`). As many
+   rows with other bytes is :class:`~dxt_core.errors.ContentChanged` unless the source's own
+   count grew. With ``replace`` the new data wins. Every archived file a commit replaces is
+   first kept as ``.versions/<name>.prev-<sha8>`` (written under a temporary name, renamed
+   when complete). Then the staged files are renamed into place, the directory is fsynced,
+   the manifest is written (fsync of the file, rename, fsync of the directory) and the lock
+   is released.
+
+A crash at any point leaves either the old day or the new one, never a partial file under a
+final name; between the data rename and the new manifest the day reads "missing" (the old
+manifest is parked as ``.<manifest>.pending`` so that the next run still compares against its
+row count).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
+
+import orjson
+
+from dxt_core._version import __version__
+from dxt_core.errors import ArchiveError, ContentChanged, SourceShrank
+from dxt_core.fsio import (
+    archive_io,
+    fsync_dir,
+    is_archive_write_error,
+    make_dirs_durable,
+    now_iso,
+    os_error,
+    sha256_file,
+    write_json_atomic,
+)
+from dxt_core.locks import DayLock
+from dxt_core.manifests import (
+    KEPT_SCHEMA,
+    VERSIONS_DIR,
+    is_plain_name,
+    manifest_files,
+    rows_of,
+    unmanifested_data,
+)
+
+if TYPE_CHECKING:
+    from dxt_core.archive import Archive, DayKey
+
+log = logging.getLogger("dxt_core.archive")
+
+
+class DayWrite:
+    """Writing one metric-day: staged files, then :meth:`commit` (or :meth:`abort`).
+
+    Use as a context manager (``with archive.begin(key) as day:``): leaving the block
+    without a commit, or with an exception, aborts (removes the staged files, releases the
+    lock) and leaves the archived day as it was.
+    """
+
+    def __init__(self, archive: Archive, key: DayKey, replace: bool) -> None:
+        self.archive = archive
+        self.key = key
+        self.replace = replace
+        self.directory = archive.directory(key)
+        self._lock = DayLock(self.directory / f".{key.day.isoformat()}.lock", str(key))
+        self._staged: dict[str, Path] = {}  # final file name -> staged path
+        self._drop: set[str] = set()  # final file names this commit removes
+        self.previous: dict[str, Any] | None = None
+        #: Why the day's manifest could not be read, when it could not.
+        self.damaged_manifest = ""
+        #: The archived files this commit replaced by other bytes (kept in .versions/).
+        self.replaced: list[dict[str, Any]] = []
+        self._state_at_begin: tuple[int, int] | None = None
+        self._written: dict[str, Any] = {}
+        self.closed = False
+
+    # -- life cycle -------------------------------------------------------------------------
+    def _start(self) -> None:
+        with archive_io(self.directory, "create directory"):
+            make_dirs_durable(self.directory)
+        from dxt_core.index import directory_state
+
+        # What the directory looked like before this transaction touched it: the index
+        # trusts its rows of this directory after the commit only if it did before.
+        self._state_at_begin = directory_state(self.directory)
+        self._lock.acquire()
+        try:
+            self._clean_stale()
+            try:
+                self.previous = self.archive.read_manifest(self.key)
+            except ArchiveError as exc:
+                # A damaged manifest protects nothing by itself: the data file beside it
+                # is what is kept (below), and the damaged bytes go to .versions/ at commit.
+                self.damaged_manifest = str(exc)
+                self.previous = None
+            if self.previous is None:
+                self.previous = self._read_pending()
+            if self.previous is None:
+                self.previous = unmanifested_data(self.directory, self.key.day)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def __enter__(self) -> DayWrite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abort()
+
+    def _clean_stale(self) -> None:
+        """Remove temporary and staged files of crashed earlier attempts of this day (safe:
+        we hold its lock, so no live writer owns them)."""
+        day = self.key.day.isoformat()
+        patterns = (
+            f".{day}.*.tmp",  # data (".<name>.staged.tmp") and manifests
+            f"._{day}.*.tmp",  # temporary manifests and sidecars of Hive layouts
+            f"..{day}.*.tmp",  # temporary files of writers given a staging path
+        )
+        for pattern in patterns:
+            for stale in self.directory.glob(pattern):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
+
+    @property
+    def _pending(self) -> Path:
+        return self.directory / f".{self.archive.manifest_path(self.key).name}.pending"
+
+    def _read_pending(self) -> dict[str, Any] | None:
+        try:
+            doc = orjson.loads(self._pending.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def abort(self) -> None:
+        """Drop the staged files and release the lock; the archived day is untouched."""
+        if self.closed:
+            return
+        self.closed = True
+        for staged in self._staged.values():
+            with contextlib.suppress(OSError):
+                staged.unlink()
+        self._staged.clear()
+        self._lock.release()
+        self.archive._forget(self)
+
+    # -- staging ----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ArchiveError(f"{self.key}: this write is already committed or aborted")
+
+    def staging_path(self, extension: str) -> Path:
+        """A hidden path to write ``<day>.<extension>`` to; :meth:`commit` renames it into
+        place. For writers that need a path (HDF5); others use :meth:`open`."""
+        self._check_open()
+        final = self.archive.data_path(self.key, extension)
+        staged = self.directory / f".{final.name}.staged.tmp"
+        self._staged[final.name] = staged
+        self._drop.discard(final.name)
+        return staged
+
+    @contextlib.contextmanager
+    def open(self, extension: str, buffer_size: int = 1 << 20) -> Iterator[BinaryIO]:
+        """Write the data file ``<day>.<extension>``: staged until :meth:`commit`.
+
+        On an exception inside the block the staged file is removed.
+        """
+        staged = self.staging_path(extension)
+        try:
+            with archive_io(staged, "write"):
+                raw = open(staged, "wb", buffering=buffer_size)  # noqa: SIM115
+            with raw as fh:
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(staged, 0o644)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                staged.unlink()
+            if is_archive_write_error(exc, os.fspath(staged)) or exc.filename == os.fspath(staged):
+                raise os_error(exc, self.archive.data_path(self.key, extension), "write") from exc
+            raise
+        except BaseException:
+            with contextlib.suppress(OSError):
+                staged.unlink()
+            raise
+
+    def discard(self, extension: str) -> None:
+        """Drop what was staged for ``<day>.<extension>``; the archived file (if any) stays."""
+        self._check_open()
+        name = self.archive.data_path(self.key, extension).name
+        staged = self._staged.pop(name, None)
+        if staged is not None:
+            with contextlib.suppress(FileNotFoundError):
+                staged.unlink()
+
+    def remove(self, extension: str) -> None:
+        """This commit leaves no ``<day>.<extension>`` (an empty day): drop what was staged
+        for it, and remove the archived file at commit (if the rule allows it)."""
+        self.discard(extension)
+        self._drop.add(self.archive.data_path(self.key, extension).name)
+
+    # -- commit -----------------------------------------------------------------------------
+    def commit(self, doc: dict[str, Any]) -> Path:
+        """Apply the never-shrink rule, move the staged files into place and write the
+        manifest (``doc`` plus the common fields). Returns the manifest's path.
+
+        Raises:
+            SourceShrank: the day is archived with more rows than ``doc`` says and
+                ``replace`` is off; the archived day is unchanged.
+        """
+        self._check_open()
+        try:
+            path = self._commit(doc)
+        finally:
+            self.abort()  # releases the lock; staged files are gone by now on success
+        from dxt_core.index import record_commit
+
+        # After the lock file is gone, so that the directory state the index records is
+        # the one readers will find.
+        record_commit(
+            self.archive.root,
+            self.key,
+            path,
+            self._written,
+            state_at_begin=self._state_at_begin,
+        )
+        return path
+
+    def _commit(self, doc: dict[str, Any]) -> Path:
+        key, directory = self.key, self.directory
+        new_rows = rows_of(doc)
+        prev = self.previous
+        prev_rows = rows_of(prev)
+        prev_files = manifest_files(prev) if prev and prev.get("status") == "archived" else []
+        check_staged(key, doc, self._staged)
+        shrinks = new_rows < prev_rows
+        existing = [directory / f["file"] for f in prev_files if is_plain_name(f.get("file"))]
+        if shrinks and any(p.exists() for p in existing) and not self.replace:
+            self._keep(prev or {}, doc, new_rows, prev_rows, existing)
+        changed = self._changed_files(prev_files, doc)
+        intact = [c for c in changed if _matches_manifest(prev_files, c)]
+        if (
+            intact
+            and new_rows == prev_rows
+            and not self.replace
+            and not source_count_grew(prev, doc)
+        ):
+            self._refuse_change(intact, doc, new_rows)
+        manifest = self.archive.manifest_path(key)
+        with archive_io(directory, "update"):
+            if changed or self.damaged_manifest:
+                self.replaced = self._save_versions(prev, changed, manifest)
+        if self.replaced:
+            doc = {**doc, "replaced": self.replaced, "replaced_rows": prev_rows}
+            log.warning(
+                "%s: replaced the archived %s (%s rows -> %s rows); the old bytes are kept as %s",
+                key,
+                ", ".join(str(r["file"]) for r in self.replaced),
+                f"{prev_rows:,}",
+                f"{new_rows:,}",
+                ", ".join(str(r["version"]) for r in self.replaced if r.get("version")),
+            )
+        with archive_io(directory, "update"):
+            if manifest.exists():
+                # Parked, not deleted: after a crash from here to the new manifest the day
+                # reads "missing" and the next run still compares with these rows.
+                os.replace(manifest, self._pending)
+            for name, staged in sorted(self._staged.items()):
+                os.replace(staged, directory / name)
+            self._staged.clear()
+            for name in sorted(self._drop):
+                with contextlib.suppress(FileNotFoundError):
+                    (directory / name).unlink()
+            fsync_dir(directory)
+        self._written = self.archive.full_manifest(key, doc)
+        path = self.archive.write_full_manifest(key, self._written, index=False)
+        with archive_io(directory, "update"):
+            with contextlib.suppress(FileNotFoundError):
+                self._pending.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                self.archive.kept_path(key).unlink()
+        return path
+
+    def _keep(
+        self,
+        prev: dict[str, Any],
+        doc: dict[str, Any],
+        new_rows: int,
+        prev_rows: int,
+        existing: list[Path],
+    ) -> None:
+        path = self.archive.kept_path(self.key)
+        keep_archived_day(
+            self.key,
+            prev,
+            doc,
+            archive_rows=prev_rows,
+            source_rows=new_rows,
+            kept=str(next((p for p in existing if p.exists()), existing[0])),
+            write=lambda record: write_json_atomic(path, record),
+        )
+
+    def _changed_files(
+        self, prev_files: list[dict[str, Any]], doc: dict[str, Any]
+    ) -> list[tuple[str, str, Path]]:
+        """The archived files this commit replaces by other bytes or removes, as (name,
+        sha256 of the bytes on disk, path). Computed from the files, not the manifest: a
+        hand-edited or recovered file is compared as it is."""
+        new_sha = {
+            str(f.get("file")): f.get("sha256")
+            for f in (manifest_files(doc) if doc.get("status") == "archived" else [])
+        }
+        out: list[tuple[str, str, Path]] = []
+        for f in prev_files:
+            name = f.get("file")
+            if not is_plain_name(name):
+                continue
+            path = self.directory / str(name)
+            if not path.is_file():
+                continue
+            staged = self._staged.get(str(name))
+            if staged is None and str(name) not in self._drop:
+                continue  # not written by this commit: stays as it is
+            with archive_io(path, "read"):
+                old = sha256_file(path)
+                new = new_sha.get(str(name))
+                if staged is not None and not isinstance(new, str):
+                    new = sha256_file(staged)
+            if staged is None or new != old:
+                out.append((str(name), old, path))
+        return out
+
+    def _refuse_change(
+        self, changed: list[tuple[str, str, Path]], doc: dict[str, Any], rows: int
+    ) -> NoReturn:
+        name, old, path = changed[0]
+        new = next(
+            (
+                str(f.get("sha256"))
+                for f in manifest_files(doc)
+                if f.get("file") == name and isinstance(f.get("sha256"), str)
+            ),
+            "",
+        )
+        raise content_changed(self.key, rows, old, new, kept=str(path))
+
+    def _save_versions(
+        self,
+        prev: dict[str, Any] | None,
+        changed: list[tuple[str, str, Path]],
+        manifest: Path,
+    ) -> list[dict[str, Any]]:
+        """Keep the files this commit replaces as ``.versions/<name>.prev-<sha8>`` (and the
+        replaced manifest beside them, damaged or not), before anything is replaced.
+
+        Each version is written under a temporary name, fsynced and renamed only when
+        complete, so a full disk never leaves a truncated file under a version's name.
+        Returns what was kept, for the new manifest's ``replaced`` field.
+        """
+        versions = self.directory / VERSIONS_DIR
+        make_dirs_durable(versions)
+        day = self.key.day.isoformat()
+        for stale in versions.glob(f".*{day}*.tmp"):  # a crashed earlier copy (we hold the lock)
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        kept: list[dict[str, Any]] = []
+        tag = ""
+        for name, sha, src in changed:
+            tag = tag or sha[:8]
+            dst = versions / f"{name}.prev-{sha[:8]}"
+            with archive_io(dst, "keep the replaced file as"):
+                _copy_complete(src, dst)
+            kept.append(
+                {
+                    "file": name,
+                    "sha256": sha,
+                    "bytes": dst.stat().st_size,
+                    "version": f"{VERSIONS_DIR}/{dst.name}",
+                }
+            )
+        tag = tag or hashlib.sha256(day.encode()).hexdigest()[:8]
+        copy = versions / f"{manifest.name}.prev-{tag}"
+        if not copy.exists():
+            if self.damaged_manifest and manifest.is_file():
+                with archive_io(copy, "keep the damaged manifest as"):
+                    _copy_complete(manifest, copy)
+            elif prev is not None and not prev.get("recovered_from"):
+                write_json_atomic(copy, prev)
+        fsync_dir(versions)
+        fsync_dir(self.directory)
+        return kept
+
+
+def _matches_manifest(prev_files: list[dict[str, Any]], changed: tuple[str, str, Path]) -> bool:
+    """The archived file is as its manifest describes it (or no manifest gives a checksum:
+    a recovered file): intact archived content, not a damaged file that a rerun repairs."""
+    name, sha, _ = changed
+    for f in prev_files:
+        if f.get("file") == name:
+            want = f.get("sha256")
+            return not isinstance(want, str) or want == sha
+    return True
+
+
+def _copy_complete(src: Path, dst: Path) -> None:
+    """``dst`` becomes a copy of ``src`` (a hard link where the file system allows), never a
+    partial one: written under a temporary name, fsynced, then renamed. An existing ``dst``
+    of the same size is kept (its name holds the checksum of ``src``)."""
+    with contextlib.suppress(FileNotFoundError):
+        if dst.stat().st_size == src.stat().st_size:
+            return
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+        try:
+            os.link(src, tmp)  # a hard link: no copy, and the final name stays put
+        except OSError:
+            with src.open("rb") as fin, open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+                fout.flush()
+                os.fsync(fout.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def source_count_grew(prev: dict[str, Any] | None, doc: dict[str, Any]) -> bool:
+    """The source says it holds more points than when the day was archived (the
+    ``source_count`` field of both manifests, when they have it)."""
+    old = (prev or {}).get("source_count")
+    new = doc.get("source_count")
+    if isinstance(old, bool) or isinstance(new, bool):
+        return False
+    return isinstance(old, int) and isinstance(new, int) and new > old
+
+
+# --------------------------------------------------------------------------------------------
+# The rules of a commit, for every archive (the directory one here, the S3 one in
+# dxt_core/store/s3.py): where the archived bytes live differs, the rule and its words do not.
+# --------------------------------------------------------------------------------------------
+
+
+def check_staged(key: DayKey, doc: dict[str, Any], staged: Mapping[str, Path]) -> None:
+    """The data files ``doc`` names are the ones ``staged`` in this transaction (a file
+    written under its final name would already have replaced the archived one).
+
+    Raises:
+        ArchiveError: ``doc`` names a file not staged, or whose staged copy is gone.
+    """
+    for f in manifest_files(doc) if doc.get("status") == "archived" else []:
+        name = f.get("file")
+        if not isinstance(name, str) or name not in staged:
+            raise ArchiveError(
+                f"{key}: the manifest names {name!r}, which was not written through this "
+                "archive transaction (use DayWrite.open or DayWrite.staging_path)"
+            )
+        if not staged[name].exists():
+            raise ArchiveError(f"{key}: staged file for {name} is missing")
+
+
+def keep_archived_day(
+    key: DayKey,
+    prev: dict[str, Any],
+    doc: dict[str, Any],
+    *,
+    archive_rows: int,
+    source_rows: int,
+    kept: str,
+    write: Callable[[dict[str, Any]], object],
+) -> NoReturn:
+    """The never-shrink rule's outcome: the archived day (manifest ``prev``) stays, the
+    attempt (manifest ``doc``) is recorded by ``write`` as the day's ``<day>.kept.json``
+    (coverage shows it), and :class:`~dxt_core.errors.SourceShrank` names ``kept``, where
+    the archived file is (a path, or an object's URL).
+
+    ``write`` receives the record (a JSON object) and stores it: an atomic file write for a
+    directory archive, one PUT for an object store.
+    """
+    record = {
+        "schema": KEPT_SCHEMA,
+        "source": key.source,
+        "parts": list(key.parts),
+        "day": key.day.isoformat(),
+        "at": now_iso(),
+        "archive_rows": archive_rows,
+        "source_rows": source_rows,
+        "source_status": doc.get("status"),
+        "archive_file": prev.get("file"),
+        "archive_sha256": prev.get("sha256"),
+        "software": {"name": "dxt-archive", "version": __version__},
+    }
+    write(record)
+    raise SourceShrank(
+        f"{key}: source has fewer rows than the archive ({archive_rows:,} -> "
+        f"{source_rows:,}); kept the archived file {kept}; rerun with replace (--replace, or "
+        "the DAG param replace) to overwrite it (the replaced file is kept in .versions/)",
+        archive_rows=archive_rows,
+        source_rows=source_rows,
+        path=kept,
+    )
+
+
+def content_changed(
+    key: DayKey, rows: int, old: str, new: str, *, kept: str, what: str = "file"
+) -> ContentChanged:
+    """The error of a rerun that read as many rows as the archive holds (``rows``) but other
+    bytes (sha256 ``old`` archived, ``new`` read now): the archived ``what`` (``file``, or
+    ``object``) at ``kept`` stays."""
+    return ContentChanged(
+        f"{key}: the source has as many rows as the archive ({rows:,}) but other values "
+        f"(sha256 {old[:12]} archived, {new[:12] or 'none'} read now); kept the archived "
+        f"{what} {kept}; rerun with replace (--replace, or the DAG param replace) to take the "
+        f"new values (the replaced {what} is kept in .versions/)",
+        rows=rows,
+        archive_sha256=old,
+        source_sha256=new,
+        path=kept,
+    )

@@ -1,0 +1,152 @@
+"""What the archive records beside a day's data: manifests and their sidecars.
+
+A day counts as archived only when its manifest ``<YYYY-MM-DD>.manifest.json`` exists; a
+manifest with ``"status": "empty"`` records a day that was fetched and held no data. A
+``<day>.kept.json`` sidecar records a rerun that read fewer rows than the archive holds (the
+archived file was kept), and ``.versions/`` holds the bytes a commit replaced. In
+Hive-partitioned layouts (``plugin=<p>/metric=<m>``, used for Parquet) manifests and other
+sidecars start with ``_`` so that dataset readers skip them.
+
+This module reads them; :mod:`dxt_core.daywrite` writes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from dxt_core.paths import check_path_component
+
+MANIFEST_SCHEMA = "dxt-archive/manifest/1"
+KEPT_SCHEMA = "dxt-archive/kept/1"
+MANIFEST_SUFFIX = ".manifest.json"
+KEPT_SUFFIX = ".kept.json"
+VERSIONS_DIR = ".versions"
+DAYS_SCHEMA = "dxt-archive/days/1"
+#: How a day is cut out of time, recorded with the zone (see :meth:`Archive.check_day_zone`).
+DAY_DEFINITION = "[local midnight, next local midnight)"
+
+#: What to do about a manifest that cannot be read. Deleting it loses nothing either: the data
+#: file beside it is kept by the next run as archived data (see :func:`unmanifested_data`).
+DAMAGED_MANIFEST_ADVICE = (
+    "rerun the day to write a new one (the data file beside it is kept: a rerun with fewer "
+    "rows or other values fails and changes nothing, and any replaced bytes go to .versions/)"
+)
+
+#: The state of one archived day, as coverage reports it.
+Status = Literal["archived", "empty", "missing", "corrupt"]
+
+
+def manifest_files(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The data files a manifest names: ``files`` entries, else the single ``file``."""
+    files = doc.get("files")
+    if isinstance(files, list) and files:
+        return [f for f in files if isinstance(f, dict)]
+    if isinstance(doc.get("file"), str):
+        return [{"file": doc["file"], "bytes": doc.get("bytes"), "sha256": doc.get("sha256")}]
+    return []
+
+
+def rows_of(doc: dict[str, Any] | None) -> int:
+    """The rows an archived day's manifest records (0 for an empty or unknown day)."""
+    if not doc or doc.get("status") != "archived":
+        return 0
+    rows = doc.get("rows")
+    return rows if isinstance(rows, int) and rows > 0 else 0
+
+
+def is_plain_name(name: object) -> bool:
+    """``name`` is one file name (no directory part, not ``.``/``..``)."""
+    return isinstance(name, str) and check_path_component(name, "file") is None
+
+
+def holes_detail(doc: dict[str, Any]) -> str:
+    """ "holes: ..." for a day archived around unreadable windows (dxt_core.reconcile)."""
+    if not doc.get("holes"):
+        return ""
+    from dxt_core.reconcile import holes_detail as detail
+
+    return detail(doc)
+
+
+def kept_detail(kept: dict[str, Any]) -> str:
+    """ "kept: ..." for a day whose rerun read fewer rows than the archive holds."""
+    try:
+        a, s = int(kept["archive_rows"]), int(kept["source_rows"])
+    except (KeyError, TypeError, ValueError):
+        return "kept: a rerun read fewer rows than the archive holds"
+    return (
+        f"kept: on {kept.get('at', '?')} the source had {s:,} rows, the archive {a:,}; "
+        "the archived file was kept"
+    )
+
+
+def count_rows(path: Path) -> int | None:
+    """The rows of an archived data file, counted from the file itself (None when its
+    format is not one this function reads): the protection of a day whose manifest is gone.
+    """
+    name = path.name
+    if name.endswith((".csv.gz", ".jsonl.gz")):
+        with gzip.open(path, "rb") as fh:
+            lines = 0
+            last = b"\n"
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+            lines += last != b"\n"
+        return max(lines - 1, 0) if name.endswith(".csv.gz") else lines
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    return None
+
+
+def unmanifested_data(directory: Path, day: dt.date) -> dict[str, Any] | None:
+    """What the archive holds for ``day`` in ``directory`` when no manifest says so: its data
+    files (``<day>.<ext>``), their rows counted from the files, as a manifest-like document
+    (``recovered_from``), or None when there are none. Such files are archived data: the
+    never-shrink rule and the versions apply to them as to any other."""
+    prefix = f"{day.isoformat()}."
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return None
+    files: list[dict[str, Any]] = []
+    for name in names:
+        if not name.startswith(prefix) or name.endswith((MANIFEST_SUFFIX, KEPT_SUFFIX)):
+            continue
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            rows = count_rows(path)
+        except Exception:
+            rows = None
+        files.append({"file": name, "bytes": path.stat().st_size, "rows": rows})
+    if not files:
+        return None
+    return recovered_manifest(files, "data files without a readable manifest")
+
+
+def recovered_manifest(files: list[dict[str, Any]], recovered_from: str) -> dict[str, Any]:
+    """A manifest-like document for data ``files`` found without a manifest (each a dict
+    with ``file``, ``bytes``, ``rows``: None when not counted, and optionally ``sha256``):
+    archived, its main file the first whose rows were counted. ``recovered_from`` says
+    where they were found (and keeps the document out of ``.versions/``)."""
+    counted = [f for f in files if isinstance(f["rows"], int)]
+    main = counted[0] if counted else files[0]
+    doc = {
+        "status": "archived",
+        "file": main["file"],
+        "rows": main["rows"],
+        "bytes": main["bytes"],
+        "files": files,
+        "recovered_from": recovered_from,
+    }
+    if "sha256" in main:
+        doc["sha256"] = main["sha256"]
+    return doc

@@ -1,0 +1,577 @@
+"""Writing one metric-day into an S3 archive: the day's lock and its transaction.
+
+S3 has no rename, so a metric-day is committed as follows (:class:`S3DayWrite`):
+
+1. ``begin`` makes no request: the backend writes its data files into a local staging
+   directory (``DXT_S3_STAGING``, default ``$TMPDIR/dxt-s3-staging``), exactly as for a
+   directory archive. (The S3 client, boto3, is made at the first request: after the fetch,
+   so its ~26 MiB reuse what the fetch freed instead of adding to its peak.)
+2. ``commit`` first checks the zone the days are cut in against the bucket's record, then
+   takes the day's lock object ``.dxt/locks/<unit>/<day>.lock`` with ``If-None-Match: *``
+   (a second writer gets :class:`~dxt_core.errors.ArchiveLocked` naming the holder). A lock
+   left by a dead process is taken over with ``If-Match`` on its ETag when its holder is gone
+   (same host, no such pid) or its lease has run out. Unfinished multipart uploads of the day
+   (a crash) are aborted; the manifest is read with its ETag.
+3. The never-shrink rule on the rows (``SourceShrank``, a ``<day>.kept.json`` beside the
+   day). Then the day is *claimed*: its manifest is replaced by a "writing" marker that
+   holds the previous manifest and the objects about to be replaced, with ``If-Match`` on the
+   ETag just read (or ``If-None-Match: *``), so two writers cannot both commit a day and a run
+   cannot replace a day it did not read. Replaced objects are copied server-side to
+   ``.versions/``; each data file is streamed up (multipart, 8 MiB parts with their SHA-256;
+   an object appears under its key only when complete) and checked against S3's checksum of
+   what it stored; the manifest is written last, with ``If-Match`` on the marker.
+
+Two runs of the same day may both fetch it; only one commits at a time, and the later one
+is a rerun of a committed day (byte-identical: nothing uploaded; fewer rows: refused; other
+values: refused without replace).
+
+What a reader of the bucket sees while a commit runs (or after a kill -9 at that point):
+
+* until the claim: the old day, its manifest and objects;
+* from the claim on: the marker under the manifest's key (``"status": "writing"``), so dxt
+  reports the day missing; data objects still the old ones; ``.versions/`` copies appear;
+* during the uploads: each data object turns from its old bytes to its new ones at once
+  (never a part of a file); a day of several files may show some new and some old;
+* after the uploads, before the manifest: the new objects under their final keys and the
+  marker still standing: a dataset reader that lists data files (Arrow, DuckDB) reads the new
+  bytes already, and ``dxt coverage --verify`` reports the day corrupt ("no manifest names
+  it") until a rerun completes it (the rerun finds the marker, takes over the dead writer's
+  lock and commits; the objects already replaced are named in its manifest's ``replaced``).
+
+A reader who wants only committed days goes through the manifests (``status: archived``
+and the sha256 of each file), as ``dxt coverage`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+import os
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from dxt_core._version import __version__
+from dxt_core.archive import DayKey
+from dxt_core.daywrite import DayWrite
+from dxt_core.daywrite import source_count_grew as _source_count_grew
+from dxt_core.errors import ArchiveError, ArchiveLocked, ContentChanged, SourceShrank
+from dxt_core.fsio import json_bytes as _dumps
+from dxt_core.fsio import now_iso as _now
+from dxt_core.locks import DayLock
+from dxt_core.manifests import (
+    KEPT_SCHEMA,
+    KEPT_SUFFIX,
+    MANIFEST_SCHEMA,
+    MANIFEST_SUFFIX,
+    VERSIONS_DIR,
+    count_rows,
+    manifest_files,
+)
+from dxt_core.manifests import is_plain_name as _plain_name
+from dxt_core.manifests import rows_of as _rows
+from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
+
+if TYPE_CHECKING:
+    from dxt_core.store.s3 import S3Archive
+
+log = logging.getLogger("dxt_core.store.s3")
+
+#: The status of the marker that stands under a manifest's key while its day is committed.
+WRITING = "writing"
+#: A lock older than this is stale even if its holder cannot be checked (another host).
+LOCK_LEASE_S = 6 * 3600
+#: Test hook: ``DXT_S3_TEST_STALL_AT=<phase>`` stops every commit of the process at that
+#: phase (``read``: the lock taken and the day read; ``claimed``: after the marker;
+#: ``versions``: after the first ``.versions/`` copy;
+#: ``uploaded``: after the data objects, before the manifest): it writes
+#: ``<staging root>/.stalled-<phase>`` and waits until that file is deleted (at most 600 s),
+#: so that a test can kill -9 the commit there, or let it go on.
+STALL_ENV = "DXT_S3_TEST_STALL_AT"
+
+
+def _stall(root: Path, phase: str) -> None:
+    if os.environ.get(STALL_ENV, "").strip() != phase:
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    flag = root / f".stalled-{phase}"
+    flag.write_text(str(os.getpid()))
+    log.warning("%s=%s: this commit stops here until %s is deleted", STALL_ENV, phase, flag)
+    deadline = time.monotonic() + 600
+    while flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@dataclass
+class _Plan:
+    """What a commit found in the bucket and will change."""
+
+    listing: dict[str, ObjectInfo]
+    new_sha: dict[str, Any]
+    actual: dict[str, str] = field(default_factory=dict)
+    replaced: list[dict[str, Any]] = field(default_factory=list)
+    prev_rows: int = 0
+
+
+def _lease_s() -> int:
+    raw = os.environ.get("DXT_S3_LOCK_LEASE_S", "").strip()
+    return int(raw) if raw.isdigit() else LOCK_LEASE_S
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class S3DayLock(DayLock):
+    """The lock of one metric-day as an object created with ``If-None-Match: *``."""
+
+    def __init__(self, store: S3Client, key: str, what: str) -> None:
+        super().__init__(Path(key), what)
+        self.store = store
+        self.key = key
+        self._etag: str | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._etag is not None
+
+    def _body(self) -> bytes:
+        now = dt.datetime.now(dt.UTC)
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": now.isoformat(timespec="seconds"),
+            "expires": (now + dt.timedelta(seconds=_lease_s())).isoformat(timespec="seconds"),
+            "token": uuid.uuid4().hex,
+        }
+        return orjson.dumps(info)
+
+    def acquire(self) -> None:
+        try:
+            self._etag = self.store.put(self.key, self._body(), if_none_match=True)
+            return
+        except PreconditionFailed:
+            pass
+        got = self.store.get(self.key)
+        if got is None:  # released between our two calls: try once more
+            try:
+                self._etag = self.store.put(self.key, self._body(), if_none_match=True)
+                return
+            except PreconditionFailed:
+                got = self.store.get(self.key) or (b"{}", "")
+        raw, etag = got
+        try:
+            holder = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            holder = {}
+        holder = holder if isinstance(holder, dict) else {}
+        if _stale(holder):
+            try:
+                self._etag = self.store.put(self.key, self._body(), if_match=etag)
+                log.warning("%s: took over the stale lock of %s", self.what, _who(holder))
+                return
+            except PreconditionFailed:
+                pass  # someone else took it over first
+        raise ArchiveLocked(
+            f"{self.what} is being archived by {_who(holder)} (lock "
+            f"{self.store.url(self.key)}); wait for it to finish, or stop that process, "
+            "then rerun",
+            holder=holder,
+        )
+
+    def release(self) -> None:
+        etag, self._etag = self._etag, None
+        if etag is None:
+            return
+        with contextlib.suppress(ArchiveError):
+            self.store.delete(self.key, if_match=etag)
+
+
+def _who(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "another process"
+    return (
+        f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')} since "
+        f"{holder.get('started', '?')}"
+    )
+
+
+def _stale(holder: dict[str, Any]) -> bool:
+    """The holder is gone: a dead pid on this host, or a lease that ran out."""
+    pid = holder.get("pid")
+    same_host = holder.get("host") == socket.gethostname()
+    if same_host and isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid):
+        return True
+    try:
+        expires = dt.datetime.fromisoformat(str(holder.get("expires")))
+    except ValueError:
+        return True
+    return expires < dt.datetime.now(dt.UTC)
+
+
+class S3DayWrite(DayWrite):
+    """One metric-day written into an S3 archive (see the module docstring)."""
+
+    archive: S3Archive
+
+    def __init__(self, archive: S3Archive, key: DayKey, replace: bool) -> None:
+        super().__init__(archive, key, replace)
+        self.prefix = archive.key_of(self.directory)
+        self._lock = S3DayLock(
+            archive.store,
+            archive.internal_key("locks", key.source, *key.parts, f"{key.day.isoformat()}.lock"),
+            str(key),
+        )
+        self._manifest_key = archive.key_of(archive.manifest_path(key))
+        self._manifest_etag: str | None = None
+        self._interrupted: dict[str, Any] | None = None
+        # Staged files in a directory of this transaction's own: another process of this
+        # host may be writing the same day into the same staging root (a lock taken over).
+        self._stage = (
+            self.directory / f".{key.day.isoformat()}.{os.getpid()}-{uuid.uuid4().hex[:8]}.staging"
+        )
+
+    def staging_path(self, extension: str) -> Path:
+        self._check_open()
+        name = self.archive.data_path(self.key, extension).name
+        self._stage.mkdir(parents=True, exist_ok=True)
+        staged = self._stage / name
+        self._staged[name] = staged
+        self._drop.discard(name)
+        return staged
+
+    def _clean_stale(self) -> None:
+        """Remove the staging directories of this day left by dead processes of this host."""
+        for stale in self.directory.glob(f".{self.key.day.isoformat()}.*.staging"):
+            pid = stale.name.split(".")[-2].split("-")[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
+
+    def abort(self) -> None:
+        closed = self.closed
+        super().abort()
+        if not closed:
+            shutil.rmtree(self._stage, ignore_errors=True)
+
+    def _start(self) -> None:
+        store = self.archive.store
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            self._clean_stale()  # local staging files of a crashed run of this host
+            day = self.key.day.isoformat()
+            for pre in (f"{self.prefix}/{day}", f"{self.prefix}/_{day}"):
+                n = store.abort_uploads(pre)
+                if n:
+                    log.info("%s: aborted %d unfinished upload(s) of a crashed run", self.key, n)
+            try:
+                doc, self._manifest_etag = self.archive._read_manifest_etag(self.key)
+            except ArchiveError as exc:
+                # A damaged manifest protects nothing by itself: the data objects beside it
+                # are kept (below), and its bytes go to .versions/ at commit.
+                got = store.get(self._manifest_key)
+                doc, self._manifest_etag = None, (got[1] if got else None)
+                self.damaged_manifest = str(exc)
+            if doc is not None and doc.get("status") == WRITING:
+                self._interrupted = doc  # a commit that did not finish
+                prev = doc.get("previous")
+                self.previous = prev if isinstance(prev, dict) else None
+            else:
+                self.previous = doc
+            if self.previous is None:
+                self.previous = self._unmanifested_data()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _unmanifested_data(self) -> dict[str, Any] | None:
+        """Data objects of the day that no manifest names (a manifest deleted by hand):
+        archived data all the same, their rows counted from the objects (downloaded into
+        staging), so that the never-shrink rule and the versions protect them."""
+        store, day = self.archive.store, f"{self.key.day.isoformat()}."
+        found = [
+            o
+            for o in store.list(self.prefix + "/")
+            if (n := o.key.rsplit("/", 1)[-1]).startswith(day)
+            and not n.endswith((MANIFEST_SUFFIX, KEPT_SUFFIX))
+        ]
+        if not found:
+            return None
+        files: list[dict[str, Any]] = []
+        self._stage.mkdir(parents=True, exist_ok=True)
+        for o in found:
+            name = o.key.rsplit("/", 1)[-1]
+            tmp = self._stage / f".recovered.{name}"
+            try:
+                store.download(o.key, tmp)
+                try:
+                    rows = count_rows(tmp)
+                except Exception:
+                    rows = None
+                files.append(
+                    {"file": name, "bytes": o.size, "rows": rows, "sha256": store.file_sha(tmp)}
+                )
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        counted = [f for f in files if isinstance(f["rows"], int)]
+        main = counted[0] if counted else files[0]
+        return {
+            "status": "archived",
+            "file": main["file"],
+            "rows": main["rows"],
+            "bytes": main["bytes"],
+            "sha256": main["sha256"],
+            "files": files,
+            "recovered_from": "data objects without a manifest",
+        }
+
+    def commit(self, doc: dict[str, Any]) -> Path:
+        """:meth:`DayWrite.commit` on S3: the day's zone checked, its lock taken and the day
+        read (:meth:`_start`), then the commit; the unit's index object is updated inside."""
+        self._check_open()
+        try:
+            self.archive.check_zone_now(self.key.source)
+            self._start()
+            _stall(self.archive.root, "read")
+            return self._commit(doc)
+        finally:
+            self.abort()
+
+    def _commit(self, doc: dict[str, Any]) -> Path:
+        plan = self._check(doc)
+        etag = self._claim(plan)
+        _stall(self.archive.root, "claimed")
+        self._copy_versions(plan)
+        self._upload(plan)
+        _stall(self.archive.root, "uploaded")
+        return self._finish(doc, plan, etag)
+
+    def _check(self, doc: dict[str, Any]) -> _Plan:
+        """The rules that run before anything in the bucket changes: every file the manifest
+        names was staged, never shrink, never silently change; returns what to replace."""
+        key, store = self.key, self.archive.store
+        prev = self.previous
+        prev_files = manifest_files(prev) if prev and prev.get("status") == "archived" else []
+        new_files = manifest_files(doc) if doc.get("status") == "archived" else []
+        for f in new_files:
+            name = f.get("file")
+            if not isinstance(name, str) or name not in self._staged:
+                raise ArchiveError(
+                    f"{key}: the manifest names {name!r}, which was not written through this "
+                    "archive transaction (use DayWrite.open or DayWrite.staging_path)"
+                )
+            if not self._staged[name].exists():
+                raise ArchiveError(f"{key}: staged file for {name} is missing")
+        listing = {o.key.rsplit("/", 1)[-1]: o for o in store.list(self.prefix + "/")}
+        existing = [
+            str(f["file"])
+            for f in prev_files
+            if _plain_name(f.get("file")) and f["file"] in listing
+        ]
+        plan = _Plan(listing, {str(f.get("file")): f.get("sha256") for f in new_files})
+        plan.prev_rows, new_rows = _rows(prev), _rows(doc)
+        if new_rows < plan.prev_rows and existing and not self.replace:
+            self._keep(prev or {}, doc, new_rows, plan.prev_rows, existing)
+        old_sha = {str(f.get("file")): f.get("sha256") for f in prev_files}
+        # What the archived objects this commit touches hold (the sha256 recorded at their
+        # upload, or read): a damaged object is repaired, only intact content is protected.
+        touched = [n for n in existing if n in self._staged or n in self._drop]
+        plan.actual = {n: self._object_sha(listing[n]) for n in touched}
+        changed = sorted(
+            n for n in touched if n not in self._staged or plan.new_sha.get(n) != plan.actual[n]
+        )
+        intact = [n for n in changed if plan.actual[n] == old_sha.get(n)]
+        grew = _source_count_grew(prev, doc)
+        if intact and new_rows == plan.prev_rows and not self.replace and not grew:
+            self._refuse_s3_change(intact[0], plan, new_rows)
+        plan.replaced = [
+            {
+                "file": n,
+                "sha256": plan.actual[n],
+                "bytes": listing[n].size,
+                "version": f"{VERSIONS_DIR}/{n}.prev-{plan.actual[n][:8]}",
+            }
+            for n in changed
+        ]
+        return plan
+
+    def _refuse_s3_change(self, name: str, plan: _Plan, rows: int) -> None:
+        old, new = plan.actual[name], str(plan.new_sha.get(name) or "")
+        url = self.archive.store.url(f"{self.prefix}/{name}")
+        raise ContentChanged(
+            f"{self.key}: the source has as many rows as the archive ({rows:,}) but other "
+            f"values (sha256 {old[:12]} archived, {new[:12] or 'none'} read now); kept the "
+            f"archived object {url}; rerun with replace (--replace, or the DAG param "
+            "replace) to take the new values (the replaced object is kept in .versions/)",
+            rows=rows,
+            archive_sha256=old,
+            source_sha256=new,
+            path=url,
+        )
+
+    def _claim(self, plan: _Plan) -> str:
+        """Replace the manifest by the "writing" marker (conditional on the ETag read at
+        begin): only the writer that read the current manifest gets past this."""
+        key, archive, store = self.key, self.archive, self.archive.store
+        if self.damaged_manifest:  # its bytes are kept before the claim replaces them
+            mname = archive.manifest_path(key).name
+            tag = hashlib.sha256(self.damaged_manifest.encode()).hexdigest()[:8]
+            store.copy(self._manifest_key, f"{self.prefix}/{VERSIONS_DIR}/{mname}.prev-{tag}")
+        marker = {
+            "schema": MANIFEST_SCHEMA,
+            "status": WRITING,
+            "source": key.source,
+            "parts": list(key.parts),
+            "day": key.day.isoformat(),
+            "previous": self.previous,
+            # the objects this commit replaces, and where their old bytes go first
+            "replacing": plan.replaced,
+            "writer": {"pid": os.getpid(), "host": socket.gethostname(), "at": _now()},
+        }
+        try:
+            if self._manifest_etag is None:
+                return store.put(self._manifest_key, _dumps(marker), if_none_match=True)
+            return store.put(self._manifest_key, _dumps(marker), if_match=self._manifest_etag)
+        except PreconditionFailed:
+            raise ArchiveLocked(
+                f"{key}: another writer committed this day since this run read it "
+                f"({store.url(self._manifest_key)}); nothing was changed, rerun"
+            ) from None
+
+    def _copy_versions(self, plan: _Plan) -> None:
+        """Server-side copies of the objects this commit replaces, then of their manifest."""
+        store = self.archive.store
+        for i, r in enumerate(plan.replaced):
+            store.copy(f"{self.prefix}/{r['file']}", f"{self.prefix}/{r['version']}")
+            if i == 0:
+                _stall(self.archive.root, "versions")
+        if plan.replaced and self.previous is not None:
+            mname = self.archive.manifest_path(self.key).name
+            store.put(
+                f"{self.prefix}/{VERSIONS_DIR}/{mname}.prev-{plan.replaced[0]['sha256'][:8]}",
+                _dumps(self.previous),
+            )
+
+    def _upload(self, plan: _Plan) -> None:
+        store = self.archive.store
+        for name, staged in sorted(self._staged.items()):
+            want = plan.new_sha.get(name)
+            if isinstance(want, str) and plan.actual.get(name) == want:
+                continue  # the object already holds these bytes: nothing to upload
+            store.upload_file(
+                staged, f"{self.prefix}/{name}", want if isinstance(want, str) else None
+            )
+        for name in sorted(self._drop - set(self._staged)):
+            if name in plan.listing:
+                store.delete(f"{self.prefix}/{name}")
+
+    def _finish(self, doc: dict[str, Any], plan: _Plan, etag: str) -> Path:
+        """The manifest, last (conditional on the marker), then the index object."""
+        key, archive, store = self.key, self.archive, self.archive.store
+        full = archive.full_manifest(key, doc)
+        replaced = plan.replaced + self._replaced_before(plan)
+        if replaced:
+            full["replaced"] = replaced
+            full["replaced_rows"] = plan.prev_rows
+            log.warning(
+                "%s: replaced the archived %s; the old bytes are kept as %s",
+                key,
+                ", ".join(r["file"] for r in replaced),
+                ", ".join(r["version"] for r in replaced),
+            )
+        try:
+            new_etag = store.put(self._manifest_key, _dumps(full), if_match=etag)
+        except PreconditionFailed:
+            raise ArchiveError(
+                f"{key}: the day's manifest changed while this run wrote it (its lock was "
+                f"taken over: a run longer than the lease DXT_S3_LOCK_LEASE_S?); rerun"
+            ) from None
+        kept = archive.key_of(archive.kept_path(key))
+        if kept.rsplit("/", 1)[-1] in plan.listing:
+            store.delete(kept)
+        archive._index_update(key, full, new_etag)
+        for staged in self._staged.values():
+            with contextlib.suppress(OSError):
+                staged.unlink()
+        self._staged.clear()
+        return archive.manifest_path(key)
+
+    def _replaced_before(self, plan: _Plan) -> list[dict[str, Any]]:
+        """What an interrupted commit of this day had replaced already (its marker's
+        ``replacing``): an object that now holds this commit's bytes, whose old bytes are in
+        ``.versions/``. The manifest names them, as the interrupted commit's would have."""
+        marker = self._interrupted or {}
+        done = {r["file"] for r in plan.replaced}
+        out: list[dict[str, Any]] = []
+        for r in marker.get("replacing") or []:
+            if not isinstance(r, dict) or r.get("file") in done or not _plain_name(r.get("file")):
+                continue
+            name = str(r["file"])
+            if name not in plan.listing or plan.new_sha.get(name) is None:
+                continue
+            if self._object_sha(plan.listing[name]) != plan.new_sha[name]:
+                continue
+            if self.archive.store.head(f"{self.prefix}/{r.get('version')}") is not None:
+                out.append(r)
+        return out
+
+    def _object_sha(self, obj: ObjectInfo) -> str:
+        """The sha256 of an archived object: recorded in its metadata by our upload (S3
+        replaces metadata with the object, so it describes these bytes), else read."""
+        store = self.archive.store
+        head = store.head(obj.key) or {}
+        meta = (head.get("Metadata") or {}).get("sha256")
+        if isinstance(meta, str) and len(meta) == 64 and head.get("ContentLength") == obj.size:
+            return meta
+        return store.sha256_of(obj.key)
+
+    def _keep(  # type: ignore[override]
+        self,
+        prev: dict[str, Any],
+        doc: dict[str, Any],
+        new_rows: int,
+        prev_rows: int,
+        existing: list[str],
+    ) -> None:
+        key, archive = self.key, self.archive
+        record = {
+            "schema": KEPT_SCHEMA,
+            "source": key.source,
+            "parts": list(key.parts),
+            "day": key.day.isoformat(),
+            "at": _now(),
+            "archive_rows": prev_rows,
+            "source_rows": new_rows,
+            "source_status": doc.get("status"),
+            "archive_file": prev.get("file"),
+            "archive_sha256": prev.get("sha256"),
+            "software": {"name": "dxt-archive", "version": __version__},
+        }
+        archive.store.put(archive.key_of(archive.kept_path(key)), _dumps(record))
+        main = archive.store.url(f"{self.prefix}/{existing[0]}")
+        raise SourceShrank(
+            f"{key}: source has fewer rows than the archive ({prev_rows:,} -> {new_rows:,}); "
+            f"kept the archived file {main}; rerun with replace (--replace, or the DAG param "
+            "replace) to overwrite it (the replaced file is kept in .versions/)",
+            archive_rows=prev_rows,
+            source_rows=new_rows,
+            path=main,
+        )
+
+
+__all__ = ["S3DayLock", "S3DayWrite"]

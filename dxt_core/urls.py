@@ -1,0 +1,74 @@
+"""URLs of the servers we read: credentials moved out of them, and safe for messages.
+
+A connection's URL may carry ``user:password@``; :class:`dxt_core.http.HttpClient` moves the
+credentials to its auth object, and every URL that reaches a log, an error or a manifest goes
+through :func:`redact_url` first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from dxt_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import httpx
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``url`` without its ``user:password@`` part, and the (percent-decoded) user and password.
+
+    The credentials end at the *last* ``@`` of the URL, so a password holding an unencoded
+    ``/``, ``?``, ``#`` or ``@`` still comes out whole instead of being read as a path or
+    fragment (an ``@`` in a base URL's path must then be written ``%40``). Percent-encoded
+    characters (``p%2Fss``) are decoded, as user agents do before Basic auth.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url, None, None
+    userinfo, _, hostpart = rest.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    return f"{scheme}://{hostpart}", unquote(user), unquote(password) if colon else None
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user name, password, query string or fragment (safe for logs)."""
+    clean, _, _ = split_credentials(url)
+    parts = urlsplit(clean)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: keep it out of the message rather than fail here
+        port = None
+    netloc = f"{host}:{port}" if port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def normalise_base_url(url: str, what: str = "URL") -> str:
+    """Check a base URL and drop a trailing slash; the error says what a good one looks like.
+
+    Credentials stay in the returned URL (:class:`HttpClient` moves them out); error
+    messages never show them.
+    """
+    clean, _, _ = split_credentials(url.strip())
+    parts = urlsplit(clean)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ConfigError(
+            f"bad {what} {redact_url(url)!r}: expected http(s)://host[:port][/path], "
+            "e.g. https://metrics.example.org:8083 (characters such as / # ? @ in a password "
+            "may be percent-encoded: %2F %23 %3F %40)"
+        )
+    return url.strip().rstrip("/")
+
+
+def origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """``(scheme, host, port)`` of ``url``, the port made explicit: where credentials may go."""
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return (url.scheme, url.host, url.port or default)
