@@ -72,7 +72,7 @@ def csv_header(path: Path) -> list[str]:
         raise ArchiveError(f"{path}: unreadable gzip CSV ({exc}); rerun its day") from exc
 
 
-def read_series_csv(path: Path, unit: str = "ms", backend: str = "Examon") -> Iterator[Any]:
+def read_series_csv(path: Path, unit: str = "ms", backend: str = "series") -> Iterator[Any]:
     """A series gzip CSV day file (``timestamp,value,name,<tags>``) in batches: times as
     UTC timestamps, ``value`` as text, the other columns as dictionary strings."""
     import pyarrow as pa

@@ -1,12 +1,11 @@
 """``dxt publish <backend>`` from the registry: which backends publish, the error for one that
-does not (the toy backend of tests/toy_backend, which declares no publish role), and each
+does not (one declared by the test without a publish role), and each
 role's units and layout on a hand-made archive tree."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 
@@ -29,22 +28,39 @@ def test_unknown_backend_names_those_that_publish():
         get_publisher("nope")
 
 
-def test_cli_refuses_a_backend_that_does_not_publish(tmp_path):
-    env = {**os.environ, "DXT_EXTRA_BACKENDS": "tests.toy_backend.promrange"}
+def test_a_backend_without_the_role_does_not_publish(tmp_path, monkeypatch):
+    # a backend of this test's own, declared without a publish role
+    pkg = tmp_path / "quiet_backend"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from dxt_core.backends import Backend\n"
+        "BACKEND = Backend(name='quiet', title='declares no publish role', "
+        "package='quiet_backend')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("DXT_EXTRA_BACKENDS", "quiet_backend")
+    assert "quiet" not in [b.name for b in publishers()]
+    with pytest.raises(
+        ConfigError,
+        match="backend 'quiet' does not publish .*backends that publish: examon, kwollect, "
+        "collectd-es, prometheus",
+    ):
+        get_publisher("quiet")
+
+
+def test_cli_refuses_an_unknown_backend(tmp_path):
     out = subprocess.run(
         [
-            *(sys.executable, "-m", "dxt_core.cli", "publish", "promrange"),
+            *(sys.executable, "-m", "dxt_core.cli", "publish", "nope"),
             *("--archive", str(tmp_path), "--out", str(tmp_path / "o")),
             *("--from-month", "2020-03", "--to-month", "2020-03"),
         ],
         capture_output=True,
         text=True,
         timeout=60,
-        env=env,
     )
     assert out.returncode == 2, out.stderr
-    assert "backend 'promrange' does not publish" in out.stderr
-    assert "backends that publish: examon, kwollect, collectd-es, prometheus" in out.stderr
+    assert "unknown backend 'nope': backends that publish: examon, kwollect" in out.stderr
     assert not (tmp_path / "o").exists()
 
 
