@@ -42,8 +42,8 @@ def test_a_backend_without_the_role_does_not_publish(tmp_path, monkeypatch):
     assert "quiet" not in [b.name for b in publishers()]
     with pytest.raises(
         ConfigError,
-        match="backend 'quiet' does not publish .*backends that publish: examon, kwollect, "
-        "collectd-es, prometheus",
+        match=r"backend 'quiet' does not publish .*backends that publish: examon, kwollect, "
+        r"collectd-es, prometheus",
     ):
         get_publisher("quiet")
 
