@@ -17,6 +17,7 @@ import datetime as dt
 import gzip
 import hashlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -147,13 +148,20 @@ def child(mode: str, archive: Path, out: Path) -> None:
         )
         rows = rep.rows
     ru = resource.getrusage(resource.RUSAGE_SELF)
+    # VmHWM: this process's peak RSS (ru_maxrss keeps the parent's across exec on Linux:
+    # the parent that generated the archive)
+    hwm = next(
+        int(line.split()[1]) / 1024
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("VmHWM:")
+    )
     print(
         json.dumps(
             {
                 "rows": rows,
                 "wall_s": time.perf_counter() - t0,
                 "cpu_s": ru.ru_utime + ru.ru_stime,
-                "peak_rss_mb": ru.ru_maxrss / 1024,
+                "peak_rss_mb": hwm,
             }
         )
     )
@@ -161,6 +169,7 @@ def child(mode: str, archive: Path, out: Path) -> None:
 
 def _run(mode: str, archive: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
     p = subprocess.run(
         [sys.executable, "-m", "benchmarks.publish", mode, str(archive), str(out)],
         capture_output=True,
@@ -171,6 +180,8 @@ def _run(mode: str, archive: Path, out: Path) -> dict:
         raise SystemExit(f"benchmarks.publish {mode} failed:\n{p.stderr[-3000:]}")
     res: dict = json.loads(p.stdout.strip().splitlines()[-1])
     res["rows_per_core_s"] = res["rows"] / max(res["cpu_s"], 1e-9)
+    # the machine is shared: the 1-minute load average before and after, for the record
+    res["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return res
 
 
@@ -191,7 +202,11 @@ def workload(size: str, keep: Path | None = None) -> dict:
             "from_parquet": _run("publish", base / "archive/parquet", base / "out-parquet"),
             "from_csv": _run("publish", base / "archive/csv", base / "out-csv"),
             "plain_pyarrow": _run("baseline", base / "archive/parquet", base / "out-plain"),
+            "cpus": os.cpu_count(),
         }
+    plain = res["plain_pyarrow"]["rows_per_core_s"]
+    for k in ("from_parquet", "from_csv"):
+        res[k]["ratio_to_plain_pyarrow"] = round(res[k]["rows_per_core_s"] / plain, 3)
     return res
 
 
@@ -202,10 +217,14 @@ def print_result(res: dict) -> None:
     )
     for k in ("from_parquet", "from_csv", "plain_pyarrow"):
         r = res[k]
+        ratio = r.get("ratio_to_plain_pyarrow")
         print(
             f"  {k:<14} {r['wall_s']:7.1f} s wall {r['cpu_s']:7.1f} s CPU "
             f"{r['rows_per_core_s'] / 1e6:6.2f} M rows/s per core  "
             f"peak RSS {r['peak_rss_mb']:6.0f} MB"
+            + (f"  {ratio:.2f}x plain pyarrow" if ratio is not None else "")
+            + f"  (load {r['load_avg_1m'][0]:.1f} -> {r['load_avg_1m'][1]:.1f} on "
+            f"{res.get('cpus')} cores)"
         )
 
 

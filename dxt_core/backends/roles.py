@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from dxt_core.errors import ConfigError
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
-    from dxt_core.publish.archive_scan import UnitMonth
+    from dxt_core.publish.archive_scan import DayFile, UnitMonth
+    from dxt_core.publish.tree import ArchiveTree
     from dxt_core.reconcile import RecentReport
 
 #: The backend's connection object (what its ``connection.SPEC`` builds).
@@ -196,13 +197,29 @@ class PublishRole(Protocol):
     pseudonyms, checksums, Data Package, Croissant, datacard, records). Declared with the
     ``publish=`` loader of the backend's :class:`~dxt_core.backends.Backend`.
 
-    A *unit* is a (group, item) pair of the archive (``plugin``/``metric``); a unit-month
-    is :class:`~dxt_core.publish.archive_scan.UnitMonth`.
+    A *unit* is a tuple of the archive's partition values, one per :attr:`keys` (Examon's
+    ``(plugin, metric)``, Prometheus' ``(metric,)``); a unit-month is
+    :class:`~dxt_core.publish.archive_scan.UnitMonth`. ``tree`` is the archive being read,
+    a directory or an object store (:class:`~dxt_core.publish.tree.ArchiveTree`).
     """
 
     @property
     def backend(self) -> str:
         """The registry name, as in the backend's ``Backend``."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The unit's partition keys, as in the dataset's paths (``("plugin", "metric")``):
+        the datacard's and Croissant's names for a unit."""
+
+    @property
+    def series_order(self) -> tuple[str, ...]:
+        """The tag columns a unit's rows are sorted by first (``("node",)``); then
+        ``name``, then the other tags by name, then time."""
+
+    @property
+    def time_unit(self) -> str:
+        """``ms`` or ``us``: the precision of the published timestamps (the source's)."""
 
     @property
     def dataset_name(self) -> str:
@@ -232,13 +249,28 @@ class PublishRole(Protocol):
     def example_glob(self) -> str:
         """A glob of metric files for the datacard's DuckDB example."""
 
-    def units(self, root: Path) -> list[tuple[str, str]]:
-        """Every unit with a directory in the archive under ``root`` (a clear ConfigError
-        when the archive holds none of this backend)."""
+    @property
+    def columns_note(self) -> str:
+        """The datacard's sentence on the metric files' columns (what ``node``, ``name``
+        and the tags are for this backend)."""
 
-    def scan(self, root: Path, group: str, item: str, year: int, month: int) -> UnitMonth:
-        """One unit-month's days, through :func:`dxt_core.publish.archive_scan.scan_unit_month`
-        (set ``jobs`` on a job table)."""
+    def units(self, tree: ArchiveTree) -> list[tuple[str, ...]]:
+        """Every unit with a directory in the archive (a clear ConfigError when the archive
+        holds none of this backend): e.g.
+        :func:`~dxt_core.publish.archive_scan.partition_units`."""
+
+    def scan(self, tree: ArchiveTree, unit: tuple[str, ...], year: int, month: int) -> UnitMonth:
+        """One unit-month's days, through :func:`~dxt_core.publish.archive_scan.scan_unit_month`
+        with the unit's directories and :meth:`day_file` (set ``jobs`` on a job table)."""
+
+    def day_file(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        """Which file a day's manifest names is the one to publish (an entry of
+        :func:`~dxt_core.archive.manifest_files`); None: none this role reads."""
+
+    def read_day(self, day: DayFile, path: Path) -> Iterator[Any]:
+        """The rows of one day file (``path``: a local copy of ``day``) as Arrow tables:
+        ``timestamp`` (a zoned timestamp), ``value`` (integers, floats or text) and string
+        columns (plain or dictionary): ``name`` if any, then the tags."""
 
     def data_path(self, um: UnitMonth) -> str:
         """The unit-month's Parquet file, relative to the dataset directory."""

@@ -1,13 +1,20 @@
 """What the archive holds for a range of months, read through its manifests only.
 
-A day counts only when its manifest says ``archived`` and names a file whose size and sha256
-match; a day with an ``empty`` manifest counts as empty; every other day is missing, and a
-manifest whose file is absent, of another size or another sha256 is *skipped* with the reason.
-Both archive formats are read: the CSV archive (``<backend>/<group>/<item>/<day>.csv.gz``) and
-the Parquet archive (``<backend>/<group>=<g>/<key>=<i>/<day>.parquet``, manifests
-``_<day>...``); where both hold a good copy of a day, the Parquet one is used. Which
-directories a unit has is the backend's publish role's business (it calls
+A day counts only when its manifest says ``archived`` and names a data file (the publish
+role picks which, :meth:`~dxt_core.backends.roles.PublishRole.day_file`) of the manifest's
+size; a day with an ``empty`` manifest counts as empty; every other day is missing, and a
+manifest whose file is absent or of another size is *skipped* with the reason. The file's
+sha256 is checked when it is read (a mismatch skips the day then, counted the same way).
+
+A unit may have several directories (Examon's CSV ``<group>/<item>`` and Parquet
+``<group>=<g>/<item>=<i>``, whose sidecars start with ``_``): the first that holds a good
+copy of a day is used. Which directories a unit has is the role's business (it calls
 :func:`scan_unit_month` with them).
+
+Besides the days, the scan keeps what the archive records about them after they were
+archived: ``<day>.kept.json`` sidecars (the source later held fewer points: the archive kept
+its rows) and manifests that replaced an earlier copy (``replaced``: a rerun or a reconcile
+refetch found more points).
 """
 
 from __future__ import annotations
@@ -15,16 +22,18 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from dxt_core.archive import MANIFEST_SUFFIX, manifest_files, sha256_file
 from dxt_core.errors import ConfigError
+from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, manifest_files
+from dxt_core.publish.tree import ArchiveTree
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+
+#: Which of a manifest's files holds the day's data (None: none the role can read).
+FilePicker = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
 
 def parse_month(text: str, option: str = "month") -> tuple[int, int]:
@@ -57,22 +66,31 @@ def year_month(year: int, month: int) -> str:
     return f"{year % 100:02d}-{month:02d}"
 
 
+def first_file(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The default :data:`FilePicker`: the manifest's (first) data file."""
+    files = manifest_files(doc)
+    return files[0] if files else None
+
+
 @dataclass(frozen=True, slots=True)
 class DayFile:
-    """One good archived day of one unit: its data file and manifest."""
+    """One archived day of one unit: its data file (relative to the archive root), the
+    manifest's size and sha256 of it, and the manifest."""
 
     day: dt.date
-    fmt: str  # "csv" or "parquet"
-    path: Path
+    fmt: str  # "csv", "parquet", "jsonl": from the file's name
+    rel: str
+    bytes: int
+    sha256: str
     manifest: dict[str, Any]
 
 
 @dataclass(slots=True)
 class UnitMonth:
-    """What the archive holds of one unit (plugin, metric) in one month."""
+    """What the archive holds of one unit (its partition values, e.g. plugin and metric) in
+    one month."""
 
-    plugin: str
-    metric: str
+    parts: tuple[str, ...]
     year: int
     month: int
     days: list[DayFile] = field(default_factory=list)
@@ -80,92 +98,127 @@ class UnitMonth:
     missing: list[dt.date] = field(default_factory=list)
     skipped: list[tuple[dt.date, str]] = field(default_factory=list)
     manifests: list[dict[str, Any]] = field(default_factory=list)
+    #: ``<day>.kept.json`` records: (day, record) of days the source later held fewer of
+    kept: list[tuple[dt.date, dict[str, Any]]] = field(default_factory=list)
     #: Set by the backend's publish role: this unit is a job table (one row per job).
     jobs: bool = False
+
+    @property
+    def name(self) -> str:
+        """``plugin/metric``: the unit's parts joined."""
+        return "/".join(self.parts)
 
     @property
     def job_table(self) -> bool:
         return self.jobs or any(m.get("job_table") for m in self.manifests)
 
+    def unusable(self, day: DayFile, why: str) -> None:
+        """A day found bad when read (an object store's sha256): skipped, not published."""
+        self.days = [d for d in self.days if d is not day]
+        self.manifests = [m for m in self.manifests if m is not day.manifest]
+        self.skipped.append((day.day, why))
+        self.skipped.sort(key=lambda s: s[0])
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return doc if isinstance(doc, dict) else None
+
+def fmt_of(name: str) -> str:
+    """The archive format of a data file, from its name."""
+    for suffix, fmt in ((".parquet", "parquet"), (".csv.gz", "csv"), (".jsonl.gz", "jsonl")):
+        if name.endswith(suffix):
+            return fmt
+    return name.rsplit(".", 1)[-1]
 
 
-def _check(directory: Path, manifest_name: str, fmt: str) -> tuple[str, Any]:
-    """("archived", DayFile parts) / ("empty", doc) / ("missing", None) / ("skipped", why)."""
-    mpath = directory / manifest_name
-    if not mpath.exists():
+def _check(tree: ArchiveTree, directory: str, day: dt.date, pick: FilePicker) -> tuple[str, Any]:
+    """("archived", DayFile) / ("empty", doc) / ("missing", None) / ("skipped", why)."""
+    prefix = "_" if "=" in directory.rsplit("/", 1)[-1] else ""
+    name = f"{prefix}{day.isoformat()}{MANIFEST_SUFFIX}"
+    listing = tree.files(directory)
+    if name not in listing:
         return "missing", None
-    doc = _read_json(mpath)
+    mrel = f"{directory}/{name}"
+    doc = tree.read_json(mrel)
     if doc is None:
-        return "skipped", f"{mpath}: manifest unreadable"
+        return "skipped", f"{tree.where(mrel)}: manifest unreadable"
     status = doc.get("status")
     if status == "empty":
         return "empty", doc
     if status != "archived":
-        return "skipped", f"{mpath}: status {status!r}"
-    files = manifest_files(doc)
-    if not files:
-        return "skipped", f"{mpath}: names no data file"
-    entry = files[0]
-    data = directory / str(entry.get("file"))
-    if not data.is_file():
-        return "skipped", f"{data}: named by its manifest but absent"
-    size = data.stat().st_size
+        return "skipped", f"{tree.where(mrel)}: status {status!r}"
+    entry = pick(doc)
+    if entry is None:
+        return "skipped", f"{tree.where(mrel)}: names no data file this backend publishes"
+    fname = str(entry.get("file"))
+    if "/" in fname or fname in (".", ".."):
+        return "skipped", f"{tree.where(mrel)}: names {fname!r}, not a file of its directory"
+    rel = f"{directory}/{fname}"
+    size = listing.get(fname)
+    if size is None:
+        return "skipped", f"{tree.where(rel)}: named by its manifest but absent"
     if size != entry.get("bytes"):
-        return "skipped", f"{data}: {size} bytes, the manifest says {entry.get('bytes')}"
-    if sha256_file(data) != entry.get("sha256"):
-        return "skipped", f"{data}: sha256 differs from the manifest's"
-    return "archived", (data, doc)
+        return "skipped", f"{tree.where(rel)}: {size} bytes, the manifest says {entry.get('bytes')}"
+    # the sha256 is checked when the day is read (ArchiveTree.fetch): a scan (a month's
+    # completeness, the fingerprint of a publication) reads no data file
+    return "archived", DayFile(day, fmt_of(fname), rel, size, str(entry.get("sha256")), doc)
 
 
-def partition_units(root: Path, backend: str, group: str, item: str) -> list[tuple[str, str]]:
-    """Every (group, item) with a directory under ``root/backend`` in either archive format
-    (``<g>/<i>`` for CSV, ``<group>=<g>/<item>=<i>`` for Parquet)."""
-    top = root / backend
-    if not top.is_dir():
+def partition_units(tree: ArchiveTree, backend: str, keys: Sequence[str]) -> list[tuple[str, ...]]:
+    """Every unit with a directory under ``<root>/<backend>``, ``len(keys)`` levels deep, in
+    either layout: ``<v1>/<v2>`` (CSV, JSON Lines) or ``<k1>=<v1>/<k2>=<v2>`` (Hive
+    partitions, Parquet). A clear error when the archive holds none of this backend."""
+    top = tree.dirs(backend)
+    if top is None:
         raise ConfigError(
-            f"{root} holds no {backend} archive ({top} is not a directory): check --archive"
+            f"{tree.url} holds no {backend} archive ({tree.where(backend)} is not a "
+            "directory): check --archive"
         )
-    gp, ip = f"{group}=", f"{item}="
-    units: set[tuple[str, str]] = set()
-    for pdir in top.iterdir():
-        if not pdir.is_dir() or pdir.name.startswith("."):
-            continue
-        for mdir in pdir.iterdir():
-            if not mdir.is_dir() or mdir.name.startswith("."):
+    units: set[tuple[str, ...]] = set()
+
+    def walk(rel: str, names: list[str], depth: int, found: tuple[str, ...]) -> None:
+        for name in names:
+            key = keys[depth]
+            if name.startswith(f"{key}="):
+                value = name[len(key) + 1 :]
+            elif "=" in name:
                 continue
-            if pdir.name.startswith(gp) and mdir.name.startswith(ip):
-                units.add((pdir.name[len(gp) :], mdir.name[len(ip) :]))
-            elif "=" not in pdir.name:
-                units.add((pdir.name, mdir.name))
+            else:
+                value = name
+            here = (*found, value)
+            if depth + 1 == len(keys):
+                units.add(here)
+            else:
+                walk(f"{rel}/{name}", tree.dirs(f"{rel}/{name}") or [], depth + 1, here)
+
+    walk(backend, top, 0, ())
     return sorted(units)
 
 
+def unit_dirs(backend: str, keys: Sequence[str], parts: Sequence[str]) -> list[str]:
+    """A unit's directories, Hive partitions (Parquet) first: ``<backend>/<k>=<v>/...``
+    then ``<backend>/<v>/...``."""
+    hive = "/".join(f"{k}={v}" for k, v in zip(keys, parts, strict=True))
+    return [f"{backend}/{hive}", f"{backend}/{'/'.join(parts)}"]
+
+
 def scan_unit_month(
-    pq_dir: Path, csv_dir: Path, plugin: str, metric: str, year: int, month: int
+    tree: ArchiveTree,
+    dirs: Sequence[str],
+    parts: tuple[str, ...],
+    year: int,
+    month: int,
+    pick: FilePicker = first_file,
 ) -> UnitMonth:
-    """The good, empty, missing and skipped days of one unit in one month, from its Parquet
-    and its CSV archive directories."""
-    um = UnitMonth(plugin, metric, year, month)
+    """The good, empty, missing and skipped days of one unit in one month, from its
+    directories (in order of preference), and the kept records beside them."""
+    um = UnitMonth(parts, year, month)
     for day in month_days(year, month):
-        d = day.isoformat()
         outcome: tuple[str, Any] = ("missing", None)
         reasons: list[str] = []
-        for fmt, directory, name in (
-            ("parquet", pq_dir, f"_{d}{MANIFEST_SUFFIX}"),
-            ("csv", csv_dir, f"{d}{MANIFEST_SUFFIX}"),
-        ):
-            status, detail = _check(directory, name, fmt)
+        for directory in dirs:
+            status, detail = _check(tree, directory, day, pick)
             if status == "archived":
-                um.days.append(DayFile(day, fmt, detail[0], detail[1]))
-                um.manifests.append(detail[1])
-                outcome = ("archived", None)
+                um.days.append(detail)
+                um.manifests.append(detail.manifest)
+                outcome = ("archived", detail)
                 break
             if status == "empty":
                 outcome = ("empty", detail)
@@ -181,6 +234,22 @@ def scan_unit_month(
                 um.skipped.append((day, "; ".join(reasons)))
             else:
                 um.missing.append(day)
-        elif reasons:  # a good copy in the other format: say the bad one was not used
+        elif reasons:  # a good copy elsewhere: say the bad one was not used
             um.skipped.append((day, "; ".join(reasons) + " (the other format's copy was used)"))
+        if kind == "archived":
+            _kept(tree, outcome[1], um)
     return um
+
+
+def _kept(tree: ArchiveTree, day: DayFile, um: UnitMonth) -> None:
+    directory, name = day.rel.rsplit("/", 1)
+    prefix = "_" if name.startswith("_") or "=" in directory.rsplit("/", 1)[-1] else ""
+    kname = f"{prefix}{day.day.isoformat()}{KEPT_SUFFIX}"
+    if kname in tree.files(directory):
+        doc = tree.read_json(f"{directory}/{kname}")
+        um.kept.append((day.day, doc or {"unreadable": True}))
+
+
+def used_copy(why: str) -> bool:
+    """A skipped copy whose day was read from another format's good copy."""
+    return why.endswith("was used)")

@@ -28,10 +28,16 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument(
         "backend", metavar="BACKEND", help=f"which archive: {', '.join(names) or 'none publish'}"
     )
-    p.add_argument("--archive", required=True, help="archive root directory")
+    p.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
     p.add_argument("--from-month", required=True, help="first month, YYYY-MM")
     p.add_argument("--to-month", required=True, help="last month, YYYY-MM (included)")
-    p.add_argument("--out", required=True, help="output directory (empty, or a previous dataset)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output: a directory or s3://bucket/prefix, empty or a previous dataset",
+    )
     who = p.add_mutually_exclusive_group()
     who.add_argument(
         "--pseudonymise-key-file",
@@ -59,6 +65,12 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument("--no-records", action="store_true", help="write no tar records")
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="publish even when --out already holds the same archive days published with the "
+        "same options (default: say so and write nothing)",
+    )
+    p.add_argument(
         "--name",
         default="",
         help="dataset name (records are named after it); default <backend>-dataset",
@@ -82,8 +94,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     report = publish(
         role,
         PublishOptions(
-            archive=Path(args.archive),
-            out=Path(args.out),
+            archive=args.archive,
+            out=args.out,
             from_month=args.from_month,
             to_month=args.to_month,
             pseudonymise_key_file=args.pseudonymise_key_file,
@@ -98,6 +110,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
             url=args.url,
             version=args.dataset_version,
             records=not args.no_records,
+            force=args.force,
         ),
     )
     for w in report.warnings:

@@ -7,26 +7,43 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dxt_core._version import __version__
+from dxt_core.publish.archive_scan import used_copy
 
 if TYPE_CHECKING:
     from dxt_core.backends.roles import PublishRole
+    from dxt_core.publish.archive_scan import UnitMonth
     from dxt_core.publish.dataset import PublishOptions, PublishReport
     from dxt_core.publish.records import Record
 
 
 def _source_counts(manifests: Sequence[dict[str, Any]]) -> str:
-    """From manifests that carry ``source_count`` (rows the source said it held): how many
-    days agree with the rows archived."""
-    counted = [m for m in manifests if isinstance(m.get("source_count"), dict | int)]
+    """At archiving: of the days whose manifest records the source's own count of the day,
+    how many the archive holds exactly (rows plus the points of unreadable windows)."""
+    from dxt_core.reconcile import SourceCount, archived_count
+
+    counted = [(m, sc) for m in manifests if (sc := SourceCount.from_manifest(m)) is not None]
     if not counted:
-        return "n/a"
-    agree = 0
-    for m in counted:
-        sc = m["source_count"]
-        n = sc.get("rows", sc.get("count")) if isinstance(sc, dict) else sc
-        if n == m.get("rows", 0):
-            agree += 1
+        return "not recorded"
+    agree = sum(1 for m, sc in counted if archived_count(m) == sc.count)
     return f"{agree}/{len(counted)} agree"
+
+
+def _after_archiving(um: UnitMonth) -> str:
+    """What the archive records of comparisons with the source made after a day was
+    archived: days replaced (the source then held more points: a reconcile refetch or a
+    rerun) and days kept (it held fewer: the archive kept its rows)."""
+    replaced = [d for d in um.days if d.manifest.get("replaced")]
+    parts = []
+    if replaced:
+        parts.append(f"{len(replaced)} replaced (source grew)")
+    if um.kept:
+        by_reconcile = sum(1 for _, k in um.kept if str(k.get("by", "")).startswith("reconcile"))
+        parts.append(
+            f"{len(um.kept)} kept (source held fewer"
+            + (f"; {by_reconcile} found by reconcile" if by_reconcile else "")
+            + ")"
+        )
+    return ", ".join(parts) or "none recorded"
 
 
 def _holes(manifests: Sequence[dict[str, Any]]) -> int:
@@ -40,10 +57,26 @@ def datacard(
     report: PublishReport,
     records: Sequence[Record],
 ) -> bytes:
+    lines = _header(role, opts, meta, report)
+    lines += _metrics(role, report)
+    lines += _coverage(role, report)
+    lines += _jobs(report)
+    lines += _people(report)
+    lines += _records(opts, records)
+    lines += _footer(role, opts, meta, report)
+    return "\n".join(lines).encode()
+
+
+def _header(
+    role: PublishRole, opts: PublishOptions, meta: dict[str, Any], report: PublishReport
+) -> list[str]:
     y0, m0 = report.months[0]
     y1, m1 = report.months[-1]
     zones = ", ".join(meta["zones"]) or "not recorded in the manifests"
-    lines = [
+    unit = role.time_unit
+    precision = {"ms": "millisecond", "us": "microsecond"}.get(unit, unit)
+    order = ", ".join(f"`{c}`" for c in (*role.series_order, "name"))
+    return [
         f"# {opts.title}",
         "",
         meta["description"],
@@ -61,7 +94,7 @@ def datacard(
         f"- Days and months: calendar days of the archive's zone ({zones}); a day is "
         "[local midnight, next local midnight), so a month holds the days whose local date "
         "falls in it.",
-        "- Timestamps: UTC, millisecond precision (`timestamp[ms, tz=UTC]`).",
+        f"- Timestamps: UTC, {precision} precision (`timestamp[{unit}, tz=UTC]`).",
         "",
         "## Layout",
         "",
@@ -69,21 +102,26 @@ def datacard(
         *role.layout,
         "```",
         "",
-        "Metric files: `timestamp`, `value` (typed per metric, see below), `name`, then one "
-        "dictionary-encoded string column per tag. Rows are sorted by `node`, then the other "
-        "tags, then `timestamp`: a node's series is contiguous. Row groups of "
-        "262,144 rows carry min/max statistics. Parquet: zstd level 3, format 2.6.",
+        f"{role.columns_note} Rows are sorted by series (the tags {order} first where the "
+        "files have them, then the other tags), then `timestamp`: a series is contiguous. "
+        "Row groups of 262,144 rows carry min/max statistics of `timestamp`, `value` and the "
+        "first sort column. Parquet: zstd level 3, format 2.6.",
         "",
+    ]
+
+
+def _metrics(role: PublishRole, report: PublishReport) -> list[str]:
+    label = "/".join(role.keys)
+    lines = [
         "## Metrics",
         "",
-        "| plugin/metric | value type | type changes (first day) | units (tag) "
-        "| sampling (median) |",
+        f"| {label} | value type | type changes (first day) | units (tag) | sampling (median) |",
         "|---|---|---|---|---|",
     ]
     units_by: dict[str, set[str]] = {}
     sampling_by: dict[str, float] = {}
     for u in report.units:
-        k = f"{u.scan.plugin}/{u.scan.metric}"
+        k = u.scan.name
         units_by.setdefault(k, set()).update(u.units)
         if u.sampling_s is not None and k not in sampling_by:
             sampling_by[k] = u.sampling_s
@@ -94,43 +132,61 @@ def datacard(
         sampling = f"{sampling_by[k]:g} s" if k in sampling_by else "n/a"
         units = ", ".join(sorted(units_by.get(k, ()))) or "n/a"
         lines.append(f"| {k} | {doc['value_type']} | {changes or 'n/a'} | {units} | {sampling} |")
-    lines += [
-        "",
-        "## Coverage per metric and month",
+    return [*lines, ""]
+
+
+def _coverage(role: PublishRole, report: PublishReport) -> list[str]:
+    label = "/".join(role.keys)
+    lines = [
+        "## Coverage per unit and month",
         "",
         "Days archived / empty (fetched, the source held nothing) / missing (never archived) / "
         "skipped (a manifest whose file was absent or did not match its size or sha256), "
-        "rows published, unreadable windows (holes) and source counts where the manifests "
-        "record them.",
+        "rows published and unreadable windows (holes). *Counted at archiving*: of the days "
+        "whose manifest records the source's own count, how many the archive holds exactly "
+        "(rows plus the points of holes). *Reconciled after archiving*: what the archive "
+        "records of later comparisons with the source (the DAGs' reconcile task, `dxt "
+        "coverage --reconcile`): days replaced because the source then held more points, "
+        "days kept because it held fewer (the archive keeps its rows). A comparison that "
+        "found the same count leaves no record in the archive, so *none recorded* means that "
+        "no later difference was recorded, not that none was looked for.",
         "",
-        "| plugin/metric | month | archived | empty | missing | skipped | rows | holes "
-        "| source counts |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| {label} | month | archived | empty | missing | skipped | rows | holes "
+        "| counted at archiving | reconciled after archiving |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for u in sorted(
-        report.units, key=lambda u: (u.scan.plugin, u.scan.metric, u.scan.year, u.scan.month)
-    ):
+    for u in sorted(report.units, key=lambda u: (u.scan.parts, u.scan.year, u.scan.month)):
         s = u.scan
         used = [d.manifest for d in s.days]
+        skipped = len([x for x in s.skipped if not used_copy(x[1])])
         lines.append(
-            f"| {s.plugin}/{s.metric} | {s.year}-{s.month:02d} | {len(s.days)} | {len(s.empty)} "
-            f"| {len(s.missing)} | {len([x for x in s.skipped if not x[1].endswith('was used)')])} "
-            f"| {u.rows:,} | {_holes(used)} | {_source_counts(used)} |"
+            f"| {s.name} | {s.year}-{s.month:02d} | {len(s.days)} | {len(s.empty)} "
+            f"| {len(s.missing)} | {skipped} | {u.rows:,} | {_holes(used)} "
+            f"| {_source_counts(used)} | {_after_archiving(s)} |"
         )
+    return [*lines, ""]
+
+
+def _jobs(report: PublishReport) -> list[str]:
     jobs = {k: d for k, d in report.schemas.items() if "columns" in d}
-    if jobs:
-        lines += ["", "## Job table", ""]
-        for k, doc in sorted(jobs.items()):
-            cols = ", ".join(f"`{c}` {t}" for c, t in doc["columns"].items())
-            lines += [
-                f"`{k}`: one row per job that started that day; times are UTC timestamps, "
-                "`nodes` is the list of node names (Slurm host lists expanded), so it joins "
-                "exactly with the `node` column of the metric files.",
-                "",
-                f"Columns: {cols}.",
-                "",
-            ]
-    lines += ["## People", ""]
+    if not jobs:
+        return []
+    lines = ["## Job table", ""]
+    for k, doc in sorted(jobs.items()):
+        cols = ", ".join(f"`{c}` {t}" for c, t in doc["columns"].items())
+        lines += [
+            f"`{k}`: one row per job that started that day; times are UTC timestamps, "
+            "`nodes` is the list of node names (Slurm host lists expanded), so it joins "
+            "exactly with the `node` column of the metric files.",
+            "",
+            f"Columns: {cols}.",
+            "",
+        ]
+    return lines
+
+
+def _people(report: PublishReport) -> list[str]:
+    lines = ["## People", ""]
     if report.identities:
         cols = ", ".join(f"`{c}`" for c in sorted(report.identities))
         if report.pseudonymised:
@@ -148,20 +204,30 @@ def datacard(
             )
     else:
         lines.append("No identity columns were found.")
-    lines += ["", "## Records", ""]
-    if records:
-        lines.append(
-            f"Months are grouped into records of at most {opts.max_record_bytes:,} bytes "
-            "(tar files under `records/`, each with its own `SHA256SUMS` and `files.json`):"
-        )
-        lines.append("")
-        lines += [
-            f"- `{r.file}`: " + ", ".join(f"{y}-{m:02d}" for y, m in r.months) for r in records
-        ]
-    else:
-        lines.append("No data files, so no records.")
+    return [*lines, ""]
+
+
+def _records(opts: PublishOptions, records: Sequence[Record]) -> list[str]:
+    lines = ["## Records", ""]
+    if not records:
+        return [*lines, "No data files, so no records.", ""]
     lines += [
+        f"Months are grouped into records of at most {opts.max_record_bytes:,} bytes "
+        "(tar files under `records/`, each with its own `SHA256SUMS` and `files.json`); a "
+        "month larger than that is split by unit into `_part1`, `_part2`... records:",
         "",
+    ]
+    for r in records:
+        months = ", ".join(f"{y}-{m:02d}" for y, m in r.months)
+        lines.append(f"- `{r.file}`: {months} ({len(r.entries)} files)")
+    return [*lines, ""]
+
+
+def _footer(
+    role: PublishRole, opts: PublishOptions, meta: dict[str, Any], report: PublishReport
+) -> list[str]:
+    by = role.series_order[0] if role.series_order else "name"
+    lines = [
         "## Checking it",
         "",
         "```sh",
@@ -173,8 +239,8 @@ def datacard(
         "",
         "```python",
         "import duckdb",
-        'duckdb.sql("SELECT node, avg(value) FROM read_parquet('
-        f"'{role.example_glob}', hive_partitioning = true) GROUP BY node\")",
+        f'duckdb.sql("SELECT {by}, avg(value) FROM read_parquet('
+        f"'{role.example_glob}', hive_partitioning = true) GROUP BY {by}\")",
         "```",
         "",
         "## How to cite",
@@ -188,4 +254,4 @@ def datacard(
     ]
     if report.warnings:
         lines += ["## Notes from publishing", ""] + [f"- {w}" for w in report.warnings] + [""]
-    return "\n".join(lines).encode()
+    return lines

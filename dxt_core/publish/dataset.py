@@ -1,7 +1,8 @@
 """``dxt publish <backend>``: an archive -> a dataset, for any backend with a publish role
-(:class:`~dxt_core.backends.roles.PublishRole`: its units, where their days are, its layout).
+(:class:`~dxt_core.backends.roles.PublishRole`: its units, where their days are, how to
+read them, its layout).
 
-Layout of the output directory (the data paths are the role's)::
+Layout of the output (the data paths are the role's)::
 
     <the role's path of each unit-month>                   one file per unit and month
     records/<name>.tar       months grouped under --max-record-bytes, each with its own
@@ -10,30 +11,36 @@ Layout of the output directory (the data paths are the role's)::
 
 Months are calendar months of the archive's days (the archive's day zone), as the day files
 are named. The archive is read through its manifests only
-(:mod:`dxt_core.publish.archive_scan`).
+(:mod:`dxt_core.publish.archive_scan`), from a directory or an ``s3://`` root
+(:mod:`dxt_core.publish.tree`); the dataset goes to a directory or an ``s3://`` prefix
+(:mod:`dxt_core.publish.output`). Publishing the same inputs with the same options into the
+same output again writes nothing and says so (unless ``force``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
-import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from dxt_core._version import __version__
-from dxt_core.archive import sha256_file
 from dxt_core.errors import ConfigError
+from dxt_core.fsio import sha256_file
 from dxt_core.paths import check_path_component
-from dxt_core.publish.archive_scan import UnitMonth, month_range
+from dxt_core.publish.archive_scan import DayFile, UnitMonth, month_range, used_copy
 from dxt_core.publish.datacard import datacard
 from dxt_core.publish.describe import (
     FileEntry,
     croissant,
     datapackage,
+    dumps,
     parquet_fields,
     sha256sums,
     write_bytes,
@@ -44,9 +51,12 @@ from dxt_core.publish.jobs import (
     refuse_without_choice,
     write_job_month,
 )
+from dxt_core.publish.monthfile import output_columns, write_month
+from dxt_core.publish.output import STATE_FILE, STATE_SCHEMA, LocalOut, S3Out, Uploaded, open_out
 from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
-from dxt_core.publish.series import RUN_ROWS, RunSpool, merge_runs, type_history
+from dxt_core.publish.series import BUCKET_ROWS, MonthSpool, SeriesTable, type_history, wider
+from dxt_core.publish.tree import ArchiveTree, DayUnusable, open_tree
 
 if TYPE_CHECKING:
     from dxt_core.backends.roles import PublishRole
@@ -58,8 +68,8 @@ META_FILES = ("README.md", "datapackage.json", "croissant.json")
 
 @dataclass(slots=True)
 class PublishOptions:
-    archive: Path
-    out: Path
+    archive: str | Path
+    out: str | Path
     from_month: str
     to_month: str
     pseudonymise_key_file: Path | None = None
@@ -75,15 +85,17 @@ class PublishOptions:
     url: str = ""
     version: str = "1"
     records: bool = True
-    #: Rows per sorted run (phase 1); smaller runs mean less memory and more merge work.
-    run_rows: int = RUN_ROWS
+    #: Rows sorted in memory at once; smaller buckets mean less memory, more files.
+    bucket_rows: int = BUCKET_ROWS
+    #: Publish even when the output already holds these inputs published the same way.
+    force: bool = False
 
     def __post_init__(self) -> None:
         problem = check_path_component(self.name, "--name") if self.name else None
         if problem:
             raise ConfigError(problem)
-        if self.run_rows < 1:
-            raise ConfigError("run_rows must be positive")
+        if self.bucket_rows < 1:
+            raise ConfigError("bucket_rows must be positive")
         if self.pseudonymise_key_file is not None and self.keep_identities:
             raise ConfigError(
                 "--pseudonymise-key-file and --keep-identities exclude each other: choose one"
@@ -94,7 +106,7 @@ class PublishOptions:
 
 @dataclass(slots=True)
 class UnitResult:
-    """What was published of one unit (plugin, metric) in one month."""
+    """What was published of one unit in one month."""
 
     scan: UnitMonth
     path: str | None = None
@@ -106,66 +118,153 @@ class UnitResult:
 
 @dataclass(slots=True)
 class PublishReport:
-    out: Path
+    out: str
     months: list[tuple[int, int]]
     units: list[UnitResult] = field(default_factory=list)
-    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # "p/m" -> schema doc
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # unit name -> schema doc
     files: list[FileEntry] = field(default_factory=list)
     records: list[FileEntry] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     identities: dict[str, str] = field(default_factory=dict)
     pseudonymised: bool = False
+    #: the output already held these inputs published the same way: nothing was written
+    unchanged: bool = False
+    #: files listed by the unchanged publication
+    unchanged_files: int = 0
+    #: an S3 output: what was uploaded, left as it was and deleted
+    upload: Uploaded | None = None
+    redone: int = 0
 
     @property
     def rows(self) -> int:
         return sum(u.rows for u in self.units)
 
     def summary(self) -> str:
-        skipped = sum(len(u.scan.skipped) for u in self.units)
+        if self.unchanged:
+            return (
+                f"unchanged: {self.out} already holds {', '.join(_ym(m) for m in self.months)} "
+                f"published from the same archive days with the same options "
+                f"({self.unchanged_files} files); nothing written (--force publishes again)"
+            )
+        skipped = sum(len([s for s in u.scan.skipped if not used_copy(s[1])]) for u in self.units)
         missing = sum(len(u.scan.missing) for u in self.units)
-        return (
+        text = (
             f"published {len(self.files)} files ({self.rows:,} rows) for "
-            f"{len({(u.scan.plugin, u.scan.metric) for u in self.units if u.path})} metrics x "
+            f"{len({u.scan.parts for u in self.units if u.path})} units x "
             f"{len(self.months)} months into {self.out}; {len(self.records)} records; "
-            f"{skipped} metric-days skipped (bad file or manifest), {missing} missing"
+            f"{skipped} unit-days skipped (bad file or manifest), {missing} missing"
         )
+        if self.upload is not None:
+            u = self.upload
+            text += (
+                f"; uploaded {u.uploaded} objects ({u.bytes:,} bytes), {u.unchanged} already "
+                f"there unchanged, {u.deleted} deleted"
+            )
+        return text
 
 
-def incomplete_days(role: PublishRole, root: Path, from_month: str, to_month: str) -> list[str]:
-    """Metric-days of the months not archived yet (neither archived nor empty), for every
-    unit with at least one archived or empty day in that month: a month is complete when
-    this is empty. Returns ``"<plugin>/<metric> <day>"`` items."""
+def _ym(m: tuple[int, int]) -> str:
+    return f"{m[0]}-{m[1]:02d}"
+
+
+def incomplete_days(
+    role: PublishRole, archive: str | Path, from_month: str, to_month: str
+) -> list[str]:
+    """Unit-days of the months not archived yet (neither archived nor empty), for every unit
+    with at least one archived or empty day in that month: a month is complete when this is
+    empty. Returns ``"<unit> <day>"`` items."""
+    tree = open_tree(archive)
     out = []
-    for plugin, metric in role.units(root):
+    for unit in role.units(tree):
+        name = "/".join(unit)
         for y, m in month_range(from_month, to_month):
-            um = role.scan(root, plugin, metric, y, m)
+            um = role.scan(tree, unit, y, m)
             if um.days or um.empty:
-                out += [f"{plugin}/{metric} {d}" for d in um.missing]
-                out += [
-                    f"{plugin}/{metric} {d} (skipped)"
-                    for d, why in um.skipped
-                    if not why.endswith("was used)")
-                ]
+                out += [f"{name} {d}" for d in um.missing]
+                out += [f"{name} {d} (skipped)" for d, why in um.skipped if not used_copy(why)]
     return out
 
 
-def _check_out(out: Path) -> set[str]:
-    """The output directory must be empty or a previous publication (whose files listed in
-    SHA256SUMS are replaced); returns those previous files."""
-    if not out.exists():
-        return set()
-    if not out.is_dir():
-        raise ConfigError(f"--out {out} is not a directory")
-    entries = [p for p in out.iterdir() if not p.name.startswith(".")]
-    if not entries:
-        return set()
-    sums = out / "SHA256SUMS"
-    if not (out / "datapackage.json").is_file() or not sums.is_file():
-        raise ConfigError(
-            f"--out {out} is neither empty nor a dataset published by dxt (no datapackage.json "
-            "and SHA256SUMS): choose an empty directory"
-        )
-    return {line.split("  ", 1)[1] for line in sums.read_text().splitlines() if "  " in line}
+class DayReader:
+    """Opens the days of a publication: in place, or fetched from an object store (and
+    checked); a day found bad is skipped with a warning, counted in its unit-month."""
+
+    def __init__(self, tree: ArchiveTree, scratch: Path, report: PublishReport) -> None:
+        self.tree, self.scratch, self.report = tree, scratch, report
+
+    @contextlib.contextmanager
+    def open(self, um: UnitMonth, day: DayFile) -> Iterator[Path | None]:
+        with contextlib.ExitStack() as stack:
+            path: Path | None
+            try:
+                path = stack.enter_context(
+                    self.tree.fetch(day.rel, day.bytes, day.sha256, self.scratch)
+                )
+            except DayUnusable as exc:
+                um.unusable(day, str(exc))
+                self.report.warnings.append(f"skipped {um.name} {day.day}: {exc}")
+                path = None
+            yield path
+
+    def opener(self, um: UnitMonth) -> Any:
+        return lambda day: self.open(um, day)
+
+
+def _fingerprint(
+    role: PublishRole,
+    opts: PublishOptions,
+    scans: dict[tuple[str, ...], list[UnitMonth]],
+    pseudo: Pseudonymiser | None,
+) -> str:
+    """What the publication is made of: the software, the options that shape the output
+    and every manifest (and kept record) it reads. The same fingerprint, the same bytes."""
+    doc = {
+        "software": __version__,
+        "backend": role.backend,
+        "months": [opts.from_month, opts.to_month],
+        "options": [
+            opts.name,
+            opts.title,
+            opts.licence,
+            opts.licence_url,
+            opts.cite,
+            opts.url,
+            opts.version,
+            opts.records,
+            opts.max_record_bytes,
+            opts.keep_identities,
+            sorted(opts.pseudonymise_columns),
+        ],
+        # the pseudonym of a constant (as public as every pseudonym): another key, other
+        # pseudonyms, so another fingerprint
+        "key": pseudo.pseudonym("key", "dxt-publish") if pseudo is not None else None,
+        "units": [
+            [
+                list(u),
+                [um.year, um.month, [d.isoformat() for d in um.missing]],
+                [[str(d.day), d.rel, d.sha256, _what_counts(d.manifest)] for d in um.days],
+                [_what_counts(m) for m in um.manifests if m.get("status") == "empty"],
+                [[str(d), w] for d, w in um.skipped],
+                [[str(d), {k: v.get(k) for k in KEPT_FIELDS}] for d, v in um.kept],
+            ]
+            for u, ums in sorted(scans.items())
+            for um in ums
+        ],
+    }
+    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+#: What of a manifest shapes the dataset (its data, or what the datacard says of it); not
+#: when or how fast the day was written, so a day archived again unchanged is unchanged.
+MANIFEST_FIELDS = (
+    "status", "day", "rows", "holes", "source_count", "replaced", "replaced_rows",
+    "time_zone", "source_url", "job_table",
+)  # fmt: skip
+KEPT_FIELDS = ("archive_rows", "source_rows", "source_status", "by")
+
+
+def _what_counts(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: doc.get(k) for k in MANIFEST_FIELDS}
 
 
 def publish(role: PublishRole, opts: PublishOptions) -> PublishReport:
@@ -176,163 +275,244 @@ def publish(role: PublishRole, opts: PublishOptions) -> PublishReport:
     if not opts.title:
         opts.title = role.title
     months = month_range(opts.from_month, opts.to_month)
-    root = Path(opts.archive)
-    if not root.is_dir():
-        raise ConfigError(f"archive root {root} is not a directory: check --archive")
-    previous = _check_out(opts.out)
+    tree = open_tree(opts.archive)
+    target = open_out(opts.out)
+    try:
+        return _publish(role, opts, months, tree, target)
+    finally:
+        target.close()
+
+
+def _publish(
+    role: PublishRole,
+    opts: PublishOptions,
+    months: list[tuple[int, int]],
+    tree: ArchiveTree,
+    target: LocalOut | S3Out,
+) -> PublishReport:
+    previous = target.previous()
     pseudo = (
         Pseudonymiser.from_file(opts.pseudonymise_key_file)
         if opts.pseudonymise_key_file is not None
         else None
     )
-    report = PublishReport(opts.out, months, pseudonymised=pseudo is not None)
-    scans = {
-        (p, m): [role.scan(root, p, m, y, mo) for y, mo in months] for p, m in role.units(root)
-    }
-    for (p, m), ums in scans.items():
+    report = PublishReport(target.url, months, pseudonymised=pseudo is not None)
+    scans = {u: [role.scan(tree, u, y, mo) for y, mo in months] for u in role.units(tree)}
+    fingerprint = _fingerprint(role, opts, scans, pseudo)
+    state = target.state() or {}
+    if (
+        not opts.force
+        and previous
+        and state.get("fingerprint") == fingerprint
+        and target.intact(previous)
+    ):
+        report.unchanged, report.unchanged_files = True, len(previous)
+        return report
+    for ums in scans.values():
         for um in ums:
-            for day, why in um.skipped:
-                report.warnings.append(f"skipped {p}/{m} {day}: {why}")
+            report.warnings += [f"skipped {um.name} {day}: {why}" for day, why in um.skipped]
     jobs = {k: v for k, v in scans.items() if any(u.job_table for u in v)}
-    # The job tables first: refuse before writing anything if identities need a choice.
-    job_schemas: dict[tuple[str, str], JobSchema] = {}
-    for k, ums in jobs.items():
-        schema = JobSchema(extra_identities=opts.pseudonymise_columns)
-        for um in ums:
-            schema.observe(iter_month_records(um.days))
-        refuse_without_choice(schema.identities, pseudo, opts.keep_identities)
-        job_schemas[k] = schema
-        report.identities.update(schema.identities)
-    opts.out.mkdir(parents=True, exist_ok=True)
-    written: list[FileEntry] = []
-    with tempfile.TemporaryDirectory(prefix=".dxt-publish-", dir=opts.out) as scratch_dir:
-        scratch = Path(scratch_dir)
+    # The job tables first (small): refuse before writing anything if identities need a
+    # choice, the output not even created.
+    job_schemas: dict[tuple[str, ...], JobSchema] = {}
+    with tempfile.TemporaryDirectory(prefix="dxt-publish-jobs-") as tmp:
+        reader = DayReader(tree, Path(tmp), report)
+        for k, ums in jobs.items():
+            schema = JobSchema(extra_identities=opts.pseudonymise_columns)
+            for um in ums:
+                schema.observe(iter_month_records(um.days, reader.opener(um)))
+            refuse_without_choice(schema.identities, pseudo, opts.keep_identities)
+            job_schemas[k] = schema
+            report.identities.update(schema.identities)
+    root = target.root
+    with tempfile.TemporaryDirectory(prefix=".dxt-publish-", dir=target.scratch_parent()) as tmp:
+        scratch = Path(tmp)
+        reader = DayReader(tree, scratch, report)
+        root.mkdir(parents=True, exist_ok=True)
         for k, ums in sorted(scans.items()):
             if k in jobs:
-                _publish_jobs(role, k, ums, job_schemas[k], pseudo, opts.out, report)
+                _publish_jobs(role, k, ums, job_schemas[k], pseudo, root, report, reader)
             else:
-                _publish_metric(role, k, ums, scratch, opts.out, report, opts.run_rows)
+                _publish_unit(role, k, ums, scratch, root, report, reader, opts.bucket_rows)
+    return _describe(role, opts, target, previous, report, fingerprint)
+
+
+def _describe(
+    role: PublishRole,
+    opts: PublishOptions,
+    target: LocalOut | S3Out,
+    previous: dict[str, str],
+    report: PublishReport,
+    fingerprint: str,
+) -> PublishReport:
+    """Checksums, descriptions, records and the datacard of what was written; then the
+    files of the previous publication not written again go, and an S3 output is uploaded."""
+    root = target.root
+    written: list[FileEntry] = []
     for u in report.units:
         if u.path:
-            data = opts.out / u.path
+            data = root / u.path
             written.append(
                 FileEntry(
                     u.path,
                     data.stat().st_size,
                     sha256_file(data),
                     parquet_fields(data),
-                    f"{u.scan.plugin}/{u.scan.metric}, {u.scan.year}-{u.scan.month:02d}: "
-                    f"{u.rows} rows",
+                    f"{u.scan.name}, {u.scan.year}-{u.scan.month:02d}: {u.rows} rows",
                 )
             )
     report.files = written
-    gone = previous - {e.path for e in written} - set(META_FILES)
-    for stale in sorted(g for g in gone if not g.startswith("records/")):  # rebuilt below
-        with contextlib.suppress(FileNotFoundError):
-            (opts.out / stale).unlink()
-            report.warnings.append(f"removed {stale}, published before but not this time")
+    stale = sorted(
+        set(previous)
+        - {e.path for e in written}
+        - set(META_FILES)
+        - {p for p in previous if p.startswith("records/")}  # rebuilt below
+    )
+    for gone in target.remove_stale(stale):
+        report.warnings.append(f"removed {gone}, published before but not this time")
     meta = _meta(role, opts, report)
-    write_bytes(opts.out / "datapackage.json", datapackage(opts.name, opts.title, meta, written))
-    write_bytes(opts.out / "croissant.json", croissant(opts.name, opts.title, meta, written))
+    write_bytes(root / "datapackage.json", datapackage(opts.name, opts.title, meta, written))
+    write_bytes(root / "croissant.json", croissant(opts.name, opts.title, meta, written))
     by_month: dict[tuple[int, int], list[FileEntry]] = {}
     month_of = {u.path: (u.scan.year, u.scan.month) for u in report.units if u.path}
     for e in written:
         by_month.setdefault(month_of[e.path], []).append(e)
     recs = group_months(opts.name, by_month, opts.max_record_bytes, report.warnings)
     if opts.records:
-        shutil.rmtree(opts.out / "records", ignore_errors=True)
-        report.records = [write_record(opts.out, r) for r in recs]
-    write_bytes(opts.out / "README.md", datacard(role, opts, meta, report, recs))
+        for old in (root / "records").glob("*.tar") if (root / "records").is_dir() else ():
+            old.unlink()
+        report.records = [write_record(root, r) for r in recs]
+    write_bytes(root / "README.md", datacard(role, opts, meta, report, recs))
     listed = list(written) + list(report.records)
     for name in META_FILES:
-        meta_path = opts.out / name
+        meta_path = root / name
         listed.append(FileEntry(name, meta_path.stat().st_size, sha256_file(meta_path)))
-    write_bytes(opts.out / "SHA256SUMS", sha256sums(listed))
+    write_bytes(root / "SHA256SUMS", sha256sums(listed))
+    state = {
+        "schema": STATE_SCHEMA,
+        "backend": role.backend,
+        "months": [_ym(m) for m in report.months],
+        "fingerprint": fingerprint,
+        "files": len(listed),
+    }
+    write_bytes(root / STATE_FILE, dumps(state))
+    sums = {e.path: e.sha256 for e in listed}
+    if target.remote:
+        report.upload = target.commit([*sums, "SHA256SUMS", STATE_FILE], previous, sums)
     return report
 
 
-def _publish_metric(
+def _publish_unit(
     role: PublishRole,
-    key: tuple[str, str],
+    unit: tuple[str, ...],
     ums: Sequence[UnitMonth],
     scratch: Path,
     out: Path,
     report: PublishReport,
-    run_rows: int,
+    reader: DayReader,
+    bucket_rows: int,
 ) -> None:
-    plugin, metric = key
-    spool_dir = scratch / f"{plugin}.{metric}"
-    spool_dir.mkdir()
-    spool = RunSpool(spool_dir, run_rows=run_rows)
-    month_runs: list[tuple[UnitMonth, int, int]] = []
+    """Every month of one unit, with one value type and one set of columns over them all:
+    a month written before a later one widened the type or added a column is written again
+    (rare: the type of a metric seldom changes)."""
+    table = SeriesTable(role.series_order)
+    day_types: dict[Any, str] = {}
+    done: list[tuple[UnitResult, str | None, list[str]]] = []
     for um in ums:
-        first = len(spool.runs)
-        for d in um.days:
-            spool.add_day(d)
-        month_runs.append((um, first, len(spool.runs)))
-    history = type_history(spool.day_types)
-    kind = history[-1]["type"] if history else "double"
-    tags = sorted(spool.tags)
-    report.schemas[f"{plugin}/{metric}"] = {
-        "value_type": kind,
+        res, kind, cols = _publish_month(
+            role, um, table, scratch, out, reader, bucket_rows, day_types
+        )
+        done.append((res, kind, cols))
+    final: str | None = None
+    for _, kind, _ in done:
+        final = wider(final, kind) if kind else final
+    columns = output_columns(table)
+    for i, (res, kind, cols) in enumerate(done):
+        if res.path and (kind != final or cols != columns):
+            again, _, _ = _publish_month(
+                role, res.scan, table, scratch, out, reader, bucket_rows, {}, (final, columns)
+            )
+            done[i] = (again, final, columns)
+            report.redone += 1
+    history = type_history(day_types)
+    report.schemas["/".join(unit)] = {
+        "value_type": final or "double",
         "type_changes": history,
-        "tags": tags,
+        "tags": [c for c in columns if c != "name"],
     }
-    for um, a, b in month_runs:
-        res = UnitResult(um, value_type=kind)
-        runs = spool.runs[a:b]
-        if runs:
-            rel = role.data_path(um)
-            merged = merge_runs(runs, kind, tags, out / rel)
-            res.path, res.rows = rel, merged.rows
-            res.units, res.sampling_s = merged.units, merged.sampling_s
-            for r in runs:
-                r.path.unlink()
+    for res, _, _ in done:
+        res.value_type = final or "double"
         report.units.append(res)
+
+
+def _publish_month(
+    role: PublishRole,
+    um: UnitMonth,
+    table: SeriesTable,
+    scratch: Path,
+    out: Path,
+    reader: DayReader,
+    bucket_rows: int,
+    day_types: dict[Any, str],
+    forced: tuple[str | None, list[str]] | None = None,
+) -> tuple[UnitResult, str | None, list[str]]:
+    """One unit-month: phase 1 (spool the days), phase 2 (sort and write)."""
+    spool_dir = scratch / f"{'.'.join(um.parts)}.{um.year}-{um.month:02d}"
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    expected = sum(int(d.manifest.get("rows") or 0) for d in um.days)
+    spool = MonthSpool(spool_dir, table, expected, unit=role.time_unit, bucket_rows=bucket_rows)
+    for d in list(um.days):
+        with reader.open(um, d) as path:
+            if path is not None:
+                where = reader.tree.where(d.rel)
+                for t in role.read_day(d, path):
+                    spool.add(t, d.day, where)
+    buckets = spool.finish()
+    for day, day_kind in spool.day_types.items():
+        day_types[day] = wider(day_types.get(day), day_kind)
+    kind = forced[0] if forced else spool.kind
+    cols = forced[1] if forced else output_columns(table)
+    res = UnitResult(um)
+    if spool.rows and kind is not None:
+        rel = role.data_path(um)
+        month = write_month(spool, buckets, kind, out / rel, cols)
+        res.path, res.rows = rel, month.rows
+        res.units, res.sampling_s = month.units, month.sampling_s
+    for b in buckets:
+        b.remove()
+    return res, kind, cols
 
 
 def _publish_jobs(
     role: PublishRole,
-    key: tuple[str, str],
+    key: tuple[str, ...],
     ums: Sequence[UnitMonth],
     schema: JobSchema,
     pseudo: Pseudonymiser | None,
     out: Path,
     report: PublishReport,
+    reader: DayReader,
 ) -> None:
-    plugin, table = key
-    report.schemas[f"{plugin}/{table}"] = {
+    name = "/".join(key)
+    report.schemas[name] = {
         "columns": {c: schema.column_type(c) for c in sorted(schema.kinds)},
         "identities": dict(sorted(schema.identities.items())),
     }
     for um in ums:
         res = UnitResult(um)
-        records = list(iter_month_records(um.days))
+        records = list(iter_month_records(um.days, reader.opener(um)))
         if records:
             rel = role.data_path(um)
-            res.rows = write_job_month(records, schema, out / rel, pseudo, f"{plugin}/{table}")
+            res.rows = write_job_month(records, schema, out / rel, pseudo, name)
             res.path = rel
         report.units.append(res)
 
 
 def _meta(role: PublishRole, opts: PublishOptions, report: PublishReport) -> dict[str, Any]:
     days = [d.day for u in report.units for d in u.scan.days]
-    zones = sorted(
-        {
-            str(m.get("time_zone"))
-            for u in report.units
-            for m in u.scan.manifests
-            if m.get("time_zone")
-        }
-    )
-    sources = sorted(
-        {
-            str(m.get("source_url"))
-            for u in report.units
-            for m in u.scan.manifests
-            if m.get("source_url")
-        }
-    )
+    manifests = [m for u in report.units for m in u.scan.manifests]
+    zones = sorted({str(m["time_zone"]) for m in manifests if m.get("time_zone")})
+    sources = sorted({str(m["source_url"]) for m in manifests if m.get("source_url")})
     y0, m0 = report.months[0]
     y1, m1 = report.months[-1]
     cite = opts.cite or (
@@ -351,4 +531,5 @@ def _meta(role: PublishRole, opts: PublishOptions, report: PublishReport) -> dic
         "last_day": max(days).isoformat() if days else f"{y1}-{m1:02d}-01",
         "zones": zones,
         "sources": sources,
+        "keys": list(role.keys),
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from dxt_core.archive import atomic_file
+from dxt_core.fsio import atomic_file
 
 PARQUET_MEDIATYPE = "application/vnd.apache.parquet"
 

@@ -15,19 +15,20 @@ import csv
 import datetime as dt
 import gzip
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from dxt_core.archive import atomic_file
 from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.fsio import atomic_file
 from dxt_core.publish.archive_scan import DayFile
 from dxt_core.publish.hostlist import expand_hostlist
+from dxt_core.publish.monthfile import ZSTD_LEVEL
 from dxt_core.publish.pseudonym import IDENTITY_COLUMNS, EmbeddedScrubber, Pseudonymiser
-from dxt_core.publish.series import ZSTD_LEVEL
 
 NODE_LIST_COLUMN = "nodes"
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
@@ -36,13 +37,14 @@ _NUM = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _WHOLE = re.compile(r"^[+-]?\d+\.0*$")
 
 
-def read_job_day(day: DayFile) -> list[dict[str, Any]]:
-    """A day of the job table as records (None for empty CSV cells)."""
+def read_job_day(day: DayFile, path: Path) -> list[dict[str, Any]]:
+    """A day of the job table (``path``: a local copy of ``day``) as records (None for
+    empty CSV cells)."""
     if day.fmt == "parquet":
         import pyarrow.parquet as pq
 
-        return list(pq.read_table(day.path).to_pylist())
-    with gzip.open(day.path, "rt", encoding="utf-8", newline="") as fh:
+        return list(pq.read_table(path).to_pylist())
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
         return [{k: (v if v != "" else None) for k, v in row.items()} for row in csv.DictReader(fh)]
 
 
@@ -204,9 +206,16 @@ def _text(v: Any) -> str:
     return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
-def iter_month_records(days: Sequence[DayFile]) -> Iterator[dict[str, Any]]:
+#: Opens a day file as a local path (the publisher's, which fetches from an object store).
+DayOpener = Callable[[DayFile], AbstractContextManager[Path | None]]
+
+
+def iter_month_records(days: Sequence[DayFile], open_day: DayOpener) -> Iterator[dict[str, Any]]:
+    """The job records of ``days``; a day the opener finds bad (None) gives none."""
     for d in days:
-        yield from read_job_day(d)
+        with open_day(d) as path:
+            if path is not None:
+                yield from read_job_day(d, path)
 
 
 def refuse_without_choice(identities: dict[str, str], pseudo: object, keep: bool) -> None:

@@ -2,7 +2,9 @@
 
 Zenodo takes at most 50 GB a record, so M100 ExaData shipped its months as tar files grouped
 into 12 records. Months go into records in order, as many as fit under ``max_bytes``; a
-month larger than the limit gets a record of its own (and a warning). Every tar holds its
+month larger than the limit is split by unit into several records (``<name>_YY-MM_part1``,
+``_part2``...), and only a single file above the limit makes a record above it (with a
+warning). Every tar holds its
 months' files plus its own ``SHA256SUMS`` and ``files.json``, and is written the same way
 each time: members sorted, mtime fixed (the end of the record's last month), owner 0/0 with
 no names, mode 0644, GNU format.
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dxt_core.archive import atomic_file
+from dxt_core.fsio import atomic_file
 from dxt_core.publish.describe import FileEntry, dumps, sha256sums
 
 #: Zenodo's limit for one record.
@@ -45,41 +47,74 @@ class Record:
         return f"records/{self.name}.tar"
 
 
+def _size(entries: Sequence[FileEntry]) -> int:
+    """A record's tar size, with room for its SHA256SUMS and files.json."""
+    return tar_bytes([e.bytes for e in entries] + [1 << 16, 1 << 16])
+
+
+def _month_name(prefix: str, first: tuple[int, int], last: tuple[int, int]) -> str:
+    name = f"{prefix}_{first[0] % 100:02d}-{first[1]:02d}"
+    if last != first:
+        name += f"_{last[0] % 100:02d}-{last[1]:02d}"
+    return name
+
+
 def group_months(
     prefix: str,
     by_month: dict[tuple[int, int], list[FileEntry]],
     max_bytes: int,
     warnings: list[str],
 ) -> list[Record]:
+    """Whole months in order, as many a record as fit under ``max_bytes``; a month larger
+    than that is split by unit (its files in path order) into records ``_part1``,
+    ``_part2``...; only a single file larger than the limit makes a record above it (a
+    warning says so: a file is never cut)."""
     records: list[Record] = []
     cur: list[tuple[int, int]] = []
     cur_entries: list[FileEntry] = []
 
     def close() -> None:
         if cur:
-            first, last = cur[0], cur[-1]
-            name = f"{prefix}_{first[0] % 100:02d}-{first[1]:02d}"
-            if last != first:
-                name += f"_{last[0] % 100:02d}-{last[1]:02d}"
-            records.append(Record(name, tuple(cur), tuple(cur_entries)))
+            records.append(
+                Record(_month_name(prefix, cur[0], cur[-1]), tuple(cur), tuple(cur_entries))
+            )
 
     for month in sorted(by_month):
-        entries = by_month[month]
-        trial = cur_entries + entries
-        size = tar_bytes([e.bytes for e in trial] + [1 << 16, 1 << 16])  # + the two lists
-        if cur and size > max_bytes:
+        entries = sorted(by_month[month], key=lambda e: e.path)
+        if _size(entries) > max_bytes:
+            close()
+            cur, cur_entries = [], []
+            records += _split_month(prefix, month, entries, max_bytes, warnings)
+            continue
+        if cur and _size(cur_entries + entries) > max_bytes:
             close()
             cur, cur_entries = [], []
         cur.append(month)
         cur_entries = cur_entries + entries
-        alone = tar_bytes([e.bytes for e in entries] + [1 << 16, 1 << 16])
-        if len(cur) == 1 and alone > max_bytes:
-            warnings.append(
-                f"month {month[0]}-{month[1]:02d} alone is {alone:,} bytes, above "
-                f"--max-record-bytes {max_bytes:,}: it gets a record of its own"
-            )
     close()
     return records
+
+
+def _split_month(
+    prefix: str,
+    month: tuple[int, int],
+    entries: list[FileEntry],
+    max_bytes: int,
+    warnings: list[str],
+) -> list[Record]:
+    parts: list[list[FileEntry]] = []
+    for e in entries:
+        if parts and _size([*parts[-1], e]) <= max_bytes:
+            parts[-1].append(e)
+            continue
+        parts.append([e])
+        if _size([e]) > max_bytes:
+            warnings.append(
+                f"{e.path} alone is {e.bytes:,} bytes: its record is above --max-record-bytes "
+                f"{max_bytes:,} (a file is never cut)"
+            )
+    base = _month_name(prefix, month, month)
+    return [Record(f"{base}_part{i}", (month,), tuple(p)) for i, p in enumerate(parts, start=1)]
 
 
 def _mtime(months: Sequence[tuple[int, int]]) -> int:

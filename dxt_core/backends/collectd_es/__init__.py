@@ -29,4 +29,5 @@ BACKEND = Backend(
     task_id="archive_family_day",
     settings=SETTINGS,
     tasks=".tasks:TASKS",
+    publish=".publish:PUBLISH",
 )

@@ -24,4 +24,5 @@ BACKEND = Backend(
     task_id="archive_site_metric_day",
     settings=SETTINGS,
     tasks=".tasks:TASKS",
+    publish=".publish:PUBLISH",
 )

@@ -34,4 +34,5 @@ BACKEND = Backend(
     task_id="archive_metric_day",
     settings=SETTINGS,
     tasks=".tasks:TASKS",
+    publish=".publish:PUBLISH",
 )

@@ -88,16 +88,38 @@ def test_type_history_lists_every_widening_with_its_first_day():
 
 
 def test_months_group_into_records_under_the_limit():
-    def month(n: int, size: int) -> list[FileEntry]:
-        return [FileEntry(f"year_month=20-{n:02d}/a", size, "0" * 64)]
+    def month(n: int, sizes: list[int]) -> list[FileEntry]:
+        return [
+            FileEntry(f"year_month=20-{n:02d}/m={i}/a", s, "0" * 64) for i, s in enumerate(sizes)
+        ]
 
     by_month = {
-        (2020, 3): month(3, 40_000),
-        (2020, 4): month(4, 40_000),
-        (2020, 5): month(5, 300_000),
+        (2020, 3): month(3, [40_000]),
+        (2020, 4): month(4, [40_000]),
+        (2020, 5): month(5, [90_000, 90_000, 90_000, 60_000]),  # over the limit: split
+        (2020, 6): month(6, [10_000]),
     }
     warnings: list[str] = []
-    recs = group_months("ds", by_month, 250_000, warnings)
-    assert [r.name for r in recs] == ["ds_20-03_20-04", "ds_20-05"]
-    assert warnings and "2020-05 alone" in warnings[0]
+    recs = group_months("ds", by_month, 400_000, warnings)
+    assert [r.name for r in recs] == [
+        "ds_20-03_20-04",
+        "ds_20-05_part1",
+        "ds_20-05_part2",
+        "ds_20-06",
+    ]
+    assert [len(r.entries) for r in recs] == [2, 2, 2, 1]
+    assert all(tar_bytes([e.bytes for e in r.entries] + [1 << 16] * 2) <= 400_000 for r in recs)
+    assert warnings == []  # no record above the limit
     assert tar_bytes([1]) == 10240 and tar_bytes([10_000]) == 20480
+
+
+def test_only_a_single_file_above_the_limit_makes_a_record_above_it():
+    entries = [
+        FileEntry("year_month=20-05/m=a/a_0.parquet", 10_000, "0" * 64),
+        FileEntry("year_month=20-05/m=b/a_0.parquet", 900_000, "0" * 64),
+        FileEntry("year_month=20-05/m=c/a_0.parquet", 10_000, "0" * 64),
+    ]
+    warnings: list[str] = []
+    recs = group_months("ds", {(2020, 5): entries}, 250_000, warnings)
+    assert [[e.path[19] for e in r.entries] for r in recs] == [["a"], ["b"], ["c"]]
+    assert len(warnings) == 1 and "m=b/a_0.parquet alone is 900,000 bytes" in warnings[0]

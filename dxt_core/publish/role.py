@@ -1,0 +1,69 @@
+"""A base for publish roles (:class:`~dxt_core.backends.roles.PublishRole`): Hive-partitioned
+paths ``year_month=YY-MM/<k1>=<v1>/.../a_0.parquet``, units found as directories, the days
+read from series Parquet or gzip CSV day files. A backend's role subclasses it and sets its
+names; one whose day files are something else overrides :meth:`read_day` (and
+:meth:`day_file` when a manifest names several files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from dxt_core.errors import ArchiveError
+from dxt_core.publish.archive_scan import (
+    DayFile,
+    UnitMonth,
+    first_file,
+    partition_units,
+    scan_unit_month,
+    unit_dirs,
+    year_month,
+)
+from dxt_core.publish.readers import read_series_csv, read_series_parquet
+from dxt_core.publish.tree import ArchiveTree
+
+#: Every published file's name inside its partition directory (M100 ExaData's).
+DATA_FILE = "a_0.parquet"
+
+
+class PartitionedPublish:
+    """Defaults of a publish role; set the class attributes below in a subclass."""
+
+    backend: ClassVar[str] = ""
+    keys: ClassVar[tuple[str, ...]] = ()
+    series_order: ClassVar[tuple[str, ...]] = ("node",)
+    time_unit: ClassVar[str] = "ms"
+    dataset_name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    layout_summary: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    layout: ClassVar[tuple[str, ...]] = ()
+    example_glob: ClassVar[str] = ""
+    columns_note: ClassVar[str] = (
+        "Metric files: `timestamp`, `value` (typed per metric, see below), `name`, then one "
+        "dictionary-encoded string column per tag."
+    )
+
+    def units(self, tree: ArchiveTree) -> list[tuple[str, ...]]:
+        return partition_units(tree, self.backend, self.keys)
+
+    def scan(self, tree: ArchiveTree, unit: tuple[str, ...], year: int, month: int) -> UnitMonth:
+        dirs = unit_dirs(self.backend, self.keys, unit)
+        return scan_unit_month(tree, dirs, unit, year, month, self.day_file)
+
+    def day_file(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        return first_file(manifest)
+
+    def read_day(self, day: DayFile, path: Path) -> Iterator[Any]:
+        if day.fmt == "parquet":
+            return read_series_parquet(path)
+        if day.fmt == "csv":
+            return read_series_csv(path, self.time_unit, self.title or self.backend)
+        raise ArchiveError(f"{path}: a {day.fmt} file, which {self.backend} does not publish")
+
+    def data_path(self, um: UnitMonth) -> str:
+        parts = "/".join(f"{k}={v}" for k, v in zip(self.keys, um.parts, strict=True))
+        return f"year_month={year_month(um.year, um.month)}/{parts}/{DATA_FILE}"

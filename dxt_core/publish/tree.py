@@ -1,0 +1,189 @@
+"""Where the archive being published is read from: a local directory or an ``s3://`` root.
+
+Publishing reads an archive through its manifests only; this module gives it the few
+operations it needs, the same for both places: the sub-directories of a directory (the units),
+the files of a unit directory with their sizes (one listing per unit), a manifest's JSON, and a
+day's data file as a local file to read, hashed and checked against its manifest's size and
+sha256 first (:class:`DayUnusable` when it does not match). A scan of the archive (which
+days a month has, whether it is complete) reads manifests and sizes only, never whole files.
+From S3 a day file is streamed into the scratch directory, checked, and removed once read;
+nothing else is downloaded. The store's own API is used
+(:class:`~dxt_core.store.s3.S3Archive`, its :class:`~dxt_core.store.client.S3Client`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.fsio import sha256_file
+from dxt_core.store import S3Location, parse_root
+
+if TYPE_CHECKING:
+    from dxt_core.store.s3 import S3Archive
+
+
+class DayUnusable(ArchiveError):
+    """A day file does not match its manifest once read (size or sha256): the day is skipped."""
+
+
+class ArchiveTree(Protocol):
+    """The archive root being published (paths are ``/``-separated, relative to it)."""
+
+    @property
+    def url(self) -> str:
+        """The root, for messages (a directory or an ``s3://`` URL)."""
+
+    #: an object store (days are copied to read them)
+    remote: bool
+
+    def where(self, rel: str) -> str:
+        """``rel`` as a path or URL, for messages."""
+
+    def dirs(self, rel: str) -> list[str] | None:
+        """The non-hidden sub-directories of ``rel``, sorted; None when ``rel`` is none."""
+
+    def files(self, rel: str) -> dict[str, int]:
+        """The files directly in ``rel`` and their sizes (empty when there is none)."""
+
+    def read_json(self, rel: str) -> dict[str, Any] | None:
+        """The JSON object in ``rel``; None when unreadable or not an object."""
+
+    def fetch(
+        self, rel: str, size: int, sha256: str, scratch: Path
+    ) -> contextlib.AbstractContextManager[Path]:
+        """A local copy of ``rel`` to read, checked against ``size`` and ``sha256``
+        (:class:`DayUnusable` when it does not match); removed afterwards if it was copied."""
+
+
+class LocalTree:
+    """An archive in a directory (local disk, NFS, GPFS, Lustre)."""
+
+    remote = False
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._files: dict[str, dict[str, int]] = {}
+
+    @property
+    def url(self) -> str:
+        return str(self.root)
+
+    def where(self, rel: str) -> str:
+        return str(self.root / rel)
+
+    def dirs(self, rel: str) -> list[str] | None:
+        top = self.root / rel
+        if not top.is_dir():
+            return None
+        return sorted(p.name for p in top.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def files(self, rel: str) -> dict[str, int]:
+        got = self._files.get(rel)
+        if got is None:
+            top = self.root / rel
+            got = {}
+            if top.is_dir():
+                for p in top.iterdir():
+                    with contextlib.suppress(OSError):
+                        if p.is_file():
+                            got[p.name] = p.stat().st_size
+            self._files[rel] = got
+        return got
+
+    def read_json(self, rel: str) -> dict[str, Any] | None:
+        try:
+            doc = orjson.loads((self.root / rel).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    @contextlib.contextmanager
+    def fetch(self, rel: str, size: int, sha256: str, scratch: Path) -> Iterator[Path]:
+        path = self.root / rel  # read in place, once checked
+        try:
+            got = path.stat().st_size
+        except FileNotFoundError:
+            raise DayUnusable(f"{path}: named by its manifest but absent") from None
+        if got != size:
+            raise DayUnusable(f"{path}: {got} bytes, the manifest says {size}")
+        if sha256_file(path) != sha256:
+            raise DayUnusable(f"{path}: sha256 differs from the manifest's")
+        yield path
+
+
+class S3Tree:
+    """An archive in ``s3://bucket/prefix``, read through the store's client."""
+
+    remote = True
+
+    def __init__(self, location: S3Location, archive: S3Archive) -> None:
+        self.location = location
+        self.archive = archive
+        self.store = archive.store
+        self._files: dict[str, dict[str, int]] = {}
+
+    @property
+    def url(self) -> str:
+        return self.location.url
+
+    def where(self, rel: str) -> str:
+        return self.store.url(self.location.key(rel))
+
+    def dirs(self, rel: str) -> list[str] | None:
+        parts = [p for p in rel.split("/") if p]
+        names = self.archive.subdirectories(*parts)
+        if not names and not self.archive.holds(rel.strip("/")):
+            return None
+        return names
+
+    def files(self, rel: str) -> dict[str, int]:
+        got = self._files.get(rel)
+        if got is None:
+            prefix = self.location.key(rel) + "/"
+            got = {o.key[len(prefix) :]: o.size for o in self.store.list(prefix)}
+            self._files[rel] = got
+        return got
+
+    def read_json(self, rel: str) -> dict[str, Any] | None:
+        got = self.store.get(self.location.key(rel))
+        if got is None:
+            return None
+        try:
+            doc = orjson.loads(got[0])
+        except orjson.JSONDecodeError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    @contextlib.contextmanager
+    def fetch(self, rel: str, size: int, sha256: str, scratch: Path) -> Iterator[Path]:
+        local = scratch / ("fetch-" + rel.replace("/", "--"))
+        try:
+            self.store.download(self.location.key(rel), local)
+            got = local.stat().st_size
+            if got != size:
+                raise DayUnusable(f"{self.where(rel)}: {got} bytes read, the manifest says {size}")
+            if sha256_file(local) != sha256:
+                raise DayUnusable(f"{self.where(rel)}: sha256 differs from the manifest's")
+            yield local
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                local.unlink()
+
+
+def open_tree(root: str | Path) -> ArchiveTree:
+    """The archive at ``root`` (a path, ``file://`` or ``s3://`` URL): a clear error when it
+    is not there (an unknown scheme is refused by :func:`~dxt_core.store.parse_root`)."""
+    where = parse_root(str(root))
+    if isinstance(where, S3Location):
+        from dxt_core.store.s3 import S3Archive
+
+        return S3Tree(where, S3Archive(where.url))
+    if not where.is_dir():
+        raise ConfigError(f"archive root {where} is not a directory: check --archive")
+    return LocalTree(where.expanduser().resolve())
