@@ -35,6 +35,11 @@ log = logging.getLogger("dxt_core.archive_day")
 DayStatus = Literal["archived", "empty"]
 
 
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 metric-day``, ``2 metric-days``."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
 @dataclass
 class DayReport:
     """What archiving one (parts, day) unit did; printed by the CLI, the XCom of a task.
@@ -56,9 +61,10 @@ class DayReport:
         what = "/".join((self.key.source, *self.key.parts))
         s = self.stats
         return (
-            f"{what} {self.key.day}: {self.status}, {self.rows} rows, {self.bytes} bytes, "
-            f"{self.seconds:.2f} s, {s.requests} requests, {s.retries} retries, "
-            f"{s.splits} splits"
+            f"{what} {self.key.day}: {self.status}, {plural(self.rows, 'row')}, "
+            f"{plural(self.bytes, 'byte')}, "
+            f"{self.seconds:.2f} s, {plural(s.requests, 'request')}, "
+            f"{plural(s.retries, 'retry', 'retries')}, {plural(s.splits, 'split')}"
         )
 
     def as_dict(self) -> dict[str, Any]:

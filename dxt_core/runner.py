@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dxt_core.archive import Archive, DayKey
-from dxt_core.archive_day import DayReport
+from dxt_core.archive_day import DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import DxtError, SourceUnavailable
 
@@ -141,11 +141,6 @@ GRACE_S = 5.0
 INTERRUPTED_EXIT = 130
 #: Exit status when the server could not be reached at all (every backend, every command).
 UNAVAILABLE_EXIT = 4
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """``1 metric-day``, ``2 metric-days``."""
-    return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
 class Interrupt:
