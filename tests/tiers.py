@@ -16,15 +16,17 @@ selection applies to a run of the whole suite (no paths given): naming paths or 
 (``pytest tests/airflow``, ``path::test``) runs what was named, and ``-m EXPR`` replaces it.
 
 Order: the fast tier first, then the full tier by weight (slow, perf, airflow, postgres,
-browser add 1, 2, 4, 8, 16), so the slowest tests (the demo, the production path, the browser)
-run last; collection order is kept within a weight.
+browser, alone add 1, 2, 4, 8, 16, 32), so the slowest tests (the demo, the production path,
+the browser) run last; collection order is kept within a weight.
 
 ``--tier NAME`` runs one part of the suite: ``fast`` (no full-tier marker), ``light`` (``slow``
-or ``perf`` but none of the servers-of-their-own markers) or ``heavy`` (``airflow``,
-``postgres`` or ``browser``: each starts Airflow, Celery or a browser of its own). ``./run
-test`` runs the fast tier in parallel workers (pytest-xdist) and ``./run test --all`` runs
-the three parts one after the other: fast and light in parallel workers, heavy one at a time
-(each of those tests already keeps both cores busy with Airflow's own processes).
+or ``perf`` but none of the servers-of-their-own markers), ``heavy`` (``airflow``,
+``postgres`` or ``browser``: each starts Airflow, Celery or a browser of its own) or
+``alone`` (marked ``alone``: the stacks whose timing a second stack beside them would bend,
+the demo, the production path, the browser). ``./run test`` runs the fast tier in parallel
+workers (pytest-xdist) and ``./run test --all`` runs the four parts one after the other:
+fast and light in four workers, heavy in two (``--dist loadgroup``: a module with a
+module-scoped server is one ``xdist_group``, so one worker starts it), alone one at a time.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ import os
 import pytest
 
 FAST_LIMIT_S = 3.0
-WEIGHTS = {"slow": 1, "perf": 2, "airflow": 4, "postgres": 8, "browser": 16}
+WEIGHTS = {"slow": 1, "perf": 2, "airflow": 4, "postgres": 8, "browser": 16, "alone": 32}
 FULL_TIER = tuple(WEIGHTS)
 # the markers of tests that start Airflow, Celery or a browser of their own
 HEAVY = ("airflow", "postgres", "browser")
-PARTS = ("fast", "light", "heavy")
+PARTS = ("fast", "light", "heavy", "alone")
 
 
 class _State:
@@ -63,12 +65,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=PARTS,
         dest="dxt_tier",
         help="run one part of the suite: fast (no full-tier marker), light (slow or perf "
-        f"only), heavy (marked {', '.join(HEAVY)})",
+        f"only), heavy (marked {', '.join(HEAVY)}, not alone), alone (marked alone)",
     )
 
 
 def part_of(item: pytest.Item) -> str:
     names = {m.name for m in item.iter_markers()}
+    if "alone" in names:
+        return "alone"
     if names & set(HEAVY):
         return "heavy"
     return "light" if names & set(FULL_TIER) else "fast"

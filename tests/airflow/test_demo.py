@@ -18,7 +18,11 @@ from dxt_core import procs
 from tests.airflow.conftest import free_port
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]  # minutes each: after the other Airflow tests
+pytestmark = [
+    pytest.mark.airflow,
+    pytest.mark.slow,
+    pytest.mark.alone,
+]  # minutes each: after the other Airflow tests
 
 DXT = str(Path(sys.executable).parent / "dxt")
 # The smallest demo that still shows everything: 9 metrics (one per plugin) x 3 days (the

@@ -19,7 +19,7 @@ from dxt_core import procs
 from tests.airflow.conftest import AIRFLOW, airflow, base_env, free_port
 from tests.conftest import PG_HOST, PG_PORT, PG_USER, SimulatorProcess
 
-pytestmark = [pytest.mark.airflow, pytest.mark.postgres]
+pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.alone]
 
 PG = f"{PG_USER}@{PG_HOST}:{PG_PORT}"
 

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.coverage_view import _states
 from tests.conftest import run_benchmarks
 
-pytestmark = [pytest.mark.perf, pytest.mark.airflow]
+pytestmark = [pytest.mark.perf, pytest.mark.airflow, pytest.mark.alone]
 
 
 def test_coverage_view_benchmark_runs_at_tiny_size(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import run_benchmarks
 from tests.services import program, require_postgres
 
-pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.perf]
+pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.perf, pytest.mark.alone]
 
 
 @pytest.fixture(autouse=True)

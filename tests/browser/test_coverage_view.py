@@ -23,7 +23,7 @@ from tests.airflow.conftest import free_port, fresh_home
 from tests.browser.stack import PASSWORDS, Stack, stack_env
 from tests.conftest import ROOT, SimulatorProcess
 
-pytestmark = [pytest.mark.browser, pytest.mark.airflow]
+pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.alone]
 
 D0, D1, D2, D3, D4 = "2024-04-30", "2024-05-01", "2024-05-02", "2024-05-03", "2024-05-04"
 #: where the screenshots go: docs/img/ when refreshing the docs' pictures

@@ -18,7 +18,7 @@ from tests.browser.stack import Stack, stack_env
 from tests.browser.test_coverage_view import click_cell, coverage_frame, show_range, sign_in
 from tests.s3_fixtures import FOREIGN, s3_server  # noqa: F401
 
-pytestmark = [pytest.mark.browser, pytest.mark.airflow]
+pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.alone]
 
 D1, D2, D3 = dt.date(2024, 5, 1), dt.date(2024, 5, 2), dt.date(2024, 5, 3)
 

@@ -33,7 +33,11 @@ from tests.integration.kwollect.kwollect_pg import KwollectDatabase, Unavailable
 from tests.kwollect_sim import KwollectSimProcess
 from tests.services import require_service
 
-pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.postgres,
+    pytest.mark.xdist_group("real_function"),
+]
 
 UTC = dt.UTC
 T0 = dt.datetime(2024, 11, 26, 14, 0, tzinfo=UTC)
