@@ -110,6 +110,11 @@ class RawPoints(Sequence[Point]):
             return self._n
         return bisect_left(self.ts_tokens, digits or str(ms).encode())
 
+    def release_tokens(self) -> None:
+        """Drop the split tokens (a writer is done with them): a window's points then hold
+        only their text until they are freed; the tokens are split again if asked for."""
+        self._tokens = self._ts_tokens = None
+
     @property
     def span(self) -> tuple[bytes, bytes]:
         """The digits of the earliest and the latest timestamp, in any order of the points

@@ -235,6 +235,8 @@ class GzipCsvWriter(SeriesWriter):
                         pending.setdefault(first_block + b_i, []).append(
                             (key, b"".join(pieces[w * lo : w * hi]))
                         )
+                del pieces
+                points.release_tokens()  # the rows hold the window now, not its tokens
                 first, last = map(int, points.span)  # what is written, in any order
             else:
                 # The formatter's cache is looked up inline: most timestamps repeat.
