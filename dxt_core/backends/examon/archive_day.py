@@ -196,8 +196,11 @@ class _ExamonDay:
     def _counting_alongside(self, batches: Iterator[SeriesBatch]) -> Iterator[SeriesBatch]:
         """``batches``; once the first has arrived, the source's count of the day is asked
         on its own thread (:meth:`_source_count`), so the server counts while the client
-        formats the data instead of after it (KairosDB serves requests concurrently: Jetty
-        hands each to a thread of its pool). The first window is not slowed by it."""
+        formats the data instead of after it. KairosDB serves requests concurrently
+        (kairosdb/kairosdb src/main/java/org/kairosdb/core/http/WebServer.java: a Jetty
+        ``Server`` on an ``ExecutorThreadPool``, ``kairosdb.jetty.threads.min``/``max``),
+        as the simulator does (a ``ThreadingHTTPServer``). The first window is not slowed
+        by it."""
         for batch in batches:
             if self._count is None:
                 self._count = Background(self._ask_count, "dxt-count")
