@@ -1,4 +1,5 @@
-"""Run an iterator one step ahead in a thread, so fetching overlaps writing.
+"""Run an iterator one step ahead in a thread, so fetching overlaps writing; run one call
+in the background (:class:`Background`), so its request overlaps the caller's work.
 
 The next window's HTTP request (which waits on the network and the server, without holding
 the GIL) runs while the current window is formatted and compressed. At most ``depth`` items
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 from dxt_core.budget import holding_answers, release_answers
 
@@ -63,3 +64,33 @@ def prefetched(source: Iterator[T], depth: int = 1) -> Iterator[T]:
                 q.get_nowait()
             except queue.Empty:
                 worker.join(0.05)
+
+
+class Background(Generic[T]):
+    """One call run on its own thread, so its wait (a request the server works on) overlaps
+    the caller's work; :meth:`result` joins it and returns its value or raises its error."""
+
+    def __init__(self, call: Callable[[], T], name: str = "dxt-background") -> None:
+        self._out: list[T] = []
+        self._err: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(call,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], T]) -> None:
+        try:
+            self._out.append(call())
+        except BaseException as exc:  # handed to the caller of result(), raised there
+            self._err.append(exc)
+
+    def wait(self) -> None:
+        """Wait for the call to end, whatever its outcome (a unit that failed)."""
+        release_answers()
+        self._thread.join()
+
+    def result(self) -> T:
+        # This thread's own answers leave the budget before it waits (see prefetched).
+        release_answers()
+        self._thread.join()
+        if self._err:
+            raise self._err[0]
+        return self._out[0]

@@ -33,7 +33,7 @@ class RawPoints(Sequence[Point]):
     strings sort by time as bytes.
     """
 
-    __slots__ = ("_n", "_parsed", "_tokens", "_ts_tokens", "text", "width")
+    __slots__ = ("_n", "_parsed", "_span", "_tokens", "_ts_tokens", "text", "width")
 
     def __init__(self, text: bytes, n: int, width: int) -> None:
         self.text = text  # b"[t,v],[t,v]": compact while the batch waits in a queue
@@ -42,6 +42,7 @@ class RawPoints(Sequence[Point]):
         self._tokens: list[bytes] | None = None
         self._ts_tokens: list[bytes] | None = None
         self._parsed: list[Any] | None = None
+        self._span: tuple[bytes, bytes] | None = None
 
     @classmethod
     def from_json(cls, inner: bytes) -> RawPoints | None:
@@ -108,6 +109,20 @@ class RawPoints(Sequence[Point]):
         if ms >= 10**self.width:
             return self._n
         return bisect_left(self.ts_tokens, digits or str(ms).encode())
+
+    def release_tokens(self) -> None:
+        """Drop the split tokens (a writer is done with them): a window's points then hold
+        only their text until they are freed; the tokens are split again if asked for."""
+        self._tokens = self._ts_tokens = None
+
+    @property
+    def span(self) -> tuple[bytes, bytes]:
+        """The digits of the earliest and the latest timestamp, in any order of the points
+        (found once: the reader's window check and the writers share them)."""
+        if self._span is None:
+            ts = self.ts_tokens
+            self._span = (min(ts), max(ts))
+        return self._span
 
     @property
     def ts_tokens(self) -> list[bytes]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 from zoneinfo import ZoneInfo
 
@@ -57,6 +57,7 @@ class TimestampFormatter:
         self.tz = tz
         self._offsets: dict[int, tuple[int, str]] = {}
         self._dates: dict[int, str] = {}
+        self._constant: dict[tuple[int, int], bytes | None] = {}
         self.cache: dict[int, str] = {}
         #: Encoded timestamps plus the comma after them, keyed by the epoch-ms digits as the
         #: server sent them.
@@ -73,6 +74,16 @@ class TimestampFormatter:
         entry = (total_min * 60_000, f"{sign}{hh:02d}:{mm:02d}")
         self._offsets[bucket] = entry
         return entry
+
+    def offset_over(self, first_ms: int, last_ms: int) -> bytes | None:
+        """``b"<offset>,"`` when the UTC offset is the same at every instant of
+        ``[first_ms, last_ms]``, else None."""
+        lo, hi = first_ms // _BUCKET_MS, last_ms // _BUCKET_MS
+        if (lo, hi) not in self._constant:
+            texts = {(self._offsets.get(b) or self._offset(b))[1] for b in range(lo, hi + 1)}
+            one = (texts.pop() + ",").encode() if len(texts) == 1 else None
+            self._constant[lo, hi] = one
+        return self._constant[lo, hi]
 
     def _date(self, day_index: int) -> str:
         s = (dt.date(1970, 1, 1) + dt.timedelta(days=day_index)).isoformat()
@@ -188,6 +199,7 @@ class GzipCsvWriter(SeriesWriter):
         # Rows of blocks that the windows seen so far have not completed, per block index:
         # (series sort key, encoded rows) in arrival (time) order.
         self._pending: dict[int, list[tuple[tuple[str, ...], bytes]]] = {}
+        self._tails: dict[tuple[str, ...], tuple[str, bytes]] = {}
 
     def header(self, schema: SeriesSchema) -> None:
         self._schema = schema
@@ -214,43 +226,18 @@ class GzipCsvWriter(SeriesWriter):
         pending = self._pending
         for series, c in zip(kept, cuts, strict=True):
             points = series.points
-            tag_values = tuple(series.tags.get(k, "") for k in schema.tag_keys)
-            suffix = (
-                ","
-                + csv_field(series.name)
-                + "".join("," + csv_field(v) for v in tag_values)
-                + "\n"
-            )
-            key = (*tag_values, series.name)
+            key, suffix, tail = self._tail(series.name, series.tags, schema.tag_keys)
             if isinstance(points, RawPoints):
-                # Server digits as they came. Each row is three pieces, "<local time>,",
-                # "<value>" and the row's tail, laid out by list slicing and joined once:
-                # no Python code runs per point.
-                tokens = points.tokens
-                tail = suffix.encode()
-                stamps = points.ts_tokens
-                if points.width > 3:
-                    # "<second>", "<ms>", "<offset>,", "<value>", "<tail>" (see _SecondCache)
-                    w = 5
-                    secs = list(map(_SEC_DIGITS, stamps))
-                    pieces = [tail] * (w * len(points))
-                    pieces[0::w] = map(fmt.seconds.__getitem__, secs)
-                    pieces[1::w] = map(_MS_DIGITS, stamps)
-                    pieces[2::w] = map(fmt.seconds.offsets.__getitem__, secs)
-                    pieces[3::w] = tokens[1::2]
-                else:
-                    w = 3
-                    pieces = [tail] * (w * len(points))
-                    pieces[0::w] = map(fmt.stamp_comma.__getitem__, stamps)
-                    pieces[1::w] = tokens[1::2]
+                pieces, w = self._raw_pieces(points, tail)
                 for b_i in range(len(c) - 1):
                     lo, hi = c[b_i], c[b_i + 1]
                     if hi > lo:
                         pending.setdefault(first_block + b_i, []).append(
                             (key, b"".join(pieces[w * lo : w * hi]))
                         )
-                ts = points.ts_tokens  # the span of what is written, in any order
-                first, last = int(min(ts)), int(max(ts))
+                del pieces
+                points.release_tokens()  # the rows hold the window now, not its tokens
+                first, last = map(int, points.span)  # what is written, in any order
             else:
                 # The formatter's cache is looked up inline: most timestamps repeat.
                 hit = fmt.cache.get
@@ -274,6 +261,46 @@ class GzipCsvWriter(SeriesWriter):
             if res.last_ms is None or last > res.last_ms:
                 res.last_ms = last
         self._flush((batch.end_ms - self._origin_ms) // self._block_ms)
+
+    def _tail(
+        self, name: str, tags: Mapping[str, str], keys: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], str, bytes]:
+        """A series' sort key and its rows' tail ``,<name>,<tag values>\n`` (text and
+        bytes), made once per series of the day, not once per window."""
+        tag_values = tuple(tags.get(k, "") for k in keys)
+        key = (*tag_values, name)
+        hit = self._tails.get(key)
+        if hit is None:
+            suffix = ",".join(["", *map(csv_field, (name, *tag_values))]) + "\n"
+            hit = self._tails[key] = (suffix, suffix.encode())
+        return key, hit[0], hit[1]
+
+    def _raw_pieces(self, points: RawPoints, tail: bytes) -> tuple[list[bytes], int]:
+        """The rows of ``points`` (server digits as they came) as a flat list of pieces,
+        ``w`` per row, laid out by list slicing: no Python code runs per point."""
+        fmt = self._fmt
+        stamps = points.ts_tokens
+        values = points.tokens[1::2]
+        n = len(points)
+        if points.width <= 3:  # "<local time>,", "<value>", "<tail>"
+            pieces = [tail] * (3 * n)
+            pieces[0::3] = map(fmt.stamp_comma.__getitem__, stamps)
+            pieces[1::3] = values
+            return pieces, 3
+        # "<second>", "<ms>", "<offset>,", "<value>", "<tail>" (see _SecondCache); the
+        # offset is one piece for all rows when it does not change over the series' span
+        secs = list(map(_SEC_DIGITS, stamps))
+        first, last = points.span
+        offset = fmt.offset_over(int(first), int(last))
+        if offset is None:
+            pieces = [tail] * (5 * n)
+            pieces[2::5] = map(fmt.seconds.offsets.__getitem__, secs)
+        else:
+            pieces = [b"", b"", offset, b"", tail] * n
+        pieces[0::5] = map(fmt.seconds.__getitem__, secs)
+        pieces[1::5] = map(_MS_DIGITS, stamps)
+        pieces[3::5] = values
+        return pieces, 5
 
     def _flush(self, before_block: int | None) -> None:
         """Write the pending blocks with an index below ``before_block`` (all if None)."""

@@ -20,7 +20,7 @@ from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.backends.examon.tags import TAG_CACHE_DIR
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.http import RequestStats
-from dxt_core.prefetch import prefetched
+from dxt_core.prefetch import Background, prefetched
 from dxt_core.reconcile import (
     RecentReport,
     SourceCount,
@@ -103,6 +103,9 @@ class _ExamonDay:
         self.ext = ParquetSeriesWriter.extension if fmt == "parquet" else GzipCsvWriter.extension
         # Filled by write(); archive_one_day copies it into the report after write() returns.
         self.report_extra: dict[str, Any] = {}
+        # The source's count of the day, asked on its own thread while the data arrives.
+        self._count: Background[SourceCount] | None = None
+        self._count_stats = RequestStats()
 
     def manifest(self) -> dict[str, Any]:
         source, window = self.source, self.window
@@ -129,6 +132,10 @@ class _ExamonDay:
                 self._write_jobs(staging)
             else:
                 self._write_series(staging)
+        except BaseException:
+            if self._count is not None:  # no thread of the unit outlives it
+                self._count.wait()
+            raise
         finally:
             dropped = self.counts.dropped_outside_window
             staging.manifest["dropped_outside_window"] = dropped
@@ -166,7 +173,9 @@ class _ExamonDay:
             ).as_dict()
             return
         with staging.open(self.ext) as fh:
-            batches = prefetched(source.iter_batches(entry, window, schema, stats, self.counts))
+            batches = self._counting_alongside(
+                prefetched(source.iter_batches(entry, window, schema, stats, self.counts))
+            )
             writer: SeriesWriter
             if self.fmt == "parquet":
                 typed = _typed(batches, entry, self.plugin.value_type)
@@ -184,6 +193,36 @@ class _ExamonDay:
                 res = write_stream(writer, schema, batches)
         staging.done(self.ext, res)
 
+    def _counting_alongside(self, batches: Iterator[SeriesBatch]) -> Iterator[SeriesBatch]:
+        """``batches``; once the first has arrived, the source's count of the day is asked
+        on its own thread (:meth:`_source_count`), so the server counts while the client
+        formats the data instead of after it. KairosDB serves requests concurrently
+        (kairosdb/kairosdb src/main/java/org/kairosdb/core/http/WebServer.java: a Jetty
+        ``Server`` on an ``ExecutorThreadPool``, ``kairosdb.jetty.threads.min``/``max``),
+        as the simulator does (a ``ThreadingHTTPServer``). The first window is not slowed
+        by it."""
+        for batch in batches:
+            if self._count is None:
+                self._count = Background(self._ask_count, "dxt-count")
+            yield batch
+
+    def _ask_count(self) -> SourceCount:
+        return self.source.count_day(self.entry, self.window, self._count_stats)
+
+    def _source_count(self) -> SourceCount:
+        """The server's count of the day: the one asked alongside the data, else asked now."""
+        if self._count is None:
+            return self.source.count_day(self.entry, self.window, self.stats)
+        try:
+            return self._count.result()
+        finally:
+            got, into = self._count_stats, self.stats
+            into.requests += got.requests
+            into.retries += got.retries
+            into.splits += got.splits
+            into.bytes_received += got.bytes_received
+            into.url_used = into.url_used or got.url_used
+
     def _check_count(self, staging: Staging) -> None:
         """The source's own count of the day in the manifest; a past day must match it."""
         written = [f.result.rows for f in staging.files.values() if f.result is not None]
@@ -192,7 +231,7 @@ class _ExamonDay:
         count = (
             SourceCount(int(sc["count"]), str(sc["method"]))
             if isinstance(sc, dict)
-            else self.source.count_day(self.entry, self.window, self.stats)
+            else self._source_count()
         )
         staging.manifest["source_count"] = count.as_dict()
         holes = self.counts.holes

@@ -94,8 +94,8 @@ def _inside(points: Sequence[Any], start_ms: int, end_ms: int) -> tuple[Sequence
     """
     if isinstance(points, RawPoints):
         lo, hi = str(start_ms).encode(), str(end_ms).encode()
-        ts = points.ts_tokens
-        if len(lo) == len(hi) == points.width and lo <= min(ts) and max(ts) < hi:
+        first, last = points.span
+        if len(lo) == len(hi) == points.width and lo <= first and last < hi:
             return points, 0
         points = list(points)
     if not points:

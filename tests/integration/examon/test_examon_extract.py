@@ -409,9 +409,10 @@ def test_cli_keeps_connections_alive_across_metric_days(examon_sim, small_catalo
     assert "archived 12 metric-days" in out.stdout
     connections = {s.client for s in seen}
     # five KairosDB metrics x two days (the job table goes to --jobs-url), several requests
-    # each; two workers keep two connections busy (one spare for a race at the start)
+    # each; two workers, each asking its day's count while its data arrives, keep four
+    # connections busy (one spare for a race at the start): far fewer than the requests
     assert len(seen) > 10
-    assert len(connections) <= 3, (len(connections), len(seen))
+    assert len(connections) <= 5, (len(connections), len(seen))
 
 
 def test_cli_bad_input_names_the_problem(tmp_path):

@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from dxt_core.prefetch import prefetched
+from dxt_core.prefetch import Background, prefetched
 
 
 def test_yields_everything_in_order():
@@ -35,3 +35,26 @@ def test_consumer_stopping_early_stops_the_producer():
     it.close()
     assert not any(t.name == "dxt-prefetch" and t.is_alive() for t in threading.enumerate())
     assert len(produced) < 10
+
+
+def test_background_returns_the_calls_value_and_raises_its_error() -> None:
+    started = threading.Event()
+    go = threading.Event()
+
+    def slow() -> int:
+        started.set()
+        go.wait(10)
+        return 42
+
+    job = Background(slow)
+    assert started.wait(10)  # it runs while the caller goes on
+    go.set()
+    assert job.result() == 42
+
+    def fails() -> int:
+        raise ValueError("the server cannot count")
+
+    failing = Background(fails)
+    failing.wait()  # waits whatever the outcome, raises nothing
+    with pytest.raises(ValueError, match="cannot count"):
+        failing.result()
