@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.store import S3Location
 
@@ -29,6 +31,15 @@ from dxt_core.store import S3Location
 PART_SIZE = 8 << 20
 #: Files up to this size go up in one PutObject (atomic too), larger ones in parts.
 MULTIPART_THRESHOLD = 8 << 20
+
+
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """The JSON object ``raw`` holds; None when it is not JSON or not an object."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 class PreconditionFailed(ArchiveError):
