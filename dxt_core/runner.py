@@ -113,6 +113,33 @@ def add_arguments(parser: Any, unit: str = "metric-days") -> None:
     )
 
 
+def add_day_arguments(parser: Any) -> None:
+    """``--start-day`` (required) and ``--end-day``: the days an ``extract`` archives."""
+    parser.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
+    parser.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+
+
+def add_window_arguments(
+    parser: Any,
+    *,
+    workers: int,
+    window_s: int,
+    min_window_help: str,
+    target_points: int,
+    points: str = "points",
+) -> None:
+    """``--workers``, ``--retries`` and the query window options of an ``extract`` that asks
+    for a day in windows of about ``target_points`` points (``points``: what it counts)."""
+    help_workers = f"parallel metric-days (default {workers})"
+    parser.add_argument("--workers", type=int, default=workers, help=help_workers)
+    parser.add_argument("--retries", type=int, default=4, help="retries of transient errors")
+    help_window = "first query window, seconds"
+    parser.add_argument("--window-s", type=int, default=window_s, help=help_window)
+    parser.add_argument("--min-window-s", type=int, default=300, help=min_window_help)
+    help_points = f"{points} per query"
+    parser.add_argument("--target-points", type=int, default=target_points, help=help_points)
+
+
 def limit_malloc_arenas(arenas: int = 2) -> None:
     """Ask glibc's malloc for at most ``arenas`` arenas, unless ``MALLOC_ARENA_MAX`` is set.
 

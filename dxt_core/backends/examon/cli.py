@@ -22,7 +22,7 @@ from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ConfigError
 from dxt_core.http import RetryPolicy
 from dxt_core.reconcile import Counter
-from dxt_core.runner import Unit, run_units
+from dxt_core.runner import Unit, add_day_arguments, add_window_arguments, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import days, parse_day
 
@@ -152,8 +152,7 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g.add_argument("--limit", type=int, help="only the first N catalog metrics")
     g.add_argument("--metric", help="one metric (with --plugin) instead of a catalog")
     g.add_argument("--plugin", help="the plugin of --metric")
-    e.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
-    e.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+    add_day_arguments(e)
     e.add_argument(
         "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
     )
@@ -164,16 +163,13 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="csv: <plugin>/<metric>/<day>.csv.gz (default); parquet: Hive partitions "
         "plugin=<p>/metric=<m>/<day>.parquet, zstd",
     )
-    e.add_argument("--workers", type=int, default=4, help="parallel metric-days (default 4)")
-    e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
-    e.add_argument("--window-s", type=int, default=900, help="first query window, seconds")
-    e.add_argument(
-        "--min-window-s",
-        type=int,
-        default=300,
-        help="smallest split window and row block, seconds (default 300)",
+    add_window_arguments(
+        e,
+        workers=4,
+        window_s=900,
+        min_window_help="smallest split window and row block, seconds (default 300)",
+        target_points=100_000,
     )
-    e.add_argument("--target-points", type=int, default=100_000, help="points per query")
     add_run_arguments(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_examon)

@@ -26,7 +26,7 @@ from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.errors import ConfigError
 from dxt_core.http import RetryPolicy
 from dxt_core.reconcile import Counter
-from dxt_core.runner import Unit, run_units
+from dxt_core.runner import Unit, add_day_arguments, add_window_arguments, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import Window, day_window, days, parse_day
 
@@ -191,20 +191,18 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g = e.add_argument_group("what to extract")
     g.add_argument("--catalog", help="file: one metric name or NAME = SELECTOR a line")
     g.add_argument("--metrics", help="comma-separated metric names (default: all listed)")
-    e.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
-    e.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+    add_day_arguments(e)
     e.add_argument("--archive", required=True, help="archive root directory")
     e.add_argument("--format", choices=FORMATS, default="csv", help="csv (default) or parquet")
-    e.add_argument("--workers", type=int, default=2, help="parallel metric-days (default 2)")
-    e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
-    e.add_argument("--window-s", type=int, default=3600, help="first query window, seconds")
-    e.add_argument(
-        "--min-window-s",
-        type=int,
-        default=300,
-        help="smallest time window before a refused query is split by series (default 300)",
+    add_window_arguments(
+        e,
+        workers=2,
+        window_s=3600,
+        min_window_help="smallest time window before a refused query is split by series "
+        "(default 300)",
+        target_points=500_000,
+        points="samples",
     )
-    e.add_argument("--target-points", type=int, default=500_000, help="samples per query")
     add_run_arguments(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_prometheus)
