@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import sys
@@ -34,6 +35,8 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import DxtError, SourceUnavailable
+from dxt_core.http import RetryPolicy
+from dxt_core.windows import parse_day
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,13 @@ def add_day_arguments(parser: Any) -> None:
     parser.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
 
 
+def day_range(args: Any) -> tuple[dt.date, dt.date]:
+    """The days :func:`add_day_arguments` took: the start day, and the end day (the start day
+    when not given)."""
+    first = parse_day(args.start_day)
+    return first, parse_day(args.end_day) if args.end_day else first
+
+
 def add_window_arguments(
     parser: Any,
     *,
@@ -138,6 +148,34 @@ def add_window_arguments(
     parser.add_argument("--min-window-s", type=int, default=300, help=min_window_help)
     help_points = f"{points} per query"
     parser.add_argument("--target-points", type=int, default=target_points, help=help_points)
+
+
+def window_options(args: Any) -> dict[str, Any]:
+    """The options :func:`add_window_arguments` took, as the keyword arguments of a backend's
+    window policy (``initial_s``, ``target_points``, ``min_s``)."""
+    return {
+        "initial_s": args.window_s,
+        "target_points": args.target_points,
+        "min_s": args.min_window_s,
+    }
+
+
+def retry_policy(args: Any) -> RetryPolicy:
+    """The retry policy of ``--retries``: that many retries after the first attempt."""
+    return RetryPolicy(attempts=args.retries + 1)
+
+
+def run_extract(units: Sequence[Unit], archive: Archive, args: Any) -> int:
+    """:func:`run_units` as an ``extract`` asks: its ``--workers``, ``--refetch`` (and
+    ``--replace``, through the archive), ``--quiet`` and ``--verbose``."""
+    return run_units(
+        units,
+        archive,
+        workers=args.workers,
+        refetch=args.refetch,
+        quiet=args.quiet,
+        verbose=args.verbose,
+    )
 
 
 def limit_malloc_arenas(arenas: int = 2) -> None:

@@ -187,6 +187,10 @@ def check_map_length(n: int, max_map_length: int | None, what: str) -> None:
         )
 
 
+#: The formats of a backend that writes its series as gzip CSV or Parquet, a run's choice.
+SERIES_FORMATS: tuple[str, ...] = ("csv", "parquet")
+
+
 def format_param(default: Any, formats: tuple[str, ...], description: str) -> dict[str, Any]:
     """The ``format`` Param of a backend that writes one of ``formats`` a run (the keyword
     arguments of ``airflow.sdk.Param``, for :meth:`BackendTasks.params`)."""

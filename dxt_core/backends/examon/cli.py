@@ -20,11 +20,18 @@ from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_c
 from dxt_core.backends.examon.connection import SPEC, ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ConfigError
-from dxt_core.http import RetryPolicy
 from dxt_core.reconcile import Counter
-from dxt_core.runner import Unit, add_day_arguments, add_window_arguments, run_units
+from dxt_core.runner import (
+    Unit,
+    add_day_arguments,
+    add_window_arguments,
+    day_range,
+    retry_policy,
+    run_extract,
+    window_options,
+)
 from dxt_core.runner import add_arguments as add_run_arguments
-from dxt_core.windows import days, parse_day
+from dxt_core.windows import days
 
 
 def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
@@ -44,19 +51,14 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
     conn: ExamonConnection = SPEC.from_cli(args)
     options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
     entries = _entries(args)
-    first = parse_day(args.start_day)
-    last = parse_day(args.end_day) if args.end_day else first
+    first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
-    windows = WindowPolicy(
-        initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
-    )
+    windows = WindowPolicy(**window_options(args))
 
     # One source for the run, shared by the worker threads (as Kwollect's client is): its
     # connections are kept alive from one metric-day to the next (one TLS handshake per
     # connection, not per metric-day), and the metric names are listed once.
-    with KairosDBSource(
-        conn, options=options, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
-    ) as src:
+    with KairosDBSource(conn, options=options, retry=retry_policy(args), windows=windows) as src:
 
         def unit(entry: CatalogEntry, day: dt.date) -> Unit:
             def run() -> DayReport:
@@ -65,14 +67,7 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
             return Unit(DayKey("examon", examon_parts(entry, args.format), day), run, entry.key)
 
         units = [unit(e, d) for d in days(first, last) for e in entries]
-        return run_units(
-            units,
-            archive,
-            workers=args.workers,
-            refetch=args.refetch,
-            quiet=args.quiet,
-            verbose=args.verbose,
-        )
+        return run_extract(units, archive, args)
 
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:

@@ -4,15 +4,16 @@ connection's ``time_zone``, gzip CSV or Parquet by the run's ``format`` Param.""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
+    SERIES_FORMATS,
     BackendTasks,
     Unit,
     chosen_format,
     format_param,
+    log,
     log_archiving,
     round_up_pow2,
 )
@@ -24,11 +25,6 @@ if TYPE_CHECKING:
     from dxt_core.backends.examon.catalog import ExamonOptions
     from dxt_core.backends.examon.connection import ExamonConnection
     from dxt_core.reconcile import RecentReport
-
-log = logging.getLogger("dxt_core.airflow")
-
-#: The output formats (dxt_core.backends.examon.archive_day.FORMATS, which imports writers).
-FORMATS = ("csv", "parquet")
 
 
 class ExamonTasks(BackendTasks["ExamonConnection"]):
@@ -43,7 +39,7 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
 
     def params(self) -> dict[str, dict[str, Any]]:
         description = "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)"
-        return {"format": format_param(self.settings()["format"], FORMATS, description)}
+        return {"format": format_param(self.settings()["format"], SERIES_FORMATS, description)}
 
     def configured_units(self) -> list[Unit]:
         return self.catalog_entries()
@@ -93,7 +89,7 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
 
     def output_format(self, params: Mapping[str, Any]) -> str:
         """The run's ``format`` param, else the ``format`` setting (``DXT_EXAMON_FORMAT``)."""
-        return chosen_format(params, self.settings()["format"], FORMATS)
+        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
 
     def archive(
         self,

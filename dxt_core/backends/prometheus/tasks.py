@@ -5,16 +5,17 @@ connection's ``time_zone``; gzip CSV or Parquet by the run's ``format`` Param.""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
+    SERIES_FORMATS,
     BackendTasks,
     Unit,
     check_map_length,
     chosen_format,
     format_param,
+    log,
     log_archiving,
 )
 from dxt_core.errors import ConfigError
@@ -26,11 +27,6 @@ if TYPE_CHECKING:
     from dxt_core.backends.prometheus.connection import PrometheusConnection
     from dxt_core.reconcile import RecentReport
 
-log = logging.getLogger("dxt_core.airflow")
-
-#: The output formats (dxt_core.backends.prometheus.archive_day.FORMATS, which imports writers).
-FORMATS = ("csv", "parquet")
-
 
 class PrometheusTasks(BackendTasks["PrometheusConnection"]):
     backend = "prometheus"
@@ -41,7 +37,8 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
     counts = True  # count_over_time over the exact day, in every manifest
 
     def params(self) -> dict[str, dict[str, Any]]:
-        return {"format": format_param(self.settings()["format"], FORMATS, "gzip CSV or Parquet")}
+        description = "gzip CSV or Parquet"
+        return {"format": format_param(self.settings()["format"], SERIES_FORMATS, description)}
 
     def entries(self) -> list[CatalogEntry]:
         """The units the settings name: ``DXT_PROMETHEUS_METRICS`` (wins), else the catalog
@@ -99,7 +96,7 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
 
     def output_format(self, params: Mapping[str, Any]) -> str:
         """The run's ``format`` param, else the ``format`` setting (``DXT_PROMETHEUS_FORMAT``)."""
-        return chosen_format(params, self.settings()["format"], FORMATS)
+        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
 
     def archive(
         self,
