@@ -69,6 +69,23 @@ class Extra:
         return str(value)
 
 
+def time_zone_extra(default: str) -> Extra:
+    """The ``time_zone`` extra: the zone whose midnights bound the archive's days (``--tz``)."""
+    return Extra("time_zone", str, default, "Time zone", "time zone of days", flag="--tz")
+
+
+def timeout_extra(
+    default: float | None, help: str = "HTTP read timeout, seconds", flag: str | None = None
+) -> Extra:
+    """The ``timeout`` extra, seconds (``--timeout`` unless ``flag`` says otherwise)."""
+    return Extra("timeout", float, default, "Timeout (s)", help, flag=flag)
+
+
+def verify_tls_extra(default: bool | None = True, name: str = "verify_tls") -> Extra:
+    """The extra that turns TLS certificate checks off (no CLI flag: the CLI has its own)."""
+    return Extra(name, bool, default, "Verify TLS", "verify TLS certificates", flag="")
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionFields:
     """A connection's generic fields after the spec's checks: a base URL, login, typed extras."""
@@ -78,6 +95,20 @@ class ConnectionFields:
     login: str | None
     password: str | None = field(repr=False)
     extras: dict[str, Any]
+
+    def check_choice(self, key: str, allowed: tuple[str, ...]) -> None:
+        """A :class:`ConfigError` unless the extra ``key`` is one of ``allowed``."""
+        if self.extras[key] not in allowed:
+            raise ConfigError(
+                f"connection {self.conn_id!r}: extra {key!r} must be one of {', '.join(allowed)}, "
+                f"not {self.extras[key]!r}"
+            )
+
+    def as_kwargs(self, *extras: str) -> dict[str, Any]:
+        """``url``, ``user`` (the login), ``password`` and the named extras, ``timeout`` as
+        ``timeout_s``: the keyword arguments of a connection object with those fields."""
+        named = {"timeout_s" if k == "timeout" else k: self.extras[k] for k in extras}
+        return {"url": self.url, "user": self.login, "password": self.password, **named}
 
 
 @dataclass(frozen=True)

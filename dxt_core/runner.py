@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import sys
@@ -34,6 +35,8 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import DxtError, SourceUnavailable
+from dxt_core.http import RetryPolicy
+from dxt_core.windows import parse_day
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,68 @@ def add_arguments(parser: Any, unit: str = "metric-days") -> None:
         action="store_true",
         help="refetch, and let a source with fewer rows than the archive replace the archived "
         "file (kept in .versions/); without it such a day keeps the archive and fails",
+    )
+
+
+def add_day_arguments(parser: Any) -> None:
+    """``--start-day`` (required) and ``--end-day``: the days an ``extract`` archives."""
+    parser.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
+    parser.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+
+
+def day_range(args: Any) -> tuple[dt.date, dt.date]:
+    """The days :func:`add_day_arguments` took: the start day, and the end day (the start day
+    when not given)."""
+    first = parse_day(args.start_day)
+    return first, parse_day(args.end_day) if args.end_day else first
+
+
+def add_window_arguments(
+    parser: Any,
+    *,
+    workers: int,
+    window_s: int,
+    min_window_help: str,
+    target_points: int,
+    points: str = "points",
+) -> None:
+    """``--workers``, ``--retries`` and the query window options of an ``extract`` that asks
+    for a day in windows of about ``target_points`` points (``points``: what it counts)."""
+    help_workers = f"parallel metric-days (default {workers})"
+    parser.add_argument("--workers", type=int, default=workers, help=help_workers)
+    parser.add_argument("--retries", type=int, default=4, help="retries of transient errors")
+    help_window = "first query window, seconds"
+    parser.add_argument("--window-s", type=int, default=window_s, help=help_window)
+    parser.add_argument("--min-window-s", type=int, default=300, help=min_window_help)
+    help_points = f"{points} per query"
+    parser.add_argument("--target-points", type=int, default=target_points, help=help_points)
+
+
+def window_options(args: Any) -> dict[str, Any]:
+    """The options :func:`add_window_arguments` took, as the keyword arguments of a backend's
+    window policy (``initial_s``, ``target_points``, ``min_s``)."""
+    return {
+        "initial_s": args.window_s,
+        "target_points": args.target_points,
+        "min_s": args.min_window_s,
+    }
+
+
+def retry_policy(args: Any) -> RetryPolicy:
+    """The retry policy of ``--retries``: that many retries after the first attempt."""
+    return RetryPolicy(attempts=args.retries + 1)
+
+
+def run_extract(units: Sequence[Unit], archive: Archive, args: Any) -> int:
+    """:func:`run_units` as an ``extract`` asks: its ``--workers``, ``--refetch`` (and
+    ``--replace``, through the archive), ``--quiet`` and ``--verbose``."""
+    return run_units(
+        units,
+        archive,
+        workers=args.workers,
+        refetch=args.refetch,
+        quiet=args.quiet,
+        verbose=args.verbose,
     )
 
 

@@ -49,15 +49,8 @@ class DxtHook(BaseHook):
     def connection(self) -> Any:
         """The backend's connection object, checked (unknown extras, bad numbers, no host)."""
         c = self.get_connection(self.conn_id)
-        return self.spec.from_fields(
-            conn_id=self.conn_id,
-            host=c.host,
-            port=c.port,
-            schema=c.schema,
-            login=c.login,
-            password=c.password,
-            extra=c.extra_dejson,
-        )
+        fields = {k: getattr(c, k) for k in ("host", "port", "schema", "login", "password")}
+        return self.spec.from_fields(conn_id=self.conn_id, extra=c.extra_dejson, **fields)
 
     def get_conn(self) -> Any:
         """The backend's connection object (the backend's tasks open their source on it)."""

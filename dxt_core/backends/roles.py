@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from dxt_core.publish.archive_scan import DayFile, UnitMonth
     from dxt_core.publish.tree import ArchiveTree
     from dxt_core.reconcile import RecentReport
+
+log = logging.getLogger("dxt_core.airflow")
 
 #: The backend's connection object (what its ``connection.SPEC`` builds).
 C = TypeVar("C")
@@ -182,6 +185,38 @@ def check_map_length(n: int, max_map_length: int | None, what: str) -> None:
             f"AIRFLOW__CORE__MAX_MAP_LENGTH={round_up_pow2(n)} on the scheduler, API server "
             "and workers, or archive fewer units"
         )
+
+
+#: The formats of a backend that writes its series as gzip CSV or Parquet, a run's choice.
+SERIES_FORMATS: tuple[str, ...] = ("csv", "parquet")
+
+
+def format_param(default: Any, formats: tuple[str, ...], description: str) -> dict[str, Any]:
+    """The ``format`` Param of a backend that writes one of ``formats`` a run (the keyword
+    arguments of ``airflow.sdk.Param``, for :meth:`BackendTasks.params`)."""
+    return {
+        "default": default,
+        "enum": list(formats),
+        "title": "Output format",
+        "description": description,
+    }
+
+
+def chosen_format(params: Mapping[str, Any], default: Any, formats: tuple[str, ...]) -> str:
+    """The run's ``format`` param, else ``default`` (the backend's ``format`` setting)."""
+    fmt = params.get("format") or default
+    if fmt not in formats:
+        raise ConfigError(f"format {fmt!r}: choose one of {', '.join(formats)}")
+    return str(fmt)
+
+
+def log_archiving(what: str, day: dt.date, zone: str | None, url: str, into: object) -> None:
+    """The archive task's line naming the unit-day, its zone (``None``: UTC days, not
+    named), the server and the archive."""
+    if zone is None:
+        log.info("archiving %s for %s from %s into %s", what, day, url, into)
+    else:
+        log.info("archiving %s for %s (%s) from %s into %s", what, day, zone, url, into)
 
 
 def round_up_pow2(n: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from dxt_core.backends import publishers
@@ -91,28 +92,16 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from dxt_core.publish.dataset import PublishOptions, publish
 
     role = get_publisher(args.backend).publish_role()
-    report = publish(
-        role,
-        PublishOptions(
-            archive=args.archive,
-            out=args.out,
-            from_month=args.from_month,
-            to_month=args.to_month,
-            pseudonymise_key_file=args.pseudonymise_key_file,
-            keep_identities=args.keep_identities,
-            pseudonymise_columns=tuple(args.pseudonymise_column),
-            max_record_bytes=args.max_record_bytes,
-            name=args.name,
-            title=args.title,
-            licence=args.licence,
-            licence_url=args.licence_url,
-            cite=args.cite,
-            url=args.url,
-            version=args.dataset_version,
-            records=not args.no_records,
-            force=args.force,
-        ),
-    )
+    # The options named as their PublishOptions fields are, then the others.
+    given = {
+        "pseudonymise_columns": tuple(args.pseudonymise_column),
+        "version": args.dataset_version,
+        "records": not args.no_records,
+    }
+    for f in dataclasses.fields(PublishOptions):
+        if f.name not in given and hasattr(args, f.name):
+            given[f.name] = getattr(args, f.name)
+    report = publish(role, PublishOptions(**given))
     for w in report.warnings:
         print(f"warning: {w}")
     print(report.summary())

@@ -36,6 +36,7 @@ from dxt_core.publish.series import (
     Bucket,
     MonthSpool,
     SeriesTable,
+    route_rows,
 )
 
 #: Rows per row group of a published file.
@@ -318,7 +319,7 @@ def _plan(spool: MonthSpool, buckets: list[Bucket], rank: Any) -> tuple[list[Buc
     fresh = _buckets([spool.scratch / f"split-{i:04d}" for i in range(g + 1)])
     for b in buckets:
         for ts, val, sid, mask, k in b.iter_raw():
-            _route(fresh, group_of[sid], ts, val, sid, mask, k)
+            route_rows(fresh, group_of[sid], ts, val, sid, mask, k)
         b.remove()
     for f in fresh:
         f.flush()
@@ -329,21 +330,6 @@ def _buckets(paths: list[Path]) -> list[Bucket]:
     """New buckets sharing the budget of buffered rows."""
     flush = max(MIN_FLUSH_ROWS, PENDING_ROWS // max(1, len(paths)))
     return [Bucket(p, flush_rows=flush) for p in paths]
-
-
-def _route(dest: list[Bucket], to: Any, ts: Any, val: Any, sid: Any, mask: Any, k: str) -> None:
-    """Append each row to bucket ``to[i]`` of ``dest``, keeping the rows' order."""
-    to = to.astype(np.int16) if len(dest) < 32_767 else to
-    order = np.argsort(to, kind="stable")  # a radix sort of small numbers
-    cuts = np.cumsum(np.bincount(to, minlength=len(dest)))
-    ts, val, sid = ts[order], val[order], sid[order]
-    mask = None if mask is None else mask[order]
-    lo = 0
-    for i, hi in enumerate(cuts.tolist()):
-        if hi > lo:
-            p = slice(lo, hi)
-            dest[i].append(ts[p], val[p], sid[p], None if mask is None else mask[p], k)
-        lo = hi
 
 
 def _sorted(
@@ -397,7 +383,7 @@ def _large_series(
     step = (hi - lo) // parts + 1
     fresh = _buckets([bucket.path.with_name(f"{bucket.path.name}-t{i:04d}") for i in range(parts)])
     for ts, val, sid, mask, k in bucket.iter_raw():
-        _route(fresh, (ts - lo) // step, ts, val, sid, mask, k)
+        route_rows(fresh, (ts - lo) // step, ts, val, sid, mask, k)
     for f in fresh:
         f.flush()
         if f.rows:

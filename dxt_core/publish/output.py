@@ -29,6 +29,7 @@ import orjson
 
 from dxt_core.errors import ConfigError
 from dxt_core.store import S3Location, client_factory, parse_root
+from dxt_core.store.client import json_object
 
 #: The hidden record of the last publication into an output (not part of the dataset).
 STATE_FILE = ".dxt-publish.json"
@@ -174,11 +175,7 @@ class S3Out:
         if got is None:
             return None
         self._known[STATE_FILE] = got[0]
-        try:
-            doc = orjson.loads(got[0])
-        except orjson.JSONDecodeError:
-            return None
-        return doc if isinstance(doc, dict) else None
+        return json_object(got[0])
 
     def intact(self, files: dict[str, str]) -> bool:
         prefix = self.base

@@ -372,6 +372,21 @@ class Bucket:
         self.path.unlink(missing_ok=True)
 
 
+def route_rows(dest: list[Bucket], to: Any, ts: Any, val: Any, sid: Any, mask: Any, k: str) -> None:
+    """Append each row to bucket ``to[i]`` of ``dest``, keeping the rows' order."""
+    to = to.astype(np.int16) if len(dest) < 32_767 else to
+    order = np.argsort(to, kind="stable")  # a radix sort of small numbers
+    cuts = np.cumsum(np.bincount(to, minlength=len(dest)))
+    ts, val, sid = ts[order], val[order], sid[order]
+    mask = None if mask is None else mask[order]
+    lo = 0
+    for i, hi in enumerate(cuts.tolist()):
+        if hi > lo:
+            p = slice(lo, hi)
+            dest[i].append(ts[p], val[p], sid[p], None if mask is None else mask[p], k)
+        lo = hi
+
+
 def _read_into(fh: Any, arr: Any) -> None:
     """Fill ``arr`` (a contiguous NumPy array) from ``fh``."""
     view = memoryview(arr).cast("B")
@@ -432,17 +447,7 @@ class MonthSpool:
         if len(self.buckets) == 1:
             self.buckets[0].append(ts, val, sid, mask, kind)
         else:
-            order = np.argsort(b, kind="stable")  # a radix sort of small numbers
-            cuts = np.cumsum(np.bincount(b, minlength=len(self.buckets)))
-            ts, val, sid = ts[order], val[order], sid[order]
-            mask = None if mask is None else mask[order]
-            lo = 0
-            for i, hi in enumerate(cuts.tolist()):
-                if hi > lo:
-                    part = slice(lo, hi)
-                    m = None if mask is None else mask[part]
-                    self.buckets[i].append(ts[part], val[part], sid[part], m, kind)
-                lo = hi
+            route_rows(self.buckets, b, ts, val, sid, mask, kind)
         self.rows += n
 
     def finish(self) -> list[Bucket]:

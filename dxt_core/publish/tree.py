@@ -23,6 +23,7 @@ import orjson
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location, parse_root
+from dxt_core.store.client import json_object
 
 if TYPE_CHECKING:
     from dxt_core.store.s3 import S3Archive
@@ -152,13 +153,7 @@ class S3Tree:
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         got = self.store.get(self.location.key(rel))
-        if got is None:
-            return None
-        try:
-            doc = orjson.loads(got[0])
-        except orjson.JSONDecodeError:
-            return None
-        return doc if isinstance(doc, dict) else None
+        return None if got is None else json_object(got[0])
 
     @contextlib.contextmanager
     def fetch(self, rel: str, size: int, sha256: str, scratch: Path) -> Iterator[Path]:

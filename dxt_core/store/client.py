@@ -22,13 +22,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location
 
 #: Bytes per multipart part (S3 needs at least 5 MiB except for the last part).
 PART_SIZE = 8 << 20
 #: Files up to this size go up in one PutObject (atomic too), larger ones in parts.
 MULTIPART_THRESHOLD = 8 << 20
+
+
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """The JSON object ``raw`` holds; None when it is not JSON or not an object."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 class PreconditionFailed(ArchiveError):
@@ -386,11 +398,7 @@ class S3Client:
 
     @staticmethod
     def file_sha(path: Path) -> str:
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
+        return sha256_file(path)
 
     def sha256_of(self, key: str) -> str:
         """The SHA-256 of an object, read in 1 MiB pieces."""

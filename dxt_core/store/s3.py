@@ -45,7 +45,13 @@ from dxt_core.manifests import holes_detail as _holes_detail
 from dxt_core.manifests import is_plain_name as _plain_name
 from dxt_core.manifests import kept_detail as _kept_detail
 from dxt_core.store import S3Location, client_factory, parse_root
-from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client, make_client
+from dxt_core.store.client import (
+    ObjectInfo,
+    PreconditionFailed,
+    S3Client,
+    json_object,
+    make_client,
+)
 from dxt_core.store.s3_write import WRITING, S3DayLock, S3DayWrite
 
 log = logging.getLogger("dxt_core.store.s3")
@@ -209,13 +215,7 @@ class S3Archive(Archive):
 
     def read_kept(self, key: DayKey) -> dict[str, Any] | None:
         got = self.store.get(self.key_of(self.kept_path(key)))
-        if got is None:
-            return None
-        try:
-            doc = orjson.loads(got[0])
-        except orjson.JSONDecodeError:
-            return None
-        return doc if isinstance(doc, dict) else None
+        return None if got is None else json_object(got[0])
 
     def status(self, key: DayKey, verify: bool = False) -> tuple[Status, str]:
         prefix = self.key_of(self.directory(key)) + "/"
@@ -314,19 +314,7 @@ class S3Archive(Archive):
         ``If-Match``; retried when another day of the unit was committed meanwhile). A lost
         update costs speed, not truth: coverage checks each entry's ETag against a listing."""
         k = self._index_key(key.source, key.parts)
-        entry = {
-            "etag": etag,
-            "status": manifest.get("status"),
-            "rows": manifest.get("rows"),
-            "file": manifest.get("file"),
-            "bytes": manifest.get("bytes"),
-            "sha256": manifest.get("sha256"),
-        }
-        if isinstance(manifest.get("files"), list):
-            entry["files"] = [
-                {"file": f.get("file"), "bytes": f.get("bytes"), "sha256": f.get("sha256")}
-                for f in manifest_files(manifest)
-            ]
+        entry = _index_entry(manifest, etag)
         for _ in range(20):
             got = self.store.get(k)
             doc: dict[str, Any] = {"schema": INDEX_SCHEMA, "days": {}}
@@ -348,13 +336,8 @@ class S3Archive(Archive):
 
     def _read_index(self, source: str, parts: Sequence[str]) -> dict[str, Any]:
         got = self.store.get(self._index_key(source, parts))
-        if got is None:
-            return {}
-        try:
-            doc = orjson.loads(got[0])
-        except orjson.JSONDecodeError:
-            return {}
-        days = doc.get("days") if isinstance(doc, dict) else None
+        doc = None if got is None else json_object(got[0])
+        days = doc.get("days") if doc is not None else None
         return days if isinstance(days, dict) else {}
 
     # -- coverage -----------------------------------------------------------------------------
@@ -452,24 +435,29 @@ class S3Archive(Archive):
                 bad += doc is None
                 continue
             n += 1
-            entry = {
-                "etag": got[1] if got else "",
-                "status": doc.get("status"),
-                "rows": doc.get("rows"),
-                "file": doc.get("file"),
-                "bytes": doc.get("bytes"),
-                "sha256": doc.get("sha256"),
-            }
-            if isinstance(doc.get("files"), list):
-                entry["files"] = [
-                    {"file": f.get("file"), "bytes": f.get("bytes"), "sha256": f.get("sha256")}
-                    for f in manifest_files(doc)
-                ]
-            per_unit.setdefault(tuple(dirs), {})[day] = entry
+            per_unit.setdefault(tuple(dirs), {})[day] = _index_entry(doc, got[1] if got else "")
         for unit, entries in per_unit.items():
             k = self.internal_key("index", *unit) + ".json"
             self.store.put(k, _dumps({"schema": INDEX_SCHEMA, "days": entries}))
         return n, bad
+
+
+def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
+    """A committed manifest's entry in its unit's index object."""
+    entry: dict[str, Any] = {
+        "etag": etag,
+        "status": manifest.get("status"),
+        "rows": manifest.get("rows"),
+        "file": manifest.get("file"),
+        "bytes": manifest.get("bytes"),
+        "sha256": manifest.get("sha256"),
+    }
+    if isinstance(manifest.get("files"), list):
+        entry["files"] = [
+            {"file": f.get("file"), "bytes": f.get("bytes"), "sha256": f.get("sha256")}
+            for f in manifest_files(manifest)
+        ]
+    return entry
 
 
 __all__ = ["WRITING", "S3Archive", "S3DayLock", "S3DayWrite"]

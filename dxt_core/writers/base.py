@@ -40,6 +40,24 @@ class WriteResult:
     last_ms: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def widen(self, first_ms: int, last_ms: int) -> None:
+        """Widen the time span to take in ``first_ms`` .. ``last_ms``."""
+        self.first_ms = first_ms if self.first_ms is None else min(self.first_ms, first_ms)
+        self.last_ms = last_ms if self.last_ms is None else max(self.last_ms, last_ms)
+
+    def add(self, rows: int, first_ms: int, last_ms: int) -> None:
+        """Count ``rows`` more rows, spanning ``first_ms`` .. ``last_ms``."""
+        self.rows += rows
+        self.widen(first_ms, last_ms)
+
+
+def block_row_order(block_ms: int) -> str:
+    """The ``row_order`` a writer records when it orders rows in blocks of ``block_ms``."""
+    return (
+        f"blocks of {block_ms // 1000} s from the day start; "
+        "series by series within a block; by time within a series"
+    )
+
 
 class RecordWriter(abc.ABC, Generic[H, R]):
     """Writes one file to a binary file object: ``header(head)``, ``rows(rows)``...,

@@ -26,7 +26,13 @@ from dxt_core.records import (
     SeriesSchema,
     block_slices,
 )
-from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult, write_stream
+from dxt_core.writers.base import (
+    RecordWriter,
+    SeriesWriter,
+    WriteResult,
+    block_row_order,
+    write_stream,
+)
 from dxt_core.writers.compress import Backend, GzipStream
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -173,6 +179,19 @@ def _value_field(v: Any) -> str:
     return str(v)
 
 
+def close_block_ordered(gz: GzipStream, result: WriteResult, block_ms: int) -> WriteResult:
+    """Close a gzip CSV whose rows go in blocks of ``block_ms`` from the day start, series by
+    series within a block: ``result`` with the file's bytes, hash and row order."""
+    result.sha256 = gz.close()
+    result.bytes = gz.bytes
+    result.extra = {
+        "compressor": gz.label,
+        "csv_bytes": gz.raw_bytes,
+        "row_order": block_row_order(block_ms),
+    }
+    return result
+
+
 class GzipCsvWriter(SeriesWriter):
     """Writes ``timestamp,value,name,<tag columns>`` rows as deterministic gzip."""
 
@@ -255,11 +274,7 @@ class GzipCsvWriter(SeriesWriter):
                         )
                 first = min(p[0] for p in points)
                 last = max(p[0] for p in points)
-            res.rows += len(points)
-            if res.first_ms is None or first < res.first_ms:
-                res.first_ms = first
-            if res.last_ms is None or last > res.last_ms:
-                res.last_ms = last
+            res.add(len(points), first, last)
         self._flush((batch.end_ms - self._origin_ms) // self._block_ms)
 
     def _tail(
@@ -313,15 +328,7 @@ class GzipCsvWriter(SeriesWriter):
 
     def close(self) -> WriteResult:
         self._flush(None)
-        self._result.sha256 = self._gz.close()
-        self._result.bytes = self._gz.bytes
-        self._result.extra = {
-            "compressor": self._gz.label,
-            "csv_bytes": self._gz.raw_bytes,
-            "row_order": f"blocks of {self._block_ms // 1000} s from the day start; "
-            "series by series within a block; by time within a series",
-        }
-        return self._result
+        return close_block_ordered(self._gz, self._result, self._block_ms)
 
 
 class GzipCsvTableWriter(RecordWriter[Sequence[str], Sequence[Record]]):

@@ -75,10 +75,7 @@ class JsonlGzipWriter(RecordWriter[Sequence[str], Sequence[Mapping[str, Any]]]):
         stamps = [t for t in map(self._when, records) if t is not None]
         if not stamps:
             return
-        res = self._result
-        lo, hi = min(stamps), max(stamps)
-        res.first_ms = lo if res.first_ms is None else min(res.first_ms, lo)
-        res.last_ms = hi if res.last_ms is None else max(res.last_ms, hi)
+        self._result.widen(min(stamps), max(stamps))
 
     def close(self) -> WriteResult:
         res = self._result

@@ -22,7 +22,7 @@ import orjson
 
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.records import RawPoints, Record, Series, SeriesBatch, SeriesSchema, block_slices
-from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult
+from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult, block_row_order
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_BLOCK_MS = 300_000
 
 
-class _HashingFile:
+class HashingFile:
     """Write-through file wrapper that counts and hashes what Parquet writes."""
 
     def __init__(self, out: BinaryIO) -> None:
@@ -43,11 +43,11 @@ class _HashingFile:
         self.closed = False
 
     def write(self, data: Any) -> int:
-        b = bytes(data)
-        self._out.write(b)
-        self.sha.update(b)
-        self.bytes += len(b)
-        return len(b)
+        view = memoryview(data)
+        self._out.write(view)
+        self.sha.update(view)
+        self.bytes += view.nbytes
+        return view.nbytes
 
     def tell(self) -> int:
         return self.bytes
@@ -57,6 +57,39 @@ class _HashingFile:
 
     def close(self) -> None:  # the archive owns the real file
         self.closed = True
+
+    def finish(self, result: WriteResult, **extra: Any) -> WriteResult:
+        """``result`` with what was written (bytes, sha256) and ``extra``."""
+        result.sha256 = self.sha.hexdigest()
+        result.bytes = self.bytes
+        result.extra = extra
+        return result
+
+
+class BlockParquet:
+    """What the Parquet writers whose row groups span whole blocks share: closing (the
+    pending row group written, the file's bytes, hash and row order recorded)."""
+
+    _file: HashingFile
+    _writer: Any
+    _result: WriteResult
+    _compression: str
+    _value_type: str
+    _block_ms: int
+
+    def _flush(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> WriteResult:
+        if self._writer is not None:
+            self._flush()
+            self._writer.close()
+        return self._file.finish(
+            self._result,
+            compression=self._compression,
+            value_type=self._value_type,
+            row_order=block_row_order(self._block_ms),
+        )
 
 
 def _value_type(batch: SeriesBatch) -> str:
@@ -118,7 +151,7 @@ def _tag_getter(key: str) -> Any:
     return lambda s: s.tags.get(key, "")
 
 
-class ParquetSeriesWriter(SeriesWriter):
+class ParquetSeriesWriter(BlockParquet, SeriesWriter):
     """Writes one metric-day as Parquet (needs the ``pyarrow`` package)."""
 
     extension = "parquet"
@@ -139,7 +172,7 @@ class ParquetSeriesWriter(SeriesWriter):
             raise ConfigError(
                 "Parquet output needs pyarrow: pip install 'dxt-archive[parquet]'"
             ) from exc
-        self._file = _HashingFile(out)
+        self._file = HashingFile(out)
         self._block_ms, self._origin_ms = block_ms, origin_ms
         self._compression = compression
         self._schema: SeriesSchema | None = None
@@ -210,11 +243,7 @@ class ParquetSeriesWriter(SeriesWriter):
             self._pending_span = span
             self._pending.append(table.slice(offset, n))
             offset += n
-        res = self._result
-        res.rows += len(ts)
-        lo_ts, hi_ts = int(ts.min()), int(ts.max())
-        res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
-        res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
+        self._result.add(len(ts), int(ts.min()), int(ts.max()))
 
     def _block_order(
         self, batch: SeriesBatch, cols: list[tuple[Any, Any]], cuts: list[list[int]]
@@ -294,20 +323,6 @@ class ParquetSeriesWriter(SeriesWriter):
         self._pending = []
         self._pending_span = None
 
-    def close(self) -> WriteResult:
-        if self._writer is not None:
-            self._flush()
-            self._writer.close()
-        self._result.sha256 = self._file.sha.hexdigest()
-        self._result.bytes = self._file.bytes
-        self._result.extra = {
-            "compression": self._compression,
-            "value_type": self._value_type,
-            "row_order": f"blocks of {self._block_ms // 1000} s from the day start; "
-            "series by series within a block; by time within a series",
-        }
-        return self._result
-
 
 class ParquetTableWriter(RecordWriter[Sequence[str], Sequence[Record]]):
     """Plain records (job accounting rows) as one Parquet table, zstd: one column per name
@@ -332,7 +347,7 @@ class ParquetTableWriter(RecordWriter[Sequence[str], Sequence[Record]]):
         super().__init__(out)
         self._declared = dict(column_types or {})
         self._table = table
-        self._file = _HashingFile(out)
+        self._file = HashingFile(out)
         self._writer: Any = None
         self._schema: Any = None
         self._result = WriteResult()
@@ -370,13 +385,8 @@ class ParquetTableWriter(RecordWriter[Sequence[str], Sequence[Record]]):
     def close(self) -> WriteResult:
         if self._writer is not None:
             self._writer.close()
-        res = self._result
-        res.bytes, res.sha256 = self._file.bytes, self._file.sha.hexdigest()
-        res.extra = {
-            "compression": "zstd",
-            "column_types": {c: self._declared.get(c, "string") for c in res.columns},
-        }
-        return res
+        types = {c: self._declared.get(c, "string") for c in self._result.columns}
+        return self._file.finish(self._result, compression="zstd", column_types=types)
 
 
 def _arrow(name: str) -> Any:

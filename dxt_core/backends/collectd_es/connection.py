@@ -28,7 +28,13 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 import orjson
 
-from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
+from dxt_core.connection import (
+    ConnectionFields,
+    ConnectionSpec,
+    Extra,
+    timeout_extra,
+    verify_tls_extra,
+)
 from dxt_core.errors import (
     AnswerTooLarge,
     ConfigError,
@@ -516,16 +522,8 @@ def _safe_location(location: str) -> str:
 
 
 def _build(f: ConnectionFields) -> CollectdEsConnection:
-    x = f.extras
-    return CollectdEsConnection(
-        url=f.url,
-        user=f.login,
-        password=f.password,
-        index=x["index"],
-        host_prefix=x["host_prefix"],
-        verify_certs=x["verify_certs"],
-        timeout_s=x["timeout"],
-    )
+    extras = ("index", "host_prefix", "verify_certs", "timeout")
+    return CollectdEsConnection(**f.as_kwargs(*extras))
 
 
 def probe(conn: CollectdEsConnection) -> str:
@@ -561,8 +559,8 @@ SPEC: ConnectionSpec[CollectdEsConnection] = ConnectionSpec(
     extras=(
         Extra("index", str, DEFAULT_INDEX, "Index pattern", "index pattern", flag=""),
         Extra("host_prefix", str, DEFAULT_HOST_PREFIX, "Host prefix", "hostname prefix", flag=""),
-        Extra("verify_certs", bool, True, "Verify TLS", "verify TLS certificates", flag=""),
-        Extra("timeout", float, 60.0, "Timeout (s)", "request timeout, seconds", flag=""),
+        verify_tls_extra(name="verify_certs"),
+        timeout_extra(60.0, "request timeout, seconds", flag=""),
     ),
 )
 

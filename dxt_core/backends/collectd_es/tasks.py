@@ -4,11 +4,10 @@ UTC days, gzip JSON Lines and/or TOKIO HDF5 by the run's ``formats`` Param."""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends.roles import BackendTasks, Unit
+from dxt_core.backends.roles import BackendTasks, Unit, log_archiving
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -16,8 +15,6 @@ if TYPE_CHECKING:
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.collectd_es.connection import CollectdEsConnection
     from dxt_core.reconcile import RecentReport
-
-log = logging.getLogger("dxt_core.airflow")
 
 #: dxt_core.backends.collectd_es.archive_day.OUTPUT_FORMATS (which imports h5py's writer).
 OUTPUT_FORMATS = ("jsonl", "hdf5")
@@ -88,7 +85,7 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
         formats = self.output_formats(params)
         stats = ExportStats()
         with CollectdEsSource(conn, slices=s["slices"], page_size=s["page_size"]) as source:
-            log.info("archiving %s for %s from %s into %s", family, day, conn.safe_url, archive.url)
+            log_archiving(family, day, None, conn.safe_url, archive.url)
             return archive_collectd_es_day(
                 es_pages(source, stats),
                 family,

@@ -20,11 +20,18 @@ from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_c
 from dxt_core.backends.examon.connection import SPEC, ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.errors import ConfigError
-from dxt_core.http import RetryPolicy
 from dxt_core.reconcile import Counter
-from dxt_core.runner import Unit, run_units
+from dxt_core.runner import (
+    Unit,
+    add_day_arguments,
+    add_window_arguments,
+    day_range,
+    retry_policy,
+    run_extract,
+    window_options,
+)
 from dxt_core.runner import add_arguments as add_run_arguments
-from dxt_core.windows import days, parse_day
+from dxt_core.windows import days
 
 
 def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
@@ -44,19 +51,14 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
     conn: ExamonConnection = SPEC.from_cli(args)
     options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
     entries = _entries(args)
-    first = parse_day(args.start_day)
-    last = parse_day(args.end_day) if args.end_day else first
+    first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
-    windows = WindowPolicy(
-        initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
-    )
+    windows = WindowPolicy(**window_options(args))
 
     # One source for the run, shared by the worker threads (as Kwollect's client is): its
     # connections are kept alive from one metric-day to the next (one TLS handshake per
     # connection, not per metric-day), and the metric names are listed once.
-    with KairosDBSource(
-        conn, options=options, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
-    ) as src:
+    with KairosDBSource(conn, options=options, retry=retry_policy(args), windows=windows) as src:
 
         def unit(entry: CatalogEntry, day: dt.date) -> Unit:
             def run() -> DayReport:
@@ -65,14 +67,7 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
             return Unit(DayKey("examon", examon_parts(entry, args.format), day), run, entry.key)
 
         units = [unit(e, d) for d in days(first, last) for e in entries]
-        return run_units(
-            units,
-            archive,
-            workers=args.workers,
-            refetch=args.refetch,
-            quiet=args.quiet,
-            verbose=args.verbose,
-        )
+        return run_extract(units, archive, args)
 
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
@@ -152,8 +147,7 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g.add_argument("--limit", type=int, help="only the first N catalog metrics")
     g.add_argument("--metric", help="one metric (with --plugin) instead of a catalog")
     g.add_argument("--plugin", help="the plugin of --metric")
-    e.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
-    e.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+    add_day_arguments(e)
     e.add_argument(
         "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
     )
@@ -164,16 +158,13 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="csv: <plugin>/<metric>/<day>.csv.gz (default); parquet: Hive partitions "
         "plugin=<p>/metric=<m>/<day>.parquet, zstd",
     )
-    e.add_argument("--workers", type=int, default=4, help="parallel metric-days (default 4)")
-    e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
-    e.add_argument("--window-s", type=int, default=900, help="first query window, seconds")
-    e.add_argument(
-        "--min-window-s",
-        type=int,
-        default=300,
-        help="smallest split window and row block, seconds (default 300)",
+    add_window_arguments(
+        e,
+        workers=4,
+        window_s=900,
+        min_window_help="smallest split window and row block, seconds (default 300)",
+        target_points=100_000,
     )
-    e.add_argument("--target-points", type=int, default=100_000, help="points per query")
     add_run_arguments(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_examon)

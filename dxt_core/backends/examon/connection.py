@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
+from dxt_core.connection import (
+    ConnectionFields,
+    ConnectionSpec,
+    Extra,
+    time_zone_extra,
+    timeout_extra,
+    verify_tls_extra,
+)
 from dxt_core.errors import ConfigError
 from dxt_core.urls import normalise_base_url, redact_url, split_credentials
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
@@ -64,24 +71,9 @@ class ExamonConnection:
 
 
 def _build(f: ConnectionFields) -> ExamonConnection:
-    x = f.extras
-    if x["jobs_api"] not in JOBS_APIS:
-        raise ConfigError(
-            f"connection {f.conn_id!r}: extra 'jobs_api' must be one of {', '.join(JOBS_APIS)}, "
-            f"not {x['jobs_api']!r}"
-        )
-    return ExamonConnection(
-        url=f.url,
-        user=f.login,
-        password=f.password,
-        grafana_proxy=x["grafana_proxy"],
-        time_zone=x["time_zone"],
-        cluster=x["cluster"],
-        jobs_url=x["jobs_url"],
-        jobs_api=x["jobs_api"],
-        timeout_s=x["timeout"],
-        verify_tls=x["verify_tls"],
-    )
+    f.check_choice("jobs_api", JOBS_APIS)
+    extras = ("grafana_proxy", "time_zone", "cluster", "jobs_url", "jobs_api", "timeout")
+    return ExamonConnection(**f.as_kwargs(*extras, "verify_tls"))
 
 
 def probe(conn: ExamonConnection) -> str:
@@ -105,14 +97,7 @@ SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
     labels={"host": "Host or URL (KairosDB, or Grafana with grafana_proxy)"},
     extras=(
         Extra("grafana_proxy", bool, False, "Through Grafana", "go through Grafana's proxy"),
-        Extra(
-            "time_zone",
-            str,
-            DEFAULT_TIME_ZONE,
-            "Time zone",
-            "time zone of days",
-            flag="--tz",
-        ),
+        time_zone_extra(DEFAULT_TIME_ZONE),
         Extra("cluster", str, None, "Cluster", "cluster tag value (default marconi100)"),
         Extra(
             "jobs_url",
@@ -128,8 +113,8 @@ SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
             "Jobs service handler",
             "v1 (what examon-client calls: the query as a JSON string) or v2 (the query object)",
         ),
-        Extra("timeout", float, 120.0, "Timeout (s)", "HTTP read timeout, seconds"),
-        Extra("verify_tls", bool, True, "Verify TLS", "verify TLS certificates", flag=""),
+        timeout_extra(120.0),
+        verify_tls_extra(),
     ),
 )
 

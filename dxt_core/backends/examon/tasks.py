@@ -4,11 +4,19 @@ connection's ``time_zone``, gzip CSV or Parquet by the run's ``format`` Param.""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends.roles import BackendTasks, Unit, round_up_pow2
+from dxt_core.backends.roles import (
+    SERIES_FORMATS,
+    BackendTasks,
+    Unit,
+    chosen_format,
+    format_param,
+    log,
+    log_archiving,
+    round_up_pow2,
+)
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -17,11 +25,6 @@ if TYPE_CHECKING:
     from dxt_core.backends.examon.catalog import ExamonOptions
     from dxt_core.backends.examon.connection import ExamonConnection
     from dxt_core.reconcile import RecentReport
-
-log = logging.getLogger("dxt_core.airflow")
-
-#: The output formats (dxt_core.backends.examon.archive_day.FORMATS, which imports writers).
-FORMATS = ("csv", "parquet")
 
 
 class ExamonTasks(BackendTasks["ExamonConnection"]):
@@ -35,14 +38,8 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
     counts = True  # KairosDB's count aggregator over the day
 
     def params(self) -> dict[str, dict[str, Any]]:
-        return {
-            "format": {
-                "default": self.settings()["format"],
-                "enum": list(FORMATS),
-                "title": "Output format",
-                "description": "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)",
-            }
-        }
+        description = "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)"
+        return {"format": format_param(self.settings()["format"], SERIES_FORMATS, description)}
 
     def configured_units(self) -> list[Unit]:
         return self.catalog_entries()
@@ -92,10 +89,7 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
 
     def output_format(self, params: Mapping[str, Any]) -> str:
         """The run's ``format`` param, else the ``format`` setting (``DXT_EXAMON_FORMAT``)."""
-        fmt = params.get("format") or self.settings()["format"]
-        if fmt not in FORMATS:
-            raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
-        return str(fmt)
+        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
 
     def archive(
         self,
@@ -112,14 +106,7 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
         entry = CatalogEntry(metric=unit["metric"], plugin=unit["plugin"])
         fmt = self.output_format(params)
         with KairosDBSource(conn, options=self.options()) as source:
-            log.info(
-                "archiving %s for %s (%s) from %s into %s",
-                entry.key,
-                day,
-                conn.time_zone,
-                conn.safe_url,
-                archive.url,
-            )
+            log_archiving(entry.key, day, conn.time_zone, conn.safe_url, archive.url)
             return archive_examon_day(source, entry, day, archive, fmt=fmt)
 
     def reconcile(

@@ -20,7 +20,7 @@ from dxt_core.backends.kwollect.source import (
 )
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
-from dxt_core.runner import Unit, run_units
+from dxt_core.runner import Unit, day_range, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import day_window, days, parse_day, zone
 
@@ -68,8 +68,7 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
             source="command line",
             **kwargs,
         )
-        first = parse_day(args.start_day)
-        last = parse_day(args.end_day) if args.end_day else first
+        first, last = day_range(args)
         archive = Archive(args.archive, replace=args.replace)
         with KwollectClient(args.api_url, auth, **options) as client:
 

@@ -34,7 +34,13 @@ from dxt_core.backends.kwollect.source import (
     parse_nodes,
 )
 from dxt_core.config import read
-from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
+from dxt_core.connection import (
+    ConnectionFields,
+    ConnectionSpec,
+    Extra,
+    timeout_extra,
+    verify_tls_extra,
+)
 from dxt_core.errors import ConfigError
 from dxt_core.windows import zone
 
@@ -187,8 +193,8 @@ SPEC: ConnectionSpec[KwollectConnection] = ConnectionSpec(
     labels={"host": "API URL or host", "login": "Grid'5000 login"},
     extras=(
         Extra("api_url", str, None, "API URL", "the API's base URL (wins over host)", flag=""),
-        Extra("timeout", float, None, "Timeout (s)", "HTTP read timeout, seconds", flag=""),
-        Extra("verify_tls", bool, None, "Verify TLS", "verify TLS certificates", flag=""),
+        timeout_extra(None, flag=""),
+        verify_tls_extra(None),
         Extra("max_points", int, None, "Points per request", "points per request", flag=""),
         Extra("max_nodes", int, None, "Nodes per request", "nodes per request", flag=""),
         Extra(

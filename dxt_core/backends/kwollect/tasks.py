@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends.roles import BackendTasks, Unit, check_map_length
+from dxt_core.backends.roles import BackendTasks, Unit, check_map_length, log_archiving
 
 if TYPE_CHECKING:
     from dxt_core.archive import Archive
@@ -77,15 +77,8 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
 
         config = load_archive_config()
         with conn.client() as client:
-            log.info(
-                "archiving %s/%s for %s (%s) from %s into %s",
-                unit["site"],
-                unit["metric"],
-                day,
-                config.time_zone,
-                client.safe_url,
-                archive.url,
-            )
+            what = f"{unit['site']}/{unit['metric']}"
+            log_archiving(what, day, config.time_zone, client.safe_url, archive.url)
             return archive_kwollect_day(
                 client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone
             )

@@ -24,9 +24,16 @@ from dxt_core.backends.prometheus.catalog import CatalogEntry, from_names, load_
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.errors import ConfigError
-from dxt_core.http import RetryPolicy
 from dxt_core.reconcile import Counter
-from dxt_core.runner import Unit, run_units
+from dxt_core.runner import (
+    Unit,
+    add_day_arguments,
+    add_window_arguments,
+    day_range,
+    retry_policy,
+    run_extract,
+    window_options,
+)
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.windows import Window, day_window, days, parse_day
 
@@ -42,8 +49,7 @@ def _entries(
         return from_names(args.metrics)
     if source is None:
         raise ConfigError("give --catalog FILE or --metrics a,b")
-    first = parse_day(args.start_day)
-    last = parse_day(args.end_day) if args.end_day else first
+    first, last = day_range(args)
     names = source.metric_names(_span(args, source))
     if not names:
         raise ConfigError(
@@ -54,8 +60,7 @@ def _entries(
 
 
 def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:
-    first = parse_day(args.start_day)
-    last = parse_day(args.end_day) if args.end_day else first
+    first, last = day_range(args)
     return Window(day_window(first, source.tz).start, day_window(last, source.tz).end)
 
 
@@ -63,15 +68,10 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
     conn: PrometheusConnection = SPEC.from_cli(args)
     if args.no_verify_tls:
         conn.verify_tls = False
-    first = parse_day(args.start_day)
-    last = parse_day(args.end_day) if args.end_day else first
+    first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
-    windows = WindowPolicy(
-        initial_s=args.window_s, target_points=args.target_points, min_s=args.min_window_s
-    )
-    with PrometheusSource(
-        conn, retry=RetryPolicy(attempts=args.retries + 1), windows=windows
-    ) as src:
+    windows = WindowPolicy(**window_options(args))
+    with PrometheusSource(conn, retry=retry_policy(args), windows=windows) as src:
         entries = _entries(args, src)
         print(f"{src.server().describe()} at {conn.safe_url}: {len(entries)} units")
         for e in entries:  # a typo fails the run at once, naming the closest names
@@ -90,14 +90,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
             return Unit(DayKey(SOURCE, prometheus_parts(entry), day), run, entry.name)
 
         units = [unit(e, d) for d in days(first, last) for e in entries]
-        return run_units(
-            units,
-            archive,
-            workers=args.workers,
-            refetch=args.refetch,
-            quiet=args.quiet,
-            verbose=args.verbose,
-        )
+        return run_extract(units, archive, args)
 
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
@@ -191,20 +184,18 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g = e.add_argument_group("what to extract")
     g.add_argument("--catalog", help="file: one metric name or NAME = SELECTOR a line")
     g.add_argument("--metrics", help="comma-separated metric names (default: all listed)")
-    e.add_argument("--start-day", required=True, help="first day, YYYY-MM-DD")
-    e.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
+    add_day_arguments(e)
     e.add_argument("--archive", required=True, help="archive root directory")
     e.add_argument("--format", choices=FORMATS, default="csv", help="csv (default) or parquet")
-    e.add_argument("--workers", type=int, default=2, help="parallel metric-days (default 2)")
-    e.add_argument("--retries", type=int, default=4, help="retries of transient errors")
-    e.add_argument("--window-s", type=int, default=3600, help="first query window, seconds")
-    e.add_argument(
-        "--min-window-s",
-        type=int,
-        default=300,
-        help="smallest time window before a refused query is split by series (default 300)",
+    add_window_arguments(
+        e,
+        workers=2,
+        window_s=3600,
+        min_window_help="smallest time window before a refused query is split by series "
+        "(default 300)",
+        target_points=500_000,
+        points="samples",
     )
-    e.add_argument("--target-points", type=int, default=500_000, help="samples per query")
     add_run_arguments(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_prometheus)

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dxt_core.connection import ConnectionFields, ConnectionSpec, Extra
+from dxt_core.connection import (
+    ConnectionFields,
+    ConnectionSpec,
+    Extra,
+    time_zone_extra,
+    timeout_extra,
+    verify_tls_extra,
+)
 from dxt_core.errors import ConfigError
 from dxt_core.http import normalise_base_url, redact_url
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
@@ -69,23 +76,10 @@ class PrometheusConnection:
 
 
 def _build(f: ConnectionFields) -> PrometheusConnection:
-    x = f.extras
-    for key, allowed in (("flavor", FLAVORS), ("auth", AUTHS)):
-        if x[key] not in allowed:
-            raise ConfigError(
-                f"connection {f.conn_id!r}: extra {key!r} must be one of {', '.join(allowed)}, "
-                f"not {x[key]!r}"
-            )
-    return PrometheusConnection(
-        url=f.url,
-        user=f.login,
-        password=f.password,
-        auth=x["auth"],
-        flavor=x["flavor"],
-        time_zone=x["time_zone"],
-        timeout_s=x["timeout"],
-        verify_tls=x["verify_tls"],
-    )
+    f.check_choice("flavor", FLAVORS)
+    f.check_choice("auth", AUTHS)
+    extras = ("auth", "flavor", "time_zone", "timeout", "verify_tls")
+    return PrometheusConnection(**f.as_kwargs(*extras))
 
 
 def probe(conn: PrometheusConnection) -> str:
@@ -119,8 +113,8 @@ SPEC: ConnectionSpec[PrometheusConnection] = ConnectionSpec(
             "auto (ask the server), prometheus or victoriametrics",
         ),
         Extra("auth", str, "basic", "Auth", "basic (login/password) or bearer (password = token)"),
-        Extra("time_zone", str, DEFAULT_TIME_ZONE, "Time zone", "time zone of days", flag="--tz"),
-        Extra("timeout", float, 120.0, "Timeout (s)", "HTTP read timeout, seconds"),
-        Extra("verify_tls", bool, True, "Verify TLS", "verify TLS certificates", flag=""),
+        time_zone_extra(DEFAULT_TIME_ZONE),
+        timeout_extra(120.0),
+        verify_tls_extra(),
     ),
 )

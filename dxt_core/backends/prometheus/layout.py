@@ -14,7 +14,6 @@ without pyarrow, by NumPy: the same bytes, slower).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
@@ -24,7 +23,8 @@ from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.records import SeriesSchema
 from dxt_core.writers.base import WriteResult
 from dxt_core.writers.compress import GzipStream
-from dxt_core.writers.csv_gzip import csv_field
+from dxt_core.writers.csv_gzip import close_block_ordered, csv_field
+from dxt_core.writers.parquet import BlockParquet, HashingFile
 
 if TYPE_CHECKING:
     pass
@@ -194,32 +194,6 @@ def _arrow() -> tuple[Any, Any] | None:
     return pa, pc
 
 
-class _HashingFile:
-    """Write-through file wrapper that counts and hashes what Parquet writes."""
-
-    def __init__(self, out: BinaryIO) -> None:
-        self._out = out
-        self.sha = hashlib.sha256()
-        self.bytes = 0
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self._out.write(view)
-        self.sha.update(view)
-        self.bytes += view.nbytes
-        return view.nbytes
-
-    def tell(self) -> int:
-        return self.bytes
-
-    def flush(self) -> None:
-        self._out.flush()
-
-    def close(self) -> None:  # the archive owns the real file
-        self.closed = True
-
-
 class CsvDayWriter:
     """``timestamp,value,name,<labels...>`` rows as deterministic gzip, a window at a time."""
 
@@ -283,22 +257,10 @@ class CsvDayWriter:
             # GzipStream takes any buffer (it slices with memoryview): no copy of the rows
             rows_text = memoryview(joined.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
             self._gz.write(rows_text)  # type: ignore[arg-type]
-        res = self._result
-        res.rows += cols.rows
-        lo_ts, hi_ts = int(cols.ts.min()), int(cols.ts.max())
-        res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
-        res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
+        self._result.add(cols.rows, int(cols.ts.min()), int(cols.ts.max()))
 
     def close(self) -> WriteResult:
-        self._result.sha256 = self._gz.close()
-        self._result.bytes = self._gz.bytes
-        self._result.extra = {
-            "compressor": self._gz.label,
-            "csv_bytes": self._gz.raw_bytes,
-            "row_order": f"blocks of {self._block_ms // 1000} s from the day start; "
-            "series by series within a block; by time within a series",
-        }
-        return self._result
+        return close_block_ordered(self._gz, self._result, self._block_ms)
 
 
 def _offsets(items: list[bytes]) -> np.ndarray:
@@ -364,7 +326,7 @@ def _assemble_numpy(
     return out
 
 
-class ParquetDayWriter:
+class ParquetDayWriter(BlockParquet):
     """One metric-day as Parquet (zstd): ``timestamp`` (UTC ms), ``value`` (double),
     ``name`` and the labels dictionary-encoded; a row group per ``row_group_ms`` of the day
     (whole blocks), each with the dictionary of the labels it holds, sorted."""
@@ -385,10 +347,11 @@ class ParquetDayWriter:
         if row_group_ms % block_ms:
             raise ConfigError("row_group_ms must be a whole number of blocks")
         self._pa = arrow[0]
-        self._file = _HashingFile(out)
+        self._file = HashingFile(out)
         self._block_ms, self._origin_ms = block_ms, origin_ms
         self._per_span = row_group_ms // block_ms
         self._compression = compression
+        self._value_type = "double"
         self._schema: SeriesSchema | None = None
         self._writer: Any = None
         self._result = WriteResult()
@@ -455,11 +418,7 @@ class ParquetDayWriter:
                 self._flush()
             self._pending_span = s
             self._pending.append((ts[a:b], values[a:b], ids[a:b]))
-        res = self._result
-        res.rows += cols.rows
-        lo_ts, hi_ts = int(ts.min()), int(ts.max())
-        res.first_ms = lo_ts if res.first_ms is None else min(res.first_ms, lo_ts)
-        res.last_ms = hi_ts if res.last_ms is None else max(res.last_ms, hi_ts)
+        self._result.add(cols.rows, int(ts.min()), int(ts.max()))
 
     def _flush(self) -> None:
         """The pending rows as one row group, from the windows' arrays as they are (record
@@ -499,17 +458,3 @@ class ParquetDayWriter:
             batches.append(pa.RecordBatch.from_arrays(columns, schema=self._arrow_schema))
         table = pa.Table.from_batches(batches, schema=self._arrow_schema)
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
-
-    def close(self) -> WriteResult:
-        if self._writer is not None:
-            self._flush()
-            self._writer.close()
-        self._result.sha256 = self._file.sha.hexdigest()
-        self._result.bytes = self._file.bytes
-        self._result.extra = {
-            "compression": self._compression,
-            "value_type": "double",
-            "row_order": f"blocks of {self._block_ms // 1000} s from the day start; "
-            "series by series within a block; by time within a series",
-        }
-        return self._result

@@ -5,11 +5,19 @@ connection's ``time_zone``; gzip CSV or Parquet by the run's ``format`` Param.""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.backends.roles import BackendTasks, Unit, check_map_length
+from dxt_core.backends.roles import (
+    SERIES_FORMATS,
+    BackendTasks,
+    Unit,
+    check_map_length,
+    chosen_format,
+    format_param,
+    log,
+    log_archiving,
+)
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -18,11 +26,6 @@ if TYPE_CHECKING:
     from dxt_core.backends.prometheus.catalog import CatalogEntry
     from dxt_core.backends.prometheus.connection import PrometheusConnection
     from dxt_core.reconcile import RecentReport
-
-log = logging.getLogger("dxt_core.airflow")
-
-#: The output formats (dxt_core.backends.prometheus.archive_day.FORMATS, which imports writers).
-FORMATS = ("csv", "parquet")
 
 
 class PrometheusTasks(BackendTasks["PrometheusConnection"]):
@@ -34,14 +37,8 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
     counts = True  # count_over_time over the exact day, in every manifest
 
     def params(self) -> dict[str, dict[str, Any]]:
-        return {
-            "format": {
-                "default": self.settings()["format"],
-                "enum": list(FORMATS),
-                "title": "Output format",
-                "description": "gzip CSV or Parquet",
-            }
-        }
+        description = "gzip CSV or Parquet"
+        return {"format": format_param(self.settings()["format"], SERIES_FORMATS, description)}
 
     def entries(self) -> list[CatalogEntry]:
         """The units the settings name: ``DXT_PROMETHEUS_METRICS`` (wins), else the catalog
@@ -99,10 +96,7 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
 
     def output_format(self, params: Mapping[str, Any]) -> str:
         """The run's ``format`` param, else the ``format`` setting (``DXT_PROMETHEUS_FORMAT``)."""
-        fmt = params.get("format") or self.settings()["format"]
-        if fmt not in FORMATS:
-            raise ConfigError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
-        return str(fmt)
+        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
 
     def archive(
         self,
@@ -119,14 +113,7 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
         e = CatalogEntry(str(unit["metric"]), str(unit.get("selector") or unit["metric"]))
         fmt = self.output_format(params)
         with PrometheusSource(conn) as source:
-            log.info(
-                "archiving %s for %s (%s) from %s into %s",
-                e.name,
-                day,
-                conn.time_zone,
-                conn.safe_url,
-                archive.root,
-            )
+            log_archiving(e.name, day, conn.time_zone, conn.safe_url, archive.root)
             return archive_prometheus_day(source, e, day, archive, fmt=fmt)
 
     def reconcile(

@@ -72,7 +72,7 @@ def paths(monkeypatch):
     from dxt_core.publish import monthfile
 
     seen: dict[str, int] = {}
-    for name in ("_route", "_large_series", "_plan"):
+    for name in ("route_rows", "_large_series", "_plan"):
         real = getattr(monthfile, name)
 
         def spy(*a, _real=real, _name=name, **k):
@@ -154,7 +154,7 @@ def test_first_batch_with_one_node_is_resplit_into_budget(tmp_path, paths):
     for i, t in enumerate([first, *later]):
         write_day(tmp_path / "a", f"2020-03-0{i + 1}", t)
     _rep, path = run(tmp_path / "a", tmp_path / "o", 100)
-    assert paths.get("_route", 0) > 0  # split again by exact ranges
+    assert paths.get("route_rows", 0) > 0  # split again by exact ranges
     want = expected([first, *later], [])
     got = pq.read_table(path)
     assert got.column("timestamp").to_pylist() == want.column("timestamp").to_pylist()
@@ -175,7 +175,7 @@ def test_one_series_larger_than_a_bucket(tmp_path, in_order, paths):
     assert paths.get("_large_series") == 1
     # one regrouping of the spooled rows (too many for a bucket), then split by time only
     # when the rows are out of time order
-    assert paths.get("_route") == (1 if in_order else 2)
+    assert paths.get("route_rows") == (1 if in_order else 2)
     got = pq.read_table(path)
     assert got.column("timestamp").to_pylist() == sorted(t.column("timestamp").to_pylist())
     want = expected([t], [])
