@@ -386,6 +386,7 @@ def test_a_history_query_that_times_out_falls_back_to_the_days_keys(
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 7.5 s in CI's fast part (four workers on 2 cores, 6 s scaled limit)
 def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
     sim: SimulatorProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

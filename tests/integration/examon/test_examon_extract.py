@@ -338,6 +338,7 @@ def _dxt(*args: str, **kw) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # 7.1 s in CI's fast part (four workers on 2 cores, 6 s scaled limit)
 def test_cli_extract_and_coverage(examon_sim, small_catalog, tmp_path):
     out = _dxt(
         "extract",
