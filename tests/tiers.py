@@ -25,8 +25,8 @@ or ``perf`` but none of the servers-of-their-own markers), ``heavy`` (``airflow`
 ``alone`` (marked ``alone``: the stacks whose timing a second stack beside them would bend,
 the demo, the production path, the browser). ``./run test`` runs the fast tier in parallel
 workers (pytest-xdist) and ``./run test --all`` runs the four parts one after the other:
-fast and light in four workers, heavy in two (``--dist loadgroup``: a module with a
-module-scoped server is one ``xdist_group``, so one worker starts it), alone one at a time.
+fast and light in four workers, heavy in two (``--dist loadscope``: a module's tests run in
+one worker, so a module-scoped server starts once), alone one at a time.
 """
 
 from __future__ import annotations

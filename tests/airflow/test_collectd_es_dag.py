@@ -18,11 +18,7 @@ from tests.airflow.conftest import airflow, base_env, fresh_home
 from tests.noida_fixtures import sample_hits
 from tests.unit.collectd_es.test_collectd_es_cells import SAMPLE_HDF5
 
-pytestmark = [
-    pytest.mark.airflow,
-    pytest.mark.integration,
-    pytest.mark.xdist_group("collectd_es_dag"),
-]
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 DAYS = (dt.date(2017, 12, 13), dt.date(2017, 12, 14))
 # `airflow dags test DAG D` makes a manual run of logical date D: it archives day D, as every

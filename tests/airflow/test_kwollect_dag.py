@@ -11,7 +11,7 @@ import pytest
 from tests.airflow.conftest import airflow, base_env, fresh_home, run_dagbag_script
 from tests.kwollect_sim import KwollectSimProcess
 
-pytestmark = [pytest.mark.airflow, pytest.mark.integration, pytest.mark.xdist_group("kwollect_dag")]
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 DAYS = ("2024-11-26", "2024-11-27")
 # `airflow dags test DAG D` makes a manual run of logical date D: it archives day D, as every

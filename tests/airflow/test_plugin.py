@@ -20,10 +20,7 @@ from tests.airflow.conftest import airflow, fresh_home
 from tests.browser.stack import start_api_server
 from tests.conftest import ROOT, SimulatorProcess
 
-pytestmark = [
-    pytest.mark.airflow,
-    pytest.mark.xdist_group("test_plugin"),
-]  # one worker runs the module (its module-scoped server)
+pytestmark = pytest.mark.airflow
 
 D0, DAY, D2 = "2024-04-30", "2024-05-01", "2024-05-02"
 UNITS = ["ipmi_pub/ambient", "ipmi_pub/pcie", "nagios_pub/state"]

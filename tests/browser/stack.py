@@ -8,6 +8,7 @@ test writes. Nothing here fakes Airflow: requests go over HTTP to the running se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -114,6 +115,32 @@ class Stack:
             time.sleep(2)
         what = what() if callable(what) else what  # a callable describes what it saw
         raise AssertionError(f"timed out waiting for {what}; last: {last}")
+
+    def cancel_open_backfills(self, dag_id: str, timeout: float = 240, wait: bool = True) -> None:
+        """Cancel every backfill of ``dag_id`` not completed yet and (``wait``) wait until none
+        is open.
+
+        On SQLite the API server's cancel waits for the scheduler's writes: a cancel may answer
+        after the client's 60 s (seen in CI: ``httpx.ReadTimeout``) and still take effect, so
+        a timed-out cancel is asked again until the listing shows the backfill completed."""
+
+        def open_ids() -> list[int]:
+            listing = self.get(f"/api/v2/backfills?dag_id={dag_id}")["backfills"]
+            return [b["id"] for b in listing if not b["completed_at"]]
+
+        def cancelled() -> bool:
+            left = open_ids()
+            for bid in left:
+                # asked again on the next round if it did not land
+                with contextlib.suppress(httpx.TimeoutException):
+                    self.request("PUT", f"/api/v2/backfills/{bid}/cancel")
+            return not left
+
+        if wait:
+            self.wait(cancelled, timeout, f"the backfills of {dag_id} to be cancelled")
+        else:
+            with contextlib.suppress(httpx.HTTPError):
+                cancelled()
 
     def stop(self) -> None:
         procs.stop(self.proc, 60)

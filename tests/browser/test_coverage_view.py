@@ -411,17 +411,7 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         frame.click("#dismiss-result")
         assert not frame.is_visible("#result")
         # Airflow runs one backfill per DAG at a time: stop this one before the next refill
-        for b in stack.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]:
-            if not b["completed_at"]:
-                stack.request("PUT", f"/api/v2/backfills/{b['id']}/cancel")
-        stack.wait(
-            lambda: all(
-                b["completed_at"]
-                for b in stack.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]
-            ),
-            120,
-            "the refill's backfill to be cancelled",
-        )
+        stack.cancel_open_backfills("dxt_examon")
 
         # Many days without a run, on SQLite: one backfill of at most 31 days per refill, the
         # rest named (one creation over hundreds of days brought the scheduler down).
@@ -438,12 +428,7 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         result = frame.inner_text("#result")
         assert "not refilled: ipmi_pub/ambient 2024-08-15: later" in result, result[:2000]
         # keep the test short: cancel it; the scheduler stays healthy, and the page says so
-        open_ = [
-            b for b in stack.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]
-            if not b["completed_at"]
-        ]  # fmt: skip
-        for b in open_:
-            stack.request("PUT", f"/api/v2/backfills/{b['id']}/cancel")
+        stack.cancel_open_backfills("dxt_examon", wait=False)
         time.sleep(15)  # the cancellations reach the scheduler
         # A loaded machine can make one heartbeat late (Airflow then says 'unhealthy' for a
         # moment): the scheduler must be healthy again within 90 s, not at one instant. A

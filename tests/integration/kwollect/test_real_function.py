@@ -33,11 +33,7 @@ from tests.integration.kwollect.kwollect_pg import KwollectDatabase, Unavailable
 from tests.kwollect_sim import KwollectSimProcess
 from tests.services import require_service
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.postgres,
-    pytest.mark.xdist_group("real_function"),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 UTC = dt.UTC
 T0 = dt.datetime(2024, 11, 26, 14, 0, tzinfo=UTC)
