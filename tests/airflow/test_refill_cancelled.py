@@ -80,14 +80,25 @@ def test_refill_after_a_cancelled_backfill_archives_its_days(migrated_home, tmp_
         b = plan["backfill"]
         assert b["reprocess_behavior"] == "failed" and b["rerun_days"] == failed, plan
         send = {k: b[k] for k in ("dag_id", "from_date", "to_date", "reprocess_behavior")}
-        r = st.wait(
-            lambda: (
-                (r := st.request("POST", "/api/v2/backfills", json=send)).status_code != 503 and r
-            ),
-            60,
-            "the refill's backfill",
-        )
-        assert r.status_code == 200, r.text
+        answers: list[int] = []
+
+        def create():
+            r = st.request("POST", "/api/v2/backfills", json=send)
+            answers.append(r.status_code)
+            if r.status_code == 409 and 503 in answers:
+                # SQLite: Airflow commits the backfill before making its runs, and when a lock
+                # error stops it, removing that half-made backfill is best-effort
+                # (airflow/models/backfill.py, _cleanup_partial_backfill): the route answers
+                # 503 and the orphan, open with no runs, refuses the retry (seen once in a
+                # two-worker run). Cancel it, as a user would, and try again.
+                for o in st.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]:
+                    if not o["completed_at"]:
+                        st.request("PUT", f"/api/v2/backfills/{o['id']}/cancel")
+                return None
+            return r.status_code != 503 and r
+
+        r = st.wait(create, 180, "the refill's backfill")
+        assert r.status_code == 200, (answers, r.text)
         st.wait(
             lambda: all(r["state"] == "success" for r in mine()),
             480,
