@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -27,6 +28,9 @@ import orjson
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location
+from dxt_core.store.sigv4 import Fallback, LightReader, environment_credentials
+
+log = logging.getLogger(__name__)
 
 #: Bytes per multipart part (S3 needs at least 5 MiB except for the last part).
 PART_SIZE = 8 << 20
@@ -82,7 +86,11 @@ class S3Client:
     The client is made on the first request, not here: importing boto3 and making a client
     costs about 26 MiB and half a second (measured), and an archive run makes its first
     request at its first commit, after the day's data was fetched and written to staging, so
-    boto3's memory reuses what the fetch freed instead of adding to its peak.
+    boto3's memory reuses what the fetch freed instead of adding to its peak. Reads made
+    before that (the day's status: a listing, a manifest) go through
+    :class:`~dxt_core.store.sigv4.LightReader` when the environment allows it (static
+    credentials and an S3-compatible endpoint, the boto3 default client): no boto3 at all
+    until the commit.
     """
 
     def __init__(
@@ -93,6 +101,8 @@ class S3Client:
         self._made = client
         self._make = make or make_client
         self._making = threading.Lock()
+        creds = environment_credentials() if client is None and make is None else None
+        self._light = None if creds is None else LightReader(creds, location.bucket)
         self.part_size = _env_size("DXT_S3_PART_SIZE", PART_SIZE)
         self.threshold = _env_size("DXT_S3_MULTIPART_THRESHOLD", MULTIPART_THRESHOLD)
         #: "checksum": trust S3's SHA-256 of what it stored (read back when it gives none);
@@ -114,6 +124,14 @@ class S3Client:
 
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
+
+    def _light_reader(self) -> LightReader | None:
+        """The light reader while boto3's client is not made yet (afterwards boto3 reads)."""
+        return self._light if self._made is None else None
+
+    @staticmethod
+    def _fell_back(action: str, key: str, exc: Fallback) -> None:
+        log.debug("%s %s: handed to boto3 (%s)", action, key, exc)
 
     # -- errors -------------------------------------------------------------------------------
     def _error(self, exc: Exception, key: str, action: str) -> ArchiveError:
@@ -162,6 +180,12 @@ class S3Client:
     # -- small objects ------------------------------------------------------------------------
     def get(self, key: str) -> tuple[bytes, str] | None:
         """The object's bytes and ETag, or None when there is none."""
+        light = self._light_reader()
+        if light is not None:
+            try:
+                return light.get(key)
+            except Fallback as exc:
+                self._fell_back("GET", key, exc)
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -238,6 +262,19 @@ class S3Client:
             kw["Delimiter"] = "/"
         token: str | None = None
         while True:
+            light = self._light_reader()
+            if light is not None:
+                try:
+                    page, nxt = light.list_page(prefix, kw.get("Delimiter"), token)
+                except Fallback as exc:
+                    self._fell_back("LIST", prefix, exc)
+                else:
+                    for k, size, etag in page:
+                        yield ObjectInfo(k, size, etag)
+                    if nxt is None:
+                        return
+                    token = nxt
+                    continue
             if token:
                 kw["ContinuationToken"] = token
             r = self._call("list", prefix, "list_objects_v2", **kw)

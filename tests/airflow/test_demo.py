@@ -1,5 +1,6 @@
 """The README's first command: `dxt demo` end to end (simulator, airflow standalone, backfill),
-run again in the same folder, and stopped by SIGTERM (issue 15)."""
+run again in the same folder, and stopped by SIGTERM (issue 15). One test, three demos: each
+demo takes about a minute on 2 cores."""
 
 from __future__ import annotations
 
@@ -79,23 +80,6 @@ def open_backfills(work: Path) -> list[int]:
         return [r[0] for r in db.execute("SELECT id FROM backfill WHERE completed_at IS NULL")]
 
 
-def test_demo_runs_twice_in_the_same_folder(tmp_path):
-    work, port = tmp_path / "demo", free_port()
-    first = demo(work, port)
-    assert_summary(first, work)
-    # --exit stopped Airflow only once the scheduler had closed the backfill: before, the
-    # next demo here failed with AlreadyRunningBackfill (exit 2).
-    assert open_backfills(work) == []
-    # the README's commands after the demo work on it as printed: the runs are listed, and
-    # the coverage of the three days is complete (exit 0; 3 would mean gaps)
-    readme = run_readme_commands(work, tmp_path / "clone")
-    assert readme.returncode == 0, readme.stdout[-3000:] + readme.stderr[-3000:]
-    assert "backfill__" in readme.stdout  # airflow dags list-runs dxt_examon
-    second = demo(work, port)
-    assert_summary(second, work)
-    assert "cancelling backfill" not in second.stdout
-
-
 def _proc_rows() -> dict[int, tuple[int, int, bytes, bytes]]:
     """pid -> (ppid, session id, cmdline, environ) of every process we may read."""
     rows = {}
@@ -133,8 +117,22 @@ def port_is_free(port: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-def test_sigterm_stops_everything_the_demo_started_then_it_runs_again(tmp_path):
+def test_demo_runs_again_in_its_folder_and_sigterm_stops_everything_it_started(tmp_path):
+    """Three demos in one folder (one test: each demo takes about a minute): ``--exit``, the
+    README's commands on what it made, a second demo stopped by SIGTERM, a third one."""
     work, port = tmp_path / "demo", free_port()
+    first = demo(work, port)
+    assert_summary(first, work)
+    # --exit stopped Airflow only once the scheduler had closed the backfill: before, the
+    # next demo here failed with AlreadyRunningBackfill (exit 2).
+    assert open_backfills(work) == []
+    # the README's commands after the demo work on it as printed: the runs are listed, and
+    # the coverage of the three days is complete (exit 0; 3 would mean gaps)
+    readme = run_readme_commands(work, tmp_path / "clone")
+    assert readme.returncode == 0, readme.stdout[-3000:] + readme.stderr[-3000:]
+    assert "backfill__" in readme.stdout  # airflow dags list-runs dxt_examon
+
+    # The second demo in the same folder, left running until SIGTERM
     log = tmp_path / "demo.log"
     with log.open("w") as out:
         proc = procs.start(
@@ -150,6 +148,10 @@ def test_sigterm_stops_everything_the_demo_started_then_it_runs_again(tmp_path):
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(2)
+
+        # it ran again where the first one left its folder: nothing of it to cancel
+        assert "cancelling backfill" not in log.read_text()
+        assert f"metric-days: {9 * DAYS} archived" in log.read_text(), log.read_text()[-3000:]
 
         # What the demo started: its own session (the simulator) and Airflow's, which
         # standalone leads as the demo's child.

@@ -116,6 +116,17 @@ class Stack:
         what = what() if callable(what) else what  # a callable describes what it saw
         raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
+    def log_tail(self, component: str, lines: int = 40) -> str:
+        """The last ``lines`` lines ``component`` (scheduler, api-server, ...) wrote to the
+        standalone log: what a failed wait shows, since CI keeps no files."""
+        self._log.flush()
+        mine = [
+            line.rstrip()
+            for line in self.log_path.read_text(errors="replace").splitlines()
+            if line.startswith(f"{component} ")
+        ]
+        return "\n".join(mine[-lines:])
+
     def cancel_open_backfills(self, dag_id: str, timeout: float = 240, wait: bool = True) -> None:
         """Cancel every backfill of ``dag_id`` not completed yet and (``wait``) wait until none
         is open.

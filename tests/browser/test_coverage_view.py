@@ -430,9 +430,11 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         # keep the test short: cancel it; the scheduler stays healthy, and the page says so
         stack.cancel_open_backfills("dxt_examon", wait=False)
         time.sleep(15)  # the cancellations reach the scheduler
-        # A loaded machine can make one heartbeat late (Airflow then says 'unhealthy' for a
-        # moment): the scheduler must be healthy again within 90 s, not at one instant. A
-        # scheduler brought down by the refill never is.
+        # A loaded machine can make heartbeats late (Airflow then says 'unhealthy' for a
+        # while: in CI once for over 90 s after this cancel, the machine then ran this test 3x
+        # slower than alone): the scheduler must be healthy again within 240 s, not at one
+        # instant. A scheduler brought down by the refill never is; the message then shows
+        # what it last logged.
         seen: list[dict] = []
 
         def scheduler_healthy():
@@ -440,7 +442,12 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
             return seen[0]["scheduler"]["status"] == "healthy" and seen[0]
 
         health = stack.wait(
-            scheduler_healthy, 90, lambda: f"the scheduler to be healthy (last health: {seen})"
+            scheduler_healthy,
+            240,
+            lambda: (
+                f"the scheduler to be healthy (last health: {seen}); the scheduler's last "
+                f"lines:\n{stack.log_tail('scheduler')}"
+            ),
         )
         assert health["scheduler"]["status"] == "healthy", health
         show_range(frame, "2024-06-01", "2024-06-03")

@@ -1,0 +1,99 @@
+"""The S3 reads made before boto3 (dxt_core/store/sigv4.py) on the real S3 server: the same
+objects, ETags and errors as boto3's, and no boto3 client made by a day's status check."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from dxt_core.archive import DayKey
+from dxt_core.errors import ArchiveError
+from dxt_core.store import parse_root
+from dxt_core.store.client import S3Client
+from dxt_core.store.s3 import S3Archive
+from dxt_core.store.sigv4 import LightReader, environment_credentials
+
+pytestmark = [pytest.mark.integration]
+
+KEYS = [
+    "m100/examon/ipmi_pub/ambient/2024-05-10.csv.gz",
+    "m100/examon/ipmi_pub/ambient/2024-05-10.manifest.json",
+    "m100/examon/ipmi_pub/ambient/a b+c=d é.json",
+    "m100/examon/ipmi_pub/pcie/2024-05-10.csv.gz",
+    "m100/examon/nagios_pub/state/2024-05-10.csv.gz",
+]
+
+
+@pytest.fixture()
+def filled(s3_server, bucket):
+    c = s3_server.client()
+    for i, k in enumerate(KEYS):
+        c.put_object(Bucket=bucket, Key=k, Body=b"x" * (i + 1))
+    return bucket
+
+
+def _boto3_listing(s3_server, bucket, prefix, delimiter=None):
+    kw = {"Bucket": bucket, "Prefix": prefix}
+    if delimiter:
+        kw["Delimiter"] = delimiter
+    out = []
+    for page in s3_server.client().get_paginator("list_objects_v2").paginate(**kw):
+        out += [(o["Key"], o["Size"], o["ETag"]) for o in page.get("Contents", [])]
+    return out
+
+
+def test_light_reads_answer_as_boto3_without_making_it(s3_server, filled):
+    store = S3Client(parse_root(f"s3://{filled}/m100"))
+    assert store._light is not None  # static keys and AWS_ENDPOINT_URL (tests/s3_fixtures.py)
+    for prefix, recursive in (("m100/", True), ("m100/examon/ipmi_pub/ambient/", False)):
+        got = [(o.key, o.size, o.etag) for o in store.list(prefix, recursive=recursive)]
+        assert got == _boto3_listing(s3_server, filled, prefix, None if recursive else "/")
+        assert got
+    for k in KEYS:
+        body, etag = store.get(k)
+        ref = s3_server.client().get_object(Bucket=filled, Key=k)
+        assert (body, etag) == (ref["Body"].read(), ref["ETag"])
+    assert store.get("m100/no/such/key") is None
+    assert store._made is None  # boto3's client was never made
+
+
+def test_pages_follow_the_continuation_token(s3_server, filled):
+    reader = LightReader(environment_credentials(), filled)
+    try:
+        keys, token, pages = [], None, 0
+        while True:
+            page, token = reader.list_page("m100/", None, token, max_keys=2)
+            keys += [k for k, _, _ in page]
+            pages += 1
+            if token is None:
+                break
+        assert pages == 3 and keys == sorted(KEYS)
+    finally:
+        reader.close()
+
+
+def test_a_day_status_check_makes_no_boto3_client(s3_server, filled):
+    archive = S3Archive(f"s3://{filled}/m100")
+    key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2024, 5, 11))
+    assert archive.status(key) == ("missing", "")
+    assert archive.store._made is None
+
+
+def test_errors_are_boto3s(s3_server, s3_env):
+    # no such bucket: the light reader hands the 404 to boto3, whose error names the fix
+    store = S3Client(parse_root("s3://dxt-no-such-bucket/m100"))
+    with pytest.raises(ArchiveError, match=r"NoSuchBucket|create the bucket"):
+        list(store.list("m100/"))
+    assert store._made is not None
+
+
+def test_an_endpoint_the_reader_cannot_reach_is_boto3s_error(s3_server, filled, monkeypatch):
+    # any answer the reader cannot use (a 403, a connection refused as here) goes to boto3,
+    # which asks again and gives the archive's error; the secret is in neither
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    store = S3Client(parse_root(f"s3://{filled}/m100"))
+    with pytest.raises(ArchiveError) as err:
+        store.get("m100/x.json")
+    assert "dxt-test-secret" not in str(err.value)
+    assert store._made is not None

@@ -1,0 +1,88 @@
+"""The Signature Version 4 of the light S3 reader against botocore's own signer (a reference
+implementation, not a server), and which environments may use it."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from dxt_core.store.sigv4 import Credentials, environment_credentials, sign
+
+botocore = pytest.importorskip("botocore")
+
+
+def _botocore_headers(creds: Credentials, url: str) -> dict[str, str]:
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials as BotoCredentials
+
+    request = AWSRequest(method="GET", url=url, headers={})
+    request.context["payload_signing_enabled"] = True
+    S3SigV4Auth(
+        BotoCredentials(creds.access_key, creds.secret_key, creds.token), "s3", creds.region
+    ).add_auth(request)
+    return {k.lower(): v for k, v in request.headers.items()}
+
+
+@pytest.mark.parametrize("token", [None, "a-session-token/with+chars="])
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        (
+            "/dxt-bucket",
+            {
+                "list-type": "2",
+                "prefix": "m100/ipmi_pub/",
+                "delimiter": "/",
+                "encoding-type": "url",
+            },
+        ),
+        (
+            "/dxt-bucket",
+            {"list-type": "2", "prefix": "a b+c=d/é", "continuation-token": "1/x+y=="},
+        ),
+        ("/dxt-bucket/m100/examon/ipmi_pub/ambient/2024-05-10.manifest.json", {}),
+        ("/dxt-bucket/a%20b%2Bc%3Dd/%C3%A9.json", {}),
+    ],
+)
+def test_the_signature_is_botocores(path, query, token):
+    creds = Credentials(
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        token,
+        "eu-west-3",
+        "http://127.0.0.1:9000",
+    )
+    host = "127.0.0.1:9000"
+    # botocore signs at its own clock: sign with our code at the same instant
+    from urllib.parse import quote
+
+    qs = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in query.items())
+    ref = _botocore_headers(creds, f"http://{host}{path}" + (f"?{qs}" if qs else ""))
+    when = dt.datetime.strptime(ref["x-amz-date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    _, ours = sign(creds, "GET", path, query, host, when)
+    assert ours["authorization"] == ref["authorization"]
+    assert ours["x-amz-content-sha256"] == ref["x-amz-content-sha256"]
+    if token:
+        assert ours["x-amz-security-token"] == ref["x-amz-security-token"] == token
+
+
+BASE = {
+    "AWS_ACCESS_KEY_ID": "k",
+    "AWS_SECRET_ACCESS_KEY": "s",
+    "AWS_ENDPOINT_URL": "http://h:9000/",
+}
+
+
+def test_only_static_credentials_and_an_endpoint_go_the_light_way():
+    c = environment_credentials(BASE)
+    assert c is not None and c.endpoint == "http://h:9000" and c.region == "us-east-1"
+    assert environment_credentials({**BASE, "AWS_REGION": "eu-west-3"}).region == "eu-west-3"
+    s3_only = {**BASE, "AWS_ENDPOINT_URL_S3": "https://rgw.example.org"}
+    assert environment_credentials(s3_only).endpoint == "https://rgw.example.org"
+    # boto3 would take another way: a profile, AWS itself, no static keys, an odd endpoint
+    assert environment_credentials({**BASE, "AWS_PROFILE": "lab"}) is None
+    assert environment_credentials({**BASE, "AWS_ENDPOINT_URL": ""}) is None
+    assert environment_credentials({**BASE, "AWS_SECRET_ACCESS_KEY": ""}) is None
+    assert environment_credentials({**BASE, "AWS_ENDPOINT_URL": "ftp://h"}) is None
