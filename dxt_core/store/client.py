@@ -7,7 +7,9 @@ tool does (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``
 ``AWS_PROFILE``, ``AWS_ENDPOINT_URL``/``AWS_ENDPOINT_URL_S3``, instance roles); Airflow's
 Amazon provider hands out boto3 sessions, so the DAGs use the same code. Throughput is set
 by the part size and the parts in flight, not by the client: one metric-day file is a few
-MiB to a few hundred MiB.
+MiB to a few hundred MiB. Reads made before the first write (a day's status, before its
+fetch) go through :mod:`dxt_core.store.sigv4` when the environment allows it, so boto3's
+memory is not under the fetch's peak.
 """
 
 from __future__ import annotations
