@@ -73,7 +73,10 @@ def test_pages_follow_the_continuation_token(s3_server, filled):
         reader.close()
 
 
-def test_a_day_status_check_makes_no_boto3_client(s3_server, filled):
+def test_a_day_status_check_makes_no_boto3_client(s3_server, filled, monkeypatch):
+    # as `dxt extract` runs: no Airflow connection factory (importing dxt_core.airflow, as an
+    # earlier test in this worker may have, sets one; tasks then use boto3 from the start)
+    monkeypatch.setattr("dxt_core.store._client_factory", None)
     archive = S3Archive(f"s3://{filled}/m100")
     key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2024, 5, 11))
     assert archive.status(key) == ("missing", "")
