@@ -135,9 +135,10 @@ class LightReader:
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
+                # as boto3: AWS_CA_BUNDLE, and the proxy variables (HTTPS_PROXY, NO_PROXY)
                 verify: str | bool = os.environ.get("AWS_CA_BUNDLE") or True
                 self._client = httpx.Client(
-                    timeout=httpx.Timeout(60.0, connect=10.0), verify=verify, trust_env=False
+                    timeout=httpx.Timeout(60.0, connect=10.0), verify=verify, trust_env=True
                 )
             return self._client
 
