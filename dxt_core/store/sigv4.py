@@ -30,19 +30,25 @@ import hmac
 import os
 import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote, urlsplit
 
 import httpx
 
-#: sha256 of the empty body (every request here has none)
+#: sha256 of the empty body (of every request but a PUT)
 EMPTY_SHA256: Final = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 _NS: Final = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
 class Fallback(Exception):
     """The light path cannot answer this one: ask boto3."""
+
+
+class Refused(Exception):
+    """S3 refused a conditional write (412 PreconditionFailed, 409
+    ConditionalRequestConflict): the condition does not hold, whichever client asks."""
 
 
 @dataclass(frozen=True)
@@ -83,13 +89,23 @@ def sign(
     query: dict[str, str],
     host: str,
     when: dt.datetime,
+    *,
+    headers: dict[str, str] | None = None,
+    payload_sha256: str = EMPTY_SHA256,
 ) -> tuple[str, dict[str, str]]:
-    """The canonical query string and the headers (Authorization included) of a request
-    without a body. ``path`` is the request's path, already percent-encoded."""
+    """The canonical query string and the headers (Authorization included) of a request.
+    ``path`` is the request's path, already percent-encoded; ``headers`` (lower-case names)
+    are signed with the rest; ``payload_sha256`` is the hex SHA-256 of the body."""
     amz_date = when.astimezone(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     scope = f"{amz_date[:8]}/{creds.region}/s3/aws4_request"
     canonical_query = "&".join(f"{_enc(k)}={_enc(v)}" for k, v in sorted(query.items()))
-    headers = {"host": host, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": amz_date}
+    extra = {k.lower(): v for k, v in (headers or {}).items()}
+    headers = {
+        **extra,
+        "host": host,
+        "x-amz-content-sha256": payload_sha256,
+        "x-amz-date": amz_date,
+    }
     if creds.token:
         headers["x-amz-security-token"] = creds.token
     names = sorted(headers)
@@ -99,9 +115,9 @@ def sign(
             method,
             path,
             canonical_query,
-            "".join(f"{n}:{headers[n].strip()}\n" for n in names),
+            "".join(f"{n}:{' '.join(headers[n].split())}\n" for n in names),
             signed,
-            EMPTY_SHA256,
+            payload_sha256,
         ]
     )
     to_sign = "\n".join(
@@ -118,9 +134,10 @@ def sign(
     return canonical_query, headers
 
 
-class LightReader:
-    """ListObjectsV2 and GetObject of one bucket, signed here; :class:`Fallback` for
-    anything else."""
+class LightClient:
+    """The requests of one bucket that an archive run makes when nothing goes wrong, signed
+    here: ListObjectsV2, ListMultipartUploads, GetObject, HeadObject, PutObject (conditional,
+    and streamed from a file), DeleteObject; :class:`Fallback` for any other answer."""
 
     def __init__(self, creds: Credentials, bucket: str) -> None:
         self.creds = creds
@@ -148,16 +165,32 @@ class LightReader:
                 self._client.close()
                 self._client = None
 
-    def _request(self, key: str | None, query: dict[str, str]) -> httpx.Response:
+    def _request(
+        self,
+        key: str | None,
+        query: dict[str, str],
+        *,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        content: bytes | Iterator[bytes] | None = None,
+        payload_sha256: str = EMPTY_SHA256,
+    ) -> httpx.Response:
         path = f"{self._base_path}/{_enc(self.bucket)}"
         if key is not None:
             path += "/" + _enc(key, safe="/")
-        canonical_query, headers = sign(
-            self.creds, "GET", path, query, self._host, dt.datetime.now(dt.UTC)
+        canonical_query, signed = sign(
+            self.creds,
+            method,
+            path,
+            query,
+            self._host,
+            dt.datetime.now(dt.UTC),
+            headers=headers,
+            payload_sha256=payload_sha256,
         )
         url = f"{self._origin}{path}" + (f"?{canonical_query}" if canonical_query else "")
         try:
-            return self._http().get(url, headers=headers)
+            return self._http().request(method, url, headers=signed, content=content)
         except httpx.HTTPError as exc:
             raise Fallback(str(exc)) from exc
 
@@ -203,6 +236,98 @@ class LightReader:
         if truncated and not nxt:
             raise Fallback("LIST truncated without a continuation token")
         return objects, nxt
+
+    # -- the commit's requests ------------------------------------------------------------
+    def _written(self, r: httpx.Response, what: str) -> str:
+        """The ETag of a successful write; :class:`Refused` for a condition that does not
+        hold; :class:`Fallback` for anything else."""
+        if r.status_code == 200 and "etag" in r.headers:
+            return r.headers["etag"]
+        if r.status_code == 412 or (
+            r.status_code == 409 and b"<Code>ConditionalRequestConflict</Code>" in r.content
+        ):
+            raise Refused(f"{what} answered {r.status_code}")
+        raise Fallback(f"{what} answered {r.status_code}")
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        headers: dict[str, str],
+    ) -> str:
+        """PutObject of a small body; ``headers``: Content-Type, If-Match / If-None-Match,
+        x-amz-checksum-sha256. Returns the ETag."""
+        r = self._request(
+            key,
+            {},
+            method="PUT",
+            headers=headers,
+            content=body,
+            payload_sha256=hashlib.sha256(body).hexdigest(),
+        )
+        return self._written(r, "PUT")
+
+    def put_file(
+        self, key: str, chunks: Iterator[bytes], size: int, sha256_hex: str, headers: dict[str, str]
+    ) -> str:
+        """PutObject streamed from ``chunks`` (``size`` bytes whose SHA-256 is
+        ``sha256_hex``, signed as the payload: S3 refuses a body that does not hash to it)."""
+        r = self._request(
+            key,
+            {},
+            method="PUT",
+            headers={**headers, "content-length": str(size)},
+            content=chunks,
+            payload_sha256=sha256_hex,
+        )
+        return self._written(r, "PUT")
+
+    def head(self, key: str) -> dict[str, object] | None:
+        """HeadObject as boto3 gives it (ContentLength, ETag, ChecksumSHA256, Metadata);
+        None when there is no such object."""
+        r = self._request(key, {}, method="HEAD", headers={"x-amz-checksum-mode": "ENABLED"})
+        if r.status_code == 404:
+            return None
+        if r.status_code != 200 or "etag" not in r.headers:
+            raise Fallback(f"HEAD answered {r.status_code}")
+        meta = {
+            k[len("x-amz-meta-") :]: v
+            for k, v in r.headers.items()
+            if k.lower().startswith("x-amz-meta-")
+        }
+        out: dict[str, object] = {
+            "ContentLength": int(r.headers.get("content-length", "-1")),
+            "ETag": r.headers["etag"],
+            "Metadata": meta,
+        }
+        if "x-amz-checksum-sha256" in r.headers:
+            out["ChecksumSHA256"] = r.headers["x-amz-checksum-sha256"]
+        return out
+
+    def delete(self, key: str, *, if_match: str | None) -> None:
+        """DeleteObject, conditional on the ETag when one is given."""
+        r = self._request(
+            key, {}, method="DELETE", headers={"if-match": if_match} if if_match else None
+        )
+        if r.status_code == 204:
+            return
+        if r.status_code == 412:
+            raise Refused(f"DELETE answered {r.status_code}")
+        raise Fallback(f"DELETE answered {r.status_code}")
+
+    def has_uploads(self, prefix: str) -> bool:
+        """Whether ListMultipartUploads shows an unfinished upload under ``prefix``."""
+        r = self._request(None, {"uploads": "", "prefix": prefix})
+        if r.status_code != 200:
+            raise Fallback(f"LIST uploads answered {r.status_code}")
+        try:
+            root = ET.fromstring(r.content)
+        except ET.ParseError as exc:
+            raise Fallback(f"LIST uploads answer unreadable: {exc}") from exc
+        if root.tag != f"{_NS}ListMultipartUploadsResult":
+            raise Fallback(f"LIST uploads answered <{root.tag}>")
+        return root.find(f"{_NS}Upload") is not None
 
 
 def _unquote(text: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import importlib
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,8 +315,9 @@ class CollectdEsAdapter(Adapter):
         from dxt_core.backends.collectd_es.simulator import bulk_load
         from tests.noida_fixtures import sample_hits
 
-        self._late = getattr(self, "_late", 0) + 1
-        prefix = f"contract-late{self._late}"
+        # an index pattern of this call's own: the noida-db of a test session is shared by
+        # every adapter instance in it (the local and the S3 variant of a test each make one)
+        prefix = f"contract-late-{uuid.uuid4().hex[:8]}"
         hits = sorted(sample_hits(), key=lambda h: h["_source"]["@timestamp"])
         half = len(hits) // 2
         bulk_load(self.url, [{**h, "_index": f"{prefix}-a-2017.12.13"} for h in hits[:half]])

@@ -12,12 +12,18 @@ from dxt_core.store.sigv4 import Credentials, environment_credentials, sign
 botocore = pytest.importorskip("botocore")
 
 
-def _botocore_headers(creds: Credentials, url: str) -> dict[str, str]:
+def _botocore_headers(
+    creds: Credentials,
+    url: str,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+) -> dict[str, str]:
     from botocore.auth import S3SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials as BotoCredentials
 
-    request = AWSRequest(method="GET", url=url, headers={})
+    request = AWSRequest(method=method, url=url, headers=dict(headers or {}), data=body)
     request.context["payload_signing_enabled"] = True
     S3SigV4Auth(
         BotoCredentials(creds.access_key, creds.secret_key, creds.token), "s3", creds.region
@@ -66,6 +72,48 @@ def test_the_signature_is_botocores(path, query, token):
     assert ours["x-amz-content-sha256"] == ref["x-amz-content-sha256"]
     if token:
         assert ours["x-amz-security-token"] == ref["x-amz-security-token"] == token
+
+
+@pytest.mark.parametrize("token", [None, "tok"])
+@pytest.mark.parametrize(
+    ("method", "headers", "body"),
+    [
+        (
+            "PUT",
+            {
+                "Content-Type": "application/json",
+                "If-None-Match": "*",
+                "x-amz-checksum-sha256": "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+            },
+            b'{"status": "writing"}',
+        ),
+        ("PUT", {"If-Match": '"9b2cf535f27731c974343645a3985328"'}, b"x" * 1000),
+        ("PUT", {"x-amz-meta-sha256": "ab" * 32, "x-amz-checksum-sha256": "q=="}, b"\0\1"),
+        ("HEAD", {"x-amz-checksum-mode": "ENABLED"}, b""),
+        ("DELETE", {"If-Match": '"9b2cf535f27731c974343645a3985328"'}, b""),
+    ],
+)
+def test_a_write_is_signed_as_botocore_signs_it(method, headers, body, token):
+    """Headers and a body are signed (the payload's SHA-256 in x-amz-content-sha256, as S3
+    checks it against the body)."""
+    import hashlib
+
+    creds = Credentials("AKIDEXAMPLE", "secret/key+", token, "us-east-1", "http://h:9000")
+    path = "/dxt-bucket/m100/examon/ipmi_pub/ambient/2024-05-10.manifest.json"
+    ref = _botocore_headers(creds, f"http://h:9000{path}", method, headers, body)
+    when = dt.datetime.strptime(ref["x-amz-date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    _, ours = sign(
+        creds,
+        method,
+        path,
+        {},
+        "h:9000",
+        when,
+        headers=headers,
+        payload_sha256=hashlib.sha256(body).hexdigest(),
+    )
+    assert ours["x-amz-content-sha256"] == ref["x-amz-content-sha256"]
+    assert ours["authorization"] == ref["authorization"]
 
 
 BASE = {

@@ -1,18 +1,21 @@
-"""The S3 reads made before boto3 (dxt_core/store/sigv4.py) on the real S3 server: the same
-objects, ETags and errors as boto3's, and no boto3 client made by a day's status check."""
+"""The S3 requests made without boto3 (dxt_core/store/sigv4.py) on the real S3 server: the
+same objects, ETags, conditions and errors as boto3's; no boto3 client made by a day's status
+check, nor by a commit that goes as planned."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import os
 
 import pytest
 
 from dxt_core.archive import DayKey
 from dxt_core.errors import ArchiveError
 from dxt_core.store import parse_root
-from dxt_core.store.client import S3Client
+from dxt_core.store.client import PreconditionFailed, S3Client
 from dxt_core.store.s3 import S3Archive
-from dxt_core.store.sigv4 import LightReader, environment_credentials
+from dxt_core.store.sigv4 import LightClient, environment_credentials
 
 pytestmark = [pytest.mark.integration]
 
@@ -59,7 +62,7 @@ def test_light_reads_answer_as_boto3_without_making_it(s3_server, filled):
 
 
 def test_pages_follow_the_continuation_token(s3_server, filled):
-    reader = LightReader(environment_credentials(), filled)
+    reader = LightClient(environment_credentials(), filled)
     try:
         keys, token, pages = [], None, 0
         while True:
@@ -100,3 +103,55 @@ def test_an_endpoint_the_reader_cannot_reach_is_boto3s_error(s3_server, filled, 
         store.get("m100/x.json")
     assert "dxt-test-secret" not in str(err.value)
     assert store._made is not None
+
+
+def _light_store(bucket: str, monkeypatch: pytest.MonkeyPatch) -> S3Client:
+    monkeypatch.setattr("dxt_core.store._client_factory", None)  # as `dxt extract` runs
+    store = S3Client(parse_root(f"s3://{bucket}/m100"))
+    assert store._light is not None
+    return store
+
+
+def test_writes_are_boto3s_without_making_it(s3_server, bucket, monkeypatch, tmp_path):
+    store = _light_store(bucket, monkeypatch)
+    c = s3_server.client()
+    etag = store.put("m100/a.json", b'{"a": 1}', if_none_match=True)
+    got = c.get_object(Bucket=bucket, Key="m100/a.json")
+    assert (got["Body"].read(), got["ETag"], got["ContentType"]) == (
+        b'{"a": 1}',
+        etag,
+        "application/json",
+    )
+    # the conditions hold as boto3's do: PreconditionFailed, and nothing changed
+    with pytest.raises(PreconditionFailed, match=r"s3://.*/m100/a\.json: changed by another"):
+        store.put("m100/a.json", b"{}", if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        store.put("m100/a.json", b"{}", if_match='"0123456789abcdef0123456789abcdef"')
+    etag2 = store.put("m100/a.json", b'{"a": 2}', if_match=etag)
+    with pytest.raises(PreconditionFailed):
+        store.delete("m100/a.json", if_match=etag)
+    assert c.get_object(Bucket=bucket, Key="m100/a.json")["Body"].read() == b'{"a": 2}'
+    # a file streamed up: its bytes, the sha256 in its metadata, HEAD as boto3 gives it
+    path = tmp_path / "day.csv.gz"
+    path.write_bytes(os.urandom(3 * 2**20 + 7))
+    size, digest = store.upload_file(path, "m100/day.csv.gz", None)
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest() and size == 3 * 2**20 + 7
+    ref = c.head_object(Bucket=bucket, Key="m100/day.csv.gz", ChecksumMode="ENABLED")
+    ours = store.head("m100/day.csv.gz")
+    for k in ("ContentLength", "ETag", "Metadata", "ChecksumSHA256"):
+        assert ours.get(k) == ref.get(k), k
+    assert ours["Metadata"] == {"sha256": digest}
+    assert c.get_object(Bucket=bucket, Key="m100/day.csv.gz")["Body"].read() == path.read_bytes()
+    assert store.head("m100/no-such") is None
+    assert store.abort_uploads("m100/") == 0
+    store.delete("m100/a.json", if_match=etag2)
+    assert "Contents" not in c.list_objects_v2(Bucket=bucket, Prefix="m100/a.json")
+    assert store._made is None  # boto3's client was never made
+
+
+def test_an_unfinished_upload_is_aborted_by_boto3(s3_server, bucket, monkeypatch):
+    store = _light_store(bucket, monkeypatch)
+    s3_server.client().create_multipart_upload(Bucket=bucket, Key="m100/big.csv.gz")
+    assert store.abort_uploads("m100/") == 1
+    assert store._made is not None
+    assert "Uploads" not in s3_server.client().list_multipart_uploads(Bucket=bucket)

@@ -1,0 +1,99 @@
+"""How an upload is proven on the real S3 server (dxt_core/store/client.py ``_verify``):
+moto gives no SHA-256 of what it stored, so the ETag (the MD5 of the bytes, of the parts'
+MD5s for a multipart upload) proves them; an ETag that is not that MD5 (SSE-KMS on AWS, a
+server's own scheme) sends the upload to a read-back, as does ``DXT_S3_VERIFY=read``."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+
+import pytest
+
+from dxt_core.errors import ArchiveError
+from dxt_core.store import parse_root
+from dxt_core.store.client import S3Client
+
+pytestmark = [pytest.mark.integration]
+
+
+def _store(
+    bucket: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, **env: str
+) -> tuple[S3Client, list[str]]:
+    """A store on boto3 (the light client off: these are boto3's requests), its calls
+    counted; handlers are unregistered at the end (the process shares one client)."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    store = S3Client(parse_root(f"s3://{bucket}/m100"))
+    store._light = None
+    calls: list[str] = []
+    _on(store, request, "before-call.s3.*", lambda model, **_: calls.append(model.name))
+    return store, calls
+
+
+def _on(store: S3Client, request: pytest.FixtureRequest, event: str, handler) -> None:
+    events = store._client.meta.events
+    events.register(event, handler)
+    request.addfinalizer(lambda: events.unregister(event, handler))
+
+
+@pytest.mark.parametrize("size", [3 * 2**20, 13 * 2**20 + 5], ids=["one-put", "multipart"])
+def test_the_etag_proves_an_upload_without_reading_it_back(
+    bucket, s3_server, monkeypatch, tmp_path, request, size
+):
+    store, calls = _store(
+        bucket,
+        request,
+        monkeypatch,
+        DXT_S3_PART_SIZE=str(5 * 2**20),
+        DXT_S3_MULTIPART_THRESHOLD=str(8 * 2**20),
+    )
+    path = tmp_path / "day.csv.gz"
+    path.write_bytes(os.urandom(size))
+    got_size, digest = store.upload_file(path, "m100/day.csv.gz", None)
+    assert got_size == size
+    assert "GetObject" not in calls  # no read-back
+    assert calls[-1] == "HeadObject"
+    assert ("CompleteMultipartUpload" in calls) == (size > 8 * 2**20)
+    body = s3_server.client().get_object(Bucket=bucket, Key="m100/day.csv.gz")["Body"].read()
+    assert body == path.read_bytes()
+    assert hashlib.sha256(body).hexdigest() == digest
+
+
+def test_an_etag_that_is_not_the_md5_sends_the_upload_to_a_read_back(
+    bucket, s3_server, monkeypatch, tmp_path, request
+):
+    store, calls = _store(bucket, request, monkeypatch)
+
+    def kms_like(parsed, **_):  # the answer of a server whose ETag is not the body's MD5
+        parsed["ETag"] = '"0123456789abcdef0123456789abcdef"'
+
+    _on(store, request, "after-call.s3.HeadObject", kms_like)
+    path = tmp_path / "day.csv.gz"
+    path.write_bytes(os.urandom(100_000))
+    store.upload_file(path, "m100/day.csv.gz", None)
+    assert calls[-2:] == ["HeadObject", "GetObject"]
+
+
+def test_verify_read_reads_every_upload_back(bucket, s3_server, monkeypatch, tmp_path, request):
+    store, calls = _store(bucket, request, monkeypatch, DXT_S3_VERIFY="read")
+    path = tmp_path / "day.csv.gz"
+    path.write_bytes(os.urandom(100_000))
+    store.upload_file(path, "m100/day.csv.gz", None)
+    assert calls[-2:] == ["HeadObject", "GetObject"]
+
+
+def test_a_read_back_that_differs_is_an_error(bucket, s3_server, monkeypatch, tmp_path, request):
+    store, _ = _store(bucket, request, monkeypatch, DXT_S3_VERIFY="read")
+
+    def other_body(parsed, **_):  # the object as a server that stored other bytes answers
+        from botocore.response import StreamingBody
+
+        parsed["Body"] = StreamingBody(io.BytesIO(b"y" * 10), 10)
+
+    _on(store, request, "after-call.s3.GetObject", other_body)
+    path = tmp_path / "day.csv.gz"
+    path.write_bytes(b"x" * 10)
+    with pytest.raises(ArchiveError, match=r"s3://.*/m100/day\.csv\.gz: the object read back"):
+        store.upload_file(path, "m100/day.csv.gz", None)
