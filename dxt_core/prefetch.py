@@ -8,6 +8,7 @@ wait in the queue, so memory stays bounded by a few windows.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -21,49 +22,64 @@ _DONE = object()
 
 
 def prefetched(source: Iterator[T], depth: int = 1) -> Iterator[T]:
-    """Yield the items of ``source``, produced by a background thread; errors are re-raised."""
-    q: queue.Queue[object] = queue.Queue(maxsize=depth)
+    """Yield the items of ``source``, produced by a background thread; errors are re-raised.
+    The producer runs up to ``depth + 1`` items ahead of the consumer (``depth`` waiting and
+    one being made)."""
+    return _ahead(source, depth + 1, "dxt-prefetch")
+
+
+def one_ahead(source: Iterator[T], name: str = "dxt-one-ahead") -> Iterator[T]:
+    """``source``'s items, each fetched on a thread while the caller works on the one
+    before: the next item is started only once the caller has taken the previous one, so two
+    items are alive (the one worked on, the one fetched), not three (with a finished one
+    waiting). Errors are raised in the caller."""
+    return _ahead(source, 1, name)
+
+
+def _ahead(source: Iterator[T], ahead: int, name: str) -> Iterator[T]:
+    """``source`` produced on a thread at most ``ahead`` items before the consumer takes
+    them: each item the producer makes takes a permit, each one the consumer takes gives
+    one back."""
+    ready: queue.SimpleQueue[object] = queue.SimpleQueue()
+    permits = threading.Semaphore(ahead)
     stop = threading.Event()
 
     def produce() -> None:
         with holding_answers():  # the producer works for the consumer's unit
-            fill()
+            try:
+                while True:
+                    permits.acquire()
+                    if stop.is_set():
+                        return
+                    item = next(source, _DONE)
+                    ready.put(item)
+                    if item is _DONE:
+                        return
+                    del item  # the consumer's now
+            except BaseException as exc:  # handed to the consumer, raised there
+                ready.put(exc)
 
-    def fill() -> None:
-        try:
-            for item in source:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(_DONE)
-        except BaseException as exc:  # handed to the consumer, raised there
-            q.put(exc)
-
-    worker = threading.Thread(target=produce, name="dxt-prefetch", daemon=True)
+    worker = threading.Thread(target=produce, name=name, daemon=True)
     worker.start()
     try:
         while True:
             # The producer's fetch may wait for the answer budget: this thread's own answers
             # are out of it before this thread waits for the producer.
             release_answers()
-            item = q.get()
+            item = ready.get()
             if item is _DONE:
                 return
             if isinstance(item, BaseException):
                 raise item
+            permits.release()  # the next one is made while this one is worked on
             yield item  # type: ignore[misc]
     finally:
         stop.set()
-        while worker.is_alive():
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                worker.join(0.05)
+        permits.release()
+        worker.join()
+        with contextlib.suppress(queue.Empty):  # items made and never taken
+            while True:
+                ready.get_nowait()
 
 
 class Background(Generic[T]):

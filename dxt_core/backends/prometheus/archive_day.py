@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import queue
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
@@ -20,9 +18,9 @@ from dxt_core.backends.prometheus.catalog import CatalogEntry
 from dxt_core.backends.prometheus.columns import Columns
 from dxt_core.backends.prometheus.layout import CsvDayWriter, ParquetDayWriter
 from dxt_core.backends.prometheus.source import PrometheusSource, QueryCounts
-from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
+from dxt_core.prefetch import one_ahead
 from dxt_core.reconcile import (
     RecentReport,
     SourceCount,
@@ -33,7 +31,6 @@ from dxt_core.reconcile import (
 from dxt_core.records import SeriesSchema
 from dxt_core.windows import Window, day_window, zone
 
-T = TypeVar("T")
 FORMATS: tuple[str, ...] = ("csv", "parquet")
 SOURCE = "prometheus"
 #: The manifest's ``format`` of each output format.
@@ -157,7 +154,7 @@ def _write_file(
             writer = CsvDayWriter(fh, source.tz, block_ms, window.start_ms)
         writer.open(schema)
         try:
-            for cols in one_ahead(iter(batches)):
+            for cols in one_ahead(iter(batches), "dxt-prometheus-ahead"):
                 writer.write(cols)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -166,55 +163,6 @@ def _write_file(
         res = writer.close()
     staging.done(ext, res)
     return res.rows
-
-
-_DONE = object()
-
-
-def one_ahead(source: Iterator[T]) -> Iterator[T]:
-    """``source``'s items, each fetched on a thread while the caller works on the one
-    before: as :func:`dxt_core.prefetch.prefetched`, but the next item is started only once
-    the caller has taken the previous one, so that two windows are alive (the one written,
-    the one fetched), not three (with a finished one waiting in a queue). Errors are raised
-    in the caller."""
-    ready: queue.Queue[object] = queue.Queue(maxsize=1)
-    go = threading.Semaphore(1)
-    stop = threading.Event()
-
-    def produce() -> None:
-        with holding_answers():  # the producer works for the caller's unit
-            try:
-                while True:
-                    go.acquire()
-                    if stop.is_set():
-                        return
-                    item = next(source, _DONE)
-                    ready.put(item)
-                    if item is _DONE:
-                        return
-                    del item  # the caller's now
-            except BaseException as exc:  # handed to the caller, raised there
-                ready.put(exc)
-
-    worker = threading.Thread(target=produce, name="dxt-prometheus-ahead", daemon=True)
-    worker.start()
-    try:
-        while True:
-            release_answers()  # the producer may wait for the answer budget
-            item = ready.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            go.release()  # fetch the next one while this one is written
-            yield item  # type: ignore[misc]
-    finally:
-        stop.set()
-        go.release()
-        while worker.is_alive():
-            with contextlib.suppress(queue.Empty):
-                ready.get_nowait()
-            worker.join(0.05)
 
 
 # -- the source's own counts of archived days ---------------------------------------------

@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from dxt_core.prefetch import Background, prefetched
+from dxt_core.prefetch import Background, one_ahead, prefetched
 
 
 def test_yields_everything_in_order():
@@ -58,3 +58,27 @@ def test_background_returns_the_calls_value_and_raises_its_error() -> None:
     failing.wait()  # waits whatever the outcome, raises nothing
     with pytest.raises(ValueError, match="cannot count"):
         failing.result()
+
+
+@pytest.mark.parametrize(("ahead", "most_made"), [(one_ahead, 2), (prefetched, 3)])
+def test_how_far_the_producer_runs_ahead(ahead, most_made):
+    """one_ahead: the item worked on and the one being fetched; prefetched: one more
+    waiting."""
+    made: list[int] = []
+    more = threading.Event()
+
+    def gen():
+        for i in range(20):
+            made.append(i)
+            more.set()
+            yield i
+
+    it = ahead(gen())
+    assert next(it) == 0
+    for _ in range(50):  # give the producer every chance to run further than it may
+        more.clear()
+        if not more.wait(0.02):
+            break
+    assert len(made) == most_made
+    assert list(it) == list(range(1, 20))
+    it.close()
