@@ -215,15 +215,7 @@ class LightClient:
             query["delimiter"] = delimiter
         if token:
             query["continuation-token"] = token
-        r = self._request(None, query)
-        if r.status_code != 200:
-            raise Fallback(f"LIST answered {r.status_code}")
-        try:
-            root = ET.fromstring(r.content)
-        except ET.ParseError as exc:
-            raise Fallback(f"LIST answer unreadable: {exc}") from exc
-        if root.tag != f"{_NS}ListBucketResult":
-            raise Fallback(f"LIST answered <{root.tag}>")
+        root = self._xml(query, "LIST", "ListBucketResult")
         url_encoded = (root.findtext(f"{_NS}EncodingType") or "") == "url"
         objects = []
         for c in root.iter(f"{_NS}Contents"):
@@ -318,16 +310,23 @@ class LightClient:
 
     def has_uploads(self, prefix: str) -> bool:
         """Whether ListMultipartUploads shows an unfinished upload under ``prefix``."""
-        r = self._request(None, {"uploads": "", "prefix": prefix})
+        root = self._xml(
+            {"uploads": "", "prefix": prefix}, "LIST uploads", "ListMultipartUploadsResult"
+        )
+        return root.find(f"{_NS}Upload") is not None
+
+    def _xml(self, query: dict[str, str], what: str, tag: str) -> ET.Element:
+        """The XML answer (root element ``tag``) of a GET on the bucket."""
+        r = self._request(None, query)
         if r.status_code != 200:
-            raise Fallback(f"LIST uploads answered {r.status_code}")
+            raise Fallback(f"{what} answered {r.status_code}")
         try:
             root = ET.fromstring(r.content)
         except ET.ParseError as exc:
-            raise Fallback(f"LIST uploads answer unreadable: {exc}") from exc
-        if root.tag != f"{_NS}ListMultipartUploadsResult":
-            raise Fallback(f"LIST uploads answered <{root.tag}>")
-        return root.find(f"{_NS}Upload") is not None
+            raise Fallback(f"{what} answer unreadable: {exc}") from exc
+        if root.tag != f"{_NS}{tag}":
+            raise Fallback(f"{what} answered <{root.tag}>")
+        return root
 
 
 def _unquote(text: str) -> str:
