@@ -125,12 +125,14 @@ def run_ours(url: str, fmt: str, out: Path) -> dict[str, object]:
     from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
     from dxt_core.backends.prometheus.catalog import CatalogEntry
     from dxt_core.backends.prometheus.connection import PrometheusConnection
-    from dxt_core.backends.prometheus.source import PrometheusSource
+    from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 
     conn = PrometheusConnection(url, time_zone="UTC", timeout_s=600)
+    target = os.environ.get("DXT_BENCH_TARGET_POINTS")  # workload --target-points
+    windows = WindowPolicy(target_points=int(target)) if target else None
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    with PrometheusSource(conn) as src:
+    with PrometheusSource(conn, windows=windows) as src:
         report = archive_prometheus_day(src, CatalogEntry(METRIC, METRIC), DAY, Archive(out), fmt)
     seconds = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -299,11 +301,19 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--servers", default="prometheus,victoriametrics", help="comma-separated")
     w.add_argument("--formats", default="csv,parquet", help="comma-separated")
     w.add_argument("--out", help="also write the JSON here")
+    w.add_argument(
+        "--target-points",
+        type=int,
+        help="samples a query aims at (default: the source's, 500,000)",
+    )
     a = p.parse_args(argv)
+    if a.cmd == "workload" and a.target_points:
+        os.environ["DXT_BENCH_TARGET_POINTS"] = str(a.target_points)  # the runs' processes
     if a.cmd == "run":
         print(json.dumps(run_ours(a.url, a.format, Path(a.out))))
         return 0
     doc = workload(a.size, a.repeat, tuple(a.servers.split(",")), tuple(a.formats.split(",")))
+    doc["target_points"] = a.target_points or "default"
     text = json.dumps(doc, indent=2)
     if a.out:
         Path(a.out).write_text(text + "\n")
