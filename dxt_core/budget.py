@@ -183,6 +183,13 @@ class AnswerBudget:
                 self._cond.wait(min(left, 0.5))
 
 
+#: Free memory at the top of a glibc heap kept for reuse rather than given back. Fixing the
+#: mmap threshold also fixes glibc's trim threshold at its default, 128 KiB, which gives back
+#: and faults in again the heap's top many times a second while a day is written (measured at
+#: 10,000 series: 1.4 million page faults, 4 CPU-seconds, fewer with 8 MiB).
+TRIM_THRESHOLD = 8 << 20
+
+
 def _fixed_mmap_threshold() -> None:
     """Make glibc give large freed buffers back to the system at once.
 
@@ -199,8 +206,9 @@ def _fixed_mmap_threshold() -> None:
         mallopt = libc.mallopt
     except (OSError, AttributeError):  # pragma: no cover - not glibc
         return
-    m_mmap_threshold = -3
+    m_trim_threshold, m_mmap_threshold = -1, -3
     mallopt(m_mmap_threshold, 1 << 20)
+    mallopt(m_trim_threshold, TRIM_THRESHOLD)
 
 
 #: The answer budget of this process, shared by every :class:`dxt_core.http.HttpClient`.

@@ -32,8 +32,12 @@ if TYPE_CHECKING:
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _BUCKET_MS = 900_000  # every UTC-offset change since 1970 falls on a quarter hour
 _DAY_MS = 86_400_000
-#: Rows assembled at once (about 2 MB of CSV): bounds the writer's memory per step.
-CHUNK_ROWS = 1 << 15
+#: Rows assembled at once (about 500 KB of CSV): bounds the writer's memory per step, and
+#: keeps its buffers under glibc's fixed mmap threshold (1 MiB, dxt_core.budget), so they are
+#: reused from the heap instead of mapped, page-faulted and unmapped at every step
+#: (measured at 10,000 series: 2.66 million page faults a day with 32,768 rows, 1.90 with
+#: 8,192).
+CHUNK_ROWS = 1 << 13
 #: The three digits of every millisecond, each one 3-byte item.
 _MS_DIGITS = np.frombuffer(b"".join(b"%03d" % i for i in range(1000)), "V3")
 #: Width of a formatted time and the comma after it: ``2024-03-31T02:00:00.000+02:00,``.
@@ -236,6 +240,9 @@ class CsvDayWriter:
             pa, pc = self._arrow
             values = _binary(pa, cols.text, cols.offsets)
             tail_arr = _binary(pa, b"".join(tails), _offsets(tails))
+            # the separator as an array of empty items: a Python scalar (b"") would go
+            # through pa.scalar, which imports pandas when installed (about 50 MB)
+            no_sep = _binary(pa, b"", np.zeros(CHUNK_ROWS + 1, np.int32))
         for lo in range(0, cols.rows, CHUNK_ROWS):
             rows = perm[lo : lo + CHUNK_ROWS]
             stamps = self._stamps(cols.ts[rows])
@@ -250,7 +257,7 @@ class CsvDayWriter:
                 _binary(pa, stamps, np.arange(0, (n + 1) * STAMP, STAMP)),
                 pc.take(values, _ints(pa, rows), memory_pool=pool),
                 pc.take(tail_arr, _ints(pa, sid[rows]), memory_pool=pool),
-                b"",
+                no_sep.slice(0, n),
                 memory_pool=pool,
             )
             offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)

@@ -156,15 +156,16 @@ def test_libdeflate_members_are_cut_at_fixed_offsets_and_read_as_one_stream():
 
     data = bytes(range(256)) * (MEMBER_BYTES // 256 * 2 + 1000)  # two full members + a tail
     outs = []
-    for step in (len(data), 1 << 20, 999_983):
+    for step in (len(data), 1 << 20, 999_983, 4099):
         buf = io.BytesIO()
         g = GzipStream(buf, "libdeflate", 6)
+        view = memoryview(data).cast("b")  # any bytes-like object, whatever its format
         for i in range(0, len(data), step):
-            g.write(data[i : i + step])
+            g.write(data[i : i + step] if step != 4099 else view[i : i + step])  # type: ignore[arg-type]
         digest = g.close()
         assert digest == hashlib.sha256(buf.getvalue()).hexdigest()
         outs.append(buf.getvalue())
-    assert outs[0] == outs[1] == outs[2]
+    assert outs[0] == outs[1] == outs[2] == outs[3]
     assert outs[0].count(b"\x1f\x8b\x08\x00\x00\x00\x00\x00") == 3  # 3 members, mtime 0
     assert gzip.decompress(outs[0]) == data
     with gzip.open(io.BytesIO(outs[0])) as fh:  # streaming readers cross members too

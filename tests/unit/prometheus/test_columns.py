@@ -21,7 +21,12 @@ from dxt_core.backends.prometheus.columns import (
     inside,
     label_key,
 )
-from dxt_core.backends.prometheus.layout import CsvDayWriter, ParquetDayWriter, Stamps
+from dxt_core.backends.prometheus.layout import (
+    CHUNK_ROWS,
+    CsvDayWriter,
+    ParquetDayWriter,
+    Stamps,
+)
 from dxt_core.errors import SourceError
 from dxt_core.records import Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import day_window, zone
@@ -180,14 +185,18 @@ def _windows() -> list[tuple[int, int]]:
             return list(itertools.pairwise(edges))
 
 
+@pytest.mark.parametrize("whole_day", [False, True], ids=["windows", "one-window"])
 @pytest.mark.parametrize("arrow", [True, False], ids=["arrow", "numpy"])
-def test_csv_rows_are_the_generic_writers_byte_for_byte(arrow: bool) -> None:
+def test_csv_rows_are_the_generic_writers_byte_for_byte(arrow: bool, whole_day: bool) -> None:
     series = _series()
     schema = SeriesSchema("m", KEYS)
     new, old = io.BytesIO(), io.BytesIO()
     w = CsvDayWriter(new, TZ, BLOCK, DAY.start_ms, arrow=arrow)
     w.open(schema)
-    for a, b in _windows():
+    # the whole day in one window: rows formatted in several chunks of CHUNK_ROWS
+    windows = [(DAY.start_ms, DAY.end_ms)] if whole_day else _windows()
+    assert not whole_day or _columns(series, DAY.start_ms, DAY.end_ms).rows > 2 * CHUNK_ROWS
+    for a, b in windows:
         w.write(_columns(series, a, b))
     res = w.close()
     g = GzipCsvWriter(old, TZ, block_ms=BLOCK, origin_ms=DAY.start_ms)
@@ -275,3 +284,30 @@ def test_parquet_bytes_do_not_depend_on_the_query_windows() -> None:
 
     whole = run((276,))
     assert run((2,)) == whole and run((7, 3, 30)) == whole
+
+
+def test_the_day_writers_do_not_load_pandas() -> None:
+    """pandas (about 50 MB resident) is not what the writers need: some pyarrow calls load
+    it when it is installed (a Python scalar argument, ``to_numpy`` with a copy)."""
+    pytest.importorskip("pandas")
+    code = """
+import io, sys
+import tests.unit.prometheus.test_columns as t
+from dxt_core.records import SeriesSchema
+for make in (lambda o: t.CsvDayWriter(o, t.TZ, t.BLOCK, t.DAY.start_ms),
+             lambda o: t.ParquetDayWriter(o, t.BLOCK, t.DAY.start_ms, 4 * 3_600_000)):
+    w = make(io.BytesIO())
+    w.open(SeriesSchema("m", t.KEYS))
+    w.write(t._columns(t._series(), t.DAY.start_ms, t.DAY.end_ms))
+    w.close()
+print("pandas" in sys.modules)
+"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False"], out.stderr
