@@ -127,10 +127,14 @@ SLOW_ON_S3 = (
 #: clone, quiet machine, 2026-12-03): Examon's byte-identical rerun 7.3 s (its day is the
 #: largest), VictoriaMetrics' unknown unit 7.1 s and refused window 6.4 s; Kwollect's
 #: refused window 5.0 s (the next over the line); a later clean-clone run: VictoriaMetrics'
-#: coverage-view plan on s3 9.0 s (2.6 s of it its server's start).
+#: coverage-view plan on s3 9.0 s (2.6 s of it its server's start); 2026-12-04:
+#: VictoriaMetrics' late data and refetch 6.0 s.
 SLOW_FOR = {
     "test_the_coverage_view_plans_the_unit": ("prometheus-victoriametrics",),
-    "test_reconcile_flags_late_data_and_the_refetch_settles_it": ("kwollect",),
+    "test_reconcile_flags_late_data_and_the_refetch_settles_it": (
+        "kwollect",
+        "prometheus-victoriametrics",
+    ),
     "test_archive_a_day_then_a_rerun_is_byte_identical": ("examon",),
     "test_an_unknown_unit_is_a_clear_error": ("prometheus-victoriametrics",),
     "test_a_window_the_server_refuses_as_too_large_is_split": (
