@@ -22,6 +22,9 @@ from tests.airflow.conftest import AIRFLOW, base_env, free_port
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw", "nobody": "nobody-pw"}
 USERS = "admin:admin,viewer:viewer,nobody:"
 CHROMIUM = "/usr/bin/chromium"
+#: Seconds given to the scheduler's loop in progress after a backfill is paused, before it
+#: is cancelled (Stack.cancel_open_backfills).
+PAUSE_SETTLES_S = 5.0
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -141,6 +144,19 @@ class Stack:
 
         def cancelled() -> bool:
             left = open_ids()
+            # Paused first: the scheduler starts no queued run of a paused backfill
+            # (DagRun.get_queued_dag_runs_to_set_running), so the cancel's update of the
+            # queued runs to failed does not meet a run it is starting. Cancelled at once,
+            # Airflow 3.3.2's scheduler on SQLite once died of it (CI, 2026-12-04: "UPDATE
+            # statement on table 'dag_run' expected to update 1 row(s); 0 were matched").
+            paused = False
+            for bid in left:
+                with contextlib.suppress(httpx.TimeoutException):
+                    paused |= (
+                        self.request("PUT", f"/api/v2/backfills/{bid}/pause").status_code == 200
+                    )
+            if paused:
+                time.sleep(PAUSE_SETTLES_S)  # the scheduler's loop in progress ends
             for bid in left:
                 # asked again on the next round if it did not land
                 with contextlib.suppress(httpx.TimeoutException):

@@ -20,7 +20,7 @@ import pytest
 
 from dxt_core.windows import day_window
 from tests.airflow.conftest import free_port, fresh_home
-from tests.browser.stack import PASSWORDS, Stack, stack_env
+from tests.browser.stack import PASSWORDS, PAUSE_SETTLES_S, Stack, stack_env
 from tests.conftest import ROOT, SimulatorProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.alone]
@@ -373,6 +373,12 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
     # (no state). Refill used to clear only failed ones: 0 cleared, reported as done.
     days = ["2024-05-10", "2024-05-11", "2024-05-12"]
     bid = _backfill(stack, days[0], days[-1], max_active_runs=1)
+    # paused, then cancelled once the scheduler's loop in progress is over (see
+    # Stack.cancel_open_backfills: a cancel that meets a run being started can bring
+    # Airflow's scheduler down on SQLite)
+    r = stack.request("PUT", f"/api/v2/backfills/{bid}/pause")
+    assert r.status_code == 200, r.text
+    time.sleep(PAUSE_SETTLES_S)
     r = stack.request("PUT", f"/api/v2/backfills/{bid}/cancel")
     assert r.status_code == 200, r.text
 
