@@ -416,7 +416,40 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
                 assert s["airflow"] in ("queued", "running", "success"), (u, d, s)
         frame.click("#dismiss-result")
         assert not frame.is_visible("#result")
-        # Airflow runs one backfill per DAG at a time: stop this one before the next refill
+        # Airflow runs one backfill per DAG at a time: a refill planned while one is open
+        # names it and offers nothing to send (paused here so that it stays open); it is
+        # stopped before the next refill
+        new_id = int(next(d for d in outcome["done"] if "created over" in d).split()[1])
+        r = stack.request("PUT", f"/api/v2/backfills/{new_id}/pause")
+        assert r.status_code == 200, r.text
+        show_range(frame, "2024-06-01", "2024-06-02")
+        frame.click("#select-bad")
+        frame.wait_for_selector("#confirm", state="visible")
+        plan = frame.inner_text("#plan")
+        assert f"backfill {new_id} of dxt_examon is still running; Airflow runs one" in plan
+        assert frame.is_disabled("#confirm-refill"), plan
+        frame.click("#cancel-refill")
+        stack.cancel_open_backfills("dxt_examon")
+        # one created between the plan and its confirmation: Airflow's 409 is reported with
+        # the backfill it met, and nothing is counted as sent
+        show_range(frame, "2024-06-01", "2024-06-02")
+        frame.click("#select-bad")
+        frame.wait_for_selector("#confirm", state="visible")
+        assert "backfill 2 days with no run" in frame.inner_text("#plan")
+        other = _backfill(stack, "2024-05-20", "2024-05-20")
+        r = stack.request("PUT", f"/api/v2/backfills/{other}/pause")
+        assert r.status_code == 200, r.text
+        n = frame.evaluate("window.dxtCoverage.refills.length")
+        frame.click("#confirm-refill")
+        frame.wait_for_function(f"window.dxtCoverage.refills.length === {n + 1}")
+        raced = frame.evaluate(f"window.dxtCoverage.refills[{n}]")
+        assert raced["done"] == [], raced
+        assert raced["failed"] == [
+            "backfill: Airflow runs one backfill of a DAG at a time and backfill "
+            f"{other} (2024-05-20 to 2024-05-20, paused) of dxt_examon is not completed: let it "
+            "finish or cancel it, then refill again"
+        ], raced
+        frame.click("#dismiss-result")
         stack.cancel_open_backfills("dxt_examon")
 
         # Many days without a run, on SQLite: one backfill of at most 31 days per refill, the

@@ -360,6 +360,65 @@
     $("result").hidden = false;
   }
 
+  const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+  const sameDay = (a, b) => Date.parse(a) === Date.parse(b);
+
+  // The DAG's backfills not completed yet, newest first (null if Airflow does not list them).
+  async function openBackfills(dagId) {
+    try {
+      const r = await api(`${CFG.api}/backfills?dag_id=${encodeURIComponent(dagId)}&order_by=-id&limit=50`);
+      return r.backfills.filter((x) => !x.completed_at);
+    } catch (e) { return null; }
+  }
+
+  // One creation at a time, never two at once. On SQLite Airflow answers 503 ("database is
+  // locked") while the scheduler holds the write lock; it may have committed the backfill's own
+  // row before failing (airflow/models/backfill.py, _create_backfill commits it, then creates
+  // the runs), and that empty backfill makes the next try a 409 ("already a running backfill")
+  // until the scheduler completes it, which it does once an empty backfill is 2 minutes old
+  // (jobs/scheduler_job_runner.py, _mark_backfills_complete). Tries again through both, and
+  // says so; a backfill that was open before this refill is named, never touched.
+  async function createBackfill(b, body) {
+    const before = await openBackfills(b.dag_id);
+    const known = new Set((before || []).map((x) => x.id));
+    const days = plural(b.days.length, "day", "days");
+    const began = Date.now();
+    let locked = 0, leftover = null;
+    for (;;) {
+      try {
+        const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
+        const notes = [locked ? `Airflow answered 'database is locked' ${plural(locked, "time", "times")} first` : "",
+                       leftover ? `waited for Airflow to drop the empty backfill ${leftover} it kept from a locked try` : ""].filter(Boolean);
+        return { ok: true, what: `backfill ${r.id} created over ${days}` + (notes.length ? ` (${notes.join("; ")})` : "") };
+      } catch (e) {
+        if (e.status === 503 && locked < 10) {
+          locked++;
+          status(`backfill: ${e.message}; trying again (${locked}/10)`);
+          await sleep(3000);
+          continue;
+        }
+        if (e.status !== 409) return { ok: false, what: `backfill: ${e.message}` };
+        const open = await openBackfills(b.dag_id);
+        if (open === null) return { ok: false, what: `backfill: ${e.message}` };
+        // ours: appeared during this refill's locked tries, over the same days
+        const mine = locked && before !== null ? open.find((x) => !known.has(x.id) &&
+          sameDay(x.from_date, b.from_date) && sameDay(x.to_date, b.to_date)) : undefined;
+        if (mine && Date.now() - began < 240000) {
+          leftover = mine.id;
+          status(`backfill: Airflow kept an empty backfill ${mine.id} from a try it answered 'database is locked'; ` +
+                 "its scheduler completes such a backfill once it is 2 minutes old: trying again");
+          await sleep(5000);
+          continue;
+        }
+        if (mine) return { ok: false, what: `backfill: Airflow still holds the empty backfill ${mine.id} it kept from a locked try, after 4 minutes: cancel it in Airflow's Backfills list, then refill again` };
+        const others = open.map((x) => `${x.id} (${x.from_date.slice(0, 10)} to ${x.to_date.slice(0, 10)}${x.is_paused ? ", paused" : ""})`);
+        return { ok: false, what: others.length
+          ? `backfill: Airflow runs one backfill of a DAG at a time and backfill ${others.join(", ")} of ${b.dag_id} is not completed: let it finish or cancel it, then refill again`
+          : `backfill: ${e.message}` };
+      }
+    }
+  }
+
   async function runPlan(plan) {
     $("confirm").hidden = true;
     const done = [], failed = [];
@@ -377,19 +436,8 @@
     if (plan.backfill) {
       const b = plan.backfill, body = { dag_id: b.dag_id, from_date: b.from_date, to_date: b.to_date, reprocess_behavior: b.reprocess_behavior };
       if (b.max_active_runs) body.max_active_runs = b.max_active_runs;
-      // One creation at a time, never two at once. On SQLite, Airflow answers 503 while the
-      // scheduler holds the write lock (the creation was rolled back): try again, serially.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
-          done.push({ what: `backfill ${r.id} created over ${plural(b.days.length, "day", "days")}`, cells: b.cells });
-          break;
-        } catch (e) {
-          if (e.status === 503 && attempt < 10) { status(`backfill: ${e.message}; trying again (${attempt}/10)`); await new Promise((ok) => setTimeout(ok, 3000)); continue; }
-          failed.push({ what: `backfill: ${e.message}`, cells: b.cells });
-          break;
-        }
-      }
+      const made = await createBackfill(b, body);
+      (made.ok ? done : failed).push({ what: made.what, cells: b.cells });
     }
     selected = new Set();
     const result = { dag_id: plan.dag_id, done, failed, skipped: plan.skipped };
