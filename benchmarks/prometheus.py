@@ -128,8 +128,12 @@ def run_ours(url: str, fmt: str, out: Path) -> dict[str, object]:
     from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 
     conn = PrometheusConnection(url, time_zone="UTC", timeout_s=600)
-    target = os.environ.get("DXT_BENCH_TARGET_POINTS")  # workload --target-points
-    windows = WindowPolicy(target_points=int(target)) if target else None
+    policy: dict[str, int] = {}
+    if target := os.environ.get("DXT_BENCH_TARGET_POINTS"):  # workload --target-points
+        policy["target_points"] = int(target)
+    if ahead := os.environ.get("DXT_BENCH_IN_FLIGHT"):  # workload --in-flight
+        policy["in_flight"] = int(ahead)
+    windows = WindowPolicy(**policy) if policy else None
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     with PrometheusSource(conn, windows=windows) as src:
@@ -306,14 +310,22 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="samples a query aims at (default: the source's, 500,000)",
     )
+    w.add_argument(
+        "--in-flight",
+        type=int,
+        help="query windows asked for at once (default: the source's, by server)",
+    )
     a = p.parse_args(argv)
     if a.cmd == "workload" and a.target_points:
         os.environ["DXT_BENCH_TARGET_POINTS"] = str(a.target_points)  # the runs' processes
+    if a.cmd == "workload" and a.in_flight:
+        os.environ["DXT_BENCH_IN_FLIGHT"] = str(a.in_flight)
     if a.cmd == "run":
         print(json.dumps(run_ours(a.url, a.format, Path(a.out))))
         return 0
     doc = workload(a.size, a.repeat, tuple(a.servers.split(",")), tuple(a.formats.split(",")))
     doc["target_points"] = a.target_points or "default"
+    doc["in_flight"] = a.in_flight or "default"
     text = json.dumps(doc, indent=2)
     if a.out:
         Path(a.out).write_text(text + "\n")

@@ -162,6 +162,16 @@ class RequestStats:
     #: redirected: the manifest records it as ``source_url_used``.
     url_used: str = ""
 
+    def add(self, other: RequestStats) -> None:
+        """Count in these the requests of ``other`` (made for the same unit on another
+        thread, with counters of their own)."""
+        self.requests += other.requests
+        self.retries += other.retries
+        self.splits += other.splits
+        self.bytes_received += other.bytes_received
+        self.seconds += other.seconds
+        self.url_used = other.url_used or self.url_used
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "requests": self.requests,

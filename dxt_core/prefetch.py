@@ -1,5 +1,6 @@
 """Run an iterator one step ahead in a thread, so fetching overlaps writing; run one call
-in the background (:class:`Background`), so its request overlaps the caller's work.
+in the background (:class:`Background`), so its request overlaps the caller's work; keep a
+few calls in flight on threads, taken in order (:class:`InFlight`).
 
 The next window's HTTP request (which waits on the network and the server, without holding
 the GIL) runs while the current window is formatted and compressed. At most ``depth`` items
@@ -11,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 from dxt_core.budget import holding_answers, release_answers
@@ -26,14 +29,6 @@ def prefetched(source: Iterator[T], depth: int = 1) -> Iterator[T]:
     The producer runs up to ``depth + 1`` items ahead of the consumer (``depth`` waiting and
     one being made)."""
     return _ahead(source, depth + 1, "dxt-prefetch")
-
-
-def one_ahead(source: Iterator[T], name: str = "dxt-one-ahead") -> Iterator[T]:
-    """``source``'s items, each fetched on a thread while the caller works on the one
-    before: the next item is started only once the caller has taken the previous one, so two
-    items are alive (the one worked on, the one fetched), not three (with a finished one
-    waiting). Errors are raised in the caller."""
-    return _ahead(source, 1, name)
 
 
 def _ahead(source: Iterator[T], ahead: int, name: str) -> Iterator[T]:
@@ -110,3 +105,57 @@ class Background(Generic[T]):
         if self._err:
             raise self._err[0]
         return self._out[0]
+
+
+def _as_unit(call: Callable[[], T]) -> T:
+    with holding_answers():  # the call's answers are given back when it returns
+        return call()
+
+
+class InFlight(Generic[T]):
+    """Calls run on up to ``size`` threads at once, their results taken oldest first, so
+    that the requests of a server that serves several at once overlap each other and the
+    caller's work.
+
+    Each call is a unit of work for the answer budget (its answers are given back when it
+    returns); the caller's own answers leave the budget before it waits. When the block ends,
+    calls not taken are dropped: cancelled if they have not begun, else waited for.
+    """
+
+    def __init__(self, size: int, name: str = "dxt-in-flight") -> None:
+        if size < 1:
+            raise ValueError(f"at least one call in flight, not {size}")
+        self.size = size
+        self._pool = ThreadPoolExecutor(size, thread_name_prefix=name)
+        self._pending: deque[Future[T]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __enter__(self) -> InFlight[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.drop_all()
+        self._pool.shutdown(wait=True)
+
+    def start(self, call: Callable[[], T]) -> None:
+        """Start ``call`` on a thread of its own (at most ``size`` run at once)."""
+        self._pending.append(self._pool.submit(_as_unit, call))
+
+    def take(self) -> T:
+        """The oldest call's result (waiting for it), or its error raised."""
+        release_answers()
+        return self._pending.popleft().result()
+
+    def drop_all(self) -> list[T]:
+        """Drop the calls not taken: cancel those not begun, wait for the others; the
+        results of those that ran and succeeded."""
+        release_answers()
+        begun = [f for f in self._pending if not f.cancel()]  # all cancelled before any wait
+        self._pending.clear()
+        out: list[T] = []
+        for fut in begun:
+            with contextlib.suppress(Exception):
+                out.append(fut.result())
+        return out

@@ -20,7 +20,6 @@ from dxt_core.backends.prometheus.layout import CsvDayWriter, ParquetDayWriter
 from dxt_core.backends.prometheus.source import PrometheusSource, QueryCounts
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
-from dxt_core.prefetch import one_ahead
 from dxt_core.reconcile import (
     RecentReport,
     SourceCount,
@@ -141,7 +140,8 @@ def _write_file(
     batches: Iterable[Columns],
     expected: int,
 ) -> int:
-    """The day's file from ``batches`` (fetched one window ahead); its rows."""
+    """The day's file from ``batches`` (their source asks for the next windows while one is
+    written); its rows."""
     ext = EXTENSIONS[fmt]
     block_ms = source.windows.min_s * 1000
     with staging.open(ext) as fh:
@@ -154,7 +154,7 @@ def _write_file(
             writer = CsvDayWriter(fh, source.tz, block_ms, window.start_ms)
         writer.open(schema)
         try:
-            for cols in one_ahead(iter(batches), "dxt-prometheus-ahead"):
+            for cols in batches:  # the next windows are asked for while one is written
                 writer.write(cols)
         except BaseException:
             with contextlib.suppress(Exception):

@@ -32,6 +32,7 @@ import re
 import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
@@ -47,6 +48,10 @@ from dxt_core.backends.prometheus.columns import (
     inside,
 )
 from dxt_core.backends.prometheus.connection import PrometheusConnection
+from dxt_core.backends.prometheus.policy import (
+    refused_at_the_end,
+    too_large,
+)
 from dxt_core.errors import (
     ConfigError,
     QueryRejected,
@@ -55,6 +60,7 @@ from dxt_core.errors import (
     WindowTooLarge,
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy
+from dxt_core.prefetch import InFlight
 from dxt_core.records import SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
 
@@ -62,89 +68,6 @@ log = logging.getLogger("dxt_core.prometheus")
 
 PROMETHEUS = "prometheus"
 VICTORIAMETRICS = "victoriametrics"
-
-
-@dataclass(frozen=True, slots=True)
-class RefusalRule:
-    """One way a server refuses a query as too large, as measured on the real servers."""
-
-    status: int
-    pattern: str
-    upstream: str
-    #: the server's setting that sets the limit (named in the error when splitting ends)
-    limit: str
-
-
-#: How the servers say "too large": split the window (then the series), never retry as is.
-#: Status and text measured on Prometheus 2.42 and VictoriaMetrics 1.79 (Debian), started
-#: with small limits in tests/integration/prometheus/test_limits.py.
-REFUSAL_RULES: tuple[RefusalRule, ...] = (
-    RefusalRule(
-        422,
-        r"query processing would load too many samples into memory",
-        "prometheus/prometheus promql/engine.go ErrTooManySamples (--query.max-samples); "
-        "web/api/v1/api.go answers errorExec as 422",
-        "Prometheus --query.max-samples",
-    ),
-    RefusalRule(
-        503,
-        r"query timed out",
-        "prometheus/prometheus promql/engine.go ErrQueryTimeout (--query.timeout); "
-        "web/api/v1/api.go answers errorTimeout as 503",
-        "Prometheus --query.timeout",
-    ),
-    RefusalRule(
-        0,
-        r"cannot select more than -search\.maxSamplesPerQuery",
-        "VictoriaMetrics lib/storage/search.go (-search.maxSamplesPerQuery): export answers "
-        "400 text, query 422 JSON",
-        "VictoriaMetrics -search.maxSamplesPerQuery",
-    ),
-    RefusalRule(
-        0,
-        r"the number of matching timeseries exceeds \d+",
-        "VictoriaMetrics lib/storage/index_db.go (-search.maxUniqueTimeseries, "
-        "-search.maxExportSeries)",
-        "VictoriaMetrics -search.maxUniqueTimeseries / -search.maxExportSeries",
-    ),
-    RefusalRule(
-        0,
-        r"timeout exceeded|-search\.maxQueryDuration|-search\.maxExportDuration",
-        "VictoriaMetrics app/vmselect/searchutils (deadline of -search.maxQueryDuration, "
-        "-search.maxExportDuration); app/vmselect/netstorage/netstorage.go: 'timeout "
-        "exceeded before starting the query processing', 'while fetching data block'",
-        "VictoriaMetrics -search.maxQueryDuration / -search.maxExportDuration",
-    ),
-)
-_RULES = [(r.status, re.compile(r.pattern)) for r in REFUSAL_RULES]
-
-
-def refused_limit(message: str) -> str:
-    """The server setting a refusal's text names (:data:`REFUSAL_RULES`), for the error
-    that ends the splitting; a generic hint when the text does not tell."""
-    for rule, (_, pattern) in zip(REFUSAL_RULES, _RULES, strict=True):
-        if pattern.search(message):
-            return rule.limit
-    return "the server's query limits"
-
-
-def refused_at_the_end(what: str, exc: WindowTooLarge) -> WindowTooLarge:
-    """The error of a query refused at every size: which limit, and what to change."""
-    text = str(exc).split(" | HTTP ", 1)[0]
-    return WindowTooLarge(
-        f"{what}: refused even for one series and a window at the floor ({text}); raise "
-        f"{refused_limit(text)} on the server or lower the window floor (--min-window-s)",
-        url=exc.url,
-        status=exc.status,
-    )
-
-
-def too_large(status: int, body: bytes) -> bool:
-    """Whether an error answer is a "too large" refusal (see :data:`REFUSAL_RULES`)."""
-    if status < 400:
-        return False
-    text = body[:8000].decode("utf-8", "replace")
-    return any((s == 0 or s == status) and p.search(text) for s, p in _RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +98,17 @@ class QueryCounts:
     dropped_outside_window: int = 0
 
 
+@dataclass(slots=True)
+class _Answer:
+    """A window asked for on another thread: its end, its answer (bytes, or columns when that
+    thread decoded it; or the server's refusal) and its own counters."""
+
+    stop: int
+    raw: bytes | Columns | WindowTooLarge
+    stats: RequestStats
+    counts: QueryCounts
+
+
 @dataclass(frozen=True, slots=True)
 class WindowPolicy:
     """How a day is cut into queries.
@@ -185,22 +119,24 @@ class WindowPolicy:
         min_s: never split time below this; a refusal at this size splits the series.
             Windows are whole ``min_s`` blocks from the day start, as the writers need.
         max_s: never query more than this at once.
+        in_flight: windows asked for at once, ahead of the one being written; 0: by server,
+            2 on Prometheus (its engine evaluates a query on one core, and serves two at
+            once), 1 on VictoriaMetrics (its export is cheap: the client's work bounds it).
     """
 
     initial_s: int = 3600
     target_points: int = 500_000
     min_s: int = 300
     max_s: int = 90_000
+    in_flight: int = 0
 
     def __post_init__(self) -> None:
         if not 0 < self.min_s <= self.initial_s <= self.max_s:
             raise ConfigError("window policy needs 0 < min_s <= initial_s <= max_s")
         if self.target_points < 1:
             raise ConfigError("target_points must be >= 1")
-
-
-class _CutAnswer(Exception):
-    """An export that ends inside a line: the connection closed early."""
+        if self.in_flight < 0:
+            raise ConfigError("in_flight must be >= 0 (0: chosen by the server)")
 
 
 class _BearerAuth(httpx.Auth):
@@ -504,69 +440,67 @@ class PrometheusSource:
             WindowTooLarge: the server refused it (see :data:`REFUSAL_RULES`).
             SourceError: the answer is not what the API documents.
         """
+        raw = self.ask(selector, start_ms, end_ms, stats, at_floor)
+        return self.decode(raw, selector, start_ms, end_ms, counts)
+
+    def ask(
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        stats: RequestStats | None = None,
+        at_floor: bool = False,
+    ) -> bytes:
+        """The answer of :meth:`query`'s request, not decoded yet (see :meth:`_window`)."""
+        where = self._where(selector, start_ms, end_ms)
+        if self.server().kind != VICTORIAMETRICS:
+            # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
+            # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by decode.
+            params = {"query": f"{selector}[{end_ms - start_ms + 1}ms]"}
+            params["time"] = _seconds(end_ms - 1)
+            return self._get("api/v1/query", params, stats, context=where, heavy=not at_floor)
+        # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
+        export = [("match[]", selector), ("start", _seconds(start_ms))]
+        export.append(("end", _seconds(end_ms - 1)))
+        attempts = self.retry.attempts
+        for attempt in range(1, attempts + 1):
+            body = self._get("api/v1/export", export, stats, context=where, heavy=not at_floor)
+            if not body or body.endswith(b"\n"):
+                return body
+            cut = f"{where}: the export ends inside a line (a cut answer)"
+            if attempt == attempts:
+                raise SourceUnavailable(
+                    f"{cut} after {attempts} attempts; nothing of the window is archived "
+                    "(the task can be retried later)",
+                    url=self._http.url("api/v1/export"),
+                )
+            if stats is not None:
+                stats.retries += 1
+            log.warning("%s; retry %d/%d", cut, attempt, attempts - 1)
+            self._http.sleep(self.retry.delay(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def decode(
+        self,
+        raw: bytes,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        counts: QueryCounts | None = None,
+    ) -> Columns:
+        """:meth:`ask`'s answer as the window's columns; samples outside it dropped, counted."""
         where = self._where(selector, start_ms, end_ms)
         if self.server().kind == VICTORIAMETRICS:
-            attempts = self.retry.attempts
-            for attempt in range(1, attempts + 1):
-                try:
-                    cols = self._export(selector, start_ms, end_ms, stats, where, at_floor)
-                    break
-                except _CutAnswer as exc:
-                    if attempt == attempts:
-                        raise SourceUnavailable(
-                            f"{exc} after {attempts} attempts; nothing of the window is "
-                            "archived (the task can be retried later)",
-                            url=self._http.url("api/v1/export"),
-                        ) from None
-                    if stats is not None:
-                        stats.retries += 1
-                    log.warning("%s; retry %d/%d", exc, attempt, attempts - 1)
-                    self._http.sleep(self.retry.delay(attempt))
+            url = self._http.url("api/v1/export")
+            cols = decode_export(raw, where, url, self._label_cache)
         else:
-            cols = self._range_vector(selector, start_ms, end_ms, stats, where, at_floor)
-        cols = concat([cols], start_ms, end_ms)
-        cols, dropped = inside(cols)
+            cols = decode_matrix(raw, where, self._http.url("api/v1/query"), self._label_cache)
+        cols, dropped = inside(concat([cols], start_ms, end_ms))
         if dropped:
             log.info("%s: dropped %d samples outside the window", where, dropped)
             if counts is not None:
                 counts.dropped_outside_window += dropped
         return cols
-
-    def _range_vector(
-        self,
-        selector: str,
-        start_ms: int,
-        end_ms: int,
-        stats: RequestStats | None,
-        where: str,
-        at_floor: bool,
-    ) -> Columns:
-        # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
-        # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by the caller.
-        rng = end_ms - start_ms + 1
-        params = {"query": f"{selector}[{rng}ms]", "time": _seconds(end_ms - 1)}
-        raw = self._get("api/v1/query", params, stats, context=where, heavy=not at_floor)
-        return decode_matrix(raw, where, self._http.url("api/v1/query"), self._label_cache)
-
-    def _export(
-        self,
-        selector: str,
-        start_ms: int,
-        end_ms: int,
-        stats: RequestStats | None,
-        where: str,
-        at_floor: bool,
-    ) -> Columns:
-        # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
-        params = [
-            ("match[]", selector),
-            ("start", _seconds(start_ms)),
-            ("end", _seconds(end_ms - 1)),
-        ]
-        body = self._get("api/v1/export", params, stats, context=where, heavy=not at_floor)
-        if body and not body.endswith(b"\n"):
-            raise _CutAnswer(f"{where}: the export ends inside a line (a cut answer)")
-        return decode_export(body, where, self._http.url("api/v1/export"), self._label_cache)
 
     def fetch(
         self,
@@ -633,6 +567,7 @@ class PrometheusSource:
                 lose a column).
         """
         stats = stats if stats is not None else RequestStats()
+        counts = counts if counts is not None else QueryCounts()
         pol = self.windows
         min_ms, max_ms = pol.min_s * 1000, pol.max_s * 1000
         cursor, end = window.start_ms, window.end_ms
@@ -643,40 +578,80 @@ class PrometheusSource:
         cap = max_ms
         keys = {*schema.tag_keys, "__name__"}
         checked: set[LabelKey] = set()  # each series' labels are checked once
-        while cursor < end:
-            stop = min(cursor + size, end)
-            try:
-                at_floor = stop - cursor <= min_ms
-                cols = self.query(selector, cursor, stop, stats, counts, at_floor=at_floor)
-            except WindowTooLarge as exc:
-                if stop - cursor > min_ms:
-                    size = _blocks((stop - cursor) // 2, min_ms)
-                    cap = size
-                    stats.splits += 1
-                    log.info(
-                        "%s: refused, splitting the window", self._where(selector, cursor, stop)
+        ahead = pol.in_flight or (1 if self.server().kind == VICTORIAMETRICS else 2)
+        asked = cursor  # where the next window to ask for starts
+        with InFlight[_Answer](ahead, "dxt-prometheus-query") as flight:
+
+            def ask() -> None:  # windows up to the number in flight, in time order
+                nonlocal asked
+                while len(flight) < flight.size and asked < end:
+                    a, asked = asked, min(asked + size, end)
+                    at_floor = a + min_ms >= asked
+                    flight.start(partial(self._window, selector, a, asked, at_floor, ahead == 1))
+
+            ask()
+            while cursor < end:
+                got = flight.take()
+                stats.add(got.stats)
+                if isinstance(got.raw, WindowTooLarge):
+                    if got.stop - cursor > min_ms:
+                        size = _blocks((got.stop - cursor) // 2, min_ms)
+                        cap = size
+                        stats.splits += 1
+                        log.info(
+                            "%s: refused, splitting the window",
+                            self._where(selector, cursor, got.stop),
+                        )
+                        for dropped in flight.drop_all():  # asked with the refused size
+                            stats.add(dropped.stats)
+                        asked = cursor
+                        ask()
+                        continue
+                    cols = self.fetch(
+                        selector, cursor, got.stop, series, stats, counts, refused=got.raw
                     )
-                    continue
-                cols = self.fetch(selector, cursor, stop, series, stats, counts, refused=exc)
-            for labels, key in zip(cols.labels, cols.keys, strict=True):
-                if key in checked:
-                    continue
-                checked.add(key)
-                extra = set(labels) - keys
-                if extra:
-                    raise SourceError(
-                        f"{self._where(selector, cursor, stop)}: series {labels} has labels "
-                        f"{sorted(extra)} that /api/v1/series did not list for the day; "
-                        "rerun the day",
-                        url=self._http.url("api/v1/series"),
-                    )
-            rows = cols.rows
-            yield cols
-            del cols  # the consumer has the window: it is not kept while the next is fetched
-            size = _blocks(
-                next_window_ms(stop - cursor, rows, pol.target_points, min_ms, cap), min_ms
-            )
-            cursor = stop
+                elif isinstance(got.raw, Columns):
+                    cols = got.raw
+                    counts.dropped_outside_window += got.counts.dropped_outside_window
+                else:
+                    cols = self.decode(got.raw, selector, cursor, got.stop, counts)
+                got.raw = b""  # the answer is in the columns: its bytes go
+                for labels, key in zip(cols.labels, cols.keys, strict=True):
+                    if key in checked:
+                        continue
+                    checked.add(key)
+                    extra = set(labels) - keys
+                    if extra:
+                        raise SourceError(
+                            f"{self._where(selector, cursor, got.stop)}: series {labels} has "
+                            f"labels {sorted(extra)} that /api/v1/series did not list for the "
+                            "day; rerun the day",
+                            url=self._http.url("api/v1/series"),
+                        )
+                size = _blocks(
+                    next_window_ms(got.stop - cursor, cols.rows, pol.target_points, min_ms, cap),
+                    min_ms,
+                )
+                cursor = got.stop
+                ask()  # the next windows are on their way while this one is written
+                yield cols
+                del cols, got  # not kept while the next is fetched
+
+    def _window(
+        self, selector: str, start_ms: int, end_ms: int, at_floor: bool, decode: bool
+    ) -> _Answer:
+        """One window's answer, asked for on a thread of its own with counters of its own,
+        and decoded there when it is the only one in flight (with more, the writing thread
+        decodes them one at a time: each decoder's intermediates are several times an
+        answer's size); a refusal is an answer (the caller splits)."""
+        stats, counts = RequestStats(), QueryCounts()
+        try:
+            raw = self.ask(selector, start_ms, end_ms, stats, at_floor)
+        except WindowTooLarge as exc:
+            return _Answer(end_ms, exc, stats, counts)
+        if not decode:
+            return _Answer(end_ms, raw, stats, counts)
+        return _Answer(end_ms, self.decode(raw, selector, start_ms, end_ms, counts), stats, counts)
 
     # -- the source's own count ------------------------------------------------------------
     def count(

@@ -177,3 +177,48 @@ def test_a_rerun_with_fewer_samples_keeps_the_archive(tmp_path: Path) -> None:
         assert first.path.read_bytes() == kept  # type: ignore[union-attr]
     finally:
         vm.stop()
+
+
+@pytest.mark.slow
+def test_windows_in_flight_by_server_give_the_same_bytes(
+    server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prometheus gets two windows asked for at once (its engine evaluates a query on one
+    core), VictoriaMetrics one; an explicit number wins. Small windows make many of them;
+    the files are the same bytes whatever the number in flight."""
+    import threading
+    import time
+
+    from dxt_core.backends.prometheus.source import WindowPolicy
+
+    asking, most = 0, 0
+    lock = threading.Lock()
+    real_ask = PrometheusSource.ask
+
+    def ask(self, *args, **kwargs):  # the real request, counted while it is on its way
+        nonlocal asking, most
+        with lock:
+            asking += 1
+            most = max(most, asking)
+        try:
+            time.sleep(0.03)  # the server's time, made long enough to overlap for sure
+            return real_ask(self, *args, **kwargs)
+        finally:
+            with lock:
+                asking -= 1
+
+    monkeypatch.setattr(PrometheusSource, "ask", ask)
+    conn = PrometheusConnection(server.url, time_zone=data.TIME_ZONE)
+    got = {}
+    for ahead in (0, 1, 3):
+        most = 0
+        policy = WindowPolicy(initial_s=900, target_points=1, min_s=900, in_flight=ahead)
+        with PrometheusSource(conn, windows=policy) as src:
+            r = archive_prometheus_day(
+                src, TEMP, dt.date(2024, 4, 1), Archive(tmp_path / str(ahead)), fmt="csv"
+            )
+        assert r.stats.requests > 20, r.stats  # many windows (15-minute ones), each counted
+        got[ahead] = (most, r.path.read_bytes())  # type: ignore[union-attr]
+    assert got[0][0] == (2 if server.kind == "prometheus" else 1)
+    assert got[1][0] == 1 and got[3][0] == 3
+    assert got[0][1] == got[1][1] == got[3][1]

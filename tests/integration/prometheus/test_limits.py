@@ -15,7 +15,8 @@ from dxt_core.archive import Archive
 from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
 from dxt_core.backends.prometheus.catalog import CatalogEntry
 from dxt_core.backends.prometheus.connection import PrometheusConnection
-from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy, too_large
+from dxt_core.backends.prometheus.policy import too_large
+from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.errors import WindowTooLarge
 from tests.integration.prometheus import data, servers
 from tests.integration.prometheus.servers import ServerProcess

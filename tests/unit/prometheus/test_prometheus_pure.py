@@ -8,11 +8,11 @@ import pytest
 
 from dxt_core.backends.prometheus.catalog import from_names, load_catalog
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
+from dxt_core.backends.prometheus.policy import too_large
 from dxt_core.backends.prometheus.source import (
     ServerInfo,
     _seconds,
     _split_label,
-    too_large,
     with_matcher,
 )
 from dxt_core.errors import CatalogError, ConfigError
