@@ -11,7 +11,9 @@ the same data; for each server, in its own process each:
   CPU seconds, samples per CPU second, peak RSS, bytes);
 * ``curl``: the server's own answer for the whole day in one request (VictoriaMetrics
   ``/api/v1/export``, Prometheus the range-vector query), ``curl -o /dev/null``, timed in the
-  same run; ``ours_vs_curl`` is our wall time over curl's.
+  same run, asking for the same encoding as ours (``--compressed`` when ours asks for gzip:
+  ``--compression``, default ``auto``, which on these loopback servers is none);
+  ``ours_vs_curl`` is our wall time over curl's.
 
 Prometheus is started with ``--query.max-samples=200000000`` so that one request can hold the
 full day (the default 50,000,000 would refuse curl's; ours splits), and with its block
@@ -127,7 +129,7 @@ def run_ours(url: str, fmt: str, out: Path) -> dict[str, object]:
     from dxt_core.backends.prometheus.connection import PrometheusConnection
     from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 
-    conn = PrometheusConnection(url, time_zone="UTC", timeout_s=600)
+    conn = PrometheusConnection(url, time_zone="UTC", timeout_s=600, compression=_compression())
     policy: dict[str, int] = {}
     if target := os.environ.get("DXT_BENCH_TARGET_POINTS"):  # workload --target-points
         policy["target_points"] = int(target)
@@ -176,10 +178,19 @@ def _timed(run: Callable[[], dict[str, object]]) -> dict[str, object]:
     return doc
 
 
+def _compression() -> str:
+    """The runs' ``compression`` (workload ``--compression``)."""
+    return os.environ.get("DXT_BENCH_COMPRESSION", "auto")
+
+
 def _curl(url: str) -> dict[str, object]:
+    """curl of ``url``, asking for gzip exactly when our runs do."""
+    from dxt_core.urls import wants_gzip
+
+    gzip = ["--compressed"] if wants_gzip(_compression(), url) else []
     out = subprocess.run(
         ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{time_total} %{size_download}",
-         "--compressed", url],
+         *gzip, url],
         capture_output=True, text=True, timeout=7200, check=True,
     )  # fmt: skip
     code, seconds, size = out.stdout.split()
@@ -315,7 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="query windows asked for at once (default: the source's, by server)",
     )
+    w.add_argument(
+        "--compression",
+        choices=("auto", "gzip", "none"),
+        default="auto",
+        help="how answers travel, for ours and for curl (default auto: none on loopback)",
+    )
     a = p.parse_args(argv)
+    if a.cmd == "workload":
+        os.environ["DXT_BENCH_COMPRESSION"] = a.compression
     if a.cmd == "workload" and a.target_points:
         os.environ["DXT_BENCH_TARGET_POINTS"] = str(a.target_points)  # the runs' processes
     if a.cmd == "workload" and a.in_flight:
@@ -326,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = workload(a.size, a.repeat, tuple(a.servers.split(",")), tuple(a.formats.split(",")))
     doc["target_points"] = a.target_points or "default"
     doc["in_flight"] = a.in_flight or "default"
+    doc["compression"] = a.compression
     text = json.dumps(doc, indent=2)
     if a.out:
         Path(a.out).write_text(text + "\n")

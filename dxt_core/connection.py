@@ -86,6 +86,18 @@ def verify_tls_extra(default: bool | None = True, name: str = "verify_tls") -> E
     return Extra(name, bool, default, "Verify TLS", "verify TLS certificates", flag="")
 
 
+def compression_extra() -> Extra:
+    """The ``compression`` extra (``--compression``): how the server's answers travel."""
+    return Extra(
+        "compression",
+        str,
+        "auto",
+        "Compression",
+        "gzip answers (gzip), answers as they are (none), or auto: none from a server on "
+        "this machine (loopback), gzip from any other",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionFields:
     """A connection's generic fields after the spec's checks: a base URL, login, typed extras."""

@@ -283,6 +283,9 @@ class HttpClient:
     #: Follow a redirect from https to http (the rest of the exchange in clear text).
     #: Default ``DXT_ALLOW_HTTP_REDIRECT``; off, such a redirect fails with QueryRejected.
     allow_http_redirect: bool = field(default_factory=default_allow_http_redirect)
+    #: Ask for gzip answers (``Accept-Encoding: gzip``); off: ``identity``, answers as they
+    #: are (:func:`dxt_core.urls.wants_gzip` decides it from a connection's setting).
+    accept_gzip: bool = True
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
     _foreign: httpx.Client | None = field(default=None, init=False, repr=False)
     #: Threads share one client (the CLI's units): its httpx clients are made once.
@@ -340,7 +343,10 @@ class HttpClient:
             # https needs it (a redirect from http to https gets the foreign client, which
             # has it).
             verify=_ssl_context(self.verify_tls) if https else False,
-            headers={"Accept-Encoding": "gzip", "User-Agent": "dxt-archive"},
+            headers={
+                "Accept-Encoding": "gzip" if self.accept_gzip else "identity",
+                "User-Agent": "dxt-archive",
+            },
             transport=self.transport,
             follow_redirects=False,
         )

@@ -137,16 +137,18 @@ def add_window_arguments(
     min_window_help: str,
     target_points: int,
     points: str = "points",
+    points_help: str = "",
 ) -> None:
     """``--workers``, ``--retries`` and the query window options of an ``extract`` that asks
-    for a day in windows of about ``target_points`` points (``points``: what it counts)."""
+    for a day in windows of about ``target_points`` points (``points``: what it counts;
+    ``points_help``: the option's help, when it says more)."""
     help_workers = f"parallel metric-days (default {workers})"
     parser.add_argument("--workers", type=int, default=workers, help=help_workers)
     parser.add_argument("--retries", type=int, default=4, help="retries of transient errors")
     help_window = "first query window, seconds"
     parser.add_argument("--window-s", type=int, default=window_s, help=help_window)
     parser.add_argument("--min-window-s", type=int, default=300, help=min_window_help)
-    help_points = f"{points} per query"
+    help_points = points_help or f"{points} per query"
     parser.add_argument("--target-points", type=int, default=target_points, help=help_points)
 
 

@@ -7,6 +7,7 @@ through :func:`redact_url` first.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -72,3 +73,31 @@ def origin(url: httpx.URL) -> tuple[str, str, int | None]:
     """``(scheme, host, port)`` of ``url``, the port made explicit: where credentials may go."""
     default = {"http": 80, "https": 443}.get(url.scheme)
     return (url.scheme, url.host, url.port or default)
+
+
+#: How answers travel: ``gzip`` asks for them compressed, ``none`` as they are, ``auto`` as
+#: they are from a server on this machine (a loopback address or ``localhost``: compressing
+#: costs the server and this client CPU and saves nothing) and compressed from any other.
+COMPRESSIONS = ("auto", "gzip", "none")
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine: ``localhost`` or a loopback address."""
+    host = (urlsplit(split_credentials(url)[0]).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def wants_gzip(compression: str, url: str) -> bool:
+    """Whether to ask ``url``'s server for gzip answers (see :data:`COMPRESSIONS`)."""
+    if compression not in COMPRESSIONS:
+        raise ConfigError(
+            f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}"
+        )
+    if compression == "auto":
+        return not is_loopback(url)
+    return compression == "gzip"

@@ -70,7 +70,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
         conn.verify_tls = False
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
-    windows = WindowPolicy(**window_options(args), in_flight=args.in_flight)
+    windows = WindowPolicy(**window_options(args))
     with PrometheusSource(conn, retry=retry_policy(args), windows=windows) as src:
         entries = _entries(args, src)
         print(f"{src.server().describe()} at {conn.safe_url}: {len(entries)} units")
@@ -187,15 +187,6 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     add_day_arguments(e)
     e.add_argument("--archive", required=True, help="archive root directory")
     e.add_argument("--format", choices=FORMATS, default="csv", help="csv (default) or parquet")
-    e.add_argument(
-        "--in-flight",
-        type=int,
-        default=0,
-        metavar="N",
-        help="query windows asked for at once, ahead of the one being written (default: 2 on "
-        "Prometheus, which evaluates a query on one core, 1 on VictoriaMetrics); each adds "
-        "about one window of memory",
-    )
     add_window_arguments(
         e,
         workers=2,
@@ -204,6 +195,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "(default 300)",
         target_points=500_000,
         points="samples",
+        points_help="samples in hand at once, aimed at (default 500,000): each query window "
+        "aims at this divided by the windows in flight (--in-flight), so the peak memory "
+        "does not grow with them",
     )
     add_run_arguments(e)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

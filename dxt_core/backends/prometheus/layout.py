@@ -171,18 +171,29 @@ class Stamps:
         out[:, 29] = ord(",")
         return out
 
-    def __call__(self, ts: np.ndarray) -> np.ndarray:
+    def span(self, ts: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """The table of every second from the first of ``ts`` to the last (as 30-byte
+        items) and that first second, to format times among ``ts`` with; None when they
+        are too far apart for a table of every second."""
+        first, last = int(ts.min()) // 1000, int(ts.max()) // 1000
+        if last - first >= max(4 * len(ts), 100_000):
+            return None
+        table = self.table(np.arange(first, last + 1, dtype=np.int64))
+        return table.view(f"V{STAMP}").ravel(), first
+
+    def __call__(self, ts: np.ndarray, span: tuple[np.ndarray, int] | None = None) -> np.ndarray:
         """``(len(ts), 30)`` bytes: each time's text and a comma (rows gathered as 30-byte
-        items)."""
+        items); ``span``: :meth:`span` of times that include these (a window's, made once
+        for all its rows)."""
         secs = ts // 1000
-        first, last = int(secs.min()), int(secs.max())
-        if last - first < max(4 * len(ts), 100_000):  # a window: every second of its span
-            table = self.table(np.arange(first, last + 1, dtype=np.int64))
+        span = span or self.span(ts)
+        if span is not None:  # a window: every second of its span
+            items, first = span
             index = secs - first
         else:  # times far apart: only the seconds they are in
             useconds, index = np.unique(secs, return_inverse=True)
-            table = self.table(useconds)
-        rows: np.ndarray = table.view(f"V{STAMP}").ravel()[index].view(np.uint8)
+            items = self.table(useconds).view(f"V{STAMP}").ravel()
+        rows: np.ndarray = items[index].view(np.uint8)
         rows = rows.reshape(len(ts), STAMP)
         ms = ts - secs * 1000
         rows[:, 20:23] = _MS_DIGITS[ms].view(np.uint8).reshape(len(ts), 3)
@@ -243,9 +254,10 @@ class CsvDayWriter:
             # the separator as an array of empty items: a Python scalar (b"") would go
             # through pa.scalar, which imports pandas when installed (about 50 MB)
             no_sep = _binary(pa, b"", np.zeros(CHUNK_ROWS + 1, np.int32))
+        span = self._stamps.span(cols.ts)  # the window's seconds, formatted once
         for lo in range(0, cols.rows, CHUNK_ROWS):
             rows = perm[lo : lo + CHUNK_ROWS]
-            stamps = self._stamps(cols.ts[rows])
+            stamps = self._stamps(cols.ts[rows], span)
             if self._arrow is None:
                 self._gz.write(_assemble_numpy(cols, rows, stamps, tails, sid[rows]))
                 continue

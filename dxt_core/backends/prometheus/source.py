@@ -62,6 +62,7 @@ from dxt_core.errors import (
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy
 from dxt_core.prefetch import InFlight
 from dxt_core.records import SeriesSchema
+from dxt_core.urls import wants_gzip
 from dxt_core.windows import Window, from_ms, next_window_ms, zone
 
 log = logging.getLogger("dxt_core.prometheus")
@@ -100,11 +101,11 @@ class QueryCounts:
 
 @dataclass(slots=True)
 class _Answer:
-    """A window asked for on another thread: its end, its answer (bytes, or columns when that
-    thread decoded it; or the server's refusal) and its own counters."""
+    """A window asked for on another thread: its end, its answer (decoded there, or the
+    server's refusal) and its own counters."""
 
     stop: int
-    raw: bytes | Columns | WindowTooLarge
+    raw: Columns | WindowTooLarge | None
     stats: RequestStats
     counts: QueryCounts
 
@@ -115,13 +116,16 @@ class WindowPolicy:
 
     Attributes:
         initial_s: length of the first query window.
-        target_points: aim for this many samples per query (bounds memory per window).
+        target_points: samples in hand at once, aimed at (bounds memory): each query aims
+            at ``target_points / in_flight`` samples, so asking windows ahead does not raise
+            the peak.
         min_s: never split time below this; a refusal at this size splits the series.
             Windows are whole ``min_s`` blocks from the day start, as the writers need.
         max_s: never query more than this at once.
-        in_flight: windows asked for at once, ahead of the one being written; 0: by server,
-            2 on Prometheus (its engine evaluates a query on one core, and serves two at
-            once), 1 on VictoriaMetrics (its export is cheap: the client's work bounds it).
+        in_flight: windows asked for at once, ahead of the one being written; 0: the
+            connection's ``in_flight``, and when that is 0 too, by server: 2 on Prometheus
+            (its engine evaluates a query on one core, and serves two at once), 1 on
+            VictoriaMetrics (its export is cheap: the client's work bounds it).
     """
 
     initial_s: int = 3600
@@ -225,6 +229,7 @@ class PrometheusSource:
             timeout_s=conn.timeout_s,
             retry=self.retry,
             verify_tls=conn.verify_tls,
+            accept_gzip=wants_gzip(conn.compression, conn.url),
         )
         if bearer:
             self._http.bearer = conn.password
@@ -304,6 +309,11 @@ class PrometheusSource:
             if self._server is None:
                 self._server = self._detect()
         return self._server
+
+    def _default_in_flight(self) -> int:
+        """Windows in flight when neither the policy nor the connection says: 2 on
+        Prometheus (its engine evaluates a query on one core), 1 on VictoriaMetrics."""
+        return 1 if self.server().kind == VICTORIAMETRICS else 2
 
     def _detect(self) -> ServerInfo:
         flavor = self.conn.flavor
@@ -571,15 +581,17 @@ class PrometheusSource:
         pol = self.windows
         min_ms, max_ms = pol.min_s * 1000, pol.max_s * 1000
         cursor, end = window.start_ms, window.end_ms
+        ahead = pol.in_flight or self.conn.in_flight or self._default_in_flight()
+        target = max(1, pol.target_points // ahead)  # the windows in flight share the budget
         size = _blocks(pol.initial_s * 1000, min_ms)
         if expected:
-            planned = (end - cursor) * pol.target_points // expected
+            planned = (end - cursor) * target // expected
             size = _blocks(max(min_ms, min(max_ms, planned)), min_ms)
         cap = max_ms
         keys = {*schema.tag_keys, "__name__"}
         checked: set[LabelKey] = set()  # each series' labels are checked once
-        ahead = pol.in_flight or (1 if self.server().kind == VICTORIAMETRICS else 2)
         asked = cursor  # where the next window to ask for starts
+        decoding = threading.Lock()  # one window decoded at a time (see _window)
         with InFlight[_Answer](ahead, "dxt-prometheus-query") as flight:
 
             def ask() -> None:  # windows up to the number in flight, in time order
@@ -587,7 +599,7 @@ class PrometheusSource:
                 while len(flight) < flight.size and asked < end:
                     a, asked = asked, min(asked + size, end)
                     at_floor = a + min_ms >= asked
-                    flight.start(partial(self._window, selector, a, asked, at_floor, ahead == 1))
+                    flight.start(partial(self._window, selector, a, asked, at_floor, decoding))
 
             ask()
             while cursor < end:
@@ -610,12 +622,11 @@ class PrometheusSource:
                     cols = self.fetch(
                         selector, cursor, got.stop, series, stats, counts, refused=got.raw
                     )
-                elif isinstance(got.raw, Columns):
+                else:
+                    assert got.raw is not None
                     cols = got.raw
                     counts.dropped_outside_window += got.counts.dropped_outside_window
-                else:
-                    cols = self.decode(got.raw, selector, cursor, got.stop, counts)
-                got.raw = b""  # the answer is in the columns: its bytes go
+                got.raw = None
                 for labels, key in zip(cols.labels, cols.keys, strict=True):
                     if key in checked:
                         continue
@@ -629,7 +640,7 @@ class PrometheusSource:
                             url=self._http.url("api/v1/series"),
                         )
                 size = _blocks(
-                    next_window_ms(got.stop - cursor, cols.rows, pol.target_points, min_ms, cap),
+                    next_window_ms(got.stop - cursor, cols.rows, target, min_ms, cap),
                     min_ms,
                 )
                 cursor = got.stop
@@ -638,20 +649,26 @@ class PrometheusSource:
                 del cols, got  # not kept while the next is fetched
 
     def _window(
-        self, selector: str, start_ms: int, end_ms: int, at_floor: bool, decode: bool
+        self,
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+        at_floor: bool,
+        decoding: threading.Lock,
     ) -> _Answer:
         """One window's answer, asked for on a thread of its own with counters of its own,
-        and decoded there when it is the only one in flight (with more, the writing thread
-        decodes them one at a time: each decoder's intermediates are several times an
-        answer's size); a refusal is an answer (the caller splits)."""
+        and decoded there while the writing thread formats the window before it; the
+        windows in flight decode one at a time (``decoding``: a decoder's intermediates are
+        several times an answer's size). A refusal is an answer (the caller splits)."""
         stats, counts = RequestStats(), QueryCounts()
         try:
             raw = self.ask(selector, start_ms, end_ms, stats, at_floor)
         except WindowTooLarge as exc:
             return _Answer(end_ms, exc, stats, counts)
-        if not decode:
-            return _Answer(end_ms, raw, stats, counts)
-        return _Answer(end_ms, self.decode(raw, selector, start_ms, end_ms, counts), stats, counts)
+        with decoding:
+            cols = self.decode(raw, selector, start_ms, end_ms, counts)
+        del raw
+        return _Answer(end_ms, cols, stats, counts)
 
     # -- the source's own count ------------------------------------------------------------
     def count(

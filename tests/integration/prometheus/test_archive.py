@@ -208,17 +208,35 @@ def test_windows_in_flight_by_server_give_the_same_bytes(
                 asking -= 1
 
     monkeypatch.setattr(PrometheusSource, "ask", ask)
-    conn = PrometheusConnection(server.url, time_zone=data.TIME_ZONE)
     got = {}
-    for ahead in (0, 1, 3):
+    # (the policy's number, the connection's extra): the policy wins, then the connection
+    for case, (ahead, extra) in enumerate([(0, 0), (1, 0), (3, 0), (0, 3), (1, 3)]):
         most = 0
+        conn = PrometheusConnection(server.url, time_zone=data.TIME_ZONE, in_flight=extra)
         policy = WindowPolicy(initial_s=900, target_points=1, min_s=900, in_flight=ahead)
         with PrometheusSource(conn, windows=policy) as src:
             r = archive_prometheus_day(
-                src, TEMP, dt.date(2024, 4, 1), Archive(tmp_path / str(ahead)), fmt="csv"
+                src, TEMP, dt.date(2024, 4, 1), Archive(tmp_path / str(case)), fmt="csv"
             )
         assert r.stats.requests > 20, r.stats  # many windows (15-minute ones), each counted
-        got[ahead] = (most, r.path.read_bytes())  # type: ignore[union-attr]
-    assert got[0][0] == (2 if server.kind == "prometheus" else 1)
-    assert got[1][0] == 1 and got[3][0] == 3
-    assert got[0][1] == got[1][1] == got[3][1]
+        got[ahead, extra] = (most, r.path.read_bytes())  # type: ignore[union-attr]
+    assert got[0, 0][0] == (2 if server.kind == "prometheus" else 1)
+    assert got[1, 0][0] == 1 and got[3, 0][0] == 3
+    assert got[0, 3][0] == 3 and got[1, 3][0] == 1
+    assert len({b for _, b in got.values()}) == 1
+
+
+def test_answers_gzip_or_as_they_are_give_the_same_file(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """``compression``: the real servers' gzip answers and their plain ones (what ``auto``
+    asks of a server on loopback) archive to the same bytes."""
+    day = dt.date(2024, 4, 1)
+    got = {}
+    for mode in ("gzip", "none", "auto"):
+        with source(server, compression=mode) as src:
+            assert src._http.accept_gzip is (mode == "gzip")  # the tests' servers: loopback
+            r = archive_prometheus_day(src, TEMP, day, Archive(tmp_path / mode))
+        assert r.rows == data.expected_rows(TEMP.name, day)
+        got[mode] = r.path.read_bytes()  # type: ignore[union-attr]
+    assert got["gzip"] == got["none"] == got["auto"]

@@ -283,3 +283,52 @@ def test_cap_and_deadline_settings_from_the_environment(monkeypatch):
     monkeypatch.setenv("DXT_REQUEST_DEADLINE_S", "soon")
     with pytest.raises(ConfigError, match="DXT_REQUEST_DEADLINE_S must be a number"):
         HttpClient("http://h.example")
+
+
+# -- compression on the wire ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "loopback"),
+    [
+        ("http://127.0.0.1:9090", True),
+        ("http://127.3.0.9:9090/prometheus", True),
+        ("http://[::1]:8428", True),
+        ("http://localhost:9090", True),
+        ("http://user:pw@LOCALHOST", True),
+        ("http://prometheus.localhost", True),
+        ("http://10.0.0.7:9090", False),
+        ("https://prometheus.example.org", False),
+        ("http://localhost.example.org", False),
+    ],
+)
+def test_compression_auto_is_none_on_this_machine_only(url, loopback):
+    from dxt_core.urls import is_loopback, wants_gzip
+
+    assert is_loopback(url) is loopback
+    assert wants_gzip("auto", url) is not loopback
+    assert wants_gzip("gzip", url) is True and wants_gzip("none", url) is False
+    with pytest.raises(ConfigError, match="compression must be one of auto, gzip, none"):
+        wants_gzip("zstd", url)
+
+
+@pytest.mark.parametrize("accept_gzip", [True, False])
+def test_the_encoding_asked_for_is_sent_and_either_answer_is_read(accept_gzip):
+    import gzip
+
+    seen = []
+    body = b'{"status":"success","data":[1,2,3]}'
+
+    def handler(req):
+        seen.append(req.headers["accept-encoding"])
+        if "gzip" in req.headers["accept-encoding"]:
+            return httpx.Response(
+                200, content=gzip.compress(body), headers={"Content-Encoding": "gzip"}
+            )
+        return httpx.Response(200, content=body)
+
+    c = HttpClient(
+        "http://h.example", accept_gzip=accept_gzip, transport=httpx.MockTransport(handler)
+    )
+    assert c.get_json("api/v1/x") == {"status": "success", "data": [1, 2, 3]}
+    assert seen == ["gzip" if accept_gzip else "identity"]

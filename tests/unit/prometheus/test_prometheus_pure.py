@@ -104,3 +104,19 @@ def test_connection_extras() -> None:
     with pytest.raises(ConfigError, match="needs the token"):
         SPEC.from_fields(conn_id="c", host="h", extra={"auth": "bearer"})
     assert "s3cret" not in repr(SPEC.from_fields(conn_id="c", host="h", password="s3cret"))
+    assert SPEC.from_fields(conn_id="c", host="h").in_flight == 0  # chosen by the server
+    assert SPEC.from_fields(conn_id="c", host="h", extra={"in_flight": "3"}).in_flight == 3
+    with pytest.raises(
+        ConfigError, match=r'in_flight must be 0 .* not -1 .*"in_flight", CLI --in-flight'
+    ):
+        SPEC.from_fields(conn_id="c", host="h", extra={"in_flight": -1})
+    with pytest.raises(ConfigError, match="extra 'in_flight' must be a number"):
+        SPEC.from_fields(conn_id="c", host="h", extra={"in_flight": "two"})
+    assert SPEC.from_fields(conn_id="c", host="h").compression == "auto"
+    assert (
+        SPEC.from_fields(conn_id="c", host="h", extra={"compression": "none"}).compression == "none"
+    )
+    with pytest.raises(ConfigError, match="extra 'compression' must be one of auto, gzip, none"):
+        SPEC.from_fields(conn_id="c", host="h", extra={"compression": "zstd"})
+    with pytest.raises(ConfigError, match=r"compression must be one of .*CLI --compression"):
+        PrometheusConnection("http://h", compression="br")
