@@ -36,6 +36,7 @@ from dxt_core.airflow import dag_settings
 from dxt_core.airflow.assets import source_alias
 from dxt_core.airflow.runs import day_param, replace_param
 from dxt_core.airflow.wait import WaitForDayEnd
+from dxt_core.backends import Backend
 
 UTC = pendulum.timezone("UTC")
 
@@ -87,52 +88,77 @@ def backend_dag(backend: str, *, doc_md: str | None = None) -> DAG:
             conn_id=conn_id,
             settle_s=int(s["settle_seconds"]),
         )
-
-        @task(
-            task_id=b.task_id or "archive_unit_day",
-            pool=str(s["pool"]) if tasks.pooled else "default_pool",
-            multiple_outputs=False,
-            map_index_template=tasks.map_index_template,
-            outlets=[source_alias(name)],
-            execution_timeout=timedelta(minutes=int(s["task_timeout_minutes"])),
-        )
-        def archive_unit(unit: Any) -> dict[str, object]:
-            from dxt_core.airflow.tasks import archive_unit as run
-
-            result: dict[str, object] = run(name, unit, get_current_context(), conn_id)
-            return result
-
+        archive_unit = _archive_task(b, s, conn_id)
         if tasks.reconciles():
-
-            @task(
-                task_id="reconcile_recent_days",
-                pool=str(s["pool"]) if tasks.pooled else "default_pool",
-                multiple_outputs=False,
-                execution_timeout=timedelta(minutes=int(s["task_timeout_minutes"])),
-            )
-            def reconcile_recent_days() -> dict[str, object]:
-                from dxt_core.airflow.tasks import reconcile_recent as run
-
-                result: dict[str, object] = run(name, get_current_context(), conn_id)
-                return result
-
-            wait >> reconcile_recent_days()
-
+            wait >> _reconcile_task(b, s, conn_id)
         if tasks.units_task_id is None:
             wait >> archive_unit.expand(unit=tasks.configured_units())
             return
-
-        @task(task_id=tasks.units_task_id)
-        def list_units() -> list[Any]:
-            from airflow.configuration import conf
-
-            from dxt_core.airflow.tasks import list_units as run
-
-            return run(name, conn_id, conf.getint("core", "max_map_length"))
-
-        found = list_units()
+        found = _units_task(tasks.units_task_id, name, conn_id)
         wait >> found
         archive_unit.expand(unit=found)
 
     built: DAG = build()
     return built
+
+
+#: A backend's DAG settings (:func:`dxt_core.airflow.dag_settings`).
+Settings = dict[str, Any]
+
+
+def _pool(b: Backend, s: Settings) -> str:
+    return str(s["pool"]) if b.dag_tasks().pooled else "default_pool"
+
+
+def _archive_task(b: Backend, s: Settings, conn_id: str) -> Any:
+    """The mapped task that archives one unit-day (not yet expanded)."""
+    name, tasks = b.name, b.dag_tasks()
+
+    @task(
+        task_id=b.task_id or "archive_unit_day",
+        pool=_pool(b, s),
+        multiple_outputs=False,
+        map_index_template=tasks.map_index_template,
+        outlets=[source_alias(name)],
+        execution_timeout=timedelta(minutes=int(s["task_timeout_minutes"])),
+    )
+    def archive_unit(unit: Any) -> dict[str, object]:
+        from dxt_core.airflow.tasks import archive_unit as run
+
+        result: dict[str, object] = run(name, unit, get_current_context(), conn_id)
+        return result
+
+    return archive_unit
+
+
+def _reconcile_task(b: Backend, s: Settings, conn_id: str) -> Any:
+    """The task that checks the recent days against the source's counts."""
+    name = b.name
+
+    @task(
+        task_id="reconcile_recent_days",
+        pool=_pool(b, s),
+        multiple_outputs=False,
+        execution_timeout=timedelta(minutes=int(s["task_timeout_minutes"])),
+    )
+    def reconcile_recent_days() -> dict[str, object]:
+        from dxt_core.airflow.tasks import reconcile_recent as run
+
+        result: dict[str, object] = run(name, get_current_context(), conn_id)
+        return result
+
+    return reconcile_recent_days()
+
+
+def _units_task(task_id: str, name: str, conn_id: str) -> Any:
+    """The task that lists the units of the run (its output is mapped over)."""
+
+    @task(task_id=task_id)
+    def list_units() -> list[Any]:
+        from airflow.configuration import conf
+
+        from dxt_core.airflow.tasks import list_units as run
+
+        return run(name, conn_id, conf.getint("core", "max_map_length"))
+
+    return list_units()

@@ -132,78 +132,98 @@ _CROISSANT_TYPES = {
 }
 
 
+#: The JSON-LD context of a Croissant 1.0 document (the names it uses, mapped).
+_CROISSANT_CONTEXT: dict[str, Any] = {
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "cr": "http://mlcommons.org/croissant/",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "dct": "http://purl.org/dc/terms/",
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileObject": "cr:fileObject",
+    "fileProperty": "cr:fileProperty",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "parentField": "cr:parentField",
+    "path": "cr:path",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "repeated": "cr:repeated",
+    "replace": "cr:replace",
+    "sc": "https://schema.org/",
+    "separator": "cr:separator",
+    "source": "cr:source",
+    "subField": "cr:subField",
+    "transform": "cr:transform",
+}
+
+
 def croissant(name: str, title: str, meta: dict[str, Any], entries: Sequence[FileEntry]) -> bytes:
     """MLCommons Croissant 1.0 JSON-LD: one FileObject per file, one RecordSet per table kind
     (plugin and metric) reading the FileObjects of every month."""
-    context = {
-        "@language": "en",
-        "@vocab": "https://schema.org/",
-        "citeAs": "cr:citeAs",
-        "column": "cr:column",
-        "conformsTo": "dct:conformsTo",
-        "cr": "http://mlcommons.org/croissant/",
-        "data": {"@id": "cr:data", "@type": "@json"},
-        "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
-        "dct": "http://purl.org/dc/terms/",
-        "extract": "cr:extract",
-        "field": "cr:field",
-        "fileObject": "cr:fileObject",
-        "fileProperty": "cr:fileProperty",
-        "fileSet": "cr:fileSet",
-        "format": "cr:format",
-        "includes": "cr:includes",
-        "isLiveDataset": "cr:isLiveDataset",
-        "jsonPath": "cr:jsonPath",
-        "key": "cr:key",
-        "md5": "cr:md5",
-        "parentField": "cr:parentField",
-        "path": "cr:path",
-        "recordSet": "cr:recordSet",
-        "references": "cr:references",
-        "regex": "cr:regex",
-        "repeated": "cr:repeated",
-        "replace": "cr:replace",
-        "sc": "https://schema.org/",
-        "separator": "cr:separator",
-        "source": "cr:source",
-        "subField": "cr:subField",
-        "transform": "cr:transform",
-    }
     files = sorted(entries, key=lambda e: e.path)
     groups: dict[str, list[FileEntry]] = {}
     for e in files:
         table = "/".join(e.path.split("/")[1:-1])  # plugin=<p>/metric=<m>
         groups.setdefault(table, []).append(e)
-    record_sets = []
-    for table, members in sorted(groups.items()):
-        rs_id = _slug(table)
-        seen: dict[str, str] = {}
-        for e in members:
-            for n, t in e.fields:
-                seen.setdefault(n, t)
-        record_sets.append(
+    doc = {
+        "@context": _CROISSANT_CONTEXT,
+        "@type": "sc:Dataset",
+        "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "name": name,
+        "description": meta["description"],
+        "license": meta.get("licence_url") or meta["licence"],
+        "url": meta.get("url") or "",
+        "version": meta["version"],
+        "citeAs": meta["cite"],
+        "temporalCoverage": f"{meta['first_day']}/{meta['last_day']}",
+        "distribution": _croissant_files(files, sorted(groups)),
+        "recordSet": [_record_set(t, members) for t, members in sorted(groups.items())],
+    }
+    return dumps(doc)
+
+
+def _record_set(table: str, members: list[FileEntry]) -> dict[str, Any]:
+    """The RecordSet of one table kind: a field per column its files hold, read from its
+    FileSet."""
+    rs_id = _slug(table)
+    seen: dict[str, str] = {}
+    for e in members:
+        for n, t in e.fields:
+            seen.setdefault(n, t)
+    return {
+        "@type": "cr:RecordSet",
+        "@id": rs_id,
+        "name": rs_id,
+        "description": f"{table}: one Parquet file per month",
+        "field": [
             {
-                "@type": "cr:RecordSet",
-                "@id": rs_id,
-                "name": rs_id,
-                "description": f"{table}: one Parquet file per month",
-                "field": [
-                    {
-                        "@type": "cr:Field",
-                        "@id": f"{rs_id}/{n}",
-                        "name": n,
-                        "dataType": _CROISSANT_TYPES[t],
-                        **({"repeated": True} if t == "array" else {}),
-                        "source": {
-                            "fileSet": {"@id": f"{rs_id}-files"},
-                            "extract": {"column": n},
-                        },
-                    }
-                    for n, t in seen.items()
-                ],
+                "@type": "cr:Field",
+                "@id": f"{rs_id}/{n}",
+                "name": n,
+                "dataType": _CROISSANT_TYPES[t],
+                **({"repeated": True} if t == "array" else {}),
+                "source": {"fileSet": {"@id": f"{rs_id}-files"}, "extract": {"column": n}},
             }
-        )
-    distribution: list[dict[str, Any]] = [
+            for n, t in seen.items()
+        ],
+    }
+
+
+def _croissant_files(files: list[FileEntry], tables: list[str]) -> list[dict[str, Any]]:
+    """A FileObject per file, then a FileSet per table kind (its months' files)."""
+    out: list[dict[str, Any]] = [
         {
             "@type": "cr:FileObject",
             "@id": _slug(e.path),
@@ -215,7 +235,7 @@ def croissant(name: str, title: str, meta: dict[str, Any], entries: Sequence[Fil
         }
         for e in files
     ]
-    distribution += [
+    out += [
         {
             "@type": "cr:FileSet",
             "@id": f"{_slug(table)}-files",
@@ -223,20 +243,6 @@ def croissant(name: str, title: str, meta: dict[str, Any], entries: Sequence[Fil
             "encodingFormat": PARQUET_MEDIATYPE,
             "includes": f"year_month=*/{table}/a_0.parquet",
         }
-        for table in sorted(groups)
+        for table in tables
     ]
-    doc = {
-        "@context": context,
-        "@type": "sc:Dataset",
-        "conformsTo": "http://mlcommons.org/croissant/1.0",
-        "name": name,
-        "description": meta["description"],
-        "license": meta.get("licence_url") or meta["licence"],
-        "url": meta.get("url") or "",
-        "version": meta["version"],
-        "citeAs": meta["cite"],
-        "temporalCoverage": f"{meta['first_day']}/{meta['last_day']}",
-        "distribution": distribution,
-        "recordSet": record_sets,
-    }
-    return dumps(doc)
+    return out

@@ -101,11 +101,11 @@ class QueryCounts:
 
 @dataclass(slots=True)
 class _Answer:
-    """A window asked for on another thread: its end, its answer (decoded there, or the
-    server's refusal) and its own counters."""
+    """A window asked for on another thread: its end, its answer (bytes, or columns when that
+    thread decoded it; or the server's refusal) and its own counters."""
 
     stop: int
-    raw: Columns | WindowTooLarge | None
+    raw: bytes | Columns | WindowTooLarge
     stats: RequestStats
     counts: QueryCounts
 
@@ -591,7 +591,6 @@ class PrometheusSource:
         keys = {*schema.tag_keys, "__name__"}
         checked: set[LabelKey] = set()  # each series' labels are checked once
         asked = cursor  # where the next window to ask for starts
-        decoding = threading.Lock()  # one window decoded at a time (see _window)
         with InFlight[_Answer](ahead, "dxt-prometheus-query") as flight:
 
             def ask() -> None:  # windows up to the number in flight, in time order
@@ -599,7 +598,7 @@ class PrometheusSource:
                 while len(flight) < flight.size and asked < end:
                     a, asked = asked, min(asked + size, end)
                     at_floor = a + min_ms >= asked
-                    flight.start(partial(self._window, selector, a, asked, at_floor, decoding))
+                    flight.start(partial(self._window, selector, a, asked, at_floor, ahead == 1))
 
             ask()
             while cursor < end:
@@ -622,11 +621,12 @@ class PrometheusSource:
                     cols = self.fetch(
                         selector, cursor, got.stop, series, stats, counts, refused=got.raw
                     )
-                else:
-                    assert got.raw is not None
+                elif isinstance(got.raw, Columns):
                     cols = got.raw
                     counts.dropped_outside_window += got.counts.dropped_outside_window
-                got.raw = None
+                else:
+                    cols = self.decode(got.raw, selector, cursor, got.stop, counts)
+                got.raw = b""  # the answer is in the columns: its bytes go
                 for labels, key in zip(cols.labels, cols.keys, strict=True):
                     if key in checked:
                         continue
@@ -649,26 +649,22 @@ class PrometheusSource:
                 del cols, got  # not kept while the next is fetched
 
     def _window(
-        self,
-        selector: str,
-        start_ms: int,
-        end_ms: int,
-        at_floor: bool,
-        decoding: threading.Lock,
+        self, selector: str, start_ms: int, end_ms: int, at_floor: bool, decode: bool
     ) -> _Answer:
         """One window's answer, asked for on a thread of its own with counters of its own,
-        and decoded there while the writing thread formats the window before it; the
-        windows in flight decode one at a time (``decoding``: a decoder's intermediates are
-        several times an answer's size). A refusal is an answer (the caller splits)."""
+        and decoded there when it is the only one in flight (with more, the writing thread
+        decodes them one at a time: each decoder's intermediates are several times an
+        answer's size, and decoding on the threads, one at a time, measured 21 MB more
+        peak RSS and 5 % more CPU for 6 % less wall time on the medium day); a refusal is
+        an answer (the caller splits)."""
         stats, counts = RequestStats(), QueryCounts()
         try:
             raw = self.ask(selector, start_ms, end_ms, stats, at_floor)
         except WindowTooLarge as exc:
             return _Answer(end_ms, exc, stats, counts)
-        with decoding:
-            cols = self.decode(raw, selector, start_ms, end_ms, counts)
-        del raw
-        return _Answer(end_ms, cols, stats, counts)
+        if not decode:
+            return _Answer(end_ms, raw, stats, counts)
+        return _Answer(end_ms, self.decode(raw, selector, start_ms, end_ms, counts), stats, counts)
 
     # -- the source's own count ------------------------------------------------------------
     def count(
