@@ -627,18 +627,7 @@ class PrometheusSource:
                 else:
                     cols = self.decode(got.raw, selector, cursor, got.stop, counts)
                 got.raw = b""  # the answer is in the columns: its bytes go
-                for labels, key in zip(cols.labels, cols.keys, strict=True):
-                    if key in checked:
-                        continue
-                    checked.add(key)
-                    extra = set(labels) - keys
-                    if extra:
-                        raise SourceError(
-                            f"{self._where(selector, cursor, got.stop)}: series {labels} has "
-                            f"labels {sorted(extra)} that /api/v1/series did not list for the "
-                            "day; rerun the day",
-                            url=self._http.url("api/v1/series"),
-                        )
+                self._check_labels(cols, keys, checked, selector, cursor, got.stop)
                 size = _blocks(
                     next_window_ms(got.stop - cursor, cols.rows, target, min_ms, cap),
                     min_ms,
@@ -647,6 +636,30 @@ class PrometheusSource:
                 ask()  # the next windows are on their way while this one is written
                 yield cols
                 del cols, got  # not kept while the next is fetched
+
+    def _check_labels(
+        self,
+        cols: Columns,
+        keys: set[str],
+        checked: set[LabelKey],
+        selector: str,
+        start_ms: int,
+        end_ms: int,
+    ) -> None:
+        """Each series seen for the first time carries only labels of the day's schema
+        (``keys``); ``checked`` holds the series already seen."""
+        for labels, key in zip(cols.labels, cols.keys, strict=True):
+            if key in checked:
+                continue
+            checked.add(key)
+            extra = set(labels) - keys
+            if extra:
+                raise SourceError(
+                    f"{self._where(selector, start_ms, end_ms)}: series {labels} has labels "
+                    f"{sorted(extra)} that /api/v1/series did not list for the day; rerun "
+                    "the day",
+                    url=self._http.url("api/v1/series"),
+                )
 
     def _window(
         self, selector: str, start_ms: int, end_ms: int, at_floor: bool, decode: bool
