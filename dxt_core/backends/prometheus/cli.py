@@ -73,7 +73,8 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
     windows = WindowPolicy(**window_options(args))
     with PrometheusSource(conn, retry=retry_policy(args), windows=windows) as src:
         entries = _entries(args, src)
-        print(f"{src.server().describe()} at {conn.safe_url}: {len(entries)} units")
+        answers = "gzip answers" if src.compressed else "answers uncompressed"
+        print(f"{src.server().describe()} at {conn.safe_url} ({answers}): {len(entries)} units")
         for e in entries:  # a typo fails the run at once, naming the closest names
             if e.is_metric:
                 src.check_known(e.selector, _span(args, src))

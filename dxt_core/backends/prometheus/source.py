@@ -310,6 +310,11 @@ class PrometheusSource:
                 self._server = self._detect()
         return self._server
 
+    @property
+    def compressed(self) -> bool:
+        """Whether the server is asked for gzip answers (the connection's ``compression``)."""
+        return self._http.accept_gzip
+
     def _default_in_flight(self) -> int:
         """Windows in flight when neither the policy nor the connection says: 2 on
         Prometheus (its engine evaluates a query on one core), 1 on VictoriaMetrics."""

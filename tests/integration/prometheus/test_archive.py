@@ -235,7 +235,7 @@ def test_answers_gzip_or_as_they_are_give_the_same_file(
     got = {}
     for mode in ("gzip", "none", "auto"):
         with source(server, compression=mode) as src:
-            assert src._http.accept_gzip is (mode == "gzip")  # the tests' servers: loopback
+            assert src.compressed is (mode == "gzip")  # the tests' servers: loopback
             r = archive_prometheus_day(src, TEMP, day, Archive(tmp_path / mode))
         assert r.rows == data.expected_rows(TEMP.name, day)
         got[mode] = r.path.read_bytes()  # type: ignore[union-attr]

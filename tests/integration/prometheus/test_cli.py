@@ -33,6 +33,7 @@ def test_extract_lists_the_metrics_and_archives_days(server: ServerProcess, tmp_
     assert "archived 4 metric-days (" in out.stdout and "0 failed" in out.stdout
     kind = "VictoriaMetrics" if server.kind == "victoriametrics" else "Prometheus 2.42"
     assert out.stdout.startswith(kind)
+    assert f"at {server.url} (answers uncompressed): 2 units" in out.stdout  # loopback: auto
     manifests = sorted(tmp_path.rglob("*.manifest.json"))
     assert [m.parent.name for m in manifests] == ["node_jobs_total"] * 2 + ["node_temp_celsius"] * 2
     doc = json.loads(manifests[1].read_text())
