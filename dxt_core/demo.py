@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 
@@ -332,17 +332,38 @@ def _api_get(port: int, path: str) -> Any:
     return r.json()
 
 
-def _cancel_backfill(port: int, backfill_id: int) -> None:
+#: Seconds given to the scheduler's loop in progress after a backfill is paused, before it is
+#: cancelled.
+PAUSE_SETTLES_S = 5.0
+
+
+def _put_backfill(port: int, backfill_id: int, action: str) -> httpx.Response:
     # SQLite has one writer: the API answers 503 "Database is locked" while the scheduler
-    # writes, so the call is retried a few times. 409: it was completed meanwhile.
-    url = f"http://127.0.0.1:{port}/api/v2/backfills/{backfill_id}/cancel"
+    # writes, so the call is retried a few times.
+    url = f"http://127.0.0.1:{port}/api/v2/backfills/{backfill_id}/{action}"
     for _ in range(10):
         r = httpx.put(url, timeout=30)
         if r.status_code != 503:
             break
         time.sleep(2)
-    if r.status_code != 409:
-        r.raise_for_status()
+    return r
+
+
+def _cancel_backfill(port: int, backfill_id: int) -> bool:
+    """Pause the backfill, give the scheduler's loop in progress time to end, then cancel it.
+
+    A paused backfill's queued runs are not started (``DagRun.get_queued_dag_runs_to_set_running``),
+    so the cancel, which fails them, does not meet a run the scheduler is starting: cancelled
+    at once, Airflow 3.3.2's scheduler on SQLite was seen to die of that ("UPDATE statement on
+    table 'dag_run' expected to update 1 row(s); 0 were matched"). 409: it was completed
+    meanwhile. Returns whether it was cancelled (False: it had completed)."""
+    if _put_backfill(port, backfill_id, "pause").status_code == 200:
+        time.sleep(PAUSE_SETTLES_S)
+    r = _put_backfill(port, backfill_id, "cancel")
+    if r.status_code == 409:
+        return False
+    r.raise_for_status()
+    return True
 
 
 def unfinished_backfills(port: int) -> list[dict[str, Any]]:
@@ -364,7 +385,8 @@ def cancel_leftover_backfills(port: int, work: Path) -> None:
                 f"{b['to_date'][:10]}), left open by an earlier demo in this folder",
                 flush=True,
             )
-            _cancel_backfill(port, b["id"])
+            if not _cancel_backfill(port, b["id"]):
+                print("      (it completed meanwhile: nothing cancelled)", flush=True)
     except httpx.HTTPError as exc:
         raise DxtError(
             f"a backfill of {DAG_ID} left open by an earlier demo in {work} could not be "
@@ -389,11 +411,33 @@ def wait_backfill_complete(port: int, timeout: float) -> None:
             _cancel_backfill(port, b["id"])
 
 
-def _wait_for_dag(port: int, proc: subprocess.Popen[Any], timeout: float) -> None:
+def _check_standalone(watch: procs.StandaloneWatch, log: Path, doing: str) -> None:
+    """Raise when a component of ``airflow standalone`` has exited: standalone does not start
+    it again, so what the demo waits for would never come."""
+    if watch.proc.poll() is not None:
+        raise DxtError(f"airflow standalone exited {doing}; see {log}")
+    if gone := watch.exited():
+        raise DxtError(
+            f"airflow {gone} exited under airflow standalone {doing}, and standalone does not "
+            f"start it again. Its lines in {log} begin with '{gone} |'; run the demo again "
+            "(the archive is kept, and its backfill reruns only what failed)"
+        )
+
+
+def keep_running(watch: procs.StandaloneWatch, log: Path, poll_s: float = 1.0) -> NoReturn:
+    """Keep Airflow up for the user until a signal (Stopped); stop with an error naming the
+    component of ``airflow standalone`` that exited meanwhile: the UI would go on answering
+    while no run starts again, which is what the user came to watch."""
+    print("\nAirflow keeps running; press Ctrl-C (or kill this process) to stop.", flush=True)
+    while True:
+        _check_standalone(watch, log, "while the demo kept it running")
+        time.sleep(poll_s)
+
+
+def _wait_for_dag(port: int, watch: procs.StandaloneWatch, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise DxtError("airflow standalone exited; see airflow-standalone.log")
+        _check_standalone(watch, log, f"before {DAG_ID} was registered")
         with contextlib.suppress(httpx.HTTPError):
             if _api_get(port, f"dags/{DAG_ID}").get("dag_id") == DAG_ID:
                 return
@@ -423,11 +467,21 @@ def api_run_day(run: dict[str, Any]) -> str:
         return "none"
 
 
-def wait_for_runs(port: int, days: set[str], timeout: float) -> list[dict[str, Any]]:
-    """Poll until the runs that archive ``days`` are finished; return them."""
+def wait_for_runs(
+    port: int,
+    days: set[str],
+    timeout: float,
+    watch: procs.StandaloneWatch,
+    log: Path,
+) -> list[dict[str, Any]]:
+    """Poll until the runs that archive ``days`` are finished; return them. Stops with an
+    error when a component of ``airflow standalone`` has exited (the runs would never
+    finish)."""
     deadline = time.monotonic() + timeout
     runs: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
+        finished = sum(r.get("state") in ("success", "failed") for r in runs)
+        _check_standalone(watch, log, f"with {finished} of {len(days)} runs finished")
         with contextlib.suppress(httpx.HTTPError):
             every = _api_get(port, f"dags/{DAG_ID}/dagRuns?limit=100")["dag_runs"]
             runs = [r for r in every if api_run_day(r) in days]
@@ -478,7 +532,8 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
         _airflow(env, "db", "migrate")
         pool = str(_setting("pool").default)
         _airflow(env, "pools", "set", pool, "4", f"Concurrent queries to {BACKEND.title}")
-        log = started.enter_context((work / "airflow-standalone.log").open("w"))
+        standalone_log = work / "airflow-standalone.log"
+        log = started.enter_context(standalone_log.open("w"))
         with shutdown.holding():
             af = procs.start(
                 [_airflow_bin(), "standalone"],
@@ -490,7 +545,8 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
             started.callback(stop_session, af, 20, shutdown)
             started.callback(shutdown.begin_stop)
         print("[3/5] starting airflow standalone (scheduler, dag-processor, UI)", flush=True)
-        _wait_for_dag(args.port, af, 300)
+        watch = procs.StandaloneWatch(af)
+        _wait_for_dag(args.port, watch, standalone_log, 300)
         _airflow(env, "dags", "unpause", DAG_ID)
         cancel_leftover_backfills(args.port, work)
         create = [
@@ -510,7 +566,7 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
                 f"kept):\n  rm -rf {home}"
             ) from exc
         wanted = {d.isoformat() for d in days(first, last)}
-        runs = wait_for_runs(args.port, wanted, args.timeout)
+        runs = wait_for_runs(args.port, wanted, args.timeout, watch, standalone_log)
         print("[5/5] done\n", flush=True)
         _summary(archive_dir, catalog, first, last, runs, args.port, home)
         if args.exit:
@@ -519,10 +575,7 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
             print("\nwaiting for Airflow to mark the backfill complete, then stopping", flush=True)
             wait_backfill_complete(args.port, 45)
             return 0 if all(r.get("state") == "success" for r in runs) else 1
-        print("\nAirflow keeps running; press Ctrl-C (or kill this process) to stop.", flush=True)
-        while af.poll() is None:
-            time.sleep(1)
-        raise DxtError(f"airflow standalone exited; see {work / 'airflow-standalone.log'}")
+        keep_running(watch, standalone_log)
     raise AssertionError("unreachable")  # for mypy: ExitStack may swallow exceptions
 
 

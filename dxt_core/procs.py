@@ -208,3 +208,46 @@ def stop_tracked(grace: float = 5.0, untracked_children: bool = False) -> list[s
             stopped.append(f"{pid} {cmd.strip()[:100]} (not tracked)")
             stop_child(pid, grace)
     return stopped
+
+
+class StandaloneWatch:
+    """Which component of ``airflow standalone`` (``scheduler``, ``dag-processor``,
+    ``triggerer``, ``api-server``) has exited.
+
+    ``standalone`` starts each component once and never again
+    (airflow/cli/commands/standalone_command.py, ``SubCommand.run``): a scheduler that dies
+    leaves standalone, the UI and the API running and nothing scheduled, so a wait on runs
+    would last until its timeout. A component is known by its process id, named from its
+    command line (``airflow <component>``) when first seen, since components change their
+    process title later; it has exited when that process is gone or a zombie (standalone does
+    not reap it). Linux ``/proc`` only; elsewhere nothing is ever reported."""
+
+    def __init__(self, proc: subprocess.Popen[Any]) -> None:
+        self.proc = proc
+        self.pids: dict[str, int] = {}
+
+    def _learn(self) -> None:
+        known = set(self.pids.values())
+        for pid in _live(lambda st: st[1] == self.proc.pid):
+            if pid in known:
+                continue
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                # "airflow scheduler", or "python .../bin/airflow scheduler"
+                for i, arg in enumerate(argv[:2]):
+                    if (arg == b"airflow" or arg.endswith(b"/airflow")) and argv[i + 1 :][:1]:
+                        name = argv[i + 1].decode(errors="replace")
+                        if name:
+                            self.pids.setdefault(name, pid)
+                        break
+
+    def exited(self) -> str | None:
+        """The name of a component seen running that has exited since, else None."""
+        if not has_proc() or self.proc.poll() is not None:
+            return None
+        self._learn()
+        for name, pid in sorted(self.pids.items()):
+            st = proc_stat(Path(f"/proc/{pid}"))
+            if st is None or st[0] in ("Z", "X") or st[1] != self.proc.pid:
+                return name
+        return None

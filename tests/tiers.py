@@ -41,6 +41,8 @@ FULL_TIER = tuple(WEIGHTS)
 # the markers of tests that start Airflow, Celery or a browser of their own
 HEAVY = ("airflow", "postgres", "browser")
 PARTS = ("fast", "light", "heavy", "alone")
+#: pytest-timeout's limit for a test of the alone part that names none of its own
+ALONE_TIMEOUT_S = 1800
 
 
 class _State:
@@ -85,6 +87,12 @@ def weight(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=weight)  # stable: collection order within a weight
+    for item in items:
+        # the stacks of the alone part bound their own waits (a backfill's runs, a refill's
+        # retries, the demo's --timeout), and those add up past pyproject's 600 s on a loaded
+        # machine: a test killed by the timeout says less than its own wait's message
+        if item.get_closest_marker("alone") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(ALONE_TIMEOUT_S))
     part = config.getoption("dxt_tier")
     if part:
         _State.part, _State.all_tiers = part, False

@@ -50,7 +50,13 @@ def test_refill_after_a_cancelled_backfill_archives_its_days(migrated_home, tmp_
             "the backfill",
         )
         assert r.status_code == 200, r.text
-        assert st.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel").status_code == 200
+        # Paused, then cancelled, by the helper: cancelled at once while the scheduler was
+        # starting one of its runs, Airflow 3.3.2's scheduler on SQLite can die ("UPDATE
+        # statement on table 'dag_run' expected to update 1 row(s); 0 were matched") and
+        # ``standalone`` runs on without it, so nothing is scheduled again (CI, 2026-12-04: the
+        # refill's runs stayed queued for the whole wait). That is Airflow's race, not the
+        # refill's; a cancelled backfill's queued runs are failed either way.
+        st.cancel_open_backfills("dxt_examon")
 
         def mine() -> list[dict]:
             every = st.get("/api/v2/dags/dxt_examon/dagRuns?limit=50")["dag_runs"]
@@ -117,7 +123,12 @@ def test_refill_after_a_cancelled_backfill_archives_its_days(migrated_home, tmp_
         st.wait(
             lambda: all(r["state"] == "success" for r in mine()),
             480,
-            "the refilled days to succeed",
+            lambda: (
+                f"the refilled days to succeed; runs: "
+                f"{[(r['logical_date'][:10], r['state'], r.get('backfill_id')) for r in mine()]}; "
+                f"backfills: {st.get('/api/v2/backfills?dag_id=dxt_examon')['backfills']}; "
+                f"scheduler:\n{st.log_tail('scheduler', 60)}"
+            ),
         )
         for day in DAYS:
             for unit in ("ipmi_pub/ambient", "nagios_pub/state"):

@@ -17,14 +17,12 @@ from pathlib import Path
 import httpx
 
 from dxt_core import procs
+from dxt_core.demo import PAUSE_SETTLES_S
 from tests.airflow.conftest import AIRFLOW, base_env, free_port
 
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw", "nobody": "nobody-pw"}
 USERS = "admin:admin,viewer:viewer,nobody:"
 CHROMIUM = "/usr/bin/chromium"
-#: Seconds given to the scheduler's loop in progress after a backfill is paused, before it
-#: is cancelled (Stack.cancel_open_backfills).
-PAUSE_SETTLES_S = 5.0
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -71,6 +69,7 @@ class Stack:
             args, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self._tokens: dict[str, str] = {}
+        self._watch = procs.StandaloneWatch(self.proc) if command == "standalone" else None
 
     def wait_up(self, timeout: float = 240) -> None:
         self.wait(
@@ -115,9 +114,19 @@ class Stack:
                 pass
             if self.proc.poll() is not None:
                 raise AssertionError(f"airflow exited early; see {self.log_path}")
+            self._check_components()
             time.sleep(2)
         what = what() if callable(what) else what  # a callable describes what it saw
         raise AssertionError(f"timed out waiting for {what}; last: {last}")
+
+    def _check_components(self) -> None:
+        """Fail at once when a component of ``standalone`` has exited (procs.StandaloneWatch:
+        standalone does not start it again, so every wait would run to its timeout)."""
+        if self._watch is not None and (name := self._watch.exited()):
+            raise AssertionError(
+                f"airflow {name} exited under standalone; its last lines:\n"
+                f"{self.log_tail(name, 60)}"
+            )
 
     def log_tail(self, component: str, lines: int = 40) -> str:
         """The last ``lines`` lines ``component`` (scheduler, api-server, ...) wrote to the
@@ -129,6 +138,31 @@ class Stack:
             if line.startswith(f"{component} ")
         ]
         return "\n".join(mine[-lines:])
+
+    def set_backfill(self, bid: int, action: str, timeout: float = 240) -> dict:
+        """``PUT /api/v2/backfills/{bid}/{action}`` (``pause`` or ``cancel``) until Airflow
+        has done it; the backfill as Airflow then shows it.
+
+        On SQLite the API server's write waits for the scheduler's: the answer may come after
+        the client's 60 s (CI, 2026-12-05: the pause after a refill, ``httpx.ReadTimeout``)
+        and the change still land, or come as a 503 ("database is locked"). Either is asked
+        again, once the backfill's own record shows it has not landed. Airflow's 409 (the
+        backfill completed meanwhile) gives the backfill as it is; any other answer fails."""
+        done = {"pause": lambda b: b["is_paused"], "cancel": lambda b: b["completed_at"]}[action]
+
+        def landed():
+            try:
+                r = self.request("PUT", f"/api/v2/backfills/{bid}/{action}")
+            except httpx.TimeoutException:
+                b = self.get(f"/api/v2/backfills/{bid}")
+                return done(b) and b
+            if r.status_code in (200, 409):
+                return r.json() if r.status_code == 200 else self.get(f"/api/v2/backfills/{bid}")
+            if r.status_code != 503:
+                raise AssertionError(f"{action} of backfill {bid}: {r.status_code} {r.text}")
+            return None
+
+        return self.wait(landed, timeout, f"backfill {bid}'s {action} to land")
 
     def cancel_open_backfills(self, dag_id: str, timeout: float = 240, wait: bool = True) -> None:
         """Cancel every backfill of ``dag_id`` not completed yet and (``wait``) wait until none

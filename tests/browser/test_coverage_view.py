@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import time
 from pathlib import Path
 
@@ -32,6 +33,10 @@ SCREENSHOTS = os.environ.get("DXT_SCREENSHOT_DIR")
 #: the scheduled run of yesterday waits this long in the triggerer after the stack starts
 #: (the stack's start, up to several minutes on a loaded CI machine, counts against it)
 DEFER_S = 300
+#: a refill's creation of a backfill tries again through SQLite's 503s (10 x 3 s) and an empty
+#: backfill left by a locked try (up to 4 minutes: coverage.js createBackfill); Playwright's
+#: default 30 s would fail a refill that is still, rightly, trying
+REFILL_MS = 300_000
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +273,7 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
         assert f"backfill 1 day with no run ({D3} to {D3}" in plan
         page.screenshot(path=str(img / "coverage-refill.png"))
         frame.click("#confirm-refill")
-        frame.wait_for_function("window.dxtCoverage.refills.length === 1")
+        frame.wait_for_function("window.dxtCoverage.refills.length === 1", timeout=REFILL_MS)
         outcome = frame.evaluate("window.dxtCoverage.refills[0]")
         assert outcome["failed"] == [] and len(outcome["done"]) == 2, outcome
         # the page reloads at once: the two cells are queued (or already running)
@@ -364,7 +369,7 @@ def _refill_all(frame) -> tuple[str, dict]:
     frame.wait_for_selector("#confirm", state="visible")
     plan = frame.inner_text("#plan")
     frame.click("#confirm-refill")
-    frame.wait_for_function(f"window.dxtCoverage.refills.length === {n + 1}")
+    frame.wait_for_function(f"window.dxtCoverage.refills.length === {n + 1}", timeout=REFILL_MS)
     return plan, frame.evaluate(f"window.dxtCoverage.refills[{n}]")
 
 
@@ -376,11 +381,9 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
     # paused, then cancelled once the scheduler's loop in progress is over (see
     # Stack.cancel_open_backfills: a cancel that meets a run being started can bring
     # Airflow's scheduler down on SQLite)
-    r = stack.request("PUT", f"/api/v2/backfills/{bid}/pause")
-    assert r.status_code == 200, r.text
+    assert stack.set_backfill(bid, "pause")["is_paused"]
     time.sleep(PAUSE_SETTLES_S)
-    r = stack.request("PUT", f"/api/v2/backfills/{bid}/cancel")
-    assert r.status_code == 200, r.text
+    assert stack.set_backfill(bid, "cancel")["completed_at"]
 
     def settled():
         mine = [r for r in runs(stack) if r["logical_date"][:10] in days]
@@ -402,9 +405,15 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         assert "skip" not in plan, plan
         assert outcome["failed"] == [], outcome
         assert any("created over" in d for d in outcome["done"]), outcome
-        # the result stays through the page's periodic refreshes until dismissed
+        # the result stays through the page's periodic refreshes until dismissed. The page
+        # loads again every 5 s while runs are queued or running, and stops once none is: the
+        # nine metric-days may all be done by the first refresh (CI met that on 2026-12-04).
         loads = frame.evaluate("window.dxtCoverage.loads")
-        frame.wait_for_function(f"window.dxtCoverage.loads >= {loads + 2}", timeout=60_000)
+        frame.wait_for_function(
+            f"(d => d.loads >= {loads + 2} || (d.loads > {loads} && !d.refreshPending()))"
+            "(window.dxtCoverage)",
+            timeout=90_000,
+        )
         assert frame.is_visible("#result")
         assert "Refill of dxt_examon" in frame.inner_text("#result")
         # the days are taken over by the new backfill: queued or on their way (that they get
@@ -420,8 +429,11 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         # names it and offers nothing to send (paused here so that it stays open); it is
         # stopped before the next refill
         new_id = int(next(d for d in outcome["done"] if "created over" in d).split()[1])
-        r = stack.request("PUT", f"/api/v2/backfills/{new_id}/pause")
-        assert r.status_code == 200, r.text
+        held = stack.set_backfill(new_id, "pause")
+        if held["completed_at"]:  # its nine metric-days were done already: hold another open
+            new_id = _backfill(stack, "2024-05-25", "2024-05-25")
+            held = stack.set_backfill(new_id, "pause")
+        assert held["is_paused"] and not held["completed_at"], held
         show_range(frame, "2024-06-01", "2024-06-02")
         frame.click("#select-bad")
         frame.wait_for_selector("#confirm", state="visible")
@@ -437,11 +449,10 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
         frame.wait_for_selector("#confirm", state="visible")
         assert "backfill 2 days with no run" in frame.inner_text("#plan")
         other = _backfill(stack, "2024-05-20", "2024-05-20")
-        r = stack.request("PUT", f"/api/v2/backfills/{other}/pause")
-        assert r.status_code == 200, r.text
+        assert stack.set_backfill(other, "pause")["is_paused"]
         n = frame.evaluate("window.dxtCoverage.refills.length")
         frame.click("#confirm-refill")
-        frame.wait_for_function(f"window.dxtCoverage.refills.length === {n + 1}")
+        frame.wait_for_function(f"window.dxtCoverage.refills.length === {n + 1}", timeout=REFILL_MS)
         raced = frame.evaluate(f"window.dxtCoverage.refills[{n}]")
         assert raced["done"] == [], raced
         assert raced["failed"] == [
@@ -592,5 +603,53 @@ def test_markup_in_names_and_manifests_is_shown_not_run(stack, browser):
             )
             == 0
         )
+    finally:
+        context.close()
+
+
+def test_a_failed_load_is_tried_again_without_a_click(stack, browser):
+    # Airflow on SQLite answers 503 while the scheduler holds the write lock; a load that failed
+    # used to end the periodic refresh for good, leaving a stale grid that said nothing more.
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    page = context.new_page()
+    refused = []
+
+    def once_503(route):
+        if refused:
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.fulfill(
+                status=503, content_type="application/json", body='{"detail": "database is locked"}'
+            )
+
+    try:
+        sign_in(page, stack)
+        frame = _open_view(page, stack)
+        loads = frame.evaluate("window.dxtCoverage.loads")
+        page.route(re.compile(r"/dxt-archive/.*api/grid\?"), once_503)
+        frame.fill("#start", D0)
+        frame.fill("#end", D1)
+        frame.click("#show")
+        frame.wait_for_function("document.querySelector('#status').textContent.includes('again')")
+        status_text = frame.inner_text("#status")
+        assert "could not load the grid" in status_text, status_text
+        assert "trying again in 15 s" in status_text, status_text
+        assert refused and frame.evaluate("window.dxtCoverage.refreshPending()")
+        assert frame.evaluate("window.dxtCoverage.loads") == loads
+        # no click: the page tries again, and the next answer is Airflow's own
+        frame.wait_for_function(f"window.dxtCoverage.loads > {loads}", timeout=40_000)
+        assert "updated" in frame.inner_text("#status")
+        assert frame.evaluate("d => window.dxtCoverage.index('ipmi_pub/ambient', d).c", D1) >= 0
+        # a refused question (4xx: a range too large, say) is said and not asked again
+        page.unroute(re.compile(r"/dxt-archive/.*api/grid\?"))
+        frame.fill("#start", "1900-01-01")
+        frame.click("#show")
+        frame.wait_for_function(
+            "document.querySelector('#status').textContent.includes('could not load')"
+        )
+        status_text = frame.inner_text("#status")
+        assert "could not load the grid: 400" in status_text, status_text
+        assert "again" not in status_text, status_text
     finally:
         context.close()

@@ -28,17 +28,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 
+from dxt_core.backends.prometheus.labels import LabelCache, LabelKey, label_key
 from dxt_core.errors import SourceError
 
-#: A series' labels, sorted: what tells series apart.
-LabelKey = tuple[tuple[str, str], ...]
 #: Bytes of a plain decimal value (and the commas between values).
 PLAIN = b"0123456789.-,"
 _COMMA = 44
@@ -64,6 +63,8 @@ class Columns:
     ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     text: bytes = b""
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    #: known to hold each series once (the decoder checked its list of series)
+    distinct: bool = False
 
     @property
     def rows(self) -> int:
@@ -120,12 +121,16 @@ class Columns:
         starts = np.zeros(len(self.labels) + 1, np.int64)
         np.cumsum(per_series, out=starts[1:])
         return Columns(
-            self.start_ms, self.end_ms, self.labels, self.keys, starts, self.ts[keep], text, offsets
+            self.start_ms,
+            self.end_ms,
+            self.labels,
+            self.keys,
+            starts,
+            self.ts[keep],
+            text,
+            offsets,
+            self.distinct,
         )
-
-
-def label_key(labels: Mapping[str, str]) -> LabelKey:
-    return tuple(sorted(labels.items()))
 
 
 # -- values --------------------------------------------------------------------------------
@@ -170,13 +175,14 @@ def _offset_type(size: int) -> type[np.signedinteger[Any]]:
     return np.int32 if size < 2**31 else np.int64
 
 
-def _ints(joined: bytes, count: int, where: str, url: str) -> np.ndarray:
-    """``count`` comma-separated integers (epoch ms; a last comma is allowed)."""
+def _ints(joined: bytes, count: int | None, where: str, url: str) -> np.ndarray:
+    """``count`` comma-separated integers (epoch ms; a last comma is allowed); as many as
+    are read when ``count`` is None."""
     try:
         out = np.fromstring(joined.removesuffix(b","), dtype=np.int64, sep=",")
     except ValueError as exc:
         raise SourceError(f"{where}: a timestamp is not an integer ({exc})", url=url) from None
-    if len(out) != count:
+    if count is not None and len(out) != count:
         raise SourceError(f"{where}: {len(out)} timestamps read where {count} were sent", url=url)
     result: np.ndarray = out
     return result
@@ -185,18 +191,18 @@ def _ints(joined: bytes, count: int, where: str, url: str) -> np.ndarray:
 def _assemble(
     where: str,
     url: str,
-    labels: list[dict[str, str]],
-    keys: list[LabelKey],
-    counts: list[int],
+    series: tuple[list[dict[str, str]], list[LabelKey], bool],
+    counts: list[int] | np.ndarray,
     ts: np.ndarray,
     text: bytes,
     offsets: np.ndarray,
 ) -> Columns:
+    labels, keys, distinct = series
     starts = np.zeros(len(labels) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
     if int(starts[-1]) != len(ts) or len(offsets) != len(ts) + 1:
         raise SourceError(f"{where}: {len(ts)} timestamps but {len(offsets) - 1} values", url=url)
-    return Columns(0, 0, labels, keys, starts, ts, text, offsets)
+    return Columns(0, 0, labels, keys, starts, ts, text, offsets, distinct)
 
 
 # -- VictoriaMetrics /api/v1/export ---------------------------------------------------------
@@ -206,13 +212,13 @@ _VM_VALUES = b',"values":['
 _VM_TIMES = b'],"timestamps":['
 
 
-def decode_export(
-    body: bytes, where: str, url: str, label_cache: dict[bytes, tuple[dict[str, str], LabelKey]]
-) -> Columns:
-    """VictoriaMetrics' export lines as columns (series in the order of the lines).
+def decode_export(body: bytes, where: str, url: str, label_cache: LabelCache) -> Columns:
+    """VictoriaMetrics' export lines as columns, series in the order of their ``metric``
+    text (VictoriaMetrics 1.79 exports the series of each window in another order; in this
+    one, windows of the same series are alike, and :class:`LabelCache` and the writers
+    reuse the last window's lists; the order of rows in a file is the writers' own).
 
-    ``label_cache`` maps a line's ``metric`` JSON to its labels, so that a series asked
-    window after window is decoded once.
+    ``label_cache`` holds the labels of the series decoded before (:class:`LabelCache`).
     """
     lines = _export_lines(body)
     if not lines.laid_out.all():
@@ -221,60 +227,90 @@ def decode_export(
     # views of the answer, copied once, by the join); a line without samples is left out
     # (VictoriaMetrics writes none: export.qtpl returns early)
     t_len = lines.ends - lines.t_open - 3
+    numbers = np.arange(1, len(t_len) + 1)  # each line's number in the answer (errors)
     keep = t_len > 0
     if not keep.all():
         lines = _Lines(*(x[keep] for x in lines))
-        t_len = t_len[keep]
-    starts, v_open, t_open, ends = (x.tolist() for x in lines[:4])
+        t_len, numbers = t_len[keep], numbers[keep]
+    metas = [
+        body[a + len(_VM_HEAD) : v - 10]
+        for a, v in zip(lines.starts.tolist(), lines.v_open.tolist(), strict=True)
+    ]
+    order = sorted(range(len(metas)), key=metas.__getitem__)
+    if order != list(range(len(metas))):
+        metas = [metas[i] for i in order]
+        lines = _Lines(*(x[order] for x in lines))
+        t_len, numbers = t_len[order], numbers[order]
+    v_open, t_open, ends = (x.tolist() for x in lines[1:4])
     view = memoryview(body)
-    metas = [body[a + len(_VM_HEAD) : v - 10] for a, v in zip(starts, v_open, strict=True)]
-    values = [view[v + 1 : t - 15] for v, t in zip(v_open, t_open, strict=True)]
-    times = [view[t + 1 : e - 2] for t, e in zip(t_open, ends, strict=True)]
-    found = [label_cache.get(m) for m in metas]
-    for n, (m, hit) in enumerate(zip(metas, found, strict=True), 1):
-        if hit is None:
-            lab = _labels(m, n, where, url)
-            hit = label_cache[m] = found[n - 1] = (lab, label_key(lab))
-    return _export_columns(where, url, found, values, times, t_len)  # type: ignore[arg-type]
+    values: list[bytes | memoryview] = [
+        view[v + 1 : t - 15] for v, t in zip(v_open, t_open, strict=True)
+    ]
+    times: list[bytes | memoryview] = [
+        view[t + 1 : e - 2] for t, e in zip(t_open, ends, strict=True)
+    ]
+    series = label_cache.series(metas, where, url, numbers.tolist())
+    return _export_columns(where, url, series, values, times, t_len)
 
 
 def _export_columns(
     where: str,
     url: str,
-    found: list[tuple[dict[str, str], LabelKey]],
+    series: tuple[list[dict[str, str]], list[LabelKey], bool],
     values: list[bytes | memoryview],
     times: list[bytes | memoryview],
     lengths: np.ndarray | None = None,
 ) -> Columns:
     """Columns from each line's labels, values and times (``lengths``: the times' lengths,
     when known)."""
-    labels = [f[0] for f in found]
-    keys = [f[1] for f in found]
     if not times:
-        return _assemble(
-            where, url, labels, keys, [], np.zeros(0, np.int64), b"", np.zeros(1, np.int64)
-        )
+        return _assemble(where, url, series, [], np.zeros(0, np.int64), b"", np.zeros(1, np.int64))
     joined = b",".join(times)
-    # samples per line: one more than the commas inside the line's stretch of the joined text
     if lengths is None:
         lengths = np.array([len(t) for t in times], np.int64)
     del times[:]  # the views of the answer
-    line_starts = np.zeros(len(lengths), np.int64)
-    np.cumsum(lengths[:-1] + 1, out=line_starts[1:])
-    commas = np.flatnonzero(np.frombuffer(joined, np.uint8) == _COMMA)
-    inner = np.searchsorted(commas, line_starts + lengths) - np.searchsorted(commas, line_starts)
-    counts = (inner + 1).tolist()
-    ts = _ints(joined, len(commas) + 1, where, url)
+    ts = _ints(joined, None, where, url)
+    counts = _line_counts(joined, lengths, ts, where, url)
+    del joined
     values.append(b"")  # a comma after the last value too
     joined = b",".join(values)
     del values[:]
     text, offsets = _tokens(joined, where, url)
-    return _assemble(where, url, labels, keys, counts, ts, text, offsets)
+    return _assemble(where, url, series, counts, ts, text, offsets)
 
 
-def _decode_export_lines(
-    body: bytes, where: str, url: str, label_cache: dict[bytes, tuple[dict[str, str], LabelKey]]
-) -> Columns:
+#: Epoch ms written with 13 digits: 2001-09-09 to 2286.
+_THIRTEEN_DIGITS = (10**12, 10**13)
+
+
+def _line_counts(
+    joined: bytes, lengths: np.ndarray, ts: np.ndarray, where: str, url: str
+) -> np.ndarray:
+    """Samples per line, from the lengths of the lines' times in ``joined`` (joined with
+    commas) and the times read from it (``ts``). Times all of 13 digits (the epoch ms of
+    2001 to 2286) are 14 bytes each with their comma: the count is the length over 14, no
+    pass over the text; else one more than the commas inside the line's stretch."""
+    total = (lengths + 1) // 14
+    if (
+        not ((lengths + 1) % 14).any()
+        and len(ts) == int(total.sum())
+        and _THIRTEEN_DIGITS[0] <= int(ts.min())
+        and int(ts.max()) < _THIRTEEN_DIGITS[1]
+    ):
+        return total
+    line_starts = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1] + 1, out=line_starts[1:])
+    commas = np.flatnonzero(np.frombuffer(joined, np.uint8) == _COMMA)
+    if len(ts) != len(commas) + 1:
+        raise SourceError(
+            f"{where}: {len(ts)} timestamps read where {len(commas) + 1} were sent", url=url
+        )
+    inner = np.searchsorted(commas, line_starts + lengths) - np.searchsorted(commas, line_starts)
+    counts: np.ndarray = inner + 1
+    return counts
+
+
+def _decode_export_lines(body: bytes, where: str, url: str, label_cache: LabelCache) -> Columns:
     """The slow path, line by line: some line is not laid out as VictoriaMetrics writes it
     (decoded as JSON), or blank."""
     found: list[tuple[dict[str, str], LabelKey]] = []
@@ -291,14 +327,12 @@ def _decode_export_lines(
             meta, v, t = _export_line(line, n, where, url)
         if not t:
             continue
-        hit = label_cache.get(meta)
-        if hit is None:
-            lab = _labels(meta, n, where, url)
-            hit = label_cache[meta] = (lab, label_key(lab))
-        found.append(hit)
+        found.append(label_cache.one(meta, n, where, url))
         values.append(v)
         times.append(t)
-    return _export_columns(where, url, found, values, times)
+    keys = [f[1] for f in found]
+    series = ([f[0] for f in found], keys, len(set(keys)) == len(keys))
+    return _export_columns(where, url, series, values, times)
 
 
 _TIMES_TAIL = np.frombuffer(b'],"timestamps":', np.uint8)
@@ -338,20 +372,6 @@ def _export_lines(body: bytes) -> _Lines:
     tail = np.clip(ends - 2, 0, None)
     ok &= (arr[tail] == ord("]")) & (arr[np.clip(ends - 1, 0, None)] == ord("}"))
     return _Lines(starts, v_open, t_open, ends, ok)
-
-
-def _labels(meta: bytes, n: int, where: str, url: str) -> dict[str, str]:
-    try:
-        doc = orjson.loads(meta)
-    except orjson.JSONDecodeError as exc:
-        raise SourceError(
-            f"{where}: export line {n} is not a series ({exc}): {meta[:120]!r}; nothing of "
-            "the window is archived (a cut answer? retry)",
-            url=url,
-        ) from exc
-    if not isinstance(doc, dict):
-        raise SourceError(f"{where}: export line {n}: metric is not an object", url=url)
-    return {str(k): str(v) for k, v in doc.items()}
 
 
 def _export_line(line: bytes, n: int, where: str, url: str) -> tuple[bytes, bytes, bytes]:
@@ -395,9 +415,7 @@ _NEXT_SERIES = b']},{"metric":'
 _VALUES_KEY = b',"values":['
 
 
-def decode_matrix(
-    raw: bytes, where: str, url: str, label_cache: dict[bytes, tuple[dict[str, str], LabelKey]]
-) -> Columns:
+def decode_matrix(raw: bytes, where: str, url: str, label_cache: LabelCache) -> Columns:
     """A Prometheus matrix answer as columns (series in the answer's order).
 
     Laid out as Prometheus writes it (``{"status":"success","data":{"resultType":"matrix",
@@ -409,24 +427,28 @@ def decode_matrix(
     cut = _matrix_parts(raw)
     if cut is None:
         found, arrays = _matrix_json(raw, where, url)
+        keys = [f[1] for f in found]
+        series = ([f[0] for f in found], keys, len(set(keys)) == len(keys))
     else:
         metas, arrays = cut
-        found = []
-        for n, m in enumerate(metas, 1):
-            hit = label_cache.get(m)
-            if hit is None:
-                lab = _labels(m, n, where, url)
-                hit = label_cache[m] = (lab, label_key(lab))
-            found.append(hit)
-    labels = [f[0] for f in found]
-    keys = [f[1] for f in found]
-    counts = [a.count(b"[") for a in arrays]
-    total = sum(counts)
+        series = label_cache.series(metas, where, url)
+    # the arrays joined, a comma after each (the last one too); a sample is one ``[``
+    joined = b",".join([*arrays, b""])
+    lengths = np.fromiter(map(len, arrays), np.int64, len(arrays))
+    del arrays
+    bounds = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths + 1, out=bounds[1:])
+    opens = np.flatnonzero(np.frombuffer(joined, np.uint8) == ord("["))
+    counts = np.diff(np.searchsorted(opens, bounds))
+    total = len(opens)
     if not total:
         empty = np.zeros(0, np.int64)
-        return _assemble(where, url, labels, keys, counts, empty, b"", np.zeros(1, np.int64))
-    # a comma after the last value too
-    flat = b",".join([*(a for a in arrays if a), b""]).translate(None, b'[]"')
+        return _assemble(where, url, series, counts, empty, b"", np.zeros(1, np.int64))
+    if not counts.all():  # a series without samples: no empty item between two commas
+        kept = np.flatnonzero(counts).tolist()
+        joined = b"".join([joined[bounds[i] : bounds[i + 1]] for i in kept])
+    flat = joined.translate(None, b'[]"')
+    del joined
     text, offsets = _tokens(flat, where, url)
     if len(offsets) != 2 * total + 1:
         raise SourceError(f"{where}: a sample is not [time, value]", url=url)
@@ -440,14 +462,17 @@ def decode_matrix(
     value_offsets = np.zeros(total + 1, _offset_type(len(text)))
     np.cumsum(lengths[1::2], out=value_offsets[1:])
     values = data[byte_is_value].tobytes()
-    return _assemble(where, url, labels, keys, counts, ts, values, value_offsets)
+    return _assemble(where, url, series, counts, ts, values, value_offsets)
 
 
 def _matrix_parts(raw: bytes) -> tuple[list[bytes], list[bytes]] | None:
     """(each series' ``metric`` JSON, its ``values`` array without the outer brackets), cut
-    from an answer laid out as Prometheus writes it; None for any other layout. A series'
-    values hold only numbers, quotes, brackets and commas, so the last ``,"values":[`` of
-    a series is its own."""
+    from an answer laid out as Prometheus writes it; None for any other layout.
+
+    Outside the series' ``metric`` objects the text holds only numbers, quotes, brackets and
+    commas, and inside them a quote is escaped: ``]},{"metric":`` is found only where a
+    series ends, and the last ``,"values":[`` of a series is its own.
+    """
     if not (raw.startswith(_MATRIX_HEAD) and raw.endswith(_MATRIX_TAIL)):
         return None
     body = raw[len(_MATRIX_HEAD) : -len(_MATRIX_TAIL)]
@@ -455,13 +480,18 @@ def _matrix_parts(raw: bytes) -> tuple[list[bytes], list[bytes]] | None:
         return [], []
     if not (body.startswith(b'{"metric":') and body.endswith(b"]}")):
         return None
-    pieces = body[len(b'{"metric":') : -2].split(_NEXT_SERIES)
-    parts = [p.rpartition(_VALUES_KEY) for p in pieces]
+    parts = [p.rpartition(_VALUES_KEY) for p in body[len(b'{"metric":') : -2].split(_NEXT_SERIES)]
     metas = [p[0] for p in parts]
-    arrays = [p[2] for p in parts]
-    if not all(p[1] for p in parts) or not all(m[:1] == b"{" and m[-1:] == b"}" for m in metas):
+    # each a JSON object with its array: the joined texts hold a "}" and "{" at every join
+    joined = b"\0".join(metas)
+    if (
+        joined[:1] != b"{"
+        or joined[-1:] != b"}"
+        or joined.count(b"}\0{") != len(metas) - 1
+        or not all(p[1] for p in parts)
+    ):
         return None
-    return metas, arrays
+    return metas, [p[2] for p in parts]
 
 
 def _matrix_json(
@@ -588,7 +618,7 @@ def _normalised(cols: Columns) -> Columns:
     """Each series once, each in time order: the answer as it came when it already is."""
     sid = cols.series_of_rows()
     keys = cols.keys
-    if len(set(keys)) == len(keys):
+    if cols.distinct or len(set(keys)) == len(keys):
         later = cols.ts[1:] < cols.ts[:-1]
         if not (later & (sid[1:] == sid[:-1])).any():
             return cols
@@ -610,7 +640,9 @@ def _normalised(cols: Columns) -> Columns:
     np.cumsum(np.bincount(row_series, minlength=len(kept)), out=starts[1:])
     labels = [cols.labels[i] for i in kept]
     keys = [cols.keys[i] for i in kept]
-    return Columns(cols.start_ms, cols.end_ms, labels, keys, starts, cols.ts[order], text, offsets)
+    return Columns(
+        cols.start_ms, cols.end_ms, labels, keys, starts, cols.ts[order], text, offsets, True
+    )
 
 
 def _gather(text: bytes, starts: np.ndarray, lengths: np.ndarray) -> bytes:

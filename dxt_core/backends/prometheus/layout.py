@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
-from dxt_core.backends.prometheus.columns import Columns, LabelKey
+from dxt_core.backends.prometheus.columns import Columns
+from dxt_core.backends.prometheus.labels import LabelKey
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.records import SeriesSchema
 from dxt_core.writers.base import WriteResult
@@ -89,12 +90,33 @@ def series_rank(keys: list[tuple[str, ...]]) -> np.ndarray:
 class SeriesFields:
     """What a writer needs of each series of the day, computed once per series: its sort key
     (the values of the schema's label columns, then the metric name) and its CSV tail
-    (``name,<label values...>`` and the line's end)."""
+    (``name,<label values...>`` and the line's end); and of a window's list of series, its
+    order and tails, kept for the next window while its list is the same object (as
+    :class:`~dxt_core.backends.prometheus.columns.LabelCache` gives it)."""
 
     def __init__(self, schema: SeriesSchema) -> None:
         self.columns = (*schema.tag_keys, "__name__")
         self._sort: dict[LabelKey, tuple[str, ...]] = {}
         self._tails: dict[LabelKey, bytes] = {}
+        self._rank: tuple[list[LabelKey] | None, np.ndarray] = (None, np.zeros(0, np.int64))
+        self._joined: tuple[list[LabelKey] | None, bytes, np.ndarray] = (
+            None,
+            b"",
+            np.zeros(1, np.int64),
+        )
+
+    def rank(self, cols: Columns) -> np.ndarray:
+        """Each series' place among the window's (:func:`series_rank` of its sort keys)."""
+        if self._rank[0] is not cols.keys:
+            self._rank = (cols.keys, series_rank(self.sort_keys(cols)))
+        return self._rank[1]
+
+    def joined_tails(self, cols: Columns) -> tuple[bytes, np.ndarray]:
+        """The window's series' CSV tails, joined, and where each starts and ends."""
+        if self._joined[0] is not cols.keys:
+            tails = self.tails(cols)
+            self._joined = (cols.keys, b"".join(tails), _offsets(tails))
+        return self._joined[1], self._joined[2]
 
     def sort_keys(self, cols: Columns) -> list[tuple[str, ...]]:
         out = []
@@ -244,13 +266,13 @@ class CsvDayWriter:
             raise ArchiveError("a query window does not start on a block edge")
         fields = self._fields
         assert fields is not None
-        perm = row_order(cols, series_rank(fields.sort_keys(cols)), self._origin_ms, self._block_ms)
-        tails = fields.tails(cols)
+        perm = row_order(cols, fields.rank(cols), self._origin_ms, self._block_ms)
+        tails, tail_offsets = fields.joined_tails(cols)
         sid = cols.series_of_rows()
         if self._arrow is not None:
             pa, pc = self._arrow
             values = _binary(pa, cols.text, cols.offsets)
-            tail_arr = _binary(pa, b"".join(tails), _offsets(tails))
+            tail_arr = _binary(pa, tails, tail_offsets)
             # the separator as an array of empty items: a Python scalar (b"") would go
             # through pa.scalar, which imports pandas when installed (about 50 MB)
             no_sep = _binary(pa, b"", np.zeros(CHUNK_ROWS + 1, np.int32))
@@ -259,7 +281,9 @@ class CsvDayWriter:
             rows = perm[lo : lo + CHUNK_ROWS]
             stamps = self._stamps(cols.ts[rows], span)
             if self._arrow is None:
-                self._gz.write(_assemble_numpy(cols, rows, stamps, tails, sid[rows]))
+                self._gz.write(
+                    _assemble_numpy(cols, rows, stamps, (tails, tail_offsets), sid[rows])
+                )
                 continue
             n = len(rows)
             # short-lived buffers from the system allocator: Arrow's default pool (mimalloc)
@@ -320,18 +344,22 @@ def _ints(pa: Any, values: np.ndarray) -> Any:
 
 
 def _assemble_numpy(
-    cols: Columns, rows: np.ndarray, stamps: np.ndarray, tails: list[bytes], sid: np.ndarray
+    cols: Columns,
+    rows: np.ndarray,
+    stamps: np.ndarray,
+    tails: tuple[bytes, np.ndarray],
+    sid: np.ndarray,
 ) -> bytes:
     """CSV rows without pyarrow: each row laid out in a matrix wide enough for the longest
-    value and tail, the padding then dropped (2.5 times Arrow's join's CPU, measured)."""
+    value and tail, the padding then dropped (2.5 times Arrow's join's CPU, measured);
+    ``tails``: the series' tails joined, and their offsets."""
     n = len(rows)
     vstart = cols.offsets[rows]
     vlen = cols.offsets[rows + 1] - vstart
-    tlen = np.array([len(t) for t in tails], np.int64)
+    tlen = np.diff(tails[1])
     maxt, maxv = int(tlen.max()), int(vlen.max())
-    table = np.zeros((len(tails), maxt), np.uint8)
-    for i, t in enumerate(tails):
-        table[i, : len(t)] = np.frombuffer(t, np.uint8)
+    table = np.zeros((len(tlen), maxt), np.uint8)
+    table[np.arange(maxt)[None, :] < tlen[:, None]] = np.frombuffer(tails[0], np.uint8)
     width = STAMP + maxv + maxt
     m = np.empty((n, width), np.uint8)
     m[:, :STAMP] = stamps
@@ -377,6 +405,7 @@ class ParquetDayWriter(BlockParquet):
         self._sorting: SeriesFields | None = None
         self._ids: dict[LabelKey, int] = {}
         self._series: list[tuple[str, ...]] = []  # per series id: name, label values
+        self._last_ids: tuple[list[LabelKey] | None, np.ndarray] = (None, np.zeros(0, np.int32))
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._pending_span: int | None = None
 
@@ -404,7 +433,10 @@ class ParquetDayWriter(BlockParquet):
         )
 
     def _series_ids(self, cols: Columns) -> np.ndarray:
-        """The day's id of each series of the window (the row of its column values)."""
+        """The day's id of each series of the window (the row of its column values); the
+        last window's when its list of series is the same object."""
+        if self._last_ids[0] is cols.keys:
+            return self._last_ids[1]
         assert self._schema is not None
         tag_keys = self._schema.tag_keys
         out = []
@@ -414,7 +446,9 @@ class ParquetDayWriter(BlockParquet):
                 sid = self._ids[key] = len(self._series)
                 self._series.append((lab.get("__name__", ""), *(lab.get(k, "") for k in tag_keys)))
             out.append(sid)
-        return np.array(out, np.int32)
+        ids = np.array(out, np.int32)
+        self._last_ids = (cols.keys, ids)
+        return ids
 
     def write(self, cols: Columns) -> None:
         """Append one window's rows; a row group is written once the windows have passed
@@ -423,9 +457,7 @@ class ParquetDayWriter(BlockParquet):
             raise ArchiveError("ParquetDayWriter.write called before open()")
         if not cols.rows:
             return
-        perm = row_order(
-            cols, series_rank(self._sorting.sort_keys(cols)), self._origin_ms, self._block_ms
-        )
+        perm = row_order(cols, self._sorting.rank(cols), self._origin_ms, self._block_ms)
         ts = np.ascontiguousarray(cols.ts[perm])
         values = np.ascontiguousarray(cols.values()[perm])
         ids = self._series_ids(cols)[cols.series_of_rows()[perm]]

@@ -159,3 +159,52 @@ def test_a_busy_ui_port_is_an_error_naming_it(tmp_path):
     assert out.returncode == 2
     assert f"port {port} (the Airflow UI) is in use" in out.stderr
     assert "pass --port" in out.stderr
+
+
+def test_the_demo_stops_waiting_when_a_component_of_standalone_exited(tmp_path):
+    from dxt_core import procs
+    from dxt_core.demo import wait_for_runs
+    from dxt_core.errors import DxtError
+    from tests.unit.core.test_procs import standalone_stand_in, watch_both
+
+    proc = standalone_stand_in(tmp_path)
+    try:
+        watch = watch_both(proc)
+        with socket.socket() as s:  # a port nothing listens on: the API is never reached
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        os.kill(watch.pids["triggerer"], signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(DxtError) as err:
+            wait_for_runs(port, {"2024-05-10", "2024-05-11"}, 60, watch, tmp_path / "sa.log")
+        assert time.monotonic() - started < 30
+        text = str(err.value)
+        assert "airflow triggerer exited under airflow standalone" in text, text
+        assert "with 0 of 2 runs finished" in text and f"{tmp_path / 'sa.log'}" in text, text
+        assert "'triggerer |'" in text, text
+    finally:
+        procs.stop(proc, 5)
+
+
+def test_the_demo_kept_running_stops_when_a_component_of_standalone_exited(tmp_path, capsys):
+    # after its summary the demo keeps Airflow up for the user; a scheduler that dies then
+    # would leave a UI that answers while nothing runs: the demo says which one and stops
+    from dxt_core import procs
+    from dxt_core.demo import keep_running
+    from dxt_core.errors import DxtError
+    from tests.unit.core.test_procs import standalone_stand_in, watch_both
+
+    proc = standalone_stand_in(tmp_path)
+    try:
+        watch = watch_both(proc)
+        os.kill(watch.pids["scheduler"], signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(DxtError) as err:
+            keep_running(watch, tmp_path / "sa.log", poll_s=0.05)
+        assert time.monotonic() - started < 30
+        text = str(err.value)
+        assert "airflow scheduler exited under airflow standalone while the demo kept it" in text
+        assert "'scheduler |'" in text and str(tmp_path / "sa.log") in text, text
+        assert "Airflow keeps running; press Ctrl-C" in capsys.readouterr().out
+    finally:
+        procs.stop(proc, 5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -74,3 +75,49 @@ def test_a_child_nobody_tracked_is_stopped_with_its_session_and_reaped():
     assert proc.pid not in procs.children()
     assert not Path(f"/proc/{proc.pid}").exists()  # reaped, not a zombie
     assert proc.poll() == 0  # reaped by stop_child: Popen finds no child left (ECHILD)
+
+
+def standalone_stand_in(tmp_path: Path) -> subprocess.Popen:
+    """A stand-in for ``airflow standalone``: a parent that starts "airflow scheduler" and
+    "airflow triggerer" as standalone does (never waited for), then sleeps."""
+    airflow = tmp_path / "bin" / "airflow"
+    airflow.parent.mkdir()
+    airflow.write_text("import time\ntime.sleep(60)\n")
+    parent = tmp_path / "standalone.py"
+    parent.write_text(
+        "import subprocess, sys, time\n"
+        "for name in ('scheduler', 'triggerer'):\n"
+        f"    subprocess.Popen([sys.executable, {str(airflow)!r}, name])\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = procs.start(
+        [sys.executable, str(parent)], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
+    return proc
+
+
+def watch_both(proc: subprocess.Popen) -> procs.StandaloneWatch:
+    watch = procs.StandaloneWatch(proc)
+    deadline = time.monotonic() + 10
+    while len(watch.pids) < 2 and time.monotonic() < deadline:
+        assert watch.exited() is None
+        time.sleep(0.05)
+    assert sorted(watch.pids) == ["scheduler", "triggerer"]
+    return watch
+
+
+def test_standalone_watch_names_a_component_that_exited(tmp_path):
+    proc = standalone_stand_in(tmp_path)
+    try:
+        watch = watch_both(proc)
+        assert watch.exited() is None
+        # killed: it stays a zombie (the parent never reaps it) and is reported
+        os.kill(watch.pids["scheduler"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while watch.exited() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert watch.exited() == "scheduler"
+    finally:
+        procs.stop(proc, 5)

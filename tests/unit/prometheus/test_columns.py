@@ -19,8 +19,8 @@ from dxt_core.backends.prometheus.columns import (
     decode_export,
     decode_matrix,
     inside,
-    label_key,
 )
+from dxt_core.backends.prometheus.labels import LabelCache, label_key
 from dxt_core.backends.prometheus.layout import (
     CHUNK_ROWS,
     CsvDayWriter,
@@ -44,7 +44,7 @@ def test_a_prometheus_matrix() -> None:
         b'{"__name__":"m","node":"n2"},"values":[[1711922385.5,"NaN"],[1711922400.001,"+Inf"],'
         b'[1711922401,"-Inf"]]}]}}'
     )
-    cols = decode_matrix(answer, "w", URL, {})
+    cols = decode_matrix(answer, "w", URL, LabelCache())
     assert cols.labels == [{"__name__": "m", "node": "n1"}, {"__name__": "m", "node": "n2"}]
     assert cols.starts.tolist() == [0, 2, 5]
     assert cols.ts.tolist() == [
@@ -59,19 +59,69 @@ def test_a_prometheus_matrix() -> None:
 
     doc = json.loads(answer)
     doc["warnings"] = ["a warning"]
-    other = decode_matrix(json.dumps(doc).encode(), "w", URL, {})
+    other = decode_matrix(json.dumps(doc).encode(), "w", URL, LabelCache())
     assert other.labels == cols.labels and other.keys == cols.keys
     assert other.ts.tolist() == cols.ts.tolist() and other.tokens() == cols.tokens()
+
+
+def _matrix(*series: tuple[str, list[tuple[int, str]]]) -> bytes:
+    parts = [
+        b'{"metric":{"__name__":"m","node":"%s"},"values":[%s]}'
+        % (node.encode(), b",".join(b'[%d,"%s"]' % (t, v.encode()) for t, v in pairs))
+        for node, pairs in series
+    ]
+    return (
+        b'{"status":"success","data":{"resultType":"matrix","result":[' + b",".join(parts) + b"]}}"
+    )
+
+
+def test_a_window_of_the_same_series_reuses_the_last_windows_lists() -> None:
+    cache = LabelCache()
+    first = decode_matrix(_matrix(("n1", [(1, "1")]), ("n2", [(1, "2")])), "w", URL, cache)
+    again = decode_matrix(_matrix(("n1", [(2, "3")]), ("n2", [(2, "4")])), "w", URL, cache)
+    # the same objects: the writers keep what they made of the list
+    assert again.labels is first.labels and again.keys is first.keys and again.distinct
+    assert again.tokens() == ["3", "4"] and again.ts.tolist() == [2000, 2000]
+    # another list of series (one more, or the same in another order): new lists, the
+    # labels of each series still decoded once
+    more = decode_matrix(
+        _matrix(("n2", [(3, "5")]), ("n1", [(3, "6")]), ("n3", [(3, "7")])), "w", URL, cache
+    )
+    assert more.keys is not first.keys and len(cache) == 3
+    assert [lab["node"] for lab in more.labels] == ["n2", "n1", "n3"]
+    assert more.labels[1] is first.labels[0]
+    # a series twice (a proxy joining answers): not distinct, joined by concat
+    twice = decode_matrix(_matrix(("n1", [(4, "8")]), ("n1", [(5, "9")])), "w", URL, cache)
+    assert not twice.distinct
+    joined = concat([twice], 0, 10_000)
+    assert joined.distinct and joined.starts.tolist() == [0, 2] and joined.tokens() == ["8", "9"]
+
+
+def test_a_series_without_samples_in_a_matrix_has_no_rows() -> None:
+    body = _matrix(("n1", [(1, "1"), (2, "2")]), ("n2", []), ("n3", [(3, "3")]))
+    cols = decode_matrix(body, "w", URL, LabelCache())
+    assert cols.starts.tolist() == [0, 2, 2, 3] and cols.tokens() == ["1", "2", "3"]
+    assert cols.ts.tolist() == [1000, 2000, 3000]
+    none = decode_matrix(_matrix(("n1", []), ("n2", [])), "w", URL, LabelCache())
+    assert none.rows == 0 and none.starts.tolist() == [0, 0, 0]
+
+
+def test_a_label_value_that_looks_like_the_layout_stays_a_label_value() -> None:
+    # JSON escapes a quote inside a string: the text that cuts series never appears there
+    node = 'x\\"]},{\\"metric\\":{,\\"values\\":['
+    cols = decode_matrix(_matrix((node, [(1, "1")]), ("n2", [(1, "2")])), "w", URL, LabelCache())
+    assert cols.labels[0]["node"] == 'x"]},{"metric":{,"values":['
+    assert cols.tokens() == ["1", "2"] and cols.starts.tolist() == [0, 1, 2]
 
 
 def test_a_matrix_that_is_not_one_is_a_clear_error() -> None:
     vector = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
     with pytest.raises(SourceError, match="expected a matrix"):
-        decode_matrix(vector, "w", URL, {})
+        decode_matrix(vector, "w", URL, LabelCache())
     with pytest.raises(SourceError, match="not valid JSON"):
-        decode_matrix(b"<html>", "w", URL, {})
+        decode_matrix(b"<html>", "w", URL, LabelCache())
     empty = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
-    assert decode_matrix(empty, "w", URL, {}).rows == 0
+    assert decode_matrix(empty, "w", URL, LabelCache()).rows == 0
 
 
 def test_a_victoriametrics_export() -> None:
@@ -85,7 +135,7 @@ def test_a_victoriametrics_export() -> None:
         # the same keys in another order: decoded as JSON
         b'{"timestamps":[1711922400000],"values":[7],"metric":{"__name__":"m","i":"3"}}\n'
     )
-    cache: dict[bytes, dict[str, str]] = {}
+    cache = LabelCache()
     cols = decode_export(body, "w", URL, cache)
     assert [c.get("i") for c in cols.labels] == [None, "2", "3"]
     assert cols.tokens() == ["21.2", "21.27", "21", "nan", "nan", "1000000000000000000000", "7"]
@@ -93,13 +143,56 @@ def test_a_victoriametrics_export() -> None:
     assert len(cache) == 3 and decode_export(body, "w", URL, cache).labels[1] is cols.labels[1]
     assert cols.keys[1] == (("__name__", "m"), ("i", "2"), ("job", "node"))
     # the lines as VictoriaMetrics writes them: cut at the places found for all at once
-    fast = decode_export(b"".join(body.splitlines(keepends=True)[:2]), "w", URL, {})
+    fast = decode_export(b"".join(body.splitlines(keepends=True)[:2]), "w", URL, LabelCache())
     assert fast.tokens() == cols.tokens()[:6] and fast.starts.tolist() == [0, 3, 6]
     assert fast.ts.tolist() == cols.ts.tolist()[:6] and fast.keys == cols.keys[:2]
     with pytest.raises(SourceError, match="export line 2 is not a series"):
-        decode_export(body.replace(b'"i":"2"}', b'"i":2"}'), "w", URL, {})
+        decode_export(body.replace(b'"i":"2"}', b'"i":2"}'), "w", URL, LabelCache())
     with pytest.raises(SourceError, match="export line 3 is not a series"):
-        decode_export(body.replace(b'"values":[7]', b'"values":[7,8]'), "w", URL, {})
+        decode_export(body.replace(b'"values":[7]', b'"values":[7,8]'), "w", URL, LabelCache())
+
+
+def test_export_windows_of_the_same_series_in_other_orders_share_the_lists() -> None:
+    lines = [
+        b'{"metric":{"__name__":"m","i":"%d"},"values":[%d],"timestamps":[%d]}\n' % (i, i, t)
+        for i, t in ((2, 10), (1, 10), (3, 10))
+    ]
+    cache = LabelCache()
+    first = decode_export(b"".join(lines), "w", URL, cache)
+    again = decode_export(b"".join(lines[::-1]), "w", URL, cache)
+    assert [lab["i"] for lab in first.labels] == ["1", "2", "3"]
+    assert again.keys is first.keys and again.tokens() == ["1", "2", "3"]
+
+
+def test_samples_per_export_line_whatever_the_width_of_the_times() -> None:
+    # the count of a line is its times' length over 14 only when every time has 13 digits:
+    # "100000,200000" is 14 bytes with a comma, two samples
+    body = (
+        b'{"metric":{"__name__":"m","i":"1"},"values":[1,2],"timestamps":[100000,200000]}\n'
+        b'{"metric":{"__name__":"m","i":"2"},"values":[3],"timestamps":[1711922400000]}\n'
+    )
+    cols = decode_export(body, "w", URL, LabelCache())
+    assert cols.starts.tolist() == [0, 2, 3] and cols.ts.tolist() == [100000, 200000, 1711922400000]
+    modern = body.replace(b"100000,200000", b"1711922385000,1711922399999")
+    cols = decode_export(modern, "w", URL, LabelCache())
+    assert cols.starts.tolist() == [0, 2, 3] and cols.tokens() == ["1", "2", "3"]
+    with pytest.raises(SourceError, match="a timestamp is not an integer"):
+        decode_export(modern.replace(b"1711922399999", b"1711922399999,x"), "w", URL, LabelCache())
+
+
+def test_an_export_error_names_the_line_of_the_answer() -> None:
+    # lines are put in the order of their metric text, and a line without samples is left
+    # out: the error still names the line as the server sent it
+    body = (
+        b'{"metric":{"__name__":"z","i":2"},"values":[1],"timestamps":[1711922400000]}\n'
+        b'{"metric":{"__name__":"b"},"values":[],"timestamps":[]}\n'
+        b'{"metric":{"__name__":"a"},"values":[2],"timestamps":[1711922400000]}\n'
+    )
+    with pytest.raises(SourceError, match="export line 1 is not a series"):
+        decode_export(body, "w", URL, LabelCache())
+    fixed = body.replace(b'"i":2"', b'"i":"2"')
+    cols = decode_export(fixed, "w", URL, LabelCache())
+    assert [lab["__name__"] for lab in cols.labels] == ["a", "z"]
 
 
 def test_answers_joined_in_time_order_and_cut_to_the_window() -> None:
@@ -109,14 +202,16 @@ def test_answers_joined_in_time_order_and_cut_to_the_window() -> None:
         b'{"metric":{"__name__":"m"},"values":[1,2],"timestamps":[10,20]}\n',
         "w",
         URL,
-        {},
+        LabelCache(),
     )
     cols = concat([a], 10, 40)
-    assert cols.labels == [{"__name__": "m"}, {"__name__": "m", "i": "x"}]
-    assert cols.ts.tolist() == [10, 20, 30, 40, 5] and cols.tokens() == ["1", "2", "3", "4", "1"]
+    # series in the order of their metric text (VictoriaMetrics' own order changes from
+    # window to window), the two lines of one series joined in time order
+    assert cols.labels == [{"__name__": "m", "i": "x"}, {"__name__": "m"}]
+    assert cols.ts.tolist() == [5, 10, 20, 30, 40] and cols.tokens() == ["1", "1", "2", "3", "4"]
     kept, dropped = inside(cols)
     assert dropped == 2 and kept.ts.tolist() == [10, 20, 30]
-    assert kept.tokens() == ["1", "2", "3"] and kept.starts.tolist() == [0, 3, 3]
+    assert kept.tokens() == ["1", "2", "3"] and kept.starts.tolist() == [0, 0, 3]
 
 
 # -- the writers, against the generic ones --------------------------------------------------
@@ -146,8 +241,10 @@ def _series() -> list[tuple[dict[str, str], list[tuple[int, str]]]]:
     return out
 
 
-def _columns(series, a: int, b: int) -> Columns:
-    """``[a, b)`` of ``series`` as a source would hand it over (values followed by commas)."""
+def _columns(series, a: int, b: int, shared: Columns | None = None) -> Columns:
+    """``[a, b)`` of ``series`` as a source would hand it over (values followed by commas);
+    with the lists of series of ``shared`` (the same objects), as LabelCache hands over the
+    windows of one list of series."""
     labels, counts, ts, toks = [], [], [], []
     for lab, pts in series:
         times = [t for t, _ in pts]
@@ -161,6 +258,9 @@ def _columns(series, a: int, b: int) -> Columns:
     starts = np.zeros(len(labels) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
     keys = [label_key(lab) for lab in labels]
+    if shared is not None:
+        assert shared.keys == keys
+        labels, keys = shared.labels, shared.keys
     return Columns(a, b, labels, keys, starts, np.array(ts, np.int64), b"".join(toks), offsets)
 
 
@@ -185,10 +285,14 @@ def _windows() -> list[tuple[int, int]]:
             return list(itertools.pairwise(edges))
 
 
+@pytest.mark.parametrize("lists", ["fresh", "shared"])
 @pytest.mark.parametrize("whole_day", [False, True], ids=["windows", "one-window"])
 @pytest.mark.parametrize("arrow", [True, False], ids=["arrow", "numpy"])
-def test_csv_rows_are_the_generic_writers_byte_for_byte(arrow: bool, whole_day: bool) -> None:
+def test_csv_rows_are_the_generic_writers_byte_for_byte(
+    arrow: bool, whole_day: bool, lists: str
+) -> None:
     series = _series()
+    shared = _columns(series, 0, 0) if lists == "shared" else None
     schema = SeriesSchema("m", KEYS)
     new, old = io.BytesIO(), io.BytesIO()
     w = CsvDayWriter(new, TZ, BLOCK, DAY.start_ms, arrow=arrow)
@@ -197,7 +301,7 @@ def test_csv_rows_are_the_generic_writers_byte_for_byte(arrow: bool, whole_day: 
     windows = [(DAY.start_ms, DAY.end_ms)] if whole_day else _windows()
     assert not whole_day or _columns(series, DAY.start_ms, DAY.end_ms).rows > 2 * CHUNK_ROWS
     for a, b in windows:
-        w.write(_columns(series, a, b))
+        w.write(_columns(series, a, b, shared))
     res = w.close()
     g = GzipCsvWriter(old, TZ, block_ms=BLOCK, origin_ms=DAY.start_ms)
     g.open(schema)
@@ -229,12 +333,13 @@ def test_parquet_holds_the_generic_writers_table() -> None:
     series = _series()
     schema = SeriesSchema("m", KEYS)
     files = []
-    for _ in range(2):  # a rerun writes the same bytes
+    # a rerun writes the same bytes, with windows of fresh lists of series or of one list
+    for shared in (None, _columns(series, 0, 0)):
         out = io.BytesIO()
         w = ParquetDayWriter(out, BLOCK, DAY.start_ms, 4 * 3_600_000)
         w.open(schema)
         for a, b in _windows():
-            w.write(_columns(series, a, b))
+            w.write(_columns(series, a, b, shared))
         res = w.close()
         files.append(out.getvalue())
     assert files[0] == files[1]

@@ -239,15 +239,24 @@
       health();
       if (current) showDetail(current.u, current.c, true);
     } catch (e) {
-      status(`could not load the grid: ${e.message}`, true);
-      if (e.status === 401) signIn();
+      if (e.status === 401) { status(`could not load the grid: ${e.message}`, true); signIn(); return; }
+      // a load that failed for a passing reason (Airflow busy: 5xx, 408, 429; a network blip:
+      // no status) does not end the periodic refresh; a refused question (4xx) is not asked again
+      const passing = !e.status || e.status >= 500 || e.status === 408 || e.status === 429;
+      const again = data && passing ? scheduleRefresh(true) : false;
+      status(`could not load the grid: ${e.message}${again ? `; trying again in ${RETRY_MS / 1000} s` : ""}`, true);
     }
   }
 
-  function scheduleRefresh() {
+  // While runs are queued or running (or after a failed load), the grid loads again after a
+  // while, if "refresh" is ticked. Returns whether a load is scheduled.
+  const REFRESH_MS = 5000, RETRY_MS = 15000;
+  function scheduleRefresh(failed) {
     clearTimeout(refreshTimer);
-    const busy = data.airflow.some((row) => /[qru]/.test(row));
-    if (busy && $("auto").checked) refreshTimer = setTimeout(() => load(true), 5000);
+    refreshTimer = null;
+    const busy = failed || data.airflow.some((row) => /[qru]/.test(row));
+    if (busy && $("auto").checked) refreshTimer = setTimeout(() => load(true), failed ? RETRY_MS : REFRESH_MS);
+    return refreshTimer !== null;
   }
 
   const notOurs = () => `${CFG.dag_id} is not a dxt-archive DAG; the coverage view shows the dxt DAGs.`;
@@ -564,6 +573,7 @@
   });
   $("reconcile").addEventListener("click", reconcileRange);
   $("cancel-refill").addEventListener("click", () => { $("confirm").hidden = true; });
+  $("auto").addEventListener("change", () => { if (data) scheduleRefresh(false); });
   $("dismiss-result").addEventListener("click", () => { $("result").hidden = true; });
   $("confirm-refill").addEventListener("click", () => runPlan(window.dxtCoverage.plan));
 
@@ -571,6 +581,7 @@
   window.dxtCoverage = {
     ready: false, loads: 0, refills: [], reconciles: [], plan: null, health: null,
     renderedMs: () => rendered,
+    refreshPending: () => refreshTimer !== null,
     index(unit, day) { return { u: data.units.indexOf(unit), c: data.days.indexOf(day) }; },
     state(unit, day) {
       const { u, c } = this.index(unit, day);
