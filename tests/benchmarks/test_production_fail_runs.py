@@ -31,7 +31,7 @@ class FakeApi:
         api = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_PATCH(self) -> None:  # noqa: N802 (http.server's name)
+            def do_PATCH(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 api.asked.append(self.path)
                 status = api.answers.pop(0) if api.answers else 200
