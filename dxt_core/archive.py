@@ -268,6 +268,11 @@ class Archive:
             return None
         return doc if isinstance(doc, dict) else None
 
+    def write_kept(self, key: DayKey, record: dict[str, Any]) -> None:
+        """Store ``record`` (:func:`~dxt_core.manifests.kept_record`) as the day's ``kept``
+        sidecar, where coverage reads it: atomically on disk (an object store overrides it)."""
+        write_json_atomic(self.kept_path(key), record)
+
     def status(self, key: DayKey, verify: bool = False) -> tuple[Status, str]:
         """The state of one day and, for corrupt days, why.
 

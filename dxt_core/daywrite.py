@@ -35,29 +35,27 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 import orjson
 
-from dxt_core._version import __version__
 from dxt_core.errors import ArchiveError, ContentChanged, SourceShrank
 from dxt_core.fsio import (
     archive_io,
     fsync_dir,
     is_archive_write_error,
     make_dirs_durable,
-    now_iso,
     os_error,
     sha256_file,
     write_json_atomic,
 )
 from dxt_core.locks import DayLock
 from dxt_core.manifests import (
-    KEPT_SCHEMA,
     VERSIONS_DIR,
     is_plain_name,
+    kept_record,
     manifest_files,
     rows_of,
     unmanifested_data,
@@ -310,15 +308,14 @@ class DayWrite:
         prev_rows: int,
         existing: list[Path],
     ) -> None:
-        path = self.archive.kept_path(self.key)
         keep_archived_day(
+            self.archive,
             self.key,
             prev,
             doc,
             archive_rows=prev_rows,
             source_rows=new_rows,
             kept=str(next((p for p in existing if p.exists()), existing[0])),
-            write=lambda record: write_json_atomic(path, record),
         )
 
     def _changed_files(
@@ -483,6 +480,7 @@ def check_staged(key: DayKey, doc: dict[str, Any], staged: Mapping[str, Path]) -
 
 
 def keep_archived_day(
+    archive: Archive,
     key: DayKey,
     prev: dict[str, Any],
     doc: dict[str, Any],
@@ -490,30 +488,23 @@ def keep_archived_day(
     archive_rows: int,
     source_rows: int,
     kept: str,
-    write: Callable[[dict[str, Any]], object],
 ) -> NoReturn:
     """The never-shrink rule's outcome: the archived day (manifest ``prev``) stays, the
-    attempt (manifest ``doc``) is recorded by ``write`` as the day's ``<day>.kept.json``
-    (coverage shows it), and :class:`~dxt_core.errors.SourceShrank` names ``kept``, where
-    the archived file is (a path, or an object's URL).
-
-    ``write`` receives the record (a JSON object) and stores it: an atomic file write for a
-    directory archive, one PUT for an object store.
+    attempt (manifest ``doc``) is recorded as the day's ``<day>.kept.json``
+    (:meth:`Archive.write_kept`; coverage shows it), and
+    :class:`~dxt_core.errors.SourceShrank` names ``kept``, where the archived file is (a
+    path, or an object's URL).
     """
-    record = {
-        "schema": KEPT_SCHEMA,
-        "source": key.source,
-        "parts": list(key.parts),
-        "day": key.day.isoformat(),
-        "at": now_iso(),
-        "archive_rows": archive_rows,
-        "source_rows": source_rows,
-        "source_status": doc.get("status"),
-        "archive_file": prev.get("file"),
-        "archive_sha256": prev.get("sha256"),
-        "software": {"name": "dxt-archive", "version": __version__},
-    }
-    write(record)
+    archive.write_kept(
+        key,
+        kept_record(
+            key,
+            prev,
+            archive_rows=archive_rows,
+            source_rows=source_rows,
+            source_status=doc.get("status"),
+        ),
+    )
     raise SourceShrank(
         f"{key}: source has fewer rows than the archive ({archive_rows:,} -> "
         f"{source_rows:,}); kept the archived file {kept}; rerun with replace (--replace, or "

@@ -16,9 +16,13 @@ import datetime as dt
 import gzip
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from dxt_core._version import __version__
 from dxt_core.paths import check_path_component
+
+if TYPE_CHECKING:
+    from dxt_core.archive import DayKey
 
 MANIFEST_SCHEMA = "dxt-archive/manifest/1"
 KEPT_SCHEMA = "dxt-archive/kept/1"
@@ -38,6 +42,38 @@ DAMAGED_MANIFEST_ADVICE = (
 
 #: The state of one archived day, as coverage reports it.
 Status = Literal["archived", "empty", "missing", "corrupt"]
+
+
+def kept_record(
+    key: DayKey,
+    prev: dict[str, Any],
+    *,
+    archive_rows: int,
+    source_rows: int,
+    source_status: Any,
+    by: str = "",
+) -> dict[str, Any]:
+    """The ``<day>.kept.json`` record: the archived day (manifest ``prev``, ``archive_rows``)
+    was kept although the source held fewer rows (``source_rows``), found by a rerun or, when
+    ``by`` says so, by a later count (reconcile). Stored by :meth:`Archive.write_kept`."""
+    record: dict[str, Any] = {
+        "schema": KEPT_SCHEMA,
+        "source": key.source,
+        "parts": list(key.parts),
+        "day": key.day.isoformat(),
+        "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "archive_rows": archive_rows,
+        "source_rows": source_rows,
+        "source_status": source_status,
+    }
+    if by:
+        record["by"] = by
+    record |= {
+        "archive_file": prev.get("file"),
+        "archive_sha256": prev.get("sha256"),
+        "software": {"name": "dxt-archive", "version": __version__},
+    }
+    return record
 
 
 def manifest_files(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -32,11 +32,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dxt_core._version import __version__
 from dxt_core.archive import Archive, DayKey
 from dxt_core.errors import CountMismatch, DxtError
-from dxt_core.fsio import write_json_atomic
-from dxt_core.manifests import KEPT_SCHEMA
+from dxt_core.manifests import kept_record
 
 log = logging.getLogger("dxt_core.reconcile")
 
@@ -223,22 +221,19 @@ def reconcile(
 def _record_kept(
     archive: Archive, key: DayKey, doc: dict[str, Any], have: int, sc: SourceCount
 ) -> None:
-    """The ``kept`` sidecar coverage reads (the same record a shrinking rerun leaves)."""
-    record = {
-        "schema": KEPT_SCHEMA,
-        "source": key.source,
-        "parts": list(key.parts),
-        "day": key.day.isoformat(),
-        "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "archive_rows": have,
-        "source_rows": sc.count,
-        "source_status": "counted",
-        "by": f"reconcile ({sc.method})",
-        "archive_file": doc.get("file"),
-        "archive_sha256": doc.get("sha256"),
-        "software": {"name": "dxt-archive", "version": __version__},
-    }
-    write_json_atomic(archive.kept_path(key), record)
+    """The ``kept`` sidecar coverage reads (the same record a shrinking rerun leaves), in
+    the archive, wherever it is (a directory or a bucket)."""
+    archive.write_kept(
+        key,
+        kept_record(
+            key,
+            doc,
+            archive_rows=have,
+            source_rows=sc.count,
+            source_status="counted",
+            by=f"reconcile ({sc.method})",
+        ),
+    )
 
 
 def reconcile_days(backend: str, settings: Mapping[str, Any]) -> int:

@@ -217,6 +217,10 @@ class S3Archive(Archive):
         got = self.store.get(self.key_of(self.kept_path(key)))
         return None if got is None else json_object(got[0])
 
+    def write_kept(self, key: DayKey, record: dict[str, Any]) -> None:
+        """One PUT beside the day's manifest (not the staging directory)."""
+        self.store.put(self.key_of(self.kept_path(key)), _dumps(record))
+
     def status(self, key: DayKey, verify: bool = False) -> tuple[Status, str]:
         prefix = self.key_of(self.directory(key)) + "/"
         listing = {o.key.rsplit("/", 1)[-1]: o for o in self.store.list(prefix)}

@@ -59,16 +59,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from dxt_core._version import __version__
 from dxt_core.archive import DayKey
-from dxt_core.daywrite import DayWrite
+from dxt_core.daywrite import DayWrite, keep_archived_day
 from dxt_core.daywrite import source_count_grew as _source_count_grew
-from dxt_core.errors import ArchiveError, ArchiveLocked, ContentChanged, SourceShrank
+from dxt_core.errors import ArchiveError, ArchiveLocked, ContentChanged
 from dxt_core.fsio import json_bytes as _dumps
 from dxt_core.fsio import now_iso as _now
 from dxt_core.locks import DayLock
 from dxt_core.manifests import (
-    KEPT_SCHEMA,
     KEPT_SUFFIX,
     MANIFEST_SCHEMA,
     MANIFEST_SUFFIX,
@@ -548,29 +546,15 @@ class S3DayWrite(DayWrite):
         prev_rows: int,
         existing: list[str],
     ) -> None:
-        key, archive = self.key, self.archive
-        record = {
-            "schema": KEPT_SCHEMA,
-            "source": key.source,
-            "parts": list(key.parts),
-            "day": key.day.isoformat(),
-            "at": _now(),
-            "archive_rows": prev_rows,
-            "source_rows": new_rows,
-            "source_status": doc.get("status"),
-            "archive_file": prev.get("file"),
-            "archive_sha256": prev.get("sha256"),
-            "software": {"name": "dxt-archive", "version": __version__},
-        }
-        archive.store.put(archive.key_of(archive.kept_path(key)), _dumps(record))
-        main = archive.store.url(f"{self.prefix}/{existing[0]}")
-        raise SourceShrank(
-            f"{key}: source has fewer rows than the archive ({prev_rows:,} -> {new_rows:,}); "
-            f"kept the archived file {main}; rerun with replace (--replace, or the DAG param "
-            "replace) to overwrite it (the replaced file is kept in .versions/)",
+        archive = self.archive
+        keep_archived_day(
+            archive,
+            self.key,
+            prev,
+            doc,
             archive_rows=prev_rows,
             source_rows=new_rows,
-            path=main,
+            kept=archive.store.url(f"{self.prefix}/{existing[0]}"),
         )
 
 

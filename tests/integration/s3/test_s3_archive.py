@@ -327,6 +327,35 @@ def test_rerun_after_retention_keeps_the_archive_then_replace_keeps_a_version(
     assert check_manifests(objs, "r") == 1
 
 
+def test_reconcile_after_retention_records_the_kept_day_in_the_bucket(
+    examon_sim, late_sim, bucket, s3_server, s3_env
+):
+    """The daily reconcile (counts only) finds the source holding fewer points than an
+    archived day: the ``kept`` record goes to the bucket beside the day's manifest, where
+    coverage reads it, and nothing else in the bucket changes."""
+    from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+
+    archive = Archive(f"s3://{bucket}/k")
+    with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
+        assert archive_examon_day(src, AMBIENT, DAY, archive).rows == FULL
+    c = s3_server.client()
+    before = objects(c, bucket)
+    with KairosDBSource(ExamonConnection(url=late_sim.url)) as src:
+        report = reconcile_examon_recent(
+            src, [AMBIENT], DAY + dt.timedelta(days=1), Archive(archive.url), 1, refetch=False
+        )
+    assert report.counts() == {"fewer": 1}
+    after = objects(c, bucket)
+    kept = json.loads(after.pop("k/examon/ipmi_pub/ambient/2020-03-09.kept.json"))
+    assert kept["source_rows"] == FULL - 4 * 180 and kept["archive_rows"] == FULL
+    assert kept["by"].startswith("reconcile")
+    assert after == before
+    rows = coverage_rows(Archive(archive.url), "examon", [("ipmi_pub", "ambient")], [DAY])
+    assert rows[0].status == "archived" and rows[0].kept
+    # nothing of the archive is left in the local staging directory
+    assert not list(Path(archive.root).rglob("*.kept.json"))
+
+
 def test_kill_9_during_an_upload_leaves_no_wrong_object(
     examon_sim, small_catalog, bucket, s3_server, s3_env, tmp_path
 ):
