@@ -213,27 +213,34 @@ def reconcile(
                 # (the next run retries the holes); fewer than the rows is retention
                 rows_only = have - hole_points((doc or {}).get("holes") or ())
                 if record_kept and doc is not None and sc.count < rows_only:
-                    _record_kept(archive, key, doc, have, sc)
+                    detail = _record_kept(archive, key, doc, have, sc)
+                    out.append(ReconcileRow(parts, day, state, have, sc.count, sc.method, detail))
+                    continue
             out.append(ReconcileRow(parts, day, state, have, sc.count, sc.method))
     return out
 
 
 def _record_kept(
     archive: Archive, key: DayKey, doc: dict[str, Any], have: int, sc: SourceCount
-) -> None:
+) -> str:
     """The ``kept`` sidecar coverage reads (the same record a shrinking rerun leaves), in
-    the archive, wherever it is (a directory or a bucket)."""
-    archive.write_kept(
+    the archive, wherever it is (a directory or a bucket). Returns the row's detail: empty,
+    or why the record could not be written (the comparison stands; the next reconcile
+    writes it)."""
+    record = kept_record(
         key,
-        kept_record(
-            key,
-            doc,
-            archive_rows=have,
-            source_rows=sc.count,
-            source_status="counted",
-            by=f"reconcile ({sc.method})",
-        ),
+        doc,
+        archive_rows=have,
+        source_rows=sc.count,
+        source_status="counted",
+        by=f"reconcile ({sc.method})",
     )
+    try:
+        archive.write_kept(key, record)
+    except (DxtError, OSError) as exc:
+        log.warning("%s: the kept record was not written: %s", key, exc)
+        return f"the kept record was not written ({exc}); the next reconcile writes it"
+    return ""
 
 
 def reconcile_days(backend: str, settings: Mapping[str, Any]) -> int:

@@ -82,6 +82,22 @@ def test_the_daily_pass_refetches_the_grown_day_records_the_shrunk_one(tmp_path:
     assert "refetched 1 grown: p/a 2024-05-03: 10 -> 11" in report.note()
 
 
+def test_a_kept_record_that_cannot_be_written_is_said_not_a_stop(tmp_path: Path) -> None:
+    archive = Archive(tmp_path)
+    d = DAY - dt.timedelta(days=1)
+    archived(archive, UNITS[0], d, 10)
+    archived(archive, UNITS[1], d, 10)
+    blocked = archive.kept_path(DayKey("toy", UNITS[0], d))
+    blocked.mkdir()  # a directory where the record goes: the write fails
+    report = reconcile_recent(
+        archive, "toy", UNITS, DAY, 1, counter({(UNITS[0], d): 7, (UNITS[1], d): 8}), None
+    )
+    assert report.counts() == {"fewer": 2}
+    rows = report.as_dict()["rows"]
+    assert "the kept record was not written" in rows[0]["detail"]
+    assert rows[1]["detail"] == "" and archive.kept_path(DayKey("toy", UNITS[1], d)).is_file()
+
+
 def test_a_failed_count_is_an_error_row_not_a_stop(tmp_path: Path) -> None:
     archive = Archive(tmp_path)
     d = DAY - dt.timedelta(days=1)
