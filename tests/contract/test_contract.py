@@ -131,6 +131,41 @@ def test_a_rerun_with_fewer_rows_keeps_the_archive(adapter, root):
     assert after == before  # data and manifest byte for byte
 
 
+def test_reconcile_with_fewer_rows_at_the_source_records_the_kept_day(adapter, root):
+    """A later count finds the source holding fewer rows (retention): the archive is kept
+    byte for byte and the ``kept`` record lies beside the day's manifest, where a reader of
+    the archive (and coverage) finds it, on every root."""
+    import datetime as dt
+
+    tasks = registry.get(adapter.backend).dag_tasks()
+    if not tasks.reconciles():
+        pytest.skip(f"{adapter.backend} declares no reconcile role (BackendTasks.reconcile)")
+    first = archive_day(adapter, root)
+    assert first.path is not None
+    before = root.files(day_dir(root, first))
+    with adapter.fewer_rows() as (conn, unit):
+        if unit != adapter.unit:
+            pytest.skip(
+                f"{adapter.backend}'s fewer-rows server holds another unit, not the same unit "
+                "with fewer rows: reconcile counts the unit the settings name"
+            )
+        report = tasks.reconcile(
+            adapter.day + dt.timedelta(days=1), 1, Archive(root.url), conn, adapter.params
+        )
+    assert report.counts() == {"fewer": 1}, report.note()
+    assert not report.refetched and not report.failed
+    [row] = report.rows
+    assert row.detail == "" and row.archive_count == first.rows > row.source_count
+    after = root.files(day_dir(root, first))
+    [kept] = [n for n in after if n.endswith(".kept.json")]
+    record = json.loads(after.pop(kept))
+    assert record["archive_rows"] == first.rows and record["source_rows"] == row.source_count
+    assert record["by"].startswith("reconcile")
+    assert after == before  # data and manifest byte for byte
+    assert Archive(root.url).status(first.key)[0] == "archived"
+    assert Archive(root.url).read_kept(first.key) == record  # what coverage shows as K
+
+
 def test_dxt_coverage_lists_the_unit(adapter, root):
     archive_day(adapter, root)
     b = registry.get(adapter.backend)
