@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -267,6 +268,28 @@ class Archive:
         except (OSError, orjson.JSONDecodeError):
             return None
         return doc if isinstance(doc, dict) else None
+
+    def internal_path(self, name: str, *parts: str) -> Path:
+        """``<root>/.dxt-<name>/<parts>``: a record only the archive reads (Examon's tag-key
+        cache), out of the day directories that dataset readers list."""
+        return self.root.joinpath(f".dxt-{name}", *parts)
+
+    def read_internal(self, name: str, *parts: str) -> bytes | None:
+        """The bytes of the record :meth:`internal_path` names; None when there is none or
+        it cannot be read (a cache: the caller asks the source again)."""
+        try:
+            return self.internal_path(name, *parts).read_bytes()
+        except OSError:
+            return None
+
+    def update_internal(
+        self, name: str, parts: Sequence[str], update: Callable[[bytes | None], dict[str, Any]]
+    ) -> None:
+        """Replace the record with ``update(its bytes or None)``, atomically (on disk, the
+        caller serialises its own threads; an object store retries on a concurrent write)."""
+        write_json_atomic(
+            self.internal_path(name, *parts), update(self.read_internal(name, *parts))
+        )
 
     def write_kept(self, key: DayKey, record: dict[str, Any]) -> None:
         """Store ``record`` (:func:`~dxt_core.manifests.kept_record`) as the day's ``kept``

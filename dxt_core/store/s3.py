@@ -19,7 +19,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,8 @@ log = logging.getLogger("dxt_core.store.s3")
 #: The prefix (under the archive's) of what only the archive reads.
 INTERNAL = ".dxt"
 INDEX_SCHEMA = "dxt-archive/s3-index/1"
+#: Tries of :meth:`S3Archive.update_internal` against concurrent writers.
+INTERNAL_TRIES = 8
 
 
 def _staging_root(location: S3Location) -> Path:
@@ -216,6 +218,34 @@ class S3Archive(Archive):
     def read_kept(self, key: DayKey) -> dict[str, Any] | None:
         got = self.store.get(self.key_of(self.kept_path(key)))
         return None if got is None else json_object(got[0])
+
+    def read_internal(self, name: str, *parts: str) -> bytes | None:
+        """``<prefix>/.dxt/<name>/<parts>`` in the bucket (shared by every worker)."""
+        got = self.store.get(self.internal_key(name, *parts))
+        return None if got is None else got[0]
+
+    def update_internal(
+        self, name: str, parts: Sequence[str], update: Callable[[bytes | None], dict[str, Any]]
+    ) -> None:
+        """Read, update, and write only if nobody wrote in between (``If-Match``, or
+        ``If-None-Match`` for a new record); asked again with what the other writer left,
+        up to :data:`INTERNAL_TRIES` times."""
+        key = self.internal_key(name, *parts)
+        for _ in range(INTERNAL_TRIES):
+            got = self.store.get(key)
+            doc = update(None if got is None else got[0])
+            try:
+                if got is None:
+                    self.store.put(key, _dumps(doc), if_none_match=True)
+                else:
+                    self.store.put(key, _dumps(doc), if_match=got[1])
+                return
+            except PreconditionFailed:
+                continue
+        raise ArchiveError(
+            f"{self.store.url(key)}: other writers changed it {INTERNAL_TRIES} times while "
+            "this run updated it; rerun"
+        )
 
     def write_kept(self, key: DayKey, record: dict[str, Any]) -> None:
         """One PUT beside the day's manifest (not the staging directory)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from dxt_core.archive import Archive, DayKey
@@ -17,7 +16,7 @@ from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.jobs import JOBS_COUNT_METHOD
 from dxt_core.backends.examon.policy import QueryCounts
 from dxt_core.backends.examon.source import KairosDBSource
-from dxt_core.backends.examon.tags import TAG_CACHE_DIR
+from dxt_core.backends.examon.tags import TagCache
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import Background, prefetched
@@ -49,11 +48,12 @@ def examon_parts(entry: CatalogEntry, fmt: str = "csv") -> tuple[str, str]:
     return (entry.plugin, entry.metric)
 
 
-def tag_cache_path(archive: Archive, key: DayKey) -> Path:
-    """Where the metric's tag keys are kept: ``<root>/.dxt-tag-keys/examon/<parts>.json``,
-    out of the day directories (dataset readers and listings see only the days)."""
+def tag_cache(archive: Archive, key: DayKey) -> TagCache:
+    """Where the metric's tag keys are kept: ``<root>/.dxt-tag-keys/examon/<parts>.json`` on
+    disk, ``<prefix>/.dxt/tag-keys/examon/<parts>.json`` in a bucket, out of the day
+    directories (dataset readers and listings see only the days)."""
     *dirs, last = key.parts
-    return archive.root.joinpath(TAG_CACHE_DIR, key.source, *dirs, f"{last}.json")
+    return TagCache(archive, (key.source, *dirs, f"{last}.json"))
 
 
 def archive_examon_day(
@@ -161,7 +161,7 @@ class _ExamonDay:
 
     def _write_series(self, staging: Staging) -> None:
         source, entry, window, stats = self.source, self.entry, self.window, self.stats
-        cache = tag_cache_path(self.archive, self.key)
+        cache = tag_cache(self.archive, self.key)
         schema, tag_note = source.schema_cached(entry, window, cache, stats)
         staging.manifest["tag_keys"] = tag_note
         if not schema.tag_keys:

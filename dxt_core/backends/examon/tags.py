@@ -2,9 +2,10 @@
 metric's whole history once, then kept in the archive and grown by each day's own keys.
 
 ``query/tags`` over all time is the most expensive query sent to a large KairosDB
-(examon-client cached it on disk). The keys found are kept in a cache file beside the
-archive's days (:data:`TAG_CACHE_DIR`); keys only grow, so a later metric-day asks only its
-own window. The plugin named in the catalog is checked against the metric's ``plugin`` tag
+(examon-client cached it on disk). The keys found are kept in the archive, out of its day
+directories (:class:`TagCache`: ``<root>/.dxt-tag-keys/`` on disk, ``<prefix>/.dxt/tag-keys/``
+in a bucket, where every worker finds them); keys only grow, so a later metric-day asks only
+its own window. The plugin named in the catalog is checked against the metric's ``plugin`` tag
 values on every path.
 """
 
@@ -13,11 +14,13 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import logging
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from dxt_core.archive import Archive
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.client import KairosDBClient, rate_limited
 from dxt_core.backends.examon.decode import _results
@@ -28,15 +31,39 @@ from dxt_core.windows import Window
 
 log = logging.getLogger("dxt_core.kairosdb")
 
-#: The schema of the tag-key cache kept beside a metric's days (``.tag_keys.json``).
+#: The schema of the tag-key cache record.
 TAG_CACHE_SCHEMA = "dxt-archive/examon-tag-keys/1"
-TAG_CACHE_DIR = ".dxt-tag-keys"
+#: The archive's internal records it is one of (:meth:`Archive.internal_path`).
+TAG_CACHE_NAME = "tag-keys"
 
 
-def _read_tag_cache(path: Path) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class TagCache:
+    """One metric's tag-key record in the archive: ``tag-keys/<source>/<plugin>/<metric>.json``
+    among the archive's internal records."""
+
+    archive: Archive
+    parts: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1]
+
+    def read(self) -> dict[str, Any] | None:
+        return _parse_tag_cache(self.archive.read_internal(TAG_CACHE_NAME, *self.parts))
+
+    def update(self, update: Callable[[dict[str, Any] | None], dict[str, Any]]) -> None:
+        self.archive.update_internal(
+            TAG_CACHE_NAME, self.parts, lambda raw: update(_parse_tag_cache(raw))
+        )
+
+
+def _parse_tag_cache(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
     try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return None
     if not isinstance(doc, dict) or doc.get("schema") != TAG_CACHE_SCHEMA:
         return None
@@ -117,7 +144,7 @@ class TagKeys(KairosDBClient):
         self,
         entry: CatalogEntry,
         window: Window,
-        cache: Path,
+        cache: TagCache,
         stats: RequestStats | None = None,
     ) -> tuple[SeriesSchema, dict[str, Any]]:
         """The metric's tag keys as :meth:`schema` gives them, asked over all time only once.
@@ -131,7 +158,7 @@ class TagKeys(KairosDBClient):
         second value (for the manifest) says which.
         """
         with self._lock:
-            cached = _read_tag_cache(cache)
+            cached = cache.read()
         if cached is not None and cached.get("complete"):
             day = self._tag_keys(entry, window.start_ms, window.end_ms, stats)
             keys = set(cached["keys"]) | day
@@ -183,25 +210,21 @@ class TagKeys(KairosDBClient):
             )
 
     def _write_tag_cache(
-        self, cache: Path, entry: CatalogEntry, keys: set[str], complete: bool
+        self, cache: TagCache, entry: CatalogEntry, keys: set[str], complete: bool
     ) -> None:
-        from dxt_core.fsio import write_json_atomic
+        def merged(old: dict[str, Any] | None) -> dict[str, Any]:
+            # keys only grow, also when two days (or two workers) write at once
+            grown = keys | set((old or {}).get("keys") or ())
+            return {
+                "schema": TAG_CACHE_SCHEMA,
+                "metric": entry.metric,
+                "plugin": entry.plugin,
+                "tags_filter": self._tag_filter(entry),
+                "keys": sorted(grown),
+                # complete: the keys of the whole history were read once
+                "complete": complete or bool((old or {}).get("complete")),
+                "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            }
 
         with self._lock:
-            old = _read_tag_cache(cache)
-            if old is not None:  # keys only grow, also when two days write at once
-                keys = keys | set(old.get("keys") or ())
-                complete = complete or bool(old.get("complete"))
-            write_json_atomic(
-                cache,
-                {
-                    "schema": TAG_CACHE_SCHEMA,
-                    "metric": entry.metric,
-                    "plugin": entry.plugin,
-                    "tags_filter": self._tag_filter(entry),
-                    "keys": sorted(keys),
-                    # complete: the keys of the whole history were read once
-                    "complete": complete,
-                    "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                },
-            )
+            cache.update(merged)

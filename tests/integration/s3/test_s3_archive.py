@@ -356,6 +356,75 @@ def test_reconcile_after_retention_records_the_kept_day_in_the_bucket(
     assert not list(Path(archive.root).rglob("*.kept.json"))
 
 
+def test_tag_keys_are_kept_in_the_bucket_for_every_worker(
+    examon_sim, bucket, s3_server, s3_env, tmp_path, monkeypatch
+):
+    """Examon's tag keys over all time are asked once per archive, not once per worker: the
+    record lies in the bucket under ``.dxt/`` (a dataset reader lists only the days), and a
+    worker with a staging directory of its own asks only its day's window."""
+    import httpx
+
+    from dxt_core.windows import day_window, zone
+
+    root = f"s3://{bucket}/t"
+    httpx.post(f"{examon_sim.url}/_sim/stats/reset").raise_for_status()
+    with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
+        first = archive_examon_day(src, AMBIENT, DAY, Archive(root))
+    assert examon_sim.stats()["last_tags_query"]["start_absolute"] == 0
+    c = s3_server.client()
+    cached = json.loads(objects(c, bucket)["t/.dxt/tag-keys/examon/ipmi_pub/ambient.json"])
+    assert cached["complete"] and "node" in cached["keys"]
+    assert not list(Path(Archive(root).root).rglob("*tag-keys*"))  # nothing kept locally
+    monkeypatch.setenv("DXT_S3_STAGING", str(tmp_path / "another-worker"))
+    nxt = DAY + dt.timedelta(days=1)
+    with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
+        second = archive_examon_day(src, AMBIENT, nxt, Archive(root))
+    asked = examon_sim.stats()["last_tags_query"]
+    assert asked["start_absolute"] == day_window(nxt, zone("Europe/Rome")).start_ms
+    objs = objects(c, bucket)
+    two = json.loads(objs["t/examon/ipmi_pub/ambient/2020-03-10.manifest.json"])
+    assert two["tag_keys"] == {
+        "from": "archive cache + this day's query/tags",
+        "cache": "ambient.json",
+    }
+    one = json.loads(objs["t/examon/ipmi_pub/ambient/2020-03-09.manifest.json"])
+    assert one["columns"] == two["columns"] and first.rows == second.rows > 0
+    assert check_manifests(objs, "t") == 2
+
+
+def test_an_internal_record_written_by_another_worker_meanwhile_is_merged(
+    bucket, s3_server, s3_env
+):
+    """``update_internal`` writes only over what it read (If-Match / If-None-Match): another
+    worker's write between its read and its write makes it read again and merge."""
+    archive = Archive(f"s3://{bucket}/i")
+    c = s3_server.client()
+    key = "i/.dxt/tag-keys/examon/p/m.json"
+    seen: list[object] = []
+
+    def add(mine: str, other: str | None):
+        def update(raw: bytes | None) -> dict:
+            old = json.loads(raw) if raw else {"keys": []}
+            seen.append(sorted(old["keys"]))
+            if other is not None and len(seen) == 1:  # another worker writes meanwhile
+                body = json.dumps({"keys": sorted({*old["keys"], other})}).encode()
+                c.put_object(Bucket=bucket, Key=key, Body=body)
+            return {"keys": sorted({*old["keys"], mine})}
+
+        return update
+
+    archive.update_internal("tag-keys", ("examon", "p", "m.json"), add("a", "b"))  # new record
+    assert json.loads(objects(c, bucket)[key]) == {"keys": ["a", "b"]}
+    assert seen == [[], ["b"]]  # read again after the other write
+    seen.clear()
+    archive.update_internal("tag-keys", ("examon", "p", "m.json"), add("c", "d"))  # existing
+    assert json.loads(objects(c, bucket)[key]) == {"keys": ["a", "b", "c", "d"]}
+    assert seen == [["a", "b"], ["a", "b", "d"]]
+    assert json.loads(archive.read_internal("tag-keys", "examon", "p", "m.json")) == {
+        "keys": ["a", "b", "c", "d"]
+    }
+
+
 def test_kill_9_during_an_upload_leaves_no_wrong_object(
     examon_sim, small_catalog, bucket, s3_server, s3_env, tmp_path
 ):
