@@ -231,7 +231,19 @@ class S3Archive(Archive):
         ``If-None-Match`` for a new record); asked again with what the other writer left,
         up to :data:`INTERNAL_TRIES` times."""
         key = self.internal_key(name, *parts)
-        for _ in range(INTERNAL_TRIES):
+        if not self._update_object(key, update, INTERNAL_TRIES):
+            raise ArchiveError(
+                f"{self.store.url(key)}: other writers changed it {INTERNAL_TRIES} times while "
+                "this run updated it; rerun"
+            )
+
+    def _update_object(
+        self, key: str, update: Callable[[bytes | None], dict[str, Any]], tries: int
+    ) -> bool:
+        """Read the JSON object ``key``, write ``update(its bytes or None)`` only if nobody
+        wrote in between (``If-Match``; ``If-None-Match`` for a new object), and read again
+        after another writer won; False when others won ``tries`` times."""
+        for _ in range(tries):
             got = self.store.get(key)
             doc = update(None if got is None else got[0])
             try:
@@ -239,13 +251,10 @@ class S3Archive(Archive):
                     self.store.put(key, _dumps(doc), if_none_match=True)
                 else:
                     self.store.put(key, _dumps(doc), if_match=got[1])
-                return
+                return True
             except PreconditionFailed:
                 continue
-        raise ArchiveError(
-            f"{self.store.url(key)}: other writers changed it {INTERNAL_TRIES} times while "
-            "this run updated it; rerun"
-        )
+        return False
 
     def write_kept(self, key: DayKey, record: dict[str, Any]) -> None:
         """One PUT beside the day's manifest (not the staging directory)."""
@@ -349,24 +358,19 @@ class S3Archive(Archive):
         update costs speed, not truth: coverage checks each entry's ETag against a listing."""
         k = self._index_key(key.source, key.parts)
         entry = _index_entry(manifest, etag)
-        for _ in range(20):
-            got = self.store.get(k)
+
+        def with_entry(raw: bytes | None) -> dict[str, Any]:
             doc: dict[str, Any] = {"schema": INDEX_SCHEMA, "days": {}}
-            if got is not None:
+            if raw is not None:
                 with contextlib.suppress(orjson.JSONDecodeError):
-                    loaded = orjson.loads(got[0])
+                    loaded = orjson.loads(raw)
                     if isinstance(loaded, dict) and isinstance(loaded.get("days"), dict):
                         doc = loaded
             doc["days"][key.day.isoformat()] = entry
-            try:
-                if got is None:
-                    self.store.put(k, _dumps(doc), if_none_match=True)
-                else:
-                    self.store.put(k, _dumps(doc), if_match=got[1])
-                return
-            except PreconditionFailed:
-                continue
-        log.warning("%s: the index object %s was not updated (busy)", key, self.store.url(k))
+            return doc
+
+        if not self._update_object(k, with_entry, 20):
+            log.warning("%s: the index object %s was not updated (busy)", key, self.store.url(k))
 
     def _read_index(self, source: str, parts: Sequence[str]) -> dict[str, Any]:
         got = self.store.get(self._index_key(source, parts))
