@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import free_port
-
-DOWN = f"http://127.0.0.1:{free_port()}"
+# A port held by this process, bound but not listening: a connection to it is refused, and
+# no other test's server can take it meanwhile (a port only found free at import was taken
+# by a simulator in another worker once, in a clean-clone CI run: a 500, not a refusal).
+_HELD = socket.socket()
+_HELD.bind(("127.0.0.1", 0))
+DOWN = f"http://127.0.0.1:{_HELD.getsockname()[1]}"
 
 
 @pytest.mark.slow
