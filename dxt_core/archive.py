@@ -127,6 +127,20 @@ class Archive:
     def directory(self, key: DayKey) -> Path:
         return self.root.joinpath(key.source, *key.parts)
 
+    def holds(self, source: str) -> bool:
+        """Something of ``source`` is archived here: a manifest under ``<root>/<source>/``
+        (on S3, an object under ``<prefix>/<source>/``: one LIST request)."""
+        top = self.root / source
+        return top.is_dir() and next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is not None
+
+    def subdirectories(self, *parts: str) -> list[str]:
+        """The sorted names of the directories under ``<root>/<parts>/`` (on S3, the common
+        prefixes under ``<prefix>/<parts>/``), hidden ones (``.name``) left out."""
+        top = self.root.joinpath(*parts)
+        if not top.is_dir():
+            return []
+        return sorted(p.name for p in top.iterdir() if p.is_dir() and p.name[:1] != ".")
+
     def data_path(self, key: DayKey, extension: str) -> Path:
         return self.directory(key) / f"{key.day.isoformat()}.{extension}"
 

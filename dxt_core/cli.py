@@ -34,18 +34,6 @@ def _check_root(archive: Archive) -> None:
         raise ConfigError(f"archive root {root} is not a directory: check --archive")
 
 
-def holds(archive: Archive, source: str) -> bool:
-    """``archive`` holds a manifest of ``source`` (one LIST request on S3; on disk, the
-    first manifest found under ``<root>/<source>/``)."""
-    if archive.remote:
-        from dxt_core.store.s3 import S3Archive
-
-        assert isinstance(archive, S3Archive)
-        return archive.holds(source)
-    top = archive.root / source
-    return top.is_dir() and next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is not None
-
-
 def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[str]]) -> None:
     """Raise ConfigError unless ``archive`` holds something of ``source`` for ``units``.
 
@@ -54,7 +42,7 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
     """
     _check_root(archive)
     if archive.remote:
-        if not holds(archive, source):
+        if not archive.holds(source):
             raise ConfigError(
                 f"archive root {archive.url} holds no {source} archive (no object under "
                 f"{archive.url}/{source}/): check --archive"
@@ -62,7 +50,7 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
         return
     root = archive.root
     top = root / source
-    if not holds(archive, source):
+    if not archive.holds(source):
         raise ConfigError(
             f"archive root {root} holds no {source} archive (no *{MANIFEST_SUFFIX} under "
             f"{top}): check --archive"
@@ -88,7 +76,7 @@ def coverage_backend(args: argparse.Namespace, archive: Archive) -> registry.Bac
         return registry.get(args.backend)
     _check_root(archive)
     every = registry.backends()
-    held = [b for b in every if holds(archive, b.name)]
+    held = [b for b in every if archive.holds(b.name)]
     if len(held) == 1:
         return held[0]
     if held:

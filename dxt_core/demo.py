@@ -515,6 +515,31 @@ def create_backfill(env: dict[str, str], create: list[str]) -> bool:
     return True
 
 
+def prepare_airflow(env: dict[str, str], first: dt.date, last: dt.date) -> tuple[list[str], bool]:
+    """Migrate the database, set the pool, register and unpause the DAG and create the
+    backfill of ``first``..``last``, all before ``airflow standalone`` starts. Returns the
+    backfill command and whether Airflow made it (False: a backfill an earlier demo left
+    open is in the way; :func:`create_backfill`).
+
+    Airflow 3.3.2 commits each backfill run on SQLite as it is made, and when a later one
+    meets "database is locked" it deletes those runs again; a scheduler that had picked them
+    up dies ("UPDATE statement on table 'dag_run' expected to update 2 row(s); 0 were
+    matched", seen in a clean-clone demo; apache/airflow#68699, the clean-up of
+    apache/airflow#67900). With no scheduler yet, nothing else writes to the database."""
+    _airflow(env, "db", "migrate")
+    pool = str(_setting("pool").default)
+    _airflow(env, "pools", "set", pool, "4", f"Concurrent queries to {BACKEND.title}")
+    _airflow(env, "dags", "reserialize")
+    _airflow(env, "dags", "unpause", DAG_ID)
+    create = [
+        *("backfill", "create", "--dag-id", DAG_ID),
+        *("--from-date", first.isoformat(), "--to-date", last.isoformat()),
+        *("--reprocess-behavior", "failed"),
+    ]
+    print(f"[3/5] airflow {' '.join(create)}", flush=True)
+    return create, create_backfill(env, create)
+
+
 def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
     work = Path(args.dir).resolve()
     home, archive_dir = work / "airflow", work / "archive"
@@ -542,24 +567,7 @@ def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
         env[_setting("catchup").env] = "false"
         print(f"      simulator at {url}", flush=True)
         print(f"[2/5] preparing Airflow in {home} (SQLite, LocalExecutor)", flush=True)
-        _airflow(env, "db", "migrate")
-        pool = str(_setting("pool").default)
-        _airflow(env, "pools", "set", pool, "4", f"Concurrent queries to {BACKEND.title}")
-        # The DAG is registered and its backfill created before the scheduler starts: Airflow
-        # 3.3.2 commits each backfill run on SQLite as it is made, and when a later one meets
-        # "database is locked" it deletes those runs again; a scheduler that had picked them
-        # up then dies ("UPDATE statement on table 'dag_run' expected to update 2 row(s); 0
-        # were matched", seen in a clean-clone demo; apache/airflow#68699, and the clean-up
-        # of apache/airflow#67900 deletes them). With no scheduler yet, nothing else writes.
-        _airflow(env, "dags", "reserialize")
-        _airflow(env, "dags", "unpause", DAG_ID)
-        create = [
-            *("backfill", "create", "--dag-id", DAG_ID),
-            *("--from-date", first.isoformat(), "--to-date", last.isoformat()),
-            *("--reprocess-behavior", "failed"),
-        ]
-        print(f"[3/5] airflow {' '.join(create)}", flush=True)
-        created = create_backfill(env, create)
+        create, created = prepare_airflow(env, first, last)
         standalone_log = work / "airflow-standalone.log"
         log = started.enter_context(standalone_log.open("w"))
         with shutdown.holding():

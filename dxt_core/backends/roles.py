@@ -210,7 +210,7 @@ def chosen_format(params: Mapping[str, Any], default: Any, formats: tuple[str, .
     return str(fmt)
 
 
-def log_archiving(what: str, day: dt.date, zone: str | None, url: str, into: object) -> None:
+def log_archiving(what: str, day: dt.date, zone: str | None, url: str, into: str) -> None:
     """The archive task's line naming the unit-day, its zone (``None``: UTC days, not
     named), the server and the archive."""
     if zone is None:

@@ -167,15 +167,7 @@ def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
 
     sites = _split(args.sites)
     if not sites:
-        archive = Archive(args.archive)
-        if archive.remote:  # an S3 archive: the "directories" under kwollect/
-            from dxt_core.store.s3 import S3Archive
-
-            assert isinstance(archive, S3Archive)
-            sites = archive.subdirectories("kwollect")
-        else:
-            root = archive.root / "kwollect"
-            sites = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        sites = Archive(args.archive).subdirectories("kwollect")
     metrics = _split(args.metrics) or list(POWER_METRICS)
     return [(s, m) for s in sites for m in metrics]
 

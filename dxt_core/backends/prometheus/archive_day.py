@@ -241,12 +241,4 @@ def reconcile_prometheus_recent(
 
 def archived_units(archive: Archive) -> list[tuple[str, ...]]:
     """The units an archive holds (its ``prometheus/<name>/`` folders, local or on S3)."""
-    if archive.remote:
-        from dxt_core.store.s3 import S3Archive
-
-        assert isinstance(archive, S3Archive)
-        return [(n,) for n in archive.subdirectories(SOURCE)]
-    root = archive.root / SOURCE
-    if not root.is_dir():
-        return []
-    return [(p.name,) for p in sorted(root.iterdir()) if p.is_dir() and p.name[:1] != "."]
+    return [(n,) for n in archive.subdirectories(SOURCE)]

@@ -113,7 +113,7 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
         e = CatalogEntry(str(unit["metric"]), str(unit.get("selector") or unit["metric"]))
         fmt = self.output_format(params)
         with PrometheusSource(conn) as source:
-            log_archiving(e.name, day, conn.time_zone, conn.safe_url, archive.root)
+            log_archiving(e.name, day, conn.time_zone, conn.safe_url, archive.url)
             return archive_prometheus_day(source, e, day, archive, fmt=fmt)
 
     def reconcile(

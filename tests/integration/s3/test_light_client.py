@@ -76,10 +76,8 @@ def test_pages_follow_the_continuation_token(s3_server, filled):
         reader.close()
 
 
-def test_a_day_status_check_makes_no_boto3_client(s3_server, filled, monkeypatch):
-    # as `dxt extract` runs: no Airflow connection factory (importing dxt_core.airflow, as an
-    # earlier test in this worker may have, sets one; tasks then use boto3 from the start)
-    monkeypatch.setattr("dxt_core.store._client_factory", None)
+def test_a_day_status_check_makes_no_boto3_client(s3_server, filled):
+    # as `dxt extract` runs (the package's conftest): no Airflow connection factory
     archive = S3Archive(f"s3://{filled}/m100")
     key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2024, 5, 11))
     assert archive.status(key) == ("missing", "")
@@ -105,15 +103,14 @@ def test_an_endpoint_the_reader_cannot_reach_is_boto3s_error(s3_server, filled, 
     assert store._made is not None
 
 
-def _light_store(bucket: str, monkeypatch: pytest.MonkeyPatch) -> S3Client:
-    monkeypatch.setattr("dxt_core.store._client_factory", None)  # as `dxt extract` runs
+def _light_store(bucket: str) -> S3Client:
     store = S3Client(parse_root(f"s3://{bucket}/m100"))
     assert store._light is not None
     return store
 
 
-def test_writes_are_boto3s_without_making_it(s3_server, bucket, monkeypatch, tmp_path):
-    store = _light_store(bucket, monkeypatch)
+def test_writes_are_boto3s_without_making_it(s3_server, bucket, tmp_path):
+    store = _light_store(bucket)
     c = s3_server.client()
     etag = store.put("m100/a.json", b'{"a": 1}', if_none_match=True)
     got = c.get_object(Bucket=bucket, Key="m100/a.json")
@@ -149,8 +146,8 @@ def test_writes_are_boto3s_without_making_it(s3_server, bucket, monkeypatch, tmp
     assert store._made is None  # boto3's client was never made
 
 
-def test_an_unfinished_upload_is_aborted_by_boto3(s3_server, bucket, monkeypatch):
-    store = _light_store(bucket, monkeypatch)
+def test_an_unfinished_upload_is_aborted_by_boto3(s3_server, bucket):
+    store = _light_store(bucket)
     s3_server.client().create_multipart_upload(Bucket=bucket, Key="m100/big.csv.gz")
     assert store.abort_uploads("m100/") == 1
     assert store._made is not None
