@@ -14,6 +14,7 @@ Coverage (the state of many days at once) is :func:`dxt_core.coverage.coverage`.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from dxt_core._version import __version__
 from dxt_core.daywrite import DayWrite
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import (
+    archive_io,
     atomic_file,
     create_once,
     now_iso,
@@ -299,11 +301,20 @@ class Archive:
     def update_internal(
         self, name: str, parts: Sequence[str], update: Callable[[bytes | None], dict[str, Any]]
     ) -> None:
-        """Replace the record with ``update(its bytes or None)``, atomically (on disk, the
-        caller serialises its own threads; an object store retries on a concurrent write)."""
-        write_json_atomic(
-            self.internal_path(name, *parts), update(self.read_internal(name, *parts))
-        )
+        """Replace the record with ``update(its bytes or None)``, atomically and one writer at
+        a time: on disk under an advisory ``flock`` of ``<record>.lock`` (threads and
+        processes, NFS included); an object store writes only if nobody wrote in between."""
+        path = self.internal_path(name, *parts)
+        lock = path.with_name(path.name + ".lock")
+        with archive_io(lock, "lock the record"):
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            with archive_io(lock, "lock the record"):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            write_json_atomic(path, update(self.read_internal(name, *parts)))
+        finally:
+            os.close(fd)
 
     def write_kept(self, key: DayKey, record: dict[str, Any]) -> None:
         """Store ``record`` (:func:`~dxt_core.manifests.kept_record`) as the day's ``kept``

@@ -244,7 +244,7 @@ def _cmd_reconcile(
     """``dxt coverage --reconcile``: the source's counts against the manifests (counts only,
     never the data). Exit 4 when the source has more than the archive (late data: the
     refill commands are printed), 3 when a count failed, else 0."""
-    from dxt_core.reconcile import reconcile
+    from dxt_core.reconcile import COMPARED, reconcile
 
     cli: Any = backend.cli_role()
     if not hasattr(cli, "reconcile_counter"):
@@ -263,9 +263,10 @@ def _cmd_reconcile(
             "fewer": "fewer at the source (retention; archive kept: K)",
             "error": "count FAILED",
             "missing": "not archived (not counted)",
+            "equal": "equal",
         }
         for r in rows:
-            if r.state == "equal":
+            if r.state == "equal" and not r.detail:
                 continue
             both = (
                 f": archive {r.archive_count:,}, source {r.source_count:,}"
@@ -281,6 +282,14 @@ def _cmd_reconcile(
         method = next((r.method for r in rows if r.method), "")
         if method:
             print(f"counted with: {method}")
+        compared = [r for r in rows if r.state in COMPARED]
+        if compared:
+            recorded = sum(r.recorded for r in compared)
+            print(
+                f"recorded {recorded} of {len(compared)} comparisons in the archive's check "
+                "records (dxt publish's datacard reports them)"
+                + ("" if recorded == len(compared) else "; the others say why above")
+            )
     if more and not args.json:
         dag_id = args.dag_id or backend.dag_id
         print(

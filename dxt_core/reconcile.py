@@ -15,6 +15,12 @@ them with the manifests:
 * ``fewer``: the source has fewer (retention, deletion): the archive is kept, and a
   ``<day>.kept.json`` sidecar makes coverage show the day as ``K``.
 
+Every comparison made (``equal``, ``more`` or ``fewer``) is also recorded in the archive, one
+internal record per unit and month (:data:`CHECKS_NAME`, :func:`checks_parts`): the last
+outcome of each day, both counts, how the source was asked, when, and how many times the day
+was checked. ``dxt publish``'s datacard reports them, so a day checked and found equal is told
+apart from a day never checked again.
+
 Points the server cannot serialise (KairosDB's NaN, see :class:`~dxt_core.errors.UnreadablePoint`)
 are recorded as ``holes`` in the manifest, each with its own count; the archive's side of
 the comparison is its rows plus the points of its holes.
@@ -26,11 +32,15 @@ No Airflow here: a backend's reconcile role (``BackendTasks.reconcile``) calls
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.errors import CountMismatch, DxtError
@@ -43,6 +53,31 @@ RECONCILE_DAYS_ENV = "DXT_{backend}_RECONCILE_DAYS"
 DEFAULT_RECONCILE_DAYS = 3
 
 State = Literal["equal", "more", "fewer", "missing", "unknown", "error"]
+
+#: The archive's internal record of the comparisons made after archiving (``Archive.
+#: internal_path``: ``<root>/.dxt-checks/...`` on disk, ``<prefix>/.dxt/checks/...`` on S3).
+CHECKS_NAME = "checks"
+CHECKS_SCHEMA = "dxt-checks/1"
+#: The outcomes a comparison records (missing and error days asked nothing of the source).
+COMPARED: tuple[State, ...] = ("equal", "more", "fewer")
+
+
+def checks_parts(source: str, parts: Sequence[str], year: int, month: int) -> list[str]:
+    """Where the check record of one unit-month is, under :data:`CHECKS_NAME`."""
+    return [source, *parts, f"{year:04d}-{month:02d}.json"]
+
+
+def parse_checks(data: bytes | None) -> dict[str, dict[str, Any]]:
+    """The days of a check record (``{"YYYY-MM-DD": {...}}``); an absent or unreadable
+    record is empty (the next reconcile writes it again)."""
+    try:
+        doc = orjson.loads(data) if data else None
+    except orjson.JSONDecodeError:
+        return {}
+    days = doc.get("days") if isinstance(doc, dict) else None
+    if not isinstance(days, dict):
+        return {}
+    return {str(d): v for d, v in days.items() if isinstance(v, dict)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +185,8 @@ class ReconcileRow:
     source_count: int | None
     method: str = ""
     detail: str = ""
+    #: the comparison is in the archive's check record (:func:`checks_parts`)
+    recorded: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +197,7 @@ class ReconcileRow:
             "source_count": self.source_count,
             "method": self.method,
             "detail": self.detail,
+            "recorded": self.recorded,
         }
 
 
@@ -180,9 +218,25 @@ def reconcile(
 
     Days not archived are ``missing`` (coverage's refill commands cover them) and the source
     is not asked about them. A failed count is ``error`` with the reason; it does not stop
-    the others. With ``record_kept``, a day the source now has fewer points of gets a
-    ``<day>.kept.json`` sidecar, so coverage shows it as ``K``.
+    the others. With ``record_kept`` (the caller may write to the archive), a day the source
+    now has fewer points of gets a ``<day>.kept.json`` sidecar, so coverage shows it as
+    ``K``, and every comparison made is recorded in the unit-month's check record
+    (:func:`checks_parts`).
     """
+    rows = _compare(archive, source, units, days, counter, record_kept)
+    if record_kept:
+        rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
+    return rows
+
+
+def _compare(
+    archive: Archive,
+    source: str,
+    units: Iterable[Sequence[str]],
+    days: Iterable[dt.date],
+    counter: Counter,
+    record_kept: bool,
+) -> list[ReconcileRow]:
     day_list = list(days)
     out: list[ReconcileRow] = []
     for parts_seq in units:
@@ -218,6 +272,69 @@ def reconcile(
                     continue
             out.append(ReconcileRow(parts, day, state, have, sc.count, sc.method))
     return out
+
+
+def _record_checks(
+    archive: Archive, source: str, rows: list[ReconcileRow], now: dt.datetime
+) -> list[ReconcileRow]:
+    """Merge the compared rows into their unit-months' check records. Returns the rows, a
+    recorded one marked so; a record that cannot be written is said in its rows' detail and
+    a warning (the comparisons stand; the next reconcile records them)."""
+    groups: dict[tuple[tuple[str, ...], int, int], list[ReconcileRow]] = {}
+    for r in rows:
+        if r.state in COMPARED:
+            groups.setdefault((r.parts, r.day.year, r.day.month), []).append(r)
+    at = now.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    failed: dict[tuple[tuple[str, ...], dt.date], str] = {}
+    for (parts, year, month), group in groups.items():
+        update = functools.partial(_merge_checks, source, parts, year, month, group, at)
+        try:
+            archive.update_internal(CHECKS_NAME, checks_parts(source, parts, year, month), update)
+        except (DxtError, OSError) as exc:
+            log.warning("%s %s-%02d: the check record was not written: %s", parts, year, month, exc)
+            for r in group:
+                failed[(r.parts, r.day)] = (
+                    f"the check was not recorded ({exc}); the next reconcile records it"
+                )
+    out = []
+    for r in rows:
+        if (k := (r.parts, r.day)) in failed:
+            r = dataclasses.replace(r, detail="; ".join(x for x in (r.detail, failed[k]) if x))
+        elif r.state in COMPARED:
+            r = dataclasses.replace(r, recorded=True)
+        out.append(r)
+    return out
+
+
+def _merge_checks(
+    source: str,
+    parts: tuple[str, ...],
+    year: int,
+    month: int,
+    group: list[ReconcileRow],
+    at: str,
+    data: bytes | None,
+) -> dict[str, Any]:
+    """The unit-month's check record ``data`` (None: none yet) with ``group``'s outcomes: the
+    last per day, and how many times each day was checked."""
+    days = parse_checks(data)
+    for r in group:
+        checks = days.get(r.day.isoformat(), {}).get("checks")
+        days[r.day.isoformat()] = {
+            "state": r.state,
+            "archive_count": r.archive_count,
+            "source_count": r.source_count,
+            "method": r.method,
+            "checked_at": at,
+            "checks": (checks if isinstance(checks, int) else 0) + 1,
+        }
+    return {
+        "schema": CHECKS_SCHEMA,
+        "source": source,
+        "unit": list(parts),
+        "month": f"{year:04d}-{month:02d}",
+        "days": dict(sorted(days.items())),
+    }
 
 
 def _record_kept(

@@ -13,8 +13,9 @@ copy of a day is used. Which directories a unit has is the role's business (it c
 
 Besides the days, the scan keeps what the archive records about them after they were
 archived: ``<day>.kept.json`` sidecars (the source later held fewer points: the archive kept
-its rows) and manifests that replaced an earlier copy (``replaced``: a rerun or a reconcile
-refetch found more points).
+its rows), manifests that replaced an earlier copy (``replaced``: a rerun or a reconcile
+refetch found more points) and the reconcile's check records (:func:`read_checks`: the last
+comparison of each day with the source's count, equal ones included).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from dxt_core.errors import ConfigError
 from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, manifest_files
 from dxt_core.publish.tree import ArchiveTree
+from dxt_core.reconcile import CHECKS_NAME, COMPARED, checks_parts, parse_checks
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -100,6 +102,9 @@ class UnitMonth:
     manifests: list[dict[str, Any]] = field(default_factory=list)
     #: ``<day>.kept.json`` records: (day, record) of days the source later held fewer of
     kept: list[tuple[dt.date, dict[str, Any]]] = field(default_factory=list)
+    #: the reconcile's last comparison of each day with the source (the unit-month's check
+    #: record, :func:`read_checks`), of the days archived or empty
+    checks: dict[dt.date, dict[str, Any]] = field(default_factory=dict)
     #: Set by the backend's publish role: this unit is a job table (one row per job).
     jobs: bool = False
 
@@ -248,6 +253,25 @@ def _kept(tree: ArchiveTree, day: DayFile, um: UnitMonth) -> None:
     if kname in tree.files(directory):
         doc = tree.read_json(f"{directory}/{kname}")
         um.kept.append((day.day, doc or {"unreadable": True}))
+
+
+def read_checks(tree: ArchiveTree, source: str, um: UnitMonth) -> None:
+    """Fill ``um.checks`` from the unit-month's check record (:mod:`dxt_core.reconcile`), for
+    the days it holds (archived or empty); an absent or unreadable record gives none."""
+    held = {d.day for d in um.days} | set(um.empty)
+    data = tree.read_internal(CHECKS_NAME, *checks_parts(source, um.parts, um.year, um.month))
+    for day, doc in parse_checks(data).items():
+        try:
+            d = dt.date.fromisoformat(day)
+        except ValueError:
+            continue
+        if d in held and doc.get("state") in COMPARED:
+            um.checks[d] = doc
+
+
+def checked(check: dict[str, Any]) -> tuple[str, str]:
+    """What the datacard says of a day's last check: its outcome and its day (UTC)."""
+    return str(check.get("state")), str(check.get("checked_at") or "")[:10]
 
 
 def used_copy(why: str) -> bool:

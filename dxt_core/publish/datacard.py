@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dxt_core._version import __version__
-from dxt_core.publish.archive_scan import used_copy
+from dxt_core.publish.archive_scan import checked, used_copy
+from dxt_core.reconcile import COMPARED
 
 if TYPE_CHECKING:
     from dxt_core.backends.roles import PublishRole
@@ -30,10 +31,16 @@ def _source_counts(manifests: Sequence[dict[str, Any]]) -> str:
 
 def _after_archiving(um: UnitMonth) -> str:
     """What the archive records of comparisons with the source made after a day was
-    archived: days replaced (the source then held more points: a reconcile refetch or a
-    rerun) and days kept (it held fewer: the archive kept its rows)."""
+    archived: the reconcile's last outcome per day (and the day of the latest check), days
+    replaced (the source then held more points: a reconcile refetch or a rerun) and days
+    kept (it held fewer: the archive kept its rows)."""
     replaced = [d for d in um.days if d.manifest.get("replaced")]
     parts = []
+    if um.checks:
+        seen = [checked(c) for c in um.checks.values()]
+        states = {s: sum(1 for x, _ in seen if x == s) for s in COMPARED}
+        outcomes = ", ".join(f"{n} {s}" for s, n in states.items() if n)
+        parts.append(f"{len(seen)} checked ({outcomes}; last {max(d for _, d in seen)})")
     if replaced:
         parts.append(f"{len(replaced)} replaced (source grew)")
     if um.kept:
@@ -146,10 +153,12 @@ def _coverage(role: PublishRole, report: PublishReport) -> list[str]:
         "whose manifest records the source's own count, how many the archive holds exactly "
         "(rows plus the points of holes). *Reconciled after archiving*: what the archive "
         "records of later comparisons with the source (the DAGs' reconcile task, `dxt "
-        "coverage --reconcile`): days replaced because the source then held more points, "
-        "days kept because it held fewer (the archive keeps its rows). A comparison that "
-        "found the same count leaves no record in the archive, so *none recorded* means that "
-        "no later difference was recorded, not that none was looked for.",
+        "coverage --reconcile`): the days checked, by their last outcome (equal, more: the "
+        "source held more points then, fewer: it held fewer) and the day of the latest check; "
+        "days replaced because the source then held more points; days kept because it held "
+        "fewer (the archive keeps its rows). *None recorded*: the archive records no "
+        "comparison of the month's days with the source after archiving (archives "
+        "reconciled before equal outcomes were recorded hold only the differences).",
         "",
         f"| {label} | month | archived | empty | missing | skipped | rows | holes "
         "| counted at archiving | reconciled after archiving |",

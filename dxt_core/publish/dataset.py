@@ -34,7 +34,7 @@ from dxt_core._version import __version__
 from dxt_core.errors import ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.paths import check_path_component
-from dxt_core.publish.archive_scan import DayFile, UnitMonth, month_range, used_copy
+from dxt_core.publish.archive_scan import DayFile, UnitMonth, checked, month_range, used_copy
 from dxt_core.publish.datacard import datacard
 from dxt_core.publish.describe import (
     FileEntry,
@@ -217,7 +217,8 @@ def _fingerprint(
     pseudo: Pseudonymiser | None,
 ) -> str:
     """What the publication is made of: the software, the options that shape the output
-    and every manifest (and kept record) it reads. The same fingerprint, the same bytes."""
+    and every manifest (and kept and check record) it reads. The same fingerprint, the same
+    bytes."""
     doc = {
         "software": __version__,
         "backend": role.backend,
@@ -246,6 +247,7 @@ def _fingerprint(
                 [_what_counts(m) for m in um.manifests if m.get("status") == "empty"],
                 [[str(d), w] for d, w in um.skipped],
                 [[str(d), {k: v.get(k) for k in KEPT_FIELDS}] for d, v in um.kept],
+                [[str(d), *checked(v)] for d, v in sorted(um.checks.items())],
             ]
             for u, ums in sorted(scans.items())
             for um in ums

@@ -17,6 +17,7 @@ from dxt_core.publish.archive_scan import (
     UnitMonth,
     first_file,
     partition_units,
+    read_checks,
     scan_unit_month,
     unit_dirs,
     year_month,
@@ -52,7 +53,9 @@ class PartitionedPublish:
 
     def scan(self, tree: ArchiveTree, unit: tuple[str, ...], year: int, month: int) -> UnitMonth:
         dirs = unit_dirs(self.backend, self.keys, unit)
-        return scan_unit_month(tree, dirs, unit, year, month, self.day_file)
+        um = scan_unit_month(tree, dirs, unit, year, month, self.day_file)
+        read_checks(tree, self.backend, um)
+        return um
 
     def day_file(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
         return first_file(manifest)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from dxt_core.archive import Archive
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location, parse_root
@@ -61,6 +62,10 @@ class ArchiveTree(Protocol):
         """A local copy of ``rel`` to read, checked against ``size`` and ``sha256``
         (:class:`DayUnusable` when it does not match); removed afterwards if it was copied."""
 
+    def read_internal(self, name: str, *parts: str) -> bytes | None:
+        """An internal record of the archive (:meth:`~dxt_core.archive.Archive.read_internal`:
+        the reconcile's check records); None when there is none."""
+
 
 class LocalTree:
     """An archive in a directory (local disk, NFS, GPFS, Lustre)."""
@@ -96,6 +101,9 @@ class LocalTree:
                             got[p.name] = p.stat().st_size
             self._files[rel] = got
         return got
+
+    def read_internal(self, name: str, *parts: str) -> bytes | None:
+        return Archive(self.root).read_internal(name, *parts)
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         try:
@@ -150,6 +158,9 @@ class S3Tree:
             got = {o.key[len(prefix) :]: o.size for o in self.store.list(prefix)}
             self._files[rel] = got
         return got
+
+    def read_internal(self, name: str, *parts: str) -> bytes | None:
+        return self.archive.read_internal(name, *parts)
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         got = self.store.get(self.location.key(rel))

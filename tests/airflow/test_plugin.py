@@ -297,6 +297,8 @@ def test_reconcile_counts_a_range_at_the_source_with_the_users_rights(server):
     assert cells[("nagios_pub/state", DAY)]["state"] == "equal"
     assert ("ipmi_pub/pcie", DAY) not in cells  # never archived: not asked
     assert doc["kept_recorded"] is True and doc["can_clear"] is True
+    compared = [c for c in doc["cells"] if c["state"] in ("equal", "more", "fewer")]
+    assert compared and doc["checks_recorded"] == len(compared)  # in the archive's records
     # late data: two points arrive in DAY after it was archived
     noon = int(dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)
     httpx.post(
@@ -313,6 +315,7 @@ def test_reconcile_counts_a_range_at_the_source_with_the_users_rights(server):
             rows + 1,
         )
         assert doc["kept_recorded"] is False and doc["can_clear"] is False
+        assert doc["checks_recorded"] == 0  # a viewer's count writes nothing
         assert "1 more" in doc["note"] and "counts only, nothing refetched" in doc["note"]
         manifest = server.get(
             f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}"

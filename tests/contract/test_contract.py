@@ -24,6 +24,7 @@ from dxt_core import backends as registry
 from dxt_core.archive import Archive
 from dxt_core.archive_day import DayReport
 from dxt_core.errors import DxtError, SourceShrank
+from dxt_core.reconcile import CHECKS_NAME, checks_parts, parse_checks
 from tests.contract.adapters import ROOT, Adapter, adapter_for
 from tests.contract.conftest import NAMES, ArchiveRoot
 
@@ -60,6 +61,15 @@ def manifest(root: ArchiveRoot, report: DayReport) -> dict[str, Any]:
 def day_dir(root: ArchiveRoot, report: DayReport) -> str:
     assert report.path is not None
     return root.rel(report.path.parent)
+
+
+def day_checks(root: ArchiveRoot, report: DayReport) -> dict[str, Any]:
+    """The reconcile's check record of the report's day, as the archive holds it."""
+    k = report.key
+    where = checks_parts(k.source, k.parts, k.day.year, k.day.month)
+    data = Archive(root.url).read_internal(CHECKS_NAME, *where)
+    assert data is not None, f"no check record {where} in {root.url}"
+    return parse_checks(data)[k.day.isoformat()]
 
 
 def test_every_registered_backend_has_an_adapter(contract_env):
@@ -171,6 +181,8 @@ def test_reconcile_with_fewer_rows_at_the_source_records_the_kept_day(adapter, r
     assert after == before  # data and manifest byte for byte
     assert Archive(root.url).status(first.key)[0] == "archived"
     assert Archive(root.url).read_kept(first.key) == record  # what coverage shows as K
+    checks = day_checks(root, first)
+    assert (checks["state"], checks["source_count"]) == ("fewer", row.source_count), checks
 
 
 def test_dxt_coverage_lists_the_unit(adapter, root):
@@ -249,3 +261,8 @@ def test_reconcile_flags_late_data_and_the_refetch_settles_it(adapter, root):
         assert any(n.startswith(first.path.name + ".prev-") for n in versions)
         settled = tasks.reconcile(next_day, 1, Archive(root.url), conn, adapter.params)
         assert settled.counts() == {"equal": 1} and not settled.refetched
+    # every comparison is in the archive's check record (in the bucket, on S3): the day's
+    # last outcome, both counts and how many times it was checked
+    checks = day_checks(root, first)
+    assert (checks["state"], checks["checks"]) == ("equal", 3), checks
+    assert checks["source_count"] == checks["archive_count"] == after

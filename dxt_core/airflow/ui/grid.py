@@ -536,6 +536,8 @@ def reconcile_range(
         "counts": report.counts(),
         "cells": cells,
         "kept_recorded": record_kept,
+        # comparisons written to the archive's check records (none for a reader)
+        "checks_recorded": sum(r.recorded for r in report.rows),
         "note": report.note(),
         "seconds": round(time.perf_counter() - t0, 3),
     }

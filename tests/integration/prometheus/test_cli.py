@@ -152,6 +152,7 @@ def test_coverage_reconcile_flags_late_samples_and_names_the_refetch(tmp_path: P
         assert same.returncode == 0, same.stdout + same.stderr
         assert "1 units x 1 days against the source's counts: 1 equal" in same.stdout
         assert "counted with: count_over_time(node_temp_celsius[82800000ms])" in same.stdout
+        assert "recorded 1 of 1 comparisons in the archive's check records" in same.stdout
         # two samples arrive late, between the 15 s ones of node n1
         noon = 1711879200000  # 2024-03-31T12:00:00+02:00
         labels = {"__name__": "node_temp_celsius", "instance": "n1:9100", "job": "node"}

@@ -303,17 +303,22 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
     from dxt_core.archive import Archive
     from dxt_core.reconcile import SourceCount, reconcile
 
-    rows = json.loads(
-        (archive / "examon/ipmi_pub/ps0_input_power/2020-04-01.manifest.json").read_text()
-    )["rows"]
+    unit_dir = archive / "examon/ipmi_pub/ps0_input_power"
+    rows = {
+        d: json.loads((unit_dir / f"{d}.manifest.json").read_text())["rows"]
+        for d in (dt.date(2020, 4, 1), dt.date(2020, 4, 2))
+    }
     found = reconcile(
         Archive(archive),
         "examon",
         [("ipmi_pub", "ps0_input_power")],
-        [dt.date(2020, 4, 1)],
-        lambda parts, day: SourceCount(rows - 100, "a count lower than the archive's"),
+        sorted(rows),
+        lambda parts, day: SourceCount(
+            rows[day] - (100 if day.day == 1 else 0), "a count lower than the archive's"
+        ),
+        now=dt.datetime(2020, 4, 5, 3, 0, tzinfo=dt.UTC),
     )
-    assert [r.state for r in found] == ["fewer"]
+    assert [r.state for r in found] == ["fewer", "equal"]
     out = tmp_path / "o"
     res = publish(archive, out, "--keep-identities", "--max-record-bytes", "1500000")
     assert (
@@ -325,8 +330,9 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
     assert "| ipmi_pub/ambient | 2020-03 | 1 | 0 | 29 | 1 | 103,680 |" in readme
     assert (
         "| ipmi_pub/ps0_input_power | 2020-04 | 2 | 0 | 28 | 0 | 207,360 | 0 | 2/2 agree "
-        "| 1 kept (source held fewer; 1 found by reconcile) |" in readme
-    )
+        "| 2 checked (1 equal, 1 fewer; last 2020-04-05), 1 kept (source held fewer; 1 found "
+        "by reconcile) |" in readme
+    ), readme
     assert "as recorded" in readme or "as the site recorded them" in readme
     records = sorted(p.name for p in (out / "records").glob("*.tar"))
     assert records == ["examon-dataset_20-03.tar", "examon-dataset_20-04.tar"]

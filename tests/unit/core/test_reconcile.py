@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,14 @@ import pytest
 from dxt_core.airflow.runs import NOTE_LIMIT, note_with_reconcile
 from dxt_core.archive import Archive, DayKey
 from dxt_core.errors import ConfigError, SourceError
-from dxt_core.reconcile import SourceCount, reconcile_days, reconcile_recent
+from dxt_core.reconcile import (
+    CHECKS_NAME,
+    SourceCount,
+    checks_parts,
+    reconcile,
+    reconcile_days,
+    reconcile_recent,
+)
 
 DAY = dt.date(2024, 5, 4)
 UNITS = [("p", "a"), ("p", "b")]
@@ -127,3 +135,79 @@ def test_the_run_note_gets_the_reconcile_once_within_airflows_limit() -> None:
     assert note_with_reconcile(None, found) == f"R{found[1:]}."
     long = note_with_reconcile("x" * 990, found)
     assert len(long) == NOTE_LIMIT and long.endswith("…")
+
+
+def test_every_comparison_is_recorded_per_unit_month(tmp_path: Path) -> None:
+    """Equal outcomes too: a day checked and found equal reads apart from one never checked."""
+    archive = Archive(tmp_path)
+    d1, d2 = dt.date(2024, 4, 30), dt.date(2024, 5, 1)  # two months
+    for parts in UNITS:
+        archived(archive, parts, d1, 10)
+    archived(archive, UNITS[0], d2, 10)  # UNITS[1] d2: missing, asks nothing
+    counts = {(UNITS[0], d1): 10, (UNITS[0], d2): 12, (UNITS[1], d1): 10}
+    at = dt.datetime(2024, 5, 3, 6, 0, 5, tzinfo=dt.UTC)
+    rows = reconcile(archive, "toy", UNITS, [d1, d2], counter(counts), now=at)
+    assert [r.state for r in rows] == ["equal", "more", "equal", "missing"]
+    assert [r.recorded for r in rows] == [True, True, True, False]
+
+    def record(parts: tuple[str, ...], month: str) -> dict[str, object]:
+        y, m = map(int, month.split("-"))
+        data = archive.read_internal(CHECKS_NAME, *checks_parts("toy", parts, y, m))
+        assert data is not None, (parts, month)
+        return json.loads(data)
+
+    april = record(UNITS[0], "2024-04")
+    assert april == {
+        "schema": "dxt-checks/1",
+        "source": "toy",
+        "unit": ["p", "a"],
+        "month": "2024-04",
+        "days": {
+            "2024-04-30": {
+                "state": "equal",
+                "archive_count": 10,
+                "source_count": 10,
+                "method": "faked count",
+                "checked_at": "2024-05-03T06:00:05Z",
+                "checks": 1,
+            }
+        },
+    }
+    assert record(UNITS[0], "2024-05")["days"]["2024-05-01"]["state"] == "more"
+    assert list(record(UNITS[1], "2024-04")["days"]) == ["2024-04-30"]
+    # nothing for a unit-month whose days were all missing
+    assert archive.read_internal(CHECKS_NAME, *checks_parts("toy", UNITS[1], 2024, 5)) is None
+
+    # checked again: the last outcome stands, the count of checks grows, other days stay
+    counts[(UNITS[0], d1)] = 8
+    later = at + dt.timedelta(days=1)
+    reconcile(archive, "toy", [UNITS[0]], [d1], counter(counts), now=later)
+    day = record(UNITS[0], "2024-04")["days"]["2024-04-30"]
+    assert (day["state"], day["source_count"], day["checks"]) == ("fewer", 8, 2)
+    assert day["checked_at"] == "2024-05-04T06:00:05Z"
+    assert record(UNITS[0], "2024-05")["days"]["2024-05-01"]["checks"] == 1
+
+
+def test_a_reader_who_may_not_write_leaves_no_check_record(tmp_path: Path) -> None:
+    archive = Archive(tmp_path)
+    archived(archive, UNITS[0], DAY, 10)
+    rows = reconcile(
+        archive, "toy", [UNITS[0]], [DAY], counter({(UNITS[0], DAY): 10}), record_kept=False
+    )
+    assert [r.state for r in rows] == ["equal"] and not rows[0].recorded
+    assert not (tmp_path / f".dxt-{CHECKS_NAME}").exists()
+
+
+def test_a_check_record_that_cannot_be_written_is_said_not_a_stop(tmp_path: Path) -> None:
+    archive = Archive(tmp_path)
+    archived(archive, UNITS[0], DAY, 10)
+    archived(archive, UNITS[1], DAY, 10)
+    blocked = archive.internal_path(CHECKS_NAME, *checks_parts("toy", UNITS[0], 2024, 5))
+    blocked.mkdir(parents=True)  # a directory where the record goes: the write fails
+    counts = {(UNITS[0], DAY): 10, (UNITS[1], DAY): 9}
+    rows = reconcile(archive, "toy", UNITS, [DAY], counter(counts))
+    assert [r.state for r in rows] == ["equal", "fewer"]
+    assert "the check was not recorded" in rows[0].detail
+    assert "the next reconcile records it" in rows[0].detail
+    assert rows[1].detail == "" and rows[1].recorded and not rows[0].recorded
+    assert archive.read_internal(CHECKS_NAME, *checks_parts("toy", UNITS[1], 2024, 5))

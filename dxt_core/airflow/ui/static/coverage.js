@@ -494,7 +494,11 @@
       if (late.length) selected = new Set(late);
       const counts = Object.entries(doc.counts).map(([k, v]) => `${v} ${k}`).join(", ") || "nothing archived";
       const kept = doc.counts.fewer && !doc.kept_recorded ? " (not recorded as kept: you may not edit this DAG)" : "";
-      $("reconcile-result").textContent = `Reconcile ${doc.start}..${doc.end}: ${counts}${kept}` +
+      const compared = doc.cells.filter((r) => ["equal", "more", "fewer"].includes(r.state)).length;
+      const recorded = compared ? (doc.kept_recorded
+        ? `; ${doc.checks_recorded} of ${compared} ${compared === 1 ? "comparison" : "comparisons"} recorded in the archive`
+        : "; comparisons not recorded (you may not edit this DAG)") : "";
+      $("reconcile-result").textContent = `Reconcile ${doc.start}..${doc.end}: ${counts}${kept}${recorded}` +
         (late.length ? `; ${late.length} late-data ${late.length === 1 ? "cell" : "cells"} selected: Refill… fetches them again.` : ".");
       $("reconcile-result").hidden = false;
       window.dxtCoverage.reconciles.push(doc);
