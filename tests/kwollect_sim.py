@@ -22,7 +22,12 @@ class KwollectSimProcess:
 
     def reset(self) -> None:
         self.configure(
-            delay_s=0.0, site_delay_s={}, max_points=None, timeout_delay_s=0.0, stray_offset_s=None
+            delay_s=0.0,
+            site_delay_s={},
+            max_points=None,
+            timeout_delay_s=0.0,
+            stray_offset_s=None,
+            expired_before_s=None,
         )
         httpx.post(f"{self.url}/_sim/stats/reset", timeout=10).raise_for_status()
 

@@ -234,8 +234,13 @@ class KwollectAdapter(Adapter):
 
     @contextlib.contextmanager
     def fewer_rows(self) -> Iterator[tuple[Any, Any]]:
-        # the same (site, metric) with a node gone: fewer rows for the same archive day
-        yield self.connection(), {**self.unit, "nodes": ["nova-1"]}
+        # retention: the rows of the day's first hours are gone at the source
+        cut = dt.datetime.combine(self.day, dt.time(6), dt.UTC).timestamp()
+        self.sim.configure(expired_before_s=cut)
+        try:
+            yield self.connection(), self.unit
+        finally:
+            self.sim.reset()
 
     @contextlib.contextmanager
     def late_points(self) -> Iterator[tuple[Any, Any]]:
@@ -379,10 +384,35 @@ class PrometheusAdapter(Adapter):
         finally:
             small.stop()
 
+    #: flags of a server whose samples can be deleted (Prometheus's admin API)
+    DELETABLE = ["--web.enable-admin-api"]
+
+    def delete_some(self, url: str) -> None:
+        """Delete the first hour of one node's series of :attr:`day`, as retention would:
+        ``POST /api/v1/admin/tsdb/delete_series`` (``match[]``, ``start``, ``end``; 204),
+        whose samples queries no longer see (tombstones)."""
+        import httpx
+
+        from dxt_core.windows import day_window, zone
+
+        start = day_window(self.day, zone("Europe/Rome")).start_ms / 1000
+        httpx.post(
+            f"{url}/api/v1/admin/tsdb/delete_series",
+            params={"match[]": 'node_temp_celsius{node="n3"}', "start": start, "end": start + 3599},
+            timeout=30,
+        ).raise_for_status()
+
     @contextlib.contextmanager
     def fewer_rows(self) -> Iterator[tuple[Any, Any]]:
-        # the same archive name with one node's series left out
-        yield self.connection(), {**self.unit, "selector": 'node_temp_celsius{node!="n3"}'}
+        # a server of its own holding the same unit with samples deleted at the source; the
+        # session's keeps the data the other tests expect
+        self._fewer = getattr(self, "_fewer", 0) + 1
+        server = self.serve(self.tmp / f"fewer{self._fewer}", self.DELETABLE)
+        try:
+            self.delete_some(server.url)
+            yield self.connection(server.url), self.unit
+        finally:
+            server.stop()
 
     #: two samples between the 15 s ones of one series, at local noon of :attr:`day`
     LATE_SERIES = {
@@ -443,6 +473,19 @@ class VictoriaMetricsAdapter(PrometheusAdapter):
 
     def writable(self, workdir: Path) -> Any:
         return self.serve(workdir, [])  # VictoriaMetrics takes samples of any time
+
+    DELETABLE: list[str] = []  # its delete API needs no flag
+
+    def delete_some(self, url: str) -> None:
+        """Delete one node's series (VictoriaMetrics deletes whole series, of all time):
+        ``POST /api/v1/admin/tsdb/delete_series`` with ``match[]`` (204)."""
+        import httpx
+
+        httpx.post(
+            f"{url}/api/v1/admin/tsdb/delete_series",
+            data={"match[]": 'node_temp_celsius{node="n3"}'},
+            timeout=30,
+        ).raise_for_status()
 
     def write_late(self, url: str) -> None:
         from tests.integration.prometheus import servers

@@ -43,7 +43,8 @@ Run it as ``python -m dxt_core.backends.kwollect.simulator --port 0``; the first
 ``dxt-simulate-kwollect listening on http://HOST:PORT``. ``/_sim/config`` (POST JSON:
 ``site_delay_s``, ``delay_s``, ``max_points``, ``timeout_delay_s``, ``stray_offset_s``: a point
 that far before every answer's window, first; ``slow_requests`` and ``slow_delay_s``: the next
-N metrics requests wait that long before answering) changes faults at run time,
+N metrics requests wait that long before answering; ``expired_before_s``: retention, rows
+before that epoch second are gone) changes faults at run time,
 ``/_sim/points`` (POST ``{"site", "node", "metric", "points": [[time, value], ...]}``; DELETE)
 adds rows to days already served (late data), and ``/_sim/stats`` counts requests, points and
 the peak number of concurrent requests.

@@ -20,6 +20,7 @@ CONFIGURABLE: Final = frozenset(
         "max_points",
         "timeout_delay_s",
         "stray_offset_s",
+        "expired_before_s",
         "slow_requests",
         "slow_delay_s",
     }
@@ -56,6 +57,12 @@ class Faults:
         None: ``stray_offset_s`` seconds before the window's start."""
         offset = self.settings.stray_offset_s
         return None if offset is None else start_us - round(offset * 1_000_000)
+
+    def retained(self, start_us: int, end_us: int) -> int:
+        """The start of a window's rows still kept (``expired_before_s``, retention), at
+        most its end (nothing kept)."""
+        cut = self.settings.expired_before_s
+        return start_us if cut is None else min(max(start_us, round(cut * 1_000_000)), end_us)
 
     def too_much_data(self, points: int) -> bool:
         """Whether an answer of ``points`` points is refused (after ``timeout_delay_s``)."""

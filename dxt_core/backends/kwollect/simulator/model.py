@@ -138,6 +138,9 @@ class SimSettings:
     slow_delay_s: float = 0.0
     #: fault: every metrics answer starts with a point this many seconds before its window
     stray_offset_s: float | None = None
+    #: retention: rows before this time (epoch seconds) are gone, as when TimescaleDB's
+    #: retention policy has dropped their chunks (answers start there; none: all kept)
+    expired_before_s: float | None = None
     zero_bmc_node: str = "taurus-3"
     user: str | None = None
     password: str | None = field(default=None, repr=False)

@@ -80,6 +80,7 @@ class KwollectSimulator:
             "max_points": s.max_points,
             "timeout_delay_s": s.timeout_delay_s,
             "stray_offset_s": s.stray_offset_s,
+            "expired_before_s": s.expired_before_s,
             "slow_requests": s.slow_requests,
             "slow_delay_s": s.slow_delay_s,
             "nodes_per_cluster": s.nodes_per_cluster,
@@ -194,6 +195,7 @@ class _Handler(SimHandler):
             st["metrics_requests"][site] = st["metrics_requests"].get(site, 0) + 1
         try:
             series, start_us, end_us, summary, as_rate = sim.query.plan_metrics(site, params)
+            start_us = sim.faults.retained(start_us, end_us)
             sim.faults.delay(site)
             points = sim.query.count_points(series, start_us, end_us, summary)
             if sim.faults.too_much_data(points):
