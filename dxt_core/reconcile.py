@@ -389,6 +389,8 @@ class RecentReport:
     holes_retried: list[tuple[tuple[str, ...], dt.date, int]] = field(default_factory=list)
     #: only counted (nothing refetched)
     counts_only: bool = False
+    #: comparisons whose check record could not be written (each row says why)
+    unrecorded: int = 0
 
     def counts(self) -> dict[str, int]:
         c: dict[str, int] = {}
@@ -419,6 +421,11 @@ class RecentReport:
             )
         if self.counts_only and c.get("more"):
             text += "; counts only, nothing refetched"
+        if self.unrecorded:
+            text += (
+                f"; {self.unrecorded} comparisons NOT recorded in the archive (the next "
+                "reconcile records them)"
+            )
         if self.failed:
             text += f"; {len(self.failed)} refetches FAILED: " + "; ".join(
                 f"{'/'.join(p)} {d}: {why}" for p, d, why in self.failed[:5]
@@ -430,8 +437,12 @@ class RecentReport:
             "days": [d.isoformat() for d in self.days],
             "counts": self.counts(),
             # the ones to look at (missing days are in the counts only: a new DAG's first
-            # runs would list every unit)
-            "rows": [r.as_dict() for r in self.rows if r.state not in ("equal", "missing")],
+            # runs would list every unit; an equal day only when something is to be said)
+            "rows": [
+                r.as_dict()
+                for r in self.rows
+                if r.state not in ("equal", "missing") or (r.state == "equal" and r.detail)
+            ],
             "refetched": [
                 {"parts": list(p), "day": d.isoformat(), "archive": a, "source": b}
                 for p, d, a, b in self.refetched
@@ -444,6 +455,7 @@ class RecentReport:
                 for p, d, n in self.holes_retried
             ],
             "counts_only": self.counts_only,
+            "unrecorded": self.unrecorded,
             "note": self.note(),
         }
 
@@ -473,6 +485,8 @@ def reconcile_recent(
         return report
     report.days = [day - dt.timedelta(days=i) for i in range(n_days, 0, -1)]
     report.rows = reconcile(archive, source, units, report.days, counter, record_kept=record_kept)
+    if record_kept:
+        report.unrecorded = sum(r.state in COMPARED and not r.recorded for r in report.rows)
     report.counts_only = refetch is None
     if refetch is None:
         log.info("%s", report.note())

@@ -211,3 +211,25 @@ def test_a_check_record_that_cannot_be_written_is_said_not_a_stop(tmp_path: Path
     assert "the next reconcile records it" in rows[0].detail
     assert rows[1].detail == "" and rows[1].recorded and not rows[0].recorded
     assert archive.read_internal(CHECKS_NAME, *checks_parts("toy", UNITS[1], 2024, 5))
+
+
+def test_the_run_note_says_how_many_comparisons_were_not_recorded(tmp_path: Path) -> None:
+    archive = Archive(tmp_path)
+    d = DAY - dt.timedelta(days=1)
+    archived(archive, UNITS[0], d, 10)
+    archived(archive, UNITS[1], d, 10)
+    blocked = archive.internal_path(CHECKS_NAME, *checks_parts("toy", UNITS[0], d.year, d.month))
+    blocked.mkdir(parents=True)
+    counts = {(UNITS[0], d): 10, (UNITS[1], d): 10}
+    report = reconcile_recent(archive, "toy", UNITS, DAY, 1, counter(counts), None)
+    assert report.unrecorded == 1
+    assert report.note().endswith(
+        "; 1 comparisons NOT recorded in the archive (the next reconcile records them)"
+    )
+    [row] = report.as_dict()["rows"]  # the equal day with something to say
+    assert row["parts"] == ["p", "a"] and "the check was not recorded" in row["detail"]
+    # a reader's count records nothing, on purpose: nothing to say
+    viewer = reconcile_recent(
+        archive, "toy", [UNITS[1]], DAY, 1, counter(counts), None, record_kept=False
+    )
+    assert viewer.unrecorded == 0 and "NOT recorded" not in viewer.note()
