@@ -5,6 +5,7 @@ the objects uploaded are checked from outside with a plain boto3 client."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -85,6 +86,28 @@ def test_from_an_s3_archive_to_s3_and_to_disk(bucket, s3_env, s3_server, tmp_pat
     assert "unchanged: s3://" in again.stdout and "nothing written" in again.stdout
     forced = publish(f"s3://{bucket}/archive", f"s3://{bucket}/ds", "--force")
     assert "uploaded 0 objects (0 bytes), 10 already there unchanged, 0 deleted" in forced.stdout
+    # a reconcile records its comparisons in the bucket, and the next publish reports them
+    sim = SimulatorProcess(["--catalog", str(catalog), "--nodes", "3"])
+    try:
+        rec = dxt(
+            *("coverage", "examon", "--reconcile", "--url", sim.url, "--catalog", str(catalog)),
+            *("--start-day", "2020-03-31", "--end-day", "2020-04-01"),
+            *("--archive", f"s3://{bucket}/archive"),
+            env={**os.environ},
+        )
+    finally:
+        sim.stop()
+    assert "4 equal" in rec.stdout and "recorded 4 of 4 comparisons" in rec.stdout, rec.stdout
+    assert {k for k in objects(c, bucket, "archive/.dxt/checks/")} == {
+        f"examon/ipmi_pub/{m}/{month}.json"
+        for m in ("ambient", "ps0_input_power")
+        for month in ("2020-03", "2020-04")
+    }
+    checked = publish(f"s3://{bucket}/archive", f"s3://{bucket}/ds")
+    assert "unchanged: s3://" not in checked.stdout and "uploaded 3 objects" in checked.stdout
+    readme = objects(c, bucket, "ds/")["README.md"].decode()
+    today = dt.datetime.now(dt.UTC).date()
+    assert f"| 1 checked (1 equal; last {today}) |" in readme, readme
     # March alone into the same prefix: April's file is deleted after the new SHA256SUMS
     march = dxt(
         *("publish", "examon", "--archive", f"s3://{bucket}/archive"),
