@@ -204,6 +204,17 @@ class ReconcileRow:
 Counter = Callable[[tuple[str, ...], dt.date], SourceCount]
 
 
+def day_check(archive: Archive, key: DayKey) -> dict[str, Any] | None:
+    """The last comparison of one day with the source (its check record's entry), or None
+    when there is none or the record cannot be read."""
+    where = checks_parts(key.source, key.parts, key.day.year, key.day.month)
+    try:
+        data = archive.read_internal(CHECKS_NAME, *where)
+    except DxtError:
+        return None
+    return parse_checks(data).get(key.day.isoformat())
+
+
 def reconcile(
     archive: Archive,
     source: str,

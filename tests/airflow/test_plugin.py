@@ -299,6 +299,10 @@ def test_reconcile_counts_a_range_at_the_source_with_the_users_rights(server):
     assert doc["kept_recorded"] is True and doc["can_clear"] is True
     compared = [c for c in doc["cells"] if c["state"] in ("equal", "more", "fewer")]
     assert compared and doc["checks_recorded"] == len(compared)  # in the archive's records
+    check = server.get(f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}")[
+        "check"
+    ]  # the cell's panel shows the last comparison
+    assert (check["state"], check["source_count"]) == ("equal", rows) and check["checks"] >= 1
     # late data: two points arrive in DAY after it was archived
     noon = int(dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)
     httpx.post(

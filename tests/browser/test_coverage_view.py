@@ -290,6 +290,19 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
         assert (badge(frame, "archive"), badge(frame, "airflow")) == ("archived", "success")
         page.screenshot(path=str(img / "coverage-grid.png"))
 
+        # Reconcile the range (counts at the source): the result says how many comparisons
+        # went into the archive, and a cell's panel shows its last check.
+        frame.click("#close-detail")
+        frame.click("#reconcile")
+        frame.wait_for_function("window.dxtCoverage.reconciles.length === 1", timeout=120_000)
+        result = frame.inner_text("#reconcile-result")
+        assert "comparisons recorded in the archive" in result, result
+        click_cell(frame, "nagios_pub/state", D2)
+        frame.wait_for_selector("#detail-check")
+        check = frame.inner_text("#detail-check")
+        assert check.startswith("Checked against the source on ") and ": equal (" in check, check
+        frame.click("#close-detail")
+
         # The tab on the DAG's page shows the same view for that DAG.
         page.goto(f"{stack.base}/dags/dxt_examon")
         page.get_by_role("link", name="Archive coverage").click()

@@ -24,6 +24,7 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.index import ManifestIndex, unit_of
+from dxt_core.reconcile import day_check
 from dxt_core.scan import STATE_CODES, scan_states
 from dxt_core.windows import days as day_range
 
@@ -590,6 +591,8 @@ def cell_detail(
         "archive_state": state,
         "problem": problem,
         "kept": archive.read_kept(key) if state == "kept" else None,
+        # the last comparison with the source's count after archiving (reconcile), if any
+        "check": day_check(archive, key),
         "manifest_path": rel,
         "data_path": data,
         "manifest": manifest,
