@@ -282,7 +282,7 @@
         `Airflow: <span class="badge" data-airflow-state="${esc(d.airflow_state)}" style="background:${esc(TCOL[Object.keys(AIRFLOW).find((k) => AIRFLOW[k] === d.airflow_state)] || "#a0aec0")}">${esc(d.airflow_state)}</span>` +
         (d.problem ? `<br><span class="error">${esc(d.problem)}</span>` : "") +
         (d.kept ? `<br>Kept: on ${esc(d.kept.at)} the source had ${esc(d.kept.source_rows)} rows, the archive ${esc(d.kept.archive_rows)}; the archived file stays (trigger with <code>replace</code> to take the smaller day).` : "") +
-        (d.check ? `<br><span id="detail-check">Checked against the source on ${esc(d.check.checked_at)}: ${esc(d.check.state)} (source ${esc(d.check.source_count)}, archive ${esc(d.check.archive_count)}; ${esc(d.check.checks)} ${d.check.checks === 1 ? "check" : "checks"})</span>` : "");
+        (d.check ? `<br><span id="detail-check">Checked against the source on ${esc(d.check.checked_at)}: ${esc(d.check.state)} (source ${esc(count(d.check.source_count))}, archive ${esc(count(d.check.archive_count))}; ${esc(plural(d.check.checks, "check", "checks"))})</span>` : "");
       const t = d.task;
       if (t) {
         const base = `/dags/${encodeURIComponent(d.dag_id)}/runs/${encodeURIComponent(t.run_id)}/tasks/${encodeURIComponent(d.task_id)}/mapped/${encodeURIComponent(t.map_index)}`;
@@ -324,6 +324,7 @@
   }
 
   const plural = (n, one, many) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
+  const count = (v) => (v === null || v === undefined ? "?" : Number(v).toLocaleString("en-US"));
   // "a, b and 3 more": the cells an action covers, escaped
   const cellList = (cells, n = 6) => {
     const shown = cells.slice(0, n).map(([u, d]) => `${esc(u)} ${esc(d)}`).join(", ");
