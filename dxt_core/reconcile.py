@@ -32,6 +32,7 @@ No Airflow here: a backend's reconcile role (``BackendTasks.reconcile``) calls
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime as dt
 import functools
@@ -60,6 +61,8 @@ CHECKS_NAME = "checks"
 CHECKS_SCHEMA = "dxt-checks/1"
 #: The outcomes a comparison records (missing and error days asked nothing of the source).
 COMPARED: tuple[State, ...] = ("equal", "more", "fewer")
+#: Check records written at once (each is its own file or object).
+CHECK_WRITERS = 8
 
 
 def checks_parts(source: str, parts: Sequence[str], year: int, month: int) -> list[str]:
@@ -297,7 +300,9 @@ def _record_checks(
             groups.setdefault((r.parts, r.day.year, r.day.month), []).append(r)
     at = now.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     failed: dict[tuple[tuple[str, ...], dt.date], str] = {}
-    for (parts, year, month), group in groups.items():
+
+    def write(item: tuple[tuple[tuple[str, ...], int, int], list[ReconcileRow]]) -> None:
+        (parts, year, month), group = item
         update = functools.partial(_merge_checks, source, parts, year, month, group, at)
         try:
             archive.update_internal(CHECKS_NAME, checks_parts(source, parts, year, month), update)
@@ -307,6 +312,11 @@ def _record_checks(
                 failed[(r.parts, r.day)] = (
                     f"the check was not recorded ({exc}); the next reconcile records it"
                 )
+
+    # One record per unit-month, each its own file or object: written side by side (a
+    # write waits on the disk's flush or the bucket's answer, not on the CPU).
+    with concurrent.futures.ThreadPoolExecutor(CHECK_WRITERS) as pool:
+        list(pool.map(write, groups.items()))
     out = []
     for r in rows:
         if (k := (r.parts, r.day)) in failed:
