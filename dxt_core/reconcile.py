@@ -16,10 +16,10 @@ them with the manifests:
   ``<day>.kept.json`` sidecar makes coverage show the day as ``K``.
 
 Every comparison made (``equal``, ``more`` or ``fewer``) is also recorded in the archive, one
-internal record per unit and month (:data:`CHECKS_NAME`, :func:`checks_parts`): the last
-outcome of each day, both counts, how the source was asked, when, and how many times the day
-was checked. ``dxt publish``'s datacard reports them, so a day checked and found equal is told
-apart from a day never checked again.
+internal record per source and month (:data:`CHECKS_NAME`, :func:`checks_parts`): for each
+unit and day the last outcome, both counts, how the source was asked, when, and how many
+times the day was checked. ``dxt publish``'s datacard reports them, so a day checked and
+found equal is told apart from a day never checked again.
 
 Points the server cannot serialise (KairosDB's NaN, see :class:`~dxt_core.errors.UnreadablePoint`)
 are recorded as ``holes`` in the manifest, each with its own count; the archive's side of
@@ -32,7 +32,6 @@ No Airflow here: a backend's reconcile role (``BackendTasks.reconcile``) calls
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import datetime as dt
 import functools
@@ -56,31 +55,48 @@ DEFAULT_RECONCILE_DAYS = 3
 State = Literal["equal", "more", "fewer", "missing", "unknown", "error"]
 
 #: The archive's internal record of the comparisons made after archiving (``Archive.
-#: internal_path``: ``<root>/.dxt-checks/...`` on disk, ``<prefix>/.dxt/checks/...`` on S3).
+#: internal_path``: ``<root>/.dxt-checks/<source>/<YYYY-MM>.json`` on disk,
+#: ``<prefix>/.dxt/checks/...`` on S3): one per source and month, so a reconcile writes one
+#: record (two across a month's end) whatever the number of units.
 CHECKS_NAME = "checks"
 CHECKS_SCHEMA = "dxt-checks/1"
 #: The outcomes a comparison records (missing and error days asked nothing of the source).
 COMPARED: tuple[State, ...] = ("equal", "more", "fewer")
-#: Check records written at once (each is its own file or object).
-CHECK_WRITERS = 8
+
+#: Reads an internal record of an archive: ``read(name, *parts)`` (``Archive.read_internal``,
+#: or a publish tree's).
+ReadInternal = Callable[..., "bytes | None"]
 
 
-def checks_parts(source: str, parts: Sequence[str], year: int, month: int) -> list[str]:
-    """Where the check record of one unit-month is, under :data:`CHECKS_NAME`."""
-    return [source, *parts, f"{year:04d}-{month:02d}.json"]
+def checks_parts(source: str, year: int, month: int) -> list[str]:
+    """Where the check record of one source's month is, under :data:`CHECKS_NAME`."""
+    return [source, f"{year:04d}-{month:02d}.json"]
 
 
-def parse_checks(data: bytes | None) -> dict[str, dict[str, Any]]:
-    """The days of a check record (``{"YYYY-MM-DD": {...}}``); an absent or unreadable
-    record is empty (the next reconcile writes it again)."""
+def parse_checks(data: bytes | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """The entries of a check record, ``{unit: {"YYYY-MM-DD": {...}}}`` (a unit is its parts
+    joined with ``/``); an absent or unreadable record is empty (the next reconcile writes it
+    again)."""
     try:
         doc = orjson.loads(data) if data else None
     except orjson.JSONDecodeError:
         return {}
-    days = doc.get("days") if isinstance(doc, dict) else None
-    if not isinstance(days, dict):
+    units = doc.get("units") if isinstance(doc, dict) else None
+    if not isinstance(units, dict):
         return {}
-    return {str(d): v for d, v in days.items() if isinstance(v, dict)}
+    return {
+        str(u): {str(d): v for d, v in days.items() if isinstance(v, dict)}
+        for u, days in units.items()
+        if isinstance(days, dict)
+    }
+
+
+def unit_checks(
+    read: ReadInternal, source: str, parts: Sequence[str], year: int, month: int
+) -> dict[str, dict[str, Any]]:
+    """The check entries of one unit's month (``{"YYYY-MM-DD": {...}}``)."""
+    data = read(CHECKS_NAME, *checks_parts(source, year, month))
+    return parse_checks(data).get("/".join(parts), {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,12 +226,13 @@ Counter = Callable[[tuple[str, ...], dt.date], SourceCount]
 def day_check(archive: Archive, key: DayKey) -> dict[str, Any] | None:
     """The last comparison of one day with the source (its check record's entry), or None
     when there is none or the record cannot be read."""
-    where = checks_parts(key.source, key.parts, key.day.year, key.day.month)
     try:
-        data = archive.read_internal(CHECKS_NAME, *where)
+        days = unit_checks(
+            archive.read_internal, key.source, key.parts, key.day.year, key.day.month
+        )
     except DxtError:
         return None
-    return parse_checks(data).get(key.day.isoformat())
+    return days.get(key.day.isoformat())
 
 
 def reconcile(
@@ -291,32 +308,27 @@ def _compare(
 def _record_checks(
     archive: Archive, source: str, rows: list[ReconcileRow], now: dt.datetime
 ) -> list[ReconcileRow]:
-    """Merge the compared rows into their unit-months' check records. Returns the rows, a
+    """Merge the compared rows into their months' check records. Returns the rows, a
     recorded one marked so; a record that cannot be written is said in its rows' detail and
     a warning (the comparisons stand; the next reconcile records them)."""
-    groups: dict[tuple[tuple[str, ...], int, int], list[ReconcileRow]] = {}
+    months: dict[tuple[int, int], list[ReconcileRow]] = {}
     for r in rows:
         if r.state in COMPARED:
-            groups.setdefault((r.parts, r.day.year, r.day.month), []).append(r)
+            months.setdefault((r.day.year, r.day.month), []).append(r)
     at = now.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     failed: dict[tuple[tuple[str, ...], dt.date], str] = {}
-
-    def write(item: tuple[tuple[tuple[str, ...], int, int], list[ReconcileRow]]) -> None:
-        (parts, year, month), group = item
-        update = functools.partial(_merge_checks, source, parts, year, month, group, at)
+    for (year, month), group in months.items():
+        update = functools.partial(_merge_checks, source, year, month, group, at)
         try:
-            archive.update_internal(CHECKS_NAME, checks_parts(source, parts, year, month), update)
+            archive.update_internal(CHECKS_NAME, checks_parts(source, year, month), update)
         except (DxtError, OSError) as exc:
-            log.warning("%s %s-%02d: the check record was not written: %s", parts, year, month, exc)
+            log.warning(
+                "%s %s-%02d: the check record was not written: %s", source, year, month, exc
+            )
             for r in group:
                 failed[(r.parts, r.day)] = (
                     f"the check was not recorded ({exc}); the next reconcile records it"
                 )
-
-    # One record per unit-month, each its own file or object: written side by side (a
-    # write waits on the disk's flush or the bucket's answer, not on the CPU).
-    with concurrent.futures.ThreadPoolExecutor(CHECK_WRITERS) as pool:
-        list(pool.map(write, groups.items()))
     out = []
     for r in rows:
         if (k := (r.parts, r.day)) in failed:
@@ -329,17 +341,17 @@ def _record_checks(
 
 def _merge_checks(
     source: str,
-    parts: tuple[str, ...],
     year: int,
     month: int,
     group: list[ReconcileRow],
     at: str,
     data: bytes | None,
 ) -> dict[str, Any]:
-    """The unit-month's check record ``data`` (None: none yet) with ``group``'s outcomes: the
-    last per day, and how many times each day was checked."""
-    days = parse_checks(data)
+    """The month's check record ``data`` (None: none yet) with ``group``'s outcomes: the last
+    per unit and day, and how many times each was checked."""
+    units = parse_checks(data)
     for r in group:
+        days = units.setdefault("/".join(r.parts), {})
         checks = days.get(r.day.isoformat(), {}).get("checks")
         days[r.day.isoformat()] = {
             "state": r.state,
@@ -352,9 +364,8 @@ def _merge_checks(
     return {
         "schema": CHECKS_SCHEMA,
         "source": source,
-        "unit": list(parts),
         "month": f"{year:04d}-{month:02d}",
-        "days": dict(sorted(days.items())),
+        "units": {u: dict(sorted(d.items())) for u, d in sorted(units.items())},
     }
 
 

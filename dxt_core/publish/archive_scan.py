@@ -30,7 +30,7 @@ from typing import Any
 from dxt_core.errors import ConfigError
 from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, manifest_files
 from dxt_core.publish.tree import ArchiveTree
-from dxt_core.reconcile import CHECKS_NAME, COMPARED, checks_parts, parse_checks
+from dxt_core.reconcile import COMPARED, unit_checks
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -256,11 +256,11 @@ def _kept(tree: ArchiveTree, day: DayFile, um: UnitMonth) -> None:
 
 
 def read_checks(tree: ArchiveTree, source: str, um: UnitMonth) -> None:
-    """Fill ``um.checks`` from the unit-month's check record (:mod:`dxt_core.reconcile`), for
-    the days it holds (archived or empty); an absent or unreadable record gives none."""
+    """Fill ``um.checks`` from the month's check record (:mod:`dxt_core.reconcile`; the tree
+    reads it once for every unit), for the days the unit holds (archived or empty); an absent
+    or unreadable record gives none."""
     held = {d.day for d in um.days} | set(um.empty)
-    data = tree.read_internal(CHECKS_NAME, *checks_parts(source, um.parts, um.year, um.month))
-    for day, doc in parse_checks(data).items():
+    for day, doc in unit_checks(tree.read_internal, source, um.parts, um.year, um.month).items():
         try:
             d = dt.date.fromisoformat(day)
         except ValueError:

@@ -64,7 +64,7 @@ class ArchiveTree(Protocol):
 
     def read_internal(self, name: str, *parts: str) -> bytes | None:
         """An internal record of the archive (:meth:`~dxt_core.archive.Archive.read_internal`:
-        the reconcile's check records); None when there is none."""
+        the reconcile's check records), read once per tree; None when there is none."""
 
 
 class LocalTree:
@@ -75,6 +75,8 @@ class LocalTree:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._files: dict[str, dict[str, int]] = {}
+        #: internal records read (one month's check record serves every unit)
+        self._internal: dict[tuple[str, ...], bytes | None] = {}
 
     @property
     def url(self) -> str:
@@ -103,7 +105,10 @@ class LocalTree:
         return got
 
     def read_internal(self, name: str, *parts: str) -> bytes | None:
-        return Archive(self.root).read_internal(name, *parts)
+        key = (name, *parts)
+        if key not in self._internal:
+            self._internal[key] = Archive(self.root).read_internal(name, *parts)
+        return self._internal[key]
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         try:
@@ -136,6 +141,7 @@ class S3Tree:
         self.archive = archive
         self.store = archive.store
         self._files: dict[str, dict[str, int]] = {}
+        self._internal: dict[tuple[str, ...], bytes | None] = {}
 
     @property
     def url(self) -> str:
@@ -160,7 +166,10 @@ class S3Tree:
         return got
 
     def read_internal(self, name: str, *parts: str) -> bytes | None:
-        return self.archive.read_internal(name, *parts)
+        key = (name, *parts)
+        if key not in self._internal:
+            self._internal[key] = self.archive.read_internal(name, *parts)
+        return self._internal[key]
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         got = self.store.get(self.location.key(rel))

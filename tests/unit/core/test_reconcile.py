@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from dxt_core.reconcile import (
     reconcile,
     reconcile_days,
     reconcile_recent,
+    unit_checks,
 )
 
 DAY = dt.date(2024, 5, 4)
@@ -137,7 +139,7 @@ def test_the_run_note_gets_the_reconcile_once_within_airflows_limit() -> None:
     assert len(long) == NOTE_LIMIT and long.endswith("…")
 
 
-def test_every_comparison_is_recorded_per_unit_month(tmp_path: Path) -> None:
+def test_every_comparison_is_recorded_per_month(tmp_path: Path) -> None:
     """Equal outcomes too: a day checked and found equal reads apart from one never checked."""
     archive = Archive(tmp_path)
     d1, d2 = dt.date(2024, 4, 30), dt.date(2024, 5, 1)  # two months
@@ -150,42 +152,42 @@ def test_every_comparison_is_recorded_per_unit_month(tmp_path: Path) -> None:
     assert [r.state for r in rows] == ["equal", "more", "equal", "missing"]
     assert [r.recorded for r in rows] == [True, True, True, False]
 
-    def record(parts: tuple[str, ...], month: str) -> dict[str, object]:
+    def record(month: str) -> dict[str, Any]:
         y, m = map(int, month.split("-"))
-        data = archive.read_internal(CHECKS_NAME, *checks_parts("toy", parts, y, m))
-        assert data is not None, (parts, month)
-        return json.loads(data)
+        data = archive.read_internal(CHECKS_NAME, *checks_parts("toy", y, m))
+        assert data is not None, month
+        doc: dict[str, Any] = json.loads(data)
+        return doc
 
-    april = record(UNITS[0], "2024-04")
-    assert april == {
+    equal = {
+        "state": "equal",
+        "archive_count": 10,
+        "source_count": 10,
+        "method": "faked count",
+        "checked_at": "2024-05-03T06:00:05Z",
+        "checks": 1,
+    }
+    assert record("2024-04") == {
         "schema": "dxt-checks/1",
         "source": "toy",
-        "unit": ["p", "a"],
         "month": "2024-04",
-        "days": {
-            "2024-04-30": {
-                "state": "equal",
-                "archive_count": 10,
-                "source_count": 10,
-                "method": "faked count",
-                "checked_at": "2024-05-03T06:00:05Z",
-                "checks": 1,
-            }
-        },
+        "units": {"p/a": {"2024-04-30": equal}, "p/b": {"2024-04-30": equal}},
     }
-    assert record(UNITS[0], "2024-05")["days"]["2024-05-01"]["state"] == "more"
-    assert list(record(UNITS[1], "2024-04")["days"]) == ["2024-04-30"]
-    # nothing for a unit-month whose days were all missing
-    assert archive.read_internal(CHECKS_NAME, *checks_parts("toy", UNITS[1], 2024, 5)) is None
+    # a unit whose days were all missing has no entry
+    assert list(record("2024-05")["units"]) == ["p/a"]
+    assert record("2024-05")["units"]["p/a"]["2024-05-01"]["state"] == "more"
+    assert unit_checks(archive.read_internal, "toy", UNITS[0], 2024, 5)["2024-05-01"]["checks"] == 1
+    assert unit_checks(archive.read_internal, "toy", UNITS[1], 2024, 5) == {}
 
-    # checked again: the last outcome stands, the count of checks grows, other days stay
+    # checked again: the last outcome stands, the count of checks grows, the rest stays
     counts[(UNITS[0], d1)] = 8
     later = at + dt.timedelta(days=1)
     reconcile(archive, "toy", [UNITS[0]], [d1], counter(counts), now=later)
-    day = record(UNITS[0], "2024-04")["days"]["2024-04-30"]
+    day = record("2024-04")["units"]["p/a"]["2024-04-30"]
     assert (day["state"], day["source_count"], day["checks"]) == ("fewer", 8, 2)
     assert day["checked_at"] == "2024-05-04T06:00:05Z"
-    assert record(UNITS[0], "2024-05")["days"]["2024-05-01"]["checks"] == 1
+    assert record("2024-04")["units"]["p/b"]["2024-04-30"] == equal
+    assert record("2024-05")["units"]["p/a"]["2024-05-01"]["checks"] == 1
 
 
 def test_a_reader_who_may_not_write_leaves_no_check_record(tmp_path: Path) -> None:
@@ -200,17 +202,19 @@ def test_a_reader_who_may_not_write_leaves_no_check_record(tmp_path: Path) -> No
 
 def test_a_check_record_that_cannot_be_written_is_said_not_a_stop(tmp_path: Path) -> None:
     archive = Archive(tmp_path)
+    april = dt.date(2024, 4, 30)
     archived(archive, UNITS[0], DAY, 10)
-    archived(archive, UNITS[1], DAY, 10)
-    blocked = archive.internal_path(CHECKS_NAME, *checks_parts("toy", UNITS[0], 2024, 5))
-    blocked.mkdir(parents=True)  # a directory where the record goes: the write fails
-    counts = {(UNITS[0], DAY): 10, (UNITS[1], DAY): 9}
-    rows = reconcile(archive, "toy", UNITS, [DAY], counter(counts))
-    assert [r.state for r in rows] == ["equal", "fewer"]
-    assert "the check was not recorded" in rows[0].detail
-    assert "the next reconcile records it" in rows[0].detail
-    assert rows[1].detail == "" and rows[1].recorded and not rows[0].recorded
-    assert archive.read_internal(CHECKS_NAME, *checks_parts("toy", UNITS[1], 2024, 5))
+    archived(archive, UNITS[1], april, 10)
+    blocked = archive.internal_path(CHECKS_NAME, *checks_parts("toy", 2024, 5))
+    blocked.mkdir(parents=True)  # a directory where May's record goes: the write fails
+    counts = {(UNITS[0], DAY): 10, (UNITS[1], april): 9}
+    rows = reconcile(archive, "toy", UNITS, [april, DAY], counter(counts))
+    states = [(r.state, r.day) for r in rows]
+    assert states == [("missing", april), ("equal", DAY), ("fewer", april), ("missing", DAY)]
+    assert "the check was not recorded" in rows[1].detail
+    assert "the next reconcile records it" in rows[1].detail
+    assert rows[2].detail == "" and rows[2].recorded and not rows[1].recorded
+    assert unit_checks(archive.read_internal, "toy", UNITS[1], 2024, 4)["2024-04-30"]
 
 
 def test_the_run_note_says_how_many_comparisons_were_not_recorded(tmp_path: Path) -> None:
@@ -218,18 +222,19 @@ def test_the_run_note_says_how_many_comparisons_were_not_recorded(tmp_path: Path
     d = DAY - dt.timedelta(days=1)
     archived(archive, UNITS[0], d, 10)
     archived(archive, UNITS[1], d, 10)
-    blocked = archive.internal_path(CHECKS_NAME, *checks_parts("toy", UNITS[0], d.year, d.month))
+    blocked = archive.internal_path(CHECKS_NAME, *checks_parts("toy", d.year, d.month))
     blocked.mkdir(parents=True)
     counts = {(UNITS[0], d): 10, (UNITS[1], d): 10}
     report = reconcile_recent(archive, "toy", UNITS, DAY, 1, counter(counts), None)
-    assert report.unrecorded == 1
+    assert report.unrecorded == 2
     assert report.note().endswith(
-        "; 1 comparisons NOT recorded in the archive (the next reconcile records them)"
+        "; 2 comparisons NOT recorded in the archive (the next reconcile records them)"
     )
-    [row] = report.as_dict()["rows"]  # the equal day with something to say
-    assert row["parts"] == ["p", "a"] and "the check was not recorded" in row["detail"]
+    rows = report.as_dict()["rows"]  # the equal days with something to say
+    assert [r["parts"] for r in rows] == [["p", "a"], ["p", "b"]]
+    assert all("the check was not recorded" in r["detail"] for r in rows)
     # a reader's count records nothing, on purpose: nothing to say
     viewer = reconcile_recent(
-        archive, "toy", [UNITS[1]], DAY, 1, counter(counts), None, record_kept=False
+        archive, "toy", UNITS, DAY, 1, counter(counts), None, record_kept=False
     )
     assert viewer.unrecorded == 0 and "NOT recorded" not in viewer.note()
