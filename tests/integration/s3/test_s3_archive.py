@@ -332,7 +332,8 @@ def test_reconcile_after_retention_records_the_kept_day_in_the_bucket(
 ):
     """The daily reconcile (counts only) finds the source holding fewer points than an
     archived day: the ``kept`` record goes to the bucket beside the day's manifest, where
-    coverage reads it, and nothing else in the bucket changes."""
+    coverage reads it, the month's check record says "fewer", and nothing else in the bucket
+    changes."""
     from dxt_core.backends.examon.archive_day import reconcile_examon_recent
 
     archive = Archive(f"s3://{bucket}/k")
@@ -348,6 +349,14 @@ def test_reconcile_after_retention_records_the_kept_day_in_the_bucket(
     after = objects(c, bucket)
     kept = json.loads(after.pop("k/examon/ipmi_pub/ambient/2020-03-09.kept.json"))
     assert kept["source_rows"] == FULL - 4 * 180 and kept["archive_rows"] == FULL
+    # the comparison is recorded in the bucket's check record of the month
+    checks = json.loads(after.pop("k/.dxt/checks/examon/2020-03.json"))
+    day = checks["units"]["ipmi_pub/ambient"]["2020-03-09"]
+    assert (day["state"], day["source_count"], day["archive_count"]) == (
+        "fewer",
+        FULL - 4 * 180,
+        FULL,
+    )
     assert kept["by"].startswith("reconcile")
     assert after == before
     rows = coverage_rows(Archive(archive.url), "examon", [("ipmi_pub", "ambient")], [DAY])
