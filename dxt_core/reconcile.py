@@ -251,7 +251,7 @@ def reconcile(
     is not asked about them. A failed count is ``error`` with the reason; it does not stop
     the others. With ``record_kept`` (the caller may write to the archive), a day the source
     now has fewer points of gets a ``<day>.kept.json`` sidecar, so coverage shows it as
-    ``K``, and every comparison made is recorded in the unit-month's check record
+    ``K``, and every comparison made is recorded in its month's check record
     (:func:`checks_parts`).
     """
     rows = _compare(archive, source, units, days, counter, record_kept)

@@ -102,7 +102,7 @@ class UnitMonth:
     manifests: list[dict[str, Any]] = field(default_factory=list)
     #: ``<day>.kept.json`` records: (day, record) of days the source later held fewer of
     kept: list[tuple[dt.date, dict[str, Any]]] = field(default_factory=list)
-    #: the reconcile's last comparison of each day with the source (the unit-month's check
+    #: the reconcile's last comparison of each day with the source (the month's check
     #: record, :func:`read_checks`), of the days archived or empty
     checks: dict[dt.date, dict[str, Any]] = field(default_factory=dict)
     #: Set by the backend's publish role: this unit is a job table (one row per job).
