@@ -65,3 +65,10 @@ def run_test(venv: Path, *args: str) -> str:
 )
 def test_options_pass_on_to_the_workers_and_choices_run_as_given(venv, args, expected):
     assert run_test(venv, *args) == expected
+
+
+def test_run_without_a_command_lists_every_command_and_exits_2():
+    out = subprocess.run([str(ROOT / "run")], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    commands = [line.split()[2] for line in out.stdout.splitlines() if line.startswith("#   ./run")]
+    assert commands == ["demo", "test", "test", "lint", "bench"]
