@@ -352,6 +352,20 @@ def test_coverage_view_shows_each_state_and_refills(stack, browser, tmp_path):
     assert done["try_number"] == 1, done
 
 
+def _no_run_active(stack, timeout: float = 300) -> None:
+    """Wait until no run of dxt_examon is queued or running, so that a backfill is not created
+    while the scheduler writes those runs' task states. On SQLite such a creation can be
+    refused ("database is locked"), and Airflow 3.3.2's clean-up then deletes runs the
+    scheduler has already loaded, which kills it (apache/airflow#68699; a clean-clone CI run
+    of 2026-12-05 met it when this test began as yesterday's scheduled run came out of its
+    deferral)."""
+    stack.wait(
+        lambda: all(r["state"] in ("success", "failed") for r in runs(stack)),
+        timeout,
+        "every run of dxt_examon to finish before a backfill is created",
+    )
+
+
 def _backfill(stack, first: str, last: str, **extra) -> int:
     body = {
         "dag_id": "dxt_examon",
@@ -392,6 +406,7 @@ def test_refill_after_a_cancelled_backfill_and_of_many_days_on_sqlite(stack, bro
     # A backfill cancelled at once: its queued runs fail with task instances that never ran
     # (no state). Refill used to clear only failed ones: 0 cleared, reported as done.
     days = ["2024-05-10", "2024-05-11", "2024-05-12"]
+    _no_run_active(stack)
     bid = _backfill(stack, days[0], days[-1], max_active_runs=1)
     # paused, then cancelled once the scheduler's loop in progress is over (see
     # Stack.cancel_open_backfills: a cancel that meets a run being started can bring
