@@ -61,6 +61,7 @@ def run_test(venv: Path, *args: str) -> str:
         (("-m", "not airflow"), "-m pytest -m not airflow"),
         (("-n", "2"), "-m pytest -n 2"),
         (("--tier", "light"), "-m pytest --tier light"),
+        (("-p", "no:xdist"), "-m pytest -p no:xdist"),
     ],
 )
 def test_options_pass_on_to_the_workers_and_choices_run_as_given(venv, args, expected):
