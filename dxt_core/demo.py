@@ -525,7 +525,9 @@ def prepare_airflow(env: dict[str, str], first: dt.date, last: dt.date) -> tuple
     meets "database is locked" it deletes those runs again; a scheduler that had picked them
     up dies ("UPDATE statement on table 'dag_run' expected to update 2 row(s); 0 were
     matched", seen in a clean-clone demo; apache/airflow#68699, the clean-up of
-    apache/airflow#67900). With no scheduler yet, nothing else writes to the database."""
+    apache/airflow#67900). With no scheduler yet, nothing else writes to the database.
+    (:mod:`dxt_core.airflow.sqlite`'s connection arguments, which the demo sets, keep that
+    creation from being refused beside a scheduler too; creating it first costs nothing.)"""
     _airflow(env, "db", "migrate")
     pool = str(_setting("pool").default)
     _airflow(env, "pools", "set", pool, "4", f"Concurrent queries to {BACKEND.title}")

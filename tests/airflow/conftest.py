@@ -50,10 +50,11 @@ def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> d
 
 def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float = 600):
     # SQLite has one writer. The busy timeout (dxt_core.airflow.sqlite) makes a wait of most
-    # collisions, but a transaction that read first and then writes while the scheduler
-    # writes fails at once (SQLite refuses to wait where it could deadlock): `backfill
-    # create` right after unpausing met that three times in a row under CI. Retried as the
-    # demo retries it (dxt_core.demo._airflow), with a pause between tries.
+    # collisions, but a transaction that read first and then writes while another connection
+    # commits fails at once (its snapshot is stale): `backfill create` right after unpausing
+    # met that three times in a row under CI, before dxt_core.airflow.sqlite began
+    # savepoint-opened transactions with BEGIN IMMEDIATE. Other read-then-write paths may
+    # remain, so this is still retried as the demo retries it (dxt_core.demo._airflow).
     for attempt in range(10):
         if attempt:
             time.sleep(3)
