@@ -8,13 +8,14 @@ locked" on a busy small machine, and these settings answer both:
   timeout, when another connection commits in between: in WAL mode (Airflow sets
   ``journal_mode=WAL``) its snapshot is then stale (``SQLITE_BUSY_SNAPSHOT``), and waiting
   cannot help, so SQLite does not wait. Python's driver opens a transaction only before an
-  INSERT, UPDATE or DELETE, so a plain session never reads inside one; but a SQLAlchemy
+  INSERT, UPDATE or DELETE, so a plain session's reads before its first write are outside
+  any transaction, and its writes hold the lock from the first one; but a SQLAlchemy
   ``session.begin_nested()`` sends ``SAVEPOINT`` first, which SQLite takes as a deferred
   ``BEGIN``. Airflow 3.3.2 creates each backfill run that way (``airflow/models/backfill.py``,
-  ``_create_backfill_dag_run_non_partitioned``: read the day's latest run, then insert) and
-  registers asset events that way (``airflow/assets/manager.py``). With the scheduler
-  committing beside it, ``POST /api/v2/backfills`` then answered 503, Airflow's clean-up
-  deleted the runs it had made, and a scheduler that had loaded them died
+  ``_create_backfill_dag_run_non_partitioned``: read the day's latest run, then insert); its
+  asset manager queues asset-triggered runs in savepoints too (``airflow/assets/manager.py``).
+  With the scheduler committing beside it, ``POST /api/v2/backfills`` then answered 503,
+  Airflow's clean-up deleted the runs it had made, and a scheduler that had loaded them died
   (apache/airflow#68699).
 
   :class:`ImmediateSavepoints` connections begin such a transaction with
