@@ -12,7 +12,8 @@ cancelled before the next, and reports the answers' status codes, the runs made 
 every Airflow component was still running. ``ours`` is ``dxt_core.airflow.sqlite.CONNECT_ARGS``;
 ``timeout-only`` is the 60 s busy timeout without its savepoint rule (what the project set
 before). A run whose API server stops answering for a minute is reported as ``stalled``
-(seen with both settings, before any backfill: docs/ui.md).
+(seen with both settings, before any backfill: docs/ui.md). Ctrl-C stops the running stack,
+prints the totals of the stacks that finished with ``"interrupted": true`` and exits 130.
 """
 
 from __future__ import annotations
@@ -97,10 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--creations", type=int, default=5, help="backfills created per stack")
     a = p.parse_args(argv)
     results = []
-    for _ in range(a.runs):
-        with tempfile.TemporaryDirectory(prefix="dxt-probe-sqlite-") as tmp:
-            results.append(one_run(Path(tmp), a.connect_args, a.creations))
-        print(json.dumps(results[-1]), flush=True)
+    interrupted = False
+    try:
+        for _ in range(a.runs):
+            with tempfile.TemporaryDirectory(prefix="dxt-probe-sqlite-") as tmp:
+                results.append(one_run(Path(tmp), a.connect_args, a.creations))
+            print(json.dumps(results[-1]), flush=True)
+    except KeyboardInterrupt:  # the stack was stopped by one_run's finally
+        interrupted = True
     answered = [c for r in results for c in r["codes"]]  # type: ignore[attr-defined]
     print(
         json.dumps(
@@ -113,10 +118,11 @@ def main(argv: list[str] | None = None) -> int:
                     "exited" in str(r["outcome"]) for r in results
                 ),
                 "stacks_stalled": sum("stalled" in str(r["outcome"]) for r in results),
+                "interrupted": interrupted,
             }
         )
     )
-    return 0
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":
