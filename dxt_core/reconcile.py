@@ -25,9 +25,9 @@ Points the server cannot serialise (KairosDB's NaN, see :class:`~dxt_core.errors
 are recorded as ``holes`` in the manifest, each with its own count; the archive's side of
 the comparison is its rows plus the points of its holes.
 
-No Airflow here: a backend's reconcile role (``BackendTasks.reconcile``) calls
-:func:`reconcile_recent` with its counter and archive call; the DAG's generic
-``reconcile_recent_days`` task (``dxt_core.airflow.tasks``) calls the role.
+No Airflow here: a backend's reconcile role (``BackendTasks.recount``) gives a
+:class:`Recount` (its units, counter and archive call) that :func:`reconcile_recent` runs;
+the DAG's generic ``reconcile_recent_days`` task (``dxt_core.airflow.tasks``) calls the role.
 """
 
 from __future__ import annotations
@@ -544,3 +544,33 @@ def reconcile_recent(
             report.holes_retried.append((row.parts, row.day, int(extra.get("holes", 0) or 0)))
     log.info("%s", report.note())
     return report
+
+
+@dataclass(frozen=True)
+class Recount:
+    """What reconciling a backend's past days needs: the archive and the backend's name, the
+    units' archive parts, a counter ``(parts, day) -> SourceCount`` that asks the source for
+    counts only, and ``fetch_again(parts, day)``, which archives a day again over what is
+    there. A backend's reconcile role makes one (``BackendTasks.recount``)."""
+
+    archive: Archive
+    source: str
+    units: Sequence[tuple[str, ...]]
+    count: Counter
+    fetch_again: Callable[[tuple[str, ...], dt.date], Any]
+
+    def run(
+        self, day: dt.date, n_days: int, *, refetch: bool = True, record_kept: bool = True
+    ) -> RecentReport:
+        """:func:`reconcile_recent` of the ``n_days`` days before ``day``; ``refetch=False``
+        only counts."""
+        return reconcile_recent(
+            self.archive,
+            self.source,
+            self.units,
+            day,
+            n_days,
+            self.count,
+            self.fetch_again if refetch else None,
+            record_kept=record_kept,
+        )

@@ -14,7 +14,7 @@ way for every backend:
 * the archive task: the backend's pool, retries, an ``execution_timeout``, the report pushed
   as one XCom (``multiple_outputs=False``: a ``-> dict`` task would push each key
   separately, a dozen extra API calls per task), and the asset alias it emits events to;
-* for a backend with the reconcile role (``BackendTasks.reconcile``), a
+* for a backend with the reconcile role (``BackendTasks.recount``), a
   ``reconcile_recent_days`` task after the wait: the previous ``DXT_<NAME>_RECONCILE_DAYS``
   days counted at the source, the grown ones refetched, what it found in the run's note.
 

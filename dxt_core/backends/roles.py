@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
     from dxt_core.publish.archive_scan import DayFile, UnitMonth
     from dxt_core.publish.tree import ArchiveTree
-    from dxt_core.reconcile import RecentReport
+    from dxt_core.reconcile import RecentReport, Recount
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -57,8 +58,8 @@ class BackendTasks(ABC, Generic[C]):
         counts: whether each manifest records the source's own count of the unit-day
             (``source_count``; the contract suite checks it).
 
-    A backend that can count at the source overrides :meth:`reconcile`: the DAG then has a
-    ``reconcile_recent_days`` task that calls it for the previous
+    A backend that can count at the source overrides :meth:`recount`: the DAG then has a
+    ``reconcile_recent_days`` task that calls :meth:`reconcile` for the previous
     ``DXT_<NAME>_RECONCILE_DAYS`` days (:func:`dxt_core.backends.reconcile_setting`).
 
     Every method runs inside a task process (or the coverage view), never at import time;
@@ -125,6 +126,21 @@ class BackendTasks(ABC, Generic[C]):
         """Archive one unit-day from the server ``conn`` points at; ``params`` are the run's
         Params (the day and ``replace`` are already applied)."""
 
+    def recount(
+        self, archive: Archive, conn: C, params: Mapping[str, Any]
+    ) -> AbstractContextManager[Recount]:
+        """The reconcile role: a context that opens what counting needs (a client of
+        ``conn``) and gives a :class:`~dxt_core.reconcile.Recount`: the units' archive parts,
+        a counter that asks the source for counts only, and a refetch that archives a day
+        again (in the format ``params`` or the day's manifest names). A backend that
+        overrides it gets the DAG's ``reconcile_recent_days`` task and the coverage view's
+        Reconcile button. Not overridden: the backend does not reconcile."""
+        raise NotImplementedError(f"backend {self.backend!r} does not reconcile")
+
+    def reconciles(self) -> bool:
+        """Whether the backend declares the reconcile role (overrides :meth:`recount`)."""
+        return type(self).recount is not BackendTasks.recount
+
     def reconcile(
         self,
         day: dt.date,
@@ -138,19 +154,26 @@ class BackendTasks(ABC, Generic[C]):
     ) -> RecentReport:
         """Ask the source for the counts only of the ``n_days`` days before ``day``, compare
         them with the manifests and refetch the units whose day grew (late data; the replaced
-        file is kept in ``.versions/``): :func:`dxt_core.reconcile.reconcile_recent` does the
-        comparing and refetching, given the backend's counter and archive call. With
-        ``refetch=False`` it only counts (the coverage view's "Reconcile" button); with
-        ``record_kept`` a day the source has fewer points of is recorded as kept. Not
-        overridden: the backend has no reconcile role (the DAG has no reconcile task)."""
-        raise NotImplementedError(f"backend {self.backend!r} does not reconcile")
+        file is kept in ``.versions/``), through :meth:`recount` and
+        :func:`dxt_core.reconcile.reconcile_recent`. With ``refetch=False`` it only counts
+        (the coverage view's "Reconcile" button); with ``record_kept`` a day the source has
+        fewer points of is recorded as kept."""
+        with self.recount(archive, conn, params) as recount:
+            return recount.run(day, n_days, refetch=refetch, record_kept=record_kept)
 
-    def reconciles(self) -> bool:
-        """Whether the backend declares the reconcile role (overrides :meth:`reconcile`)."""
-        return type(self).reconcile is not BackendTasks.reconcile
+    #: The modules :meth:`archive` uses, relative to the backend's package: a Celery worker's
+    #: main process imports them once (:meth:`preload`), not each task process.
+    preload_modules: ClassVar[tuple[str, ...]] = (".archive_day",)
 
     def preload(self) -> None:
-        """Import what :meth:`archive` uses, once, in a Celery worker's main process."""
+        """Import :attr:`preload_modules`, once, in a Celery worker's main process."""
+        import importlib
+
+        from dxt_core.backends import get
+
+        package = get(self.backend).package
+        for name in self.preload_modules:
+            importlib.import_module(name, package)
 
 
 class CliRole(Protocol):

@@ -80,6 +80,30 @@ def test_every_registered_backend_has_an_adapter(contract_env):
         assert a.backend == b.name and b.dag_tasks().backend == b.name
 
 
+
+def test_every_backend_preloads_its_archive_modules(contract_env):
+    """What a Celery worker's main process imports before it forks (``preload``): each
+    backend's ``preload_modules``, in a fresh interpreter, so nothing is imported already."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dxt_core.backends import backends\n"
+        "for b in backends():\n"
+        "    t = b.dag_tasks(); t.preload()\n"
+        "    for m in t.preload_modules:\n"
+        "        name = b.package + m\n"
+        "        assert name in sys.modules, name\n"
+        "        print(name)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = out.stdout.split()
+    for b in registry.backends():
+        assert f"{b.package}.archive_day" in loaded, (b.name, loaded)
+
 class Lines(logging.Handler):
     """The messages of one logger, caught on the logger itself: Airflow's logging set-up
     (made by an earlier test in the same worker) may keep them from reaching the root
@@ -177,7 +201,7 @@ def test_reconcile_with_fewer_rows_at_the_source_records_the_kept_day(adapter, r
 
     tasks = registry.get(adapter.backend).dag_tasks()
     if not tasks.reconciles():
-        pytest.skip(f"{adapter.backend} declares no reconcile role (BackendTasks.reconcile)")
+        pytest.skip(f"{adapter.backend} declares no reconcile role (BackendTasks.recount)")
     first = archive_day(adapter, root)
     assert first.path is not None
     before = root.files(day_dir(root, first))
@@ -258,7 +282,7 @@ def test_reconcile_flags_late_data_and_the_refetch_settles_it(adapter, root):
 
     tasks = registry.get(adapter.backend).dag_tasks()
     if not tasks.reconciles():
-        pytest.skip(f"{adapter.backend} declares no reconcile role (BackendTasks.reconcile)")
+        pytest.skip(f"{adapter.backend} declares no reconcile role (BackendTasks.recount)")
     late = adapter.late_points()
     if late is None:
         pytest.skip(f"{adapter.backend}'s simulator cannot add late points")

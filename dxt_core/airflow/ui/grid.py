@@ -498,7 +498,7 @@ def reconcile_range(
     if not reconciles(spec.source):
         raise ConfigError(
             f"{spec.source} cannot count at the source: its backend declares no reconcile "
-            "role (BackendTasks.reconcile)"
+            "role (BackendTasks.recount)"
         )
     tasks = registry.get(spec.source).dag_tasks()
     archive = archive or Archive(archive_root())

@@ -4,7 +4,8 @@ UTC days, gzip JSON Lines and/or TOKIO HDF5 by the run's ``formats`` Param."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import BackendTasks, Unit, log_archiving
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.collectd_es.connection import CollectdEsConnection
-    from dxt_core.reconcile import RecentReport
+    from dxt_core.reconcile import Recount
 
 #: dxt_core.backends.collectd_es.archive_day.OUTPUT_FORMATS (which imports h5py's writer).
 OUTPUT_FORMATS = ("jsonl", "hdf5")
@@ -103,22 +104,18 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
                 ssds_per_node=s["ssds_per_node"],
             )
 
-    def reconcile(
-        self,
-        day: dt.date,
-        n_days: int,
-        archive: Archive,
-        conn: CollectdEsConnection,
-        params: Mapping[str, Any],
-        *,
-        refetch: bool = True,
-        record_kept: bool = True,
-    ) -> RecentReport:
+    @contextmanager
+    def recount(
+        self, archive: Archive, conn: CollectdEsConnection, params: Mapping[str, Any]
+    ) -> Iterator[Recount]:
         """``_count`` of each family's past UTC days (the export's query, ``_shards``
         checked); a grown day is exported again in the run's formats."""
         from dxt_core.backends.collectd_es.archive_day import day_window_utc
         from dxt_core.backends.collectd_es.source import CollectdEsSource
-        from dxt_core.reconcile import SourceCount, reconcile_recent
+        from dxt_core.reconcile import Recount, SourceCount
+
+        def fetch_again(p: tuple[str, ...], d: dt.date) -> DayReport:
+            return self.archive(p[0], d, archive, conn, params)
 
         parts = [(str(f),) for f in self.configured_units()]
         with CollectdEsSource(conn) as source:
@@ -127,22 +124,7 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
                 start, end = day_window_utc(d)
                 return source.count(p[0], start, end)
 
-            def fetch_again(p: tuple[str, ...], d: dt.date) -> DayReport:
-                return self.archive(p[0], d, archive, conn, params)
-
-            return reconcile_recent(
-                archive,
-                "collectd_es",
-                parts,
-                day,
-                n_days,
-                count,
-                fetch_again if refetch else None,
-                record_kept=record_kept,
-            )
-
-    def preload(self) -> None:
-        import dxt_core.backends.collectd_es.archive_day  # noqa: F401
+            yield Recount(archive, "collectd_es", parts, count, fetch_again)
 
 
 TASKS = CollectdEsTasks()

@@ -21,12 +21,11 @@ from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import Background, prefetched
 from dxt_core.reconcile import (
-    RecentReport,
+    Recount,
     SourceCount,
     check_source_count,
     hole_points,
     is_past,
-    reconcile_recent,
 )
 from dxt_core.records import RawPoints, Record, SeriesBatch
 from dxt_core.windows import day_window
@@ -324,37 +323,17 @@ def day_counter(
     return count
 
 
-def reconcile_examon_recent(
-    source: KairosDBSource,
-    entries: Iterable[CatalogEntry],
-    day: dt.date,
-    archive: Archive,
-    n_days: int,
-    fmt: str = "csv",
-    *,
-    refetch: bool = True,
-    record_kept: bool = True,
-) -> RecentReport:
-    """Reconcile the ``n_days`` days before ``day`` (counts only) and refetch the grown ones.
-
-    The Examon reconcile role (``ExamonTasks.reconcile``, the DAG's ``reconcile_recent_days``
-    task) calls this (``DXT_EXAMON_RECONCILE_DAYS``, default 3). A grown day is replaced; the
-    file it replaces is kept in ``.versions/``.
-    """
+def examon_recount(
+    source: KairosDBSource, entries: Iterable[CatalogEntry], archive: Archive, fmt: str = "csv"
+) -> Recount:
+    """The Examon reconcile role (``ExamonTasks.recount``, the DAG's ``reconcile_recent_days``
+    task, ``DXT_EXAMON_RECONCILE_DAYS``, default 3): the catalog's units, one count query per
+    plugin and day (:func:`day_counter`), and a refetch in ``fmt``. A grown day is replaced;
+    the file it replaces is kept in ``.versions/``."""
     by_parts: dict[tuple[str, ...], CatalogEntry] = {examon_parts(e, fmt): e for e in entries}
-
-    count = day_counter(source, list(by_parts.values()), by_parts)
 
     def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
         return archive_examon_day(source, by_parts[parts], d, archive, fmt=fmt)
 
-    return reconcile_recent(
-        archive,
-        "examon",
-        list(by_parts),
-        day,
-        n_days,
-        count,
-        fetch_again if refetch else None,
-        record_kept=record_kept,
-    )
+    count = day_counter(source, list(by_parts.values()), by_parts)
+    return Recount(archive, "examon", list(by_parts), count, fetch_again)

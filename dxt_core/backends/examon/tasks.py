@@ -4,7 +4,8 @@ connection's ``time_zone``, gzip CSV or Parquet by the run's ``format`` Param.""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.examon.catalog import ExamonOptions
     from dxt_core.backends.examon.connection import ExamonConnection
-    from dxt_core.reconcile import RecentReport
+    from dxt_core.reconcile import Recount
 
 
 class ExamonTasks(BackendTasks["ExamonConnection"]):
@@ -109,37 +110,19 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
             log_archiving(entry.key, day, conn.time_zone, conn.safe_url, archive.url)
             return archive_examon_day(source, entry, day, archive, fmt=fmt)
 
-    def reconcile(
-        self,
-        day: dt.date,
-        n_days: int,
-        archive: Archive,
-        conn: ExamonConnection,
-        params: Mapping[str, Any],
-        *,
-        refetch: bool = True,
-        record_kept: bool = True,
-    ) -> RecentReport:
-        from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+    @contextmanager
+    def recount(
+        self, archive: Archive, conn: ExamonConnection, params: Mapping[str, Any]
+    ) -> Iterator[Recount]:
+        from dxt_core.backends.examon.archive_day import examon_recount
         from dxt_core.backends.examon.catalog import load_catalog
         from dxt_core.backends.examon.source import KairosDBSource
 
         entries = load_catalog(self.settings()["catalog"] or None)
         with KairosDBSource(conn, options=self.options()) as source:
-            return reconcile_examon_recent(
-                source,
-                entries,
-                day,
-                archive,
-                n_days,
-                fmt=self.output_format(params),
-                refetch=refetch,
-                record_kept=record_kept,
-            )
+            yield examon_recount(source, entries, archive, self.output_format(params))
 
-    def preload(self) -> None:
-        import dxt_core.backends.examon.archive_day
-        import dxt_core.backends.examon.source  # noqa: F401
+    preload_modules = (".archive_day", ".source")
 
 
 TASKS = ExamonTasks()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import BackendTasks, Unit, check_map_length, log_archiving
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from dxt_core.archive import Archive
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.kwollect.connection import KwollectConnection
-    from dxt_core.reconcile import RecentReport
+    from dxt_core.reconcile import Recount
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -83,17 +84,10 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
                 client, unit["site"], unit["metric"], unit["nodes"], day, archive, config.time_zone
             )
 
-    def reconcile(
-        self,
-        day: dt.date,
-        n_days: int,
-        archive: Archive,
-        conn: KwollectConnection,
-        params: Mapping[str, Any],
-        *,
-        refetch: bool = True,
-        record_kept: bool = True,
-    ) -> RecentReport:
+    @contextmanager
+    def recount(
+        self, archive: Archive, conn: KwollectConnection, params: Mapping[str, Any]
+    ) -> Iterator[Recount]:
         """Kwollect has no count API: each past day's points are asked for and counted (not
         kept), over the nodes and zone its manifest names, and a grown day is refetched with
         them."""
@@ -101,7 +95,7 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
         from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
         from dxt_core.backends.kwollect.connection import load_archive_config
         from dxt_core.backends.kwollect.source import parse_nodes
-        from dxt_core.reconcile import SourceCount, reconcile_recent
+        from dxt_core.reconcile import Recount, SourceCount
         from dxt_core.windows import day_window, zone
 
         config = load_archive_config()
@@ -127,19 +121,7 @@ class KwollectTasks(BackendTasks["KwollectConnection"]):
                 nodes, tz = archived(parts, d)
                 return archive_kwollect_day(client, parts[0], parts[1], nodes, d, archive, tz)
 
-            return reconcile_recent(
-                archive,
-                "kwollect",
-                list(units),
-                day,
-                n_days,
-                count,
-                fetch_again if refetch else None,
-                record_kept=record_kept,
-            )
-
-    def preload(self) -> None:
-        import dxt_core.backends.kwollect.archive_day  # noqa: F401
+            yield Recount(archive, "kwollect", list(units), count, fetch_again)
 
 
 TASKS = KwollectTasks()

@@ -21,11 +21,10 @@ from dxt_core.backends.prometheus.source import PrometheusSource, QueryCounts
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.reconcile import (
-    RecentReport,
+    Recount,
     SourceCount,
     check_source_count,
     is_past,
-    reconcile_recent,
 )
 from dxt_core.records import SeriesSchema
 from dxt_core.windows import Window, day_window, zone
@@ -201,25 +200,14 @@ def day_counter(
     return count
 
 
-def reconcile_prometheus_recent(
-    source: PrometheusSource,
-    units: Iterable[Sequence[str]],
-    day: dt.date,
-    archive: Archive,
-    n_days: int,
-    fmt: str = "csv",
-    *,
-    refetch: bool = True,
-    record_kept: bool = True,
-) -> RecentReport:
-    """Reconcile the ``n_days`` days before ``day`` (counts only) and refetch the grown ones.
-
-    The reconcile role (``PrometheusTasks.reconcile``, the DAG's ``reconcile_recent_days``
-    task, ``DXT_PROMETHEUS_RECONCILE_DAYS``, default 3). A grown day is archived again from
-    the selector and in the format its manifest records (``fmt`` when it records none); the
-    archive only gains rows, the file it replaces is kept in ``.versions/``.
-    """
-    parts_list = [tuple(p) for p in units]
+def prometheus_recount(
+    source: PrometheusSource, units: Iterable[Sequence[str]], archive: Archive, fmt: str = "csv"
+) -> Recount:
+    """The reconcile role (``PrometheusTasks.recount``, the DAG's ``reconcile_recent_days``
+    task, ``DXT_PROMETHEUS_RECONCILE_DAYS``, default 3): ``count_over_time`` of each unit's
+    day over the selector and zone its manifest records. A grown day is archived again from
+    that selector and in the format its manifest records (``fmt`` when it records none); the
+    archive only gains rows, the file it replaces is kept in ``.versions/``."""
 
     def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
         entry = archived_entry(archive, parts, d)
@@ -227,16 +215,8 @@ def reconcile_prometheus_recent(
             source, entry, d, archive, fmt=archived_format(archive, parts, d, fmt)
         )
 
-    return reconcile_recent(
-        archive,
-        SOURCE,
-        parts_list,
-        day,
-        n_days,
-        day_counter(source, archive),
-        fetch_again if refetch else None,
-        record_kept=record_kept,
-    )
+    count = day_counter(source, archive)
+    return Recount(archive, SOURCE, [tuple(p) for p in units], count, fetch_again)
 
 
 def archived_units(archive: Archive) -> list[tuple[str, ...]]:

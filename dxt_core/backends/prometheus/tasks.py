@@ -5,7 +5,8 @@ connection's ``time_zone``; gzip CSV or Parquet by the run's ``format`` Param.""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.prometheus.catalog import CatalogEntry
     from dxt_core.backends.prometheus.connection import PrometheusConnection
-    from dxt_core.reconcile import RecentReport
+    from dxt_core.reconcile import Recount
 
 
 class PrometheusTasks(BackendTasks["PrometheusConnection"]):
@@ -116,43 +117,25 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
             log_archiving(e.name, day, conn.time_zone, conn.safe_url, archive.url)
             return archive_prometheus_day(source, e, day, archive, fmt=fmt)
 
-    def reconcile(
-        self,
-        day: dt.date,
-        n_days: int,
-        archive: Archive,
-        conn: PrometheusConnection,
-        params: Mapping[str, Any],
-        *,
-        refetch: bool = True,
-        record_kept: bool = True,
-    ) -> RecentReport:
+    @contextmanager
+    def recount(
+        self, archive: Archive, conn: PrometheusConnection, params: Mapping[str, Any]
+    ) -> Iterator[Recount]:
         """``count_over_time`` of the past days of the units the settings name (else of
         those the archive holds), each over the selector and zone its manifest records; a
         grown day is fetched again in the format it was archived in."""
         from dxt_core.backends.prometheus.archive_day import (
             archived_units,
             prometheus_parts,
-            reconcile_prometheus_recent,
+            prometheus_recount,
         )
         from dxt_core.backends.prometheus.source import PrometheusSource
 
         units = [prometheus_parts(e) for e in self.entries()] or archived_units(archive)
         with PrometheusSource(conn) as source:
-            return reconcile_prometheus_recent(
-                source,
-                units,
-                day,
-                archive,
-                n_days,
-                fmt=self.output_format(params),
-                refetch=refetch,
-                record_kept=record_kept,
-            )
+            yield prometheus_recount(source, units, archive, self.output_format(params))
 
-    def preload(self) -> None:
-        import dxt_core.backends.prometheus.archive_day
-        import dxt_core.backends.prometheus.source  # noqa: F401
+    preload_modules = (".archive_day", ".source")
 
 
 TASKS = PrometheusTasks()

@@ -391,7 +391,7 @@ def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
     sim: SimulatorProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dxt_core import backends as registry
-    from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+    from dxt_core.backends.examon.archive_day import examon_recount
     from dxt_core.errors import ConfigError
     from dxt_core.reconcile import reconcile_days
 
@@ -411,9 +411,7 @@ def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
         monkeypatch.setenv("DXT_EXAMON_RECONCILE_DAYS", "-1")
         with pytest.raises(ConfigError, match="DXT_EXAMON_RECONCILE_DAYS=-1 must be >= 0"):
             setting()
-        report = reconcile_examon_recent(
-            src, [AMBIENT], days[-1] + dt.timedelta(days=1), archive, n
-        )
+        report = examon_recount(src, [AMBIENT], archive).run(days[-1] + dt.timedelta(days=1), n)
     assert report.days == days
     assert report.counts() == {"equal": 2, "more": 1}
     assert report.refetched == [
@@ -431,7 +429,7 @@ def test_the_daily_reconcile_refetches_a_grown_day_and_keeps_the_old_file(
 
 
 def test_the_daily_reconcile_retries_the_holes(sim: SimulatorProcess, tmp_path: Path) -> None:
-    from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+    from dxt_core.backends.examon.archive_day import examon_recount
 
     add_points(sim, [[noon_ms() + 30_500, "Infinity"]])
     archive = Archive(tmp_path)
@@ -440,11 +438,11 @@ def test_the_daily_reconcile_retries_the_holes(sim: SimulatorProcess, tmp_path: 
     with source(sim.url, windows=WindowPolicy(initial_s=86_400)) as src:
         rep = archive_examon_day(src, AMBIENT, DAY, archive)
         assert json.loads(rep.manifest.read_text())["rows"] == n + 1 - 4
-        still = reconcile_examon_recent(src, [AMBIENT], nxt, archive, 1)
+        still = examon_recount(src, [AMBIENT], archive).run(nxt, 1)
         assert still.counts() == {"equal": 1}  # rows + the hole's points = the count
         assert still.holes_retried == [(("ipmi_pub", "ambient"), DAY, 1)]  # still unreadable
         httpx.delete(f"{sim.url}/_sim/points", timeout=10).raise_for_status()  # fixed at source
-        fixed = reconcile_examon_recent(src, [AMBIENT], nxt, archive, 1)
+        fixed = examon_recount(src, [AMBIENT], archive).run(nxt, 1)
     # one point fewer than rows + holes (the Infinity is gone), not fewer than the rows:
     # no "kept", the holes retried and filled
     assert fixed.counts() == {"fewer": 1}

@@ -334,7 +334,7 @@ def test_reconcile_after_retention_records_the_kept_day_in_the_bucket(
     archived day: the ``kept`` record goes to the bucket beside the day's manifest, where
     coverage reads it, the month's check record says "fewer", and nothing else in the bucket
     changes."""
-    from dxt_core.backends.examon.archive_day import reconcile_examon_recent
+    from dxt_core.backends.examon.archive_day import examon_recount
 
     archive = Archive(f"s3://{bucket}/k")
     with KairosDBSource(ExamonConnection(url=examon_sim.url)) as src:
@@ -342,9 +342,8 @@ def test_reconcile_after_retention_records_the_kept_day_in_the_bucket(
     c = s3_server.client()
     before = objects(c, bucket)
     with KairosDBSource(ExamonConnection(url=late_sim.url)) as src:
-        report = reconcile_examon_recent(
-            src, [AMBIENT], DAY + dt.timedelta(days=1), Archive(archive.url), 1, refetch=False
-        )
+        recount = examon_recount(src, [AMBIENT], Archive(archive.url))
+        report = recount.run(DAY + dt.timedelta(days=1), 1, refetch=False)
     assert report.counts() == {"fewer": 1}
     after = objects(c, bucket)
     kept = json.loads(after.pop("k/examon/ipmi_pub/ambient/2020-03-09.kept.json"))
