@@ -102,16 +102,25 @@ def _as_int(value: Any, what: str) -> int:
     raise _BadRequest(f"{what} must be a number, got {value!r}")
 
 
-def _relative_ms(value: Any, what: str, now_ms: int) -> int:
+def _duration(
+    value: Any, what: str, units: dict[str, int], default_unit: str = "", why: str = ""
+) -> tuple[int, int]:
+    """A ``{value, unit}`` object (KairosDB's RelativeTime and Sampling): its amount and its
+    unit in milliseconds; ``why`` follows the list of units where the unit is not one."""
     if not isinstance(value, dict):
-        raise _BadRequest(f"query.{what} must be an object {{value, unit}}, got {value!r}")
-    amount = _as_int(value.get("value"), f"query.{what}.value")
-    unit = str(value.get("unit", "")).lower()
-    if unit not in _UNIT_MS:
+        raise _BadRequest(f"{what} must be an object {{value, unit}}, got {value!r}")
+    amount = _as_int(value.get("value"), f"{what}.value")
+    unit = str(value.get("unit", default_unit)).lower()
+    if unit not in units:
         raise _BadRequest(
-            f"query.{what}.unit must be one of {', '.join(_UNIT_MS)}, got {value.get('unit')!r}"
+            f"{what}.unit must be one of {', '.join(units)}{why}, got {value.get('unit')!r}"
         )
-    return now_ms - amount * _UNIT_MS[unit]
+    return amount, units[unit]
+
+
+def _relative_ms(value: Any, what: str, now_ms: int) -> int:
+    amount, unit_ms = _duration(value, f"query.{what}", _UNIT_MS)
+    return now_ms - amount * unit_ms
 
 
 def _parse_query(body: Any, now_ms: int) -> _Query:
@@ -224,21 +233,15 @@ def _parse_count(aggregators: Any, ctx: str) -> tuple[int | None, str]:
             "query raw data points"
         )
     sampling = agg.get("sampling") or {"value": 1, "unit": "milliseconds"}
-    if not isinstance(sampling, dict):
-        raise _BadRequest(f"{ctx}.aggregators[0].sampling must be an object {{value, unit}}")
-    value = _as_int(sampling.get("value"), f"{ctx}.aggregators[0].sampling.value")
-    unit = str(sampling.get("unit", "milliseconds")).lower()
-    if unit not in _FIXED_UNIT_MS:
-        raise _BadRequest(
-            f"{ctx}.aggregators[0].sampling.unit {unit!r} is not supported by the simulator "
-            f"(one of {', '.join(_FIXED_UNIT_MS)})"
-        )
+    what = f"{ctx}.aggregators[0].sampling"
+    why = " in the simulator (it supports no longer unit)"
+    value, unit_ms = _duration(sampling, what, _FIXED_UNIT_MS, "milliseconds", why)
     if value < 1:
-        raise _BadRequest(f"{ctx}.aggregators[0].sampling.value must be >= 1")
+        raise _BadRequest(f"{what}.value must be >= 1")
     if agg.get("align_sampling"):
         raise _BadRequest(f"{ctx}.aggregators[0].align_sampling is not supported by the simulator")
     align = "start" if agg.get("align_start_time") else "end" if agg.get("align_end_time") else ""
-    return value * _FIXED_UNIT_MS[unit], align
+    return value * unit_ms, align
 
 
 @dataclass(slots=True)
