@@ -162,13 +162,27 @@ def read_json_object(path: Path, what: str, advice: str) -> dict[str, Any] | Non
             names it and ends with ``advice`` (what to do about it).
     """
     try:
-        doc = orjson.loads(path.read_bytes())
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, orjson.JSONDecodeError) as exc:
+    except OSError as exc:
         raise ArchiveError(f"{path}: unreadable {what} ({exc}); {advice}") from exc
+    return parse_json_object(raw, str(path), what, advice)
+
+
+def parse_json_object(raw: bytes, where: str, what: str, advice: str) -> dict[str, Any]:
+    """The JSON object ``raw`` holds, read from ``where`` (a path or URL).
+
+    Raises:
+        ArchiveError: ``raw`` is not JSON or not an object; the message names ``where`` and
+            ends with ``advice``.
+    """
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ArchiveError(f"{where}: unreadable {what} ({exc}); {advice}") from exc
     if not isinstance(doc, dict):
-        raise ArchiveError(f"{path}: {what} is not a JSON object; {advice}")
+        raise ArchiveError(f"{where}: {what} is not a JSON object; {advice}")
     return doc
 
 

@@ -32,7 +32,9 @@ from dxt_core.daywrite import DayWrite
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import json_bytes as _dumps
 from dxt_core.fsio import now_iso as _now
+from dxt_core.fsio import parse_json_object
 from dxt_core.manifests import (
+    DAMAGED_MANIFEST_ADVICE,
     DAY_DEFINITION,
     DAYS_SCHEMA,
     KEPT_SUFFIX,
@@ -198,14 +200,7 @@ class S3Archive(Archive):
         if got is None:
             return None, None
         raw, etag = got
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise ArchiveError(
-                f"{self.store.url(k)}: unreadable manifest ({exc}); rerun the day"
-            ) from exc
-        if not isinstance(doc, dict):
-            raise ArchiveError(f"{self.store.url(k)}: manifest is not a JSON object; rerun the day")
+        doc = parse_json_object(raw, self.store.url(k), "manifest", DAMAGED_MANIFEST_ADVICE)
         return doc, etag
 
     def read_manifest(self, key: DayKey) -> dict[str, Any] | None:

@@ -80,7 +80,6 @@ def test_every_registered_backend_has_an_adapter(contract_env):
         assert a.backend == b.name and b.dag_tasks().backend == b.name
 
 
-
 def test_every_backend_preloads_its_archive_modules(contract_env):
     """What a Celery worker's main process imports before it forks (``preload``): each
     backend's ``preload_modules``, in a fresh interpreter, so nothing is imported already."""
@@ -103,6 +102,7 @@ def test_every_backend_preloads_its_archive_modules(contract_env):
     loaded = out.stdout.split()
     for b in registry.backends():
         assert f"{b.package}.archive_day" in loaded, (b.name, loaded)
+
 
 class Lines(logging.Handler):
     """The messages of one logger, caught on the logger itself: Airflow's logging set-up

@@ -27,7 +27,8 @@ from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.coverage import coverage as coverage_rows
-from dxt_core.errors import ArchiveLocked, SourceShrank
+from dxt_core.errors import ArchiveError, ArchiveLocked, SourceShrank
+from dxt_core.manifests import DAMAGED_MANIFEST_ADVICE
 from dxt_core.scan import scan_states
 from tests.conftest import ROOT, SimulatorProcess
 
@@ -608,6 +609,11 @@ def test_a_damaged_manifest_is_kept_in_versions_and_the_day_rewritten(bucket, s3
     c = s3_server.client()
     c.put_object(Bucket=bucket, Key=f"g/toy/m/{DAY}.manifest.json", Body=b"{not json")
     assert Archive(root).status(key)[0] == "corrupt"
+    # read, it is an error naming the object and saying what to do, as on a local archive
+    with pytest.raises(ArchiveError) as bad:
+        Archive(root).read_manifest(key)
+    assert str(bad.value).startswith(f"s3://{bucket}/g/toy/m/{DAY}.manifest.json: unreadable")
+    assert str(bad.value).endswith(DAMAGED_MANIFEST_ADVICE)
     day, doc, _ = _csv_day(Archive(root), key, 5)
     with pytest.raises(SourceShrank, match=r"10 -> 5"):  # the data object still protects the day
         day.commit(doc)
