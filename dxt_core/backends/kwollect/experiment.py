@@ -24,9 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import Any, Unpack
 
 from dxt_core._version import __version__
 from dxt_core.backends.kwollect.backup import (
@@ -39,8 +37,8 @@ from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
 from dxt_core.backends.kwollect.energy import EnergyResult, integrate_power, node_energy
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
-    DEFAULT_MAX_POINTS,
     POWER_METRICS,
+    ClientOptions,
     G5kNode,
     KwollectClient,
     KwollectStats,
@@ -53,7 +51,7 @@ from dxt_core.backends.kwollect.source import (
 )
 from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceError
-from dxt_core.http import RequestStats, RetryPolicy
+from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
 
 log = logging.getLogger("dxt_core.backends.kwollect.experiment")
@@ -83,8 +81,9 @@ class Kwollect:
         site: the site of short node names.
         max_workers: sites fetched in parallel (default: all).
         **client_options: passed to :class:`~dxt_core.backends.kwollect.source.KwollectClient`
-            (``timeout_s``, ``retry``, ``max_points``, ``max_nodes``, ``min_window_s``,
-            ``verify_tls``, ``transport``).
+            (:class:`~dxt_core.backends.kwollect.source.ClientOptions`: ``timeout_s``,
+            ``retry``, ``max_points``, ``max_nodes``, ``min_window_s``, ``verify_tls``,
+            ``transport``, ``max_answer_bytes``).
 
     ``start``/``stop`` make no API call; several instances may be started and stopped in any
     order. ``get_metrics``, ``backup`` and ``energy`` cover ``[start, stop]`` inclusive.
@@ -99,30 +98,14 @@ class Kwollect:
         site: str | None = None,
         roles: Iterable[object] | None = None,
         max_workers: int | None = None,
-        timeout_s: float = 330.0,
-        retry: RetryPolicy | None = None,
-        max_points: int = DEFAULT_MAX_POINTS,
-        max_nodes: int = 50,
-        min_window_s: float = 1.0,
-        verify_tls: bool = True,
-        transport: httpx.BaseTransport | None = None,
+        **client_options: Unpack[ClientOptions],
     ) -> None:
         given = list(nodes or []) + list(roles or [])
         if not given:
             raise ConfigError("Kwollect needs at least one node (nodes=[...] or roles=[...])")
         self.nodes: list[G5kNode] = parse_nodes(given, site)
         self.site = site
-        self.client = KwollectClient(
-            api_url,
-            auth,
-            timeout_s=timeout_s,
-            retry=retry,
-            max_points=max_points,
-            max_nodes=max_nodes,
-            min_window_s=min_window_s,
-            verify_tls=verify_tls,
-            transport=transport,
-        )
+        self.client = KwollectClient(api_url, auth, **client_options)
         self.max_workers = max_workers
         self.start_time: dt.datetime | None = None
         self.stop_time: dt.datetime | None = None

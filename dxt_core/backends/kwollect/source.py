@@ -19,7 +19,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import orjson
@@ -335,6 +335,21 @@ def unknown_metric_error(
 def too_much_data(status: int, body: bytes) -> bool:
     """The server's answer to a request it could not finish in its query timeout."""
     return status >= 500 and TOO_MUCH_DATA in body[:2000].decode("utf-8", "replace").lower()
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword options of :class:`KwollectClient` that the notebook service
+    (:class:`~dxt_core.backends.kwollect.experiment.Kwollect`) passes on; each as
+    :class:`KwollectClient` documents it."""
+
+    timeout_s: float
+    retry: RetryPolicy | None
+    max_points: int
+    max_nodes: int
+    min_window_s: float
+    verify_tls: bool
+    transport: httpx.BaseTransport | None
+    max_answer_bytes: int | None
 
 
 class KwollectClient:
