@@ -8,6 +8,7 @@ backfill creation, ``session.begin_nested()``).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dxt_core.airflow import sqlite as dxt_sqlite
 from dxt_core.airflow.sqlite import CONNECT_ARGS, ImmediateSavepoints
 
 HOLD_S = 0.5
@@ -183,3 +185,55 @@ def test_sqlalchemy_begin_nested_as_airflow_creates_a_backfill_run(tmp_path, our
     else:
         assert failed is not None and "database is locked" in str(failed)
         assert _days(db) == ["scheduled"]
+
+
+def test_a_write_on_an_event_loop_waits_the_short_timeout_so_the_holder_can_commit(
+    tmp_path, monkeypatch
+):
+    """The API server's deadlock, as FastAPI makes it: a route in a worker thread writes (its
+    session holds the lock) and returns; its commit is the session dependency's exit, which
+    the loop hands to a worker thread; but the loop first runs another request's action log,
+    whose write waits for that lock on the loop's own thread. The loop's write gives up
+    after the loop's timeout, not the connections' 60 s, and the route's commit then runs."""
+    monkeypatch.setattr(dxt_sqlite, "LOOP_BUSY_TIMEOUT_S", 0.5)
+    db = _database(tmp_path)
+    route = sqlite3.connect(db, check_same_thread=False, **CONNECT_ARGS)
+    action_log = sqlite3.connect(db, check_same_thread=False, **CONNECT_ARGS)
+
+    async def server() -> float:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, route.execute, "INSERT INTO dag_run VALUES ('route')")
+        t0 = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            action_log.execute("INSERT INTO dag_run VALUES ('action log')")
+        waited = time.monotonic() - t0
+        await loop.run_in_executor(None, route.commit)  # the dependency exit
+        return waited
+
+    waited = asyncio.run(server())
+    assert 0.4 < waited < 3, waited  # without the rule: the connections' 60 s
+    assert [r[0] for r in route.execute("SELECT day FROM dag_run")] == ["route"]
+
+    # off the loop, the same connection waits its own timeout again
+    scheduler = _Scheduler(db)
+    scheduler.start()
+    scheduler.locked.wait(5)
+    action_log.execute("INSERT INTO dag_run VALUES ('off the loop')")
+    action_log.commit()
+    scheduler.join()
+    assert scheduler.error is None
+    assert action_log.execute("PRAGMA busy_timeout").fetchone()[0] == 60_000
+    route.close()
+    action_log.close()
+
+
+def test_the_loop_timeout_is_never_longer_than_the_connections_own(tmp_path):
+    db = _database(tmp_path)
+    conn = sqlite3.connect(db, factory=ImmediateSavepoints, timeout=2)
+
+    async def on_loop() -> int:
+        return int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+
+    assert asyncio.run(on_loop()) == 2000  # min(own 2 s, the loop's 5 s)
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 2000
+    conn.close()

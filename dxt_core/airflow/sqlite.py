@@ -23,6 +23,19 @@ locked" on a busy small machine, and these settings answer both:
   allows, and the reads that follow see the latest commit. The transaction then ends at the
   session's commit, not at the savepoint's release: a backfill's runs are committed together.
 
+* The API server runs some of Airflow's writes on its event loop: the action log of every
+  changing request (``airflow/api_fastapi/logging/decorators.py``, ``log_action``, an
+  ``async`` dependency that commits). Waiting there for the lock stops every request of the
+  server, and the lock's holder may be a request of the same server that cannot commit
+  until that loop runs again: its session is committed by a dependency exit that FastAPI
+  hands to a worker thread from the loop (``fastapi/concurrency.py``,
+  ``contextmanager_in_threadpool``; ``airflow/api_fastapi/common/db/common.py``,
+  ``_get_session``). The wait then lasts the whole busy timeout: with 60 s, the API server
+  stood still for a minute, task heartbeats failed and a scheduler that had been waiting
+  as long gave up and exited. On a thread that runs an event loop these connections wait
+  :data:`LOOP_BUSY_TIMEOUT_S` (5 s, the driver's default, as without these arguments): the
+  loop's request then fails (500) after 5 s, and the rest go on.
+
 Point Airflow at these arguments::
 
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=dxt_core.airflow.sqlite.CONNECT_ARGS
@@ -33,16 +46,25 @@ The demo and the tests set it; a PostgreSQL deployment does not need it.
 from __future__ import annotations
 
 import sqlite3
+from asyncio import _get_running_loop
 from typing import Any
 
 BUSY_TIMEOUT_S = 60.0
 
+#: The busy timeout of a statement run on a thread that runs an event loop (the module
+#: docstring says why): Python's driver default.
+LOOP_BUSY_TIMEOUT_S = 5.0
+
 
 class _Cursor(sqlite3.Cursor):
-    """Sends ``BEGIN IMMEDIATE`` before a ``SAVEPOINT`` that would open a transaction."""
+    """Sends ``BEGIN IMMEDIATE`` before a ``SAVEPOINT`` that would open a transaction, and
+    sets the busy timeout for the thread it runs on (:meth:`ImmediateSavepoints.busy_for`)."""
 
     def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
-        if not self.connection.in_transaction and sql.lstrip()[:9].upper() == "SAVEPOINT":
+        conn = self.connection
+        if isinstance(conn, ImmediateSavepoints):
+            conn.busy_for(self, on_loop=_get_running_loop() is not None)
+        if not conn.in_transaction and sql.lstrip()[:9].upper() == "SAVEPOINT":
             super().execute("BEGIN IMMEDIATE")
         super().execute(sql, parameters)
         return self
@@ -56,8 +78,24 @@ class ImmediateSavepoints(sqlite3.Connection):
     factory the caller names is used as it is.
     """
 
+    _base_ms: int | None = None  # the connection's own busy timeout, read when first needed
+    _on_loop = False
+
     def cursor(self, factory: Any = None) -> Any:
         return super().cursor(factory or _Cursor)
+
+    def busy_for(self, cursor: sqlite3.Cursor, on_loop: bool) -> None:
+        """Make the busy timeout :data:`LOOP_BUSY_TIMEOUT_S` for a statement run on an event
+        loop's thread, and the connection's own (``timeout``) otherwise; a ``PRAGMA`` only
+        when that changes (a pooled connection moves between threads)."""
+        if on_loop == self._on_loop:
+            return
+        if self._base_ms is None:
+            row = sqlite3.Cursor.execute(cursor, "PRAGMA busy_timeout").fetchone()
+            self._base_ms = int(row[0])
+        ms = min(self._base_ms, round(LOOP_BUSY_TIMEOUT_S * 1000)) if on_loop else self._base_ms
+        sqlite3.Cursor.execute(cursor, f"PRAGMA busy_timeout = {ms}")
+        self._on_loop = on_loop
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         return self.cursor().execute(sql, parameters)
