@@ -9,11 +9,14 @@ Each run starts a fresh Airflow home, the Examon simulator and ``airflow standal
 unpauses ``dxt_examon`` with a 30-day catch-up (the scheduler and four task processes busy),
 then creates ``--creations`` backfills of 31 days through ``POST /api/v2/backfills``, each
 cancelled before the next, and reports the answers' status codes, the runs made and whether
-every Airflow component was still running. ``ours`` is ``dxt_core.airflow.sqlite.CONNECT_ARGS``;
-``timeout-only`` is the 60 s busy timeout without its savepoint rule (what the project set
-before). A run whose API server stops answering for a minute is reported as ``stalled``
-(seen with both settings, before any backfill: docs/ui.md). Ctrl-C stops the running stack,
-prints the totals of the stacks that finished with ``"interrupted": true`` and exits 130.
+every Airflow component was still running. ``ours`` is
+``dxt_core.airflow.sqlite.CONNECT_ARGS``; ``timeout-only`` is the 60 s busy timeout without
+its savepoint and event-loop rules (what the project set before). Each creation's status code
+and seconds are listed: a 500 after about 5 s is the API server's action log giving up on the
+lock on its event loop (``LOOP_BUSY_TIMEOUT_S`` in ``dxt_core/airflow/sqlite.py``); a run whose
+API server stops answering for a minute is reported as ``stalled`` (what that wait did with
+the 60 s timeout: docs/ui.md). Ctrl-C stops the running stack, prints the totals of the
+stacks that finished with ``"interrupted": true`` and exits 130.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def one_run(work: Path, connect_args: str, creations: int) -> dict[str, object]:
     airflow(env, "db", "migrate")
     st = Stack(env, work / "standalone.log")
     codes: list[int] = []
-    out: dict[str, object] = {"connect_args": connect_args, "codes": codes}
+    seconds: list[float] = []
+    out: dict[str, object] = {"connect_args": connect_args, "codes": codes, "seconds": seconds}
     try:
         st.wait_up()
         st.wait(lambda: st.get("/api/v2/dags/dxt_examon")["dag_id"], 240, "dxt_examon")
@@ -69,7 +73,9 @@ def one_run(work: Path, connect_args: str, creations: int) -> dict[str, object]:
                 "reprocess_behavior": "none",
                 "max_active_runs": 1,
             }
+            t0 = time.monotonic()
             codes.append(st.request("POST", "/api/v2/backfills", json=body).status_code)
+            seconds.append(round(time.monotonic() - t0, 1))
             st.cancel_open_backfills("dxt_examon", wait=False)
             time.sleep(1)
         runs = st.get("/api/v2/dags/dxt_examon/dagRuns?run_type=backfill&limit=1")
@@ -85,6 +91,7 @@ def one_run(work: Path, connect_args: str, creations: int) -> dict[str, object]:
         st.stop()
         sim.stop()
     out["refused_503"] = codes.count(503)
+    out["failed_500"] = codes.count(500)
     return out
 
 
@@ -107,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # the stack was stopped by one_run's finally
         interrupted = True
     answered = [c for r in results for c in r["codes"]]  # type: ignore[attr-defined]
+    took = [t for r in results for t in r["seconds"]]  # type: ignore[attr-defined]
     print(
         json.dumps(
             {
@@ -114,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 "stacks": len(results),
                 "creations_answered": len(answered),
                 "refused_503": answered.count(503),
+                "failed_500": answered.count(500),
+                "slowest_answer_s": max(took, default=None),
                 "stacks_with_an_exited_component": sum(
                     "exited" in str(r["outcome"]) for r in results
                 ),

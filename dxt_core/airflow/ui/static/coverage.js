@@ -34,7 +34,8 @@
     if (!r.ok) {
       const d = body && body.detail;
       const msg = typeof d === "string" ? d : JSON.stringify(d || body || r.statusText);
-      const err = new Error(`${r.status}: ${msg}`); err.status = r.status; throw err;
+      const err = new Error(`${r.status}: ${msg}`); err.status = r.status;
+      err.reason = d && typeof d === "object" ? d.reason : undefined; throw err;
     }
     return body;
   };
@@ -382,6 +383,28 @@
     } catch (e) { return null; }
   }
 
+  // Airflow's database was busy, not the request wrong: 503 "database is locked" (the
+  // backfill route's answer, airflow/api_fastapi/core_api/routes/public/backfills.py), or 500
+  // "Database error" (airflow/api_fastapi/common/exceptions.py, SQLAlchemyErrorHandler). On
+  // SQLite the API server writes each changing request's action log on its event loop before
+  // the route runs (logging/decorators.py, log_action), and that write gives up after 5 s when
+  // a request of the same server holds the write lock (dxt_core/airflow/sqlite.py): a 500 the
+  // route never saw. Both are tried again, 3 s apart, ten times.
+  const dbBusy = (e) => e.status === 503 || (e.status === 500 && e.reason === "Database error");
+
+  async function retried(call, label) {
+    for (let busy = 0; ; busy++) {
+      try {
+        return { answer: await call(), busy };
+      } catch (e) {
+        if (!dbBusy(e) || busy >= 10) { e.busy = busy; throw e; }
+        status(`${label}: ${e.message}; trying again (${busy + 1}/10)`);
+        await sleep(3000);
+      }
+    }
+  }
+  const busyNote = (n) => n ? ` (Airflow's database was busy ${plural(n, "time", "times")} first)` : "";
+
   // One creation at a time, never two at once. On SQLite Airflow answers 503 ("database is
   // locked") while the scheduler holds the write lock; it may have committed the backfill's own
   // row before failing (airflow/models/backfill.py, _create_backfill commits it, then creates
@@ -398,11 +421,11 @@
     for (;;) {
       try {
         const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
-        const notes = [locked ? `Airflow answered 'database is locked' ${plural(locked, "time", "times")} first` : "",
+        const notes = [locked ? `Airflow's database was busy ${plural(locked, "time", "times")} first` : "",
                        leftover ? `waited for Airflow to drop the empty backfill ${leftover} it kept from a locked try` : ""].filter(Boolean);
         return { ok: true, what: `backfill ${r.id} created over ${days}` + (notes.length ? ` (${notes.join("; ")})` : "") };
       } catch (e) {
-        if (e.status === 503 && locked < 10) {
+        if (dbBusy(e) && locked < 10) {
           locked++;
           status(`backfill: ${e.message}; trying again (${locked}/10)`);
           await sleep(3000);
@@ -438,11 +461,12 @@
                      include_upstream: false, include_downstream: false, note: "Refilled from the archive coverage view" };
       if (c.task_ids) body.task_ids = c.task_ids;
       try {
-        const r = await api(`${CFG.api}/dags/${encodeURIComponent(plan.dag_id)}/clearTaskInstances`, { method: "POST", body: JSON.stringify(body) });
+        const { answer: r, busy } = await retried(() => api(`${CFG.api}/dags/${encodeURIComponent(plan.dag_id)}/clearTaskInstances`,
+                                                            { method: "POST", body: JSON.stringify(body) }), `clear ${c.dag_run_id}`);
         const want = c.task_ids ? c.task_ids.length : 1;
-        if (r.total_entries >= want) done.push({ what: `cleared ${plural(r.total_entries, "task instance", "task instances")} in ${c.dag_run_id}`, cells: c.cells });
+        if (r.total_entries >= want) done.push({ what: `cleared ${plural(r.total_entries, "task instance", "task instances")} in ${c.dag_run_id}${busyNote(busy)}`, cells: c.cells });
         else failed.push({ what: `Airflow cleared ${r.total_entries} of ${want} in ${c.dag_run_id}: reload and look at these cells' runs`, cells: c.cells });
-      } catch (e) { failed.push({ what: `clear ${c.dag_run_id}: ${e.message}`, cells: c.cells }); }
+      } catch (e) { failed.push({ what: `clear ${c.dag_run_id}: ${e.message}${busyNote(e.busy || 0)}`, cells: c.cells }); }
     }
     if (plan.backfill) {
       const b = plan.backfill, body = { dag_id: b.dag_id, from_date: b.from_date, to_date: b.to_date, reprocess_behavior: b.reprocess_behavior };
