@@ -89,13 +89,31 @@ class Stack:
             self._tokens[user] = r.json()["access_token"]
         return self._tokens[user]
 
-    def request(self, method: str, path: str, user: str | None = "admin", **kw) -> httpx.Response:
+    def request(
+        self, method: str, path: str, user: str | None = "admin", retry_busy: bool = True, **kw
+    ) -> httpx.Response:
+        """Airflow's answer. A changing request answered 500 "Database error" is asked again
+        (3 s apart, five times; not with ``retry_busy=False``), as the coverage view does: on
+        SQLite the API server writes its action log on its event loop before the route runs,
+        and gives up after 5 s when a request of its own holds the write lock
+        (dxt_core/airflow/sqlite.py)."""
         headers = dict(kw.pop("headers", {}))
         if user is not None:
             headers["Authorization"] = f"Bearer {self.token(user)}"
-        return httpx.request(
-            method, f"{self.base}{path}", headers=headers, timeout=60, follow_redirects=False, **kw
-        )
+        for attempt in range(6):
+            r = httpx.request(
+                method,
+                f"{self.base}{path}",
+                headers=headers,
+                timeout=60,
+                follow_redirects=False,
+                **kw,
+            )
+            if method == "GET" or not retry_busy or not _database_error(r) or attempt == 5:
+                return r
+            print(f"{method} {path}: Airflow answered 500 'Database error'; asking again")
+            time.sleep(3)
+        raise AssertionError("unreachable")
 
     def get(self, path: str, user: str = "admin") -> dict:
         r = self.request("GET", path, user)
@@ -143,10 +161,11 @@ class Stack:
         """``PUT /api/v2/backfills/{bid}/{action}`` (``pause`` or ``cancel``) until Airflow
         has done it; the backfill as Airflow then shows it.
 
-        On SQLite the API server's write waits for the scheduler's: the answer may come after
-        the client's 60 s (CI, 2026-12-05: the pause after a refill, ``httpx.ReadTimeout``)
-        and the change still land, or come as a 503 ("database is locked"). Either is asked
-        again, once the backfill's own record shows it has not landed. Airflow's 409 (the
+        On SQLite the API server's write waits for the lock: with a 60 s busy timeout on its
+        event loop the answer could come after the client's 60 s (CI, 2026-12-05: the pause
+        after a refill, ``httpx.ReadTimeout``; docs/ui.md says why) and the change still land,
+        or come as a 503 ("database is locked"). Either is asked again, once the backfill's
+        own record shows it has not landed. Airflow's 409 (the
         backfill completed meanwhile) gives the backfill as it is; any other answer fails."""
         done = {"pause": lambda b: b["is_paused"], "cancel": lambda b: b["completed_at"]}[action]
 
@@ -221,3 +240,14 @@ def start_api_server(
         stack.stop()
         raise
     return stack
+
+
+def _database_error(r: httpx.Response) -> bool:
+    """Airflow's 500 for a SQLAlchemy error (airflow/api_fastapi/common/exceptions.py)."""
+    if r.status_code != 500:
+        return False
+    try:
+        detail = r.json().get("detail")
+    except ValueError:
+        return False
+    return isinstance(detail, dict) and detail.get("reason") == "Database error"
