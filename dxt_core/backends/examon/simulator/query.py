@@ -329,6 +329,23 @@ def _tags_of(metric: _Metric, series_idx: Sequence[int]) -> dict[str, list[str]]
     }
 
 
+def _result(
+    metric: _Metric,
+    mq: _MetricQuery,
+    group: Any,
+    series_idx: Sequence[int],
+    type_group: JsonObj,
+    values: Any,
+) -> JsonObj:
+    """One entry of a metric query's ``results``: the type group, the tag group when the
+    query groups by tags, the tags of the series merged into it (unless excluded)."""
+    group_by: list[JsonObj] = [type_group]
+    if mq.group_keys is not None:
+        group_by.append({"name": "tag", "tags": list(mq.group_keys), "group": group})
+    tags = {} if mq.exclude_tags else _tags_of(metric, series_idx)
+    return {"name": metric.name, "group_by": group_by, "tags": tags, "values": values}
+
+
 @dataclass(slots=True)
 class _Response:
     """An answer before it is written.
@@ -446,16 +463,8 @@ class QueryEngine:
             if mq.limit is not None:
                 pairs = pairs[: mq.limit]
             # CountAggregator.getAggregatedGroupType: the long factory's group type, "number".
-            group_by: list[JsonObj] = [{"name": "type", "type": "number"}]
-            if mq.group_keys is not None:
-                group_by.append({"name": "tag", "tags": list(mq.group_keys), "group": group})
             results.append(
-                {
-                    "name": metric.name,
-                    "group_by": group_by,
-                    "tags": {} if mq.exclude_tags else _tags_of(metric, idx),
-                    "values": pairs,
-                }
+                _result(metric, mq, group, idx, {"name": "type", "type": "number"}, pairs)
             )
         return results
 
@@ -493,17 +502,7 @@ class QueryEngine:
             encoded = _encode(flat_ts, flat_values, metric.kind)
             if not results and len(flat_ts):
                 encoded = self._spoil(encoded, flat_ts, flat_values, metric.kind, plan.lo)
-            group_by: list[JsonObj] = [type_group]
-            if mq.group_keys is not None:
-                group_by.append({"name": "tag", "tags": list(mq.group_keys), "group": group})
-            results.append(
-                {
-                    "name": metric.name,
-                    "group_by": group_by,
-                    "tags": {} if mq.exclude_tags else _tags_of(metric, idx),
-                    "values": orjson.Fragment(encoded),
-                }
-            )
+            results.append(_result(metric, mq, group, idx, type_group, orjson.Fragment(encoded)))
         return results
 
     def _spoil(self, encoded: bytes, ts: Any, values: Any, kind: str, start_ms: int) -> bytes:
