@@ -8,6 +8,7 @@ through :func:`redact_url` first.
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -46,6 +47,16 @@ def redact_url(url: str) -> str:
         port = None
     netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:/+)[^\s\"'<>]*@")
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@`` (a
+    library's message may quote a URL as it was given); up to the last ``@`` of the URL,
+    so that a password holding ``/`` or ``@`` goes whole."""
+    return _USERINFO.sub(r"\1***@", text)
 
 
 def normalise_base_url(url: str, what: str = "URL") -> str:

@@ -30,6 +30,7 @@ import orjson
 from dxt_core.errors import ConfigError
 from dxt_core.store import S3Location, client_factory, parse_root
 from dxt_core.store.client import json_object
+from dxt_core.urls import redact_text
 
 #: The hidden record of the last publication into an output (not part of the dataset).
 STATE_FILE = ".dxt-publish.json"
@@ -224,7 +225,7 @@ def open_out(out: str | Path) -> LocalOut | S3Out:
     try:
         where = parse_root(str(out))
     except ConfigError as exc:
-        raise ConfigError(f"--out {out}: {exc}") from None
+        raise ConfigError(f"--out {redact_text(str(out))}: {exc}") from None
     if isinstance(where, S3Location):
         return S3Out(where)
     return LocalOut(where)

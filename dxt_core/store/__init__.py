@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dxt_core.errors import ConfigError
+from dxt_core.urls import redact_text
 
 #: Schemes an archive root may have.
 SCHEMES = ("s3", "file")
@@ -64,35 +65,42 @@ def parse_root(root: str | os.PathLike[str]) -> Path | S3Location:
     if m is None:
         return Path(text)
     scheme = m.group(1).lower()
+    shown = redact_text(text)  # the root as messages quote it: never its credentials
     if len(scheme) == 1 and os.name == "nt":  # pragma: no cover - a drive letter
         return Path(text)
     if not text[m.end() :].startswith("/"):
         raise ConfigError(
-            f"archive root {text!r} looks like a URL with one slash after {scheme}:; write "
+            f"archive root {shown!r} looks like a URL with one slash after {scheme}:; write "
             f"{scheme}://... (a shell or Path() may have dropped one), or a local path"
+        )
+    if shown != text:
+        raise ConfigError(
+            f"archive root {shown!r}: an archive URL holds no credentials; set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or the Airflow "
+            "connection DXT_S3_CONN_ID names)"
         )
     if scheme == "file":
         parts = urlsplit(text)
         if parts.netloc not in ("", "localhost"):
-            raise ConfigError(f"archive root {text!r}: file:// URLs name a local path only")
+            raise ConfigError(f"archive root {shown!r}: file:// URLs name a local path only")
         return Path(unquote(parts.path))
     if scheme != "s3":
         raise ConfigError(
-            f"archive root {text!r}: unknown scheme {scheme}://; an archive root is a local "
+            f"archive root {shown!r}: unknown scheme {scheme}://; an archive root is a local "
             "path, file:///path or s3://bucket/prefix (S3, Ceph RGW, MinIO)"
         )
     parts = urlsplit(text)
     bucket = parts.netloc
     if parts.query or parts.fragment:
-        raise ConfigError(f"archive root {text!r}: an s3:// URL has no ?query or #fragment")
+        raise ConfigError(f"archive root {shown!r}: an s3:// URL has no ?query or #fragment")
     if not _BUCKET.match(bucket):
         raise ConfigError(
-            f"archive root {text!r}: {bucket!r} is not a valid bucket name (3 to 63 lower-case "
+            f"archive root {shown!r}: {bucket!r} is not a valid bucket name (3 to 63 lower-case "
             "letters, digits, dots and hyphens)"
         )
     prefix = unquote(parts.path).strip("/")
     if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
-        raise ConfigError(f"archive root {text!r}: the prefix has an empty, . or .. part")
+        raise ConfigError(f"archive root {shown!r}: the prefix has an empty, . or .. part")
     return S3Location(bucket, prefix)
 
 

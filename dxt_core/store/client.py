@@ -34,6 +34,7 @@ from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location
 from dxt_core.store.sigv4 import Fallback, LightClient, Refused, environment_credentials
+from dxt_core.urls import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -185,10 +186,12 @@ class S3Client:
             )
         if isinstance(exc, EndpointConnectionError):
             return ArchiveError(
-                f"cannot {action} {where}: {exc}; check AWS_ENDPOINT_URL and that the S3 "
-                "server runs"
+                f"cannot {action} {where}: {redact_text(str(exc))}; check AWS_ENDPOINT_URL "
+                "and that the S3 server runs"
             )
-        return ArchiveError(f"cannot {action} {where}: {type(exc).__name__}: {exc}")
+        return ArchiveError(
+            f"cannot {action} {where}: {type(exc).__name__}: {redact_text(str(exc))}"
+        )
 
     def _call(self, action: str, key: str, method: str, **kw: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -483,6 +483,7 @@ class S3DayWrite(DayWrite):
         key, archive, store = self.key, self.archive, self.archive.store
         full = archive.full_manifest(key, doc)
         replaced = plan.replaced + self._replaced_before(plan)
+        self.replaced = replaced  # reported in the day's report, as a local commit's
         if replaced:
             full["replaced"] = replaced
             full["replaced_rows"] = plan.prev_rows

@@ -31,11 +31,13 @@ import os
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote, urlsplit
 
 import httpx
+
+from dxt_core.errors import ConfigError
 
 #: sha256 of the empty body (of every request but a PUT)
 EMPTY_SHA256: Final = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -54,8 +56,8 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Credentials:
     access_key: str
-    secret_key: str
-    token: str | None
+    secret_key: str = field(repr=False)
+    token: str | None = field(repr=False)
     region: str
     endpoint: str  # scheme://host[:port][/path], no trailing slash
 
@@ -66,6 +68,12 @@ def environment_credentials(environ: dict[str, str] | None = None) -> Credential
     env = os.environ if environ is None else environ
     key, secret = env.get("AWS_ACCESS_KEY_ID", ""), env.get("AWS_SECRET_ACCESS_KEY", "")
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or ""
+    if "@" in urlsplit(endpoint).netloc:
+        raise ConfigError(
+            "AWS_ENDPOINT_URL holds a user name or password: write the endpoint as "
+            "scheme://host[:port] and give the credentials in AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY"
+        )
     if not key or not secret or not endpoint or env.get("AWS_PROFILE"):
         return None
     parts = urlsplit(endpoint)

@@ -326,6 +326,8 @@ def test_rerun_after_retention_keeps_the_archive_then_replace_keeps_a_version(
     doc = json.loads(objs["r/examon/ipmi_pub/ambient/2020-03-09.manifest.json"])
     assert doc["replaced"][0]["sha256"] == sha and doc["rows"] == FULL - 4 * 180
     assert check_manifests(objs, "r") == 1
+    # the day's report (the task's XCom) names what was replaced, as a local archive's does
+    assert report.extra["replaced"] == doc["replaced"]
 
 
 def test_reconcile_after_retention_records_the_kept_day_in_the_bucket(

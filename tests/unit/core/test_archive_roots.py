@@ -77,3 +77,31 @@ def test_extract_with_an_unknown_scheme_fails_and_writes_no_local_folder(tmp_pat
     assert out.returncode != 0
     assert "unknown scheme gs://" in out.stderr or "one slash" in out.stderr
     assert list(tmp_path.iterdir()) == []  # no ./gs:/dxt/m100, no ./s3:/dxt/m100
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        "s3://AKIAREALKEY:Super/Secret@123@mybucket/m100",  # credentials are refused
+        "s3://AKIAREALKEY:SuperSecret123@Bad_Bucket/m100",
+        "gs://AKIAREALKEY:SuperSecret123@dxt/m100",  # unknown scheme
+        "s3:/AKIAREALKEY:SuperSecret123@dxt/m100",  # one slash
+        "s3://AKIAREALKEY:SuperSecret123@dxt/m100?x=1",  # a query
+    ],
+)
+def test_a_root_with_credentials_is_refused_without_echoing_them(root):
+    with pytest.raises(ConfigError) as err:
+        parse_root(root)
+    text = str(err.value)
+    assert "SuperSecret" not in text and "Super/Secret" not in text and "AKIA" not in text
+    assert "***@" in text
+    if root.startswith("s3://") and "?" not in root:
+        assert "AWS_ACCESS_KEY_ID" in text  # where the credentials go instead
+
+
+def test_publish_out_with_credentials_is_refused_without_echoing_them():
+    from dxt_core.publish.output import open_out
+
+    with pytest.raises(ConfigError) as err:
+        open_out("s3://AKIAREALKEY:SuperSecret123@dxt/pub")
+    assert "SuperSecret" not in str(err.value) and "AKIA" not in str(err.value)

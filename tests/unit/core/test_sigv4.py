@@ -134,3 +134,23 @@ def test_only_static_credentials_and_an_endpoint_go_the_light_way():
     assert environment_credentials({**BASE, "AWS_ENDPOINT_URL": ""}) is None
     assert environment_credentials({**BASE, "AWS_SECRET_ACCESS_KEY": ""}) is None
     assert environment_credentials({**BASE, "AWS_ENDPOINT_URL": "ftp://h"}) is None
+
+
+def test_credentials_never_show_in_a_repr():
+    creds = Credentials("AKIAKEY", "the-secret", "the-token", "us-east-1", "http://h:9000")
+    assert "the-secret" not in repr(creds) and "the-token" not in repr(creds)
+
+
+def test_an_endpoint_with_a_password_is_refused_without_echoing_it():
+    from dxt_core.errors import ConfigError
+
+    env = {
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_ENDPOINT_URL": "http://user:PASSWORD99@127.0.0.1:9000",
+    }
+    for e in (env, {"AWS_ENDPOINT_URL": env["AWS_ENDPOINT_URL"]}):
+        with pytest.raises(ConfigError) as err:
+            environment_credentials(e)
+        assert "PASSWORD99" not in str(err.value)
+        assert "AWS_SECRET_ACCESS_KEY" in str(err.value)
