@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError
+from dxt_core.urls import redact_url
 
 T = TypeVar("T")
 
@@ -291,6 +292,26 @@ class ConnectionSpec(Generic[T]):
                     default=None,
                     help=e.help + (f" (default {e.default})" if e.default is not None else ""),
                 )
+
+    def cli_words(
+        self, args: argparse.Namespace, url_flag: str = "--url", skip: tuple[str, ...] = ()
+    ) -> list[str]:
+        """The options of :meth:`add_cli_arguments` that ``args`` gave, as words of a command
+        to print (a refetch): the URL without its credentials, ``--user`` when given, never
+        the password (the command reads it from the environment, as documented); the
+        extras named in ``skip`` are left for the caller to give."""
+        words = [url_flag, redact_url(args.url) if getattr(args, "url", None) else "URL"]
+        if getattr(args, "user", None):
+            words += ["--user", str(args.user)]
+        for e in self.extras:
+            if not e.cli_flag or e.name in skip:
+                continue
+            value = getattr(args, f"conn_{e.name}", None)
+            if value is True:
+                words.append(e.cli_flag)
+            elif value not in (None, False):
+                words += [e.cli_flag, str(value)]
+        return words
 
     def credentials(
         self,

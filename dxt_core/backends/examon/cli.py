@@ -121,12 +121,7 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
 def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
     """The ``dxt extract`` command that refetches one unit over ``first..last``."""
     d = describe_parts(parts)
-    words = ["dxt", "extract", "examon", "--url", args.url or "URL", "--archive", args.archive]
-    if getattr(args, "conn_grafana_proxy", False):
-        words.append("--grafana-proxy")
-    for flag, dest in (("--tz", "conn_time_zone"), ("--cluster", "conn_cluster")):
-        if getattr(args, dest, None):
-            words += [flag, str(getattr(args, dest))]
+    words = ["dxt", "extract", "examon", *SPEC.cli_words(args), "--archive", args.archive]
     words += ["--metric", d["metric"], "--plugin", d["plugin"], "--format", args.format]
     words += ["--start-day", first, "--end-day", last, "--refetch"]
     return shlex.join(words)

@@ -22,6 +22,7 @@ from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
 from dxt_core.runner import Unit, day_range, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
+from dxt_core.urls import redact_url
 from dxt_core.windows import day_window, days, parse_day, zone
 
 ENV_PASSWORD = SPEC.password_env
@@ -215,7 +216,7 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
     words = ["dxt", "extract", "kwollect", "--archive", args.archive]
     url = getattr(args, "api_url", None) or getattr(args, "url", None)
     if url:
-        words += ["--api-url", url]
+        words += ["--api-url", redact_url(url)]
     words += ["--nodes", ",".join(f"{n}.{site}" for n in doc.get("nodes") or []) or "NODES"]
     words += ["--metrics", metric, "--tz", str(doc.get("time_zone") or DEFAULT_TIME_ZONE)]
     words += ["--start-day", first, "--end-day", last, "--refetch"]

@@ -126,7 +126,14 @@ def archive_prometheus_day(
 
     manifest = _manifest(source, entry, window, EXTENSIONS[fmt])
     return archive_one_day(
-        archive, key, write, manifest=manifest, stats=stats, tz=source.tz, report_extra=report_extra
+        archive,
+        key,
+        write,
+        manifest=manifest,
+        stats=stats,
+        tz=source.tz,
+        report_extra=report_extra,
+        day_zone=source.conn.time_zone,
     )
 
 

@@ -35,18 +35,23 @@ class CatalogEntry:
         return self.name == self.selector
 
 
-def entry(text: str, where: str = "--metrics") -> CatalogEntry:
-    """One catalog line (``metric`` or ``NAME = SELECTOR``)."""
+def entry(text: str, where: str | None = "--metrics") -> CatalogEntry:
+    """One catalog line (``metric`` or ``NAME = SELECTOR``); an error begins with ``where``
+    (``None``: the caller names the place)."""
+
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(f"{where}: {problem}" if where else problem)
+
     name, sep, selector = text.partition("=")
     name, selector = name.strip(), selector.strip()
     if sep and selector and not selector.startswith("~") and _UNIT.match(name):
         if not (selector.startswith("{") or _METRIC.match(selector.split("{", 1)[0].strip())):
-            raise ConfigError(f"{where}: {selector!r} is not a series selector (m or {{...}})")
+            raise bad(f"{selector!r} is not a series selector (m or {{...}})")
         return CatalogEntry(name, selector)
     text = text.strip()
     if not _METRIC.match(text):
-        raise ConfigError(
-            f"{where}: {text!r} is neither a metric name nor NAME = SELECTOR "
+        raise bad(
+            f"{text!r} is neither a metric name nor NAME = SELECTOR "
             '(e.g. node_load1, or gpu_temp = {__name__=~"DCGM_.*_TEMP"})'
         )
     return CatalogEntry(text, text)
@@ -66,9 +71,9 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
         if not text or text.startswith("#"):
             continue
         try:
-            e = entry(text, f"{p}, line {n}")
+            e = entry(text, None)
         except ConfigError as exc:
-            raise CatalogError(str(p), n, str(exc).split(": ", 2)[-1]) from exc
+            raise CatalogError(str(p), n, str(exc)) from exc
         if e.name in seen:
             raise CatalogError(str(p), n, f"{e.name!r} already on line {seen[e.name]}")
         seen[e.name] = n

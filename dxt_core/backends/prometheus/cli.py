@@ -146,10 +146,10 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
     day = parse_day(first)
     doc = archive.read_manifest(DayKey(SOURCE, parts, day)) or {}
     entry = archived_entry(archive, parts, day)
-    words = ["dxt", "extract", "prometheus", "--url", args.url or "URL"]
-    for flag, dest in (("--flavor", "conn_flavor"), ("--auth", "conn_auth")):
-        if getattr(args, dest, None):
-            words += [flag, str(getattr(args, dest))]
+    # the day's zone is the manifest's, whatever --tz this command was given
+    words = ["dxt", "extract", "prometheus", *SPEC.cli_words(args, skip=("time_zone",))]
+    if getattr(args, "no_verify_tls", False):
+        words.append("--no-verify-tls")
     if isinstance(doc.get("time_zone"), str):
         words += ["--tz", str(doc["time_zone"])]
     if entry.is_metric:

@@ -693,10 +693,11 @@ class PrometheusSource:
         total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, known)
         d = window.end_ms - window.start_ms - (0 if left_open else 1)
         t = window.end_ms - 1
-        tz = window.end.tzinfo or self.tz
+        # the time in the day's zone (the window's ends are UTC datetimes)
+        local = from_ms(t, self.tz).isoformat(timespec="milliseconds")
         method = (
-            f"count_over_time({selector}[{d}ms]) at time={_seconds(t)} "
-            f"({from_ms(t, tz).isoformat()}), summed over series"
+            f"count_over_time({selector}[{d}ms]) at time={_seconds(t)} ({local}), "
+            "summed over series"
         )
         return total, method
 

@@ -15,7 +15,7 @@ from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
 from dxt_core.backends.prometheus.catalog import CatalogEntry
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource
-from dxt_core.errors import QueryRejected
+from dxt_core.errors import ConfigError, QueryRejected
 from dxt_core.windows import day_window
 from tests.integration.prometheus import data
 from tests.integration.prometheus.servers import ServerProcess
@@ -27,7 +27,8 @@ JOBS = CatalogEntry("node_jobs_total", "node_jobs_total")
 
 
 def source(server: ServerProcess, **kw: object) -> PrometheusSource:
-    return PrometheusSource(PrometheusConnection(server.url, time_zone=data.TIME_ZONE, **kw))  # type: ignore[arg-type]
+    kw = {"time_zone": data.TIME_ZONE, **kw}
+    return PrometheusSource(PrometheusConnection(server.url, **kw))  # type: ignore[arg-type]
 
 
 def rows(path: Path) -> list[str]:
@@ -66,6 +67,9 @@ def test_a_day_holds_every_sample_of_its_local_day_once(
     manifest = json.loads(report.manifest.read_text())
     assert manifest["source_count"]["count"] == report.rows
     assert "count_over_time(node_temp_celsius[" in manifest["source_count"]["method"]
+    # the count's time is shown in the day's zone: the last millisecond of the local day
+    assert f"({day}T23:59:59.999+0" in manifest["source_count"]["method"]
+    assert manifest["day_definition"]["time_zone"] == data.TIME_ZONE
     assert manifest["server"]["kind"] == server.kind
     assert manifest["dropped_outside_window"] == 0
 
@@ -96,6 +100,20 @@ def test_both_servers_give_the_same_bytes(
                     )
                     files.append(r.path.read_bytes())  # type: ignore[union-attr]
         assert files[:2] == files[2:], fmt
+
+
+def test_days_of_another_zone_are_refused_in_the_same_archive(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The zone that cuts the days is recorded at the archive's root: a day cut in another
+    zone would hold samples of the days beside it, so it is refused, naming both zones."""
+    archive = Archive(tmp_path)
+    with source(server) as src:
+        archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), archive)
+    with source(server, time_zone="UTC") as src, pytest.raises(ConfigError) as err:
+        archive_prometheus_day(src, TEMP, dt.date(2024, 3, 31), archive)
+    assert data.TIME_ZONE in str(err.value) and "UTC" in str(err.value)
+    assert not (tmp_path / "prometheus/node_temp_celsius/2024-03-31.csv.gz").exists()
 
 
 def test_rerun_is_byte_identical(server: ServerProcess, tmp_path: Path) -> None:

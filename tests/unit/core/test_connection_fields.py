@@ -62,3 +62,40 @@ def test_each_backend_builds_its_url():
             password=None,
             extra={"verify_certs": "perhaps"},
         )
+
+
+def test_a_printed_refetch_command_keeps_the_options_but_never_a_password():
+    """``dxt coverage --reconcile`` prints the command that refetches a grown day: the
+    connection's options as given, the URL without its credentials, no password."""
+    import argparse
+
+    from dxt_core.backends.examon.cli import refetch_command as examon_refetch
+    from dxt_core.backends.prometheus.connection import SPEC as PROMETHEUS
+
+    parser = argparse.ArgumentParser()
+    PROMETHEUS.add_cli_arguments(parser)
+    args = parser.parse_args(
+        [
+            *("--url", "https://alice:S3cret/PW@prom.example.org:9090/"),
+            *("--user", "alice", "--password", "S3cretPW", "--auth", "bearer"),
+            *("--tz", "UTC", "--timeout", "30"),
+        ]
+    )
+    words = PROMETHEUS.cli_words(args, skip=("time_zone",))
+    assert words == [
+        *("--url", "https://prom.example.org:9090/", "--user", "alice"),
+        *("--auth", "bearer", "--timeout", "30.0"),
+    ]
+    ns = argparse.Namespace(
+        url="http://bob:hunter2@examon:8083",
+        user=None,
+        password="hunter2",
+        conn_grafana_proxy=True,
+        conn_time_zone="UTC",
+        conn_cluster=None,
+        archive="/a",
+        format="csv",
+    )
+    line = examon_refetch(ns, ("ipmi_pub", "ambient"), "2024-05-01", "2024-05-02")
+    assert "hunter2" not in line and "bob" not in line
+    assert line.startswith("dxt extract examon --url http://examon:8083 --grafana-proxy --tz UTC")

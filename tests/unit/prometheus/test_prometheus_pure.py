@@ -84,6 +84,11 @@ def test_catalog(tmp_path: Path) -> None:
     with pytest.raises(CatalogError) as err:
         load_catalog(p)
     assert f"{p}, line 2" in str(err.value)
+    # a line holding ": " is quoted whole (the message is not cut at it)
+    p.write_text("node_load1\nfoo: bar\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(p)
+    assert f"{p}, line 2: 'foo: bar' is neither a metric name" in str(err.value)
     p.write_text("a\na\n")
     with pytest.raises(CatalogError, match="already on line 1"):
         load_catalog(p)
