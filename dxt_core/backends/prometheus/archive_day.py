@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dxt_core.archive import Archive, DayKey
@@ -110,7 +111,11 @@ def archive_prometheus_day(
             source.check_known(entry.selector, window)
         # counted first: the count sizes the first window (the point budget), and a day
         # whose samples change while it is read fails the comparison below
-        expected, method = source.count(entry.selector, window, stats, series)
+        labels: set[str] = set()
+        expected, method = source.count(entry.selector, window, stats, series, labels)
+        # the columns are the labels of the series with samples that day: /api/v1/series
+        # lists more (whole blocks on Prometheus, UTC index days on VictoriaMetrics)
+        schema = replace(schema, tag_keys=tuple(sorted(labels)))
         rows = 0
         if series:
             batches = source.iter_batches(

@@ -668,13 +668,16 @@ def inside(cols: Columns) -> tuple[Columns, int]:
     return cols.take_rows(keep), cols.rows - kept
 
 
-def count_of(data: Any, where: str, url: str) -> int:
-    """The sum of a ``count_over_time`` answer's per-series counts."""
+def count_of(data: Any, where: str, url: str, labels: set[str] | None = None) -> int:
+    """The sum of a ``count_over_time`` answer's per-series counts; ``labels`` (when given)
+    gets the label names of the series counted (``__name__`` aside: the function drops it)."""
     if not isinstance(data, dict) or data.get("resultType") != "vector":
         raise SourceError(f"count of {where}: expected a vector, got {str(data)[:200]}", url=url)
     total = 0
     for item in data.get("result") or ():
         value = float(item["value"][1])
-        if not math.isnan(value):
+        if not math.isnan(value) and value > 0:
             total += int(value)
+            if labels is not None and isinstance(item.get("metric"), dict):
+                labels.update(k for k in item["metric"] if k != "__name__")
     return total

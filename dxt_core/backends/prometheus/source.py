@@ -421,8 +421,10 @@ class PrometheusSource:
     def schema(
         self, selector: str, window: Window, stats: RequestStats | None = None
     ) -> tuple[SeriesSchema, list[dict[str, str]]]:
-        """The day's columns: every label of the series the selector matches that day,
-        sorted (``__name__`` is the ``name`` column); and those series."""
+        """Every label of the series the selector matches that day, sorted (``__name__`` is
+        the ``name`` column); and those series. Both servers answer a superset (a series
+        with no sample that day may be listed): the archive's columns are those of the
+        series counted (:meth:`count`'s ``labels``)."""
         found = self.series(selector, window, stats)
         keys = sorted({k for s in found for k in s if k != "__name__"})
         name = selector if is_metric_name(selector) else ""
@@ -673,6 +675,7 @@ class PrometheusSource:
         window: Window,
         stats: RequestStats | None = None,
         series: Sequence[Mapping[str, str]] | None = None,
+        labels: set[str] | None = None,
     ) -> tuple[int, str]:
         """The samples the server holds for ``selector`` in ``window``, by its own count:
         ``count_over_time(<selector>[d])`` at ``t = end - 1 ms``, per series, summed.
@@ -682,7 +685,8 @@ class PrometheusSource:
         2), ``end - start`` where the start is excluded (VictoriaMetrics, Prometheus 3).
         A refused count is split in halves of time down to the window floor, then by
         ``series`` (listed from the server when not given) as :meth:`fetch` splits, each
-        part counted the same way.
+        part counted the same way. ``labels`` (when given) gets the label names of the
+        series that have samples in the window: the day's columns.
 
         Returns:
             (count, the query for the whole window as the server would be asked it).
@@ -690,7 +694,9 @@ class PrometheusSource:
         stats = stats if stats is not None else RequestStats()
         left_open = self.server().left_open
         known = None if series is None else list(series)
-        total = self._count(selector, window.start_ms, window.end_ms, left_open, stats, known)
+        total = self._count(
+            selector, window.start_ms, window.end_ms, left_open, stats, known, labels
+        )
         d = window.end_ms - window.start_ms - (0 if left_open else 1)
         t = window.end_ms - 1
         # the time in the day's zone (the window's ends are UTC datetimes)
@@ -709,6 +715,7 @@ class PrometheusSource:
         left_open: bool,
         stats: RequestStats,
         series: list[Mapping[str, str]] | None,
+        labels: set[str] | None = None,
     ) -> int:
         d = end_ms - start_ms - (0 if left_open else 1)
         params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
@@ -722,8 +729,9 @@ class PrometheusSource:
             stats.splits += 1
             if not floor:
                 mid = start_ms + _blocks((end_ms - start_ms) // 2, self.windows.min_s * 1000)
-                return self._count(selector, start_ms, mid, left_open, stats, series) + self._count(
-                    selector, mid, end_ms, left_open, stats, series
+                return sum(
+                    self._count(selector, a, b, left_open, stats, series, labels)
+                    for a, b in ((start_ms, mid), (mid, end_ms))
                 )
             if series is None:
                 span = Window(from_ms(start_ms, self.tz), from_ms(end_ms, self.tz))
@@ -737,10 +745,11 @@ class PrometheusSource:
                 chosen = set(part)
                 sub = [x for x in series if x.get(label, "") in chosen]
                 total += self._count(
-                    with_matcher(selector, label, part), start_ms, end_ms, left_open, stats, sub
+                    with_matcher(selector, label, part),
+                    *(start_ms, end_ms, left_open, stats, sub, labels),
                 )
             return total
-        return count_of(data, where, self._http.url("api/v1/query"))
+        return count_of(data, where, self._http.url("api/v1/query"), labels)
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz

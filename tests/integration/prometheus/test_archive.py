@@ -116,6 +116,53 @@ def test_days_of_another_zone_are_refused_in_the_same_archive(
     assert not (tmp_path / "prometheus/node_temp_celsius/2024-03-31.csv.gz").exists()
 
 
+def test_the_columns_are_those_of_the_series_with_samples_that_day(
+    prom_blocks: Path, tmp_path: Path
+) -> None:
+    """Both servers list more series than a day holds (/api/v1/series: whole blocks on
+    Prometheus, UTC index days on VictoriaMetrics): a series whose one sample is in the
+    evening before the day adds no column to the day, and both servers give the same bytes."""
+    from tests.integration.prometheus import servers
+
+    evening = (
+        int(dt.datetime(2024, 3, 30, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=1))).timestamp())
+        * 1000
+    )
+    a = {"__name__": "node_edge_celsius", "instance": "a:9100", "job": "edge"}
+    b = {**a, "instance": "b:9100", "room": "b2"}
+    steady = [(evening + i * data.STEP_MS, 21.0 + i % 7) for i in range(-240, 1200)]
+    written = [(a, steady), (b, [(evening, 30.5)])]
+    prom = servers.start_prometheus(
+        tmp_path / "p", prom_blocks, servers.WRITABLE_FLAGS, config_extra=servers.WRITABLE_CONFIG
+    )
+    vm = servers.start_victoriametrics(tmp_path / "vm", load=False)
+    edge = CatalogEntry("node_edge_celsius", "node_edge_celsius")
+    try:
+        servers.remote_write(prom.url, written)
+        servers.vm_import(vm.url, written)
+        files = {}
+        for s in (prom, vm):
+            for day in (dt.date(2024, 3, 30), dt.date(2024, 3, 31)):
+                with source(s) as src:
+                    r = archive_prometheus_day(src, edge, day, Archive(tmp_path / s.kind))
+                files[s.kind, day] = r.path.read_bytes()  # type: ignore[union-attr]
+    finally:
+        prom.stop()
+        vm.stop()
+    for kind in ("prometheus", "victoriametrics"):
+        day31 = gzip.decompress(files[kind, dt.date(2024, 3, 31)]).decode().splitlines()
+        assert day31[0] == "timestamp,value,name,instance,job", kind
+        day30 = gzip.decompress(files[kind, dt.date(2024, 3, 30)]).decode().splitlines()
+        assert day30[0] == "timestamp,value,name,instance,job,room", kind
+        assert day30[-1].startswith("2024-03-30T23:59:45.000+01:00"), kind
+    assert (
+        files["prometheus", dt.date(2024, 3, 31)] == files["victoriametrics", dt.date(2024, 3, 31)]
+    )
+    assert (
+        files["prometheus", dt.date(2024, 3, 30)] == files["victoriametrics", dt.date(2024, 3, 30)]
+    )
+
+
 def test_rerun_is_byte_identical(server: ServerProcess, tmp_path: Path) -> None:
     archive = Archive(tmp_path)
     with source(server) as src:

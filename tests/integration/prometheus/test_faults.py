@@ -106,7 +106,7 @@ def test_read_timeouts_at_the_floor_through_every_retry_fail_the_day(
             _run(s, tmp_path, {"slow_next": 100, "delay_s": 1.0}, timeout_s=0.3, windows=FLOOR_DAY)
         assert s.stats()["slow"] == FAST.attempts
         assert "timeout" in str(err.value) and f"{FAST.attempts} attempts" in str(err.value)
-        assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.json"))
+        assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.manifest.json"))
     finally:
         s.stop()
 
@@ -144,7 +144,7 @@ def test_rows_that_differ_from_the_servers_count_fail_the_day(sim: Sim, tmp_path
         err.value
     )
     assert err.value.rows == ROWS and err.value.source_count == ROWS + 3
-    assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.json"))
+    assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.manifest.json"))
 
 
 def test_a_day_not_over_is_committed_with_the_servers_count(sim: Sim, tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def test_victoriametrics_export_duration_refusal_fails_the_day_clearly(
     assert "raise VictoriaMetrics -search.maxQueryDuration / -search.maxExportDuration" in str(
         e.value
     )
-    assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.json"))
+    assert not list(tmp_path.rglob("*.csv.gz")) and not list(tmp_path.rglob("*.manifest.json"))
 
 
 def test_victoriametrics_refusals_are_read_as_too_large(
