@@ -51,6 +51,8 @@ class Extra:
     label: str = ""
     help: str = ""
     flag: str | None = None
+    #: a number that must be above zero (a timeout)
+    positive: bool = False
 
     @property
     def cli_flag(self) -> str:
@@ -64,9 +66,13 @@ class Extra:
             return as_bool(value, where)
         if self.kind in (int, float):
             try:
-                return self.kind(value)
+                number = self.kind(value)
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"{where} must be a number, not {value!r}") from exc
+            if self.positive and not number > 0:
+                also = f" ({self.cli_flag} on the command line)" if self.cli_flag else ""
+                raise ConfigError(f"{where}{also} must be above 0, not {value!r}")
+            return number
         return str(value)
 
 
@@ -79,7 +85,7 @@ def timeout_extra(
     default: float | None, help: str = "HTTP read timeout, seconds", flag: str | None = None
 ) -> Extra:
     """The ``timeout`` extra, seconds (``--timeout`` unless ``flag`` says otherwise)."""
-    return Extra("timeout", float, default, "Timeout (s)", help, flag=flag)
+    return Extra("timeout", float, default, "Timeout (s)", help, flag=flag, positive=True)
 
 
 def verify_tls_extra(default: bool | None = True, name: str = "verify_tls") -> Extra:
@@ -309,7 +315,7 @@ class ConnectionSpec(Generic[T]):
             value = getattr(args, f"conn_{e.name}", None)
             if value is True:
                 words.append(e.cli_flag)
-            elif value not in (None, False):
+            elif value is not None and value is not False:
                 words += [e.cli_flag, str(value)]
         return words
 
@@ -330,11 +336,12 @@ class ConnectionSpec(Generic[T]):
     def from_cli(self, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T:
         """The connection from the CLI options; credentials may come from the environment."""
         user, password = self.credentials(args.user, args.password, env)
-        extra = {
-            e.name: getattr(args, f"conn_{e.name}")
-            for e in self.extras
-            if e.cli_flag and getattr(args, f"conn_{e.name}", None) not in (None, False)
-        }
+        extra = {}
+        for e in self.extras:
+            value = getattr(args, f"conn_{e.name}", None) if e.cli_flag else None
+            # ``is``: a 0 given (``--timeout 0``) is a value, checked, not "not given"
+            if value is not None and value is not False:
+                extra[e.name] = value
         if not args.url:
             raise ConfigError(f"{self.backend}: give the server's address with --url")
         return self.from_fields(

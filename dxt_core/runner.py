@@ -34,7 +34,7 @@ from typing import Any, TextIO
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
-from dxt_core.errors import DxtError, SourceUnavailable
+from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.http import RetryPolicy
 from dxt_core.windows import parse_day
 
@@ -138,6 +138,7 @@ def add_window_arguments(
     target_points: int,
     points: str = "points",
     points_help: str = "",
+    window_help: str = "first query window, seconds",
 ) -> None:
     """``--workers``, ``--retries`` and the query window options of an ``extract`` that asks
     for a day in windows of about ``target_points`` points (``points``: what it counts;
@@ -145,8 +146,7 @@ def add_window_arguments(
     help_workers = f"parallel metric-days (default {workers})"
     parser.add_argument("--workers", type=int, default=workers, help=help_workers)
     parser.add_argument("--retries", type=int, default=4, help="retries of transient errors")
-    help_window = "first query window, seconds"
-    parser.add_argument("--window-s", type=int, default=window_s, help=help_window)
+    parser.add_argument("--window-s", type=int, default=window_s, help=window_help)
     parser.add_argument("--min-window-s", type=int, default=300, help=min_window_help)
     help_points = points_help or f"{points} per query"
     parser.add_argument("--target-points", type=int, default=target_points, help=help_points)
@@ -155,6 +155,15 @@ def add_window_arguments(
 def window_options(args: Any) -> dict[str, Any]:
     """The options :func:`add_window_arguments` took, as the keyword arguments of a backend's
     window policy (``initial_s``, ``target_points``, ``min_s``)."""
+    if args.min_window_s < 1:
+        raise ConfigError(f"--min-window-s {args.min_window_s}: give 1 second or more")
+    if args.window_s < args.min_window_s:
+        raise ConfigError(
+            f"--window-s {args.window_s} is below --min-window-s {args.min_window_s}: give a "
+            "first window at least as long as the smallest one"
+        )
+    if args.target_points < 1:
+        raise ConfigError(f"--target-points {args.target_points}: give 1 or more")
     return {
         "initial_s": args.window_s,
         "target_points": args.target_points,
@@ -164,6 +173,8 @@ def window_options(args: Any) -> dict[str, Any]:
 
 def retry_policy(args: Any) -> RetryPolicy:
     """The retry policy of ``--retries``: that many retries after the first attempt."""
+    if args.retries < 0:
+        raise ConfigError(f"--retries {args.retries}: give 0 (no retry) or more")
     return RetryPolicy(attempts=args.retries + 1)
 
 

@@ -170,7 +170,10 @@ class WindowPolicy:
 
     def __post_init__(self) -> None:
         if not 0 < self.min_s <= self.initial_s <= self.max_s:
-            raise ConfigError("window policy needs 0 < min_s <= initial_s <= max_s")
+            raise ConfigError(
+                f"query windows: the first ({self.initial_s} s, --window-s) must be from the "
+                f"smallest ({self.min_s} s, --min-window-s, above 0) to {self.max_s} s"
+            )
         if self.target_points < 1:
             raise ConfigError("target_points must be >= 1")
 

@@ -195,6 +195,8 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         min_window_help="smallest time window before a refused query is split by series "
         "(default 300)",
         target_points=500_000,
+        window_help="first query window, seconds, for a day the server counts no sample "
+        "in (default 3600); a day with samples is cut in windows of about --target-points",
         points="samples",
         points_help="samples in hand at once, aimed at (default 500,000): each query window "
         "aims at this divided by the windows in flight (--in-flight), so the peak memory "

@@ -99,3 +99,34 @@ def test_a_printed_refetch_command_keeps_the_options_but_never_a_password():
     line = examon_refetch(ns, ("ipmi_pub", "ambient"), "2024-05-01", "2024-05-02")
     assert "hunter2" not in line and "bob" not in line
     assert line.startswith("dxt extract examon --url http://examon:8083 --grafana-proxy --tz UTC")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--timeout", "-5"], "(--timeout on the command line) must be above 0, not -5.0"),
+        (["--timeout", "0"], "must be above 0"),
+        (["--window-s", "100"], "--window-s 100 is below --min-window-s 300"),
+        (["--window-s", "100000"], "the first (100000 s, --window-s) must be from the smallest"),
+        (["--min-window-s", "0", "--window-s", "0"], "--min-window-s 0: give 1 second or more"),
+        (["--target-points", "0"], "--target-points 0: give 1 or more"),
+        (["--retries", "-1"], "--retries -1: give 0 (no retry) or more"),
+    ],
+)
+def test_bad_numbers_name_the_option_and_write_nothing(tmp_path, argv, message):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "dxt_core.cli", "extract", "prometheus"),
+            *("--url", "http://127.0.0.1:9", "--start-day", "2024-03-30"),
+            *("--archive", str(tmp_path / "a"), *argv),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "a").exists()
