@@ -104,5 +104,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     report = publish(role, PublishOptions(**given))
     for w in report.warnings:
         print(f"warning: {w}")
+    for rel in report.leftovers:
+        print(f"removed {rel}: left by an interrupted publication, not part of this one")
     print(report.summary())
     return 0

@@ -14,7 +14,8 @@ are named. The archive is read through its manifests only
 (:mod:`dxt_core.publish.archive_scan`), from a directory or an ``s3://`` root
 (:mod:`dxt_core.publish.tree`); the dataset goes to a directory or an ``s3://`` prefix
 (:mod:`dxt_core.publish.output`). Publishing the same inputs with the same options into the
-same output again writes nothing and says so (unless ``force``).
+same output again writes nothing and says so (unless ``force``); a publication found
+interrupted there is published again and completed.
 """
 
 from __future__ import annotations
@@ -134,6 +135,10 @@ class PublishReport:
     #: an S3 output: what was uploaded, left as it was and deleted
     upload: Uploaded | None = None
     redone: int = 0
+    #: the output held a publication that was interrupted: this one completed it
+    interrupted: bool = False
+    #: files that interrupted publication left there and this one did not write: removed
+    leftovers: list[str] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -148,7 +153,14 @@ class PublishReport:
             )
         skipped = sum(len([s for s in u.scan.skipped if not used_copy(s[1])]) for u in self.units)
         missing = sum(len(u.scan.missing) for u in self.units)
-        text = (
+        text = ""
+        if self.interrupted:
+            text = (
+                f"completed the interrupted publication found in {self.out} (published "
+                f"again; {len(self.leftovers)} files it left that this one does not hold "
+                "removed); "
+            )
+        text += (
             f"published {len(self.files)} files ({self.rows:,} rows) for "
             f"{len({u.scan.parts for u in self.units if u.path})} units x "
             f"{len(self.months)} months into {self.out}; {len(self.records)} records; "
@@ -298,7 +310,9 @@ def _publish(
         if opts.pseudonymise_key_file is not None
         else None
     )
-    report = PublishReport(target.url, months, pseudonymised=pseudo is not None)
+    report = PublishReport(
+        target.url, months, pseudonymised=pseudo is not None, interrupted=target.interrupted
+    )
     scans = {u: [role.scan(tree, u, y, mo) for y, mo in months] for u in role.units(tree)}
     fingerprint = _fingerprint(role, opts, scans, pseudo)
     state = target.state() or {}
@@ -306,7 +320,7 @@ def _publish(
         not opts.force
         and previous
         and state.get("fingerprint") == fingerprint
-        and target.intact(previous)
+        and target.intact(state)
     ):
         report.unchanged, report.unchanged_files = True, len(previous)
         return report
@@ -330,6 +344,8 @@ def _publish(
     with tempfile.TemporaryDirectory(prefix=".dxt-publish-", dir=target.scratch_parent()) as tmp:
         scratch = Path(tmp)
         reader = DayReader(tree, scratch, report)
+        # from here on the output changes: it says so first (and loses its SHA256SUMS)
+        target.begin(role.backend)
         root.mkdir(parents=True, exist_ok=True)
         for k, ums in sorted(scans.items()):
             if k in jobs:
@@ -364,25 +380,26 @@ def _describe(
                 )
             )
     report.files = written
-    stale = sorted(
-        set(previous)
-        - {e.path for e in written}
-        - set(META_FILES)
-        - {p for p in previous if p.startswith("records/")}  # rebuilt below
-    )
-    for gone in target.remove_stale(stale):
-        report.warnings.append(f"removed {gone}, published before but not this time")
-    meta = _meta(role, opts, report)
-    write_bytes(root / "datapackage.json", datapackage(opts.name, opts.title, meta, written))
-    write_bytes(root / "croissant.json", croissant(opts.name, opts.title, meta, written))
     by_month: dict[tuple[int, int], list[FileEntry]] = {}
     month_of = {u.path: (u.scan.year, u.scan.month) for u in report.units if u.path}
     for e in written:
         by_month.setdefault(month_of[e.path], []).append(e)
     recs = group_months(opts.name, by_month, opts.max_record_bytes, report.warnings)
+    stale = sorted(
+        set(previous)
+        - {e.path for e in written}
+        - set(META_FILES)
+        - ({r.file for r in recs} if opts.records else set())  # written below
+    )
+    for gone in target.remove_stale(stale):
+        if target.interrupted:  # not a note of the dataset: its README is a clean run's
+            report.leftovers.append(gone)
+        else:
+            report.warnings.append(f"removed {gone}, published before but not this time")
+    meta = _meta(role, opts, report)
+    write_bytes(root / "datapackage.json", datapackage(opts.name, opts.title, meta, written))
+    write_bytes(root / "croissant.json", croissant(opts.name, opts.title, meta, written))
     if opts.records:
-        for old in (root / "records").glob("*.tar") if (root / "records").is_dir() else ():
-            old.unlink()
         report.records = [write_record(root, r) for r in recs]
     write_bytes(root / "README.md", datacard(role, opts, meta, report, recs))
     listed = list(written) + list(report.records)
@@ -390,12 +407,16 @@ def _describe(
         meta_path = root / name
         listed.append(FileEntry(name, meta_path.stat().st_size, sha256_file(meta_path)))
     write_bytes(root / "SHA256SUMS", sha256sums(listed))
+    # the state record, last: what the no-op check of the next run compares (names, sizes)
+    sizes = {e.path: e.bytes for e in listed}
+    sizes["SHA256SUMS"] = (root / "SHA256SUMS").stat().st_size
     state = {
         "schema": STATE_SCHEMA,
         "backend": role.backend,
         "months": [_ym(m) for m in report.months],
         "fingerprint": fingerprint,
         "files": len(listed),
+        "sizes": sizes,
     }
     write_bytes(root / STATE_FILE, dumps(state))
     sums = {e.path: e.sha256 for e in listed}

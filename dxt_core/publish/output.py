@@ -5,14 +5,21 @@ staging directory: ``DXT_PUBLISH_STAGING``, default the system's temporary direc
 for S3, uploaded through the store's client (:class:`~dxt_core.store.client.S3Client`: files
 above its threshold in checksummed multipart uploads, each object checked against S3's
 SHA-256 of what it stored). Objects whose bytes the previous publication's ``SHA256SUMS``
-already lists are not uploaded again; ``SHA256SUMS`` goes up last and the files the previous
-publication listed that this one did not write are deleted after it, so a reader never sees a
-``SHA256SUMS`` naming an object that is not what it says.
+already lists are not uploaded again.
 
-The output must be empty or a previous publication (it holds ``datapackage.json`` and
-``SHA256SUMS``); anything else is refused. ``.dxt-publish.json`` (hidden, not part of the
-dataset) records what was published from what, so that publishing the same inputs again can
-be a no-op that says so.
+Before the first byte of a publication reaches the output (a file written into the
+directory, an object uploaded), ``.dxt-publish.json`` is rewritten to say the publication is
+in progress and ``SHA256SUMS`` is removed; ``SHA256SUMS`` is written again once every file is
+in place, the files the previous publication listed that this one did not write are removed,
+and the state record, written last, names the finished publication. So a reader never sees
+a ``SHA256SUMS`` naming a file that is not what it says, and a publication that was
+interrupted is neither taken for finished nor refused: the next run publishes again over it.
+
+The output must be empty, a previous publication (it holds ``datapackage.json`` and
+``SHA256SUMS``) or one left in progress (its state record says so); anything else is
+refused. ``.dxt-publish.json`` (hidden, not part of the dataset) records what was published
+from what and the size of every file, so that publishing the same inputs again can be a
+no-op that says so.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 import orjson
 
 from dxt_core.errors import ConfigError
+from dxt_core.publish.describe import dumps, write_bytes
 from dxt_core.store import S3Location, client_factory, parse_root
 from dxt_core.store.client import json_object
 from dxt_core.urls import redact_text
@@ -35,6 +43,25 @@ from dxt_core.urls import redact_text
 #: The hidden record of the last publication into an output (not part of the dataset).
 STATE_FILE = ".dxt-publish.json"
 STATE_SCHEMA = "dxt-archive/publish-state/1"
+
+
+def in_progress(backend: str) -> dict[str, Any]:
+    """The state record of a publication under way (no fingerprint: never taken for done)."""
+    return {"schema": STATE_SCHEMA, "backend": backend, "in_progress": True}
+
+
+def _is_in_progress(state: dict[str, Any] | None) -> bool:
+    return state is not None and state.get("in_progress") is True
+
+
+def _sizes(state: dict[str, Any]) -> dict[str, int] | None:
+    """The file sizes a finished state record lists (None for an older record without)."""
+    sizes = state.get("sizes")
+    if not isinstance(sizes, dict) or not sizes:
+        return None
+    if not all(isinstance(v, int) for v in sizes.values()):
+        return None
+    return sizes
 
 
 def parse_sums(text: str) -> dict[str, str]:
@@ -66,6 +93,8 @@ class LocalOut:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.root = path  # where the files are built
+        #: the output holds a publication that was interrupted (set by :meth:`previous`)
+        self.interrupted = False
 
     @property
     def url(self) -> str:
@@ -73,15 +102,25 @@ class LocalOut:
 
     def previous(self) -> dict[str, str]:
         """The files (path -> sha256) of the publication already there; {} when empty;
-        ConfigError when the directory holds something else."""
+        ConfigError when the directory holds something else. After an interrupted
+        publication: every file there (but ``SHA256SUMS``), none with a trusted sha256."""
         out = self.path
         if not out.exists():
             return {}
         if not out.is_dir():
             raise ConfigError(f"--out {out} is not a directory")
+        self.interrupted = _is_in_progress(self.state())
         entries = [p for p in out.iterdir() if not p.name.startswith(".")]
         if not entries:
             return {}
+        if self.interrupted:
+            return {
+                rel: ""
+                for p in sorted(out.rglob("*"))
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(out).parts)
+                and (rel := p.relative_to(out).as_posix()) != "SHA256SUMS"
+            }
         sums = out / "SHA256SUMS"
         if not (out / "datapackage.json").is_file() or not sums.is_file():
             raise ConfigError(
@@ -97,20 +136,46 @@ class LocalOut:
             return None
         return doc if isinstance(doc, dict) else None
 
-    def intact(self, files: dict[str, str]) -> bool:
-        """Every listed file is there (sizes are checked by the caller's sums)."""
-        return all((self.path / p).is_file() for p in files)
+    def intact(self, state: dict[str, Any]) -> bool:
+        """Every file the finished publication's state record lists is there, of the size
+        it lists (bytes are not read: ``sha256sum -c SHA256SUMS`` checks them)."""
+        sizes = _sizes(state)
+        if sizes is None:
+            return False
+        for rel, size in sizes.items():
+            try:
+                st = (self.path / rel).stat()
+            except OSError:
+                return False
+            if st.st_size != size:
+                return False
+        return True
 
     def scratch_parent(self) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
         return self.path
 
+    def begin(self, backend: str) -> None:
+        """Before the first data file is written: the state record says in progress, and
+        ``SHA256SUMS`` (which would name files about to change) goes."""
+        write_bytes(self.path / STATE_FILE, dumps(in_progress(backend)))
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / "SHA256SUMS").unlink()
+
     def remove_stale(self, stale: list[str]) -> list[str]:
+        """Remove these files, and the directories they leave empty; returns those removed."""
         gone = []
         for rel in stale:
             with contextlib.suppress(FileNotFoundError):
                 (self.path / rel).unlink()
                 gone.append(rel)
+            parent = (self.path / rel).parent
+            while parent != self.path and parent.is_relative_to(self.path):
+                try:
+                    parent.rmdir()
+                except OSError:  # not empty (or gone)
+                    break
+                parent = parent.parent
         return gone
 
     def commit(self, files: list[str], previous: dict[str, str], sums: dict[str, str]) -> Uploaded:
@@ -139,6 +204,11 @@ class S3Out:
         self.root = Path(tempfile.mkdtemp(prefix="dxt-publish-out-", dir=base))
         #: bytes of the previous SHA256SUMS and state record (unchanged: not uploaded)
         self._known: dict[str, bytes] = {}
+        #: the prefix holds a publication that was interrupted (set by :meth:`previous`)
+        self.interrupted = False
+        self._backend = ""
+        self._state: dict[str, Any] | None = None
+        self._state_read = False
 
     @property
     def url(self) -> str:
@@ -153,14 +223,18 @@ class S3Out:
         return f"{self.location.prefix}/" if self.location.prefix else ""
 
     def previous(self) -> dict[str, str]:
+        """As :meth:`LocalOut.previous`, of the objects under the prefix."""
         prefix = self.base
         names = {
             o.key[len(prefix) :]
             for o in self.store.list(prefix, recursive=True)
             if not o.key[len(prefix) :].startswith(".")
         }
+        self.interrupted = _is_in_progress(self.state())
         if not names:
             return {}
+        if self.interrupted:
+            return {rel: "" for rel in sorted(names) if rel != "SHA256SUMS"}
         got = self.store.get(self._key("SHA256SUMS"))
         if got is not None:
             self._known["SHA256SUMS"] = got[0]
@@ -172,48 +246,83 @@ class S3Out:
         return parse_sums(got[0].decode())
 
     def state(self) -> dict[str, Any] | None:
-        got = self.store.get(self._key(STATE_FILE))
-        if got is None:
-            return None
-        self._known[STATE_FILE] = got[0]
-        return json_object(got[0])
+        """The state record there (read once: :meth:`previous` reads it first)."""
+        if not self._state_read:
+            got = self.store.get(self._key(STATE_FILE))
+            if got is not None:
+                self._known[STATE_FILE] = got[0]
+                self._state = json_object(got[0])
+            self._state_read = True
+        return self._state
 
-    def intact(self, files: dict[str, str]) -> bool:
+    def intact(self, state: dict[str, Any]) -> bool:
+        """As :meth:`LocalOut.intact`, from the listing's sizes."""
+        sizes = _sizes(state)
+        if sizes is None:
+            return False
         prefix = self.base
-        names = {o.key[len(prefix) :] for o in self.store.list(prefix, recursive=True)}
-        return all(p in names for p in files)
+        there = {o.key[len(prefix) :]: o.size for o in self.store.list(prefix, recursive=True)}
+        return all(there.get(rel) == size for rel, size in sizes.items())
 
     def scratch_parent(self) -> Path:
         return self.root
+
+    def begin(self, backend: str) -> None:
+        """Nothing reaches the prefix until :meth:`commit`, which marks it in progress."""
+        self._backend = backend
 
     def remove_stale(self, stale: list[str]) -> list[str]:
         return list(stale)  # deleted by commit, after the new SHA256SUMS is up
 
     def commit(self, files: list[str], previous: dict[str, str], sums: dict[str, str]) -> Uploaded:
-        """Upload ``files`` (paths under the staging root) then ``SHA256SUMS``, then the
-        state record; delete what ``previous`` listed and ``sums`` does not."""
+        """Upload ``files`` (paths under the staging root) then ``SHA256SUMS``, delete what
+        ``previous`` listed and ``sums`` does not, then upload the state record. When
+        anything but the state record changes, the prefix is marked in progress first (the
+        state record says so, ``SHA256SUMS`` is deleted): an interruption leaves no
+        ``SHA256SUMS`` naming objects that are not what it says."""
         res = Uploaded()
         prefix = self.base
         sizes = {o.key[len(prefix) :]: o.size for o in self.store.list(prefix, recursive=True)}
         last = [f for f in ("SHA256SUMS", STATE_FILE) if f in files]
-        for rel in [f for f in files if f not in last] + last:
-            local = self.root / rel
-            sha = sums.get(rel)
-            size = local.stat().st_size
-            same = sha is not None and previous.get(rel) == sha
-            if rel in self._known:
-                same = self._known[rel] == local.read_bytes()
-            if same and sizes.get(rel) == size:
-                res.unchanged += 1
-                continue
-            self.store.upload_file(local, self._key(rel), sha)
-            res.uploaded += 1
-            res.bytes += size
-            res.objects.append(rel)
-        for rel in sorted(set(previous) - set(sums)):
+        order = [f for f in files if f not in last] + last
+        changed = {rel for rel in order if not self._there(rel, previous, sums, sizes)}
+        gone = sorted(set(previous) - set(sums))
+        if changed - {STATE_FILE} or gone:
+            self.store.put(self._key(STATE_FILE), dumps(in_progress(self._backend)))
+            if "SHA256SUMS" in sizes:
+                self.store.delete(self._key("SHA256SUMS"))
+            changed |= set(last)  # written again, whatever they held
+        res.unchanged = len(order) - len(changed)
+        for rel in order:
+            if rel in changed and rel != STATE_FILE:
+                self._upload(rel, sums.get(rel), res)
+        for rel in gone:
             self.store.delete(self._key(rel))
             res.deleted += 1
+        if STATE_FILE in changed:
+            self._upload(STATE_FILE, None, res)
         return res
+
+    def _there(
+        self, rel: str, previous: dict[str, str], sums: dict[str, str], sizes: dict[str, int]
+    ) -> bool:
+        """The object already holds the staged file's bytes: the previous publication's
+        ``SHA256SUMS`` (or the bytes read of it and of the state record) and the size say so."""
+        local = self.root / rel
+        if rel in self._known:
+            same = self._known[rel] == local.read_bytes()
+        else:
+            sha = sums.get(rel)
+            same = sha is not None and previous.get(rel) == sha
+        return same and sizes.get(rel) == local.stat().st_size
+
+    def _upload(self, rel: str, sha: str | None, res: Uploaded) -> None:
+        local = self.root / rel
+        size = local.stat().st_size
+        self.store.upload_file(local, self._key(rel), sha)
+        res.uploaded += 1
+        res.bytes += size
+        res.objects.append(rel)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
