@@ -228,8 +228,29 @@ class S3Client:
         """Write a small object in one PUT (atomic); returns its ETag.
 
         ``if_none_match``: only if there is no such object; ``if_match``: only if the object
-        still has this ETag. Either raises :class:`PreconditionFailed` when it does not hold.
+        still has this ETag. Either raises :class:`PreconditionFailed` when it does not hold,
+        unless the object holds ``body`` already: a retried PUT whose first attempt was
+        stored but whose answer was lost (a cut connection, a timeout) is refused by its own
+        write, so a refusal is checked against the object before it is believed.
         """
+        try:
+            return self._put(key, body, if_match=if_match, if_none_match=if_none_match)
+        except PreconditionFailed:
+            if if_match is None and not if_none_match:
+                raise
+            got = self.get(key)
+            if got is None or got[0] != body:
+                raise
+            log.warning(
+                "%s: a conditional write was refused, but the object holds what it wrote: "
+                "an earlier attempt of it was stored (its answer was lost)",
+                self.url(key),
+            )
+            return got[1]
+
+    def _put(
+        self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
+    ) -> str:
         kw: dict[str, Any] = {
             "Key": key,
             "Body": body,

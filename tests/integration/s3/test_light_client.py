@@ -146,6 +146,28 @@ def test_writes_are_boto3s_without_making_it(s3_server, bucket, tmp_path):
     assert store._made is None  # boto3's client was never made
 
 
+@pytest.mark.parametrize("light", [True, False], ids=["light", "boto3"])
+def test_a_retried_conditional_write_whose_first_attempt_was_stored_succeeds(
+    s3_server, bucket, light
+):
+    """The answer of a stored PUT can be lost (a cut connection, a timeout); its retry then
+    meets the write itself: the real server refuses it (412). The object holds exactly what
+    was sent, so the write is taken as done; other bytes there are still a refusal."""
+    store = _light_store(bucket)
+    if not light:
+        store._made = store._make()  # boto3's client asks from now on
+    body = b'{"token": "ours"}'
+    first = store.put("m100/lock.json", body, if_none_match=True)
+    # the retry of that PUT, as it reaches the server after the first was stored
+    assert store.put("m100/lock.json", body, if_none_match=True) == first
+    second = store.put("m100/lock.json", body + b" ", if_match=first)
+    assert store.put("m100/lock.json", body + b" ", if_match=first) == second
+    with pytest.raises(PreconditionFailed):
+        store.put("m100/lock.json", b'{"token": "theirs"}', if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        store.put("m100/lock.json", body, if_match=first)  # not what the object holds
+
+
 def test_an_unfinished_upload_is_aborted_by_boto3(s3_server, bucket):
     store = _light_store(bucket)
     s3_server.client().create_multipart_upload(Bucket=bucket, Key="m100/big.csv.gz")
