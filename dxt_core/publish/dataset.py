@@ -139,6 +139,8 @@ class PublishReport:
     interrupted: bool = False
     #: files that interrupted publication left there and this one did not write: removed
     leftovers: list[str] = field(default_factory=list)
+    #: what a killed publication left half-made (temporary files, unfinished uploads): cleared
+    debris: int = 0
 
     @property
     def rows(self) -> int:
@@ -158,7 +160,7 @@ class PublishReport:
             text = (
                 f"completed the interrupted publication found in {self.out} (published "
                 f"again; {len(self.leftovers)} files it left that this one does not hold "
-                "removed); "
+                f"removed, {self.debris} half-made files or unfinished uploads cleared); "
             )
         text += (
             f"published {len(self.files)} files ({self.rows:,} rows) for "
@@ -311,7 +313,11 @@ def _publish(
         else None
     )
     report = PublishReport(
-        target.url, months, pseudonymised=pseudo is not None, interrupted=target.interrupted
+        target.url,
+        months,
+        pseudonymised=pseudo is not None,
+        interrupted=target.interrupted,
+        debris=target.debris,
     )
     scans = {u: [role.scan(tree, u, y, mo) for y, mo in months] for u in role.units(tree)}
     fingerprint = _fingerprint(role, opts, scans, pseudo)

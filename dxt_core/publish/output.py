@@ -95,10 +95,27 @@ class LocalOut:
         self.root = path  # where the files are built
         #: the output holds a publication that was interrupted (set by :meth:`previous`)
         self.interrupted = False
+        #: half-made files such a publication left (killed, not stopped): removed
+        self.debris = 0
 
     @property
     def url(self) -> str:
         return str(self.path)
+
+    def _clear_debris(self) -> int:
+        """Remove what a killed publication left half-made: its scratch directories and the
+        temporary files of its atomic writes (``.<name>.<random>.tmp``)."""
+        n = 0
+        for p in sorted(self.path.glob(".dxt-publish-*")):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+                n += 1
+        for p in sorted(self.path.rglob(".*.tmp")):
+            if p.is_file():
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                    n += 1
+        return n
 
     def previous(self) -> dict[str, str]:
         """The files (path -> sha256) of the publication already there; {} when empty;
@@ -110,6 +127,8 @@ class LocalOut:
         if not out.is_dir():
             raise ConfigError(f"--out {out} is not a directory")
         self.interrupted = _is_in_progress(self.state())
+        if self.interrupted:
+            self.debris = self._clear_debris()
         entries = [p for p in out.iterdir() if not p.name.startswith(".")]
         if not entries:
             return {}
@@ -206,6 +225,8 @@ class S3Out:
         self._known: dict[str, bytes] = {}
         #: the prefix holds a publication that was interrupted (set by :meth:`previous`)
         self.interrupted = False
+        #: its unfinished multipart uploads (a killed upload's parts cost storage): aborted
+        self.debris = 0
         self._backend = ""
         self._state: dict[str, Any] | None = None
         self._state_read = False
@@ -231,6 +252,8 @@ class S3Out:
             if not o.key[len(prefix) :].startswith(".")
         }
         self.interrupted = _is_in_progress(self.state())
+        if self.interrupted:
+            self.debris = self.store.abort_uploads(prefix)
         if not names:
             return {}
         if self.interrupted:

@@ -194,8 +194,17 @@ def test_an_interrupted_first_publication_is_completed_by_the_rerun(
     with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
         interrupt_second_write(m)
         run(a, out)
+    # what a killed run (SIGKILL: no clean-up) would leave besides: an atomic write's
+    # temporary file and the scratch directory
+    (out / ".datapackage.json.k3j2l1.tmp").write_bytes(b"half")
+    (out / ".dxt-publish-x1y2z3").mkdir()
+    (out / ".dxt-publish-x1y2z3" / "spool").write_bytes(b"half")
     again = run(a, out)  # before the fix: refused, "neither empty nor a dataset"
     assert again.interrupted and "published 3 files" in again.summary()
+    assert again.debris == 2 and "2 half-made files or unfinished uploads cleared" in (
+        again.summary()
+    )
+    assert not list(out.rglob(".*.tmp")) and not list(out.glob(".dxt-publish-*"))
     reference = tmp_path / "reference"
     run(a, reference)
     assert digests(out) == digests(reference)
@@ -332,8 +341,16 @@ def test_s3_an_interrupted_first_publication_is_completed_by_the_rerun(
         interrupt_second_upload(m)
         run(a, url)
     assert "SHA256SUMS" not in objects(s3_server, bucket, "ds/")
+    # a killed multipart upload leaves its parts (invisible, but stored and paid for)
+    c = s3_server.client()
+    up = c.create_multipart_upload(Bucket=bucket, Key="ds/m2/a_0.parquet")
+    c.upload_part(
+        Bucket=bucket, Key="ds/m2/a_0.parquet", UploadId=up["UploadId"], PartNumber=1, Body=b"x"
+    )
     again = run(a, url)  # before the fix: refused, "neither empty nor a dataset"
     assert again.interrupted and again.upload is not None, again.summary()
+    assert again.debris == 1
+    assert c.list_multipart_uploads(Bucket=bucket, Prefix="ds/").get("Uploads", []) == []
     assert again.upload.uploaded == 9 and again.upload.deleted == 0
     got = objects(s3_server, bucket, "ds/")
     assert wrong_in_sums(got) == [] and len(got) == 9
