@@ -47,6 +47,8 @@ def entry(text: str, where: str | None = "--metrics") -> CatalogEntry:
     if sep and selector and not selector.startswith("~") and _UNIT.match(name):
         if not (selector.startswith("{") or _METRIC.match(selector.split("{", 1)[0].strip())):
             raise bad(f"{selector!r} is not a series selector (m or {{...}})")
+        if "{" in selector and not selector.endswith("}"):
+            raise bad(f"{selector!r} does not end with the }} that closes its label matchers")
         return CatalogEntry(name, selector)
     text = text.strip()
     if not _METRIC.match(text):

@@ -89,6 +89,9 @@ def test_catalog(tmp_path: Path) -> None:
     with pytest.raises(CatalogError) as err:
         load_catalog(p)
     assert f"{p}, line 2: 'foo: bar' is neither a metric name" in str(err.value)
+    p.write_text('x = {job="j"\n')
+    with pytest.raises(CatalogError, match=r"line 1: .*does not end with the \} that closes"):
+        load_catalog(p)
     p.write_text("a\na\n")
     with pytest.raises(CatalogError, match="already on line 1"):
         load_catalog(p)
