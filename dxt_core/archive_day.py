@@ -172,6 +172,7 @@ def archive_one_day(
     """
     t0 = time.perf_counter()
     definition = archive.check_day_zone(key, day_zone) if day_zone is not None else None
+    manifest.update(_not_over(key, day_zone, tz))
     manifest.setdefault(MADE_BY, made_by())  # who wrote it (dxt_core.provenance)
     # The unit's answers stay charged to the answer budget until it is done with them;
     # leaving without a commit aborts: the day is untouched.
@@ -181,6 +182,32 @@ def archive_one_day(
         # ``manifest`` as ``write`` left it (backends add what they learnt while writing)
         doc = {**manifest, "day_definition": definition} if definition else manifest
         return _commit(archive, key, staging, t0, doc, stats, tz, report_extra)
+
+
+#: The manifest field of a day archived before it was over (absent on every other day).
+NOT_OVER = "day_not_over"
+
+
+def _not_over(key: DayKey, day_zone: str | None, tz: dt.tzinfo | None) -> dict[str, Any]:
+    """``{NOT_OVER: <the day's end>}`` when the day has not ended yet (in its zone: the
+    backend's ``day_zone``, else ``tz``, else UTC), else nothing. Such a day holds what the
+    source had so far: it is not complete (:func:`dxt_core.runner.is_complete`), so the next
+    ``extract`` fetches it again, and its report says so."""
+    from zoneinfo import ZoneInfo
+
+    from dxt_core.windows import day_window
+
+    z: str | ZoneInfo = day_zone or (tz if isinstance(tz, ZoneInfo) else "UTC")
+    end = day_window(key.day, z).end
+    if end <= dt.datetime.now(dt.UTC):
+        return {}
+    log.warning(
+        "%s: the day is not over (it ends %s): archiving what the source holds so far; the "
+        "next run fetches it again",
+        key,
+        end.isoformat(),
+    )
+    return {NOT_OVER: {"ends": end.isoformat(), "zone": str(z)}}
 
 
 def _commit(
@@ -205,6 +232,8 @@ def _commit(
         stats = RequestStats(seconds=seconds)
     written = [f for f in staging.files.values() if f.result is not None and f.result.rows > 0]
     extra = dict(report_extra or {})
+    if NOT_OVER in base:
+        extra[NOT_OVER] = base[NOT_OVER]
     if archive.remote:  # where the day is (the report's path is its local staging path)
         extra["url"] = archive.url_of(archive.manifest_path(key))
     if staging.rows == 0 or not written:

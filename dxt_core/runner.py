@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dxt_core.archive import Archive, DayKey
-from dxt_core.archive_day import DayReport, plural
+from dxt_core.archive_day import NOT_OVER, DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.http import RetryPolicy
@@ -90,12 +90,15 @@ def one_line(exc: BaseException) -> str:
 
 
 def is_complete(archive: Archive, key: DayKey) -> bool:
-    """True when ``key`` is archived (size matches its manifest) or recorded empty, and no
-    unreadable window (``holes``, see dxt_core.reconcile) waits to be retried."""
+    """True when ``key`` is archived (size matches its manifest) or recorded empty, no
+    unreadable window (``holes``, see dxt_core.reconcile) waits to be retried, and the day was
+    over when it was archived (:data:`dxt_core.archive_day.NOT_OVER`)."""
     try:
         status, _ = archive.status(key)
-        if status == "archived" and (archive.read_manifest(key) or {}).get("holes"):
-            return False
+        if status in ("archived", "empty"):
+            doc = archive.read_manifest(key) or {}
+            if NOT_OVER in doc or (status == "archived" and doc.get("holes")):
+                return False
     except DxtError:
         return False
     return status in ("archived", "empty")
@@ -388,6 +391,13 @@ def _print_summary(
     rows = sum(r.rows for r in reports)
     size = sum(r.bytes for r in reports)
     empty = sum(1 for r in reports if r.status == "empty")
+    not_over = sum(1 for r in reports if NOT_OVER in r.extra)
+    early = (
+        f" ({not_over} of them not over yet: what the source holds so far, fetched again "
+        "by the next run)"
+        if not_over
+        else ""
+    )
     skip = f", {skipped} already archived (skipped; --refetch to redo)" if skipped else ""
     stopped = (
         f", {outcome.not_started + len(abandoned)} interrupted ({outcome.not_started} not "
@@ -397,7 +407,8 @@ def _print_summary(
     )
     print(
         f"archived {plural(len(reports) - empty, 'metric-day')} ({rows} rows, {size} "
-        f"bytes), {empty} empty, {len(failures)} failed{stopped}{skip}, into {archive.url}",
+        f"bytes), {empty} empty{early}, {len(failures)} failed{stopped}{skip}, into "
+        f"{archive.url}",
         file=out,
     )
     for u, msg in sorted(failures, key=lambda f: (f[0].key.day, f[0].label)):

@@ -515,3 +515,27 @@ def test_cli_refuses_a_misspelled_plugin_naming_the_closest(examon_sim, small_ca
     assert "published by plugin 'nagios_pub', not 'nagios_pubb'" in out.stdout + out.stderr
     assert (tmp_path / "b/examon/ipmi_pub/ambient/2020-03-09.csv.gz").is_file()
     assert not [p for p in (tmp_path / "b/examon/nagios_pubb").rglob("*") if p.is_file()]
+
+
+def test_a_day_not_over_is_archived_so_far_and_fetched_again_by_the_next_run(examon_sim, tmp_path):
+    """Today (in the archive's zone) has not ended: what the source holds so far is archived,
+    the manifest and the summary say the day was not over, and the next run fetches it again
+    instead of taking it for complete (before: archived or empty for ever, skipped)."""
+    import datetime as dt
+
+    from dxt_core.windows import zone
+
+    today = dt.datetime.now(zone("Europe/Rome")).date().isoformat()
+    argv = (
+        *("extract", "examon", "--url", examon_sim.url, "--metric", "ambient"),
+        *("--plugin", "ipmi_pub", "--start-day", today, "--archive", str(tmp_path), "-q"),
+    )
+    first = _dxt(*argv)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "(1 of them not over yet: what the source holds so far" in first.stdout
+    doc = json.loads((tmp_path / f"examon/ipmi_pub/ambient/{today}.manifest.json").read_text())
+    assert doc["day_not_over"]["zone"] == "Europe/Rome"
+    assert doc["day_not_over"]["ends"] > dt.datetime.now(dt.UTC).isoformat()
+    again = _dxt(*argv)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already archived" not in again.stdout and "not over yet" in again.stdout
