@@ -283,6 +283,11 @@ def _compare(
             if have is None:
                 out.append(ReconcileRow(parts, day, "missing", None, None))
                 continue
+            status, why = archive.status(key)
+            if status == "corrupt":  # the manifest's count is not what the archive holds
+                detail = f"not compared: the archived day is damaged ({why}); refetch it"
+                out.append(ReconcileRow(parts, day, "error", have, None, detail=detail))
+                continue
             try:
                 sc = counter(parts, day)
             except DxtError as exc:

@@ -294,7 +294,9 @@ def test_reconcile_counts_a_range_at_the_source_with_the_users_rights(server):
     ), doc
     assert rows > 0
     # the failing metric's day was never archived (not asked); the others are counted
-    assert cells[("nagios_pub/state", DAY)]["state"] == "equal"
+    # its data file was deleted (corrupt): not compared, never "equal" from its manifest
+    state = cells[("nagios_pub/state", DAY)]
+    assert state["state"] == "error" and "the archived day is damaged" in state["detail"]
     assert ("ipmi_pub/pcie", DAY) not in cells  # never archived: not asked
     assert doc["kept_recorded"] is True and doc["can_clear"] is True
     compared = [c for c in doc["cells"] if c["state"] in ("equal", "more", "fewer")]
@@ -391,3 +393,147 @@ def test_a_cancelled_backfill_is_refilled_by_a_backfill_that_reprocesses_its_fai
     assert sorted(map(tuple, plan["backfill"]["cells"])) == sorted(
         (u, d) for u in UNITS for d in (first, last)
     )
+
+
+def _plan(server, cells):
+    r = server.request(
+        "POST", "/dxt-archive/api/refill/plan", json={"source": "examon", "cells": cells}
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_day_whose_run_has_not_ended_is_skipped_not_backfilled(server):
+    """Airflow 3.3.2 makes a backfill run only for a data interval that ended before now
+    (models/backfill.py, _get_info_list): a day not over would be dropped without a word."""
+    today = dt.datetime.now(dt.UTC).date()
+    yesterday, tomorrow = today - dt.timedelta(days=1), today + dt.timedelta(days=1)
+    plan = _plan(
+        server, [["ipmi_pub/ambient", str(yesterday)], ["ipmi_pub/ambient", str(tomorrow)]]
+    )
+    b = plan["backfill"]
+    assert b["days"] == [str(yesterday)] and b["cells"] == [["ipmi_pub/ambient", str(yesterday)]]
+    assert (b["from_date"], b["to_date"]) == (f"{yesterday}T00:00:00Z", f"{yesterday}T00:00:00Z")
+    # the DAG's timetable: the run of D has the interval [D, D+1) UTC
+    [skipped] = plan["skipped"]
+    assert (skipped["unit"], skipped["day"]) == ("ipmi_pub/ambient", str(tomorrow))
+    assert skipped["reason"].startswith(
+        f"not over: the data interval of its run ends {tomorrow + dt.timedelta(days=1)} 00:00 UTC"
+    ), skipped
+    alone = _plan(server, [["ipmi_pub/pcie", str(tomorrow)]])
+    assert alone["backfill"] is None and len(alone["skipped"]) == 1, alone
+
+
+def test_on_sqlite_the_backfill_spans_at_most_31_days(server):
+    """Two days without a run three years apart were one backfill over three years."""
+    days = ["2021-01-04", "2021-02-03", "2021-02-04", "2024-01-04"]
+    plan = _plan(server, [["ipmi_pub/ambient", d] for d in days])
+    b = plan["backfill"]
+    assert b["days"] == days[:2], b
+    assert (b["from_date"][:10], b["to_date"][:10]) == ("2021-01-04", "2021-02-03")
+    assert [(s["unit"], s["day"]) for s in plan["skipped"]] == [
+        ("ipmi_pub/ambient", d) for d in days[2:]
+    ]
+    for s in plan["skipped"]:
+        assert s["reason"].startswith(
+            "later: on SQLite one refill backfills at most 31 days (2021-01-04 to 2021-02-03 now)"
+        ), s
+
+
+def test_a_backfill_that_reprocesses_failed_runs_names_the_other_failed_runs_it_reruns(server):
+    """Airflow clears every failed run of a reprocess-'failed' backfill's range whole
+    (models/backfill.py, _handle_clear_run), not only the chosen cells' runs."""
+    first, last, no_run = "2024-05-20", "2024-05-22", "2024-05-23"
+    r = server.request(
+        "POST",
+        "/api/v2/backfills",
+        json={
+            "dag_id": "dxt_examon",
+            "from_date": f"{first}T00:00:00Z",
+            "to_date": f"{last}T00:00:00Z",
+            "reprocess_behavior": "none",
+        },
+    )
+    assert r.status_code == 200, r.text
+    cancel = server.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel")
+    assert cancel.status_code == 200, cancel.text  # its queued runs fail
+    runs = {
+        x["logical_date"][:10]: x
+        for x in server.get("/api/v2/dags/dxt_examon/dagRuns?limit=100")["dag_runs"]
+    }
+    assert all(runs[d]["state"] == "failed" for d in ("2024-05-20", "2024-05-21", "2024-05-22"))
+    plan = _plan(server, [["ipmi_pub/ambient", first], ["ipmi_pub/ambient", no_run]])
+    b = plan["backfill"]
+    assert b["reprocess_behavior"] == "failed" and b["rerun_days"] == [first], b
+    assert (b["from_date"][:10], b["to_date"][:10]) == (first, no_run)
+    assert b["other_failed_runs"] == [
+        {"run_id": runs[d]["dag_run_id"], "logical_date": d, "day": d}
+        for d in ("2024-05-21", "2024-05-22")
+    ]
+    # only days with no run: nothing failed is rerun, nothing to name
+    assert _plan(server, [["ipmi_pub/ambient", no_run]])["backfill"]["other_failed_runs"] == []
+
+
+def test_on_a_paused_dag_the_plan_says_runs_wait_for_the_unpause(server):
+    """Airflow starts no queued run of a paused DAG, backfill runs included
+    (models/dagrun.py, get_queued_dag_runs_to_set_running): such a backfill stays open, and a
+    later refill says why its days are not refilled."""
+    was = server.get("/api/v2/dags/dxt_examon")["is_paused"]
+    r = server.request("PATCH", "/api/v2/dags/dxt_examon", json={"is_paused": True})
+    assert r.status_code == 200, r.text
+    bid = None
+    try:
+        r = server.request(
+            "POST",
+            "/api/v2/backfills",
+            json={
+                "dag_id": "dxt_examon",
+                "from_date": "2024-07-01T00:00:00Z",
+                "to_date": "2024-07-02T00:00:00Z",
+                "reprocess_behavior": "none",
+            },
+        )
+        assert r.status_code == 200, r.text
+        bid = r.json()["id"]
+        plan = _plan(
+            server, [["ipmi_pub/ambient", "2024-07-01"], ["ipmi_pub/ambient", "2024-07-05"]]
+        )
+        assert plan["paused"] is True and plan["backfill"] is None and plan["clears"] == []
+        reasons = {s["day"]: s["reason"] for s in plan["skipped"]}
+        assert reasons["2024-07-01"].endswith(
+            "has not expanded this unit yet; the DAG is paused: Airflow schedules none of its "
+            "runs until it is unpaused"
+        ), reasons
+        assert reasons["2024-07-05"].startswith(
+            f"backfill {bid} of dxt_examon is not completed, and its runs wait for dxt_examon "
+            "to be unpaused"
+        ), reasons
+    finally:
+        if bid is not None:
+            server.request("PUT", f"/api/v2/backfills/{bid}/cancel")
+        server.request("PATCH", "/api/v2/dags/dxt_examon", json={"is_paused": was})
+
+
+def test_reconcile_errors_name_paths_relative_to_the_archive(server):
+    archive = server.env["DXT_ARCHIVE_ROOT"]
+    manifest = f"{archive}/examon/ipmi_pub/ambient/{DAY}.manifest.json"
+    with open(manifest, "rb") as fh:
+        kept = fh.read()
+    try:
+        with open(manifest, "wb") as fh:
+            fh.write(b"{damaged")
+        r = server.request(
+            "POST",
+            "/dxt-archive/api/reconcile",
+            json={"source": "examon", "start": DAY, "end": DAY},
+        )
+        assert r.status_code == 200, r.text
+        cell = next(c for c in r.json()["cells"] if c["unit"] == "ipmi_pub/ambient")
+        assert cell["state"] == "error", cell
+        assert cell["detail"].startswith(
+            f"<archive>/examon/ipmi_pub/ambient/{DAY}.manifest.json: unreadable manifest"
+        ), cell
+        assert archive not in r.text
+    finally:
+        with open(manifest, "wb") as fh:
+            fh.write(kept)

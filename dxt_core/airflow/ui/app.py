@@ -292,6 +292,7 @@ def _add_action_routes(app: FastAPI) -> None:
                 days,
                 max_active_runs=info.get("max_active_runs"),
                 sqlite=session.get_bind().dialect.name == "sqlite",
+                paused=bool(info.get("paused")),
             )
         doc = result.as_dict()
         doc["can_clear"] = _may(user, spec.dag_id, "PUT")

@@ -524,7 +524,7 @@ def reconcile_range(
             "archive_count": r.archive_count,
             "source_count": r.source_count,
             "method": r.method,
-            "detail": r.detail,
+            "detail": relative_to_archive(r.detail, archive),
         }
         for r in report.rows
         if r.state != "missing"
@@ -539,9 +539,15 @@ def reconcile_range(
         "kept_recorded": record_kept,
         # comparisons written to the archive's check records (none for a reader)
         "checks_recorded": sum(r.recorded for r in report.rows),
-        "note": report.note(),
+        "note": relative_to_archive(report.note(), archive),
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+def relative_to_archive(text: str, archive: Archive) -> str:
+    """``text`` with the archive's root directory written ``<archive>``: answers carry
+    paths relative to the archive root, never the API server's own."""
+    return text.replace(str(archive.root), "<archive>")
 
 
 def find_unit(spec: SourceSpec, archive: Archive, name: str) -> tuple[int, Units]:
@@ -571,7 +577,7 @@ def cell_detail(
     try:
         manifest = archive.read_manifest(key)
     except DxtError as exc:
-        problem = str(exc).replace(str(archive.root), "<archive>")
+        problem = relative_to_archive(str(exc), archive)
     rel = manifest_path.relative_to(archive.root).as_posix()
     data = None
     if manifest and isinstance(manifest.get("file"), str) and "/" not in manifest["file"]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dxt_core.airflow.runs import utc_date
+from dxt_core.airflow.runs import DAY_PARAM, run_day, utc_date
 from dxt_core.airflow.ui.grid import (
     MAX_DAYS,
     TI_CODES,
@@ -21,6 +21,7 @@ from dxt_core.airflow.ui.grid import (
     NotFound,
     SourceSpec,
     Units,
+    _aware,
     _task_instances,
     airflow_states,
     source_units,
@@ -35,8 +36,10 @@ from dxt_core.scan import STATE_CODES, scan_states
 MAX_PLAN_DAYS = MAX_DAYS
 #: The most cells one refill plan may name.
 MAX_PLAN_CELLS = 100_000
-#: On SQLite, the most days one refill's backfill creates: Airflow creates a backfill's runs
-#: in one write transaction, and over hundreds of days it competed with the scheduler for
+#: On SQLite, the most days one refill's backfill spans (its first day to its last): Airflow
+#: creates a backfill's runs in one write transaction, a row for every day of the range (a day
+#: that has a run gets a row saying why it was not made: ``_create_backfill_dag_run`` in
+#: airflow/models/backfill.py), and over hundreds of days it competed with the scheduler for
 #: SQLite's one writer (503 "database is locked" three times, runs rolled back, the scheduler
 #: dead with StaleDataError). Airflow runs one backfill of a DAG at a time, so the refill
 #: names the remaining days and says to refill them once this backfill is done.
@@ -97,27 +100,123 @@ def check_plan_size(n_cells: int, n_days: int) -> None:
         )
 
 
-def dag_start_day(session: Any, dag_id: str) -> dt.date | None:
-    """The UTC day of the DAG's start date, from its latest serialized version (None when
-    the DAG is not loaded)."""
+def latest_dag(session: Any, dag_id: str) -> Any:
+    """The DAG's latest serialized version, as Airflow's backfill reads it (None when the
+    DAG is not loaded or its row cannot be read: the plan goes on without it)."""
     try:
         from airflow.models.dagbag import DBDagBag
 
-        dag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
-    except Exception:  # an unreadable DAG row: the plan goes on without the check
+        return DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+    except Exception:  # an unreadable DAG row
         return None
+
+
+def start_day_of(dag: Any) -> dt.date | None:
+    """The UTC day of a DAG's start date (None without a DAG or a start date)."""
     start = getattr(dag, "start_date", None)
     return utc_date(start) if isinstance(start, dt.datetime) else None
 
 
-def _running_backfill(session: Any, dag_id: str) -> int | None:
+def dag_start_day(session: Any, dag_id: str) -> dt.date | None:
+    """The UTC day of the DAG's start date, from its latest serialized version (None when
+    the DAG is not loaded)."""
+    return start_day_of(latest_dag(session, dag_id))
+
+
+def _midnight(day: dt.date) -> dt.datetime:
+    """The logical date of the run of ``day``: its UTC midnight (dxt_core/airflow/dags.py)."""
+    return dt.datetime.combine(day, dt.time(), dt.UTC)
+
+
+def _timetable_info(dag: Any, at: dt.datetime) -> Any:
+    """Airflow's ``DagRunInfo`` of the DAG's run of logical date ``at``, from its timetable as
+    a backfill iterates it (``SerializedDAG.iter_dagrun_infos_between`` in
+    airflow/serialization/definitions/dag.py); None without a DAG, or when the timetable has
+    no run of that logical date."""
+    timetable = getattr(dag, "timetable", None)
+    if timetable is None or getattr(timetable, "partitioned", False):
+        return None
+    try:
+        info = next(iter(dag.iter_dagrun_infos_between(at, at)), None)
+    except Exception:  # a timetable that cannot say: the plan uses the dxt DAGs' rule
+        return None
+    return info if info is not None and info.logical_date == at else None
+
+
+def interval_end(dag: Any, day: dt.date) -> dt.datetime:
+    """When the data interval of the run of ``day`` ends. The dxt DAGs' timetable,
+    ``CronDataIntervalTimetable("0 0 * * *", timezone=UTC)`` (dxt_core/airflow/dags.py), gives
+    the run of logical date D 00:00 UTC the interval [D 00:00, D+1 00:00) UTC, whatever the
+    zone the backend cuts its days in; the DAG's own timetable says it when it is loaded."""
+    info = _timetable_info(dag, _midnight(day))
+    if info is not None and info.data_interval is not None:
+        end: dt.datetime = info.data_interval.end
+        return end
+    return _midnight(day + dt.timedelta(days=1))
+
+
+def _open_backfill(session: Any, dag_id: str) -> tuple[int, bool] | None:
+    """The DAG's backfill that is not completed, if any: its id, and whether it is paused."""
     from airflow.models.backfill import Backfill
     from sqlalchemy import select
 
-    found = session.scalar(
-        select(Backfill.id).where(Backfill.dag_id == dag_id, Backfill.completed_at.is_(None))
+    found = session.execute(
+        select(Backfill.id, Backfill.is_paused).where(
+            Backfill.dag_id == dag_id, Backfill.completed_at.is_(None)
+        )
+    ).first()
+    return None if found is None else (int(found[0]), bool(found[1]))
+
+
+#: Added to the reason of a cell that waits for its run while the DAG is paused: Airflow
+#: 3.3.2's scheduler starts a queued run, and examines a running one, only of a DAG that is not
+#: paused, backfill runs included (``DagRun.get_queued_dag_runs_to_set_running`` and
+#: ``get_running_dag_runs_to_examine`` in airflow/models/dagrun.py join
+#: ``DagModel.is_paused == false()``).
+PAUSED_NOTE = "; the DAG is paused: Airflow schedules none of its runs until it is unpaused"
+
+
+def _failed_runs_between(
+    session: Any, dag_id: str, first: dt.date, last: dt.date
+) -> list[tuple[str, dt.datetime, dt.date]]:
+    """``(run_id, logical date, day it archives)`` of each logical date in ``[first, last]``
+    whose latest run failed, the run a backfill that reprocesses failed runs clears whole
+    (``_get_latest_dag_run_row_query``, ``_get_dag_run_no_create_reason`` and
+    ``_handle_clear_run`` in airflow/models/backfill.py: the newest run by start date)."""
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
+
+    dr = DagRun.__table__
+    rows = session.execute(
+        select(dr.c.run_id, dr.c.logical_date, dr.c.state, dr.c.start_date, dr.c.conf)
+        .where(
+            dr.c.dag_id == dag_id,
+            dr.c.logical_date >= _midnight(first),
+            dr.c.logical_date <= _midnight(last),
+        )
+        .order_by(dr.c.id)
     )
-    return None if found is None else int(found)
+    latest: dict[dt.datetime, tuple[Any, ...]] = {}
+    never = dt.datetime.min.replace(tzinfo=dt.UTC)
+    for row in rows:
+        logical = _aware(row[1])
+        if logical is None:
+            continue
+        have = latest.get(logical)
+        started = _aware(row[3]) or never
+        if have is None or started >= (_aware(have[3]) or never):
+            latest[logical] = row
+    out: list[tuple[str, dt.datetime, dt.date]] = []
+    for logical, (run_id, _, state, _, conf) in sorted(latest.items()):
+        if state != "failed":
+            continue
+        chosen = conf.get(DAY_PARAM) if isinstance(conf, dict) else None
+        try:
+            day = run_day(chosen, None, logical, dag_id)
+        except ConfigError:
+            day = utc_date(logical)
+        out.append((str(run_id), logical, day))
+    return out
 
 
 def _paused_backfill_runs(session: Any, run_ids: Sequence[str], dag_id: str) -> dict[str, int]:
@@ -161,6 +260,8 @@ def refill_plan(
     max_active_runs: int | None = None,
     sqlite: bool = False,
     start_day: dt.date | None = None,
+    paused: bool = False,
+    now: dt.datetime | None = None,
 ) -> RefillPlan:
     """The REST calls that refill ``cells`` (or, when None, every missing, corrupt or failed
     cell in ``days`` from the DAG's start date on).
@@ -169,9 +270,11 @@ def refill_plan(
     waiting to run in a live run (failed, upstream_failed, success, or none in a finished run,
     as after a cancelled backfill) is cleared by its map index; a day whose run failed
     before expanding its units is cleared whole (Airflow expands them again); a day with no
-    run goes into one backfill (on SQLite at most :data:`SQLITE_BACKFILL_DAYS` days). Cells
-    running or queued in a live run, days before the DAG's start date and days left for a
-    later backfill are skipped with the reason.
+    run goes into one backfill (on SQLite spanning at most :data:`SQLITE_BACKFILL_DAYS`
+    days). Cells running or queued in a live run (waiting for the unpause when the DAG is
+    ``paused``), days before the DAG's start date, days whose run's data interval has not
+    ended by ``now`` (Airflow's backfill makes no run for them) and days left for a later
+    backfill are skipped with the reason.
     """
     archive = archive or Archive(archive_root())
     units = source_units(spec, archive)
@@ -182,7 +285,8 @@ def refill_plan(
         return RefillPlan(spec.dag_id, spec.task_id)
     days = list(days)
     check_plan_size(0, len(days))
-    start_day = start_day if start_day is not None else dag_start_day(session, spec.dag_id)
+    dag = latest_dag(session, spec.dag_id)
+    start_day = start_day if start_day is not None else start_day_of(dag)
     af = airflow_states(session, spec, units, days)
     if cells is None:
         grid = scan_states(archive, spec.source, units.parts, days)
@@ -201,11 +305,13 @@ def refill_plan(
         name = "(every unit)" if u is None else units.names[u]
         plan.skipped.append({"unit": name, "day": day.isoformat(), "reason": reason})
 
-    buckets = _sort_cells(session, spec, wanted, days, af, start_day, skip)
+    buckets = _sort_cells(session, spec, wanted, days, af, start_day, skip, paused)
     _move_paused_backfill_runs(session, spec, buckets, af, skip)
     _add_clears(plan, spec, units, buckets, af)
+    _skip_days_not_over(buckets, dag, now or dt.datetime.now(dt.UTC), skip)
     if buckets.no_run or buckets.rerun:
-        _plan_backfill(session, spec, plan, buckets, units, max_active_runs, sqlite, skip)
+        backfill = _BackfillContext(dag, af, max_active_runs, sqlite, paused)
+        _plan_backfill(session, spec, plan, buckets, units, backfill, skip)
     return plan
 
 
@@ -235,9 +341,12 @@ def _sort_cells(
     af: AirflowStates,
     start_day: dt.date | None,
     skip: Skip,
+    paused: bool = False,
 ) -> _Buckets:
-    """Each wanted cell into a clear of its task, of its whole run, the backfill, or skipped."""
+    """Each wanted cell into a clear of its task, of its whole run, the backfill, or skipped
+    (a cell that waits for its queued run says so when the DAG is ``paused``)."""
     out = _Buckets()
+    waits = PAUSED_NOTE if paused else ""
     unexpanded: dict[str, list[tuple[int, dt.date]]] = {}
     for u, d in wanted:
         day = days[d]
@@ -253,14 +362,20 @@ def _sort_cells(
             )
         elif info is not None:
             code = TI_CODES.get(info.state, "o")
-            if code in ("r", "u") or (code == "q" and live):
+            if code in ("r", "u"):
                 skip(u, day, f"{TI_NAMES[code]} in run {info.run_id}: it runs already")
+            elif code == "q" and live:
+                skip(u, day, f"queued in run {info.run_id}{waits or ': it runs already'}")
             else:
                 out.per_run.setdefault(info.run_id, []).append((u, info.map_index))
         elif run is None:
             out.no_run.setdefault(day, []).append(u)
         elif live:
-            skip(u, day, f"run {run.run_id} is {run.state} and has not expanded this unit yet")
+            skip(
+                u,
+                day,
+                f"run {run.run_id} is {run.state} and has not expanded this unit yet{waits}",
+            )
         else:
             unexpanded.setdefault(run.run_id, []).append((u, day))
     expanded = _run_has_expanded(session, spec, list(unexpanded))
@@ -337,14 +452,45 @@ def _add_clears(
         )
 
 
+def _skip_days_not_over(buckets: _Buckets, dag: Any, now: dt.datetime, skip: Skip) -> None:
+    """Take out of the backfill each day whose run's data interval has not ended: Airflow
+    3.3.2 makes a backfill run only for an interval that ended before now (``_get_info_list``
+    in airflow/models/backfill.py keeps ``data_interval.end < now``), so such a day would be
+    dropped without a word (and a backfill of only such days refused)."""
+    for days in (buckets.no_run, buckets.rerun):
+        # the newest first: once one day is over, every day before it is too
+        for day in sorted(days, reverse=True):
+            end = interval_end(dag, day)
+            if end < now:
+                break
+            for u in days.pop(day):
+                skip(
+                    u,
+                    day,
+                    f"not over: the data interval of its run ends {end:%Y-%m-%d %H:%M} UTC "
+                    f"(now {now.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC), and Airflow "
+                    "backfills only runs whose interval has ended: refill it after that",
+                )
+
+
+@dataclass
+class _BackfillContext:
+    """What the backfill's planning reads beside the buckets."""
+
+    dag: Any  # the DAG's latest serialized version, None when it is not loaded
+    af: AirflowStates
+    max_active_runs: int | None
+    sqlite: bool
+    paused: bool
+
+
 def _plan_backfill(
     session: Any,
     spec: SourceSpec,
     plan: RefillPlan,
     buckets: _Buckets,
     units: Units,
-    max_active_runs: int | None,
-    sqlite: bool,
+    ctx: _BackfillContext,
     skip: Skip,
 ) -> None:
     """Put the days with no run, and those whose run failed in a cancelled backfill, into
@@ -352,19 +498,20 @@ def _plan_backfill(
     reason."""
     no_run, rerun = buckets.no_run, buckets.rerun
     cells = {d: no_run.get(d, []) + rerun.get(d, []) for d in {*no_run, *rerun}}
-    running = _running_backfill(session, spec.dag_id)
-    if running is not None:
+    if not cells:
+        return
+    open_backfill = _open_backfill(session, spec.dag_id)
+    if open_backfill is not None:
+        reason = _open_backfill_reason(spec.dag_id, *open_backfill, ctx.paused)
         for day in sorted(cells):
             for u in cells[day]:
-                skip(
-                    u,
-                    day,
-                    f"backfill {running} of {spec.dag_id} is still running; Airflow "
-                    "runs one at a time: refill this day when it has finished",
-                )
+                skip(u, day, reason)
         return
     ordered = sorted(cells)
-    take = ordered[:SQLITE_BACKFILL_DAYS] if sqlite else ordered
+    if ctx.sqlite:  # the span, not the number of days: Airflow writes a row per day of it
+        take = [d for d in ordered if (d - ordered[0]).days < SQLITE_BACKFILL_DAYS]
+    else:
+        take = ordered
     for day in ordered[len(take) :]:
         for u in cells[day]:
             skip(
@@ -373,14 +520,77 @@ def _plan_backfill(
                 f"later: on SQLite one refill backfills at most {SQLITE_BACKFILL_DAYS} "
                 f"days ({take[0]} to {take[-1]} now); refill again once that backfill is done",
             )
+    reprocess = "failed" if any(d in rerun for d in take) else "none"
     plan.backfill = {
         "dag_id": spec.dag_id,
-        "from_date": take[0].isoformat() + "T00:00:00Z",
-        "to_date": take[-1].isoformat() + "T00:00:00Z",
+        "from_date": _midnight(take[0]).isoformat().replace("+00:00", "Z"),
+        "to_date": _midnight(take[-1]).isoformat().replace("+00:00", "Z"),
         # "failed": Airflow clears the failed run of such a day into this backfill
-        "reprocess_behavior": "failed" if any(d in rerun for d in take) else "none",
+        "reprocess_behavior": reprocess,
         "days": [d.isoformat() for d in take],
         "rerun_days": [d.isoformat() for d in take if d in rerun],
         "cells": [[units.names[u], d.isoformat()] for d in take for u in cells[d]],
-        **({"max_active_runs": max_active_runs} if max_active_runs else {}),
+        # the other failed runs of the range, which Airflow reruns whole too
+        "other_failed_runs": (
+            _other_failed_runs(session, spec, plan, take, rerun, ctx)
+            if reprocess == "failed"
+            else []
+        ),
+        **({"max_active_runs": ctx.max_active_runs} if ctx.max_active_runs else {}),
     }
+
+
+def _open_backfill_reason(
+    dag_id: str, backfill_id: int, backfill_paused: bool, paused: bool
+) -> str:
+    """Why a day is not backfilled while the DAG's backfill ``backfill_id`` is open."""
+    if backfill_paused:
+        return (
+            f"backfill {backfill_id} of {dag_id} is paused and not completed; Airflow runs one "
+            "backfill of a DAG at a time and starts none of a paused backfill's runs: unpause "
+            "it (Airflow's Backfills list) and refill this day when it has finished, or "
+            "cancel it and refill this day"
+        )
+    if paused:
+        return (
+            f"backfill {backfill_id} of {dag_id} is not completed, and its runs wait for "
+            f"{dag_id} to be unpaused (Airflow starts no run of a paused DAG, backfill runs "
+            "included); Airflow runs one backfill at a time: unpause the DAG and refill this "
+            "day when that backfill has finished"
+        )
+    return (
+        f"backfill {backfill_id} of {dag_id} is still running; Airflow runs one at a time: "
+        "refill this day when it has finished"
+    )
+
+
+def _other_failed_runs(
+    session: Any,
+    spec: SourceSpec,
+    plan: RefillPlan,
+    take: Sequence[dt.date],
+    rerun: dict[dt.date, list[int]],
+    ctx: _BackfillContext,
+) -> list[dict[str, str]]:
+    """The failed runs in the backfill's range that the refill did not choose: a backfill
+    that reprocesses failed runs clears each whole, every task of it (``_handle_clear_run``
+    in airflow/models/backfill.py). The runs of the chosen days, and those this plan clears
+    (queued again by then, so Airflow leaves them alone), are not among them."""
+    chosen = {r.run_id for d, r in ctx.af.runs.items() if d in rerun}
+    chosen |= {c["dag_run_id"] for c in plan.clears}
+    out = []
+    for run_id, logical, day in _failed_runs_between(session, spec.dag_id, take[0], take[-1]):
+        if run_id in chosen:
+            continue
+        if ctx.dag is not None and _timetable_info(ctx.dag, logical) is None:
+            continue  # not a logical date of the timetable: the backfill has no run there
+        if ctx.dag is None and logical != _midnight(utc_date(logical)):
+            continue
+        out.append(
+            {
+                "run_id": run_id,
+                "logical_date": utc_date(logical).isoformat(),
+                "day": day.isoformat(),
+            }
+        )
+    return out

@@ -28,8 +28,12 @@ UNITS = [("p", "a"), ("p", "b")]
 
 
 def archived(archive: Archive, parts: tuple[str, ...], day: dt.date, rows: int) -> None:
+    key = DayKey("toy", parts, day)
+    data = archive.directory(key) / f"{day}.csv.gz"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_bytes(b"x" * rows)
     archive.write_manifest(
-        DayKey("toy", parts, day), {"status": "archived", "rows": rows, "file": "x.csv.gz"}
+        key, {"status": "archived", "rows": rows, "file": data.name, "bytes": rows}
     )
 
 
@@ -116,6 +120,22 @@ def test_a_failed_count_is_an_error_row_not_a_stop(tmp_path: Path) -> None:
     report = reconcile_recent(archive, "toy", UNITS, DAY, 1, counter({(UNITS[1], d): 10}), None)
     assert report.counts() == {"error": 1, "equal": 1}
     assert "HTTP 500 from the source" in report.as_dict()["rows"][0]["detail"]
+
+
+def test_a_damaged_day_is_not_compared_nor_recorded(tmp_path: Path) -> None:
+    """A day whose file is gone (or not the manifest's size) holds no count to compare: an
+    error row that says so, never "equal" from the manifest alone, and no check record."""
+    archive = Archive(tmp_path)
+    d = DAY - dt.timedelta(days=1)
+    archived(archive, UNITS[0], d, 10)
+    archived(archive, UNITS[1], d, 10)
+    (archive.directory(DayKey("toy", UNITS[0], d)) / f"{d}.csv.gz").unlink()
+    rows = reconcile(archive, "toy", UNITS, [d], counter({(u, d): 10 for u in UNITS}))
+    assert [(r.parts, r.state) for r in rows] == [(UNITS[0], "error"), (UNITS[1], "equal")]
+    assert "not compared: the archived day is damaged" in rows[0].detail
+    assert "is missing" in rows[0].detail and "refetch it" in rows[0].detail
+    checks = unit_checks(archive.read_internal, "toy", UNITS[0], d.year, d.month)
+    assert checks == {}
 
 
 def test_reconcile_days_setting() -> None:

@@ -332,6 +332,16 @@
     return cells.length > n ? `${shown} and ${(cells.length - n).toLocaleString()} more` : shown;
   };
 
+  // The failed runs a backfill that reprocesses failed runs also reruns, whole (every task of
+  // each: Airflow's _handle_clear_run), though no chosen cell lies in them: named, with counts.
+  function otherFailed(b) {
+    const runs = b.other_failed_runs || [];
+    if (!runs.length) return "";
+    const named = runs.slice(0, 6).map((r) => `<code>${esc(r.run_id)}</code> (${esc(r.day)})`).join(", ");
+    return `; <b>Airflow also reruns whole ${plural(runs.length, "other failed run", "other failed runs")} of this range</b>, every task of ${runs.length === 1 ? "it" : "each"}: ` +
+      named + (runs.length > 6 ? ` and ${(runs.length - 6).toLocaleString()} more` : "");
+  }
+
   function showPlan(plan) {
     const items = [];
     for (const c of plan.clears) {
@@ -344,12 +354,13 @@
       const what = [fresh ? `${plural(fresh, "day", "days")} with no run` : "",
                     rerun.length ? `${plural(rerun.length, "day", "days")} whose run failed in a cancelled backfill (Airflow does not start those runs again: the new backfill reruns them)` : ""].filter(Boolean).join(" and ");
       items.push(`backfill ${what} (${esc(b.from_date.slice(0, 10))} to ${esc(b.to_date.slice(0, 10))}; ` +
-        (b.reprocess_behavior === "failed" ? "days in this range whose run failed are run again, the others left alone)" : "days that have a run are left alone)"));
+        (b.reprocess_behavior === "failed" ? "days in this range whose run failed are run again, the others left alone)" : "days that have a run are left alone)") +
+        otherFailed(b));
     }
     for (const s of plan.skipped) items.push(`skip ${esc(s.unit)} ${esc(s.day)}: ${esc(s.reason)}`);
     if (!plan.can_clear) items.push(`<span class="error">you may not clear task instances of ${esc(plan.dag_id)}; Airflow would refuse the refill</span>`);
     $("plan").innerHTML = `<b>Refill ${plural(plan.cells, "cell", "cells")} of ${esc(plan.dag_id)}</b>` +
-      (plan.paused ? ` <span class="error">(the DAG is paused: cleared tasks wait until it is unpaused; backfills run)</span>` : "") +
+      (plan.paused ? ` <span class="error">(the DAG is paused: cleared tasks and the backfill's runs wait until it is unpaused)</span>` : "") +
       `<ul>${items.map((i) => `<li>${i}</li>`).join("") || "<li>nothing to do</li>"}</ul>`;
     $("confirm-refill").disabled = !(plan.clears.length || plan.backfill) || !plan.can_clear;
     $("confirm").hidden = false;
@@ -412,7 +423,7 @@
   // until the scheduler completes it, which it does once an empty backfill is 2 minutes old
   // (jobs/scheduler_job_runner.py, _mark_backfills_complete). Tries again through both, and
   // says so; a backfill that was open before this refill is named, never touched.
-  async function createBackfill(b, body) {
+  async function createBackfill(b, body, paused) {
     const before = await openBackfills(b.dag_id);
     const known = new Set((before || []).map((x) => x.id));
     const days = plural(b.days.length, "day", "days");
@@ -423,6 +434,9 @@
         const r = await api(`${CFG.api}/backfills`, { method: "POST", body: JSON.stringify(body) });
         const notes = [locked ? `Airflow's database was busy ${plural(locked, "time", "times")} first` : "",
                        leftover ? `waited for Airflow to drop the empty backfill ${leftover} it kept from a locked try` : ""].filter(Boolean);
+        const alsoRerun = (b.other_failed_runs || []).map((x) => `${x.run_id} (${x.day})`);
+        if (paused) notes.push(`its runs wait until ${b.dag_id} is unpaused`);
+        if (alsoRerun.length) notes.push(`it also reruns whole ${plural(alsoRerun.length, "other failed run", "other failed runs")} of its range: ${alsoRerun.slice(0, 6).join(", ")}${alsoRerun.length > 6 ? ` and ${alsoRerun.length - 6} more` : ""}`);
         return { ok: true, what: `backfill ${r.id} created over ${days}` + (notes.length ? ` (${notes.join("; ")})` : "") };
       } catch (e) {
         if (dbBusy(e) && locked < 10) {
@@ -447,7 +461,8 @@
         if (mine) return { ok: false, what: `backfill: Airflow still holds the empty backfill ${mine.id} it kept from a locked try, after 4 minutes: cancel it in Airflow's Backfills list, then refill again` };
         const others = open.map((x) => `${x.id} (${x.from_date.slice(0, 10)} to ${x.to_date.slice(0, 10)}${x.is_paused ? ", paused" : ""})`);
         return { ok: false, what: others.length
-          ? `backfill: Airflow runs one backfill of a DAG at a time and backfill ${others.join(", ")} of ${b.dag_id} is not completed: let it finish or cancel it, then refill again`
+          ? `backfill: Airflow runs one backfill of a DAG at a time and backfill ${others.join(", ")} of ${b.dag_id} is not completed: let it finish or cancel it, then refill again` +
+            (paused ? ` (${b.dag_id} is paused: Airflow starts none of its runs, backfill runs included, until it is unpaused)` : "")
           : `backfill: ${e.message}` };
       }
     }
@@ -464,14 +479,15 @@
         const { answer: r, busy } = await retried(() => api(`${CFG.api}/dags/${encodeURIComponent(plan.dag_id)}/clearTaskInstances`,
                                                             { method: "POST", body: JSON.stringify(body) }), `clear ${c.dag_run_id}`);
         const want = c.task_ids ? c.task_ids.length : 1;
-        if (r.total_entries >= want) done.push({ what: `cleared ${plural(r.total_entries, "task instance", "task instances")} in ${c.dag_run_id}${busyNote(busy)}`, cells: c.cells });
+        const waits = plan.paused ? ` (they wait until ${plan.dag_id} is unpaused)` : "";
+        if (r.total_entries >= want) done.push({ what: `cleared ${plural(r.total_entries, "task instance", "task instances")} in ${c.dag_run_id}${waits}${busyNote(busy)}`, cells: c.cells });
         else failed.push({ what: `Airflow cleared ${r.total_entries} of ${want} in ${c.dag_run_id}: reload and look at these cells' runs`, cells: c.cells });
       } catch (e) { failed.push({ what: `clear ${c.dag_run_id}: ${e.message}${busyNote(e.busy || 0)}`, cells: c.cells }); }
     }
     if (plan.backfill) {
       const b = plan.backfill, body = { dag_id: b.dag_id, from_date: b.from_date, to_date: b.to_date, reprocess_behavior: b.reprocess_behavior };
       if (b.max_active_runs) body.max_active_runs = b.max_active_runs;
-      const made = await createBackfill(b, body);
+      const made = await createBackfill(b, body, plan.paused);
       (made.ok ? done : failed).push({ what: made.what, cells: b.cells });
     }
     selected = new Set();
