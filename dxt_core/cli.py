@@ -154,8 +154,10 @@ def print_refill_commands(
     when the manifests do not say (written before they did)."""
     tools, sample, runs = _how_made(archive, backend, rows)
     unknown = not tools or "unknown" in tools
-    if "dxt" in tools or unknown:
-        cli = backend.module("cli")
+    cli = backend.module("cli")
+    # a backend whose ``dxt extract`` writes no archive days (collectd-es: one export a
+    # window) is refilled by its DAG only
+    if getattr(cli, "EXTRACTS_DAYS", True) and ("dxt" in tools or unknown):
         describe = getattr(cli, "refill_options", None)
         opts = describe(args, sample) if describe else "<connection options>"
         _print_per_range(
@@ -163,11 +165,11 @@ def print_refill_commands(
             + (" (as this archive was made):" if "dxt" in tools else ":"),
             bad_days,
             lambda a, b: (
-                f"dxt extract {backend.name} {opts} --start-day {a} --end-day {b} "
+                f"dxt extract {backend.command} {opts} --start-day {a} --end-day {b} "
                 f"--archive {args.archive}"
             ),
         )
-    if "airflow" in tools or unknown:
+    if "airflow" in tools or unknown or not getattr(cli, "EXTRACTS_DAYS", True):
         dag_id = args.dag_id or backend.dag_id
         _print_per_range(
             "\nTo refill them with Airflow"
@@ -512,7 +514,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DxtError as exc:
         print(f"dxt: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        # an archive run handles Ctrl-C itself and says what it did; any other command stops
+        # here: its files are written under temporary names and renamed when whole, so what
+        # it had not finished is not under a final name (a rerun completes it)
+        said = f": {exc}" if str(exc) else ""
+        print(f"dxt: interrupted (Ctrl-C) before the command finished{said}", file=sys.stderr)
         return INTERRUPTED_EXIT
 
 

@@ -542,7 +542,23 @@ def prepare_airflow(env: dict[str, str], first: dt.date, last: dt.date) -> tuple
     return create, create_backfill(env, create)
 
 
+def check_demo_options(args: argparse.Namespace) -> None:
+    """Refuse option values the demo cannot run with, before it starts anything."""
+    for flag, value, least in (
+        ("--days", args.days, 1),
+        ("--metrics-per-plugin", args.metrics_per_plugin, 1),
+        ("--port", args.port, 1),
+    ):
+        if value < least:
+            raise ConfigError(f"{flag} {value}: give {least} or more")
+    if args.port > 65535:
+        raise ConfigError(f"--port {args.port}: give a TCP port, 1 to 65535")
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout {args.timeout}: give a number of seconds above 0")
+
+
 def _run_demo(args: argparse.Namespace, shutdown: Shutdown) -> int:
+    check_demo_options(args)
     work = Path(args.dir).resolve()
     home, archive_dir = work / "airflow", work / "archive"
     catalog = work / "catalog.csv"

@@ -170,6 +170,10 @@ class _ExamonDay:
             staging.manifest["source_count"] = SourceCount(
                 0, "query/tags over all time: no series of this metric (with this filter)"
             ).as_dict()
+            note = source.cluster_note(entry, stats)
+            if note:
+                log.warning("%s %s: empty: %s", entry.key, self.key.day, note)
+                staging.manifest["cluster_note"] = note
             return
         with staging.open(self.ext) as fh:
             batches = self._counting_alongside(

@@ -39,11 +39,16 @@ def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
         if not (args.metric and args.plugin):
             raise ConfigError("--metric and --plugin go together (or use --catalog CSV)")
         return [CatalogEntry(args.metric, args.plugin)]
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit {args.limit}: give 1 or more (the first N catalog metrics)")
     entries = load_catalog(args.catalog)
     plugins = args.plugins.split(",") if args.plugins else None
     chosen = select(entries, plugins=plugins, limit=args.limit)
     if not chosen:
-        raise ConfigError(f"no catalog metric matches --plugins {args.plugins}")
+        raise ConfigError(
+            f"no metric of the catalog belongs to --plugins {args.plugins}: the catalog's "
+            f"plugins are {', '.join(sorted({e.plugin for e in entries}))}"
+        )
     return chosen
 
 

@@ -115,6 +115,41 @@ class TagKeys(KairosDBClient):
         keys = self._tag_keys(entry, 0, None, stats)  # checks the plugin too
         return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
 
+    def cluster_note(self, entry: CatalogEntry, stats: RequestStats | None = None) -> str:
+        """For a metric without series of the configured cluster (its plugin's queries
+        filter on the ``cluster`` tag): which clusters it has series of, else "". A mistyped
+        cluster (``--cluster``, the connection's ``cluster`` extra) archives every
+        metric-day of the plugin as empty; a metric another cluster has and this one has
+        not is empty indeed: the note, in the log and the day's manifest, tells them apart.
+        Asked once per metric and source (``query/tags`` over all time, unfiltered)."""
+        wanted = self._tag_filter(entry).get("cluster")
+        notes: dict[str, str] = self.__dict__.setdefault("_cluster_notes", {})
+        if not wanted:
+            return ""
+        if entry.metric in notes:
+            return notes[entry.metric]
+        body = {"start_absolute": 0, "cache_time": 0, "metrics": [{"name": entry.metric}]}
+        path = self.api_path("datapoints/query/tags", stats)
+        doc = rate_limited(self._http.post_json, path, body, stats=stats)
+        tags = [r.get("tags") or {} for r in _results(doc, self._http.url(path))]
+        found = sorted(
+            {str(v) for t in tags if isinstance(t, dict) for v in t.get("cluster") or ()}
+        )
+        note = ""
+        if any(isinstance(t, dict) and t for t in tags) and not set(wanted) & set(found):
+            have = (
+                f"its series' cluster values are {', '.join(found)}"
+                if found
+                else "its series have no cluster tag (cluster_tag = false for the plugin in "
+                "the plugin options reads them)"
+            )
+            note = (
+                f"no series of {entry.metric!r} has cluster={wanted[0]!r}: {have}; if the "
+                "cluster is mistyped, fix it (--cluster, or the connection's cluster extra)"
+            )
+        notes[entry.metric] = note
+        return note
+
     def _tag_keys(
         self, entry: CatalogEntry, start_ms: int, end_ms: int | None, stats: RequestStats | None
     ) -> set[str]:

@@ -328,9 +328,18 @@ def test_a_misspelled_metric_names_the_closest_known_ones(
             assert "'ambeint'" in str(ei.value) and "ambient" in str(ei.value)
             assert "/api/v1/metricnames" in str(ei.value)
     assert up.stats()["requests"]["/api/v1/metricnames"] == 1  # cached per source
-    # A known metric without series (here: another cluster) is an empty day, not an error.
-    with source(up.url, cluster="leonardo") as src:
-        assert archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path)).status == "empty"
+    # A known metric without series (here: another cluster) is an empty day, not an error
+    # (another cluster may lack a metric); the manifest and the log say which clusters it
+    # has, so that a mistyped cluster is seen (asked once per metric and source)
+    with source(up.url, cluster="marconi10") as src:
+        for day in (DAY, DAY + dt.timedelta(days=1)):
+            report = archive_examon_day(src, AMBIENT, day, Archive(tmp_path))
+            assert report.status == "empty"
+            doc = json.loads(report.manifest.read_text())
+            assert doc["cluster_note"].startswith(
+                "no series of 'ambient' has cluster='marconi10': its series' cluster values "
+                "are marconi100; if the cluster is mistyped, fix it (--cluster"
+            )
 
 
 # --------------------------------------------------------------------------------------------
