@@ -171,6 +171,42 @@ class Outputs:
     hdf5: TokioHdf5Writer | None = None
 
 
+def check_timestep(
+    timestep: int, start: dt.datetime, end: dt.datetime, what: str, option: str = "--timestep"
+) -> None:
+    """Refuse an HDF5 row width that does not cut ``[start, end)`` into whole rows.
+
+    Such a timestep would make the file's last row run past ``end`` (its ``end`` attribute
+    after the window's), and the very same command would then be refused on the file it
+    wrote (its window end is not on the file's grid): the row layout a user expects is
+    whole rows from start to end, so the mismatch is refused before anything is read or
+    written. ``option`` names the setting in the message (``--timestep``, or the DAG's
+    variable); ``what`` the range (the window, the new file's range, the UTC day).
+    """
+    given = f"{option}{' ' if option.startswith('-') else '='}{timestep!r}"
+    if isinstance(timestep, bool) or not isinstance(timestep, int) or timestep < 1:
+        raise ConfigError(
+            f"{given}: the HDF5 row width is a whole number of seconds, at "
+            "least 1 (pytokio used 10)"
+        )
+    grid = TimeGrid.of(start, end, timestep)  # whole seconds, end after start
+    span = grid.end - grid.start
+    if span % timestep == 0:
+        return
+    # the nearest steps that divide the span (no divisor of it is above it)
+    below = next(d for d in range(min(timestep, span), 0, -1) if span % d == 0)
+    top = min(10 * timestep, span)
+    above = next((d for d in range(timestep + 1, top + 1) if span % d == 0), None)
+    choices = f"{below}" + (f" or {above}" if above is not None else "")
+    raise ConfigError(
+        f"{given} does not divide {what} [{start.isoformat()}, "
+        f"{end.isoformat()}) ({span} s): its last row would end "
+        f"{grid.rows * timestep - span} s after the end, and the file could not be written "
+        f"again by the same command; use a timestep that divides {span} s (e.g. {choices}), "
+        f"or a range a whole number of {timestep} s steps long"
+    )
+
+
 def export_window(
     provider: PageProvider,
     families: Sequence[str],
@@ -203,6 +239,16 @@ def export_window(
         raise ConfigError(f"no family chosen: pick from {', '.join(FAMILIES)}")
     if jsonl_path is None and hdf5_path is None:
         raise ConfigError("nothing to write: give a JSON Lines and/or an HDF5 output path")
+    if hdf5_path is not None:  # before anything is read or written
+        check_timestep(timestep, start, end, "the window")
+        creates = replace_hdf5 or not hdf5_path.exists()
+        if creates and (init_start is not None or init_end is not None):
+            check_timestep(
+                timestep,
+                init_start or start,
+                init_end or end,
+                "the new file's range (--init-start/--init-end)",
+            )
     try:
         with contextlib.ExitStack() as files:
             outs = Outputs()
@@ -318,6 +364,8 @@ def archive_collectd_es_day(
             f"unknown output format(s) {sorted(unknown) or formats}: use jsonl and/or hdf5"
         )
     unit = _FamilyDay(provider, family, day, archive, stats)
+    if "hdf5" in fmts:
+        check_timestep(timestep, unit.start, unit.end, "the UTC day", "DXT_COLLECTD_ES_TIMESTEP")
     manifest: dict[str, Any] = {
         **(source_info or {}),
         "family": family,

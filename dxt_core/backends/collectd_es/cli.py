@@ -21,6 +21,10 @@ from dxt_core.backends.collectd_es.source import (
 )
 from dxt_core.errors import ConfigError
 
+#: ``dxt extract collectd-es`` exports one window to one file: it writes no archive day, so
+#: ``dxt coverage`` prints the DAG's refill for missing days, never a ``dxt extract`` one.
+EXTRACTS_DAYS = False
+
 
 def parse_zone(name: str) -> dt.tzinfo | None:
     """``UTC`` (the default), ``local`` (None: this machine's zone, as pytokio read naive
@@ -125,6 +129,10 @@ def add_extract_parser(subparsers: Any) -> None:
 
 
 def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
+    if not args.timeout > 0:
+        raise ConfigError(
+            f"--timeout {args.timeout:g}: give the request timeout in seconds, above 0"
+        )
     from dxt_core.backends.collectd_es.archive_day import es_pages, export_window, saved_pages
     from dxt_core.backends.collectd_es.source import (
         CollectdEsConnection,
@@ -205,22 +213,72 @@ def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
-    """What ``dxt coverage collectd-es --reconcile --url ...`` needs to ask ``_count``."""
+    """What ``dxt coverage collectd-es --reconcile --url ...`` needs to ask ``_count``.
+
+    ``--user``, ``--password``, ``--timeout`` and ``--no-verify-tls`` are shared with the
+    other backends' ``--reconcile`` (the first backend to declare one gives its help): the
+    same destinations (``user``, ``password``, ``conn_timeout``, ``no_verify_tls``) as
+    theirs, declared here too so that this backend does not depend on another's."""
     parser.add_argument("--index", default=DEFAULT_INDEX, help="(collectd-es) index pattern")
     parser.add_argument("--host-prefix", default=DEFAULT_HOST_PREFIX, help="(collectd-es) hosts")
+    parser.add_argument("--user", help=f"HTTP Basic user (collectd-es: else {ENV_USER})")
+    parser.add_argument(
+        "--password", help=f"HTTP Basic password (collectd-es: better, {ENV_PASSWORD})"
+    )
+    parser.add_argument(
+        "--timeout", dest="conn_timeout", type=float, default=None, help="request timeout, s"
+    )
+    parser.add_argument(
+        "--no-verify-tls", action="store_true", help="(--reconcile) do not verify TLS"
+    )
+
+
+#: the request timeout of a count when --timeout is not given (the extract's default)
+RECONCILE_TIMEOUT_S = 60.0
+
+
+def reconcile_connection(args: argparse.Namespace) -> Any:
+    """The connection ``--reconcile`` counts through: ``--url``, ``--index``,
+    ``--host-prefix``, ``--user``/``--password`` (each else ``PYTOKIO_ES_USER`` /
+    ``PYTOKIO_ES_PASSWORD``, as ``dxt extract collectd-es`` and the DAG read them),
+    ``--timeout`` and ``--no-verify-tls``."""
+    from dxt_core.backends.collectd_es.connection import SPEC, CollectdEsConnection
+
+    if not args.url:
+        raise ConfigError("--reconcile needs the server: --url http://host:9200")
+    user, password = SPEC.credentials(
+        getattr(args, "user", None) or None, getattr(args, "password", None) or None
+    )
+    if (user is None) != (password is None):
+        given, missing = ("user", "password") if password is None else ("password", "user")
+        raise ConfigError(
+            f"--reconcile: a {given} without a {missing}: give --user and --password (or "
+            f"{ENV_USER} and {ENV_PASSWORD} in the environment), or neither"
+        )
+    timeout = getattr(args, "conn_timeout", None)
+    if timeout is not None and not timeout > 0:
+        raise ConfigError(f"--timeout {timeout:g}: give the request timeout in seconds, above 0")
+    return CollectdEsConnection(
+        args.url,
+        user=user,
+        password=password,
+        index=args.index,
+        host_prefix=args.host_prefix,
+        verify_certs=not getattr(args, "no_verify_tls", False),
+        timeout_s=RECONCILE_TIMEOUT_S if timeout is None else float(timeout),
+    )
 
 
 @contextlib.contextmanager
 def reconcile_counter(args: argparse.Namespace) -> Iterator[Any]:
-    """(parts, day) -> the server's ``_count`` of the family's UTC day (credentials from
-    the environment, as ``dxt extract collectd-es`` reads them)."""
+    """(parts, day) -> the server's ``_count`` of the family's UTC day, through
+    :func:`reconcile_connection` (its options, credentials from the environment when not
+    given, as ``dxt extract collectd-es`` reads them)."""
     from dxt_core.backends.collectd_es.archive_day import day_window_utc
-    from dxt_core.backends.collectd_es.source import CollectdEsConnection, CollectdEsSource
+    from dxt_core.backends.collectd_es.source import CollectdEsSource
     from dxt_core.reconcile import SourceCount
 
-    if not args.url:
-        raise ConfigError("--reconcile needs the server: --url http://host:9200")
-    conn = CollectdEsConnection.from_env(args.url, index=args.index, host_prefix=args.host_prefix)
+    conn = reconcile_connection(args)
     with CollectdEsSource(conn) as src:
 
         def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:

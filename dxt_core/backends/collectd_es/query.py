@@ -125,9 +125,19 @@ def family_of(source: Mapping[str, Any]) -> str | None:
     return None
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MS = dt.timedelta(milliseconds=1)
+
+
 def parse_timestamp_ms(value: Any) -> int:
     """``@timestamp`` as epoch milliseconds: ISO 8601 strings (``Z`` or offset) or numbers
-    (epoch milliseconds, Elasticsearch's default for numeric dates)."""
+    (epoch milliseconds, Elasticsearch's default for numeric dates).
+
+    A finer fraction is cut to the millisecond below, as Elasticsearch's ``date`` type
+    stores it (millisecond resolution, truncated) and as the vectorised parser of saved
+    pages (NumPy ``datetime64[ms]``) reads it: ``08:59:59.9996Z`` is
+    ``08:59:59.999``, inside a window ending at 09:00, whichever parser reads it. Exact
+    (integer arithmetic, no float rounding)."""
     if isinstance(value, bool):
         raise ValueError(f"bad @timestamp {value!r}")
     if isinstance(value, int | float):
@@ -136,5 +146,5 @@ def parse_timestamp_ms(value: Any) -> int:
         t = dt.datetime.fromisoformat(value)
         if t.tzinfo is None:
             t = t.replace(tzinfo=dt.UTC)
-        return round(t.timestamp() * 1000)
+        return (t - _EPOCH) // _MS
     raise ValueError(f"bad @timestamp {value!r}")

@@ -257,6 +257,12 @@ class _SliceReader:
             if not again:
                 raise _PartialPage(problem)
             self.stats.add(partial_retries=1)
+            pit = body.get("pit")
+            if isinstance(pit, dict) and self.pit is not None:
+                # a partial answer may carry a new PIT id too: ask again with it (the most
+                # recent id is always the one used; the one sent may be refused by now)
+                self.pit.update(r.get("pit_id"))
+                body = {**body, "pit": {**pit, "id": self.pit.id}}
             if attempt < attempts:
                 delay = self.src.retry.delay(attempt)
                 log.warning("%s: %s; asking again in %.1f s", self.where, problem, delay)

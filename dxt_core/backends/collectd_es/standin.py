@@ -312,6 +312,8 @@ class StandinState:
         self.faults: dict[str, Any] = {}
         self.log: list[dict[str, Any]] = []
         self.pages_with_hits = 0
+        #: _count requests seen since the faults were set (``slow_counts`` counts them)
+        self.counts = 0
         self.pits = _Contexts()
         self.scrolls = _Contexts()
 
@@ -393,6 +395,7 @@ class StandinHandler(SimHandler):
             if path == "/_standin/faults":
                 st.faults = orjson.loads(raw) if raw else {}
                 st.pages_with_hits = 0
+                st.counts = 0
                 st.log.clear()
                 self._send(200, {"faults": st.faults})
             elif path == "/_standin/log":
@@ -456,6 +459,7 @@ class StandinHandler(SimHandler):
                 raise _es_error(
                     400, "parsing_exception", f"request does not support [{sorted(extra)[0]}]"
                 )
+            self._slow_count()
             return self._up("POST", path, json=body or {"query": {"match_all": {}}})
         if parts == ["_search", "scroll"]:
             if m == "DELETE":
@@ -586,6 +590,16 @@ class StandinHandler(SimHandler):
         if "_scroll_id" in doc:
             doc["_scroll_id"] = self.state.scrolls.new("scroll", doc["_scroll_id"])
         return self._finish(doc, names, params, scroll_next=False)
+
+    def _slow_count(self) -> None:
+        """Fault ``slow_counts``: the n-th ``_count`` requests (1-based, since the faults
+        were set) answer after ``slow_s`` seconds (default 2): a client's timeout tells."""
+        st = self.state
+        with st.lock:
+            st.counts += 1
+            n = st.counts
+        if n in st.faults.get("slow_counts", []):
+            time.sleep(float(st.faults.get("slow_s", 2.0)))
 
     def _scroll_next(
         self, params: dict[str, str], body: dict[str, Any], entry: dict[str, Any]

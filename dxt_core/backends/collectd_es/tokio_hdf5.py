@@ -120,13 +120,18 @@ class TokioHdf5Writer(RecordWriter[TimeGrid, Sequence[Hit]]):
         return self.builder.stats if self.builder is not None else BuildStats()
 
     def close(self) -> WriteResult:
+        """The file's image to ``out``. Its ``rows`` are the documents the writer was given
+        (as the JSON Lines file's are its lines), placed in cells or not: a day whose every
+        document was ignored by the conversion is still a day that held documents, with its
+        file (every cell ``-0.0``). ``extra`` says what became of them: ``inserted`` (in a
+        cell), ``out_of_range`` and ``ignored`` (could not be placed, first ``problems``)."""
         if self.builder is None:
             raise ArchiveError("TokioHdf5Writer.close called before header()")
         image = tokio_image(self.builder, self.existing, self.init, self.updated, self.name)
         self.out.write(image.data)
         build = {k: v for k, v in self.builder.stats.as_dict().items() if k != "documents"}
         return WriteResult(
-            rows=self.builder.stats.inserted,
+            rows=self.builder.stats.documents,
             bytes=len(image.data),
             sha256=hashlib.sha256(image.data).hexdigest(),
             extra={"columns": image.columns, **build},

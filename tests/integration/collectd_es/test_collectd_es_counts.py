@@ -5,6 +5,7 @@ Elasticsearch >= 8.8 that leaves ``X-Elastic-Product`` out of its 403 still gets
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import httpx
@@ -140,3 +141,200 @@ def test_reconcile_from_the_command_line(noida_es, tmp_path):
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 equal" in out.stdout and "_count" in out.stdout
+
+
+# --------------------------------------------------------------------------- --reconcile options
+
+
+@pytest.fixture(scope="module")
+def tls_context(tmp_path_factory):
+    """A server TLS context with a self-signed certificate for 127.0.0.1 (made by openssl)."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate (apt-get install openssl)")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "1",
+         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"),
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
+    return ctx
+
+
+class TlsFront:
+    """https://127.0.0.1:PORT relaying every connection, bytes as they are, to the plain
+    HTTP server ``upstream`` (a TLS-terminating proxy with a self-signed certificate)."""
+
+    def __init__(self, upstream: str, tls) -> None:
+        import socket
+        import threading
+        from urllib.parse import urlsplit
+
+        up = urlsplit(upstream)
+        self.upstream = (up.hostname, up.port)
+        self.tls = tls
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.threads: list[threading.Thread] = []
+        self.accepting = threading.Thread(target=self._accept, daemon=True)
+        self.accepting.start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _serve(self, conn) -> None:
+        import socket
+        import threading
+
+        try:
+            client = self.tls.wrap_socket(conn, server_side=True)
+        except OSError:  # the client refused the certificate
+            conn.close()
+            return
+        server = socket.create_connection(self.upstream)
+
+        def pipe(a, b) -> None:
+            try:
+                while data := a.recv(65536):
+                    b.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (a, b):
+                    with contextlib.suppress(OSError):
+                        s.shutdown(socket.SHUT_RDWR)
+
+        back = threading.Thread(target=pipe, args=(server, client), daemon=True)
+        back.start()
+        pipe(client, server)
+        back.join(timeout=10)
+        client.close()
+        server.close()
+
+    def close(self) -> None:
+        import socket
+
+        with contextlib.suppress(OSError):  # wakes the accept() (a close alone does not)
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.accepting.join(timeout=10)
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def archived_hour(noida_es, tmp_path_factory):
+    """An archive of the sample day's disk documents (noida-db, behind every stand-in)."""
+    root = tmp_path_factory.mktemp("archive")
+    stats = ExportStats()
+    with CollectdEsSource(CollectdEsConnection(noida_es.url)) as src:
+        archive_collectd_es_day(
+            es_pages(src, stats), "disk", T0.date(), Archive(root), stats=stats, num_nodes=16
+        )
+    return root
+
+
+@pytest.fixture
+def reconcile(archived_hour, monkeypatch, capsys):
+    """``dxt coverage collectd-es --reconcile --url URL OPTIONS...`` over the archived day:
+    (exit status, stdout + stderr); no credentials in the environment unless set."""
+    from dxt_core.backends.collectd_es.connection import ENV_PASSWORD, ENV_USER
+    from dxt_core.cli import main
+
+    for name in (ENV_USER, ENV_PASSWORD):
+        monkeypatch.delenv(name, raising=False)
+    day = T0.date().isoformat()
+
+    def run(url: str, *options: str) -> tuple[int, str]:
+        capsys.readouterr()
+        rc = main(["coverage", "collectd-es", "--reconcile", "--url", url, "--archive",
+                   str(archived_hour), "--families", "disk", "--start-day", day, "--end-day",
+                   day, *options])  # fmt: skip
+        out = capsys.readouterr()
+        return rc, out.out + out.err
+
+    return run
+
+
+def counts_of(standin) -> list[dict]:
+    return [e for e in standin.log() if e.get("path", "").endswith("/_count")]
+
+
+def test_reconcile_counts_with_the_credentials_given_else_the_environment(
+    es_standin, reconcile, monkeypatch
+):
+    """--user/--password reach the count (else PYTOKIO_ES_USER/PYTOKIO_ES_PASSWORD, each on
+    its own, as the extract reads them); a wrong password is the count's 401, unechoed."""
+    from dxt_core.backends.collectd_es.connection import ENV_PASSWORD, ENV_USER
+
+    standin = es_standin("elasticsearch-8.15.3", user="reader", password="s3cr3t")
+    rc, out = reconcile(standin.url, "--user", "reader", "--password", "s3cr3t")
+    assert rc == 0 and "1 equal" in out, out
+    assert [e["status"] for e in counts_of(standin)] == [200]
+    rc, out = reconcile(standin.url, "--user", "reader", "--password", "wrong")
+    assert rc == 3 and "count FAILED" in out and "401" in out and "wrong" not in out, out
+    monkeypatch.setenv(ENV_USER, "reader")
+    monkeypatch.setenv(ENV_PASSWORD, "s3cr3t")
+    rc, out = reconcile(standin.url)
+    assert rc == 0 and "1 equal" in out, out
+    monkeypatch.delenv(ENV_USER)
+    rc, out = reconcile(standin.url, "--user", "reader")  # the password from the environment
+    assert rc == 0 and "1 equal" in out, out
+    monkeypatch.delenv(ENV_PASSWORD)
+    rc, out = reconcile(standin.url, "--user", "reader")
+    assert rc == 2 and "a user without a password: give --user and --password" in out, out
+
+
+def reader_in_the_environment(monkeypatch) -> None:
+    from dxt_core.backends.collectd_es.connection import ENV_PASSWORD, ENV_USER
+
+    monkeypatch.setenv(ENV_USER, "reader")
+    monkeypatch.setenv(ENV_PASSWORD, "s3cr3t")
+
+
+def test_reconcile_counts_within_the_timeout_given(es_standin, reconcile, monkeypatch):
+    """--timeout reaches the count: a count answered after 2 s is given up after 0.5 s and
+    asked again (the default, 60 s, would have waited for it)."""
+    standin = es_standin("elasticsearch-8.15.3", user="reader", password="s3cr3t")
+    reader_in_the_environment(monkeypatch)
+    standin.faults(slow_counts=[1], slow_s=2)
+    rc, out = reconcile(standin.url, "--timeout", "0.5")
+    assert rc == 0 and "1 equal" in out, out
+    assert len(counts_of(standin)) == 2  # the first one timed out
+    rc, out = reconcile(standin.url, "--timeout", "0")
+    assert rc == 2 and "--timeout 0: give the request timeout in seconds, above 0" in out, out
+
+
+def test_reconcile_over_tls_verifies_unless_no_verify_tls(
+    es_standin, tls_context, reconcile, monkeypatch
+):
+    """--no-verify-tls reaches the count: the auth stand-in behind https with a self-signed
+    certificate is refused by the certificate check, and counted with the option."""
+    standin = es_standin("elasticsearch-8.15.3", user="reader", password="s3cr3t")
+    reader_in_the_environment(monkeypatch)
+    front = TlsFront(standin.url, tls_context)
+    try:
+        rc, out = reconcile(front.url)
+        assert rc == 3 and "TLS certificate check failed" in out, out
+        assert counts_of(standin) == []
+        rc, out = reconcile(front.url, "--no-verify-tls")
+        assert rc == 0 and "1 equal" in out, out
+        assert [e["status"] for e in counts_of(standin)] == [200]
+    finally:
+        front.close()

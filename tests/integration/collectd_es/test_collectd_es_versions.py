@@ -224,6 +224,24 @@ def test_a_partial_pit_page_is_asked_again(es_standin, flavour):
     assert stats.partial_retries == 1 and stats.resumed == 0
 
 
+@pytest.mark.parametrize("flavour", ["elasticsearch-9.1.0", "opensearch-2.11.1"])
+def test_a_partial_pit_page_is_asked_again_with_the_pit_id_it_carried(es_standin, flavour):
+    """A partial answer carries a PIT id too, and only the most recent one is accepted (the
+    stand-in rotates ids and refuses stale ones with 404): the page is asked again with the
+    partial answer's id, so no resume (a reopened PIT) is spent on it."""
+    standin = es_standin(flavour)
+    standin.faults(partial_pages=[3, 5], partial_ignores_param=True, rotate_pit=True)
+    stats = ExportStats()
+    ids = export_ids(standin.url, stats, slices=1, page_size=500)
+    assert len(ids) == len(set(ids)) == 7038
+    assert stats.partial_retries == 2 and stats.resumed == 0
+    searches = [e for e in requests_of(standin.log()) if "pit" in e]
+    assert searches and all(e["status"] == 200 for e in searches)
+    assert len({e["pit"] for e in searches}) == len(searches)  # each the newest id, once
+    opened = [e for e in requests_of(standin.log()) if "point_in_time" in e["path"] or e["path"].endswith("/_pit")]  # fmt: skip
+    assert sum(e["method"] == "POST" for e in opened) == 1  # the PIT was never reopened
+
+
 def test_a_partial_scroll_page_restarts_the_slice(es_standin):
     """Scroll pages report shard failures in _shards (allow_partial_search_results is not a
     scroll parameter: RestSearchScrollAction.java); a scroll cannot ask for the same page

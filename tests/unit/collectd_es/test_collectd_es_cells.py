@@ -387,3 +387,37 @@ def test_cli_times_without_offset_are_utc_and_bad_times_are_explained(tmp_path, 
     assert "is not ISO 8601" in capsys.readouterr().err
     assert not (tmp_path / "y.hdf5").exists()
     assert os.listdir(tmp_path) == ["x.hdf5"]
+
+
+def test_a_sub_millisecond_timestamp_is_cut_to_its_millisecond_whatever_its_page():
+    """Elasticsearch stores a date's milliseconds by truncation: 08:59:59.9996Z is
+    08:59:59.999, inside [08:00, 09:00). Saved pages are parsed with NumPy when every time
+    ends in Z and one by one otherwise (a ``+00:00`` neighbour): the same hit must land in
+    the same window either way, as must a hit without ``sort`` in the HDF5 conversion."""
+    late = "2017-12-13T08:59:59.9996Z"
+    last_ms = int((T1 - dt.timedelta(milliseconds=1)).timestamp() * 1000)
+
+    def page(*times: str) -> list[dict]:
+        hits = []
+        for i, t in enumerate(times):
+            h = cpu_hit("bb1", T0, "user", 1.0, i)
+            h["_id"], h["_source"]["@timestamp"] = f"h{i}", t
+            hits.append(h)
+        return hits
+
+    half_ms = int((T0 + dt.timedelta(minutes=30)).timestamp() * 1000)
+    alone = page(late)
+    with_offset = page(late, "2017-12-13T08:30:00+00:00")
+    for hits, expected in (
+        (alone, [("h0", [last_ms])]),
+        (with_offset, [("h0", [last_ms]), ("h1", [half_ms])]),
+    ):
+        inside = [h for p in select_saved_hits([hits], "cpu", T0, T1, "bb") for h in p]
+        assert [(h["_id"], h["sort"]) for h in inside] == expected
+        next_hour = T1 + dt.timedelta(hours=1)
+        assert not [h for p in select_saved_hits([hits], "cpu", T1, next_hour, "bb") for h in p]
+    # the conversion's own parser, for a hit that comes without sort values
+    b = TokioTimeSeriesBuilder(["cpu"], TimeGrid.of(T0, T1, 10), 1)
+    b.add_page([{k: v for k, v in h.items() if k != "sort"} for h in page(late)])
+    assert (b.stats.inserted, b.stats.out_of_range) == (1, 0)
+    assert b.results()["dataservers/cpuuser"][1][-1, 0] == 1.0

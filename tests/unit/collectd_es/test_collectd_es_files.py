@@ -4,6 +4,8 @@ layout, a full disk (issue 12.8, 12.9; issue 11's "say so loudly")."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import json
 import os
 import resource
 import shutil
@@ -16,9 +18,17 @@ import h5py
 import numpy as np
 import pytest
 
+from dxt_core.archive import Archive, DayKey
+from dxt_core.backends.collectd_es.archive_day import archive_collectd_es_day, saved_pages
 from dxt_core.backends.collectd_es.tokio_hdf5 import read_tokio_dataset
 from dxt_core.cli import main
-from tests.unit.collectd_es.test_collectd_es_cells import SAMPLE_JSON, assert_same_as_pytokio
+from dxt_core.errors import ConfigError
+from tests.unit.collectd_es.test_collectd_es_cells import (
+    SAMPLE_JSON,
+    T0,
+    assert_same_as_pytokio,
+    disk_hit,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 HOUR = ["2017-12-13T08:00:00", "2017-12-13T09:00:00"]
@@ -234,3 +244,95 @@ def test_a_full_filesystem_is_a_clear_error_and_the_old_file_stays(tmp_path):
         assert "No space left on device" in r.stderr and "Traceback" not in r.stderr
         assert out.read_bytes() == before
         assert sorted(p.name for p in small.iterdir()) == ["filler", "x.hdf5"]
+
+
+# --------------------------------------------------------------------------- HDF5 rows
+
+
+def _unconvertible_disk_hits(n: int) -> list[dict]:
+    """``n`` disk documents of the day without read/write values: every one is ignored by
+    the HDF5 conversion (and kept whole by the JSON Lines file)."""
+    hits = []
+    for i in range(n):
+        h = disk_hit("bb1", "nvme0n1", T0 + dt.timedelta(seconds=i), 1, 1, i)
+        del h["_source"]["read"], h["_source"]["write"]
+        hits.append(h)
+    return hits
+
+
+@pytest.mark.parametrize("formats", [["hdf5"], ["jsonl", "hdf5"]])
+def test_a_day_whose_documents_all_fail_the_hdf5_conversion_is_archived_with_its_file(
+    tmp_path, formats
+):
+    """The day held 5 documents: it is archived with 5 rows and every format it lists,
+    never recorded as empty nor without its HDF5 file; the HDF5 file's rows are the
+    documents it was given, and what it could not place is counted beside them."""
+    archive = Archive(tmp_path)
+    provider = saved_pages([_unconvertible_disk_hits(5)], "bb", "saved")
+    report = archive_collectd_es_day(
+        provider, "disk", T0.date(), archive, formats=formats, num_nodes=1
+    )
+    assert (report.status, report.rows) == ("archived", 5)
+    doc = json.loads(report.manifest.read_text())
+    assert doc["formats"] == formats and doc["rows"] == 5
+    files = {f["format"]: f for f in doc["files"]}
+    assert sorted(files) == sorted(formats)
+    hdf5 = files["hdf5"]
+    assert (hdf5["rows"], hdf5["inserted"], hdf5["ignored"], hdf5["out_of_range"]) == (5, 0, 5, 0)
+    assert "disk document without read/write" in hdf5["problems"][0]
+    path = archive.data_path(DayKey("collectd_es", ("disk",), T0.date()), "hdf5")
+    _, values, _ = read_tokio_dataset(path, "datatargets/readrates")
+    assert values.size and np.signbit(values).all() and (values == 0).all()  # no data: -0.0
+
+
+# --------------------------------------------------------------------------- --timestep
+
+
+def test_a_timestep_that_does_not_divide_the_window_is_refused_up_front(tmp_path, capsys):
+    """7 s rows over an hour: the last row would end 5 s after END (the file's end past the
+    window) and the identical rerun would be refused; refused before anything is read."""
+    out = tmp_path / "x.hdf5"
+    rc = main(extract(*HOUR, "--families", "disk", "--num-nodes", "16", "--timestep", "7",
+                      "--out", str(out)))  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and not list(tmp_path.iterdir())
+    assert "--timestep 7 does not divide the window" in err and "(3600 s)" in err
+    assert "e.g. 6 or 8" in err
+    rc = main(extract(*HOUR, "--families", "disk", "--num-nodes", "16", "--timestep", "0",
+                      "--out", str(out)))  # fmt: skip
+    assert rc == 2 and "--timestep 0: the HDF5 row width" in capsys.readouterr().err
+    # a new file's range is held to the same rule
+    rc = main(extract(*HOUR, "--families", "disk", "--num-nodes", "16", "--init-end",
+                      "2017-12-13T10:00:05", "--out", str(out)))  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and "--timestep 10 does not divide the new file's range" in err
+    assert not list(tmp_path.iterdir())
+    # a timestep that divides the window (not only 10): written, then rewritten by the same
+    # command (the file ends where the window does)
+    args = extract(*HOUR, "--families", "disk", "--num-nodes", "16", "--timestep", "9",
+                   "--out", str(out))  # fmt: skip
+    assert main(args) == 0
+    first = read_tokio_dataset(out, "datatargets/readrates")[1]
+    assert main(args) == 0  # the same command again, on the file it wrote
+    with h5py.File(out) as f:
+        assert int(f.attrs["end"]) - int(f.attrs["start"]) == 3600
+        assert f["datatargets/timestamps"].shape == (400,)
+    assert np.array_equal(read_tokio_dataset(out, "datatargets/readrates")[1], first)
+
+
+def test_the_dag_refuses_a_timestep_that_does_not_divide_the_day(tmp_path):
+    archive = Archive(tmp_path)
+    hits = [disk_hit("bb1", "nvme0n1", T0, 1, 1)]
+    with pytest.raises(
+        ConfigError, match=r"DXT_COLLECTD_ES_TIMESTEP=7 does not divide the UTC day"
+    ):
+        archive_collectd_es_day(
+            saved_pages([hits], "bb", "saved"), "disk", T0.date(), archive, timestep=7
+        )
+    assert not list(tmp_path.rglob("*.manifest.json"))
+    # JSON Lines alone has no rows of time: the timestep does not matter to it
+    report = archive_collectd_es_day(
+        saved_pages([hits], "bb", "saved"), "disk", T0.date(), archive, formats=["jsonl"],
+        timestep=7,
+    )  # fmt: skip
+    assert (report.status, report.rows) == ("archived", 1)

@@ -1,0 +1,60 @@
+"""Command-line values checked before anything starts, and the refill commands a coverage
+prints: each names the option (or the command that exists) and how to fix it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+from dxt_core.archive import Archive, DayKey
+
+
+def dxt(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_demo_refuses_a_bad_number_before_starting_anything(tmp_path: Path) -> None:
+    for argv, said in (
+        (["--days", "0"], "--days 0: give 1 or more"),
+        (["--metrics-per-plugin", "-1"], "--metrics-per-plugin -1: give 1 or more"),
+        (["--port", "70000"], "--port 70000: give a TCP port"),
+    ):
+        out = dxt("demo", "--dir", str(tmp_path / "d"), "--exit", *argv)
+        assert out.returncode == 2 and said in out.stderr, out.stderr
+        assert not (tmp_path / "d").exists()  # nothing started, nothing made
+
+
+def test_examon_limit_and_plugins_name_the_option(tmp_path: Path) -> None:
+    base = ("extract", "examon", "--url", "http://127.0.0.1:9", "--start-day", "2020-03-01")
+    out = dxt(*base, "--archive", str(tmp_path / "a"), "--limit", "-1")
+    assert out.returncode == 2 and "--limit -1: give 1 or more" in out.stderr
+    out = dxt(*base, "--archive", str(tmp_path / "a"), "--plugins", "ipmi")
+    assert out.returncode == 2
+    assert "no metric of the catalog belongs to --plugins ipmi" in out.stderr
+    assert "ipmi_pub" in out.stderr  # the plugins there are, to choose from
+
+
+def test_collectd_archive_days_are_refilled_by_the_dag_only(tmp_path: Path) -> None:
+    """``dxt extract collectd-es`` exports one window to one file: it writes no archive day,
+    so the refill printed for missing days is the DAG's, never a dxt command that does not
+    exist (``dxt extract collectd_es ... --start-day``)."""
+    archive = Archive(tmp_path)
+    archive.write_manifest(
+        DayKey("collectd_es", ("disk",), dt.date(2017, 12, 19)),
+        {"status": "empty", "file": None, "rows": 0, "bytes": 0},
+    )
+    out = dxt(
+        *("coverage", "collectd-es", "--archive", str(tmp_path)),
+        *("--start-day", "2017-12-19", "--end-day", "2017-12-21"),
+    )
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "dxt extract" not in out.stdout
+    assert "airflow backfill create --dag-id dxt_collectd_es --from-date 2017-12-" in out.stdout
