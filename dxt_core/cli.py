@@ -434,16 +434,27 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
         "only, never the data: equal, more at the source (late data: exit 4, with the "
         "commands that refetch), fewer (retention: the archive is kept, shown K)",
     )
+    # Backends share an option when they mean the same by it (--metrics, --password): the
+    # first one's action is kept, and its help names each backend's own words when they
+    # differ (a password's variable, a default).
+    helps: dict[str, list[tuple[str, str]]] = {}
     for backend in registry.backends() if backend_options else []:
-        # Backends share an option when they mean the same by it (--metrics): first one wins.
         shared = argparse.ArgumentParser(add_help=False)
         cli = backend.cli_role()
         cli.add_coverage_arguments(shared)
         if hasattr(cli, "add_reconcile_arguments"):  # optional: --reconcile's options
             cli.add_reconcile_arguments(shared)
         for action in shared._actions:
+            if not action.option_strings:
+                continue
+            first = action.option_strings[0]
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)
+            helps.setdefault(first, []).append((backend.command, action.help or ""))
+    for first, said in helps.items():
+        texts = {h for _, h in said}
+        if len(texts) > 1:
+            c._option_string_actions[first].help = "; ".join(f"{b}: {h}" for b, h in said if h)
     c.set_defaults(func=cmd_coverage)
 
 

@@ -576,7 +576,9 @@ class HttpClient:
         if tls is not None:
             raise SourceError(
                 f"TLS certificate check failed ({tls}){where}; fix the server's "
-                "certificate, or set verify_tls false if you trust this network",
+                "certificate, or, if you trust this network, turn the check off (the "
+                "connection's verify_tls extra false; on the command line --no-verify-tls, "
+                "--no-verify-certs for dxt extract collectd-es)",
                 url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
             ) from None
         return _Failure(f"connection error ({type(exc).__name__}: {exc})")
