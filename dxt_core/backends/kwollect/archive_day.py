@@ -12,6 +12,7 @@ from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
 from dxt_core.backends.kwollect.source import (
     KWOLLECT_COUNT_METHOD,
+    G5kNode,
     KwollectClient,
     KwollectStats,
     check_component,
@@ -48,18 +49,27 @@ def archive_kwollect_day(
     microsecond before the next midnight, so a point at exactly midnight belongs to the next
     day only. Points are written in the API's order (chronological); a rerun over unchanged
     data writes identical bytes.
+
+    A node the reference API does not list is named in the manifest (``unlisted_nodes``)
+    and the log, not refused: a typo, or a node retired since (its past days may hold data).
+
+    Raises:
+        ConfigError: a metric no catalogue knows (an "empty" day for ever); the message
+            names it.
     """
     check_component(metric, "metric")
     parsed = parse_nodes(nodes, site)
     if not parsed:
         raise ConfigError(f"no nodes configured for site {site}")
-    client.check_metrics(site, parsed, [metric])  # a typo is an error, not "empty" forever
+    unlisted = _unlisted_nodes(client, parsed, f"kwollect {site}/{metric} {day}")
+    client.check_metrics(site, parsed, [metric])  # the same for a metric
     tz = zone(time_zone)
     window = day_window(day, tz)
     start, stop = window.start, window.end - dt.timedelta(microseconds=1)
     key = DayKey("kwollect", (site, metric), day)
     stats = KwollectStats()
     manifest: dict[str, Any] = {
+        **({"unlisted_nodes": unlisted} if unlisted else {}),
         "source_url": client.safe_url,
         "site": site,
         "metric": metric,
@@ -99,3 +109,12 @@ def archive_kwollect_day(
         staging.done("jsonl.gz", res)
 
     return archive_one_day(archive, key, write, manifest=manifest, stats=stats, day_zone=time_zone)
+
+
+def _unlisted_nodes(client: KwollectClient, nodes: list[G5kNode], what: str) -> list[str]:
+    """The nodes the reference API does not list, each said in the log: a typo, or a node
+    retired since the day (its past data may still be there), so named, not refused."""
+    unlisted = client.node_problems(nodes)
+    for problem in unlisted:
+        log.warning("%s: %s (not listed by the reference API)", what, problem)
+    return unlisted

@@ -3,10 +3,16 @@ points come, one site at a time, and ``manifest.json`` last.
 
 JSON Lines keep every point exactly as the API sent it (labels included); CSV flattens labels
 into ``label:<key>`` columns (lists joined with ``;``). Each file goes through a
-:class:`~dxt_core.writers.base.RecordWriter` onto an atomic file (a temporary name until the
-site is done). A backup keeps one open gzip stream per (node, metric): ISA-L
-(:data:`STREAM_BACKEND`) compresses as it goes with a small state per stream, where buffering
-backends would hold megabytes per open file.
+:class:`~dxt_core.writers.base.RecordWriter` onto an atomic file in a staging directory
+(``<backup_dir>/.staging-*``, see :func:`new_staging`) until its site is done. A backup keeps
+one open gzip stream per (node, metric): ISA-L (:data:`STREAM_BACKEND`) compresses as it goes
+with a small state per stream, where buffering backends would hold megabytes per open file.
+
+The files come under their final names only at the end (:func:`commit_backup`), just before
+the manifest that lists them: a backup stopped by Ctrl-C commits the sites that were complete
+and a manifest marked incomplete (:class:`BackupInterrupted`), or nothing; a failed one
+commits nothing. No file of a run is ever left under a final name without a manifest that
+vouches for it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +32,8 @@ import orjson
 
 from dxt_core.backends.kwollect.source import G5kNode, Point, check_component
 from dxt_core.errors import SourceError
-from dxt_core.fsio import atomic_file, write_json_atomic
+from dxt_core.fsio import archive_io, atomic_file, fsync_dir, make_dirs_durable, write_json_atomic
+from dxt_core.http import RequestStats
 from dxt_core.records import Record
 from dxt_core.writers.base import RecordWriter, WriteResult
 from dxt_core.writers.compress import GzipStream
@@ -33,6 +42,8 @@ from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
 BACKUP_MANIFEST = "manifest.json"
 BACKUP_SCHEMA = "dxt-archive/kwollect-backup/1"
 BackupFormat = Literal["jsonl", "csv"]
+#: Name prefix of a backup's staging directory (a leftover of a killed run can be deleted).
+STAGING_PREFIX = ".staging-"
 #: The columns of a point (CSV adds one ``label:<key>`` column per label key).
 POINT_COLUMNS = ("timestamp", "device_id", "metric_id", "value")
 STREAM_BACKEND: Literal["isal"] = "isal"
@@ -124,6 +135,8 @@ class SiteBackup:
         self.root, self.site, self.fmt, self.stack = root, site, fmt, stack
         self.names = {n.name: n for n in nodes}
         self.files: dict[tuple[str, str], _File] = {}
+        #: points written so far (read by other threads: a count of what a stop discards)
+        self.rows = 0
 
     def add(self, batch: Sequence[Point]) -> None:
         """Write one answer's points, each into its (node, metric) file, in order."""
@@ -136,6 +149,7 @@ class SiteBackup:
             f = self.files.get(key) or self._open(key)
             f.writer.rows(points)
             f.rows += len(points)
+            self.rows += len(points)
             f.first = f.first or points[0]["timestamp"]
             f.last = points[-1]["timestamp"]
 
@@ -194,3 +208,114 @@ def write_backup_manifest(root: Path, doc: dict[str, Any], files: list[dict[str,
         },
     )
     return manifest
+
+
+def new_staging(root: Path) -> Path:
+    """A new staging directory in ``root`` (created with its parents), where a backup's
+    files are written until :func:`commit_backup` moves them under their final names."""
+    with archive_io(root, "create directory"):
+        make_dirs_durable(root)
+        return Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
+
+
+def discard_staging(staging: Path) -> None:
+    """Remove a staging directory and whatever is left in it."""
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def commit_backup(
+    root: Path, staging: Path, doc: dict[str, Any], files: list[dict[str, Any]]
+) -> Path:
+    """Move the staged ``files`` (each complete) under their final names in ``root``, then
+    write ``manifest.json`` listing them; the staging directory is removed. An earlier
+    backup's manifest is removed first: it no longer describes the directory."""
+    manifest = root / BACKUP_MANIFEST
+    with archive_io(manifest, "remove"):
+        manifest.unlink(missing_ok=True)
+        fsync_dir(root)
+    moved: set[Path] = set()
+    for f in files:
+        target = root / f["file"]
+        with archive_io(target, "move the staged file to"):
+            make_dirs_durable(target.parent)
+            os.replace(staging / f["file"], target)
+        moved.add(target.parent)
+    for d in sorted(moved):
+        with archive_io(d, "sync directory"):
+            fsync_dir(d)
+    write_backup_manifest(root, doc, files)
+    discard_staging(staging)
+    return manifest
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+class BackupInterrupted(KeyboardInterrupt):
+    """A backup stopped by Ctrl-C (SIGINT), after it committed what was complete.
+
+    Attributes:
+        root: the backup directory.
+        manifest: ``manifest.json`` (marked ``"complete": false``) listing the files of the
+            sites that were complete, or None when none was (nothing was written).
+        files: those files' manifest entries.
+        sites: every site of the backup, in order.
+        not_done: the sites not backed up, and how each ended (``stopped``, ``abandoned in
+            flight``, ``not started``).
+        nodes_not_done: their nodes (FQDNs).
+        discarded_rows: points fetched for sites not complete, not kept.
+        stats: the requests of the whole run.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        manifest: Path | None,
+        files: list[dict[str, Any]],
+        sites: list[str],
+        not_done: dict[str, str],
+        nodes_not_done: list[str],
+        discarded_rows: int,
+        stats: RequestStats,
+    ) -> None:
+        self.root, self.manifest, self.files = root, manifest, files
+        self.sites, self.not_done, self.nodes_not_done = sites, not_done, nodes_not_done
+        self.discarded_rows, self.stats = discarded_rows, stats
+        super().__init__(self.summary())
+
+    @property
+    def abandoned(self) -> bool:
+        """Some site's request was still in flight when the backup gave up waiting."""
+        return any(how == "abandoned in flight" for how in self.not_done.values())
+
+    def summary(self) -> str:
+        """What the backup did, with counts, in one line."""
+        s = self.stats
+        rows = sum(f["rows"] for f in self.files)
+        size = sum(f["bytes"] for f in self.files)
+        missing = ", ".join(f"{site} ({how})" for site, how in self.not_done.items())
+        done = len(self.sites) - len(self.not_done)
+        cost = (
+            f"{_plural(s.requests, 'request')}, {_plural(self.discarded_rows, 'row')} fetched for "
+            f"sites not complete discarded, {s.seconds:.1f} s"
+        )
+        if self.manifest is None:
+            earlier = (
+                f" (its {BACKUP_MANIFEST} is an earlier backup's, untouched)"
+                if (self.root / BACKUP_MANIFEST).exists()
+                else ""
+            )
+            return (
+                f"backup INTERRUPTED: no site was complete, nothing written to {self.root}"
+                f"{earlier}; not backed up: {missing}; {cost}. Run the backup again to back it "
+                "up"
+            )
+        complete = ", ".join(s for s in self.sites if s not in self.not_done)
+        return (
+            f"backup INTERRUPTED: {self.manifest}, marked incomplete, lists "
+            f"{_plural(len(self.files), 'file')} ({_plural(rows, 'row')}, {size:,} bytes): the "
+            f"{done} of {len(self.sites)} sites complete ({complete}); not backed up: {missing}, "
+            f"{_plural(len(self.nodes_not_done), 'node')}; {cost}. Run the backup again to "
+            "back up everything"
+        )

@@ -5,22 +5,29 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import json
+import os
 import shlex
+import signal
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
+from dxt_core.backends.kwollect.backup import BackupInterrupted
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, SPEC, KwollectArchiveConfig
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     DEFAULT_MAX_POINTS,
+    MIN_WINDOW_FLOOR_S,
     KwollectClient,
+    check_options,
     parse_nodes,
 )
 from dxt_core.errors import ConfigError
 from dxt_core.http import RequestStats
-from dxt_core.runner import Unit, day_range, run_units
+from dxt_core.runner import INTERRUPTED_EXIT, Unit, day_range, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.urls import redact_url
 from dxt_core.windows import day_window, days, parse_day, zone
@@ -42,50 +49,93 @@ def _auth(args: argparse.Namespace) -> tuple[str, str] | None:
 
 
 def cmd_extract_kwollect(args: argparse.Namespace) -> int:
-    from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
-    from dxt_core.backends.kwollect.experiment import Kwollect
-
-    auth = _auth(args)
     options = {
         "max_points": args.max_points,
         "timeout_s": args.timeout,
         "min_window_s": args.min_window,
     }
-    metrics = _split(args.metrics) or None
-    if args.archive:
-        if not args.start_day:
-            raise ConfigError("--archive needs --start-day (and optionally --end-day)")
-        clusters = []
-        for c in _split(args.clusters):
-            site, sep, cluster = c.partition("/")
-            if not sep:
-                raise ConfigError(f"--clusters {c!r}: write site/cluster, e.g. lyon/nova")
-            clusters.append((site, cluster))
-        kwargs = {"metrics": tuple(metrics)} if metrics else {}
-        config = KwollectArchiveConfig(
-            nodes=tuple(parse_nodes(_split(args.nodes))),
-            clusters=tuple(clusters),
-            time_zone=args.tz,
-            source="command line",
-            **kwargs,
+    check_options(options, cli=True)  # before any request: each flag and its range
+    auth = _auth(args)
+    where = args.archive or args.backup
+    try:
+        if args.archive:
+            return _archive(args, auth, options)
+        return _backup(args, auth, options)
+    except BackupInterrupted as exc:
+        # Ctrl-C again while this is printed: ignored (the backup has committed what it could)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(exc.summary())
+        if exc.abandoned:
+            # Threads in a request cannot be stopped, and the interpreter would wait for them
+            # at exit: leave now (they write nothing: their staging is gone).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED_EXIT)
+        return INTERRUPTED_EXIT
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(
+            f"interrupted before any metrics were fetched: nothing written to {where}",
+            file=sys.stderr,
         )
-        first, last = day_range(args)
-        archive = Archive(args.archive, replace=args.replace)
-        with KwollectClient(args.api_url, auth, **options) as client:
+        return INTERRUPTED_EXIT
 
-            def unit(u: dict[str, Any], day: dt.date) -> Unit:
-                def run() -> DayReport:
-                    report = archive_kwollect_day(
-                        client, u["site"], u["metric"], u["nodes"], day, archive, config.time_zone
-                    )
-                    print(report.summary() + _dropped(report.stats))
-                    return report
 
-                return Unit(DayKey("kwollect", (u["site"], u["metric"]), day), run)
+def _archive(
+    args: argparse.Namespace, auth: tuple[str, str] | None, options: dict[str, Any]
+) -> int:
+    """``--archive``: whole days, one unit per (site, metric, day)."""
+    from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 
-            units = [unit(u, d) for u in config.units(client) for d in days(first, last)]
-            # one unit at a time: the API is shared, and its answers are large
-            return run_units(units, archive, workers=1, refetch=args.refetch, quiet=True)
+    metrics = _split(args.metrics) or None
+    if not args.start_day:
+        raise ConfigError("--archive needs --start-day (and optionally --end-day)")
+    clusters = []
+    for c in _split(args.clusters):
+        site, sep, cluster = c.partition("/")
+        if not sep:
+            raise ConfigError(f"--clusters {c!r}: write site/cluster, e.g. lyon/nova")
+        clusters.append((site, cluster))
+    kwargs = {"metrics": tuple(metrics)} if metrics else {}
+    config = KwollectArchiveConfig(
+        nodes=tuple(parse_nodes(_split(args.nodes))),
+        clusters=tuple(clusters),
+        time_zone=args.tz,
+        source="command line",
+        **kwargs,
+    )
+    first, last = day_range(args)
+    archive = Archive(args.archive, replace=args.replace)
+    with KwollectClient(args.api_url, auth, **options) as client:
+        # a node the reference API does not list: a typo ("empty" days for ever) or a node
+        # retired since (its past days may hold data): said once here, and in each manifest
+        for problem in client.node_problems(config.nodes):
+            print(
+                f"warning: {problem} -- the reference API does not list it: check the name "
+                "(a retired node's past days may still hold data)",
+                file=sys.stderr,
+            )
+
+        def unit(u: dict[str, Any], day: dt.date) -> Unit:
+            def run() -> DayReport:
+                report = archive_kwollect_day(
+                    client, u["site"], u["metric"], u["nodes"], day, archive, config.time_zone
+                )
+                print(report.summary() + _dropped(report.stats))
+                return report
+
+            return Unit(DayKey("kwollect", (u["site"], u["metric"]), day), run)
+
+        units = [unit(u, d) for u in config.units(client) for d in days(first, last)]
+        # one unit at a time: the API is shared, and its answers are large
+        return run_units(units, archive, workers=1, refetch=args.refetch, quiet=True)
+
+
+def _backup(args: argparse.Namespace, auth: tuple[str, str] | None, options: dict[str, Any]) -> int:
+    """``--backup``: an experiment's nodes over its times, into one directory."""
+    from dxt_core.backends.kwollect.experiment import Kwollect
+
+    metrics = _split(args.metrics) or None
     if not args.backup:
         raise ConfigError("choose --backup DIR (an experiment) or --archive ROOT (daily files)")
     if args.job:
@@ -94,19 +144,31 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
             raise ConfigError(f"--job {args.job!r}: write SITE:JOB_ID, e.g. lyon:1234567")
         k = Kwollect.from_job(site, job_id, api_url=args.api_url, auth=auth, **options)
         if args.start:
-            k.start(args.start)
+            job_stop = k.stop_time
+            k.start(_time(args.start))  # an epoch, as --help says, or ISO 8601
+            if job_stop is not None and not args.end:
+                k.stop(job_stop)  # the job's end still ends the backup
     else:
         if not args.nodes or not args.start:
             raise ConfigError("--backup needs --nodes and --start (or --job SITE:ID)")
         k = Kwollect(_split(args.nodes), api_url=args.api_url, auth=auth, **options)
         k.start(_time(args.start))
+        # a node the reference API does not list has no data: an empty backup, exit 0
+        k.deploy()
     if args.end:
         k.stop(_time(args.end))
     manifest = k.backup(args.backup, metrics=metrics, format=args.format)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # committed: what it holds is said whole
+    doc = json.loads(manifest.read_bytes())
     s = k.last_stats
+    files = doc.get("files") or []
+    with_points = {f["node"] for f in files}
+    empty = [n for n in doc.get("nodes") or [] if n not in with_points]
+    none = f"; no points for {len(empty)} of {len(doc['nodes'])} nodes: {', '.join(empty)}"
     print(
-        f"backup written: {manifest} ({s.requests} requests, {s.splits} splits, "
-        f"{s.seconds:.1f} s{_dropped(s)})"
+        f"backup written: {manifest}: {len(files)} file{'' if len(files) == 1 else 's'}, "
+        f"{doc.get('rows', 0):,} rows, {doc.get('bytes', 0):,} bytes ({s.requests} requests, "
+        f"{s.splits} splits, {s.seconds:.1f} s{_dropped(s)}){none if empty else ''}"
     )
     return 0
 
@@ -149,14 +211,25 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
-    k.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, help="points per request")
-    k.add_argument("--timeout", type=float, default=330.0, help="HTTP read timeout, seconds")
+    k.add_argument(
+        "--max-points",
+        type=int,
+        default=DEFAULT_MAX_POINTS,
+        help="points per request, 1 or more (default %(default)s)",
+    )
+    k.add_argument(
+        "--timeout",
+        type=float,
+        default=330.0,
+        help="HTTP read timeout, seconds, above 0 (default %(default)s)",
+    )
     k.add_argument(
         "--min-window",
         type=float,
         default=1.0,
         metavar="SECONDS",
-        help="shortest time window a refused request is split down to (default %(default)s)",
+        help="shortest time window a refused request is split down to, "
+        f"{MIN_WINDOW_FLOOR_S:g} or more (default %(default)s)",
     )
     k.set_defaults(func=cmd_extract_kwollect)
 

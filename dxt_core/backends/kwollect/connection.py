@@ -195,15 +195,26 @@ SPEC: ConnectionSpec[KwollectConnection] = ConnectionSpec(
         Extra("api_url", str, None, "API URL", "the API's base URL (wins over host)", flag=""),
         timeout_extra(None, flag=""),
         verify_tls_extra(None),
-        Extra("max_points", int, None, "Points per request", "points per request", flag=""),
-        Extra("max_nodes", int, None, "Nodes per request", "nodes per request", flag=""),
+        Extra(
+            "max_points",
+            int,
+            None,
+            "Points per request",
+            "points per request",
+            flag="",
+            positive=True,
+        ),
+        Extra(
+            "max_nodes", int, None, "Nodes per request", "nodes per request", flag="", positive=True
+        ),
         Extra(
             "min_window",
             float,
             None,
             "Shortest window (s)",
-            "shortest time window a refused request is split down to, seconds",
+            "shortest time window a refused request is split down to, seconds (0.001 or more)",
             flag="",
+            positive=True,
         ),
     ),
 )

@@ -20,9 +20,12 @@ import contextlib
 import datetime as dt
 import functools
 import logging
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -30,8 +33,11 @@ from dxt_core._version import __version__
 from dxt_core.backends.kwollect.backup import (
     BACKUP_MANIFEST,
     BackupFormat,
+    BackupInterrupted,
     SiteBackup,
-    write_backup_manifest,
+    commit_backup,
+    discard_staging,
+    new_staging,
 )
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
 from dxt_core.backends.kwollect.energy import EnergyResult, integrate_power, node_energy
@@ -43,22 +49,24 @@ from dxt_core.backends.kwollect.source import (
     KwollectClient,
     KwollectStats,
     Point,
+    Stopped,
     by_site,
     parse_nodes,
     parse_time,
-    sites_path,
     unknown_metric_error,
 )
 from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
+from dxt_core.runner import GRACE_S, Interrupt, sigint_counted
 
 log = logging.getLogger("dxt_core.backends.kwollect.experiment")
 
 __all__ = [
     "BACKUP_MANIFEST",
     "DEFAULT_TIME_ZONE",
+    "BackupInterrupted",
     "EnergyResult",
     "Kwollect",
     "integrate_power",
@@ -148,33 +156,11 @@ class Kwollect:
         """Check that every node is known to the reference API of its site.
 
         Raises:
-            ConfigError: names every unknown site and node.
+            ConfigError: names every unknown node, with its cluster's nodes (or the site's
+                clusters, or the known sites).
         """
-        problems: list[str] = []
-        for site, nodes in by_site(self.nodes).items():
-            # One reference API call per cluster in use, not per cluster of the site.
-            clusters = {n.cluster: self.client.cluster_nodes(site, n.cluster) for n in nodes}
-            bad = [n.fqdn for n in nodes if n.name not in (clusters[n.cluster] or ())]
-            if bad:
-                missing = sorted(c for c, members in clusters.items() if members is None)
-                why = f" (no cluster {', '.join(missing)} on site {site})" if missing else ""
-                if missing and not self._site_exists(site):
-                    why = f" (site {site!r} is unknown to {self.client.safe_url})"
-                problems.append(f"unknown nodes on site {site}: {', '.join(bad)}{why}")
-        if problems:
-            raise ConfigError(
-                "; ".join(problems) + " -- check the node names (Grid'5000 reference API)"
-            )
+        self.client.check_nodes(self.nodes)
         return self
-
-    def _site_exists(self, site: str) -> bool:
-        try:
-            self.client.get(sites_path(site))
-        except SourceError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
 
     def start(self, timestamp: object | None = None) -> Kwollect:
         """Record the start time (now, or ``timestamp``: datetime, epoch or ISO string)."""
@@ -246,31 +232,88 @@ class Kwollect:
 
     # -- fetching ------------------------------------------------------------------------
 
+    def _run_sites(
+        self,
+        nodes: list[G5kNode],
+        work: Callable[[str, list[G5kNode]], Any],
+        stopping: threading.Event,
+        interrupt: Interrupt,
+        grace_s: float = GRACE_S,
+    ) -> _SiteRun:
+        """Run ``work(site, nodes)`` for every site in parallel, until all have ended or
+        Ctrl-C stops the run.
+
+        The first Ctrl-C (SIGINT, in the main thread) sets ``stopping``: no request starts
+        any more (``work`` gets :class:`Stopped` instead), and the sites' requests in flight
+        get ``grace_s`` seconds to end; the sites still in a request then are abandoned (their
+        threads keep running until it ends, and write nothing more). A second Ctrl-C
+        abandons them at once. The caller routes SIGINT to ``interrupt``
+        (:func:`~dxt_core.runner.sigint_counted`).
+        """
+        sites = by_site(nodes)
+        run = _SiteRun(sites=list(sites))
+        workers = self.max_workers or max(len(sites), 1)
+        release_answers()  # the sites' fetches may wait for the budget this thread holds
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kwollect")
+        futures = {pool.submit(work, s, ns): s for s, ns in sites.items()}
+        pending = set(futures)
+        while pending:
+            if interrupt.count:
+                if not stopping.is_set():
+                    stopping.set()
+                    for fut in pending:
+                        if fut.cancel():
+                            run.not_done[futures[fut]] = "not started"
+                    pending = {f for f in pending if not f.cancelled()}
+                    print(
+                        "\ninterrupted: starting no more requests; the requests in flight "
+                        f"of {len(pending)} site{'' if len(pending) == 1 else 's'} get "
+                        f"{grace_s:.0f} s to end (Ctrl-C again to stop now)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                assert interrupt.first_at is not None
+                waited = time.monotonic() - interrupt.first_at
+                if interrupt.count >= 2 or waited >= grace_s:
+                    break
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for fut in done:
+                site = futures[fut]
+                try:
+                    run.results[site] = fut.result()
+                except Stopped:
+                    run.not_done[site] = "stopped"
+                except DxtError as exc:
+                    run.errors[site] = exc
+                except BaseException as exc:  # a bug: raised as it is, after the others
+                    run.bugs.append(exc)
+        for fut in pending:
+            run.not_done[futures[fut]] = "abandoned in flight"
+        # Ctrl-C when every site had its last request in flight: the backup is whole
+        run.interrupted = interrupt.count > 0 and len(run.results) < len(sites)
+        # Threads cannot be stopped: abandoned ones end after their request, on their own.
+        pool.shutdown(wait=not pending, cancel_futures=True)
+        return run
+
     def _each_site(
         self,
         nodes: list[G5kNode],
         work: Callable[[str, list[G5kNode]], Any],
+        stopping: threading.Event,
     ) -> dict[str, Any]:
-        """Run ``work(site, nodes)`` for every site in parallel; all errors in one."""
-        sites = by_site(nodes)
-        results: dict[str, Any] = {}
-        errors: list[str] = []
-        workers = self.max_workers or max(len(sites), 1)
-        release_answers()  # the sites' fetches may wait for the budget this thread holds
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kwollect") as pool:
-            futures = {s: pool.submit(work, s, ns) for s, ns in sites.items()}
-            first: BaseException | None = None
-            for s, fut in futures.items():
-                try:
-                    results[s] = fut.result()
-                except DxtError as exc:
-                    errors.append(f"site {s}: {exc}")
-                    first = first or exc
-        if errors:
-            if len(errors) == 1 and first is not None:
-                raise first
-            raise SourceError("; ".join(errors))
-        return results
+        """:meth:`_run_sites`, all errors in one; an interruption is a KeyboardInterrupt."""
+        interrupt = Interrupt()
+        with sigint_counted(interrupt):
+            run = self._run_sites(nodes, work, stopping, interrupt)
+        if run.bugs:
+            raise run.bugs[0]
+        if run.interrupted:
+            raise KeyboardInterrupt(
+                f"interrupted: {len(run.results)} of {len(run.sites)} sites fetched; nothing "
+                "returned"
+            )
+        run.raise_errors()
+        return run.results
 
     def iter_site_points(
         self,
@@ -278,10 +321,11 @@ class Kwollect:
         nodes: list[G5kNode],
         metrics: Sequence[str] | None,
         stats: RequestStats,
+        stopping: threading.Event | None = None,
     ) -> Iterator[list[Point]]:
         start, stop = self.window()
         return self.client.iter_batches(
-            site, nodes, metrics, start, stop, stats, monitored=self.monitored
+            site, nodes, metrics, start, stop, stats, monitored=self.monitored, stopping=stopping
         )
 
     @property
@@ -313,11 +357,12 @@ class Kwollect:
             self.check_metrics(mets, chosen)
         stats = KwollectStats()
         t0 = time.perf_counter()
+        stopping = threading.Event()
 
         def one_site(site: str, site_nodes: list[G5kNode]) -> dict[str, list[Point]]:
             names = {n.name: n.fqdn for n in site_nodes}
             out: dict[str, list[Point]] = {fqdn: [] for fqdn in names.values()}
-            for batch in self.iter_site_points(site, site_nodes, mets, stats):
+            for batch in self.iter_site_points(site, site_nodes, mets, stats, stopping):
                 for p in batch:
                     fqdn = names.get(p.get("device_id", ""))
                     if fqdn is not None:
@@ -325,7 +370,7 @@ class Kwollect:
             return out
 
         merged: dict[str, list[Point]] = {}
-        for part in self._each_site(chosen, one_site).values():
+        for part in self._each_site(chosen, one_site, stopping).values():
             merged.update(part)
         stats.seconds = time.perf_counter() - t0
         self.last_stats = stats
@@ -419,17 +464,15 @@ class Kwollect:
     ) -> Path:
         """Stream ``[start, stop]`` to ``<backup_dir>/<node FQDN>/<metric>.<jsonl|csv>.gz``.
 
-        JSON Lines keep every point exactly as the API sent it (labels included); CSV
-        flattens labels into ``label:<key>`` columns (lists joined with ``;``). Every file is
-        written under a temporary name and renamed when complete; ``manifest.json`` (files,
-        rows, bytes, sha256, first/last timestamps) is written last. Returns its path.
+        JSON Lines keep every point as the API sent it; CSV flattens labels into
+        ``label:<key>`` columns. Files are staged (``<backup_dir>/.staging-*``) and come under
+        their final names at the end, before ``manifest.json`` (written last; returned).
+        A failure commits nothing. Ctrl-C: see :meth:`_commit_sites` (the complete sites are
+        committed, :class:`BackupInterrupted` says what was done).
         """
         if format not in ("jsonl", "csv"):
             raise ConfigError(f"unknown backup format {format!r}: use 'jsonl' or 'csv'")
         root = Path(backup_dir).expanduser()
-        root.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            (root / BACKUP_MANIFEST).unlink()
         chosen = self._select(nodes)
         mets = [metrics] if isinstance(metrics, str) else metrics
         if mets:
@@ -437,13 +480,23 @@ class Kwollect:
         start, stop = self.window()
         stats = KwollectStats()
         t0 = time.perf_counter()
+        stopping = threading.Event()
+        gone = threading.Event()  # the run has ended: a site still running writes nothing
+        created = not root.exists()
+        staging = new_staging(root)
+        site_stats: dict[str, KwollectStats] = {}
+        site_files_of: dict[str, SiteBackup] = {}
 
-        def one_site(site: str, site_nodes: list[G5kNode]) -> list[dict[str, Any]]:
+        def site_files(site: str, site_nodes: list[G5kNode]) -> list[dict[str, Any]]:
+            mine = site_stats[site] = KwollectStats()
             with contextlib.ExitStack() as stack:
-                files = SiteBackup(root, site, site_nodes, format, stack)
+                files = site_files_of[site] = SiteBackup(staging, site, site_nodes, format, stack)
                 try:
                     # The next window is fetched while this one is written (one ahead).
-                    for batch in prefetched(self.iter_site_points(site, site_nodes, mets, stats)):
+                    points = self.iter_site_points(site, site_nodes, mets, mine, stopping)
+                    for batch in prefetched(points):
+                        if gone.is_set():  # abandoned: its staging is gone
+                            raise Stopped(f"site {site}: abandoned")
                         files.add(batch)
                         batch.clear()  # free this answer now, not when the next one arrives
                     return files.close()
@@ -451,10 +504,57 @@ class Kwollect:
                     files.abort()
                     raise
 
-        per_site = self._each_site(chosen, one_site)
-        stats.seconds = time.perf_counter() - t0
-        self.last_stats = stats
-        files = sorted((f for fs in per_site.values() for f in fs), key=lambda f: f["file"])
+        def one_site(site: str, site_nodes: list[G5kNode]) -> list[dict[str, Any]]:
+            try:
+                return site_files(site, site_nodes)
+            finally:
+                if gone.is_set():  # the last one out: what it left in the staging
+                    discard_staging(staging)
+
+        interrupt = Interrupt()
+        written: Path | None = None
+        try:
+            with sigint_counted(interrupt):
+                try:
+                    run = self._run_sites(chosen, one_site, stopping, interrupt)
+                finally:
+                    self.last_stats = _summed(stats, site_stats.values(), t0)
+                if run.bugs:
+                    raise run.bugs[0]
+                if not run.interrupted:
+                    run.raise_errors()
+                written = self._commit_sites(
+                    root, staging, run, chosen, mets, format, stats, (start, stop), site_files_of
+                )
+                return written
+        finally:
+            gone.set()
+            discard_staging(staging)
+            if created and written is None:
+                with contextlib.suppress(OSError):
+                    root.rmdir()  # only when empty: the directory this run made for nothing
+
+    def _commit_sites(
+        self,
+        root: Path,
+        staging: Path,
+        run: _SiteRun,
+        chosen: Sequence[G5kNode],
+        mets: Sequence[str] | None,
+        format: BackupFormat,
+        stats: KwollectStats,
+        span: tuple[dt.datetime, dt.datetime],
+        site_files_of: dict[str, SiteBackup],
+    ) -> Path:
+        """The end of :meth:`backup`: every site complete, the files committed with their
+        manifest. Interrupted (Ctrl-C stops starting requests; those in flight get
+        :data:`~dxt_core.runner.GRACE_S` to end; a second Ctrl-C stops at once): the complete
+        sites committed with a manifest marked ``"complete": false`` (none: nothing is
+        written, an earlier backup there stays whole), and :class:`BackupInterrupted`
+        raised with what was done."""
+        start, stop = span
+        complete = [s for s in run.sites if s in run.results]
+        files = sorted((f for s in complete for f in run.results[s]), key=lambda f: f["file"])
         doc = {
             "software": {"name": "dxt-archive", "version": __version__},
             "api_url": self.client.safe_url,
@@ -466,9 +566,72 @@ class Kwollect:
             "metrics": list(mets) if mets else None,
             "job": self.job.get("uid") if self.job else None,
             "requests": stats.as_dict(),
+            "complete": not run.interrupted,
         }
-        manifest = write_backup_manifest(root, doc, files)
-        log.info(
-            "backup of %d files (%d rows) into %s", len(files), sum(f["rows"] for f in files), root
+        written: Path | None = None
+        if not run.interrupted:
+            written = commit_backup(root, staging, doc, files)
+            log.info(
+                "backup of %d files (%d rows) into %s",
+                len(files),
+                sum(f["rows"] for f in files),
+                root,
+            )
+            return written
+        not_done = {
+            s: run.not_done.get(s) or _failed(run.errors.get(s))
+            for s in run.sites
+            if s not in run.results
+        }
+        missing_nodes = [n.fqdn for n in chosen if n.site in not_done]
+        if complete:
+            doc["interrupted"] = {
+                "reason": "Ctrl-C (SIGINT)",
+                "sites_complete": complete,
+                "sites_not_backed_up": not_done,
+                "nodes_not_backed_up": missing_nodes,
+            }
+            written = commit_backup(root, staging, doc, files)
+        raise BackupInterrupted(
+            root,
+            written,
+            files if written else [],
+            run.sites,
+            not_done,
+            missing_nodes,
+            sum(site_files_of[s].rows for s in not_done if s in site_files_of),
+            stats,
         )
-        return manifest
+
+
+def _summed(stats: KwollectStats, parts: Iterable[KwollectStats], t0: float) -> KwollectStats:
+    """``stats`` with the sites' own added, and the seconds since ``t0``."""
+    for part in list(parts):
+        stats.add(part)
+        stats.outside_window += part.outside_window
+    stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+@dataclass
+class _SiteRun:
+    """How the sites of one fetch ended (see :meth:`Kwollect._run_sites`)."""
+
+    sites: list[str]
+    results: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, DxtError] = field(default_factory=dict)
+    #: sites stopped by an interrupt: "stopped", "abandoned in flight" or "not started"
+    not_done: dict[str, str] = field(default_factory=dict)
+    bugs: list[BaseException] = field(default_factory=list)
+    interrupted: bool = False
+
+    def raise_errors(self) -> None:
+        """The sites' errors in one (the only one as it is)."""
+        if len(self.errors) == 1:
+            raise next(iter(self.errors.values()))
+        if self.errors:
+            raise SourceError("; ".join(f"site {s}: {e}" for s, e in self.errors.items()))
+
+
+def _failed(exc: DxtError | None) -> str:
+    return f"failed: {exc}" if exc is not None else "stopped"

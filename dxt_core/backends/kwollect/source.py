@@ -13,328 +13,60 @@ twice. Transient errors are retried by :class:`dxt_core.http.HttpClient`.
 from __future__ import annotations
 
 import datetime as dt
-import heapq
 import logging
-import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any, TypedDict
 
 import httpx
 import orjson
 
 from dxt_core.backends.kwollect import catalog
+from dxt_core.backends.kwollect.requests import (  # re-exported: see __all__
+    _NODE_RE,
+    _UNKNOWN_RATE,
+    _UNSET,
+    _US,
+    ANSWER_BYTES_PER_POINT,
+    DEFAULT_API_URL,
+    DEFAULT_MAX_POINTS,
+    DOMAIN,
+    MIN_WINDOW_FLOOR_S,
+    OPTION_LIMITS,
+    POWER_METRICS,
+    PROBE_TIMEOUT_S,
+    REFERENCE_TIMEOUT_S,
+    TOO_MUCH_DATA,
+    G5kNode,
+    KwollectStats,
+    MetricsRequest,
+    Point,
+    Stopped,
+    _closest,
+    _iso,
+    _Limit,
+    _members,
+    by_site,
+    check_component,
+    check_options,
+    drop_outside,
+    merge_chronological,
+    option_problem,
+    parse_node,
+    parse_nodes,
+    parse_time,
+    plan_requests,
+    point_time,
+    sites_path,
+    time_windows,
+    too_much_data,
+    unknown_metric_error,
+)
 from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailable, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
-from dxt_core.paths import check_path_component
 from dxt_core.reconcile import SourceCount
 
 log = logging.getLogger("dxt_core.backends.kwollect.source")
-
-DEFAULT_API_URL = "https://api.grid5000.fr/stable"
-DOMAIN = "grid5000.fr"
-TOO_MUCH_DATA = "too much data"
-#: Points per planned request. A point parsed into Python objects takes ~1.4 kB: 25,000 points
-#: keep one answer near 35 MB (measured: a 2-site backup peaks near 170 MB, whatever its length).
-DEFAULT_MAX_POINTS = 25_000
-#: JSON bytes per point above which an answer is denser than planned (a point is 120-200
-#: bytes of JSON; labels make some longer): ``max_points`` of them bound one parsed answer.
-ANSWER_BYTES_PER_POINT = 400
-#: Energy metrics, best first.
-POWER_METRICS = ("wattmetre_power_watt", "pdu_outlet_power_watt", "bmc_node_power_watt")
-_US = dt.timedelta(microseconds=1)
-_NODE_RE = re.compile(r"^(?P<cluster>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-(?P<number>\d+)$")
-#: Read timeout of reference API requests (small documents).
-REFERENCE_TIMEOUT_S = 60.0
-#: Read timeout of the "is the server alive?" request sent after a read timeout.
-PROBE_TIMEOUT_S = 30.0
-# Rate assumed for a metric missing from the reference API catalog (points per second).
-_UNKNOWN_RATE = 1.0
-
-Point = dict[str, Any]
-_UNSET = object()
-
-
-@dataclass(slots=True)
-class KwollectStats(RequestStats):
-    """Request counters plus the points the client dropped because they were outside the
-    window it asked for (a server or proxy that adds, say, a point of the day before)."""
-
-    outside_window: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**RequestStats.as_dict(self), "outside_window": self.outside_window}
-
-
-def check_component(value: str, what: str, error: type[DxtError] = ConfigError) -> str:
-    """``value`` if it can be one path component (of a file path or an API URL), else ``error``.
-
-    Site, cluster, node and metric names end up in backup and archive paths and in API URLs:
-    ``--job "../../x:1"`` must not write outside the backup directory (nor ask another URL).
-    """
-    problem = check_path_component(value, what)
-    if problem:
-        raise error(problem)
-    return value
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class G5kNode:
-    """A Grid'5000 node: short name (``nova-1``) and site (``lyon``)."""
-
-    site: str
-    name: str
-
-    @property
-    def cluster(self) -> str:
-        return self.name.rsplit("-", 1)[0]
-
-    @property
-    def fqdn(self) -> str:
-        return f"{self.name}.{self.site}.{DOMAIN}"
-
-    def __str__(self) -> str:
-        return self.fqdn
-
-
-def sites_path(site: str, *rest: object) -> str:
-    """``sites/<site>/...`` of the API, each component checked (no ``..``, no ``/``)."""
-    parts = [check_component(site, "site")]
-    parts += [check_component(str(p), "API path component") for p in rest]
-    return "/".join(["sites", *parts])
-
-
-def parse_node(node: object, site: str | None = None) -> G5kNode:
-    """A Grid'5000 node from a host name or an object with an ``address`` (EnOSlib ``Host``).
-
-    Accepts ``nova-1.lyon.grid5000.fr``, ``nova-1.lyon`` and ``nova-1`` (with ``site``).
-
-    Raises:
-        ConfigError: the name is not a Grid'5000 node name; the message says which forms work.
-    """
-    if site is not None:
-        check_component(site, "site")
-    if isinstance(node, G5kNode):
-        if site is not None and node.site != site:
-            raise ConfigError(f"node {node.fqdn} is on site {node.site!r}, not {site!r}")
-        return node
-    raw = getattr(node, "address", node)
-    if not isinstance(raw, str) or not raw.strip():
-        raise ConfigError(
-            f"node {node!r} is neither a host name nor an object with an 'address' attribute"
-        )
-    text = raw.strip().lower().rstrip(".")
-    parts = text.split(".")
-    name = parts[0]
-    node_site = parts[1] if len(parts) >= 2 else site
-    domain = ".".join(parts[2:])
-    hint = "use e.g. 'nova-1.lyon.grid5000.fr', 'nova-1.lyon', or 'nova-1' with site='lyon'"
-    if len(parts) > 2 and domain != DOMAIN:
-        raise ConfigError(f"node {raw!r} is not a Grid'5000 node (domain {domain!r}); {hint}")
-    if not _NODE_RE.match(name):
-        raise ConfigError(f"node {raw!r}: {name!r} is not a <cluster>-<number> name; {hint}")
-    if not node_site:
-        raise ConfigError(f"node {raw!r} has no site; {hint}")
-    check_component(node_site, f"site of node {raw!r}")
-    if site is not None and node_site != site:
-        raise ConfigError(f"node {raw!r} is on site {node_site!r}, not {site!r}")
-    return G5kNode(node_site, name)
-
-
-def parse_nodes(nodes: Iterable[object], site: str | None = None) -> list[G5kNode]:
-    """Parse and de-duplicate ``nodes`` (order kept); every bad name is listed in one error."""
-    out: dict[G5kNode, None] = {}
-    bad: list[str] = []
-    for n in nodes:
-        try:
-            out[parse_node(n, site)] = None
-        except ConfigError as exc:
-            bad.append(str(exc))
-    if bad:
-        raise ConfigError("; ".join(bad))
-    return list(out)
-
-
-def by_site(nodes: Iterable[G5kNode]) -> dict[str, list[G5kNode]]:
-    sites: dict[str, list[G5kNode]] = {}
-    for n in nodes:
-        sites.setdefault(n.site, []).append(n)
-    return sites
-
-
-def parse_time(value: object, what: str = "timestamp") -> dt.datetime:
-    """An aware datetime from a datetime, an epoch (int/float) or an ISO 8601 string."""
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            raise ConfigError(
-                f"{what} {value!r} is naive: attach a time zone (e.g. tzinfo=datetime.UTC)"
-            )
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return dt.datetime.fromtimestamp(float(value), dt.UTC)
-    if isinstance(value, str):
-        try:
-            t = dt.datetime.fromisoformat(value.strip())
-        except ValueError as exc:
-            raise ConfigError(
-                f"bad {what} {value!r}: use ISO 8601 with an offset, an epoch, or a datetime"
-            ) from exc
-        if t.tzinfo is None:
-            raise ConfigError(f"{what} {value!r} has no UTC offset: add one, e.g. '+01:00'")
-        return t
-    raise ConfigError(f"bad {what} {value!r}: expected a datetime, an epoch or an ISO string")
-
-
-def point_time(point: Point) -> dt.datetime:
-    return dt.datetime.fromisoformat(point["timestamp"])
-
-
-def _iso(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).isoformat()
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsRequest:
-    """One ``/sites/<site>/metrics`` call: nodes and an inclusive time range."""
-
-    site: str
-    nodes: tuple[G5kNode, ...]
-    metrics: tuple[str, ...] | None
-    start: dt.datetime
-    stop: dt.datetime
-
-    def params(self) -> dict[str, str]:
-        p = {
-            "nodes": ",".join(n.name for n in self.nodes),
-            "start_time": _iso(self.start),
-            "end_time": _iso(self.stop),
-        }
-        if self.metrics:
-            p["metrics"] = ",".join(self.metrics)
-        return p
-
-    def split_time(self) -> list[MetricsRequest]:
-        mid = self.start + (self.stop - self.start) / 2
-        return [
-            MetricsRequest(self.site, self.nodes, self.metrics, self.start, mid),
-            MetricsRequest(self.site, self.nodes, self.metrics, mid + _US, self.stop),
-        ]
-
-    def split_nodes(self) -> list[MetricsRequest]:
-        half = len(self.nodes) // 2
-        return [
-            MetricsRequest(self.site, self.nodes[:half], self.metrics, self.start, self.stop),
-            MetricsRequest(self.site, self.nodes[half:], self.metrics, self.start, self.stop),
-        ]
-
-
-def time_windows(
-    start: dt.datetime, stop: dt.datetime, seconds: float
-) -> list[tuple[dt.datetime, dt.datetime]]:
-    """Cut the inclusive range ``[start, stop]`` into inclusive windows of ``seconds``.
-
-    Each window ends one microsecond before the next begins: no instant is in two windows.
-    """
-    if stop < start:
-        raise ConfigError(f"stop {stop.isoformat()} is before start {start.isoformat()}")
-    step = dt.timedelta(seconds=max(seconds, 1e-3))
-    out: list[tuple[dt.datetime, dt.datetime]] = []
-    a = start
-    while True:
-        b = a + step - _US
-        if b >= stop:
-            out.append((a, stop))
-            return out
-        out.append((a, b))
-        a = b + _US
-
-
-def plan_requests(
-    site: str,
-    nodes: Sequence[G5kNode],
-    metrics: Sequence[str] | None,
-    start: dt.datetime,
-    stop: dt.datetime,
-    rates: dict[G5kNode, float],
-    max_points: int,
-    max_nodes: int,
-) -> list[list[MetricsRequest]]:
-    """Requests for one site, time-major: a list per window, one request per node group.
-
-    ``rates`` is the estimated points per second of each node for ``metrics``.
-    """
-    if max_points < 1 or max_nodes < 1:
-        raise ConfigError("max_points and max_nodes must be >= 1")
-    ordered = sorted(nodes)
-    groups = [tuple(ordered[i : i + max_nodes]) for i in range(0, len(ordered), max_nodes)]
-    rate = max(sum(rates.get(n, _UNKNOWN_RATE) for n in g) for g in groups)
-    seconds = max_points / max(rate, 1e-9)
-    mets = tuple(metrics) if metrics else None
-    return [
-        [MetricsRequest(site, g, mets, a, b) for g in groups]
-        for a, b in time_windows(start, stop, seconds)
-    ]
-
-
-def merge_chronological(batches: Sequence[list[Point]]) -> list[Point]:
-    """Merge lists that are each oldest first into one list oldest first (stable)."""
-    non_empty = [b for b in batches if b]
-    if len(non_empty) <= 1:
-        return non_empty[0] if non_empty else []
-    return list(heapq.merge(*non_empty, key=point_time))
-
-
-def drop_outside(points: list[Point], req: MetricsRequest) -> tuple[list[Point], int]:
-    """``points`` of ``[req.start, req.stop]`` (inclusive, as asked) and how many were not.
-
-    The API only answers points of the window it is asked for; a point outside it (a proxy's
-    or a cache's mistake) would otherwise be archived in two days, or once per window.
-
-    Raises:
-        SourceError: a point without a readable ``timestamp``.
-    """
-    bad: list[int] = []
-    last_text: object = _UNSET
-    inside = True
-    for i, p in enumerate(points):
-        text = p.get("timestamp") if isinstance(p, dict) else None
-        if text != last_text:  # points of one instant share a timestamp: parse it once
-            last_text = text
-            try:
-                t = dt.datetime.fromisoformat(text)  # type: ignore[arg-type]
-                inside = req.start <= t <= req.stop
-            except (TypeError, ValueError) as exc:
-                raise SourceError(
-                    f"site {req.site}: point {str(p)[:200]} of the window "
-                    f"[{_iso(req.start)}, {_iso(req.stop)}] has no readable timestamp"
-                ) from exc
-        if not inside:
-            bad.append(i)
-    if not bad:
-        return points, 0
-    skip = set(bad)
-    return [p for i, p in enumerate(points) if i not in skip], len(bad)
-
-
-def unknown_metric_error(
-    unknown: Sequence[str], entries: list[dict[str, Any]], where: str, url: str
-) -> ConfigError:
-    """The error for metric names no catalogue knows, with the closest known names."""
-    problems = []
-    for m in unknown:
-        near = catalog.closest(m, entries)
-        hint = f"closest known: {', '.join(near)}" if near else "no close name"
-        problems.append(f"{m!r} ({hint})")
-    return ConfigError(
-        f"unknown metric {'; '.join(problems)}: in no metric catalogue of {where} "
-        f"({url}/sites/<site>/clusters/<cluster>); check the spelling"
-    )
-
-
-def too_much_data(status: int, body: bytes) -> bool:
-    """The server's answer to a request it could not finish in its query timeout."""
-    return status >= 500 and TOO_MUCH_DATA in body[:2000].decode("utf-8", "replace").lower()
 
 
 class ClientOptions(TypedDict, total=False):
@@ -381,6 +113,14 @@ class KwollectClient:
     ) -> None:
         if auth is not None and (len(auth) != 2 or not all(isinstance(a, str) for a in auth)):
             raise ConfigError("auth must be a (login, password) pair of strings")
+        check_options(
+            {
+                "timeout_s": timeout_s,
+                "max_points": max_points,
+                "max_nodes": max_nodes,
+                "min_window_s": min_window_s,
+            }
+        )
 
         def client(timeout: float, policy: RetryPolicy) -> HttpClient:
             return HttpClient(
@@ -398,8 +138,8 @@ class KwollectClient:
         # A read timeout is taken for "too much data" only once a tiny request has been
         # answered: a server that answers nothing costs two timeouts, not a split cascade.
         self._probe_http = client(min(timeout_s, PROBE_TIMEOUT_S), RetryPolicy(attempts=1))
-        self.max_points = max_points
-        self.max_nodes = max_nodes
+        self.max_points = int(max_points)
+        self.max_nodes = int(max_nodes)
         self.max_answer_bytes = max_answer_bytes or max_points * ANSWER_BYTES_PER_POINT
         self.min_window = dt.timedelta(seconds=min_window_s)
         self._lock = threading.Lock()
@@ -475,6 +215,76 @@ class KwollectClient:
         with self._lock:
             self._nodes.setdefault(site, {})[cluster] = names
         return names
+
+    def site_exists(self, site: str) -> bool:
+        """Whether the reference API knows ``site``."""
+        try:
+            self.get(sites_path(site))
+        except SourceError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def _uids(self, path: str) -> list[str] | None:
+        """The ``uid`` of each item of a reference API listing, sorted; None when the API
+        refuses it (for an error's hint only)."""
+        try:
+            return sorted(str(item["uid"]) for item in self.get(path).get("items", []))
+        except SourceUnavailable:
+            raise
+        except (SourceError, AttributeError, KeyError, TypeError) as exc:
+            log.warning("cannot list %s (%s)", path, exc)
+            return None
+
+    def check_nodes(self, nodes: Sequence[G5kNode]) -> None:
+        """Refuse nodes the reference API does not list: the metrics API answers ``[]`` for
+        them, a backup that looks like "no data" (an experiment's nodes are current ones).
+
+        Raises:
+            ConfigError: names every unknown node (:meth:`node_problems`).
+        """
+        problems = self.node_problems(nodes)
+        if problems:
+            raise ConfigError(
+                f"unknown node{'s' if len(problems) > 1 else ''}: {'; '.join(problems)} -- "
+                "check the node names (Grid'5000 reference API)"
+            )
+
+    def node_problems(self, nodes: Sequence[G5kNode]) -> list[str]:
+        """The nodes the reference API does not list, each with its cluster's nodes, or the
+        site's clusters, or the known sites (the closest first when there is one). One
+        reference request per cluster in use (cached), more only to explain a problem."""
+        problems: list[str] = []
+        for site, site_nodes in sorted(by_site(nodes).items()):
+            in_use = sorted({n.cluster for n in site_nodes})
+            clusters = {c: self.cluster_nodes(site, c) for c in in_use}
+            bad = [n for n in site_nodes if n.name not in (clusters[n.cluster] or ())]
+            if not bad:
+                continue
+            if any(m is None for m in clusters.values()) and not self.site_exists(site):
+                names = ", ".join(n.fqdn for n in bad)
+                problems.append(
+                    f"{names}: site {site!r} is unknown to {self.safe_url} "
+                    f"({_closest(site, self._uids('sites'), 'sites')})"
+                )
+                continue
+            listed: list[str] | None = None
+            for n in bad:
+                members = clusters[n.cluster]
+                if members is None:
+                    if listed is None:
+                        listed = self._uids(sites_path(site, "clusters"))
+                    problems.append(
+                        f"{n.fqdn}: no cluster {n.cluster!r} on site {site} "
+                        f"({_closest(n.cluster, listed, 'clusters')})"
+                    )
+                else:
+                    problems.append(
+                        f"{n.fqdn}: not a node of cluster {n.cluster} of site {site} "
+                        f"({_members(n.cluster, members)})"
+                    )
+        return problems
 
     def catalog(self, site: str, cluster: str) -> list[dict[str, Any]]:
         """The ``metrics`` of a cluster in the reference API (cached)."""
@@ -604,14 +414,24 @@ class KwollectClient:
             site, nodes, metrics, start, stop, rates, self.max_points, self.max_nodes
         )
 
-    def fetch(self, req: MetricsRequest, stats: RequestStats | None = None) -> list[Point]:
+    def fetch(
+        self,
+        req: MetricsRequest,
+        stats: RequestStats | None = None,
+        stop: threading.Event | None = None,
+    ) -> list[Point]:
         """One planned request, split again while the server says it is too large.
 
         A read timeout is taken for "too much data" (the server answers that only after its
         query timeout) while the request can still be split; at the shortest window for one
         node it is retried with backoff, as a 503 is, before the request fails.
+
+        Raises:
+            Stopped: ``stop`` is set: no request is sent (neither this one nor a split).
         """
         stats = stats if stats is not None else KwollectStats()
+        if stop is not None and stop.is_set():
+            raise Stopped(f"site {req.site}: stopped before a request")
         try:
             data = self._get(req, stats)
         except WindowTooLarge as exc:
@@ -621,11 +441,11 @@ class KwollectClient:
                 parts = req.split_time()
                 stats.splits += 1
                 log.info("%s: splitting [%s, %s] in time (%s)", req.site, req.start, req.stop, exc)
-                return [p for part in parts for p in self.fetch(part, stats)]
+                return [p for part in parts for p in self.fetch(part, stats, stop)]
             if len(req.nodes) > 1:
                 stats.splits += 1
                 halves = req.split_nodes()
-                return merge_chronological([self.fetch(h, stats) for h in halves])
+                return merge_chronological([self.fetch(h, stats, stop) for h in halves])
             raise WindowTooLarge(
                 f"site {req.site}: even one node ({req.nodes[0]}) over "
                 f"{self.min_window.total_seconds():g} s is too much data for the server; "
@@ -728,14 +548,16 @@ class KwollectClient:
         stop: dt.datetime,
         stats: RequestStats | None = None,
         monitored: bool = False,
+        stopping: threading.Event | None = None,
     ) -> Iterator[list[Point]]:
         """Points of ``[start, stop]`` (inclusive) on one site, one window at a time.
 
         Each batch is oldest first and follows the previous one in time, so the whole stream is
-        chronological; at most one request's answer is held in memory.
+        chronological; at most one request's answer is held in memory. Once ``stopping`` is
+        set no request starts: :class:`Stopped` is raised instead.
         """
         for window in self.plan(site, nodes, metrics, start, stop, monitored):
-            yield merge_chronological([self.fetch(req, stats) for req in window])
+            yield merge_chronological([self.fetch(req, stats, stopping) for req in window])
 
     def count_points(
         self,
@@ -765,3 +587,48 @@ KWOLLECT_COUNT_METHOD = (
     "Kwollect has no count (api.get_metrics returns rows; summary=true gives 5-minute means): "
     "the points of the archive's own requests, counted"
 )
+
+
+__all__ = [
+    "ANSWER_BYTES_PER_POINT",
+    "DEFAULT_API_URL",
+    "DEFAULT_MAX_POINTS",
+    "DOMAIN",
+    "KWOLLECT_COUNT_METHOD",
+    "MIN_WINDOW_FLOOR_S",
+    "OPTION_LIMITS",
+    "POWER_METRICS",
+    "PROBE_TIMEOUT_S",
+    "REFERENCE_TIMEOUT_S",
+    "TOO_MUCH_DATA",
+    "_NODE_RE",
+    "_UNKNOWN_RATE",
+    "_UNSET",
+    "_US",
+    "ClientOptions",
+    "G5kNode",
+    "KwollectClient",
+    "KwollectStats",
+    "MetricsRequest",
+    "Point",
+    "Stopped",
+    "_Limit",
+    "_closest",
+    "_iso",
+    "_members",
+    "by_site",
+    "check_component",
+    "check_options",
+    "drop_outside",
+    "merge_chronological",
+    "option_problem",
+    "parse_node",
+    "parse_nodes",
+    "parse_time",
+    "plan_requests",
+    "point_time",
+    "sites_path",
+    "time_windows",
+    "too_much_data",
+    "unknown_metric_error",
+]

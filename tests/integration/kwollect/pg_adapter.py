@@ -6,7 +6,9 @@ On Grid'5000, ``/stable/sites/<site>/metrics?nodes=&metrics=&start_time=&end_tim
 query string into named arguments of ``api.get_metrics`` and answers the rows as a JSON array,
 or an error as ``{"code", "details", "hint", "message"}`` with a status from the SQLSTATE.
 This adapter does that much, and serves a reference API catalogue (``--catalog``: a JSON file
-``{"<site>/<cluster>": [metric entries]}``) for the client's planning.
+``{"<site>/<cluster>": [metric entries]}``) for the client's planning, with the sites and the
+nodes of those clusters (``<cluster>-1`` to ``<cluster>-N``, ``--nodes-per-cluster``, 4 by
+default) for its node names check.
 
 Run: ``python -m tests.integration.kwollect.pg_adapter --dsn DSN --role ROLE --catalog FILE``;
 the first line on stdout is ``pg-adapter listening on http://HOST:PORT``.
@@ -56,8 +58,10 @@ def http_status(sqlstate: str) -> int:
 class Adapter(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], dsn: str, role: str, catalog: dict) -> None:
-        self.dsn, self.role, self.catalog = dsn, role, catalog
+    def __init__(
+        self, address: tuple[str, int], dsn: str, role: str, catalog: dict, nodes: int = 4
+    ) -> None:
+        self.dsn, self.role, self.catalog, self.nodes = dsn, role, catalog, nodes
         super().__init__(address, Handler)
 
 
@@ -88,6 +92,19 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(404, {"code": 404, "message": "not found"})
             else:
                 self.send(200, {"uid": parts[3], "type": "cluster", "metrics": entries})
+        elif parts[4:] == ["nodes"] and f"{parts[1]}/{parts[3]}" in self.server.catalog:
+            n = self.server.nodes
+            items = [{"uid": f"{parts[3]}-{i}", "type": "node"} for i in range(1, n + 1)]
+            self.send(200, {"items": items, "total": n, "offset": 0})
+        elif parts == ["sites"] or (len(parts) == 2 and parts[0] == "sites"):
+            sites = sorted({key.split("/")[0] for key in self.server.catalog})
+            if len(parts) == 1:
+                items = [{"uid": site, "type": "site"} for site in sites]
+                self.send(200, {"items": items, "total": len(items), "offset": 0})
+            elif parts[1] in sites:
+                self.send(200, {"uid": parts[1], "type": "site"})
+            else:
+                self.send(404, {"code": 404, "message": "not found"})
         else:
             self.send(404, {"code": 404, "message": f"not found: {url.path}"})
 
@@ -151,10 +168,11 @@ def main() -> int:
     p.add_argument("--role", required=True)
     p.add_argument("--catalog", required=True)
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--nodes-per-cluster", type=int, default=4)
     args = p.parse_args()
     with open(args.catalog) as fh:
         catalog = json.load(fh)
-    server = Adapter(("127.0.0.1", args.port), args.dsn, args.role, catalog)
+    server = Adapter(("127.0.0.1", args.port), args.dsn, args.role, catalog, args.nodes_per_cluster)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

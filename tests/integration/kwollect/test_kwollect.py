@@ -259,9 +259,33 @@ def test_from_job_takes_nodes_and_times_from_the_reference_api(sim):
 
 def test_deploy_names_unknown_nodes_and_sites(sim):
     with pytest.raises(ConfigError) as err:
-        Kwollect(["nova-1.lyon", "nova-99.lyon", "yeti-1.grenoble"], api_url=sim.url).deploy()
+        Kwollect(
+            ["nova-1.lyon", "nova-99.lyon", "yeti-1.grenoble", "nov-2.lyon", "gros-1.nancyy"],
+            api_url=sim.url,
+        ).deploy()
     msg = str(err.value)
     assert "nova-99.lyon.grid5000.fr" in msg and "'grenoble'" in msg and "nova-1." not in msg
+    # what the reference API knows instead, the closest first
+    assert "not a node of cluster nova of site lyon (its 4 nodes are nova-1 to nova-4)" in msg
+    assert "nov-2.lyon.grid5000.fr: no cluster 'nov' on site lyon (closest: nova;" in msg
+    assert "site 'nancyy' is unknown" in msg and "(closest: nancy; sites: lyon, nancy)" in msg
+
+
+def test_the_daily_archive_names_an_unlisted_node(sim, tmp_path):
+    # before: the API answers [] for it, archived as an "empty" day without a word. A node
+    # the reference API does not list is a typo or a node retired since the day (its past
+    # data may still be served), so the day is archived and its manifest names the node.
+    archive = Archive(tmp_path / "archive")
+    with KwollectClient(sim.url) as client:
+        report = archive_kwollect_day(
+            client, "lyon", WATT, ["nova-1", "nova-9"], dt.date(2024, 11, 26), archive
+        )
+    doc = json.loads(report.manifest.read_text())
+    assert doc["unlisted_nodes"] == [
+        "nova-9.lyon.grid5000.fr: not a node of cluster nova of site lyon "
+        "(its 4 nodes are nova-1 to nova-4)"
+    ]
+    assert report.status == "archived" and report.rows > 0  # nova-1's points
 
 
 def test_context_manager_deploys_starts_and_stops(sim):

@@ -50,6 +50,9 @@ def test_backup_archive_and_errors(sim, tmp_path):
     assert out.returncode == 0, out.stderr
     m = json.loads((tmp_path / "b/manifest.json").read_text())
     assert m["format"] == "csv" and m["rows"] == 2 * 601 and len(m["files"]) == 2
+    assert m["complete"] is True
+    # the final line states what the backup holds
+    assert "manifest.json: 2 files, 1,202 rows" in out.stdout, out.stdout
     out = dxt(
         "extract",
         "kwollect",
@@ -148,3 +151,81 @@ def test_the_manifest_holds_the_count_and_reconcile_recounts(sim, tmp_path):
               "--start-day", "2024-11-26", "--end-day", "2024-11-26")  # fmt: skip
     assert rec.returncode == 0, rec.stdout + rec.stderr
     assert "1 equal" in rec.stdout and "Kwollect has no count" in rec.stdout
+
+
+BACKUP = ["--nodes", "nova-1.lyon", "--start", "2024-11-26T00:00:00+01:00",
+          "--end", "2024-11-26T01:00:00+01:00", "--metrics", "bmc_node_power_watt"]  # fmt: skip
+
+
+@pytest.fixture
+def refusing(sim):
+    """The simulator refuses every request with a point as "too much data"."""
+    sim.configure(max_points=0)
+    yield sim
+    sim.reset()
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        # before: split for ever on the refusals, a RecursionError traceback
+        (["--min-window", "0"], "--min-window 0.0: give a number of seconds, 0.001 or more"),
+        # before: a ValueError traceback from the socket
+        (["--timeout", "-1"], "--timeout -1.0: give a number of seconds, above 0"),
+        # before: retried 5 times, then "the API does not answer" (exit 4)
+        (["--timeout", "0"], "--timeout 0.0: give a number of seconds, above 0"),
+        # before: every request "max_points and max_nodes must be >= 1", no option named
+        (["--max-points", "0"], "--max-points 0: give a whole number of points, 1 or more"),
+    ],
+    ids=["min-window", "timeout-negative", "timeout-zero", "max-points"],
+)
+def test_option_values_are_checked_before_any_request(refusing, tmp_path, option, message):
+    asked = refusing.stats()["requests"]
+    out = dxt("extract", "kwollect", "--api-url", refusing.url, *BACKUP, *option,
+              "--backup", str(tmp_path / "b"))  # fmt: skip
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"dxt: error: {message}" in out.stderr
+    assert "Traceback" not in out.stderr
+    # checked up front: no request but this stats one (the simulator counts every request)
+    assert refusing.stats()["requests"] == asked + 1
+    assert not (tmp_path / "b").exists()
+
+
+def test_job_with_an_epoch_start_keeps_the_jobs_end(sim, tmp_path):
+    # --help: "start: ISO 8601 with offset, or epoch"; before, the epoch was refused here
+    out = dxt("extract", "kwollect", "--api-url", sim.url, "--job", "lyon:1930000",
+              "--start", "1732630200", "--metrics", "bmc_node_power_watt",
+              "--backup", str(tmp_path / "j"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    m = json.loads((tmp_path / "j/manifest.json").read_text())
+    assert m["job"] == 1930000
+    # 14:10 (the epoch) to the job's end, 14:30, not to now
+    assert (m["start"], m["stop"]) == ("2024-11-26T14:10:00+00:00", "2024-11-26T14:30:00+00:00")
+    assert m["rows"] == 2 * 20 * 60 // 5  # two nodes, a BMC point every 5 s (at .250 s)
+
+
+@pytest.mark.parametrize("mode", ["backup", "archive"])
+def test_an_unknown_node_is_named_with_its_cluster(sim, tmp_path, mode):
+    # before: an empty backup with exit 0, or "empty" days archived for ever
+    where = (
+        ["--start", "2024-11-26T00:00:00+01:00", "--end", "2024-11-26T01:00:00+01:00",
+         "--backup", str(tmp_path / "out")]
+        if mode == "backup"
+        else ["--start-day", "2024-11-26", "--archive", str(tmp_path / "out")]
+    )  # fmt: skip
+    out = dxt("extract", "kwollect", "--api-url", sim.url, "--nodes", "nova-9.lyon,nova-1.lyon",
+              "--metrics", "bmc_node_power_watt", *where)  # fmt: skip
+    problem = (
+        "nova-9.lyon.grid5000.fr: not a node of cluster nova of site lyon (its 4 nodes are "
+        "nova-1 to nova-4)"
+    )
+    assert "nova-1.lyon.grid5000.fr" not in out.stderr
+    if mode == "backup":  # an experiment's nodes are current ones: refused
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"dxt: error: unknown node: {problem}" in out.stderr
+        assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))
+    else:  # a past day of a node retired since may hold data: archived, the node named
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"warning: {problem} -- the reference API does not list it" in out.stderr
+        (manifest,) = (tmp_path / "out").rglob("*.manifest.json")
+        assert json.loads(manifest.read_text())["unlisted_nodes"] == [problem]

@@ -29,8 +29,8 @@ DAY = dt.datetime(2024, 11, 26, tzinfo=dt.UTC)
 
 class SilentServer:
     """Accepts TCP connections and answers nothing; with ``reference=True`` it answers every
-    path but ``/metrics`` at once with a 404 (a reference API that works, a metrics service
-    that hangs)."""
+    path but ``/metrics`` at once (a reference API that works, a metrics service that hangs):
+    the node list of cluster nova of lyon, a 404 for the rest."""
 
     def __init__(self, reference: bool = False) -> None:
         self.reference = reference
@@ -60,12 +60,17 @@ class SilentServer:
             if not chunk:
                 return
             data += chunk
-        if b"/metrics" in data.split(b"\r\n", 1)[0]:
+        line = data.split(b"\r\n", 1)[0]
+        if b"/metrics" in line:
             self.metrics_requests += 1
             return  # never answered
-        body = b'{"code": 404, "message": "not found"}'
+        status, body = b"404 Not Found", b'{"code": 404, "message": "not found"}'
+        if b" /sites/lyon/clusters/nova/nodes " in line:  # the node names check
+            status, body = b"200 OK", b'{"items": [{"uid": "nova-1"}, {"uid": "nova-2"}]}'
         conn.sendall(
-            b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+            b"HTTP/1.1 "
+            + status
+            + b"\r\nContent-Type: application/json\r\n"
             + b"Content-Length: %d\r\n\r\n" % len(body)
             + body
         )

@@ -10,7 +10,7 @@ from dxt_core.backends.kwollect.connection import (
     kwollect_connection_from_fields,
     load_archive_config,
 )
-from dxt_core.backends.kwollect.source import POWER_METRICS, G5kNode
+from dxt_core.backends.kwollect.source import POWER_METRICS, G5kNode, KwollectClient
 from dxt_core.errors import ConfigError
 
 
@@ -44,6 +44,34 @@ def test_connection_auth_extras_and_errors():
         kwollect_connection_from_fields(conn_id="k", host="h", extra={"bogus": 1})
     with pytest.raises(ConfigError, match="AIRFLOW_CONN_K="):
         kwollect_connection_from_fields(conn_id="k", host=None)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("min_window_s", 0, r"min_window_s=0: give a number of seconds, 0\.001 or more"),
+        ("min_window_s", 1e-7, r"min_window_s=1e-07: .*\(--min-window on the command line"),
+        ("timeout_s", -1.0, r"timeout_s=-1\.0: give a number of seconds, above 0 \(--timeout"),
+        ("timeout_s", float("nan"), r"timeout_s=nan: give a number of seconds, above 0"),
+        ("max_points", 0, r"max_points=0: give a whole number of points, 1 or more"),
+        ("max_nodes", 0, r"max_nodes=0: .*1 or more \(extra max_nodes of the connection\)"),
+    ],
+)
+def test_client_options_out_of_range_are_refused_naming_where_they_are_set(option, value, message):
+    # before: min_window_s=0 split a refused request for ever (RecursionError), timeout_s<0
+    # failed in the socket layer (ValueError), max_points=0 failed every request later
+    with pytest.raises(ConfigError, match=message):
+        KwollectClient("http://kwollect.test", **{option: value})
+
+
+def test_connection_extras_out_of_range_are_refused():
+    for extra in ({"max_points": 0}, {"max_nodes": -1}, {"min_window": 0}, {"timeout": 0}):
+        with pytest.raises(ConfigError, match=rf"'k': extra '{next(iter(extra))}'.*above 0"):
+            kwollect_connection_from_fields(conn_id="k", host="h", extra=extra)
+    with pytest.raises(ConfigError, match=r"min_window_s=0\.0001: .*extra min_window"):
+        kwollect_connection_from_fields(
+            conn_id="k", host="h", extra={"min_window": 0.0001}
+        ).client()
 
 
 @pytest.mark.slow  # 6-7 s measured on the shared 2-core machine (fast tier: < 3 s)
