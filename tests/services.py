@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
 import threading
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -46,6 +48,28 @@ def program(name: str, install: str) -> str:
     if found is None:
         require_service(name, f"the program is not on PATH ({install})")
     return found
+
+
+def self_signed_cert(directory: Path, name: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A self-signed certificate for ``name`` (an IP address or a DNS name) and its key,
+    made by openssl in ``directory``: ``(certificate, key)``."""
+    exe = program("openssl", "it makes the test certificate: apt-get install openssl")
+    alt = f"IP:{name}" if name.replace(".", "").isdigit() else f"DNS:{name}"
+    crt, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [exe, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", f"/CN={name}", "-addext", f"subjectAltName={alt}",
+         "-keyout", str(key), "-out", str(crt)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return crt, key
+
+
+def server_tls_context(directory: Path, name: str = "127.0.0.1") -> ssl.SSLContext:
+    """A server TLS context with :func:`self_signed_cert`'s certificate for ``name``."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(*self_signed_cert(directory, name))
+    return ctx
 
 
 def psql(sql: str, db: str = "postgres") -> subprocess.CompletedProcess[str]:

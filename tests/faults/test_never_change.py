@@ -261,21 +261,9 @@ def test_a_point_of_another_day_in_the_middle_of_a_series_is_dropped(examon_sim,
 
 @pytest.fixture(scope="module")
 def tls_context(tmp_path_factory):
-    import shutil
-    import ssl
+    from tests.services import server_tls_context
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"),
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
-    return ctx
+    return server_tls_context(tmp_path_factory.mktemp("tls"))
 
 
 class Downgrader:

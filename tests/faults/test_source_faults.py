@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import http.server
 import ssl
-import subprocess
 import threading
 import time
 import tracemalloc
@@ -33,7 +32,7 @@ from dxt_core.errors import (
 from dxt_core.http import HttpClient
 from tests.conftest import SimulatorProcess
 from tests.faults.proxy import Answer, FaultProxy, GzipBomb, Redirect, Reset, Trickle
-from tests.services import program
+from tests.services import server_tls_context
 
 pytestmark = pytest.mark.integration
 
@@ -230,17 +229,7 @@ class Recorder(http.server.ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def other_name_cert(tmp_path_factory) -> ssl.SSLContext:
     """A server TLS context with a self-signed certificate for another name."""
-    program("openssl", "it makes the test certificate (apt-get install openssl)")
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"),
-         "-subj", "/CN=other.example", "-addext", "subjectAltName=DNS:other.example"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
-    return ctx
+    return server_tls_context(tmp_path_factory.mktemp("tls"), "other.example")
 
 
 def test_redirect_to_https_verifies_the_certificate(examon_proxy, other_name_cert):

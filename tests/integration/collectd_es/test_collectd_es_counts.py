@@ -148,24 +148,10 @@ def test_reconcile_from_the_command_line(noida_es, tmp_path):
 
 @pytest.fixture(scope="module")
 def tls_context(tmp_path_factory):
-    """A server TLS context with a self-signed certificate for 127.0.0.1 (made by openssl)."""
-    import shutil
-    import ssl
-    import subprocess
+    """A server TLS context with a self-signed certificate for 127.0.0.1."""
+    from tests.services import server_tls_context
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate (apt-get install openssl)")
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", "1",
-         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"),
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
-    return ctx
+    return server_tls_context(tmp_path_factory.mktemp("tls"))
 
 
 class TlsFront:

@@ -288,35 +288,6 @@ def vm_import(
         c.get("/internal/force_flush").raise_for_status()
 
 
-def self_signed_cert(workdir: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (and its key), made by openssl."""
-    crt, key = workdir / "server.crt", workdir / "server.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(crt),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return crt, key
-
-
 def bcrypt_hash(password: str) -> str:
     """A bcrypt hash for Prometheus's ``basic_auth_users`` (glibc's crypt: ``$2b$``)."""
     import warnings

@@ -19,6 +19,7 @@ from dxt_core.errors import QueryRejected, SourceError
 from dxt_core.http import RetryPolicy
 from tests.integration.prometheus import data, servers
 from tests.integration.prometheus.servers import ServerProcess
+from tests.services import self_signed_cert
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,7 @@ TEMP = CatalogEntry("node_temp_celsius", "node_temp_celsius")
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory, prom_blocks: Path) -> Iterator[ServerProcess]:
     work = tmp_path_factory.mktemp("prom-tls")
-    crt, key = servers.self_signed_cert(work)
+    crt, key = self_signed_cert(work)
     web = work / "web.yml"
     web.write_text(
         f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
@@ -91,7 +92,7 @@ def test_basic_auth_on_victoriametrics(tmp_path: Path) -> None:
 
 
 def test_tls_on_victoriametrics(tmp_path: Path) -> None:
-    crt, key = servers.self_signed_cert(tmp_path)
+    crt, key = self_signed_cert(tmp_path)
     s = servers.start_victoriametrics(
         tmp_path / "vm", ["-tls", f"-tlsCertFile={crt}", f"-tlsKeyFile={key}"]
     )
