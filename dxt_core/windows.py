@@ -100,6 +100,18 @@ def parse_day(text: str) -> dt.date:
         raise ConfigError(f"bad day {text!r}: expected YYYY-MM-DD, e.g. 2020-03-09") from exc
 
 
+def check_window_sizes(initial_s: int, min_s: int, max_s: int, target_points: int) -> None:
+    """A backend's query window policy: ``0 < min_s <= initial_s <= max_s`` and a point
+    budget of at least one; the message names the command-line options."""
+    if not 0 < min_s <= initial_s <= max_s:
+        raise ConfigError(
+            f"query windows: the first ({initial_s} s, --window-s) must be from the smallest "
+            f"({min_s} s, --min-window-s, above 0) to {max_s} s"
+        )
+    if target_points < 1:
+        raise ConfigError(f"target_points (--target-points) must be 1 or more, not {target_points}")
+
+
 def split_window(w: Window, parts: int = 2) -> list[Window]:
     """Split ``w`` into ``parts`` contiguous windows of (nearly) equal length, in order."""
     if parts < 1:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from dxt_core.errors import ConfigError
+from dxt_core.windows import check_window_sizes
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,13 +169,7 @@ class WindowPolicy:
     max_s: int = 86_400 + 3600
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_s <= self.initial_s <= self.max_s:
-            raise ConfigError(
-                f"query windows: the first ({self.initial_s} s, --window-s) must be from the "
-                f"smallest ({self.min_s} s, --min-window-s, above 0) to {self.max_s} s"
-            )
-        if self.target_points < 1:
-            raise ConfigError("target_points must be >= 1")
+        check_window_sizes(self.initial_s, self.min_s, self.max_s, self.target_points)
 
 
 def blocks(size_ms: int, block_ms: int) -> int:

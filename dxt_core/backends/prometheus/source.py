@@ -63,7 +63,7 @@ from dxt_core.http import HttpClient, RequestStats, RetryPolicy
 from dxt_core.prefetch import InFlight
 from dxt_core.records import SeriesSchema
 from dxt_core.urls import wants_gzip
-from dxt_core.windows import Window, from_ms, next_window_ms, zone
+from dxt_core.windows import Window, check_window_sizes, from_ms, next_window_ms, zone
 
 log = logging.getLogger("dxt_core.prometheus")
 
@@ -134,13 +134,7 @@ class WindowPolicy:
     in_flight: int = 0
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_s <= self.initial_s <= self.max_s:
-            raise ConfigError(
-                f"query windows: the first ({self.initial_s} s, --window-s) must be from the "
-                f"smallest ({self.min_s} s, --min-window-s, above 0) to {self.max_s} s"
-            )
-        if self.target_points < 1:
-            raise ConfigError("target_points must be >= 1")
+        check_window_sizes(self.initial_s, self.min_s, self.max_s, self.target_points)
         if self.in_flight < 0:
             raise ConfigError("in_flight must be >= 0 (0: chosen by the server)")
 
