@@ -166,10 +166,12 @@ def check_source_count(
     past: bool,
     holes: int = 0,
     url: str = "",
+    advice: str = "",
 ) -> None:
     """Raise when a past day's rows (plus ``holes`` points) differ from the source's count.
 
-    A day not yet over is not checked: it grows while it is read.
+    A day not yet over is not checked: it grows while it is read. ``advice``: the backend's
+    own word on what else could explain a difference, added to the message.
 
     Raises:
         CountMismatch: the numbers differ; the message holds both.
@@ -186,7 +188,7 @@ def check_source_count(
     )
     raise CountMismatch(
         f"{what}: read {got:,} points{held}, but the source counts {count.count:,} "
-        f"({count.method}); nothing was committed; {hint}",
+        f"({count.method}); nothing was committed; {hint}{'; ' + advice if advice else ''}",
         rows=got,
         source_count=count.count,
         url=url,

@@ -127,7 +127,17 @@ def archive_prometheus_day(
         staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
         report_extra["source_count"] = expected
         report_extra["dropped_outside_window"] = counts.dropped_outside_window
-        check_source_count(str(key), rows, sc, past=is_past(window.end), url=source.conn.safe_url)
+        # the servers' range ends differ: a server taken for another kind counts otherwise
+        how = "detected" if source.conn.flavor == "auto" else "named by the flavor setting"
+        check_source_count(
+            str(key),
+            rows,
+            sc,
+            past=is_past(window.end),
+            url=source.conn.safe_url,
+            advice=f"the server was taken for {source.server().describe()} ({how}): if it is "
+            "another kind, name it (--flavor, the connection's flavor extra)",
+        )
 
     manifest = _manifest(source, entry, window, EXTENSIONS[fmt])
     return archive_one_day(

@@ -15,7 +15,7 @@ from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
 from dxt_core.backends.prometheus.catalog import CatalogEntry
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource
-from dxt_core.errors import ConfigError, QueryRejected
+from dxt_core.errors import ConfigError, CountMismatch, QueryRejected
 from dxt_core.windows import day_window
 from tests.integration.prometheus import data
 from tests.integration.prometheus.servers import ServerProcess
@@ -161,6 +161,21 @@ def test_the_columns_are_those_of_the_series_with_samples_that_day(
     assert (
         files["prometheus", dt.date(2024, 3, 30)] == files["victoriametrics", dt.date(2024, 3, 30)]
     )
+
+
+def test_a_server_taken_for_another_kind_fails_its_count_naming_the_flavor(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    """VictoriaMetrics named "prometheus" (a proxy that hides its kind could do the same):
+    its range ends are read as Prometheus 2's, so the count differs from the rows; the error
+    says which kind the server was taken for and how to name it, and nothing is written."""
+    with source(victoriametrics, flavor="prometheus") as src, pytest.raises(CountMismatch) as err:
+        archive_prometheus_day(src, TEMP, dt.date(2024, 4, 1), Archive(tmp_path))
+    assert "the server was taken for Prometheus" in str(err.value)
+    assert "(named by the flavor setting): if it is another kind, name it (--flavor" in str(
+        err.value
+    )
+    assert not list(tmp_path.rglob("*.csv.gz"))
 
 
 def test_rerun_is_byte_identical(server: ServerProcess, tmp_path: Path) -> None:
