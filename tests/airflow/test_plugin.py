@@ -190,6 +190,22 @@ def test_refill_plan_clears_failed_tasks_and_backfills_days_without_runs(server)
     ).json()
     assert one["clears"][0]["task_ids"] == [["archive_metric_day", pcie1["map_index"]]]
     assert one["backfill"] is None
+    # "Select all missing and failed" with a filter on: the rows shown only (the page sends
+    # them); before, every unit of the range was planned
+    shown = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        json={"source": "examon", "start": D0, "end": D2, "units": ["nagios_pub/state"]},
+    ).json()
+    assert shown["cells"] == 2  # state (corrupt) on DAY, and D2 without a run
+    assert [c["cells"] for c in shown["clears"]] == [[["nagios_pub/state", DAY]]]
+    assert shown["backfill"]["cells"] == [["nagios_pub/state", D2]]
+    unknown = server.request(
+        "POST",
+        "/dxt-archive/api/refill/plan",
+        json={"source": "examon", "start": D0, "end": D2, "units": ["ipmi_pub/nope"]},
+    )
+    assert unknown.status_code == 404 and "ipmi_pub/nope" in unknown.text
 
 
 def test_the_run_note_says_what_the_reconcile_found(server):

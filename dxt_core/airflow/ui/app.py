@@ -140,6 +140,8 @@ class RefillRequest(BaseModel):
     end: str | None = None
     #: [unit, day] pairs; None: every missing, corrupt or failed cell of the range
     cells: list[tuple[str, str]] | None = None
+    #: with ``cells`` None: only these units (the rows the page's filters show); None: all
+    units: list[str] | None = None
 
 
 def _page(config: dict[str, Any]) -> str:
@@ -293,6 +295,7 @@ def _add_action_routes(app: FastAPI) -> None:
                 max_active_runs=info.get("max_active_runs"),
                 sqlite=session.get_bind().dialect.name == "sqlite",
                 paused=bool(info.get("paused")),
+                only_units=body.units if body.cells is None else None,
             )
         doc = result.as_dict()
         doc["can_clear"] = _may(user, spec.dag_id, "PUT")

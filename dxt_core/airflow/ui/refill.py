@@ -262,9 +262,11 @@ def refill_plan(
     start_day: dt.date | None = None,
     paused: bool = False,
     now: dt.datetime | None = None,
+    only_units: Sequence[str] | None = None,
 ) -> RefillPlan:
     """The REST calls that refill ``cells`` (or, when None, every missing, corrupt or failed
-    cell in ``days`` from the DAG's start date on).
+    cell in ``days`` from the DAG's start date on, of ``only_units`` when given: the rows a
+    filtered view shows).
 
     Per cell, whatever its task instance's state: a task instance that is not running or
     waiting to run in a live run (failed, upstream_failed, success, or none in a finished run,
@@ -291,6 +293,13 @@ def refill_plan(
     if cells is None:
         grid = scan_states(archive, spec.source, units.parts, days)
         wanted = _bad_cells(grid.rows, af.rows, days, start_day)
+        if only_units is not None:
+            pos = units.position()
+            unknown = [n for n in only_units if n not in pos]
+            if unknown:
+                raise NotFound(f"{spec.source} has no unit {unknown[0]!r}")
+            shown = {pos[n] for n in only_units}
+            wanted = [(u, d) for u, d in wanted if u in shown]
         check_plan_size(len(wanted), len(days))
     else:
         pos, day_pos = units.position(), {d: i for i, d in enumerate(days)}

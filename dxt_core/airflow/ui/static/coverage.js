@@ -44,14 +44,18 @@
   const iso = (d) => d.toISOString().slice(0, 10);
   const key = (u, d) => `${u}:${d}`;
 
-  function buildRows() {
+  // whether the group and name filters let unit u through
+  function passes(name, u) {
     const filter = $("filter").value.trim().toLowerCase(), group = $("group").value;
+    return (!group || data.groups[u] === group) && (!filter || name.toLowerCase().includes(filter));
+  }
+
+  function buildRows() {
     rows = [];
     let head = null;
     data.units.forEach((name, u) => {
       const g = data.groups[u];
-      if (group && g !== group) return;
-      if (filter && !name.toLowerCase().includes(filter)) return;
+      if (!passes(name, u)) return;
       if (!head || head.group !== g) { head = { group: g, count: 0 }; rows.push(head); }
       head.count++;
       if (!collapsed.has(g)) rows.push({ u });
@@ -318,7 +322,12 @@
   }
 
   async function planRefill(all) {
-    const body = { source: data.source, start: $("start").value, end: $("end").value, cells: null };
+    // "all": the missing and failed cells of what the grid shows: its days (not the date
+    // fields, which may have been edited without Show) and, with a filter, its rows only
+    const body = { source: data.source, start: data.days[0], end: data.days[data.days.length - 1], cells: null };
+    const filtered = $("filter").value.trim() || $("group").value;
+    // (collapsed groups included: they are shown folded)
+    if (all && filtered) body.units = data.units.filter(passes);
     if (!all) body.cells = [...selected].map((k) => { const [u, c] = k.split(":").map(Number); return [data.units[u], data.days[c]]; });
     const plan = await api("api/refill/plan", { method: "POST", body: JSON.stringify(body) });
     return plan;
