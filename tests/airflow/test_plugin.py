@@ -381,10 +381,9 @@ def test_refill_plans_have_a_size_cap_and_skip_days_before_the_start_date(server
     assert server.get("/dxt-archive/api/sources")["sources"][0]["start_date"] == "2020-03-09"
 
 
-def test_a_cancelled_backfill_is_refilled_by_a_backfill_that_reprocesses_its_failed_runs(server):
-    """Airflow never starts a queued run of a paused (cancelled) backfill: clearing one would
-    leave it queued for ever. Its failed runs go into a new backfill (reprocess 'failed')."""
-    first, last = "2024-05-10", "2024-05-11"
+def _cancelled_backfill(server, first: str, last: str):
+    """A backfill of ``first..last`` created and cancelled at once (its queued runs fail);
+    Airflow's answer to the cancel."""
     r = server.request(
         "POST",
         "/api/v2/backfills",
@@ -396,7 +395,14 @@ def test_a_cancelled_backfill_is_refilled_by_a_backfill_that_reprocesses_its_fai
         },
     )
     assert r.status_code == 200, r.text
-    cancel = server.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel")
+    return server.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel")
+
+
+def test_a_cancelled_backfill_is_refilled_by_a_backfill_that_reprocesses_its_failed_runs(server):
+    """Airflow never starts a queued run of a paused (cancelled) backfill: clearing one would
+    leave it queued for ever. Its failed runs go into a new backfill (reprocess 'failed')."""
+    first, last = "2024-05-10", "2024-05-11"
+    cancel = _cancelled_backfill(server, first, last)
     assert cancel.status_code == 200, cancel.text
     plan = server.request(
         "POST",
@@ -460,18 +466,7 @@ def test_a_backfill_that_reprocesses_failed_runs_names_the_other_failed_runs_it_
     """Airflow clears every failed run of a reprocess-'failed' backfill's range whole
     (models/backfill.py, _handle_clear_run), not only the chosen cells' runs."""
     first, last, no_run = "2024-05-20", "2024-05-22", "2024-05-23"
-    r = server.request(
-        "POST",
-        "/api/v2/backfills",
-        json={
-            "dag_id": "dxt_examon",
-            "from_date": f"{first}T00:00:00Z",
-            "to_date": f"{last}T00:00:00Z",
-            "reprocess_behavior": "none",
-        },
-    )
-    assert r.status_code == 200, r.text
-    cancel = server.request("PUT", f"/api/v2/backfills/{r.json()['id']}/cancel")
+    cancel = _cancelled_backfill(server, first, last)
     assert cancel.status_code == 200, cancel.text  # its queued runs fail
     runs = {
         x["logical_date"][:10]: x
