@@ -233,6 +233,22 @@ def chosen_format(params: Mapping[str, Any], default: Any, formats: tuple[str, .
     return str(fmt)
 
 
+class SeriesTasks(BackendTasks[C]):
+    """A backend that writes each unit-day as gzip CSV or Parquet, the run's ``format``
+    Param choosing (default: the backend's ``format`` setting, ``DXT_<NAME>_FORMAT``)."""
+
+    #: the ``format`` Param's description in the trigger form
+    format_description: ClassVar[str] = "gzip CSV or Parquet"
+
+    def params(self) -> dict[str, dict[str, Any]]:
+        fmt = format_param(self.settings()["format"], SERIES_FORMATS, self.format_description)
+        return {"format": fmt}
+
+    def output_format(self, params: Mapping[str, Any]) -> str:
+        """The run's ``format`` param, else the ``format`` setting."""
+        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
+
+
 def log_archiving(what: str, day: dt.date, zone: str | None, url: str, into: str) -> None:
     """The archive task's line naming the unit-day, its zone (``None``: UTC days, not
     named), the server and the archive."""

@@ -424,17 +424,10 @@ class EsClient:
             )
         return status, data, headers
 
-    def json(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: Any = None,
-        what: str,
-    ) -> Any:
-        """The decoded body of a 2xx answer; any other answer raises (:func:`raise_for`)."""
-        status, data, _ = self.request(method, path, params=params, body=body, what=what)
+    def json(self, method: str, path: str, *, what: str, **request: Any) -> Any:
+        """The decoded body of a 2xx answer to :meth:`request` (``params``, ``body``); any
+        other answer raises (:meth:`error`)."""
+        status, data, _ = self.request(method, path, what=what, **request)
         if not 200 <= status < 300:
             raise self.error(status, data, path, what)
         return loads(data, self.url(path), what)

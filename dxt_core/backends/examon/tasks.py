@@ -9,11 +9,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
-    SERIES_FORMATS,
-    BackendTasks,
+    SeriesTasks,
     Unit,
-    chosen_format,
-    format_param,
     log,
     log_archiving,
     round_up_pow2,
@@ -28,7 +25,7 @@ if TYPE_CHECKING:
     from dxt_core.reconcile import Recount
 
 
-class ExamonTasks(BackendTasks["ExamonConnection"]):
+class ExamonTasks(SeriesTasks["ExamonConnection"]):
     backend = "examon"
     group = "plugin"
     units_task_id = "catalog"
@@ -38,9 +35,7 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
     tags = ("examon",)
     counts = True  # KairosDB's count aggregator over the day
 
-    def params(self) -> dict[str, dict[str, Any]]:
-        description = "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)"
-        return {"format": format_param(self.settings()["format"], SERIES_FORMATS, description)}
+    format_description = "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)"
 
     def configured_units(self) -> list[Unit]:
         return self.catalog_entries()
@@ -87,10 +82,6 @@ class ExamonTasks(BackendTasks["ExamonConnection"]):
 
         path = self.settings()["options"]
         return ExamonOptions.from_toml(path) if path else ExamonOptions()
-
-    def output_format(self, params: Mapping[str, Any]) -> str:
-        """The run's ``format`` param, else the ``format`` setting (``DXT_EXAMON_FORMAT``)."""
-        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
 
     def archive(
         self,

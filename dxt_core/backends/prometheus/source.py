@@ -267,14 +267,12 @@ class PrometheusSource:
         return body
 
     def _api(
-        self,
-        path: str,
-        params: Mapping[str, str] | Sequence[tuple[str, str]],
-        stats: RequestStats | None = None,
-        context: str = "",
-        heavy: bool = False,
+        self, path: str, params: Mapping[str, str] | Sequence[tuple[str, str]], **get: Any
     ) -> Any:
-        body = self._get(path, params, stats, context, heavy)
+        """The ``data`` of the API's JSON answer to ``GET path`` (``get``: :meth:`_get`'s
+        keywords); a clear error for another answer."""
+        body = self._get(path, params, **get)
+        context = get.get("context", "")
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -410,7 +408,7 @@ class PrometheusSource:
             ("start", _seconds(window.start_ms)),
             ("end", _seconds(window.end_ms - 1)),
         ]
-        data = self._api("api/v1/series", params, stats, context=selector)
+        data = self._api("api/v1/series", params, stats=stats, context=selector)
         if not isinstance(data, list):
             raise SourceError("unexpected answer to series: not a list", url=self._http.url(""))
         return [{str(k): str(v) for k, v in s.items()} for s in data if isinstance(s, dict)]
@@ -720,7 +718,7 @@ class PrometheusSource:
         floor = end_ms - start_ms <= self.windows.min_s * 1000
         try:
             data = self._api(
-                "api/v1/query", params, stats, context=f"count of {where}", heavy=not floor
+                "api/v1/query", params, stats=stats, context=f"count of {where}", heavy=not floor
             )
         except WindowTooLarge as exc:
             stats.splits += 1

@@ -10,12 +10,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
-    SERIES_FORMATS,
-    BackendTasks,
+    SeriesTasks,
     Unit,
     check_map_length,
-    chosen_format,
-    format_param,
     log,
     log_archiving,
 )
@@ -29,17 +26,13 @@ if TYPE_CHECKING:
     from dxt_core.reconcile import Recount
 
 
-class PrometheusTasks(BackendTasks["PrometheusConnection"]):
+class PrometheusTasks(SeriesTasks["PrometheusConnection"]):
     backend = "prometheus"
     group = "metric"
     units_task_id = "units"
     map_index_template = "{{ task.op_kwargs['unit']['metric'] }}"
     tags = ("prometheus", "victoriametrics")
     counts = True  # count_over_time over the exact day, in every manifest
-
-    def params(self) -> dict[str, dict[str, Any]]:
-        description = "gzip CSV or Parquet"
-        return {"format": format_param(self.settings()["format"], SERIES_FORMATS, description)}
 
     def entries(self) -> list[CatalogEntry]:
         """The units the settings name: ``DXT_PROMETHEUS_METRICS`` (wins), else the catalog
@@ -94,10 +87,6 @@ class PrometheusTasks(BackendTasks["PrometheusConnection"]):
 
     def time_zone(self, connect: Callable[[], PrometheusConnection]) -> str:
         return connect().time_zone
-
-    def output_format(self, params: Mapping[str, Any]) -> str:
-        """The run's ``format`` param, else the ``format`` setting (``DXT_PROMETHEUS_FORMAT``)."""
-        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
 
     def archive(
         self,
