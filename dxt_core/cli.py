@@ -159,7 +159,7 @@ def print_refill_commands(
     # window) is refilled by its DAG only
     if getattr(cli, "EXTRACTS_DAYS", True) and ("dxt" in tools or unknown):
         describe = getattr(cli, "refill_options", None)
-        opts = describe(args, sample) if describe else "<connection options>"
+        opts = describe(args, sample, _bad_units(rows)) if describe else "<connection options>"
         _print_per_range(
             "\nTo refill the missing and corrupt metric-days with the dxt command"
             + (" (as this archive was made):" if "dxt" in tools else ":"),
@@ -191,6 +191,17 @@ def print_refill_commands(
                 f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
                 f"-y   # {day} was archived by run {run_id} (its 'day' param)"
             )
+
+
+def _bad_units(rows: Sequence[Any]) -> dict[tuple[str, ...], dt.date | None]:
+    """The units with missing or corrupt days, each with a day of it that has a manifest
+    (None: none in the range), for a backend's ``refill_options``."""
+    with_manifest: dict[tuple[str, ...], dt.date] = {}
+    for r in rows:
+        if r.status != "missing":
+            with_manifest.setdefault(r.parts, r.day)
+    bad = sorted({r.parts for r in rows if r.status in ("missing", "corrupt")})
+    return {parts: with_manifest.get(parts) for parts in bad}
 
 
 def _how_made(
@@ -466,7 +477,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "verifiable files.",
         epilog="exit status, the same for every backend: 0 done; 1 some units failed; 2 bad "
         "input or configuration; 3 (coverage) missing or corrupt days; 4 the server could not "
-        "be reached; 130 interrupted (Ctrl-C).",
+        "be reached (coverage --reconcile: late data, more at the source; a count that "
+        "failed is 3); 130 interrupted (Ctrl-C).",
     )
     p.add_argument("--version", action="version", version=f"dxt-archive {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log each request")

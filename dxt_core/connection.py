@@ -43,6 +43,8 @@ class Extra:
         label: the form's label.
         help: one line for the form and ``--help``.
         flag: the CLI option (``--name-with-dashes`` by default; ``""`` for none).
+        negate: a ``bool`` extra whose flag turns it off (``--no-verify-tls``: ``verify_tls``
+            false); the flag's destination is ``no_<name>``.
     """
 
     name: str
@@ -53,10 +55,16 @@ class Extra:
     flag: str | None = None
     #: a number that must be above zero (a timeout)
     positive: bool = False
+    negate: bool = False
 
     @property
     def cli_flag(self) -> str:
         return self.flag if self.flag is not None else "--" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        """The ``argparse`` destination of :attr:`cli_flag`."""
+        return f"no_{self.name}" if self.negate else f"conn_{self.name}"
 
     def parse(self, value: Any, conn_id: str) -> Any:
         if value is None or value == "":
@@ -88,9 +96,12 @@ def timeout_extra(
     return Extra("timeout", float, default, "Timeout (s)", help, flag=flag, positive=True)
 
 
-def verify_tls_extra(default: bool | None = True, name: str = "verify_tls") -> Extra:
-    """The extra that turns TLS certificate checks off (no CLI flag: the CLI has its own)."""
-    return Extra(name, bool, default, "Verify TLS", "verify TLS certificates", flag="")
+def verify_tls_extra(
+    default: bool | None = True, name: str = "verify_tls", flag: str = "--no-verify-tls"
+) -> Extra:
+    """The extra that turns TLS certificate checks off; on the command line ``flag`` (``""``:
+    none, the CLI has its own)."""
+    return Extra(name, bool, default, "Verify TLS", "verify TLS certificates", flag, negate=True)
 
 
 def compression_extra() -> Extra:
@@ -287,13 +298,13 @@ class ConnectionSpec(Generic[T]):
         for e in self.extras:
             if not e.cli_flag:
                 continue
-            dest = f"conn_{e.name}"
             if e.kind is bool:
-                parser.add_argument(e.cli_flag, dest=dest, action="store_true", help=e.help)
+                text = f"do not {e.help}" if e.negate else e.help
+                parser.add_argument(e.cli_flag, dest=e.dest, action="store_true", help=text)
             else:
                 parser.add_argument(
                     e.cli_flag,
-                    dest=dest,
+                    dest=e.dest,
                     type=e.kind,
                     default=None,
                     help=e.help + (f" (default {e.default})" if e.default is not None else ""),
@@ -312,7 +323,7 @@ class ConnectionSpec(Generic[T]):
         for e in self.extras:
             if not e.cli_flag or e.name in skip:
                 continue
-            value = getattr(args, f"conn_{e.name}", None)
+            value = getattr(args, e.dest, None)
             if value is True:
                 words.append(e.cli_flag)
             elif value is not None and value is not False:
@@ -338,9 +349,11 @@ class ConnectionSpec(Generic[T]):
         user, password = self.credentials(args.user, args.password, env)
         extra = {}
         for e in self.extras:
-            value = getattr(args, f"conn_{e.name}", None) if e.cli_flag else None
+            value = getattr(args, e.dest, None) if e.cli_flag else None
             # ``is``: a 0 given (``--timeout 0``) is a value, checked, not "not given"
-            if value is not None and value is not False:
+            if value is True and e.negate:
+                extra[e.name] = False
+            elif value is not None and value is not False:
                 extra[e.name] = value
         if not args.url:
             raise ConfigError(f"{self.backend}: give the server's address with --url")

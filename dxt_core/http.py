@@ -577,8 +577,8 @@ class HttpClient:
             raise SourceError(
                 f"TLS certificate check failed ({tls}){where}; fix the server's "
                 "certificate, or, if you trust this network, turn the check off (the "
-                "connection's verify_tls extra false; on the command line the extract's "
-                "--no-verify-tls or --no-verify-certs)",
+                "connection's verify_tls extra false; on the command line --no-verify-tls, "
+                "or --no-verify-certs for 'dxt extract collectd-es')",
                 url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
             ) from None
         return _Failure(f"connection error ({type(exc).__name__}: {exc})")

@@ -552,7 +552,7 @@ SPEC: ConnectionSpec[CollectdEsConnection] = ConnectionSpec(
     extras=(
         Extra("index", str, DEFAULT_INDEX, "Index pattern", "index pattern", flag=""),
         Extra("host_prefix", str, DEFAULT_HOST_PREFIX, "Host prefix", "hostname prefix", flag=""),
-        verify_tls_extra(name="verify_certs"),
+        verify_tls_extra(name="verify_certs", flag=""),
         timeout_extra(60.0, "request timeout, seconds", flag=""),
     ),
 )

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import datetime as dt
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
@@ -31,6 +31,7 @@ from dxt_core.runner import (
     window_options,
 )
 from dxt_core.runner import add_arguments as add_run_arguments
+from dxt_core.urls import redact_url
 from dxt_core.windows import days
 
 
@@ -77,10 +78,30 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
     """The (plugin, metric) units of the catalog, in the archive's layout for ``--format``."""
-    return [examon_parts(e, args.format) for e in load_catalog(args.catalog)]
+    fmt = coverage_format(args)
+    return [examon_parts(e, fmt) for e in load_catalog(args.catalog)]
 
 
-def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None) -> str:
+def coverage_format(args: argparse.Namespace) -> str:
+    """``--format``, else the layout of the archive's ``examon/`` folders (``plugin=<p>``:
+    Parquet; ``<p>``: CSV), set on ``args`` for the refill and refetch commands."""
+    if not args.format:
+        names = Archive(args.archive).subdirectories("examon")
+        hive = {n.startswith("plugin=") for n in names}
+        if hive == {True, False}:
+            raise ConfigError(
+                f"{redact_url(args.archive)}: examon/ holds both the CSV layout (<plugin>/) "
+                "and the Parquet one (plugin=<plugin>/): give --format csv or --format parquet"
+            )
+        args.format = "parquet" if hive == {True} else "csv"
+    return str(args.format)
+
+
+def refill_options(
+    args: argparse.Namespace,
+    manifest: dict[str, object] | None,
+    units: Mapping[tuple[str, ...], dt.date | None] | None = None,
+) -> str:
     """The ``dxt extract examon`` options that refill this archive: the server of its
     manifests (``source_url``, without credentials) and the catalog given to coverage."""
     url = manifest.get("source_url") if manifest else None
@@ -101,7 +122,11 @@ def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
 
 def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", help="(examon) catalog CSV (default: shipped M100 catalog)")
-    parser.add_argument("--format", choices=FORMATS, default="csv", help="(examon) csv or parquet")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="(examon) csv or parquet (default: the layout the archive holds)",
+    )
 
 
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +141,7 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
     conn: ExamonConnection = SPEC.from_cli(args)
     options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
     by_parts: dict[tuple[str, ...], CatalogEntry] = {
-        examon_parts(e, args.format): e for e in load_catalog(args.catalog)
+        examon_parts(e, coverage_format(args)): e for e in load_catalog(args.catalog)
     }
     with KairosDBSource(conn, options=options) as src:
         # the catalog's counts of a day are asked together (a few requests per day)
@@ -127,7 +152,7 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
     """The ``dxt extract`` command that refetches one unit over ``first..last``."""
     d = describe_parts(parts)
     words = ["dxt", "extract", "examon", *SPEC.cli_words(args), "--archive", args.archive]
-    words += ["--metric", d["metric"], "--plugin", d["plugin"], "--format", args.format]
+    words += ["--metric", d["metric"], "--plugin", d["plugin"], "--format", coverage_format(args)]
     words += ["--start-day", first, "--end-day", last, "--refetch"]
     return shlex.join(words)
 

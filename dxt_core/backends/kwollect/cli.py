@@ -55,6 +55,8 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
         "min_window_s": args.min_window,
     }
     check_options(options, cli=True)  # before any request: each flag and its range
+    if args.no_verify_tls:
+        options["verify_tls"] = False
     auth = _auth(args)
     where = args.archive or args.backup
     try:
@@ -196,6 +198,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--api-url", default=DEFAULT_API_URL, help="default %(default)s")
     k.add_argument("--user", help="Grid'5000 login (HTTP Basic, from outside Grid'5000)")
     k.add_argument("--password", help=f"password (better: environment {ENV_PASSWORD})")
+    k.add_argument(
+        "--no-verify-tls", action="store_true", help="do not verify the API's TLS certificate"
+    )
     k.add_argument("--nodes", help="comma-separated nodes, e.g. nova-1.lyon.grid5000.fr")
     k.add_argument("--clusters", help="(--archive) comma-separated site/cluster, e.g. lyon/nova")
     k.add_argument("--metrics", help="comma-separated metrics (default: all; archive: power)")
@@ -258,6 +263,9 @@ def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
     """``--api-url`` for ``dxt coverage kwollect --reconcile`` (``--url`` works too)."""
     parser.add_argument("--api-url", help=f"(kwollect) API URL (default {DEFAULT_API_URL})")
+    parser.add_argument(
+        "--no-verify-tls", action="store_true", help="(--reconcile) do not verify TLS"
+    )
 
 
 @contextlib.contextmanager
@@ -267,7 +275,8 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Any]:
 
     archive = Archive(args.archive)
     url = getattr(args, "api_url", None) or getattr(args, "url", None) or DEFAULT_API_URL
-    with KwollectClient(url, _auth(args)) as client:
+    verify = not getattr(args, "no_verify_tls", False)
+    with KwollectClient(url, _auth(args), verify_tls=verify) as client:
 
         def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
             doc = archive.read_manifest(DayKey("kwollect", parts, day)) or {}
@@ -290,6 +299,8 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
     url = getattr(args, "api_url", None) or getattr(args, "url", None)
     if url:
         words += ["--api-url", redact_url(url)]
+    if getattr(args, "no_verify_tls", False):
+        words.append("--no-verify-tls")
     words += ["--nodes", ",".join(f"{n}.{site}" for n in doc.get("nodes") or []) or "NODES"]
     words += ["--metrics", metric, "--tz", str(doc.get("time_zone") or DEFAULT_TIME_ZONE)]
     words += ["--start-day", first, "--end-day", last, "--refetch"]

@@ -194,7 +194,7 @@ SPEC: ConnectionSpec[KwollectConnection] = ConnectionSpec(
     extras=(
         Extra("api_url", str, None, "API URL", "the API's base URL (wins over host)", flag=""),
         timeout_extra(None, flag=""),
-        verify_tls_extra(None),
+        verify_tls_extra(None, flag=""),
         Extra(
             "max_points",
             int,

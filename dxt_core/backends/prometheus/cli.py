@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import datetime as dt
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
@@ -66,8 +66,6 @@ def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:
 
 def cmd_extract_prometheus(args: argparse.Namespace) -> int:
     conn: PrometheusConnection = SPEC.from_cli(args)
-    if args.no_verify_tls:
-        conn.verify_tls = False
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
     windows = WindowPolicy(**window_options(args))
@@ -102,10 +100,16 @@ def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
     return archived_units(Archive(args.archive))
 
 
-def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None) -> str:
+def refill_options(
+    args: argparse.Namespace,
+    manifest: dict[str, object] | None,
+    units: Mapping[tuple[str, ...], dt.date | None] | None = None,
+) -> str:
     """The ``dxt extract prometheus`` options that refill this archive: the server, zone and
     format its manifests record (``source_url`` is stored without credentials) and the units
-    given to coverage."""
+    given to coverage, else ``units`` (those with missing or corrupt days) by name: without
+    them the command would archive what the server lists, which a ``NAME = SELECTOR`` unit,
+    or a metric the server no longer lists for the day, is not."""
     url = manifest.get("source_url") if manifest else None
     opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
     tz = manifest.get("time_zone") if manifest else None
@@ -115,6 +119,16 @@ def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None)
         opts += f" --catalog {args.catalog}"
     elif getattr(args, "metrics", None):
         opts += f" --metrics {args.metrics}"
+    elif units:
+        archive = Archive(args.archive)
+        entries = [
+            archived_entry(archive, parts, day) if day else CatalogEntry(parts[0], parts[0])
+            for parts, day in units.items()
+        ]
+        if any(not e.is_metric for e in entries):
+            opts += " --catalog CATALOG"  # the file that named the selector units
+        else:
+            opts += f" --metrics {','.join(e.name for e in entries)}"
     if manifest and manifest.get("format") == "parquet":
         opts += " --format parquet"
     return opts
@@ -123,9 +137,6 @@ def refill_options(args: argparse.Namespace, manifest: dict[str, object] | None)
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
     """What ``dxt coverage prometheus --reconcile`` needs to ask the server for counts."""
     SPEC.add_cli_arguments(parser, url_help="(--reconcile) the server's URL")
-    parser.add_argument(
-        "--no-verify-tls", action="store_true", help="(--reconcile) do not verify TLS"
-    )
 
 
 @contextlib.contextmanager
@@ -133,8 +144,6 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
     """(parts, day) -> the server's ``count_over_time`` of the archived day, over the
     selector and zone its manifest records; one client for the run."""
     conn: PrometheusConnection = SPEC.from_cli(args)
-    if getattr(args, "no_verify_tls", False):
-        conn.verify_tls = False
     with PrometheusSource(conn) as src:
         yield day_counter(src, Archive(args.archive))
 
@@ -148,8 +157,6 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
     entry = archived_entry(archive, parts, day)
     # the day's zone is the manifest's, whatever --tz this command was given
     words = ["dxt", "extract", "prometheus", *SPEC.cli_words(args, skip=("time_zone",))]
-    if getattr(args, "no_verify_tls", False):
-        words.append("--no-verify-tls")
     if isinstance(doc.get("time_zone"), str):
         words += ["--tz", str(doc["time_zone"])]
     if entry.is_metric:
@@ -181,7 +188,6 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "with manifests; every day is checked against the server's own count_over_time.",
     )
     SPEC.add_cli_arguments(e, url_help="server URL, e.g. http://127.0.0.1:9090")
-    e.add_argument("--no-verify-tls", action="store_true", help="do not verify the TLS certificate")
     g = e.add_argument_group("what to extract")
     g.add_argument("--catalog", help="file: one metric name or NAME = SELECTOR a line")
     g.add_argument("--metrics", help="comma-separated metric names (default: all listed)")

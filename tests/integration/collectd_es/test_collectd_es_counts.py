@@ -5,7 +5,6 @@ Elasticsearch >= 8.8 that leaves ``X-Elastic-Product`` out of its 403 still gets
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import httpx
@@ -16,6 +15,7 @@ from dxt_core.backends.collectd_es.archive_day import archive_collectd_es_day, e
 from dxt_core.backends.collectd_es.connection import elasticsearch_refusal
 from dxt_core.backends.collectd_es.source import CollectdEsConnection, CollectdEsSource, ExportStats
 from dxt_core.reconcile import archived_count
+from tests.services import TlsFront
 from tests.unit.collectd_es.test_collectd_es_cells import T0, T1
 
 
@@ -152,76 +152,6 @@ def tls_context(tmp_path_factory):
     from tests.services import server_tls_context
 
     return server_tls_context(tmp_path_factory.mktemp("tls"))
-
-
-class TlsFront:
-    """https://127.0.0.1:PORT relaying every connection, bytes as they are, to the plain
-    HTTP server ``upstream`` (a TLS-terminating proxy with a self-signed certificate)."""
-
-    def __init__(self, upstream: str, tls) -> None:
-        import socket
-        import threading
-        from urllib.parse import urlsplit
-
-        up = urlsplit(upstream)
-        self.upstream = (up.hostname, up.port)
-        self.tls = tls
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.threads: list[threading.Thread] = []
-        self.accepting = threading.Thread(target=self._accept, daemon=True)
-        self.accepting.start()
-
-    def _accept(self) -> None:
-        import threading
-
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return  # closed
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            t.start()
-            self.threads.append(t)
-
-    def _serve(self, conn) -> None:
-        import socket
-        import threading
-
-        try:
-            client = self.tls.wrap_socket(conn, server_side=True)
-        except OSError:  # the client refused the certificate
-            conn.close()
-            return
-        server = socket.create_connection(self.upstream)
-
-        def pipe(a, b) -> None:
-            try:
-                while data := a.recv(65536):
-                    b.sendall(data)
-            except OSError:
-                pass
-            finally:
-                for s in (a, b):
-                    with contextlib.suppress(OSError):
-                        s.shutdown(socket.SHUT_RDWR)
-
-        back = threading.Thread(target=pipe, args=(server, client), daemon=True)
-        back.start()
-        pipe(client, server)
-        back.join(timeout=10)
-        client.close()
-        server.close()
-
-    def close(self) -> None:
-        import socket
-
-        with contextlib.suppress(OSError):  # wakes the accept() (a close alone does not)
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.accepting.join(timeout=10)
-        for t in self.threads:
-            t.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -169,6 +169,17 @@ def test_cli_parquet_and_coverage(examon_sim, small_catalog, tmp_path):
     doc = json.loads(cov.stdout)
     assert doc["counts"]["archived"] == 6
     assert {r["plugin"] for r in doc["rows"]} >= {"ipmi_pub", "job_table"}
+    # without --format, coverage reads the layout the archive holds
+    days = ("--start-day", "2020-03-09", "--end-day", "2020-03-10")
+    cov = dxt("coverage", "--archive", str(tmp_path), "--catalog", str(small_catalog), *days)
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    assert "6 archived" in cov.stdout and "6 missing" in cov.stdout, cov.stdout
+    assert "--format parquet --start-day 2020-03-10" in cov.stdout, cov.stdout
+    # both layouts under examon/: the format must be named
+    (tmp_path / "examon/ipmi_pub/ambient").mkdir(parents=True)
+    cov = dxt("coverage", "--archive", str(tmp_path), "--catalog", str(small_catalog), *days)
+    assert cov.returncode == 2, cov.stdout + cov.stderr
+    assert "give --format csv or --format parquet" in cov.stderr, cov.stderr
 
 
 def test_job_table_parquet_schema_is_the_same_every_day(examon_sim, small_catalog, tmp_path):

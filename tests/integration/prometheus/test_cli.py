@@ -50,12 +50,40 @@ def test_extract_lists_the_metrics_and_archives_days(server: ServerProcess, tmp_
     )  # fmt: skip
     assert cov.returncode == 3, cov.stdout + cov.stderr  # 2024-03-29 was never archived
     assert "2 units x 3 days: 4 archived, 0 empty, 2 missing" in cov.stdout
-    # made by dxt: the refill is the dxt command with the manifests' server and zone
+    # made by dxt: the refill is the dxt command with the manifests' server and zone, and
+    # the units by name (the server may no longer list a metric of that day)
     assert (
-        f"dxt extract prometheus --url {server.url} --tz Europe/Rome --start-day 2024-03-29 "
+        f"dxt extract prometheus --url {server.url} --tz Europe/Rome --metrics "
+        f"node_jobs_total,node_temp_celsius --start-day 2024-03-29 "
         f"--end-day 2024-03-29 --archive {tmp_path}"
     ) in cov.stdout
     assert "airflow" not in cov.stdout
+
+
+def test_coverage_refills_selector_units_from_their_catalog(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    """A NAME = SELECTOR unit is not a metric the server lists: its refill names the
+    catalog (the command without it archived nothing of the unit), with the format of the
+    archive."""
+    catalog = tmp_path / "catalog.txt"
+    catalog.write_text('temps = {__name__="node_temp_celsius", node="n1"}\n')
+    archive = str(tmp_path / "a")
+    out = dxt(
+        "extract", "prometheus", "--url", victoriametrics.url, "--tz", "Europe/Rome",
+        "--catalog", str(catalog), "--format", "parquet", "--start-day", "2024-03-31",
+        "--archive", archive, "-q",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    cov = dxt(
+        "coverage", "prometheus", "--archive", archive,
+        "--start-day", "2024-03-30", "--end-day", "2024-03-31",
+    )  # fmt: skip
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    assert (
+        f"dxt extract prometheus --url {victoriametrics.url} --tz Europe/Rome --catalog CATALOG "
+        f"--format parquet --start-day 2024-03-30 --end-day 2024-03-30 --archive {archive}"
+    ) in cov.stdout, cov.stdout
 
 
 def test_coverage_of_a_dag_made_archive_names_the_dag(
