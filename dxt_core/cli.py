@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -169,6 +170,7 @@ def print_refill_commands(
                 f"--archive {args.archive}"
             ),
         )
+        _print_refetch_corrupt(args, cli, rows)
     if "airflow" in tools or unknown or not getattr(cli, "EXTRACTS_DAYS", True):
         dag_id = args.dag_id or backend.dag_id
         _print_per_range(
@@ -191,6 +193,34 @@ def print_refill_commands(
                 f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
                 f"-y   # {day} was archived by run {run_id} (its 'day' param)"
             )
+
+
+#: At most this many refetch commands are printed for corrupt days.
+_MAX_REFETCH_LINES = 20
+
+
+def _print_refetch_corrupt(args: argparse.Namespace, cli: Any, rows: Sequence[Any]) -> None:
+    """Per unit, the commands that refetch its corrupt days: the refill commands skip a day
+    whose file still has its manifest's size (a changed byte, found by ``--verify``)."""
+    by_unit: dict[tuple[str, ...], list[dt.date]] = {}
+    for r in rows:
+        if r.status == "corrupt":
+            by_unit.setdefault(r.parts, []).append(r.day)
+    if not by_unit or not hasattr(cli, "refetch_command"):
+        return
+    lines = [
+        cli.refetch_command(args, parts, a.isoformat(), b.isoformat())
+        for parts, day_list in sorted(by_unit.items())
+        for a, b in _ranges(sorted(day_list))
+    ]
+    print(
+        "A corrupt day whose file still has its manifest's size is skipped by those commands "
+        "as archived; refetch the corrupt days with:"
+    )
+    for line in lines[:_MAX_REFETCH_LINES]:
+        print(f"  {line}")
+    if len(lines) > _MAX_REFETCH_LINES:
+        print(f"  ... and {len(lines) - _MAX_REFETCH_LINES} more (dxt coverage --json lists them)")
 
 
 def _bad_units(rows: Sequence[Any]) -> dict[tuple[str, ...], dt.date | None]:
@@ -530,6 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         rc: int = args.func(args)
+        sys.stdout.flush()  # a reader gone (BrokenPipeError) is seen here, not at exit
         return rc
     except SourceUnavailable as exc:  # the server is down or unreachable: one status for all
         print(f"dxt: error: {exc}", file=sys.stderr)
@@ -537,6 +568,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DxtError as exc:
         print(f"dxt: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (``dxt coverage ... | head``): nothing more to say to it; the
+        # interpreter's flush at exit must not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     except KeyboardInterrupt as exc:
         # an archive run handles Ctrl-C itself and says what it did; any other command stops
         # here: its files are written under temporary names and renamed when whole, so what
