@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -495,7 +496,10 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
     for first, said in helps.items():
         texts = {h for _, h in said}
         if len(texts) > 1:
-            c._option_string_actions[first].help = "; ".join(f"{b}: {h}" for b, h in said if h)
+            # each backend's words, without the "(backend)" they start with when alone
+            c._option_string_actions[first].help = "; ".join(
+                f"{b}: {re.sub(r'^[(][^)]*[)] *', '', h)}" for b, h in said if h
+            )
     c.set_defaults(func=cmd_coverage)
 
 

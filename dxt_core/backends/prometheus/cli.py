@@ -174,7 +174,9 @@ def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
 
 
 def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--catalog", help="(examon, prometheus) catalog file")
+    parser.add_argument(
+        "--catalog", help="(prometheus) catalog file: one metric name or NAME = SELECTOR a line"
+    )
     parser.add_argument("--metrics", help="(kwollect, prometheus) comma-separated metrics")
 
 
@@ -192,7 +194,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g.add_argument("--catalog", help="file: one metric name or NAME = SELECTOR a line")
     g.add_argument("--metrics", help="comma-separated metric names (default: all listed)")
     add_day_arguments(e)
-    e.add_argument("--archive", required=True, help="archive root directory")
+    e.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
     e.add_argument("--format", choices=FORMATS, default="csv", help="csv (default) or parquet")
     add_window_arguments(
         e,
