@@ -382,13 +382,16 @@ def zone_mismatch(
     archive_url: str, source: str, zone_then: object, where: str, time_zone: str
 ) -> ConfigError:
     """The error of a run whose days would be cut in ``time_zone`` in an archive whose
-    ``source`` days are cut in ``zone_then`` (recorded at ``where``)."""
-    return ConfigError(
+    ``source`` days are cut in ``zone_then`` (recorded at ``where``): every day of the run
+    would fail the same way (``run_wide``)."""
+    err = ConfigError(
         f"{archive_url}: the {source} days of this archive are {DAY_DEFINITION} in "
         f"{zone_then} ({where}); this run cuts them in {time_zone}, which would archive "
         f"overlapping days (rows twice). Run with time zone {zone_then}, or archive to another "
         "root (--archive DIR)"
     )
+    err.run_wide = True
+    return err
 
 
 #: What to do about an unreadable ``.dxt-days-<source>.json``.

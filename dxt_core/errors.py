@@ -28,7 +28,13 @@ from __future__ import annotations
 
 
 class DxtError(Exception):
-    """Base class of every error raised by dxt_core."""
+    """Base class of every error raised by dxt_core.
+
+    ``run_wide``: this error fails every unit of a run the same way (the archive's days are
+    cut in another zone, the archive root cannot hold an archive): a run stops at the first.
+    """
+
+    run_wide: bool = False
 
 
 class ConfigError(DxtError, ValueError):
@@ -168,3 +174,12 @@ class ArchiveLocked(ArchiveError):
     def __init__(self, message: str, *, holder: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.holder = holder or {}
+
+
+def run_wide(exc: BaseException) -> bool:
+    """Whether ``exc`` would fail every unit of the run the same way, so the run stops at
+    the first: the server refused the credentials (401, 403: asking for every metric-day
+    again could lock the account), or an error that says so (``DxtError.run_wide``)."""
+    if isinstance(exc, QueryRejected) and exc.status in (401, 403):
+        return True
+    return isinstance(exc, DxtError) and exc.run_wide

@@ -9,6 +9,9 @@
 * The run ends with a summary line and exit status 0 (all done), 1 (some failed), or
   :data:`UNAVAILABLE_EXIT` (4) when every unit failed because the server could not be
   reached (connection error, timeout, 5xx after the retries), the same for every backend.
+* A failure that would fail every unit the same way (the server refused the credentials,
+  the archive's days are cut in another zone: :func:`run_wide`) stops the run: no unit
+  starts after it, and the exit status is 2 with the error said once.
 * Ctrl-C (SIGINT) once: no new unit starts; the units in flight get :data:`GRACE_S` seconds
   to finish, those still running then are abandoned (their staging is never committed: an
   atomic commit puts a file under its final name whole or not at all); the summary counts
@@ -34,7 +37,7 @@ from typing import Any, TextIO
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import NOT_OVER, DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
-from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
+from dxt_core.errors import ConfigError, DxtError, SourceUnavailable, run_wide
 from dxt_core.http import RetryPolicy
 from dxt_core.windows import parse_day
 
@@ -183,7 +186,10 @@ def retry_policy(args: Any) -> RetryPolicy:
 
 def run_extract(units: Sequence[Unit], archive: Archive, args: Any) -> int:
     """:func:`run_units` as an ``extract`` asks: its ``--workers``, ``--refetch`` (and
-    ``--replace``, through the archive), ``--quiet`` and ``--verbose``."""
+    ``--replace``, through the archive), ``--quiet`` and ``--verbose``. A directory root
+    that exists must be a directory (it is made when it does not exist)."""
+    if not archive.remote and archive.root.exists() and not archive.root.is_dir():
+        raise ConfigError(f"archive root {archive.root} is not a directory: check --archive")
     return run_units(
         units,
         archive,
@@ -268,6 +274,8 @@ class _Outcome:
     abandoned: list[Unit] = field(default_factory=list)
     not_started: int = 0
     interrupted: bool = False
+    #: the first failure that fails every unit the same way (see :func:`run_wide`)
+    stopped_by: str | None = None
 
 
 def run_units(
@@ -295,6 +303,15 @@ def run_units(
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     outcome = _drive(todo, pool, max(1, workers), progress, grace_s, verbose, err)
     _print_summary(outcome, len(units) - len(todo), archive, out, err)
+    if outcome.stopped_by is not None and not outcome.interrupted:
+        pool.shutdown(wait=True)
+        print(
+            f"dxt: error: {outcome.stopped_by}\nstopped: every other metric-day would fail the "
+            f"same way ({plural(outcome.not_started, 'metric-day')} not started); fix it and "
+            "rerun the same command",
+            file=err,
+        )
+        return 2
     if not outcome.interrupted:
         pool.shutdown(wait=True)
         failures = outcome.failures
@@ -336,7 +353,12 @@ def _drive(
         while pending or running:
             # Only as many units as workers are submitted: after Ctrl-C none is left queued
             # in the pool to start behind our back.
-            while pending and not interrupt.count and len(running) < workers:
+            while (
+                pending
+                and not interrupt.count
+                and outcome.stopped_by is None
+                and len(running) < workers
+            ):
                 u = pending.pop()
                 running[pool.submit(_run_unit, u)] = u
             if interrupt.count > announced:
@@ -348,7 +370,7 @@ def _drive(
                         file=err,
                         flush=True,
                     )
-            if interrupt.count >= 2:
+            if interrupt.count >= 2 or (outcome.stopped_by is not None and not running):
                 break
             if interrupt.first_at is not None and (
                 not running or time.monotonic() - interrupt.first_at >= grace_s
@@ -378,6 +400,8 @@ def _collect(
     except Exception as exc:  # one unit's failure must not stop the others
         outcome.failures.append((u, one_line(exc)))
         outcome.unavailable += isinstance(exc, SourceUnavailable)
+        if outcome.stopped_by is None and run_wide(exc):
+            outcome.stopped_by = one_line(exc)
         progress.step(False, u.label)
         if verbose and not isinstance(exc, DxtError):
             traceback.print_exception(exc, file=err)
@@ -403,6 +427,8 @@ def _print_summary(
         f", {outcome.not_started + len(abandoned)} interrupted ({outcome.not_started} not "
         f"started, {len(abandoned)} abandoned in flight)"
         if outcome.interrupted
+        else f", {outcome.not_started} not started (stopped at a run-wide error)"
+        if outcome.stopped_by is not None
         else ""
     )
     print(

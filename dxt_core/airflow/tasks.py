@@ -23,6 +23,7 @@ from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
 from dxt_core.budget import holding_answers
 from dxt_core.config import archive_root
+from dxt_core.errors import run_wide
 
 log = logging.getLogger("dxt_core.airflow")
 
@@ -51,8 +52,19 @@ def archive_unit(
     archive = Archive(archive_root(), replace=replace_of_context(context))
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
-    with holding_answers():  # the unit's answers are charged until it is done with them
-        report = tasks.archive(unit, day_of(context), archive, conn, params)
+    try:
+        with holding_answers():  # the unit's answers are charged until it is done with them
+            report = tasks.archive(unit, day_of(context), archive, conn, params)
+    except Exception as exc:
+        if run_wide(exc):
+            # refused credentials, another day zone: a retry fails the same way (and a retry
+            # of every mapped task with refused credentials could lock the account)
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(
+                f"{exc} (not retried: every retry would fail the same way)"
+            ) from exc
+        raise
     doc = report.as_dict()
     emit_day_event(
         context,

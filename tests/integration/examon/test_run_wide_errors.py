@@ -1,0 +1,77 @@
+"""An error that would fail every metric-day the same way stops ``dxt extract`` at the first,
+said once, exit 2: refused credentials (asking again for each of 811 metrics could lock the
+account), days cut in another zone than the archive's, a root that is a file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SimulatorProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # dxt processes, a simulator
+
+DXT = str(Path(sys.executable).parent / "dxt")
+DAY = ["--start-day", "2020-03-09"]
+
+
+def dxt(*args: str, password: str = "") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, DXT_EXAMON_PASSWORD=password)
+    return subprocess.run([DXT, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def locked_sim(small_catalog: Path) -> Iterator[SimulatorProcess]:
+    sim = SimulatorProcess(
+        ["--catalog", str(small_catalog), "--nodes", "2", "--user", "alice", "--password", "s3cret"]
+    )
+    yield sim
+    sim.stop()
+
+
+def _requests(sim: SimulatorProcess) -> int:
+    counts = sim.stats()["requests"]
+    assert isinstance(counts, dict)
+    return sum(int(n) for n in counts.values())
+
+
+def test_refused_credentials_stop_the_run_at_the_first(
+    locked_sim: SimulatorProcess, small_catalog: Path, tmp_path: Path
+) -> None:
+    before = _requests(locked_sim)
+    out = dxt(
+        "extract", "examon", "--url", locked_sim.url, "--user", "alice", "--catalog",
+        str(small_catalog), *DAY, "--end-day", "2020-03-12", "--workers", "1",
+        "--archive", str(tmp_path), "-q", password="wrong-Pa55",
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "stopped: every other metric-day would fail the same way" in out.stderr
+    assert out.stderr.count("FAILED") == 1, out.stderr  # not once per metric-day
+    assert "not started (stopped at a run-wide error)" in out.stdout
+    assert "wrong-Pa55" not in out.stdout + out.stderr
+    assert _requests(locked_sim) - before <= 3  # the one metric-day's requests, no more
+    assert not list(tmp_path.rglob("*.csv.gz"))
+
+
+def test_another_zone_and_a_file_root_stop_at_once(
+    locked_sim: SimulatorProcess, small_catalog: Path, tmp_path: Path
+) -> None:
+    base = ["extract", "examon", "--url", locked_sim.url, "--user", "alice"]
+    base += ["--catalog", str(small_catalog), *DAY, "--workers", "1", "-q"]
+    done = dxt(*base, "--archive", str(tmp_path / "a"), "--limit", "1", password="s3cret")
+    assert done.returncode == 0, done.stdout + done.stderr
+    other_zone = dxt(*base, "--tz", "UTC", "--archive", str(tmp_path / "a"), password="s3cret")
+    assert other_zone.returncode == 2, other_zone.stdout + other_zone.stderr
+    assert other_zone.stderr.count("FAILED") == 1, other_zone.stderr
+    assert "Run with time zone Europe/Rome" in other_zone.stderr
+    afile = tmp_path / "afile"
+    afile.write_text("not an archive")
+    root_file = dxt(*base, "--archive", str(afile), password="s3cret")
+    assert root_file.returncode == 2, root_file.stdout + root_file.stderr
+    assert f"archive root {afile} is not a directory" in root_file.stderr
+    assert afile.read_text() == "not an archive"
