@@ -113,6 +113,13 @@ class ExamonOptions:
             doc = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{p}: cannot read plugin options: {exc}") from exc
+        unknown_top = sorted(set(doc) - {"cluster", "plugins"})
+        if unknown_top:
+            # a typo ('clustr', '[plugin.x]') must not leave the defaults in silence: a
+            # cluster left at marconi100 archives every cluster-tagged metric-day as empty
+            raise ConfigError(
+                f"{p}: unknown key(s) {unknown_top}; allowed: cluster, and [plugins.<name>] tables"
+            )
         base = cls()
         plugins = dict(base.plugins)
         raw_plugins = doc.get("plugins", {})
@@ -178,8 +185,9 @@ def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
     metric_col = plugin_col = -1
     seen: dict[tuple[str, str], int] = {}
     entries: list[CatalogEntry] = []
+    ended = 0  # the line the previous row ended on
     for row in reader:
-        line = reader.line_num
+        line, ended = ended + 1, reader.line_num  # a quoted field may span lines
         if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
             continue
         if header is None:
@@ -196,8 +204,15 @@ def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
                 )
             continue
         if len(row) <= max(metric_col, plugin_col):
+            spans = (
+                f"; the '\"' that opens line {line} is not closed (the field runs to line {ended})"
+                if ended > line
+                else ""
+            )
             raise CatalogError(
-                source, line, f"expected {len(header)} columns ({','.join(header)}), got {len(row)}"
+                source,
+                line,
+                f"expected {len(header)} columns ({','.join(header)}), got {len(row)}{spans}",
             )
         metric, plugin = row[metric_col], row[plugin_col]
         for value, what in ((metric, "metric name"), (plugin, "plugin name")):

@@ -128,3 +128,21 @@ def test_job_table_column_types_are_read(tmp_path: Path):
         ("a", "int64"),
         ("b", "bool"),
     )
+
+
+def test_an_unclosed_quote_names_the_line_it_opens_on(tmp_path):
+    p = tmp_path / "quote.csv"
+    p.write_text('metric,plugin\n"Gpu0_bar1_free,ganglia_pub\nambient,ipmi_pub\n')
+    with pytest.raises(CatalogError) as err:
+        load_catalog(p)
+    assert err.value.line == 2
+    assert "the '\"' that opens line 2 is not closed (the field runs to line 3)" in str(err.value)
+
+
+def test_unknown_top_level_option_keys_are_refused(tmp_path):
+    """A typo ('clustr') left the cluster at marconi100: every cluster-tagged metric-day of
+    another cluster archived empty, and counted complete."""
+    p = tmp_path / "options.toml"
+    p.write_text('clustr = "leonardo"\n[plugin.my_jobs]\njob_table = true\n')
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['clustr', 'plugin'\]"):
+        ExamonOptions.from_toml(p)
