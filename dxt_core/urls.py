@@ -71,7 +71,14 @@ def normalise_base_url(url: str, what: str = "URL") -> str:
         port_ok = parts.port is None or parts.port > 0
     except ValueError:
         port_ok = False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+    if parts.scheme in ("http", "https") and parts.hostname and not port_ok:
+        # redact_url drops a port that is not one: name it here (no credentials in it)
+        port = parts.netloc.rpartition(":")[2]
+        raise ConfigError(
+            f"bad {what} {redact_url(url)!r}: its port {port!r} is not a number from 1 to "
+            "65535, e.g. https://metrics.example.org:8083"
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"bad {what} {redact_url(url)!r}: expected http(s)://host[:port][/path], "
             "e.g. https://metrics.example.org:8083 (characters such as / # ? @ in a password "

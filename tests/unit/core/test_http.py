@@ -332,3 +332,11 @@ def test_the_encoding_asked_for_is_sent_and_either_answer_is_read(accept_gzip):
     )
     assert c.get_json("api/v1/x") == {"status": "success", "data": [1, 2, 3]}
     assert seen == ["gzip" if accept_gzip else "identity"]
+
+
+@pytest.mark.parametrize("port", ["99999", "abc", "0"])
+def test_a_bad_port_is_named_in_the_url_error(port):
+    with pytest.raises(ConfigError) as err:
+        normalise_base_url(f"http://alice:s3cret@127.0.0.1:{port}/api", "Examon URL")
+    assert f"its port {port!r} is not a number from 1 to 65535" in str(err.value)
+    assert "s3cret" not in str(err.value) and "alice" not in str(err.value)
