@@ -132,7 +132,16 @@ def day_range(args: Any) -> tuple[dt.date, dt.date]:
     """The days :func:`add_day_arguments` took: the start day, and the end day (the start day
     when not given)."""
     first = parse_day(args.start_day)
-    return first, parse_day(args.end_day) if args.end_day else first
+    last = parse_day(args.end_day) if args.end_day else first
+    # a day begins somewhere on Earth at most 14 hours before it does in UTC
+    latest = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=14)).date()
+    for flag, day in (("--start-day", first), ("--end-day", last)):
+        if day > latest:
+            raise ConfigError(
+                f"{flag} {day}: that day has not begun yet (today is {latest} at the "
+                "earliest zone): nothing to archive; give a day that has begun"
+            )
+    return first, last
 
 
 def add_window_arguments(
@@ -188,6 +197,8 @@ def run_extract(units: Sequence[Unit], archive: Archive, args: Any) -> int:
     """:func:`run_units` as an ``extract`` asks: its ``--workers``, ``--refetch`` (and
     ``--replace``, through the archive), ``--quiet`` and ``--verbose``. A directory root
     that exists must be a directory (it is made when it does not exist)."""
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers}: give 1 or more (metric-days at once)")
     if not archive.remote and archive.root.exists() and not archive.root.is_dir():
         raise ConfigError(f"archive root {archive.root} is not a directory: check --archive")
     return run_units(

@@ -54,6 +54,11 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
         "timeout_s": args.timeout,
         "min_window_s": args.min_window,
     }
+    if args.archive and args.backup:
+        raise ConfigError(
+            "give --archive DIR (daily archive of sites' metrics) or --backup DIR (one "
+            "experiment's nodes and window), not both"
+        )
     check_options(options, cli=True)  # before any request: each flag and its range
     if args.no_verify_tls:
         options["verify_tls"] = False

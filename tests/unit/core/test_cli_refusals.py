@@ -1,0 +1,59 @@
+"""Options that cannot be meant as given are refused before any request, with the option
+named: days that have not begun, --workers below 1, Kwollect's --archive with --backup."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from dxt_core.cli import main
+
+# nothing listens here: a refusal must come before any request
+URL = "http://127.0.0.1:9"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+@pytest.mark.parametrize("backend", ["examon", "prometheus"])
+def test_a_day_that_has_not_begun_is_refused(capsys, tmp_path, backend) -> None:
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(days=3)).date()
+    rc, said = _run(
+        capsys, "extract", backend, "--url", URL, "--metrics" if backend == "prometheus" else
+        "--limit", "m" if backend == "prometheus" else "1", "--start-day", str(later),
+        "--archive", str(tmp_path),
+    )  # fmt: skip
+    assert rc == 2, said
+    assert f"--start-day {later}: that day has not begun yet" in said
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_end_day_that_has_not_begun_is_refused(capsys, tmp_path) -> None:
+    rc, said = _run(
+        capsys, "extract", "examon", "--url", URL, "--limit", "1", "--start-day", "2020-03-09",
+        "--end-day", "2099-01-01", "--archive", str(tmp_path),
+    )  # fmt: skip
+    assert rc == 2 and "--end-day 2099-01-01: that day has not begun yet" in said, said
+
+
+@pytest.mark.parametrize("workers", ["0", "-2"])
+def test_workers_below_one_are_refused(capsys, tmp_path, workers) -> None:
+    rc, said = _run(
+        capsys, "extract", "examon", "--url", URL, "--limit", "1", "--start-day", "2020-03-09",
+        "--workers", workers, "--archive", str(tmp_path),
+    )  # fmt: skip
+    assert rc == 2 and f"--workers {workers}: give 1 or more" in said, said
+
+
+def test_kwollect_archive_and_backup_together_are_refused(capsys, tmp_path) -> None:
+    rc, said = _run(
+        capsys, "extract", "kwollect", "--api-url", URL, "--clusters", "nancy/gros",
+        "--start-day", "2024-11-26", "--archive", str(tmp_path / "a"), "--backup",
+        str(tmp_path / "b"),
+    )  # fmt: skip
+    assert rc == 2 and "not both" in said, said
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
