@@ -720,11 +720,23 @@ def _ssl_context(verify: bool) -> ssl.SSLContext:
     return ctx
 
 
+def html_hint(body: bytes) -> str:
+    """``; ...`` advice when an answer that should be JSON is a web page, else ``""``."""
+    if body.lstrip()[:1] != b"<":
+        return ""
+    return (
+        "; the server answered a web page (HTML): is the URL the API's (not a web UI, a "
+        "login page or a proxy's error page)?"
+    )
+
+
 def _loads(body: bytes, url: str) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise SourceError(f"answer is not valid JSON ({exc}): {body[:200]!r}", url=url) from exc
+        raise SourceError(
+            f"answer is not valid JSON ({exc}): {body[:200]!r}{html_hint(body)}", url=url
+        ) from exc
 
 
 def _retry_after(value: str | None) -> float | None:

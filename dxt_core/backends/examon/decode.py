@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from dxt_core.errors import SourceError
+from dxt_core.http import html_hint
 from dxt_core.records import RawPoints, Series
 
 _VALUES_KEY = b'"values":['
@@ -30,7 +31,7 @@ def _loads_answer(raw: bytes, url: str, where: str = "") -> Any:
         near = raw[max(0, pos - 60) : pos + 20] if pos else raw[:200]
         raise SourceError(
             f"{where + ': ' if where else ''}the answer is not valid JSON ({exc}) near "
-            f"{near!r}; nothing of it is archived",
+            f"{near!r}; nothing of it is archived{html_hint(raw)}",
             url=url,
         ) from exc
 

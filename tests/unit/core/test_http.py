@@ -8,6 +8,7 @@ from dxt_core.errors import (
     ConfigError,
     QueryRejected,
     RateLimited,
+    SourceError,
     SourceUnavailable,
     WindowTooLarge,
 )
@@ -340,3 +341,14 @@ def test_a_bad_port_is_named_in_the_url_error(port):
         normalise_base_url(f"http://alice:s3cret@127.0.0.1:{port}/api", "Examon URL")
     assert f"its port {port!r} is not a number from 1 to 65535" in str(err.value)
     assert "s3cret" not in str(err.value) and "alice" not in str(err.value)
+
+
+def test_an_html_answer_says_the_url_may_not_be_the_apis():
+    def handler(req):
+        return httpx.Response(200, text="<!DOCTYPE html><html><title>Grafana</title></html>")
+
+    c, _ = client(handler)
+    with pytest.raises(SourceError) as err:
+        c.get_json("api/v1/version")
+    assert "the server answered a web page (HTML): is the URL the API's" in str(err.value)
+    assert "s3cret" not in str(err.value)
