@@ -578,7 +578,7 @@ class HttpClient:
                 f"TLS certificate check failed ({tls}){where}; fix the server's "
                 "certificate, or, if you trust this network, turn the check off (the "
                 "connection's verify_tls extra false; on the command line --no-verify-tls, "
-                "or --no-verify-certs for 'dxt extract collectd-es')",
+                "or the extract's --no-verify-certs where it has that one)",
                 url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
             ) from None
         return _Failure(f"connection error ({type(exc).__name__}: {exc})")

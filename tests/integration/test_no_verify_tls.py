@@ -59,7 +59,9 @@ def test_examon_extract_over_tls(examon_front: str, small_catalog: Path, tmp_pat
     done = dxt(*args, "--archive", str(tmp_path / "b"), "--no-verify-tls")
     assert done.returncode == 0, done.stderr
     (data,) = list((tmp_path / "b").rglob("*.csv.gz"))
-    manifest = json.loads(data.with_name(data.name.replace(".csv.gz", ".manifest.json")).read_text())
+    manifest = json.loads(
+        data.with_name(data.name.replace(".csv.gz", ".manifest.json")).read_text()
+    )
     assert manifest["rows"] > 0 and manifest["source_url"] == examon_front
 
 
