@@ -13,6 +13,7 @@ Nothing here imports Airflow: the Airflow adapters register the ``[dxt]`` lookup
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,34 +30,61 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One setting: ``key`` is its name in ``[dxt]``; ``DXT_<KEY>`` is its variable."""
+    """One setting: ``key`` is its name in ``[dxt]``; ``DXT_<KEY>`` is its variable.
+
+    ``minimum``: the smallest value a number takes (``None``: any); ``check``: a test of the
+    parsed value that raises :class:`ValueError` saying how to write it (:func:`check_day`).
+    """
 
     key: str
     kind: type
     default: Any
     help: str
+    minimum: int | float | None = None
+    check: Callable[[Any], Any] | None = None
 
     @property
     def env(self) -> str:
         return "DXT_" + self.key.upper()
 
-    def parse(self, raw: str) -> Any:
+    def parse(self, raw: str, where: str | None = None) -> Any:
+        """``raw`` as the setting's kind, checked; an error begins with ``where`` (default:
+        the variable)."""
+        where = where or self.env
         raw = raw.strip()
+        value: Any = raw
         if self.kind is bool:
-            return as_bool(raw, self.env)
+            return as_bool(raw, where)
         if self.kind is int:
             try:
-                return int(raw)
+                value = int(raw)
             except ValueError as exc:
-                raise ConfigError(f"{self.env}={raw!r} is not a whole number") from exc
-        if self.kind is float:
+                raise ConfigError(f"{where}={raw!r} is not a whole number") from exc
+        elif self.kind is float:
             try:
-                return float(raw)
+                value = float(raw)
             except ValueError as exc:
-                raise ConfigError(f"{self.env}={raw!r} is not a number") from exc
-        if self.kind is list:
-            return [part.strip() for part in raw.split(",") if part.strip()]
-        return raw
+                raise ConfigError(f"{where}={raw!r} is not a number") from exc
+        elif self.kind is list:
+            value = [part.strip() for part in raw.split(",") if part.strip()]
+        if self.minimum is not None and not value >= self.minimum:
+            raise ConfigError(f"{where}={raw!r}: must be {self.minimum} or more")
+        if self.check is not None:
+            try:
+                self.check(value)
+            except ValueError as exc:
+                raise ConfigError(f"{where}={raw!r}: {exc}") from None
+        return value
+
+
+def check_day(value: str) -> None:
+    """A :attr:`Setting.check`: ``value`` is a day written ``YYYY-MM-DD``."""
+    try:
+        ok = len(value) == 10 and bool(dt.date.fromisoformat(value))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError("write YYYY-MM-DD, e.g. 2020-03-09")
 
 
 _fallback: Callable[[str], str | None] | None = None
@@ -72,11 +100,13 @@ def read(setting: Setting, env: Mapping[str, str] | None = None) -> Any:
     """The value of ``setting``: ``DXT_<KEY>``, else ``[dxt] <key>``, else its default."""
     env = os.environ if env is None else env
     raw = env.get(setting.env)
+    where = None
     if raw is None and _fallback is not None:
         raw = _fallback(setting.key)
+        where = f"[dxt] {setting.key}"
     if raw is None or (raw.strip() == "" and setting.kind is not str):
         return setting.default
-    return setting.parse(raw)
+    return setting.parse(raw, where)
 
 
 def read_all(settings: Sequence[Setting], prefix: str = "") -> dict[str, Any]:

@@ -18,6 +18,7 @@ Nothing here imports Airflow.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any, Generic, TypeVar
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError
 from dxt_core.urls import redact_url
+from dxt_core.windows import zone
 
 T = TypeVar("T")
 
@@ -56,6 +58,9 @@ class Extra:
     #: a number that must be above zero (a timeout)
     positive: bool = False
     negate: bool = False
+    #: a test of a text extra's value (a time zone, a URL) that raises a ConfigError or a
+    #: ValueError saying what is wrong; the error is prefixed with the connection and extra
+    check: Callable[[str], Any] | None = None
 
     @property
     def cli_flag(self) -> str:
@@ -70,23 +75,51 @@ class Extra:
         if value is None or value == "":
             return self.default
         where = f"connection {conn_id!r}: extra {self.name!r}"
+        also = f" ({self.cli_flag} on the command line)" if self.cli_flag else ""
         if self.kind is bool:
             return as_bool(value, where)
         if self.kind in (int, float):
-            try:
-                number = self.kind(value)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{where} must be a number, not {value!r}") from exc
+            number = self._number(value, where)
             if self.positive and not number > 0:
-                also = f" ({self.cli_flag} on the command line)" if self.cli_flag else ""
                 raise ConfigError(f"{where}{also} must be above 0, not {value!r}")
             return number
-        return str(value)
+        text = str(value)
+        if self.check is not None:
+            try:
+                self.check(text)
+            except (ConfigError, ValueError) as exc:
+                raise ConfigError(f"{where}{also}: {exc}") from None
+        return text
+
+    def _number(self, value: Any, where: str) -> int | float:
+        """``value`` as a finite number of :attr:`kind`: a whole one for ``int`` (2.5 is
+        refused, not cut to 2); ``true``, ``inf`` and ``nan`` are refused."""
+        whole = self.kind is int
+        if isinstance(value, bool):
+            raise ConfigError(f"{where} must be a number, not {value!r}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where} must be a number, not {value!r}") from exc
+        if not math.isfinite(number):
+            raise ConfigError(f"{where} must be a finite number, not {value!r}")
+        if not whole:
+            return number
+        if isinstance(value, int):
+            return value
+        if not number.is_integer():
+            raise ConfigError(f"{where} must be a whole number, not {value!r}")
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            return int(number)
 
 
 def time_zone_extra(default: str) -> Extra:
     """The ``time_zone`` extra: the zone whose midnights bound the archive's days (``--tz``)."""
-    return Extra("time_zone", str, default, "Time zone", "time zone of days", flag="--tz")
+    return Extra(
+        "time_zone", str, default, "Time zone", "time zone of days", flag="--tz", check=zone
+    )
 
 
 def timeout_extra(

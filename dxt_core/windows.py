@@ -19,13 +19,15 @@ _UTC = dt.UTC
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=_UTC)
 
 
-def zone(name: str) -> ZoneInfo:
-    """The IANA zone ``name``, or a ConfigError saying how to fix it."""
+def zone(name: str, where: str | None = None) -> ZoneInfo:
+    """The IANA zone ``name``, or a ConfigError saying how to fix it; the error begins with
+    ``where`` the name came from (a variable, a connection's extra, a file's key)."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
         raise ConfigError(
-            f"unknown time zone {name!r}: use an IANA name such as 'Europe/Rome' or 'UTC'"
+            (f"{where}: " if where else "")
+            + f"unknown time zone {name!r}: use an IANA name such as 'Europe/Rome' or 'UTC'"
         ) from exc
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dxt_core.config import S3_CONN_ID, read
+from dxt_core.config import S3_CONN_ID, check_extras, read
 from dxt_core.errors import ConfigError
 
 log = logging.getLogger("dxt_core.airflow.s3")
 
 DEFAULT_CONN_ID = "aws_default"
+#: The extras read (any other, a typo such as ``endpoint`` for ``endpoint_url``, is an error:
+#: ignored, it would send the access key id to AWS instead of the intended endpoint).
+EXTRAS = ("endpoint_url", "region_name", "aws_session_token")
 
 
 def client_from_connection(location: Any) -> Any | None:
@@ -38,14 +41,37 @@ def client_from_connection(location: Any) -> Any | None:
                 "unset the setting to use the AWS environment"
             ) from None
         return None
-    extra = conn.extra_dejson or {}
-    kw: dict[str, Any] = {}
-    if conn.login:
-        kw["aws_access_key_id"] = conn.login
-    if conn.password:
-        kw["aws_secret_access_key"] = conn.password
-    for key in ("endpoint_url", "region_name", "aws_session_token"):
-        if extra.get(key):
-            kw[key] = str(extra[key])
+    kw = connection_kwargs(conn_id, conn.login, conn.password, conn.extra_dejson)
     log.info("S3 archive %s: credentials of the Airflow connection %r", location, conn_id)
     return make_client(**kw)
+
+
+def connection_kwargs(
+    conn_id: str, login: str | None, password: str | None, extra: Any
+) -> dict[str, Any]:
+    """The boto3 client's keyword arguments of an ``aws`` connection's fields; an unknown
+    extra or an endpoint that is not an http(s) URL is an error naming the connection and
+    the extra (never the credentials)."""
+    from dxt_core.store.sigv4 import check_endpoint
+
+    if extra is not None and not isinstance(extra, dict):
+        raise ConfigError(
+            f"connection {conn_id!r}: its extra must be a JSON object such as "
+            '{"endpoint_url": "https://rgw.example.org"}'
+        )
+    given = check_extras(conn_id, extra, set(EXTRAS))
+    kw: dict[str, Any] = {}
+    if login:
+        kw["aws_access_key_id"] = login
+    if password:
+        kw["aws_secret_access_key"] = password
+    for key in EXTRAS:
+        if given.get(key):
+            kw[key] = str(given[key])
+    if "endpoint_url" in kw:
+        kw["endpoint_url"] = check_endpoint(
+            kw["endpoint_url"],
+            f"connection {conn_id!r}: extra 'endpoint_url'",
+            "give the credentials in the connection's login and password",
+        )
+    return kw

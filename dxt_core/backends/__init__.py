@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from dxt_core.config import Setting
+from dxt_core.config import Setting, check_day
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -288,17 +288,20 @@ def common_settings(
     p = f"{name}_"
     conn_id = conn_id or f"{name}_default"
     return (
-        Setting(p + "start_date", str, start_date, "first day of the schedule"),
+        Setting(p + "start_date", str, start_date, "first day of the schedule", check=check_day),
         Setting(p + "catchup", bool, True, "create runs for every past day"),
         Setting(p + "conn_id", str, conn_id, "Airflow connection id"),
         Setting(p + "pool", str, pool, "Airflow pool that throttles the archive tasks"),
-        Setting(p + "retries", int, 2, "task retries (2 minutes apart)"),
-        Setting(p + "max_active_runs", int, max_active_runs, "days processed at once"),
-        Setting(p + "settle_seconds", int, 900, "wait after the day ends before archiving it"),
+        Setting(p + "retries", int, 2, "task retries (2 minutes apart)", minimum=0),
+        Setting(p + "max_active_runs", int, max_active_runs, "days processed at once", minimum=1),
+        Setting(
+            p + "settle_seconds", int, 900, "wait after the day ends before archiving it", minimum=0
+        ),
         Setting(
             p + "task_timeout_minutes",
             int,
             180,
             "execution_timeout of one archive task (a hung request cannot hold a slot longer)",
+            minimum=1,
         ),
     )

@@ -214,9 +214,13 @@ def check_map_length(n: int, max_map_length: int | None, what: str) -> None:
 SERIES_FORMATS: tuple[str, ...] = ("csv", "parquet")
 
 
-def format_param(default: Any, formats: tuple[str, ...], description: str) -> dict[str, Any]:
+def format_param(
+    default: Any, formats: tuple[str, ...], description: str, where: str = "the default format"
+) -> dict[str, Any]:
     """The ``format`` Param of a backend that writes one of ``formats`` a run (the keyword
-    arguments of ``airflow.sdk.Param``, for :meth:`BackendTasks.params`)."""
+    arguments of ``airflow.sdk.Param``, for :meth:`BackendTasks.params`); a ``default`` not
+    among them is an error naming ``where`` it came from (the setting's variable)."""
+    check_choice(default, formats, where)
     return {
         "default": default,
         "enum": list(formats),
@@ -225,12 +229,24 @@ def format_param(default: Any, formats: tuple[str, ...], description: str) -> di
     }
 
 
-def chosen_format(params: Mapping[str, Any], default: Any, formats: tuple[str, ...]) -> str:
-    """The run's ``format`` param, else ``default`` (the backend's ``format`` setting)."""
-    fmt = params.get("format") or default
-    if fmt not in formats:
-        raise ConfigError(f"format {fmt!r}: choose one of {', '.join(formats)}")
-    return str(fmt)
+def check_choice(value: Any, choices: tuple[str, ...], where: str) -> str:
+    """``value`` if it is one of ``choices``, else an error naming ``where`` and them."""
+    if value not in choices:
+        raise ConfigError(f"{where}={value!r}: choose one of {', '.join(choices)}")
+    return str(value)
+
+
+def chosen_format(
+    params: Mapping[str, Any],
+    default: Any,
+    formats: tuple[str, ...],
+    where: str = "the default format",
+) -> str:
+    """The run's ``format`` param, else ``default`` (the backend's ``format`` setting, whose
+    variable ``where`` names)."""
+    if params.get("format"):
+        return check_choice(params["format"], formats, "the run's 'format' param")
+    return check_choice(default, formats, where)
 
 
 class SeriesTasks(BackendTasks[C]):
@@ -240,13 +256,22 @@ class SeriesTasks(BackendTasks[C]):
     #: the ``format`` Param's description in the trigger form
     format_description: ClassVar[str] = "gzip CSV or Parquet"
 
+    @property
+    def format_setting(self) -> str:
+        """The variable of the backend's ``format`` setting (``DXT_EXAMON_FORMAT``)."""
+        from dxt_core.backends import get
+
+        return get(self.backend).setting("format").env
+
     def params(self) -> dict[str, dict[str, Any]]:
-        fmt = format_param(self.settings()["format"], SERIES_FORMATS, self.format_description)
+        default = self.settings()["format"]
+        fmt = format_param(default, SERIES_FORMATS, self.format_description, self.format_setting)
         return {"format": fmt}
 
     def output_format(self, params: Mapping[str, Any]) -> str:
         """The run's ``format`` param, else the ``format`` setting."""
-        return chosen_format(params, self.settings()["format"], SERIES_FORMATS)
+        default = self.settings()["format"]
+        return chosen_format(params, default, SERIES_FORMATS, self.format_setting)
 
 
 def log_archiving(what: str, day: dt.date, zone: str | None, url: str, into: str) -> None:

@@ -33,7 +33,13 @@ import orjson
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location
-from dxt_core.store.sigv4 import Fallback, LightClient, Refused, environment_credentials
+from dxt_core.store.sigv4 import (
+    Fallback,
+    LightClient,
+    Refused,
+    environment_credentials,
+    environment_endpoint,
+)
 from dxt_core.urls import redact_text
 
 log = logging.getLogger(__name__)
@@ -578,6 +584,8 @@ def make_client(**overrides: Any) -> Any:
     clients are thread-safe): making one costs about half a second (measured), and the
     coverage view makes an archive per request. A given ``session`` is never shared.
     """
+    if not overrides.get("endpoint_url"):
+        environment_endpoint()  # boto3's "Invalid endpoint" would not name the variable
     if overrides.get("session") is not None:
         return _new_client(**overrides)
     key = tuple(sorted((k, str(v)) for k, v in overrides.items())) + tuple(

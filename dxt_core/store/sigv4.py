@@ -30,7 +30,7 @@ import hmac
 import os
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import quote, urlsplit
@@ -62,17 +62,61 @@ class Credentials:
     endpoint: str  # scheme://host[:port][/path], no trailing slash
 
 
+#: where the credentials of the environment's endpoint go (not in its URL)
+_ENV_CREDENTIALS: Final = "give the credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+
+
+def check_endpoint(endpoint: str, where: str, credentials: str) -> str:
+    """An S3 endpoint URL, ``http(s)://host[:port][/path]``, checked before boto3 sees it (it
+    would say only "Invalid endpoint", or send the credentials elsewhere); the error names
+    ``where`` it came from (a variable, a connection's extra), never the URL's userinfo.
+    ``credentials`` says where the credentials go instead."""
+    parts = urlsplit(endpoint.strip())
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"{where} holds a user name or password: write the endpoint as "
+            f"scheme://host[:port] and {credentials}"
+        )
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ConfigError(
+            f"{where}={endpoint.strip()!r} is not an http(s) URL: write it "
+            "http://host:port or https://host[:port], e.g. http://127.0.0.1:9000 or "
+            "https://rgw.example.org"
+        )
+    return endpoint.strip()
+
+
+def environment_endpoint(environ: Mapping[str, str] | None = None) -> str:
+    """The S3 endpoint of the environment (``AWS_ENDPOINT_URL_S3``, else
+    ``AWS_ENDPOINT_URL``; ``""``: AWS), checked: an error names the variable."""
+    env = os.environ if environ is None else environ
+    name = _endpoint_variable(env)
+    endpoint = env.get(name) or ""
+    if endpoint:
+        check_endpoint(endpoint, name, _ENV_CREDENTIALS)
+    return endpoint
+
+
+def _endpoint_variable(env: Mapping[str, str]) -> str:
+    """The variable boto3 takes the S3 endpoint from."""
+    return "AWS_ENDPOINT_URL_S3" if env.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+
+
 def environment_credentials(environ: dict[str, str] | None = None) -> Credentials | None:
     """The static credentials and S3-compatible endpoint of the environment, or None when
     boto3 would find its credentials or endpoint another way (see the module's text)."""
     env = os.environ if environ is None else environ
     key, secret = env.get("AWS_ACCESS_KEY_ID", ""), env.get("AWS_SECRET_ACCESS_KEY", "")
-    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or ""
+    name = _endpoint_variable(env)
+    endpoint = env.get(name) or ""
     if "@" in urlsplit(endpoint).netloc:
         raise ConfigError(
-            "AWS_ENDPOINT_URL holds a user name or password: write the endpoint as "
-            "scheme://host[:port] and give the credentials in AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY"
+            f"{name} holds a user name or password: write the endpoint as "
+            f"scheme://host[:port] and {_ENV_CREDENTIALS}"
         )
     if not key or not secret or not endpoint or env.get("AWS_PROFILE"):
         return None

@@ -12,11 +12,11 @@ SETTINGS = (
     reconcile_setting("collectd_es"),
     Setting("collectd_es_families", list, ["disk", "cpu", "memory"], "families to archive"),
     Setting("collectd_es_formats", list, ["jsonl", "hdf5"], "jsonl and/or hdf5"),
-    Setting("collectd_es_slices", int, 2, "parallel slices per export"),
-    Setting("collectd_es_page_size", int, 5000, "hits per request"),
-    Setting("collectd_es_timestep", int, 10, "HDF5 row width, seconds"),
-    Setting("collectd_es_num_nodes", int, 288, "HDF5 servers"),
-    Setting("collectd_es_ssds_per_node", int, 4, "HDF5 SSDs per server"),
+    Setting("collectd_es_slices", int, 2, "parallel slices per export", minimum=1),
+    Setting("collectd_es_page_size", int, 5000, "hits per request", minimum=1),
+    Setting("collectd_es_timestep", int, 10, "HDF5 row width, seconds", minimum=1),
+    Setting("collectd_es_num_nodes", int, 288, "HDF5 servers", minimum=1),
+    Setting("collectd_es_ssds_per_node", int, 4, "HDF5 SSDs per server", minimum=1),
 )
 
 

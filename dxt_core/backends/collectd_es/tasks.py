@@ -19,6 +19,22 @@ if TYPE_CHECKING:
 
 #: dxt_core.backends.collectd_es.archive_day.OUTPUT_FORMATS (which imports h5py's writer).
 OUTPUT_FORMATS = ("jsonl", "hdf5")
+ENV_FORMATS = "DXT_COLLECTD_ES_FORMATS"
+ENV_FAMILIES = "DXT_COLLECTD_ES_FAMILIES"
+
+
+def _known(values: list[Any], known: tuple[str, ...], env: str) -> list[str]:
+    """The setting ``env``'s list ``values``, each one of ``known``; else an error naming the
+    variable, the unknown values and the choices."""
+    given = [str(v) for v in values]
+    unknown = [v for v in given if v not in known]
+    if unknown or not given:
+        problem = f"unknown {', '.join(map(repr, unknown))}" if unknown else "none given"
+        raise ConfigError(
+            f"{env}={','.join(given)!r}: {problem}; choose from {', '.join(known)} "
+            "(comma-separated)"
+        )
+    return given
 
 
 class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
@@ -31,9 +47,10 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
     counts = True  # _count with the export's query
 
     def params(self) -> dict[str, dict[str, Any]]:
+        formats = _known(self.settings()["formats"], OUTPUT_FORMATS, ENV_FORMATS)
         return {
             "formats": {
-                "default": list(self.settings()["formats"]),
+                "default": formats,
                 "type": "array",
                 "items": {"type": "string", "enum": list(OUTPUT_FORMATS)},
                 "title": "Output formats",
@@ -42,7 +59,9 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
         }
 
     def configured_units(self) -> list[Unit]:
-        return [str(f) for f in self.settings()["families"]]
+        from dxt_core.backends.collectd_es.query import FAMILIES
+
+        return _known(self.settings()["families"], FAMILIES, ENV_FAMILIES)
 
     def unit_name(self, unit: Unit) -> str:
         return str(unit)
@@ -64,7 +83,7 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
             where = "the 'formats' param"
         else:
             formats = [str(f).strip() for f in self.settings()["formats"]]
-            where = "DXT_COLLECTD_ES_FORMATS"
+            where = ENV_FORMATS
         formats = [f for f in formats if f]
         if not formats or set(formats) - set(OUTPUT_FORMATS):
             raise ConfigError(f"{where}: use jsonl and/or hdf5, not {formats}")

@@ -105,6 +105,7 @@ SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
             None,
             "Jobs service URL",
             "Examon jobs service URL (default: same host, port 5000)",
+            check=lambda url: normalise_base_url(url, "Examon jobs URL"),
         ),
         Extra(
             "jobs_api",

@@ -10,6 +10,8 @@ What to archive comes from a JSON or TOML file (``DXT_KWOLLECT_CONFIG``)::
     nodes = ["nova-1.lyon.grid5000.fr"]
     clusters = ["nancy/gros"]
 
+(``metrics``, ``nodes`` and ``clusters`` are lists of names, or one comma-separated string
+of them; the file is TOML when its name ends in ``.toml``, in any case, else JSON)
 and/or environment variables, which win: ``DXT_KWOLLECT_NODES`` (comma-separated node names),
 ``DXT_KWOLLECT_CLUSTERS`` (``site/cluster`` pairs), ``DXT_KWOLLECT_METRICS``,
 ``DXT_KWOLLECT_TIME_ZONE``.
@@ -102,6 +104,40 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _read_file(path: str) -> dict[str, Any]:
+    """The table of the JSON or TOML file ``path`` (TOML by its ``.toml`` suffix, in any
+    case); errors name the file."""
+    try:
+        raw = Path(path).read_bytes()
+        toml = path.lower().endswith(".toml")
+        doc = tomllib.loads(raw.decode()) if toml else json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{ENV_CONFIG}={path}: cannot read it ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a table/object with keys {sorted(_FILE_KEYS)}")
+    unknown = set(doc) - _FILE_KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known {sorted(_FILE_KEYS)}")
+    return doc
+
+
+def _file_names(doc: Mapping[str, Any], key: str, path: str) -> list[str] | None:
+    """The file's ``key``: a list of names, or one comma-separated string of them (as in the
+    ``DXT_KWOLLECT_*`` variables); ``None`` when absent. Anything else is an error naming the
+    file and the key."""
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _split(value)
+    if isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value):
+        return [v.strip() for v in value]
+    raise ConfigError(
+        f'{path}: key {key!r} must be a list of names such as ["a", "b"] (or one '
+        f"comma-separated string), not {value!r}"
+    )
+
+
 def load_archive_config(env: Mapping[str, str] | None = None) -> KwollectArchiveConfig:
     """The archive settings from ``DXT_KWOLLECT_CONFIG`` and ``DXT_KWOLLECT_*`` variables."""
     from dxt_core.backends.kwollect import BACKEND
@@ -109,39 +145,45 @@ def load_archive_config(env: Mapping[str, str] | None = None) -> KwollectArchive
     def setting(key: str) -> str:
         return str(read(BACKEND.setting(key), env)).strip()
 
+    def names(key: str) -> tuple[list[str], str]:
+        """The names the variable ``DXT_KWOLLECT_<KEY>`` (wins) or the file's key give, and
+        where they came from."""
+        text = setting(key)
+        if text:
+            return _split(text), BACKEND.setting(key).env
+        return _file_names(doc, key, path) or [], f"{path}: key {key!r}"
+
     doc: dict[str, Any] = {}
-    source = "environment"
     path = setting("config")
     if path:
-        source = path
-        try:
-            raw = Path(path).read_bytes()
-            doc = tomllib.loads(raw.decode()) if path.endswith(".toml") else json.loads(raw)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{ENV_CONFIG}={path}: cannot read it ({exc})") from exc
-        if not isinstance(doc, dict):
-            raise ConfigError(f"{path}: expected a table/object with keys {sorted(_FILE_KEYS)}")
-        unknown = set(doc) - _FILE_KEYS
-        if unknown:
-            raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known {sorted(_FILE_KEYS)}")
-    nodes, clusters_text, metrics_text = setting("nodes"), setting("clusters"), setting("metrics")
-    node_names = _split(nodes) if nodes else list(doc.get("nodes", []))
-    cluster_names = _split(clusters_text) if clusters_text else list(doc.get("clusters", []))
-    metrics = _split(metrics_text) if metrics_text else doc.get("metrics")
+        doc = _read_file(path)
+    node_names, nodes_from = names("nodes")
+    cluster_names, clusters_from = names("clusters")
+    metrics, _ = names("metrics")
     clusters: list[tuple[str, str]] = []
     for c in cluster_names:
-        site, sep, cluster = str(c).partition("/")
+        site, sep, cluster = c.partition("/")
         if not sep or not site or not cluster:
             raise ConfigError(
-                f"{source}: cluster {c!r} must be written site/cluster, e.g. lyon/nova"
+                f"{clusters_from}: cluster {c!r} must be written site/cluster, e.g. lyon/nova"
             )
         clusters.append((site, cluster))
+    try:
+        nodes = tuple(parse_nodes(node_names))
+    except ConfigError as exc:
+        raise ConfigError(f"{nodes_from}: {exc}") from None
+    time_zone = setting("time_zone")
+    zone_from = ENV_TIME_ZONE
+    if not time_zone:
+        time_zone = str(doc.get("time_zone") or DEFAULT_TIME_ZONE)
+        zone_from = f"{path}: key 'time_zone'"
+    zone(time_zone, zone_from)
     return KwollectArchiveConfig(
         metrics=tuple(metrics) if metrics else POWER_METRICS,
-        nodes=tuple(parse_nodes(node_names)),
+        nodes=nodes,
         clusters=tuple(clusters),
-        time_zone=setting("time_zone") or str(doc.get("time_zone") or DEFAULT_TIME_ZONE),
-        source=source,
+        time_zone=time_zone,
+        source=path or "environment",
     )
 
 

@@ -85,6 +85,7 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
     return out
 
 
-def from_names(text: str | None) -> list[CatalogEntry]:
-    """``--metrics a,b`` (bare names only: a selector holds commas)."""
-    return [entry(x) for x in (text or "").split(",") if x.strip()]
+def from_names(text: str | None, where: str = "--metrics") -> list[CatalogEntry]:
+    """``--metrics a,b`` (bare names only: a selector holds commas); an error begins with
+    ``where`` (the option, or the variable ``DXT_PROMETHEUS_METRICS``)."""
+    return [entry(x, where) for x in (text or "").split(",") if x.strip()]

@@ -37,11 +37,12 @@ class PrometheusTasks(SeriesTasks["PrometheusConnection"]):
     def entries(self) -> list[CatalogEntry]:
         """The units the settings name: ``DXT_PROMETHEUS_METRICS`` (wins), else the catalog
         file ``DXT_PROMETHEUS_CATALOG``; none when neither is set (the server lists them)."""
+        from dxt_core.backends import get
         from dxt_core.backends.prometheus.catalog import from_names, load_catalog
 
         s = self.settings()
         if str(s["metrics"]).strip():
-            return from_names(str(s["metrics"]))
+            return from_names(str(s["metrics"]), get(self.backend).setting("metrics").env)
         if str(s["catalog"]).strip():
             return load_catalog(str(s["catalog"]))
         return []
