@@ -146,7 +146,7 @@ SPEC: ConnectionSpec[PrometheusConnection] = ConnectionSpec(
             "Windows in flight",
             "query windows asked for at once per metric-day, ahead of the one being written "
             "(0: 2 on Prometheus, 1 on VictoriaMetrics); they share the samples in hand "
-            "(--target-points)",
+            "(dxt extract's --target-points)",
         ),
         compression_extra(),
     ),
