@@ -5,7 +5,9 @@ over the data model, and render the answer. Pure: no HTTP and no sockets here.
 from __future__ import annotations
 
 import math
+import re
 import time
+import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -47,6 +49,14 @@ _UNIT_MS: Final = {
 
 class _BadRequest(Exception):
     """The request is malformed: answered with HTTP 400 and this message."""
+
+
+class _ServerError(Exception):
+    """A query KairosDB 1.2.2 fails on with a Java exception: HTTP 500 and this message.
+
+    kairosdb/kairosdb v1.2.2 ``core/http/rest/MetricsResource.java`` ``runQuery`` and
+    ``getMeta``: ``catch (Exception e)`` answers 500 with ``{"errors": [e.getMessage()]}``.
+    """
 
 
 class _NotFinite(Exception):
@@ -102,6 +112,77 @@ def _as_int(value: Any, what: str) -> int:
     raise _BadRequest(f"{what} must be a number, got {value!r}")
 
 
+_JAVA_LONG: Final = re.compile(r"[+-]?[0-9]+")
+
+
+def _gson_long(value: Any, what: str) -> int:
+    """``start_absolute``/``end_absolute`` as Gson 2.2.4 reads a ``Long`` field from the
+    parsed tree (kairosdb/kairosdb v1.2.2 ``core/http/rest/json/Query.java``: ``Long
+    m_startAbsolute``; ``QueryParser.parseQueryMetric`` runs ``m_gson.fromJson(obj,
+    Query.class)`` on a ``JsonObject``).
+
+    google/gson gson-2.2.4 ``internal/bind/JsonTreeReader.java`` ``nextLong`` takes
+    ``JsonPrimitive.getAsLong()``: a number is a ``LazilyParsedNumber`` whose ``longValue``
+    is ``Long.parseLong`` or else ``new BigDecimal(text).longValue()`` (``1.9`` reads 1,
+    ``1e3`` reads 1000: accepted, truncated); a string goes through ``Long.parseLong`` (its
+    ``NumberFormatException`` becomes a ``JsonSyntaxException``, answered 400 with its
+    message); any other token is ``IllegalStateException("Expected NUMBER but was ...")``,
+    also a ``JsonSyntaxException`` (``Gson.fromJson`` wraps it).
+    """
+    if isinstance(value, bool):
+        raise _BadRequest("java.lang.IllegalStateException: Expected NUMBER but was BOOLEAN")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _BadRequest(f"java.lang.NumberFormatException: For input string: {value!r}")
+        return int(Decimal(repr(value)))  # BigDecimal.longValue truncates toward zero
+    if isinstance(value, str):
+        if _JAVA_LONG.fullmatch(value):
+            return int(value)
+        raise _BadRequest(f'java.lang.NumberFormatException: For input string: "{value}"')
+    token = "BEGIN_OBJECT" if isinstance(value, dict) else "BEGIN_ARRAY"
+    raise _BadRequest(f"java.lang.IllegalStateException: Expected NUMBER but was {token}")
+
+
+def gson_text(value: Any) -> str:
+    """A parsed JSON value as Gson's ``JsonElement.toString`` writes it (compact)."""
+    if value is None:
+        return "null"
+    return orjson.dumps(value).decode()
+
+
+_OFFSET_ZONE: Final = re.compile(r"[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9](?::?[0-5][0-9])?)?")
+
+
+def _check_time_zone(value: Any) -> None:
+    """``time_zone`` as QueryParser's ``DateTimeZoneDeserializer`` reads it (kairosdb/kairosdb
+    v1.2.2 ``core/http/rest/json/QueryParser.java``): null or "" is fine (UTC); an id Joda
+    ``DateTimeZone.forID`` refuses is a ``ContextualJsonSyntaxException(tz, "is not a valid
+    time zone, must be one of " + DateTimeZone.getAvailableIDs())``, which
+    ``parseQueryMetric`` answers as ``query.<tz> ...`` (400). The list printed is the tz
+    database this Python has (Joda's own copy may differ by a few names).
+    """
+    if value is None:
+        return
+    tz = value if isinstance(value, str) else gson_text(value)
+    if tz == "" or tz == "UTC" or _OFFSET_ZONE.fullmatch(tz) or tz in _zone_ids():
+        return
+    raise _BadRequest(
+        f"query.{tz} is not a valid time zone, must be one of [{', '.join(sorted(_zone_ids()))}]"
+    )
+
+
+_ZONES: set[str] = set()
+
+
+def _zone_ids() -> set[str]:
+    if not _ZONES:
+        _ZONES.update(zoneinfo.available_timezones())
+        _ZONES.add("UTC")
+    return _ZONES
+
+
 def _duration(
     value: Any, what: str, units: dict[str, int], default_unit: str = "", why: str = ""
 ) -> tuple[int, int]:
@@ -124,50 +205,58 @@ def _relative_ms(value: Any, what: str, now_ms: int) -> int:
 
 
 def _parse_query(body: Any, now_ms: int) -> _Query:
+    """A query body as kairosdb/kairosdb v1.2.2 ``core/http/rest/json/QueryParser.java``
+    ``parseQueryMetric`` reads it, in its order: the ``Query`` fields (Gson), then
+    ``metrics`` (absent: 400; ``[]``: no query, answered ``{"queries": []}``), then for each
+    metric its name and tags, its start (needed only there), its end, its group_by and
+    aggregators."""
     if not isinstance(body, dict):
-        raise _BadRequest("query must be a JSON object")
-    metrics_raw = body.get("metrics")
-    if not isinstance(metrics_raw, list) or not metrics_raw:
-        raise _BadRequest("query.metric[] must have a size of at least 1")
+        # parser.parse(json).getAsJsonObject(): an empty body parses as JsonNull; the
+        # IllegalStateException reaches MetricsResource's catch (Exception e): 500.
+        raise _ServerError(f"Not a JSON Object: {gson_text(body)}")
+    start: int | None = None
     if body.get("start_absolute") is not None:
-        start = _as_int(body["start_absolute"], "query.start_absolute")
+        start = _gson_long(body["start_absolute"], "query.start_absolute")
     elif body.get("start_relative") is not None:
         start = _relative_ms(body["start_relative"], "start_relative", now_ms)
-    else:
-        raise _BadRequest("query.metric[0].start_time relative or absolute time must be set")
-    absolute_end = body.get("end_absolute") is not None
-    if absolute_end:
-        end = _as_int(body["end_absolute"], "query.end_absolute")
+    end: int | None = None
+    if body.get("end_absolute") is not None:
+        end = _gson_long(body["end_absolute"], "query.end_absolute")
     elif body.get("end_relative") is not None:
         end = _relative_ms(body["end_relative"], "end_relative", now_ms)
-    else:
-        end = now_ms
-    if start < 0:
-        raise _BadRequest("query.start_absolute must not be before Jan 01, 1970")
-    metrics = [_parse_metric(m, i) for i, m in enumerate(metrics_raw)]
-    if end < start:
-        raise _BadRequest(f"query.metric[0].end_time must be greater than the start time ({start})")
-    return _Query(start, end, absolute_end, metrics)
+    _check_time_zone(body.get("time_zone"))
+    # QueryParser.getEndTime: neither end gives -1 and "if (endTime > -1)" sets it; any other
+    # (a negative end too) leaves QueryMetric's end at Long.MAX_VALUE: up to now here.
+    absolute_end = end is not None and end > -1 and body.get("end_absolute") is not None
+    if end is None or end <= -1:
+        end = None
+    metrics_raw = body.get("metrics")
+    if metrics_raw is None:
+        raise _BadRequest("query.metric[] must have a size of at least 1")
+    if not isinstance(metrics_raw, list):
+        # obj.getAsJsonArray("metrics"): a ClassCastException, caught as any Exception.
+        kind = "JsonObject" if isinstance(metrics_raw, dict) else "JsonPrimitive"
+        raise _ServerError(f"com.google.gson.{kind} cannot be cast to com.google.gson.JsonArray")
+    metrics = [_parse_metric(m, i, start, end) for i, m in enumerate(metrics_raw)]
+    return _Query(start or 0, now_ms if end is None else end, absolute_end, metrics)
 
 
-def _parse_metric(raw: Any, i: int) -> _MetricQuery:
+def _parse_metric(raw: Any, i: int, start: int | None, end: int | None) -> _MetricQuery:
     ctx = f"query.metric[{i}]"
     if not isinstance(raw, dict):
-        raise _BadRequest(f"{ctx} must be an object")
+        # MetricDeserializer: jsonElement.getAsJsonObject(); Gson.fromJson wraps the
+        # IllegalStateException in a JsonSyntaxException: 400 with its message.
+        raise _BadRequest(f"java.lang.IllegalStateException: Not a JSON Object: {gson_text(raw)}")
+    tags = _parse_tags(raw, ctx)
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise _BadRequest(f"{ctx}.name may not be empty")
-    tags: dict[str, list[str]] = {}
-    tags_raw = raw.get("tags") or {}
-    if not isinstance(tags_raw, dict):
-        raise _BadRequest(f"{ctx}.tags must be an object of tag: [values]")
-    for key, values in tags_raw.items():
-        if isinstance(values, str):
-            tags[key] = [values]
-        elif isinstance(values, list) and all(isinstance(v, str) for v in values):
-            tags[key] = list(values)
-        else:
-            raise _BadRequest(f"{ctx}.tags.{key} must be a string or a list of strings")
+    if start is None:
+        raise _BadRequest(f"{ctx}.start_time relative or absolute time must be set")
+    if end is not None and end < start:
+        # QueryParser.parseQueryMetric: SimpleConstraintViolation("end_time", "must be
+        # greater than the start time") in the metric's context, no number in it.
+        raise _BadRequest(f"{ctx}.end_time must be greater than the start time")
     group_keys: list[str] | None = None
     group_raw = raw.get("group_by")
     if group_raw is not None:
@@ -182,8 +271,16 @@ def _parse_metric(raw: Any, i: int) -> _MetricQuery:
             if gname != "tag":
                 raise _BadRequest(f"{ctx}.group_by[{j}].{gname} invalid group_by name")
             keys = cast(JsonObj, grouper).get("tags")
+            # core/groupby/TagGroupBy.java: "@NotNull @NotEmpty List<String> tags", checked by
+            # QueryParser.parseQueryProcessor's validateObject(queryProcessor, qpContext):
+            # BeanValidationException prints "<context>.<property> <message>" (QueryParserTest
+            # test_groupby_tag_missing_tags_invalid / test_groupby_tag_emtpy_tags_invalid).
+            if keys is None:
+                raise _BadRequest(f"{ctx}.group_by[{j}].tags may not be null")
             if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
                 raise _BadRequest(f"{ctx}.group_by[{j}].tags must be a list of tag names")
+            if not keys:
+                raise _BadRequest(f"{ctx}.group_by[{j}].tags may not be empty")
             group_keys = (group_keys or []) + [k for k in keys if k not in (group_keys or [])]
     count_ms, count_align = _parse_count(raw.get("aggregators"), ctx)
     limit = None
@@ -204,6 +301,41 @@ def _parse_metric(raw: Any, i: int) -> _MetricQuery:
         count_ms=count_ms,
         count_align=count_align,
     )
+
+
+def _parse_tags(raw: JsonObj, ctx: str) -> dict[str, list[str]]:
+    """A metric's tag filter as kairosdb/kairosdb v1.2.2 ``QueryParser.MetricDeserializer``
+    reads it: an empty key, a null or "" value (alone or in a list) is a
+    ``ContextualJsonSyntaxException`` answered 400 as ``<ctx>.tags[<n>].<key> value must not
+    be null or empty`` (``n`` counts the keys); an empty list puts nothing in the
+    ``TreeMultimap``, so it filters nothing; numbers are read with ``getAsString``."""
+    if "tags" not in raw:
+        return {}
+    tags_raw = raw["tags"]
+    if not isinstance(tags_raw, dict):
+        # jeTags.getAsJsonObject() on null or a non-object: IllegalStateException, wrapped
+        # by Gson.fromJson in a JsonSyntaxException (400, its message).
+        raise _BadRequest(
+            f"java.lang.IllegalStateException: Not a JSON Object: {gson_text(tags_raw)}"
+        )
+    tags: dict[str, list[str]] = {}
+    for count, (key, values) in enumerate(tags_raw.items()):
+        where = f"{ctx}.tags[{count}]"
+        if key == "":
+            raise _BadRequest(f"{where} name must not be empty")
+        wanted: list[str] = []
+        for value in values if isinstance(values, list) else [values]:
+            if value is None or value == "":
+                raise _BadRequest(f"{where}.{key} value must not be null or empty")
+            if isinstance(value, bool):
+                wanted.append("true" if value else "false")
+            elif isinstance(value, int | float | str):
+                wanted.append(value if isinstance(value, str) else gson_text(value))
+            else:
+                raise _BadRequest(f"{ctx}.tags.{key} must be a string or a list of strings")
+        if wanted:
+            tags[key] = sorted(set(tags.get(key, [])) | set(wanted))
+    return tags
 
 
 #: Sampling units of fixed length; KairosDB also takes days, weeks, months and years
@@ -337,11 +469,18 @@ def _result(
     type_group: JsonObj,
     values: Any,
 ) -> JsonObj:
-    """One entry of a metric query's ``results``: the type group, the tag group when the
-    query groups by tags, the tags of the series merged into it (unless excluded)."""
-    group_by: list[JsonObj] = [type_group]
+    """One entry of a metric query's ``results``: the tag group when the query groups by
+    tags, then the type group, the tags of the series merged into it (unless excluded).
+
+    kairosdb/kairosdb v1.2.2 ``core/datastore/KairosDatastore.java`` ``groupByTypeAndTag``:
+    ``new SortingDataPointGroup(groups.get(key), groupByResults.get(key), order)`` adds the
+    TagGroupByResult, then ``sdpGroup.addGroupByResult(new TypeGroupByResult(type))``;
+    ``core/formatter/JsonResponse.java`` ``formatQuery`` writes them in that order.
+    """
+    group_by: list[JsonObj] = []
     if mq.group_keys is not None:
         group_by.append({"name": "tag", "tags": list(mq.group_keys), "group": group})
+    group_by.append(type_group)
     tags = {} if mq.exclude_tags else _tags_of(metric, series_idx)
     return {"name": metric.name, "group_by": group_by, "tags": tags, "values": values}
 
@@ -405,16 +544,23 @@ class QueryEngine:
         for i in selected:
             counts[i] += len(self.model.extra_points(metric, i, lo, hi))
         selected = [i for i in selected if counts[i]]
-        groups: dict[tuple[str, ...], list[int]] = {}
+        # kairosdb/kairosdb v1.2.2 core/datastore/KairosDatastore.java groupByTypeAndTag:
+        # getMatchingTags gives every grouping key, "" where the row lacks it (the row
+        # wrapper's getTagValues is Collections.singleton(null), never null); the groups
+        # are keyed and sorted by getTagsKey, the keys and values run together (a TreeSet of
+        # those strings), and a group's "group" is the last TagGroupByResult put for its key.
+        groups: dict[str, tuple[dict[str, str], list[int]]] = {}
         if mq.group_keys is None:
             if selected:
-                groups[()] = selected
+                groups[""] = ({}, selected)
         else:
             for i in selected:
                 tags = metric.series[i]
-                groups.setdefault(tuple(tags.get(k, "") for k in mq.group_keys), []).append(i)
-        keys = mq.group_keys or []
-        plan_groups = [(dict(zip(keys, gk, strict=True)), groups[gk]) for gk in sorted(groups)]
+                matching = {k: tags.get(k, "") for k in mq.group_keys}
+                key = "".join(k + v for k, v in matching.items())
+                members = groups[key][1] if key in groups else []
+                groups[key] = (matching, [*members, i])
+        plan_groups = [groups[key] for key in sorted(groups)]
         points = 0
         for _, idx in plan_groups:
             n = sum(counts[i] for i in idx)
@@ -462,10 +608,12 @@ class QueryEngine:
                 pairs.reverse()
             if mq.limit is not None:
                 pairs = pairs[: mq.limit]
-            # CountAggregator.getAggregatedGroupType: the long factory's group type, "number".
-            results.append(
-                _result(metric, mq, group, idx, {"name": "type", "type": "number"}, pairs)
-            )
+            # The group_by written is the rows' own TypeGroupByResult: the aggregator's group
+            # (core/aggregator/AggregatedDataPointGroupWrapper.java getGroupByResult) returns
+            # the inner group's list; CountAggregator.getAggregatedGroupType only picks the
+            # next aggregator (KairosDatastore.DatastoreQueryImpl.execute).
+            type_group = {"name": "type", "type": "text" if metric.kind == "str" else "number"}
+            results.append(_result(metric, mq, group, idx, type_group, pairs))
         return results
 
     def _render_results(self, plan: _Plan) -> list[Any]:
@@ -527,10 +675,10 @@ class QueryEngine:
         failing = set(self.faults.fail_metrics).intersection(m.name for m in query.metrics)
         if failing:
             raise _MetricFault(sorted(failing))
-        plans = [self._plan(query, mq, now_ms) for mq in query.metrics]
         # The answer is immutable once the window is wholly in the past.
         cacheable = query.absolute_end and query.end_ms < now_ms
         if tags_only:
+            plans = [self._plan(_row_window(query), mq, now_ms) for mq in query.metrics]
             # MetricsResource.getMeta formats an EmptyDataPointGroup per metric: name, tags
             # and an empty "values", no sample_size and no group_by.
             tag_results = [
@@ -541,9 +689,11 @@ class QueryEngine:
                 }
                 for p in plans
             ]
-            response = _json(200, {"queries": [{"results": tag_results}]})
+            # getMeta calls formatQuery once per metric: one {"results": [...]} each.
+            response = _json(200, {"queries": [{"results": [r]} for r in tag_results]})
             response.cacheable = cacheable
             return response
+        plans = [self._plan(query, mq, now_ms) for mq in query.metrics]
         total = sum(p.points for p in plans)
         limit = self.faults.max_points
         if limit is not None and total > limit:
@@ -595,6 +745,30 @@ class QueryEngine:
         return _json(200, {"results": sorted(values)})
 
     # -- response cache ----------------------------------------------------------------------
+
+
+#: kairosdb/kairosdb v1.2.2 ``datastore/cassandra/CassandraDatastore.java`` ``ROW_WIDTH``: a
+#: Cassandra row holds three weeks of one series.
+ROW_WIDTH_MS: Final = 1_814_400_000
+
+
+def row_time(timestamp: int) -> int:
+    """``CassandraDatastore.calculateRowTime``: the start of the row holding ``timestamp``."""
+    return timestamp - abs(timestamp) % ROW_WIDTH_MS
+
+
+def _row_window(query: _Query) -> _Query:
+    """The span whose series ``/datapoints/query/tags`` reports.
+
+    kairosdb/kairosdb v1.2.2 ``CassandraDatastore.queryMetricTags`` adds the tags of every
+    row key ``getKeysForQueryIterator`` finds, without reading a point:
+    ``CQLFilteredRowKeyIterator`` asks the row_key_time_index for row times in
+    ``[calculateRowTime(start), end]``, so a series with a point anywhere in the rows that
+    overlap the window is reported, from the start of the first row to the end of the last.
+    """
+    start = row_time(query.start_ms)
+    end = row_time(query.end_ms) + ROW_WIDTH_MS - 1
+    return _Query(start, end, query.absolute_end, query.metrics)
 
 
 def _all(plan: _Plan) -> list[int]:

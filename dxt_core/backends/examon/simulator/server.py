@@ -39,6 +39,7 @@ from dxt_core.backends.examon.simulator.query import (
     _json,
     _NotFinite,
     _Response,
+    _ServerError,
 )
 from dxt_core.errors import ConfigError
 from dxt_core.simulate.serving import Served, SimHandler
@@ -433,7 +434,9 @@ class _Handler(SimHandler):
             return self._route(method, endpoint, query, body)
         except _BadRequest as exc:
             sim._count("bad_requests")
-            return _error(400, str(exc))
+            return _bad_request(str(exc))
+        except _ServerError as exc:
+            return _server_error(str(exc))
         except _QueryLimit as exc:
             sim._count("refused_max_points")
             return _query_limit_error(exc.args[0], faults.refusal)
@@ -481,15 +484,29 @@ class _Handler(SimHandler):
             return sim.engine.metric_names(params.get("prefix", [None])[0])
         if endpoint in ("/api/v1/datapoints/query", "/api/v1/datapoints/query/tags"):
             tags_only = endpoint.endswith("/tags")
+            if tags_only and method != "POST":
+                # core/http/rest/MetricsResource.java has only @POST (and @OPTIONS) on
+                # /datapoints/query/tags: Jersey 1.18.3's HttpMethodRule answers
+                # Responses.methodNotAllowed().header("Allow", allow), no entity
+                # (WebComponent.Writer.finish only sets the status), the Allow list in its
+                # ResourceMethodMap (a HashMap) order under Java 8: POST, then OPTIONS.
+                return _Response(
+                    405, b"", {"Allow": "POST,OPTIONS"}, content_type="", encoding="none"
+                )
             if method == "GET":
                 if "query" not in params:
-                    raise _BadRequest("GET needs a ?query=<url-encoded JSON query> parameter")
+                    # MetricsResource.runQuery: "if (json == null) throw new
+                    # BeanValidationException(new SimpleConstraintViolation("query json",
+                    # "must not be null or empty"), "")" (empty context: no prefix).
+                    raise _BadRequest("query json must not be null or empty")
                 raw = params["query"][0].encode("utf-8")
             elif method == "POST":
                 raw = body
             else:
                 return _error(405, "use POST (or GET with ?query=)")
-            query = _loads(raw)
+            # An empty body is Gson's JsonNull (JsonParser.parse of an empty document):
+            # QueryParser's getAsJsonObject() then fails with "Not a JSON Object: null".
+            query = _loads(raw) if raw.strip() else None
             if tags_only and isinstance(query, dict):
                 span = sim.config.faults.slow_tags_span_s
                 if span is not None and _span_ms(query) > span * 1000:
@@ -639,6 +656,34 @@ class _Handler(SimHandler):
                 self.wfile.write(response.body)
         except (ConnectionError, TimeoutError):
             self.close_connection = True
+
+
+def _bad_request(message: str) -> _Response:
+    """KairosDB's 400: kairosdb/kairosdb v1.2.2 ``core/http/rest/json/JsonResponseBuilder.java``
+    ``build``: ``.header("Access-Control-Allow-Origin", "*")
+    .type(MediaType.APPLICATION_JSON_TYPE)``, so ``application/json`` without the
+    ``charset`` the 200 answers' ``@Produces`` gives."""
+    response = _error(400, message)
+    response.content_type = "application/json"
+    response.headers["Access-Control-Allow-Origin"] = "*"
+    return response
+
+
+def _server_error(message: str) -> _Response:
+    """KairosDB's 500 for a query that threw: ``MetricsResource.runQuery``'s ``catch
+    (Exception e)`` returns ``setHeaders(Response.status(INTERNAL_SERVER_ERROR)
+    .entity(new ErrorResponse(e.getMessage())))``: the ``@Produces`` type and
+    ``setHeaders``' four headers."""
+    response = _error(500, message)
+    response.headers.update(
+        {
+            "Access-Control-Allow-Origin": "*",
+            "Pragma": "no-cache",
+            "Cache-Control": "no-cache",
+            "Expires": "0",
+        }
+    )
+    return response
 
 
 def _grafana(status: int, obj: Any) -> _Response:

@@ -14,10 +14,13 @@ from dxt_core.errors import ConfigError
 def _parse_job(text: str) -> SimJob:
     try:
         site, uid, nodes, start, stop = text.split(":")
-        return SimJob(site, int(uid), tuple(nodes.split(",")), int(float(start)), int(float(stop)))
+        # STOP empty or 0: a running job (OAR's stop_time is 0 until the job ends)
+        stopped = int(float(stop)) if stop.strip() else 0
+        return SimJob(site, int(uid), tuple(nodes.split(",")), int(float(start)), stopped or None)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(
-            f"bad --job {text!r}: expected SITE:ID:NODE,NODE:START_EPOCH:STOP_EPOCH"
+            f"bad --job {text!r}: expected SITE:ID:NODE,NODE:START_EPOCH:STOP_EPOCH "
+            "(STOP empty or 0: still running)"
         ) from exc
 
 
@@ -57,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_parse_job,
         action="append",
         default=[],
-        help="SITE:ID:NODE,NODE:START_EPOCH:STOP_EPOCH (repeatable)",
+        help="SITE:ID:NODE,NODE:START_EPOCH:STOP_EPOCH (repeatable; STOP empty or 0: running)",
     )
     return p
 

@@ -92,6 +92,70 @@ def _cluster_metrics(cluster: str, nodes: list[str]) -> list[MetricSpec]:
     return [wattmetre, bmc, net, load]
 
 
+def cluster_catalogue(specs: list[MetricSpec]) -> list[dict[str, Any]]:
+    """The ``metrics`` list of ``GET /sites/<site>/clusters/<cluster>``, shaped as the real
+    one (grid5000/reference-repository ``data/grid5000/sites/nancy/clusters/gros/gros.json``):
+
+    * keys sorted, as the generator writes them; ``labels`` only where an entry has some;
+    * ``source.id`` only for the protocols that need one (snmp, ipmisensor, prometheus
+      bundles): none for ``wattmetre``, ``pdu`` and ``network_equipment`` entries;
+    * entries of ``"period": 0`` (collected only under an OAR job of type ``monitor``, at
+      ``optional_period``), one name repeated and told apart by ``labels``
+      (``bmc_fan_speed_rpm``);
+
+    Not yet like the real one: ``prom_node_load1`` is its own entry (period 15000), where
+    the real catalogues have the ``prom_default_metrics`` / ``prom_all_metrics`` bundles
+    (``period: 0``, ``source.id`` listing the exporter names). Serving those makes the
+    client size an all-metrics request ~40-145 times larger (``catalog.node_rate`` counts
+    a ``period: 0`` entry at its ``optional_period``, 32 series a name, 2000 for
+    ``prom_all_metrics``), which the request counts of
+    tests/integration/kwollect/test_backup_interrupt.py assume it does not: left for the
+    owners of that sizing to decide.
+
+    The served series are :func:`_cluster_metrics`'; the ``period: 0`` BMC entries here
+    have no series (no monitor job names them).
+    """
+    doc: list[dict[str, Any]] = []
+    for m in specs:
+        protocol = {"power": "pdu" if m.name.startswith("pdu") else "wattmetre"}.get(
+            m.kind, "network_equipment" if m.kind == "counter" else m.protocol
+        )
+        entry: dict[str, Any] = {
+            "description": m.description,
+            "name": m.name,
+            "period": m.period_ms,
+            "source": {"protocol": protocol},
+        }
+        if protocol in ("snmp", "ipmisensor", "prometheus"):
+            entry["source"]["id"] = m.source_id
+        if m.labels:
+            entry["labels"] = dict(m.labels)
+        if m.optional_period_ms is not None:
+            entry["optional_period"] = m.optional_period_ms
+        if m.only_for is not None:
+            entry["only_for"] = list(m.only_for)
+        doc.append(dict(sorted(entry.items())))
+        if m.kind == "bmc":
+            for i, fan in enumerate(("1a", "1b"), start=1):
+                doc.append(
+                    {
+                        "description": f"Speed of Fan {fan.upper()} reported by BMC, in rpm",
+                        "labels": {"fan": fan},
+                        "name": "bmc_fan_speed_rpm",
+                        "optional_period": 5000,
+                        "period": 0,
+                        "source": {
+                            "id": f"1.3.6.1.4.1.674.10892.5.4.700.12.1.6.1.{i}",
+                            "protocol": "snmp",
+                        },
+                    }
+                )
+    return doc
+
+
+#: The stop of a running job's monitoring (year 3000): past any time a query reaches.
+_FOREVER_S: Final = 32_503_680_000
+
 #: site -> clusters. The benchmark and tests use nova (lyon) and gros (nancy).
 SITE_CLUSTERS: Final = {"lyon": ["nova", "taurus"], "nancy": ["gros"]}
 
@@ -119,7 +183,9 @@ class SimJob:
     uid: int
     nodes: tuple[str, ...]
     started_at: int
-    stopped_at: int
+    #: None: still running (grid5000/g5k-api ``lib/oar/job.rb``: ``stopped_at`` is nil while
+    #: OAR's ``stop_time`` is 0, and ``to_reservation`` drops nil keys)
+    stopped_at: int | None
     types: tuple[str, ...] = ()
 
 
@@ -207,7 +273,9 @@ class SimModel:
             for t in job.types:
                 kind, _, pattern = t.partition("=")
                 if kind == "monitor" and re.fullmatch(pattern.strip("'\""), m.name):
-                    found.append((job.started_at * 1_000_000, job.stopped_at * 1_000_000))
+                    # a running job monitors up to now: no sample exists after now anyway
+                    stop = _FOREVER_S if job.stopped_at is None else job.stopped_at
+                    found.append((job.started_at * 1_000_000, stop * 1_000_000))
         return tuple(sorted(found))
 
     @staticmethod

@@ -15,10 +15,10 @@ import orjson
 from dxt_core.backends.kwollect.simulator.model import (
     DOMAIN,
     PARIS,
-    MetricSpec,
     Series,
     SimJob,
     SimModel,
+    cluster_catalogue,
     node_index,
 )
 
@@ -184,22 +184,26 @@ class QueryEngine:
                 return {
                     "uid": parts[3],
                     "type": "cluster",
-                    "metrics": [self._metric_doc(m) for m in self.model.specs[(site, parts[3])]],
+                    "metrics": cluster_catalogue(self.model.specs[(site, parts[3])]),
                 }
             if parts[4:] == ["nodes"]:
                 items = [{"uid": n, "type": "node", "cluster": parts[3]} for n in nodes]
                 return {"items": items, "total": len(items), "offset": 0}
         if len(parts) == 4 and parts[2] == "jobs":
             job = self._job(site, parts[3])
-            return {
+            doc: dict[str, Any] = {
                 "uid": job.uid,
                 "user": "alice",
-                "state": "terminated",
+                "state": "terminated" if job.stopped_at is not None else "running",
                 "types": list(job.types),
                 "assigned_nodes": [f"{n}.{site}.{DOMAIN}" for n in job.nodes],
                 "started_at": job.started_at,
-                "stopped_at": job.stopped_at,
             }
+            # grid5000/g5k-api lib/oar/job.rb: stopped_at is nil while stop_time is 0 (a
+            # running job) and to_reservation keeps only the keys whose value is not nil.
+            if job.stopped_at is not None:
+                doc["stopped_at"] = job.stopped_at
+            return doc
         raise ApiError(404, f"Not found: /{'/'.join(parts)}")
 
     def _job(self, site: str, uid: str) -> SimJob:
@@ -208,21 +212,6 @@ class QueryEngine:
             if job.site == site and str(job.uid) == uid.strip():
                 return job
         raise ApiError(404, f"Job {uid} not found in site '{site}'")
-
-    @staticmethod
-    def _metric_doc(m: MetricSpec) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "name": m.name,
-            "description": m.description,
-            "period": m.period_ms,
-            "source": {"protocol": m.protocol, "id": m.source_id},
-            "labels": m.labels,
-        }
-        if m.optional_period_ms is not None:
-            doc["optional_period"] = m.optional_period_ms
-        if m.only_for is not None:
-            doc["only_for"] = list(m.only_for)
-        return doc
 
     # -- metrics -------------------------------------------------------------------------
 
@@ -258,7 +247,10 @@ class QueryEngine:
         if job_id:
             job = self._metrics_job(site, job_id)
             start_us = job.started_at * 1_000_000 if start_us is None else start_us
-            end_us = job.stopped_at * 1_000_000 if end_us is None else end_us
+            if end_us is None:
+                # kwollect_setup_db.py get_metrics: COALESCE(MAX(stop_time), NOW()): a
+                # running job's window ends now.
+                end_us = now_us if job.stopped_at is None else job.stopped_at * 1_000_000
             devices = devices or ",".join(job.nodes)
         if start_us is None and end_us is None:
             end_us = now_us
