@@ -24,7 +24,11 @@
 A crash at any point leaves either the old day or the new one, never a partial file under a
 final name; between the data rename and the new manifest the day reads "missing" (the old
 manifest is parked as ``.<manifest>.pending`` so that the next run still compares against its
-row count).
+row count). The next run trusts a parked manifest only while the files on disk are the ones
+it describes (size and sha256): when the interrupted commit had renamed its files into place
+(the replaced ones kept in ``.versions/``) the files on disk are the archived day, counted
+as they are, and the new manifest names what that commit replaced; a parked manifest left
+beside a manifest that matches the files is removed.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ from dxt_core.fsio import (
 )
 from dxt_core.locks import DayLock
 from dxt_core.manifests import (
+    KEPT_SUFFIX,
+    MANIFEST_SUFFIX,
     VERSIONS_DIR,
     is_plain_name,
     kept_record,
@@ -90,6 +96,11 @@ class DayWrite:
         self.replaced: list[dict[str, Any]] = []
         self._state_at_begin: tuple[int, int] | None = None
         self._written: dict[str, Any] = {}
+        #: The parked manifest of an interrupted commit that had replaced files already.
+        self._interrupted_pending: dict[str, Any] | None = None
+        #: (size, mtime in ns) of the manifest this commit wrote, taken under the lock.
+        self._manifest_stat: tuple[int, int] | None = None
+        self._shas: dict[str, tuple[int, int, str]] = {}
         self.closed = False
 
     # -- life cycle -------------------------------------------------------------------------
@@ -111,8 +122,12 @@ class DayWrite:
                 # is what is kept (below), and the damaged bytes go to .versions/ at commit.
                 self.damaged_manifest = str(exc)
                 self.previous = None
-            if self.previous is None:
-                self.previous = self._read_pending()
+            pending = self._read_pending()
+            if self.previous is not None:
+                if pending is not None and self._files_match(self.previous):
+                    self._drop_pending()  # obsolete: the commit that parked it finished
+            elif pending is not None:
+                self.previous = self._from_pending(pending)
             if self.previous is None:
                 self.previous = unmanifested_data(self.directory, self.key.day)
         except BaseException:
@@ -149,6 +164,159 @@ class DayWrite:
         except (OSError, orjson.JSONDecodeError):
             return None
         return doc if isinstance(doc, dict) else None
+
+    def _drop_pending(self) -> None:
+        with archive_io(self._pending, "remove"):
+            with contextlib.suppress(FileNotFoundError):
+                self._pending.unlink()
+            fsync_dir(self.directory)
+
+    def _day_data_names(self) -> list[str]:
+        """The day's data files on disk (``<day>.<ext>``), as :func:`unmanifested_data`
+        finds them."""
+        prefix = f"{self.key.day.isoformat()}."
+        with archive_io(self.directory, "read"):
+            names = sorted(os.listdir(self.directory))
+        return [
+            n
+            for n in names
+            if n.startswith(prefix)
+            and not n.endswith((MANIFEST_SUFFIX, KEPT_SUFFIX))
+            and (self.directory / n).is_file()
+        ]
+
+    def _sha_on_disk(self, name: str) -> str | None:
+        """The sha256 of the day's file ``name`` on disk, None when there is none (read
+        once per transaction while the file's size and mtime stay)."""
+        path = self.directory / name
+        with archive_io(path, "read"):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                return None
+            seen = self._shas.get(name)
+            if seen is not None and seen[:2] == (st.st_size, st.st_mtime_ns):
+                return seen[2]
+            sha = sha256_file(path)
+        self._shas[name] = (st.st_size, st.st_mtime_ns, sha)
+        return sha
+
+    def _files_match(self, doc: dict[str, Any]) -> bool:
+        """The data files on disk are the ones ``doc`` describes: each file it names is
+        there with its size and sha256, and no other data file of the day is."""
+        files = manifest_files(doc) if doc.get("status") == "archived" else []
+        named: set[str] = set()
+        for f in files:
+            name = f.get("file")
+            if not is_plain_name(name):
+                return False
+            path = self.directory / str(name)
+            named.add(str(name))
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                return False
+            if isinstance(f.get("bytes"), int) and size != f["bytes"]:
+                return False
+            want = f.get("sha256")
+            if isinstance(want, str) and self._sha_on_disk(str(name)) != want:
+                return False
+        return set(self._day_data_names()) <= named
+
+    def _from_pending(self, pending: dict[str, Any]) -> dict[str, Any] | None:
+        """What the day holds when only the parked manifest of an interrupted commit
+        (``.pending``) is left.
+
+        It is trusted only while the files on disk are the ones it describes (the commit
+        stopped before its data renames). Otherwise the commit got further: when the files
+        it was replacing are kept in ``.versions/``, the files on disk are that commit's
+        and are taken as they are (rows counted); else the larger of the two row counts
+        stands, so that a rerun never shrinks the day on the word of a stale manifest.
+        """
+        if self._files_match(pending):
+            return pending
+        on_disk = unmanifested_data(self.directory, self.key.day)
+        if self._pending_versions(pending):
+            self._interrupted_pending = pending
+            log.warning(
+                "%s: an earlier commit was interrupted after replacing the archived files "
+                "(the old ones are in %s/); taking the files on disk as the archived day",
+                self.key,
+                VERSIONS_DIR,
+            )
+            if on_disk is None:
+                return None
+            for f in manifest_files(on_disk):
+                sha = self._sha_on_disk(str(f["file"]))
+                if sha is not None:
+                    f["sha256"] = sha
+                    if f["file"] == on_disk.get("file"):
+                        on_disk["sha256"] = sha
+            return on_disk
+        if on_disk is None:
+            return pending
+        if rows_of(pending) > rows_of(on_disk):
+            on_disk["rows"] = rows_of(pending)
+        return on_disk
+
+    def _pending_versions(self, pending: dict[str, Any]) -> list[dict[str, Any]]:
+        """The files of the parked manifest that are no longer on disk as it describes them
+        and whose bytes are kept in ``.versions/`` (as ``replaced`` entries); empty unless
+        every such file is kept."""
+        if pending.get("status") != "archived":
+            return []
+        out: list[dict[str, Any]] = []
+        for f in manifest_files(pending):
+            name, sha = f.get("file"), f.get("sha256")
+            if not is_plain_name(name) or not isinstance(sha, str):
+                return []
+            if self._sha_on_disk(str(name)) == sha:
+                continue  # still in place
+            version = self.directory / VERSIONS_DIR / f"{name}.prev-{sha[:8]}"
+            try:
+                size = version.stat().st_size
+            except OSError:
+                return []
+            if isinstance(f.get("bytes"), int) and size != f["bytes"]:
+                return []
+            out.append(
+                {
+                    "file": str(name),
+                    "sha256": sha,
+                    "bytes": size,
+                    "version": f"{VERSIONS_DIR}/{version.name}",
+                }
+            )
+        return out
+
+    def _replaced_by_interrupted(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
+        """What an interrupted commit of this day had replaced already: a file that now
+        holds this commit's bytes (or that neither holds nor writes), whose old bytes are in
+        ``.versions/``. The manifest names them, as the interrupted commit's would have."""
+        if self._interrupted_pending is None:
+            return []
+        done = {r["file"] for r in self.replaced}
+        new_sha = {
+            str(f.get("file")): f.get("sha256")
+            for f in (manifest_files(doc) if doc.get("status") == "archived" else [])
+        }
+        out: list[dict[str, Any]] = []
+        for r in self._pending_versions(self._interrupted_pending):
+            name = r["file"]
+            if name in done:
+                continue
+            staged = self._staged.get(name)
+            if staged is not None:
+                new = new_sha.get(name)
+                if not isinstance(new, str):
+                    with archive_io(staged, "read"):
+                        new = sha256_file(staged)
+                if self._sha_on_disk(name) != new:
+                    continue  # replaced again by this commit: in self.replaced
+            elif (self.directory / name).exists():
+                continue
+            out.append(r)
+        return out
 
     def abort(self) -> None:
         """Drop the staged files and release the lock; the archived day is untouched."""
@@ -242,6 +410,7 @@ class DayWrite:
             path,
             self._written,
             state_at_begin=self._state_at_begin,
+            manifest_stat=self._manifest_stat,
         )
         return path
 
@@ -269,6 +438,11 @@ class DayWrite:
         with archive_io(directory, "update"):
             if changed or self.damaged_manifest:
                 self.replaced = self._save_versions(prev, changed, manifest)
+        before = self._replaced_by_interrupted(doc)
+        if before:
+            if not self.replaced:
+                prev_rows = rows_of(self._interrupted_pending)
+            self.replaced = self.replaced + before
         if self.replaced:
             doc = {**doc, "replaced": self.replaced, "replaced_rows": prev_rows}
             log.warning(
@@ -293,6 +467,9 @@ class DayWrite:
             fsync_dir(directory)
         self._written = self.archive.full_manifest(key, doc)
         path = self.archive.write_full_manifest(key, self._written, index=False)
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            self._manifest_stat = (st.st_size, st.st_mtime_ns)
         with archive_io(directory, "update"):
             with contextlib.suppress(FileNotFoundError):
                 self._pending.unlink()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import logging
 import os
 import re
@@ -31,6 +32,7 @@ from urllib.parse import quote
 import orjson
 
 from dxt_core.errors import ArchiveError
+from dxt_core.fsio import os_error
 from dxt_core.manifests import MANIFEST_SUFFIX, manifest_files
 
 if TYPE_CHECKING:
@@ -39,13 +41,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("dxt_core.index")
 
 INDEX_NAME = ".dxt-index.sqlite"
-SCHEMA_VERSION = "3"
+#: Version 4 added each manifest's size and mtime (``msize``, ``mtime_ns``): an index of an
+#: older version is rebuilt by the first process that opens it for writing.
+SCHEMA_VERSION = "4"
 #: Seconds a writer waits for another writer's lock before giving up on the index update.
 BUSY_TIMEOUT_S = 30.0
 
 _MANIFEST_NAME = re.compile(r"^_?(\d{4}-\d{2}-\d{2})" + re.escape(MANIFEST_SUFFIX) + "$")
 
-_INSERT = "INSERT OR REPLACE INTO manifests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT = "INSERT OR REPLACE INTO manifests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS manifests (
@@ -62,6 +66,8 @@ CREATE TABLE IF NOT EXISTS manifests (
     detail TEXT NOT NULL DEFAULT '',
     names TEXT NOT NULL DEFAULT '',
     sizes TEXT NOT NULL DEFAULT '',
+    msize INTEGER,
+    mtime_ns INTEGER,
     PRIMARY KEY (source, unit, day)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dirs (
@@ -118,6 +124,10 @@ class IndexEntry:
     #: their sizes in bytes, joined the same way ("" for a size the manifest does not give)
     names: str = ""
     sizes: str = ""
+    #: the manifest file's size and mtime (ns) when it was read: a reader that finds the
+    #: file otherwise (rewritten in place, which a directory's state does not show) reads it
+    msize: int | None = None
+    mtime_ns: int | None = None
 
     def as_tuple(self) -> tuple[Any, ...]:
         return (
@@ -134,6 +144,8 @@ class IndexEntry:
             self.detail,
             self.names,
             self.sizes,
+            self.msize,
+            self.mtime_ns,
         )
 
 
@@ -166,8 +178,15 @@ def manifest_status(doc: dict[str, Any]) -> tuple[str, str]:
 
 
 def entry_from_manifest(
-    source: str, parts: Sequence[str], day: dt.date | str, manifest: str, doc: dict[str, Any]
+    source: str,
+    parts: Sequence[str],
+    day: dt.date | str,
+    manifest: str,
+    doc: dict[str, Any],
+    manifest_stat: tuple[int, int] | None = None,
 ) -> IndexEntry:
+    """The index row of the manifest ``doc``; ``manifest_stat``: the file's (size, mtime in
+    ns) when it was read, or written."""
     status, detail = manifest_status(doc)
     name = doc.get("file")
     files = (
@@ -188,7 +207,18 @@ def entry_from_manifest(
         detail=detail,
         names="/".join(str(f["file"]) for f in files),
         sizes="/".join("" if n is None else str(n) for n in sizes),
+        msize=manifest_stat[0] if manifest_stat else None,
+        mtime_ns=manifest_stat[1] if manifest_stat else None,
     )
+
+
+def file_stat(path: Path) -> tuple[int, int] | None:
+    """A manifest file's (size, mtime in ns), None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -225,19 +255,56 @@ class ManifestIndex:
             if not self._writable():
                 self._conn = self._read_only_connection()
                 return self._conn
-            conn = _connect(self.path)
+            conn = self._open_writable()
+            if self._older_schema(conn):
+                conn.close()
+                self._rebuild_older()
+                conn = self._open_writable()
             try:
-                conn.executescript(_SCHEMA)
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
-                    (SCHEMA_VERSION,),
-                )
                 self._check_schema(conn)
             except sqlite3.Error:
                 conn.close()
                 raise
             self._conn = conn
         return self._conn
+
+    def _open_writable(self) -> sqlite3.Connection:
+        conn = _connect(self.path)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+                (SCHEMA_VERSION,),
+            )
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _older_schema(conn: sqlite3.Connection) -> str | None:
+        """The schema version of an index older than this version's, else None."""
+        found = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        try:
+            older = found is not None and int(found[0]) < int(SCHEMA_VERSION)
+        except (TypeError, ValueError):
+            return None
+        return str(found[0]) if older else None
+
+    def _rebuild_older(self) -> None:
+        """Replace an index of an older schema by one rebuilt from the manifests (once; a
+        reader of an index it cannot write reads the manifests instead)."""
+        log.warning(
+            "%s was written by an older version (index schema older than %s): rebuilding it "
+            "from the manifests (once)",
+            self.path,
+            SCHEMA_VERSION,
+        )
+        try:
+            report = rebuild(self.root)
+        except ArchiveError as exc:
+            raise sqlite3.OperationalError(f"could not rebuild the index: {exc}") from exc
+        log.warning("%s rebuilt: %d manifests", self.path, report.manifests)
 
     def _writable(self) -> bool:
         target = self.path if self.path.exists() else self.root
@@ -347,10 +414,53 @@ class ManifestIndex:
         (``names``, ``sizes``: the data files and their sizes, each joined by "/")."""
         if not self.exists():
             return iter(())
-        return self._connection().execute(
-            "SELECT unit, day, status, names, sizes FROM manifests "
+        rows = self._connection().execute(
+            "SELECT unit, day, status, names, sizes, manifest, msize, mtime_ns FROM manifests "
             "WHERE source = ? AND day BETWEEN ? AND ?",
             (source, first.isoformat(), last.isoformat()),
+        )
+        return self._checked(source, rows)
+
+    def _checked(
+        self, source: str, rows: Iterable[tuple[Any, ...]]
+    ) -> Iterator[tuple[str, str, str, str, str]]:
+        """The rows, each checked against its manifest file (one ``stat``): a manifest
+        rewritten in place since it was indexed (its size or mtime differ; the directory's
+        state does not show it) is read again, and its row repaired at the end."""
+        changed: list[IndexEntry] = []
+        base = os.path.join(os.fspath(self.root), source)
+        current, prefix = None, ""
+        # Plain strings and one os.stat per row: 300,000 rows take a fraction of a second.
+        for unit, day, status, names, sizes, manifest, msize, mtime_ns in rows:
+            if unit != current:
+                current, prefix = unit, f"{base}/{unit}/"
+            try:
+                st = os.stat(prefix + manifest)
+            except OSError:  # gone: the directory listing tells
+                yield unit, day, status, names, sizes
+                continue
+            if st.st_size == msize and st.st_mtime_ns == mtime_ns:
+                yield unit, day, status, names, sizes
+                continue
+            directory = self.root.joinpath(source, *unit.split("/"))
+            entry = next(iter(unit_entries(directory, source, unit.split("/"), [manifest])), None)
+            if entry is None:
+                yield unit, day, status, names, sizes
+                continue
+            changed.append(entry)
+            yield unit, day, entry.status, entry.names, entry.sizes
+        self._repair(changed)
+
+    def _repair(self, entries: list[IndexEntry]) -> None:
+        if not entries or self.read_only:
+            return
+        try:
+            self.upsert(entries)
+        except sqlite3.Error as exc:
+            log.warning("%s: could not repair %d rows (%s)", self.path, len(entries), exc)
+            return
+        log.info(
+            "%s: %d manifests changed since they were indexed: repaired", self.path, len(entries)
         )
 
     def holes(self, source: str, first: dt.date, last: dt.date) -> dict[tuple[str, str], str]:
@@ -365,13 +475,15 @@ class ManifestIndex:
         return {(u, d): detail for u, d, detail in rows}
 
     def get(self, source: str, unit: str, day: dt.date) -> IndexEntry | None:
+        """The row as the index holds it (not checked against the manifest file: readers
+        use :meth:`entries`)."""
         if not self.exists():
             return None
         row = (
             self._connection()
             .execute(
                 "SELECT source, unit, day, status, manifest, file, rows, bytes, sha256, "
-                "written_at, detail, names, sizes FROM manifests "
+                "written_at, detail, names, sizes, msize, mtime_ns FROM manifests "
                 "WHERE source = ? AND unit = ? AND day = ?",
                 (source, unit, day.isoformat()),
             )
@@ -407,8 +519,12 @@ def record_commit(
     doc: dict[str, Any],
     *,
     state_at_begin: DirState | None = None,
+    manifest_stat: tuple[int, int] | None = None,
 ) -> None:
     """Index a manifest just committed. Never raises: the manifest on disk is the record.
+
+    ``manifest_stat``: the manifest's (size, mtime in ns) taken when it was written (under
+    the day's lock); stat'ed here when not given.
 
     ``state_at_begin`` is the state of the day's directory before its transaction began:
     when the index matched it then, it matches it now (this commit being the only change),
@@ -420,7 +536,10 @@ def record_commit(
             if index.read_only:
                 raise sqlite3.OperationalError("the index is not writable by this process")
             unit = unit_of(key.parts)
-            index.upsert([entry_from_manifest(key.source, key.parts, key.day, manifest.name, doc)])
+            st = manifest_stat or file_stat(manifest)
+            index.upsert(
+                [entry_from_manifest(key.source, key.parts, key.day, manifest.name, doc, st)]
+            )
             if state_at_begin is not None:
                 stored = index.dir_states_one(key.source, unit)
                 new_directory = stored is None and state_at_begin[1] == 0
@@ -486,11 +605,22 @@ def unit_entries(
         m = _MANIFEST_NAME.match(name)
         if not m:
             continue
+        # stat'ed before it is read: a change meanwhile shows as a later stat that differs
+        st = file_stat(directory / name)
         doc, problem = _read_manifest(directory / name)
         if doc is None:
-            yield IndexEntry(source, unit_of(parts), m.group(1), "corrupt", name, detail=problem)
+            yield IndexEntry(
+                source,
+                unit_of(parts),
+                m.group(1),
+                "corrupt",
+                name,
+                detail=problem,
+                msize=st[0] if st else None,
+                mtime_ns=st[1] if st else None,
+            )
         else:
-            yield entry_from_manifest(source, parts, m.group(1), name, doc)
+            yield entry_from_manifest(source, parts, m.group(1), name, doc, st)
 
 
 def rebuild(root: str | Path) -> RebuildReport:
@@ -506,6 +636,50 @@ def rebuild(root: str | Path) -> RebuildReport:
         raise ArchiveError(f"{archive_root}: no such archive directory")
     report = RebuildReport()
     tmp = archive_root / f"{INDEX_NAME}.{os.getpid()}.tmp"
+    try:
+        _rebuild_into(archive_root, tmp, report)
+    except OSError as exc:
+        raise os_error(exc, tmp, "write the index") from exc
+    except sqlite3.Error as exc:
+        raise _index_write_error(exc, tmp) from exc
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _index_write_error(exc: sqlite3.Error, path: Path) -> ArchiveError:
+    """The one-line :class:`ArchiveError` of an SQLite error writing the index at ``path``
+    (a full or read-only disk), worded as the archive's own OS errors (fsio.os_error).
+    SQLite does not pass the OS's error number on: it is told from SQLite's code and the
+    file system."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else 0
+    number = {13: errno.ENOSPC}.get(primary, 0)  # SQLITE_FULL
+    with contextlib.suppress(OSError, ValueError):
+        vfs = os.statvfs(path.parent)
+        if vfs.f_flag & os.ST_RDONLY:
+            number = errno.EROFS
+        elif number:
+            pass
+        elif resource_fsize_limited():
+            number = errno.EFBIG
+        elif vfs.f_bavail == 0:
+            number = errno.ENOSPC
+        elif not os.access(path.parent, os.W_OK):
+            number = errno.EACCES
+        elif primary == 10:  # SQLITE_IOERR
+            number = errno.EIO
+    return os_error(OSError(number, str(exc)), path, "write the index")
+
+
+def resource_fsize_limited() -> bool:
+    """This process may write files of a limited size only (ulimit -f)."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return soft != resource.RLIM_INFINITY
+
+
+def _rebuild_into(archive_root: Path, tmp: Path, report: RebuildReport) -> None:
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     try:
@@ -535,8 +709,9 @@ def rebuild(root: str | Path) -> RebuildReport:
         os.chmod(tmp, 0o644)
         os.replace(tmp, index_path(archive_root))
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             tmp.unlink()
+        for leftover in (f"{tmp}-journal", f"{tmp}-wal", f"{tmp}-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
         raise
-    report.seconds = time.perf_counter() - t0
-    return report

@@ -167,8 +167,8 @@ def test_dxt_index_rebuild_and_coverage_use_it(archive, tmp_path, capsys):
     assert dxt_main(["index", "rebuild", "--archive", str(archive.root)]) == 0
     out = capsys.readouterr().out
     assert f"{INDEX_NAME}: 3 manifests (3 examon), 0 unreadable" in out
-    # The index answers although the manifest it describes is now garbage: the fast path
-    # trusts the index for what the manifest said, and --verify reads every manifest.
+    # A manifest rewritten in place (garbage now): the fast path stats every manifest
+    # against the index's record of it, reads the changed one again and agrees with --verify.
     (archive.root / "examon/ipmi_pub/ambient/2024-05-02.manifest.json").write_text("junk")
     args = ["coverage", "--archive", str(archive.root), "--catalog", str(catalog)]
     args += ["--start-day", "2024-05-01", "--end-day", "2024-05-02", "--json"]
@@ -176,7 +176,7 @@ def test_dxt_index_rebuild_and_coverage_use_it(archive, tmp_path, capsys):
     import json
 
     counts = json.loads(capsys.readouterr().out)["counts"]
-    assert counts == {"archived": 2, "empty": 1, "missing": 1, "corrupt": 0}
+    assert counts == {"archived": 2, "empty": 0, "missing": 1, "corrupt": 1}
     assert dxt_main([*args, "--verify"]) == 3
     counts = json.loads(capsys.readouterr().out)["counts"]
     assert counts == {"archived": 2, "empty": 0, "missing": 1, "corrupt": 1}

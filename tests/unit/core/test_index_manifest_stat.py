@@ -1,0 +1,206 @@
+"""The manifest index notices a manifest rewritten in place (its size and mtime are indexed and
+stat'ed on every read), rebuilds an index of an older schema by itself, and a rebuild that
+meets a full or read-only disk is one ArchiveError line (exit 2), never a traceback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from dxt_core.archive import Archive, DayKey
+from dxt_core.coverage import coverage
+from dxt_core.index import INDEX_NAME, SCHEMA_VERSION, ManifestIndex
+
+D1, D2 = dt.date(2024, 5, 1), dt.date(2024, 5, 2)
+UNIT = ("ipmi_pub", "ambient")
+
+
+def commit(archive: Archive, day: dt.date, payload: bytes) -> Path:
+    key = DayKey("examon", UNIT, day)
+    with archive.begin(key) as write:
+        with write.open("csv.gz") as fh:
+            fh.write(payload)
+        return write.commit(
+            {
+                "status": "archived",
+                "file": f"{day.isoformat()}.csv.gz",
+                "rows": len(payload),
+                "bytes": len(payload),
+                "sha256": hashlib.sha256(payload).hexdigest(),
+            }
+        )
+
+
+@pytest.fixture
+def archive(tmp_path) -> Archive:
+    a = Archive(tmp_path / "archive")
+    commit(a, D1, b"a,b\n1,2\n")
+    commit(a, D2, b"a,b\n3,4\n")
+    return a
+
+
+def states(archive: Archive) -> dict[dt.date, tuple[str, str]]:
+    return {r.day: (r.status, r.detail) for r in coverage(archive, "examon", [UNIT], [D1, D2])}
+
+
+def rewrite_in_place(path: Path, text: str) -> None:
+    """Rewrite a file in place (same inode, no new directory entry: the directory's mtime
+    and number of entries stay as they were)."""
+    time.sleep(0.02)  # past the file system clock's tick of the indexed write
+    with open(path, "r+") as fh:
+        fh.seek(0)
+        fh.write(text)
+        fh.truncate()
+
+
+def test_a_manifest_garbled_in_place_reads_corrupt_through_the_index(archive):
+    d = archive.root / "examon" / "ipmi_pub" / "ambient"
+    assert states(archive)[D1] == ("archived", "")
+    before = os.stat(d)
+    rewrite_in_place(d / f"{D1}.manifest.json", "garbage\n")
+    assert (os.stat(d).st_mtime_ns, len(os.listdir(d))) == (before.st_mtime_ns, 4)
+    status, detail = states(archive)[D1]
+    assert status == "corrupt", detail
+    assert states(archive)[D2] == ("archived", "")
+    # the index's row was repaired: the index alone now says so
+    with ManifestIndex(archive.root) as idx:
+        assert idx.get("examon", "ipmi_pub/ambient", D1).status == "corrupt"
+
+
+def test_an_edited_manifest_field_is_read_again_and_the_index_repaired(archive):
+    d = archive.root / "examon" / "ipmi_pub" / "ambient"
+    manifest = d / f"{D2}.manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["bytes"] = 999  # the data file no longer matches what the manifest says
+    doc["rows"] = 12345
+    rewrite_in_place(manifest, json.dumps(doc))
+    status, detail = states(archive)[D2]
+    assert status == "corrupt" and "manifest says 999" in detail
+    with ManifestIndex(archive.root) as idx:
+        entry = idx.get("examon", "ipmi_pub/ambient", D2)
+        assert (entry.rows, entry.bytes) == (12345, 999)
+    assert states(archive)[D1] == ("archived", "")
+
+
+OLD_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE manifests (
+    source TEXT NOT NULL, unit TEXT NOT NULL, day TEXT NOT NULL, status TEXT NOT NULL,
+    manifest TEXT NOT NULL, file TEXT, rows INTEGER, bytes INTEGER, sha256 TEXT,
+    written_at TEXT, detail TEXT NOT NULL DEFAULT '', names TEXT NOT NULL DEFAULT '',
+    sizes TEXT NOT NULL DEFAULT '', PRIMARY KEY (source, unit, day)) WITHOUT ROWID;
+CREATE TABLE dirs (source TEXT NOT NULL, unit TEXT NOT NULL, mtime_ns INTEGER NOT NULL,
+    entries INTEGER NOT NULL, PRIMARY KEY (source, unit)) WITHOUT ROWID;
+INSERT INTO meta VALUES ('schema', '3');
+"""
+
+
+def test_an_index_of_the_older_schema_is_rebuilt_by_itself(archive):
+    """An index written before manifests' stats were indexed (schema 3) cannot tell a
+    manifest rewritten in place: the first process that may write it rebuilds it."""
+    d = archive.root / "examon" / "ipmi_pub" / "ambient"
+    (archive.root / INDEX_NAME).unlink()
+    conn = sqlite3.connect(archive.root / INDEX_NAME)
+    conn.executescript(OLD_SCHEMA)
+    conn.close()
+    assert states(archive)[D1] == ("archived", "")
+    conn = sqlite3.connect(archive.root / INDEX_NAME)
+    (schema,) = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    n = conn.execute("SELECT COUNT(*) FROM manifests WHERE msize IS NOT NULL").fetchone()[0]
+    conn.close()
+    assert (schema, n) == (SCHEMA_VERSION, 2)
+    rewrite_in_place(d / f"{D1}.manifest.json", "garbage\n")
+    assert states(archive)[D1][0] == "corrupt"
+
+
+# -- dxt index rebuild on a disk that refuses the write ----------------------------------------
+
+
+def rebuild_cli(root: Path, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    script = textwrap.dedent(
+        f"""
+        import resource, signal, sys
+        {prelude}
+        from dxt_core.cli import main
+        sys.exit(main(["index", "rebuild", "--archive", {str(root)!r}]))
+        """
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_index_rebuild_on_a_full_disk_is_one_error_line(archive):
+    (archive.root / INDEX_NAME).unlink()
+    # a file size limit of 8 KiB: SQLite cannot grow the new index past its first pages
+    out = rebuild_cli(
+        archive.root,
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 10, 8 << 10))",
+    )
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"dxt: error: cannot write the index {archive.root / INDEX_NAME}.")
+    assert "(ulimit -f)" in line, line
+    assert not list(archive.root.glob(f"{INDEX_NAME}*"))  # no temporary file left behind
+
+
+def private_mount(setup: str, root: str) -> subprocess.CompletedProcess[str]:
+    """``dxt index rebuild --archive root`` in a private mount namespace after ``setup``
+    (skipped where this process may not mount)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    where = Path(root) if Path(root).is_dir() else Path(root).parent
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount --bind {where} {where}"], capture_output=True
+    )
+    if probe.returncode != 0:
+        pytest.skip("cannot make a private mount here")
+    code = (
+        "import sys; from dxt_core.cli import main; "
+        f"sys.exit(main(['index', 'rebuild', '--archive', {root!r}]))"
+    )
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"{setup} && exec {sys.executable} -c \"{code}\""],
+        capture_output=True, text=True, timeout=120, cwd=os.getcwd(),
+    )  # fmt: skip
+
+
+def test_index_rebuild_on_a_full_file_system_is_one_error_line(archive, tmp_path):
+    (archive.root / INDEX_NAME).unlink()
+    small = tmp_path / "small"
+    small.mkdir()
+    root = str(small / "archive")
+    # a 64 KiB file system holding the archive and little more
+    out = private_mount(
+        f"mount -t tmpfs -o size=64k tmpfs {small} && cp -r {archive.root} {root} && "
+        f"(head -c 1000000 /dev/zero > {small}/filler 2>/dev/null || true)",
+        root,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"dxt: error: cannot write the index {root}/{INDEX_NAME}"), line
+    assert "the disk is full: free space, then rerun" in line, line
+
+
+def test_index_rebuild_on_a_read_only_file_system_is_one_error_line(archive):
+    root = str(archive.root)
+    out = private_mount(f"mount --bind {root} {root} && mount -o remount,bind,ro {root}", root)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("dxt: error: cannot write the index "), line
+    assert "read-only file system" in line, line
