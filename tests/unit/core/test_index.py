@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import logging
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -20,16 +21,15 @@ D1, D2, D3 = dt.date(2024, 5, 1), dt.date(2024, 5, 2), dt.date(2024, 5, 3)
 DAYS = [D1, D2, D3]
 
 
-def commit(archive: Archive, parts: tuple[str, ...], day: dt.date, payload: bytes | None) -> None:
+def commit(archive: Archive, parts: tuple[str, ...], day: dt.date, payload: bytes | None) -> Path:
     """Commit one day the way the backends do: a transaction, data staged, manifest last."""
     key = DayKey("examon", parts, day)
     with archive.begin(key) as write:
         if payload is None:
-            write.commit({"status": "empty", "file": None, "rows": 0, "bytes": 0})
-            return
+            return write.commit({"status": "empty", "file": None, "rows": 0, "bytes": 0})
         with write.open("csv.gz") as fh:
             fh.write(payload)
-        write.commit(
+        return write.commit(
             {
                 "status": "archived",
                 "file": f"{day.isoformat()}.csv.gz",

@@ -5,7 +5,6 @@ meets a full or read-only disk is one ArchiveError line (exit 2), never a traceb
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -18,28 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core.archive import Archive, DayKey
+from dxt_core.archive import Archive
 from dxt_core.coverage import coverage
 from dxt_core.index import INDEX_NAME, SCHEMA_VERSION, ManifestIndex
+from tests.unit.core.test_index import commit as commit_day
 
 D1, D2 = dt.date(2024, 5, 1), dt.date(2024, 5, 2)
 UNIT = ("ipmi_pub", "ambient")
 
 
 def commit(archive: Archive, day: dt.date, payload: bytes) -> Path:
-    key = DayKey("examon", UNIT, day)
-    with archive.begin(key) as write:
-        with write.open("csv.gz") as fh:
-            fh.write(payload)
-        return write.commit(
-            {
-                "status": "archived",
-                "file": f"{day.isoformat()}.csv.gz",
-                "rows": len(payload),
-                "bytes": len(payload),
-                "sha256": hashlib.sha256(payload).hexdigest(),
-            }
-        )
+    return commit_day(archive, UNIT, day, payload)
 
 
 @pytest.fixture
