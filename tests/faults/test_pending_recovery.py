@@ -25,6 +25,9 @@ import pytest
 from dxt_core.archive import Archive, DayKey
 from tests.conftest import SimulatorProcess
 
+#: processes killed at commit points, simulators of three sizes: the light tier
+pytestmark = pytest.mark.slow
+
 DAY = "2020-03-09"
 PER_NODE = 4320  # one sample every 20 s
 THREE, FOUR = 3 * PER_NODE, 4 * PER_NODE  # 12,960 and 17,280 rows
