@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
@@ -43,14 +44,35 @@ def _ms(value: object) -> float | None:
     return None
 
 
-def entry_period_ms(entry: Entry, monitored: bool = False) -> float | None:
+#: What a monitor job promotes: False (no monitor job), True (``-t monitor``: every on-demand
+#: entry) or the regular expression of ``-t monitor=REGEX``.
+Monitor = bool | str
+
+
+def promotes(monitored: Monitor, entry: Entry) -> bool:
+    """Whether a monitor job of type ``monitored`` promotes ``entry`` to its ``optional_period``.
+
+    As kwollect does it (``db/kwollect_setup_db_oar.py``, view ``promoted_metrics_job``: plain
+    ``monitor`` is ``.*``, ``monitor=REGEX`` is REGEX; ``kwollector.py`` keeps an optional
+    metric when ``re.compile(REGEX).match(name)``). A pattern Python cannot compile promotes
+    nothing, as kwollector would fail on it.
+    """
+    if isinstance(monitored, bool):
+        return monitored
+    try:
+        return re.match(monitored, str(entry.get("name", ""))) is not None
+    except re.error:
+        return False
+
+
+def entry_period_ms(entry: Entry, monitored: Monitor = False) -> float | None:
     """The sampling period of one catalogue entry, or None when it gives none.
 
-    Normally ``period``, or ``optional_period`` when ``period`` is 0 (on demand only);
-    ``monitored`` (a monitor job promotes it): the faster of the two.
+    Normally ``period``, or ``optional_period`` when ``period`` is 0 (on demand only); promoted
+    by a monitor job (:func:`promotes`): the faster of the two.
     """
     period, optional = _ms(entry.get("period")), _ms(entry.get("optional_period"))
-    if monitored:
+    if promotes(monitored, entry):
         fastest = [p for p in (period, optional) if p is not None]
         return min(fastest) if fastest else None
     return period if period is not None else optional
@@ -102,14 +124,27 @@ def closest(name: str, entries: Iterable[Entry], n: int = 3) -> list[str]:
     return difflib.get_close_matches(name, sorted(names), n=n, cutoff=0.6)
 
 
-def node_rate(entries: Iterable[Entry], metrics: Sequence[str] | None, monitored: bool) -> float:
+def node_rate(entries: Iterable[Entry], metrics: Sequence[str] | None, monitored: Monitor) -> float:
     """Points per second of one node for ``metrics`` (all when None), from its entries.
 
     Every entry counts (duplicates by labels are separate series); bundles count their
     exporter names times :data:`PROM_SERIES_PER_NAME`; a requested name no entry describes
     counts :data:`UNKNOWN_RATE`.
+
+    All metrics (``metrics`` None) are what the node really collects: an entry of
+    ``period: 0`` is collected only when a monitor job promotes it (the real catalogue of
+    gros has 17 such entries, both Prometheus bundles among them), and the open-ended
+    ``prom_all_metrics`` holds the default bundle's names, which are not counted twice.
+    Counting them regardless planned an all-metrics request 40 to 145 times larger than
+    the points stored. A name asked for by name counts whatever its period: a past monitor
+    job may have promoted it.
     """
+    entries = list(entries)
     wanted = set(metrics) if metrics is not None else None
+    if wanted is None:
+        entries = [e for e in entries if _ms(e.get("period")) is not None or promotes(monitored, e)]
+        if any(_is_prom_bundle(e) and _prom_ids(e) is None for e in entries):
+            entries = [e for e in entries if not (_is_prom_bundle(e) and _prom_ids(e) is not None)]
     described: set[str] = set()
     open_prom_rate = 0.0
     total = 0.0

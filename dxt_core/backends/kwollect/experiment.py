@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from dxt_core._version import __version__
+from dxt_core.backends.kwollect import catalog
 from dxt_core.backends.kwollect.backup import (
     BACKUP_MANIFEST,
     BackupFormat,
@@ -329,12 +330,22 @@ class Kwollect:
         )
 
     @property
-    def monitored(self) -> bool:
-        """Whether the job (``from_job``) is of type ``monitor``: its nodes' promotable
-        metrics come at their ``optional_period`` (wattmetre: 20 ms), and requests are
-        planned for that."""
-        types = (self.job or {}).get("types") or []
-        return any(str(t).split("=", 1)[0].strip() == "monitor" for t in types)
+    def monitored(self) -> catalog.Monitor:
+        """What the job (``from_job``) promotes by being of type ``monitor``: False (not such a
+        job), True (``monitor``: every on-demand metric) or the regular expression of
+        ``monitor=REGEX`` (several are joined). Promoted metrics come at their
+        ``optional_period`` (wattmetre: 20 ms), and requests are planned for that."""
+        patterns: list[str] = []
+        for t in (self.job or {}).get("types") or []:
+            kind, sep, pattern = str(t).partition("=")
+            if kind.strip() != "monitor":
+                continue
+            if not sep:
+                return True
+            patterns.append(pattern)
+        if not patterns:
+            return False
+        return patterns[0] if len(patterns) == 1 else "|".join(f"(?:{p})" for p in patterns)
 
     def get_metrics(
         self,

@@ -22,6 +22,7 @@ import httpx
 import orjson
 
 from dxt_core.backends.kwollect import catalog
+from dxt_core.backends.kwollect.catalog import Monitor
 from dxt_core.backends.kwollect.requests import (  # re-exported: see __all__
     _NODE_RE,
     _UNKNOWN_RATE,
@@ -325,13 +326,16 @@ class KwollectClient:
             raise SourceError(f"job {job_id} of site {site}: unexpected answer {doc!r:.200}")
         return doc
 
-    def rate(self, node: G5kNode, metrics: Sequence[str] | None, monitored: bool = False) -> float:
+    def rate(
+        self, node: G5kNode, metrics: Sequence[str] | None, monitored: Monitor = False
+    ) -> float:
         """Estimated points per second of ``node`` for ``metrics`` (all when None).
 
         From the real catalogue shapes (:mod:`dxt_core.backends.kwollect.catalog`): every
         entry, ``period: 0`` entries at their ``optional_period``, Prometheus bundles
-        expanded; ``monitored`` (a ``monitor`` job runs on the node): the faster
-        ``optional_period`` where there is one (wattmetre: 50 or 100 times the ``period``).
+        expanded; ``monitored`` (a ``monitor`` job runs on the node: True, or its regular
+        expression): the faster ``optional_period`` of what it promotes (wattmetre: 50 or 100
+        times the ``period``).
         """
         try:
             entries = self.node_metrics(node)
@@ -407,7 +411,7 @@ class KwollectClient:
         metrics: Sequence[str] | None,
         start: dt.datetime,
         stop: dt.datetime,
-        monitored: bool = False,
+        monitored: Monitor = False,
     ) -> list[list[MetricsRequest]]:
         rates = {n: self.rate(n, metrics, monitored) for n in nodes}
         return plan_requests(
@@ -547,7 +551,7 @@ class KwollectClient:
         start: dt.datetime,
         stop: dt.datetime,
         stats: RequestStats | None = None,
-        monitored: bool = False,
+        monitored: Monitor = False,
         stopping: threading.Event | None = None,
     ) -> Iterator[list[Point]]:
         """Points of ``[start, stop]`` (inclusive) on one site, one window at a time.

@@ -435,7 +435,7 @@ def test_monitor_job_gives_50_hz_wattmetre_data_split_as_needed(sim):
     # optional_period), none is refused.
     sim.configure(max_points=20_000)
     k = Kwollect.from_job("nancy", 5200000, api_url=sim.url, max_points=15_000)
-    assert k.monitored
+    assert k.monitored == "wattmetre_power_watt"  # the job's regex: what it promotes
     a = k.start_time + dt.timedelta(minutes=10)
     k.start(a).stop(a + dt.timedelta(minutes=5))
     data = k.get_metrics(WATT)

@@ -55,8 +55,42 @@ def test_prometheus_bundles_expand_to_prom_names():
     assert catalog.node_rate(c2, ["prom_node_load1"], False) == pytest.approx(per_name)
     # a name outside the default list may come from prom_all_metrics
     assert catalog.unknown_metrics(["prom_node_hwmon_temp_celsius"], c2) == []
-    every = catalog.node_rate(c2, None, False)
+    # every metric under a plain monitor job: prom_all_metrics (its default names included)
+    every = catalog.node_rate(c2, None, True)
     assert every > catalog.PROM_ALL_SERIES / 15.0
+    default_bundle = catalog.PROM_SERIES_PER_NAME * 23 / 15.0
+    alone = [e for e in c2 if e["name"] != "prom_default_metrics"]
+    assert every == pytest.approx(catalog.node_rate(alone, None, True))
+    assert every < catalog.node_rate(alone, None, True) + default_bundle / 2
+
+
+def test_all_metrics_without_a_monitor_job_leave_out_what_only_a_monitor_job_collects():
+    # kwollect stores a period-0 entry only while a monitor job promotes it (kwollector.py
+    # keeps an optional metric only when the node's promoted pattern matches its name)
+    gros = entries("nancy/gros", "gros-41")
+    regular = [e for e in gros if e.get("period")]
+    on_demand = [e for e in gros if not e.get("period")]
+    assert len(on_demand) == 17 and {"prom_all_metrics", "prom_default_metrics"} <= {
+        e["name"] for e in on_demand
+    }
+    plain = catalog.node_rate(gros, None, False)
+    assert plain == pytest.approx(catalog.node_rate(regular, None, False))
+    # counting them all (the estimate before) planned 25 times the points gros-41 stores
+    assert catalog.node_rate(gros, None, True) > 25 * plain
+    # a name asked for by name still counts: a past monitor job may have promoted it
+    assert catalog.node_rate(gros, ["prom_node_load1"], False) > 0
+
+
+def test_a_monitor_regex_promotes_only_the_names_it_matches():
+    gros = entries("nancy/gros", "gros-41")
+    watt = catalog.node_rate(gros, None, "wattmetre_power_watt")
+    plain = catalog.node_rate(gros, None, False)
+    assert watt == pytest.approx(plain - 1.0 + 50.0)  # wattmetre: 1 s -> 20 ms; no bundle
+    prom = catalog.node_rate(gros, None, "prom_")
+    assert prom == pytest.approx(plain + catalog.PROM_ALL_SERIES / 15.0)
+    assert catalog.node_rate(gros, None, "[unclosed") == pytest.approx(plain)
+    assert catalog.promotes("bmc_", {"name": "bmc_fan_speed_rpm"})
+    assert not catalog.promotes("fan", {"name": "bmc_fan_speed_rpm"})  # re.match: anchored
 
 
 def test_only_for_restricts_entries_to_listed_nodes():
@@ -112,3 +146,24 @@ def test_a_misspelled_metric_is_an_error_naming_the_closest_names():
     msg = str(err.value)
     assert "'wattmetre_power_wat'" in msg and "closest known: wattmetre_power_watt" in msg
     assert "site lyon" in msg and calls == []
+
+
+@pytest.mark.parametrize(
+    ("types", "expected"),
+    [
+        ([], False),
+        (["deploy"], False),
+        (["monitor"], True),
+        (["deploy", "monitor=wattmetre_power_watt"], "wattmetre_power_watt"),
+        (["monitor=wattmetre_.*", "monitor=prom_"], "(?:wattmetre_.*)|(?:prom_)"),
+        (["monitor=prom_", "monitor"], True),
+    ],
+)
+def test_a_jobs_types_say_what_its_monitor_promotes(types, expected):
+    # kwollect db/kwollect_setup_db_oar.py, view promoted_metrics_job: "monitor" is ".*",
+    # "monitor=REGEX" is REGEX
+    from dxt_core.backends.kwollect.experiment import Kwollect
+
+    k = Kwollect(["nova-1.lyon.grid5000.fr"], api_url="http://api.test/stable")
+    k.job = {"types": types}
+    assert k.monitored == expected

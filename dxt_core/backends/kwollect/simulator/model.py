@@ -103,14 +103,12 @@ def cluster_catalogue(specs: list[MetricSpec]) -> list[dict[str, Any]]:
       ``optional_period``), one name repeated and told apart by ``labels``
       (``bmc_fan_speed_rpm``);
 
-    Not yet like the real one: ``prom_node_load1`` is its own entry (period 15000), where
-    the real catalogues have the ``prom_default_metrics`` / ``prom_all_metrics`` bundles
-    (``period: 0``, ``source.id`` listing the exporter names). Serving those makes the
-    client size an all-metrics request ~40-145 times larger (``catalog.node_rate`` counts
-    a ``period: 0`` entry at its ``optional_period``, 32 series a name, 2000 for
-    ``prom_all_metrics``), which the request counts of
-    tests/integration/kwollect/test_backup_interrupt.py assume it does not: left for the
-    owners of that sizing to decide.
+    Not yet like the real one: ``prom_node_load1`` is its own entry (period 15000) and is
+    collected without a monitor job, where the real catalogues have the
+    ``prom_default_metrics`` / ``prom_all_metrics`` bundles (``period: 0``, collected only
+    under a monitor job; ``source.id`` listing the exporter names). The client sizes those
+    from the real shapes (tests/unit/kwollect/test_catalog.py, on excerpts of the reference
+    repository); serving them here would take Prometheus data that follows monitor jobs.
 
     The served series are :func:`_cluster_metrics`'; the ``period: 0`` BMC entries here
     have no series (no monitor job names them).
