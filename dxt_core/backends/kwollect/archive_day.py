@@ -90,7 +90,7 @@ def archive_kwollect_day(
             writer = JsonlGzipWriter(fh)
             writer.header([])
             for batch in prefetched(
-                client.iter_batches(site, parsed, [metric], start, stop, stats)
+                client.iter_batches(client.plan(site, parsed, [metric], start, stop), stats)
             ):
                 points = [p for p in batch if p.get("metric_id") == metric]
                 if points:

@@ -325,9 +325,8 @@ class Kwollect:
         stopping: threading.Event | None = None,
     ) -> Iterator[list[Point]]:
         start, stop = self.window()
-        return self.client.iter_batches(
-            site, nodes, metrics, start, stop, stats, monitored=self.monitored, stopping=stopping
-        )
+        windows = self.client.plan(site, nodes, metrics, start, stop, self.monitored)
+        return self.client.iter_batches(windows, stats, stopping)
 
     @property
     def monitored(self) -> catalog.Monitor:

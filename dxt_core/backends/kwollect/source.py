@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypedDict
 
 import httpx
@@ -545,22 +545,17 @@ class KwollectClient:
 
     def iter_batches(
         self,
-        site: str,
-        nodes: Sequence[G5kNode],
-        metrics: Sequence[str] | None,
-        start: dt.datetime,
-        stop: dt.datetime,
+        windows: Iterable[list[MetricsRequest]],
         stats: RequestStats | None = None,
-        monitored: Monitor = False,
         stopping: threading.Event | None = None,
     ) -> Iterator[list[Point]]:
-        """Points of ``[start, stop]`` (inclusive) on one site, one window at a time.
+        """The points of planned ``windows`` (:meth:`plan`), one window at a time.
 
         Each batch is oldest first and follows the previous one in time, so the whole stream is
         chronological; at most one request's answer is held in memory. Once ``stopping`` is
         set no request starts: :class:`Stopped` is raised instead.
         """
-        for window in self.plan(site, nodes, metrics, start, stop, monitored):
+        for window in windows:
             yield merge_chronological([self.fetch(req, stats, stopping) for req in window])
 
     def count_points(
@@ -580,7 +575,7 @@ class KwollectClient:
         requests and filter, and nothing is kept; the method says so.
         """
         n = 0
-        for batch in self.iter_batches(site, nodes, [metric], start, stop, stats):
+        for batch in self.iter_batches(self.plan(site, nodes, [metric], start, stop), stats):
             n += sum(1 for p in batch if p.get("metric_id") == metric)
             batch.clear()
         return SourceCount(n, KWOLLECT_COUNT_METHOD)

@@ -131,13 +131,15 @@ def test_a_read_timeout_at_the_shortest_window_is_retried_with_backoff(sim):
     sim.configure(slow_requests=1, slow_delay_s=2.0)
     with KwollectClient(sim.url, timeout_s=0.5, retry=retry, min_window_s=60) as client:
         stats = KwollectStats()
-        batches = list(client.iter_batches("lyon", [node], [WATT], T0, T0 + minute, stats))
+        batches = list(
+            client.iter_batches(client.plan("lyon", [node], [WATT], T0, T0 + minute), stats)
+        )
         assert sum(map(len, batches)) == 60
         assert (stats.retries, stats.splits) == (1, 0)
         sim.configure(slow_requests=10, slow_delay_s=2.0)  # slower than every attempt
         stats = KwollectStats()
         with pytest.raises(SourceUnavailable) as err:
-            list(client.iter_batches("lyon", [node], [WATT], T0, T0 + minute, stats))
+            list(client.iter_batches(client.plan("lyon", [node], [WATT], T0, T0 + minute), stats))
     msg = str(err.value)
     assert "gave up after 3 attempts (site lyon, nova-1.lyon.grid5000.fr over" in msg
     assert "the shortest window): timeout (ReadTimeout)" in msg

@@ -100,7 +100,9 @@ def test_a_silent_api_costs_two_timeouts_and_says_so(silent):
     with client, pytest.raises(SourceUnavailable) as err:
         list(
             client.iter_batches(
-                "lyon", nodes, ["wattmetre_power_watt"], DAY, DAY + dt.timedelta(days=1)
+                client.plan(
+                    "lyon", nodes, ["wattmetre_power_watt"], DAY, DAY + dt.timedelta(days=1)
+                )
             )
         )
     elapsed = time.monotonic() - t0

@@ -181,7 +181,7 @@ def test_fetch_splits_in_time_then_nodes_and_keeps_every_point_once():
     nodes = [G5kNode("lyon", f"nova-{i}") for i in range(1, 5)]
     stop = T0 + dt.timedelta(seconds=59)
     stats = RequestStats()
-    batches = list(client.iter_batches("lyon", nodes, ["m"], T0, stop, stats))
+    batches = list(client.iter_batches(client.plan("lyon", nodes, ["m"], T0, stop), stats))
     points = [p for b in batches for p in b]
     assert len(points) == 60 * 4
     assert len({(p["device_id"], p["timestamp"]) for p in points}) == 240
@@ -201,7 +201,9 @@ def test_fetch_gives_up_clearly_when_one_node_and_min_window_is_still_too_much()
     ):
         list(
             client.iter_batches(
-                "lyon", [G5kNode("lyon", "nova-1")], ["m"], T0, T0 + dt.timedelta(seconds=30)
+                client.plan(
+                    "lyon", [G5kNode("lyon", "nova-1")], ["m"], T0, T0 + dt.timedelta(seconds=30)
+                )
             )
         )
 
