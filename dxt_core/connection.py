@@ -192,7 +192,8 @@ class ConnectionSpec(Generic[T]):
         extras: the typed extras.
         build: turns checked fields into the backend's connection object.
         user_env, password_env: environment variables the CLI reads credentials from.
-        host_example: shown in errors and form placeholders.
+        host_example: shown in errors and form placeholders (default
+            ``<backend>.example.org``).
         labels: form relabelling of the standard fields.
     """
 
@@ -209,7 +210,7 @@ class ConnectionSpec(Generic[T]):
     url_extra: str | None = None
     user_env: str | None = None
     password_env: str | None = None
-    host_example: str = "host.example.org"
+    host_example: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     #: Extra keys that only the CLI sets (e.g. the URL of a sibling service): not in the form.
     hidden_fields: tuple[str, ...] = ()
@@ -227,6 +228,9 @@ class ConnectionSpec(Generic[T]):
             object.__setattr__(self, "hook_kwarg", f"{self.backend}_conn_id")
         if self.password_env is None:
             object.__setattr__(self, "password_env", f"DXT_{self.backend.upper()}_PASSWORD")
+        if not self.host_example:
+            host = self.backend.replace("_", "-")
+            object.__setattr__(self, "host_example", f"{host}.example.org")
 
     # ------------------------------------------------------------------ reading fields
 

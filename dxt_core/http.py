@@ -616,10 +616,10 @@ class HttpClient:
         )
 
     def get_json(self, path: str, **kw: Any) -> Any:
-        return _loads(self.request("GET", path, **kw), self.url(path))
+        return json_answer(self.request("GET", path, **kw), self.url(path))
 
     def post_json(self, path: str, body: Any, **kw: Any) -> Any:
-        return _loads(self.request("POST", path, json_body=body, **kw), self.url(path))
+        return json_answer(self.request("POST", path, json_body=body, **kw), self.url(path))
 
 
 class _Request(NamedTuple):
@@ -730,12 +730,15 @@ def html_hint(body: bytes) -> str:
     )
 
 
-def _loads(body: bytes, url: str) -> Any:
+def json_answer(body: bytes, url: str, what: str = "") -> Any:
+    """The JSON of an answer from ``url``; when it is not JSON, a :class:`SourceError` naming
+    ``what`` was asked (when given), quoting the answer's start, with :func:`html_hint`."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        asked = f"{what}: " if what else ""
         raise SourceError(
-            f"answer is not valid JSON ({exc}): {body[:200]!r}{html_hint(body)}", url=url
+            f"{asked}answer is not valid JSON ({exc}): {body[:200]!r}{html_hint(body)}", url=url
         ) from exc
 
 

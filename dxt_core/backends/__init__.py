@@ -7,14 +7,16 @@ Every backend package has the same modules for the same roles:
 * ``source``: the queries: (what, window) -> records, with paging, splitting and retries;
 * ``archive_day``: one (parts, day) unit through :func:`dxt_core.archive_day.archive_one_day`;
 * ``tasks``: its DAG without Airflow, a :class:`~dxt_core.backends.roles.BackendTasks`
-  (``TASKS``): the units, the day's zone, the archive call, extra Params; the declaration's
-  ``tasks`` reference names it (``".tasks:TASKS"``);
+  (``TASKS``): the units, the day's zone, the archive call, extra Params;
 * ``cli``: ``dxt extract <backend>`` (``add_extract_parser``) and the units ``dxt coverage``
   checks (``coverage_units``);
 * ``simulator``: a stand-in server for tests and demos (``main``), run as
-  ``python -m dxt_core.backends.<name>.simulator``.
+  ``python -m dxt_core.backends.<name>.simulator``;
+* ``publish`` (optional): ``dxt publish <backend>``, a
+  :class:`~dxt_core.backends.roles.PublishRole` (``PUBLISH``).
 
-The package's ``__init__`` declares a :class:`Backend` (names, DAG id, settings) and imports
+The package's ``__init__`` declares a :class:`Backend` (names, task id, settings; the
+package, the DAG id and the roles follow from the name and these modules) and imports
 nothing heavy. The CLI, the provider info, the Airflow hooks, DAGs, day-end wait and coverage
 view, and the demo read :func:`backends`; adding a backend is a new package and one line in
 :data:`BUILTIN` (or, out of tree, ``DXT_EXTRA_BACKENDS``). See docs/adding-a-backend.md.
@@ -55,10 +57,11 @@ class Backend:
     Attributes:
         name: the archive's top directory and the registry key (``examon``).
         title: one line for ``--help``.
-        package: the Python package holding the role modules.
+        package: the Python package holding the role modules (default: the in-tree
+            ``dxt_core.backends.<name>``; a package elsewhere gives ``package=__name__``).
         cli_name: the word after ``dxt extract`` (``collectd-es``).
         aliases: other names accepted on the command line (``kairosdb``).
-        dag_id: the DAG that archives it.
+        dag_id: the DAG that archives it (default ``dxt_<name>`` when it has a DAG).
         task_id: the mapped task of the DAG (refill commands name it).
         settings: the backend's settings (``DXT_<KEY>``).
         connection: its :class:`~dxt_core.connection.ConnectionSpec` (``".connection:SPEC"``).
@@ -72,14 +75,16 @@ class Backend:
     object a reference names is checked against the role's interface where it is used (an
     instance of the role's class, or a module or object with the Protocol's members), so a
     wrong reference is a :class:`~dxt_core.errors.ConfigError` naming the backend, the role
-    and what is missing. ``connection``, ``cli`` and ``simulator`` left out are the package's
-    modules of those names (``".connection:SPEC"``, ``".cli"``, ``".simulator"``): a
-    backend with the standard files declares only ``tasks`` (and ``publish``).
+    and what is missing. A role left out is the package's module of that name:
+    ``connection``, ``cli`` and ``simulator`` are ``".connection:SPEC"``, ``".cli"`` and
+    ``".simulator"``; ``tasks`` and ``publish`` are ``".tasks:TASKS"`` and
+    ``".publish:PUBLISH"`` when the package has that module, else none (no DAG; does not
+    publish). A backend with the standard files declares only its names and settings.
     """
 
     name: str
     title: str
-    package: str
+    package: str = ""
     cli_name: str = ""
     aliases: tuple[str, ...] = ()
     dag_id: str = ""
@@ -90,6 +95,17 @@ class Backend:
     cli: RoleRef | None = None
     simulator: RoleRef | None = None
     publish: RoleRef | None = None
+
+    def __post_init__(self) -> None:
+        # What follows from the name and the package's files (frozen: set once, here).
+        if not self.package:
+            object.__setattr__(self, "package", f"dxt_core.backends.{self.name}")
+        if self.tasks is None and self.has("tasks"):
+            object.__setattr__(self, "tasks", ".tasks:TASKS")
+        if self.publish is None and self.has("publish"):
+            object.__setattr__(self, "publish", ".publish:PUBLISH")
+        if not self.dag_id and self.tasks is not None:
+            object.__setattr__(self, "dag_id", f"dxt_{self.name}")
 
     @property
     def command(self) -> str:
@@ -154,7 +170,11 @@ class Backend:
         return importlib.import_module(f"{self.package}.{role}")
 
     def has(self, role: str) -> bool:
-        return importlib.util.find_spec(f"{self.package}.{role}") is not None
+        """Whether the package has a module for ``role`` (False too when there is no package)."""
+        try:
+            return importlib.util.find_spec(f"{self.package}.{role}") is not None
+        except ModuleNotFoundError:
+            return False
 
     @property
     def spec(self) -> ConnectionSpec[Any]:
@@ -275,6 +295,13 @@ def reconcile_setting(name: str) -> Setting:
     )
 
 
+def series_format_setting(name: str) -> Setting:
+    """``<name>_format`` (``DXT_<NAME>_FORMAT``): the format a backend whose tasks are a
+    :class:`~dxt_core.backends.roles.SeriesTasks` writes when a run's ``format`` Param does
+    not choose one."""
+    return Setting(f"{name}_format", str, "csv", "csv (gzip CSV) or parquet")
+
+
 def common_settings(
     name: str,
     *,
@@ -282,12 +309,14 @@ def common_settings(
     pool: str = "default_pool",
     conn_id: str = "",
     max_active_runs: int = 4,
+    reconcile: bool = False,
 ) -> tuple[Setting, ...]:
     """The settings every backend's DAG has, with the backend's defaults (``conn_id``:
-    ``<name>_default`` unless given)."""
+    ``<name>_default`` unless given); with ``reconcile``, the reconcile role's
+    :func:`reconcile_setting` after them."""
     p = f"{name}_"
     conn_id = conn_id or f"{name}_default"
-    return (
+    settings = (
         Setting(p + "start_date", str, start_date, "first day of the schedule", check=check_day),
         Setting(p + "catchup", bool, True, "create runs for every past day"),
         Setting(p + "conn_id", str, conn_id, "Airflow connection id"),
@@ -305,3 +334,4 @@ def common_settings(
             minimum=1,
         ),
     )
+    return (*settings, reconcile_setting(name)) if reconcile else settings

@@ -30,23 +30,48 @@ DATA_FILE = "a_0.parquet"
 
 
 class PartitionedPublish:
-    """Defaults of a publish role; set the class attributes below in a subclass."""
+    """Defaults of a publish role; set the class attributes below in a subclass (``backend``,
+    ``keys``, ``title``, ``source`` at least). The names that follow a convention are
+    properties made from ``backend`` and ``keys``: a subclass overrides one with a class
+    attribute of the same name where it says otherwise."""
 
     backend: ClassVar[str] = ""
     keys: ClassVar[tuple[str, ...]] = ()
     series_order: ClassVar[tuple[str, ...]] = ("node",)
     time_unit: ClassVar[str] = "ms"
-    dataset_name: ClassVar[str] = ""
     title: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    layout_summary: ClassVar[str] = ""
     source: ClassVar[str] = ""
-    layout: ClassVar[tuple[str, ...]] = ()
-    example_glob: ClassVar[str] = ""
     columns_note: ClassVar[str] = (
         "Metric files: `timestamp`, `value` (typed per metric, see below), `name`, then one "
         "dictionary-encoded string column per tag."
     )
+
+    @property
+    def dataset_name(self) -> str:
+        """``<backend>-dataset``."""
+        return f"{self.backend}-dataset"
+
+    @property
+    def description(self) -> str:
+        """The title."""
+        return self.title
+
+    @property
+    def layout_summary(self) -> str:
+        """``one Parquet file per <key>, <key> and month``."""
+        return f"one Parquet file per {', '.join(self.keys)} and month"
+
+    @property
+    def layout(self) -> tuple[str, ...]:
+        """The one path pattern of :meth:`data_path`: ``year_month=YY-MM/<key>=<<key>>/...``."""
+        parts = "/".join(f"{k}=<{k}>" for k in self.keys)
+        return (f"year_month=YY-MM/{parts}/{DATA_FILE}",)
+
+    @property
+    def example_glob(self) -> str:
+        """Every metric file: ``year_month=*/<key>=*/.../a_0.parquet``."""
+        parts = "/".join(f"{k}=*" for k in self.keys)
+        return f"year_month=*/{parts}/{DATA_FILE}"
 
     def units(self, tree: ArchiveTree) -> list[tuple[str, ...]]:
         return partition_units(tree, self.backend, self.keys)

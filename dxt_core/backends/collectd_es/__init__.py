@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dxt_core.backends import Backend, common_settings, reconcile_setting
+from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
 
 SETTINGS = (
     *common_settings(
-        "collectd_es", start_date="2017-12-13", conn_id="elasticsearch_default", max_active_runs=2
+        "collectd_es",
+        start_date="2017-12-13",
+        conn_id="elasticsearch_default",
+        max_active_runs=2,
+        reconcile=True,
     ),
-    reconcile_setting("collectd_es"),
     Setting("collectd_es_families", list, ["disk", "cpu", "memory"], "families to archive"),
     Setting("collectd_es_formats", list, ["jsonl", "hdf5"], "jsonl and/or hdf5"),
     Setting("collectd_es_slices", int, 2, "parallel slices per export", minimum=1),
@@ -23,11 +26,7 @@ SETTINGS = (
 BACKEND = Backend(
     name="collectd_es",
     title="collectd in Elasticsearch (pytokio archive_collectdes)",
-    package="dxt_core.backends.collectd_es",
     cli_name="collectd-es",
-    dag_id="dxt_collectd_es",
     task_id="archive_family_day",
     settings=SETTINGS,
-    tasks=".tasks:TASKS",
-    publish=".publish:PUBLISH",
 )

@@ -42,7 +42,7 @@ from dxt_core.errors import (
     SourceError,
     SourceUnavailable,
 )
-from dxt_core.http import HttpClient, RequestStats, RetryPolicy
+from dxt_core.http import HttpClient, RequestStats, RetryPolicy, json_answer
 
 log = logging.getLogger("dxt_core.backends.collectd_es.connection")
 
@@ -430,7 +430,7 @@ class EsClient:
         status, data, _ = self.request(method, path, what=what, **request)
         if not 200 <= status < 300:
             raise self.error(status, data, path, what)
-        return loads(data, self.url(path), what)
+        return json_answer(data, self.url(path), what)
 
     def error(self, status: int, data: bytes, path: str, what: str) -> SourceError:
         """Our exception for an error answer (never with credentials)."""
@@ -489,15 +489,6 @@ def elasticsearch_refusal(error_type: str, reason: str) -> bool:
     return error_type == "security_exception" and " is unauthorized for user [" in reason
 
 
-def loads(data: bytes, url: str, what: str) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise SourceError(
-            f"{what}: the answer is not JSON ({exc}): {data[:200]!r}", url=url
-        ) from exc
-
-
 def _safe_location(location: str) -> str:
     try:
         parts = urlsplit(location)
@@ -542,9 +533,7 @@ SPEC: ConnectionSpec[CollectdEsConnection] = ConnectionSpec(
     hook_kwarg="elasticsearch_conn_id",
     build=_build,
     probe=probe,
-    default_scheme="http",
     default_port=9200,
-    other_schema="error",
     user_env=ENV_USER,
     password_env=ENV_PASSWORD,
     host_example="es.example.org",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from dxt_core.errors import ArchiveError
 from dxt_core.publish.archive_scan import DayFile
@@ -93,9 +93,9 @@ def _rows(pc: Any, pa: Any, keep: Any, ts: Any, vals: Any, tags: dict[str, Any],
 class CollectdEsPublish(PartitionedPublish):
     """The publish role of collectd in Elasticsearch."""
 
-    backend: ClassVar[str] = NAME
-    keys: ClassVar[tuple[str, ...]] = ("family",)
-    series_order: ClassVar[tuple[str, ...]] = (
+    backend = NAME
+    keys = ("family",)
+    series_order = (
         "node",
         "plugin",
         "plugin_instance",
@@ -103,16 +103,12 @@ class CollectdEsPublish(PartitionedPublish):
         "type_instance",
         "dsname",
     )
-    dataset_name: ClassVar[str] = "collectd-dataset"
-    title: ClassVar[str] = "collectd telemetry"
-    description: ClassVar[str] = "collectd metrics stored in Elasticsearch"
-    layout_summary: ClassVar[str] = "one Parquet file per family and month"
-    source: ClassVar[str] = (
-        "collectd documents in Elasticsearch (the raw hits pytokio's archive_collectdes reads)"
-    )
-    layout: ClassVar[tuple[str, ...]] = ("year_month=YY-MM/family=<family>/a_0.parquet",)
-    example_glob: ClassVar[str] = "year_month=*/family=disk/a_0.parquet"
-    columns_note: ClassVar[str] = (
+    dataset_name = "collectd-dataset"
+    title = "collectd telemetry"
+    description = "collectd metrics stored in Elasticsearch"
+    source = "collectd documents in Elasticsearch (the raw hits pytokio's archive_collectdes reads)"
+    example_glob = "year_month=*/family=disk/a_0.parquet"
+    columns_note = (
         "Family files: `timestamp` (`@timestamp`), `value` (double), then dictionary-encoded "
         "strings `dsname` (the data source: `value`, or `read` and `write` of collectd's "
         "two-valued types such as `disk_octets`, one row each; null with a null value for "

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dxt_core.backends.collectd_es.columnar_hits import ColumnarHits, decode_search_response
-from dxt_core.backends.collectd_es.connection import ContextExpired, index_path, loads
+from dxt_core.backends.collectd_es.connection import ContextExpired, index_path
 from dxt_core.backends.collectd_es.query import Hit, Page, family_query_ms
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
+from dxt_core.http import json_answer
 
 if TYPE_CHECKING:
     from dxt_core.backends.collectd_es.source import CollectdEsSource
@@ -278,7 +279,7 @@ class _SliceReader:
             page = decode_search_response(data)
             if page is not None:
                 return page
-        r = loads(data, self.client.url(path), what)
+        r = json_answer(data, self.client.url(path), what)
         if not isinstance(r, dict):
             raise SourceError(f"{what}: the answer is not a JSON object", url=self.client.url(path))
         return r

@@ -64,7 +64,6 @@ from dxt_core.backends.collectd_es.connection import (
     connection_from_fields,
     endpoint_missing,
     index_path,
-    loads,
 )
 from dxt_core.backends.collectd_es.query import (
     FAMILIES,
@@ -94,7 +93,7 @@ from dxt_core.backends.collectd_es.slices import (
 )
 from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
-from dxt_core.http import RetryPolicy
+from dxt_core.http import RetryPolicy, json_answer
 from dxt_core.reconcile import SourceCount
 
 log = logging.getLogger("dxt_core.backends.collectd_es.source")
@@ -228,7 +227,7 @@ class CollectdEsSource:
             if endpoint_missing(status, data):
                 raise _PitUnsupported(data[:300].decode("utf-8", "replace"))
             raise self.client.error(status, data, path, what)
-        r = loads(data, self.client.url(path), what)
+        r = json_answer(data, self.client.url(path), what)
         pit_id = r.get("id") if api == "_pit" else r.get("pit_id")
         if not isinstance(pit_id, str) or not pit_id:
             raise SourceError(

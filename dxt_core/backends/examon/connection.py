@@ -91,9 +91,7 @@ SPEC: ConnectionSpec[ExamonConnection] = ConnectionSpec(
     hook_name="Examon (KairosDB)",
     build=_build,
     probe=probe,
-    default_scheme="http",
     other_schema="ignore",
-    host_example="examon.example.org",
     labels={"host": "Host or URL (KairosDB, or Grafana with grafana_proxy)"},
     extras=(
         Extra("grafana_proxy", bool, False, "Through Grafana", "go through Grafana's proxy"),

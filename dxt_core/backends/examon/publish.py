@@ -11,7 +11,7 @@ tables (one row per job). The rest is generic (:mod:`dxt_core.publish.dataset`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from dxt_core.publish.archive_scan import UnitMonth
 from dxt_core.publish.role import PartitionedPublish
@@ -28,18 +28,16 @@ class ExamonPublish(PartitionedPublish):
     """The publish role of Examon (checked by mypy against
     :class:`~dxt_core.backends.roles.PublishRole`)."""
 
-    backend: ClassVar[str] = NAME
-    keys: ClassVar[tuple[str, ...]] = ("plugin", "metric")
-    dataset_name: ClassVar[str] = "examon-dataset"
-    title: ClassVar[str] = "Examon telemetry"
-    description: ClassVar[str] = "Examon telemetry"
-    layout_summary: ClassVar[str] = "one Parquet file per metric and month (M100 ExaData layout)"
-    source: ClassVar[str] = "Examon (KairosDB time series and the Examon jobs service)"
-    layout: ClassVar[tuple[str, ...]] = (
+    backend = NAME
+    keys = ("plugin", "metric")
+    title = "Examon telemetry"
+    layout_summary = "one Parquet file per metric and month (M100 ExaData layout)"
+    source = "Examon (KairosDB time series and the Examon jobs service)"
+    layout = (
         "year_month=YY-MM/plugin=<plugin>/metric=<metric>/a_0.parquet",
         f"year_month=YY-MM/plugin={JOB_PLUGIN}/metric=<table>/a_0.parquet",
     )
-    example_glob: ClassVar[str] = "year_month=*/plugin=ipmi_pub/metric=*/a_0.parquet"
+    example_glob = "year_month=*/plugin=ipmi_pub/metric=*/a_0.parquet"
 
     def scan(self, tree: ArchiveTree, unit: tuple[str, ...], year: int, month: int) -> UnitMonth:
         um = super().scan(tree, unit, year, month)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dxt_core.backends import Backend, common_settings, reconcile_setting
+from dxt_core.backends import Backend, common_settings
 from dxt_core.config import Setting
 
 SETTINGS = (
-    *common_settings("kwollect", start_date="2024-11-01"),
-    reconcile_setting("kwollect"),
+    *common_settings("kwollect", start_date="2024-11-01", reconcile=True),
     Setting("kwollect_config", str, "", "JSON or TOML file: time_zone, metrics, nodes, clusters"),
     Setting("kwollect_nodes", str, "", "comma-separated nodes (wins over the file)"),
     Setting("kwollect_clusters", str, "", "comma-separated site/cluster pairs"),
@@ -19,10 +18,6 @@ SETTINGS = (
 BACKEND = Backend(
     name="kwollect",
     title="Kwollect (Grid'5000 metrics)",
-    package="dxt_core.backends.kwollect",
-    dag_id="dxt_kwollect",
     task_id="archive_site_metric_day",
     settings=SETTINGS,
-    tasks=".tasks:TASKS",
-    publish=".publish:PUBLISH",
 )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -124,20 +124,14 @@ def read_kwollect_day(path: Path) -> Iterator[Any]:
 class KwollectPublish(PartitionedPublish):
     """The publish role of Kwollect."""
 
-    backend: ClassVar[str] = NAME
-    keys: ClassVar[tuple[str, ...]] = ("site", "metric")
-    series_order: ClassVar[tuple[str, ...]] = ("node",)
-    time_unit: ClassVar[str] = "us"
-    dataset_name: ClassVar[str] = "kwollect-dataset"
-    title: ClassVar[str] = "Kwollect telemetry (Grid'5000)"
-    description: ClassVar[str] = "Kwollect metrics of Grid'5000"
-    layout_summary: ClassVar[str] = "one Parquet file per site, metric and month"
-    source: ClassVar[str] = "Kwollect, the metrics API of Grid'5000 (api.get_metrics)"
-    layout: ClassVar[tuple[str, ...]] = (
-        "year_month=YY-MM/site=<site>/metric=<metric>/a_0.parquet",
-    )
-    example_glob: ClassVar[str] = "year_month=*/site=*/metric=bmc_node_power_watt/a_0.parquet"
-    columns_note: ClassVar[str] = (
+    backend = NAME
+    keys = ("site", "metric")
+    time_unit = "us"
+    title = "Kwollect telemetry (Grid'5000)"
+    description = "Kwollect metrics of Grid'5000"
+    source = "Kwollect, the metrics API of Grid'5000 (api.get_metrics)"
+    example_glob = "year_month=*/site=*/metric=bmc_node_power_watt/a_0.parquet"
+    columns_note = (
         "Metric files: `timestamp` (the point's time), `value` (typed per metric, see "
         "below), `name` (Kwollect's `metric_id`), `node` (its `device_id`), then one "
         "dictionary-encoded string column `label_<key>` per label key (lists joined with "

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from dxt_core.backends import Backend, common_settings, reconcile_setting
+from dxt_core.backends import Backend, common_settings, series_format_setting
 from dxt_core.config import Setting
 
 SETTINGS = (
-    *common_settings(
-        "prometheus",
-        start_date="2024-01-01",
-        pool="default_pool",
-        conn_id="prometheus_default",
-        max_active_runs=4,
-    ),
-    reconcile_setting("prometheus"),
+    *common_settings("prometheus", start_date="2024-01-01", reconcile=True),
     Setting(
         "prometheus_catalog",
         str,
@@ -21,18 +14,14 @@ SETTINGS = (
         "catalog file: one metric name or NAME=SELECTOR a line (default: every metric listed)",
     ),
     Setting("prometheus_metrics", str, "", "comma-separated metric names (wins over the file)"),
-    Setting("prometheus_format", str, "csv", "csv (gzip CSV) or parquet"),
+    series_format_setting("prometheus"),
 )
 
 
 BACKEND = Backend(
     name="prometheus",
     title="Prometheus / VictoriaMetrics",
-    package="dxt_core.backends.prometheus",
     aliases=("victoriametrics",),
-    dag_id="dxt_prometheus",
     task_id="archive_metric_day",
     settings=SETTINGS,
-    tasks=".tasks:TASKS",
-    publish=".publish:PUBLISH",
 )

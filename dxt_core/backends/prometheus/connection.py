@@ -122,10 +122,8 @@ SPEC: ConnectionSpec[PrometheusConnection] = ConnectionSpec(
     hook_name="Prometheus / VictoriaMetrics",
     build=_build,
     probe=probe,
-    default_scheme="http",
     default_port=9090,
     other_schema="ignore",
-    host_example="prometheus.example.org",
     labels={"host": "Host or URL (Prometheus or VictoriaMetrics)", "password": "Password/token"},
     extras=(
         Extra(

@@ -12,7 +12,7 @@ series lacks one, as in the archive).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from dxt_core.publish.role import PartitionedPublish
 
@@ -25,17 +25,14 @@ NAME = "prometheus"
 class PrometheusPublish(PartitionedPublish):
     """The publish role of Prometheus-compatible servers."""
 
-    backend: ClassVar[str] = NAME
-    keys: ClassVar[tuple[str, ...]] = ("metric",)
-    series_order: ClassVar[tuple[str, ...]] = ("instance",)
-    dataset_name: ClassVar[str] = "prometheus-dataset"
-    title: ClassVar[str] = "Prometheus telemetry"
-    description: ClassVar[str] = "Prometheus metrics"
-    layout_summary: ClassVar[str] = "one Parquet file per metric and month"
-    source: ClassVar[str] = "a Prometheus-compatible server (Prometheus, VictoriaMetrics)"
-    layout: ClassVar[tuple[str, ...]] = ("year_month=YY-MM/metric=<name>/a_0.parquet",)
-    example_glob: ClassVar[str] = "year_month=*/metric=*/a_0.parquet"
-    columns_note: ClassVar[str] = (
+    backend = NAME
+    keys = ("metric",)
+    series_order = ("instance",)
+    title = "Prometheus telemetry"
+    description = "Prometheus metrics"
+    source = "a Prometheus-compatible server (Prometheus, VictoriaMetrics)"
+    layout = ("year_month=YY-MM/metric=<name>/a_0.parquet",)
+    columns_note = (
         "Metric files: `timestamp`, `value` (typed per metric, see below), `name` (the "
         "metric name), then one dictionary-encoded string column per label (empty where a "
         "series does not have it, as the archive holds it: Prometheus takes an empty label "

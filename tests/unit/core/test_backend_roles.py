@@ -48,7 +48,6 @@ def test_references_absolute_relative_and_the_older_loader_functions():
             "simulator_role",
             r"simulator role \('\.catalog'\) has no main",
         ),
-        ({}, "dag_tasks", r"backend 'x' declares no DAG"),
     ],
 )
 def test_a_wrong_reference_is_a_clear_error(roles, call, message):
