@@ -11,6 +11,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from dxt_core import backends as registry
@@ -20,7 +21,7 @@ from dxt_core.coverage import coverage
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.manifests import MANIFEST_SUFFIX
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
-from dxt_core.windows import days, parse_day
+from dxt_core.windows import day_window, days, parse_day, zone
 
 log = logging.getLogger("dxt_core.cli")
 
@@ -153,18 +154,28 @@ def print_refill_commands(
 ) -> None:
     """The commands that refill ``bad_days``, as the archive was made: by ``dxt extract``
     or by the backend's DAG (each manifest's ``made_by``, :mod:`dxt_core.provenance`); both
-    when the manifests do not say (written before they did)."""
-    tools, sample, runs = _how_made(archive, backend, rows)
-    unknown = not tools or "unknown" in tools
+    when the manifests do not say (written before they did). Days not over yet in the zone
+    the archive's days are cut in are left out, and said: ``dxt extract`` refuses a day not
+    begun and archives one not over as ``day_not_over`` (fetched again by the next run)."""
+    made = _how_made(archive, backend, rows)
+    unknown = not made.tools or "unknown" in made.tools
     cli = backend.module("cli")
+    day_zone = made.zone or getattr(cli, "DAY_ZONE", None)
+    bad_days, later = split_days_over(bad_days, day_zone)
+    if later:
+        _print_not_over(later, day_zone)
+        not_over = set(later)
+        rows = [r for r in rows if r.day not in not_over]
+        if not bad_days:
+            return
     # a backend whose ``dxt extract`` writes no archive days (collectd-es: one export a
     # window) is refilled by its DAG only
-    if getattr(cli, "EXTRACTS_DAYS", True) and ("dxt" in tools or unknown):
+    if getattr(cli, "EXTRACTS_DAYS", True) and ("dxt" in made.tools or unknown):
         describe = getattr(cli, "refill_options", None)
-        opts = describe(args, sample, _bad_units(rows)) if describe else "<connection options>"
+        opts = describe(args, made.sample, _bad_units(rows)) if describe else "<connection options>"
         _print_per_range(
             "\nTo refill the missing and corrupt metric-days with the dxt command"
-            + (" (as this archive was made):" if "dxt" in tools else ":"),
+            + (" (as this archive was made):" if "dxt" in made.tools else ":"),
             bad_days,
             lambda a, b: (
                 f"dxt extract {backend.command} {opts} --start-day {a} --end-day {b} "
@@ -172,11 +183,11 @@ def print_refill_commands(
             ),
         )
         _print_refetch_corrupt(args, cli, rows)
-    if "airflow" in tools or unknown or not getattr(cli, "EXTRACTS_DAYS", True):
+    if "airflow" in made.tools or unknown or not getattr(cli, "EXTRACTS_DAYS", True):
         dag_id = args.dag_id or backend.dag_id
         _print_per_range(
             "\nTo refill them with Airflow"
-            + (" (as this archive was made):" if "airflow" in tools else ":"),
+            + (" (as this archive was made):" if "airflow" in made.tools else ":"),
             bad_days,
             lambda a, b: (
                 f"airflow backfill create --dag-id {dag_id} --from-date {a} "
@@ -189,7 +200,7 @@ def print_refill_commands(
             bad_days,
             lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
         )
-        for (day, run_id), logical in sorted(runs.items()):
+        for (day, run_id), logical in sorted(made.runs.items()):
             print(
                 f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
                 f"-y   # {day} was archived by run {run_id} (its 'day' param)"
@@ -235,19 +246,28 @@ def _bad_units(rows: Sequence[Any]) -> dict[tuple[str, ...], dt.date | None]:
     return {parts: with_manifest.get(parts) for parts in bad}
 
 
-def _how_made(
-    archive: Archive, backend: Any, rows: Sequence[Any]
-) -> tuple[set[str], dict[str, Any] | None, dict[tuple[dt.date, str], str]]:
+@dataclass
+class _Made:
+    """What made the archive, as its manifests say (:func:`_how_made`)."""
+
+    #: the tools that wrote them (``dxt``, ``airflow``, ``unknown``)
+    tools: set[str] = field(default_factory=set)
+    #: a manifest written by ``dxt extract``
+    sample: dict[str, Any] | None = None
+    #: the Airflow runs of another logical date that archived a corrupt day ((day, run id)
+    #: -> logical date)
+    runs: dict[tuple[dt.date, str], str] = field(default_factory=dict)
+    #: the zone the days are cut in (None: no manifest read says)
+    zone: str | None = None
+
+
+def _how_made(archive: Archive, backend: Any, rows: Sequence[Any]) -> _Made:
     """What made the archive, from the manifests of ``rows`` (at most
-    :data:`_SAMPLE_MANIFESTS`, and every corrupt day's): the tools (``dxt``, ``airflow``,
-    ``unknown``), a manifest written by ``dxt extract``, and the Airflow runs of another
-    logical date that archived a corrupt day ((day, run id) -> logical date)."""
+    :data:`_SAMPLE_MANIFESTS`, and every corrupt day's)."""
     from dxt_core.archive import DayKey
     from dxt_core.provenance import MADE_BY
 
-    tools: set[str] = set()
-    sample: dict[str, Any] | None = None
-    runs: dict[tuple[dt.date, str], str] = {}
+    made = _Made()
     read = 0
     for r in rows:
         if r.status == "missing" or (read >= _SAMPLE_MANIFESTS and r.status != "corrupt"):
@@ -257,16 +277,67 @@ def _how_made(
         except (DxtError, OSError):
             continue
         read += 1
-        made = doc.get(MADE_BY) if isinstance(doc, dict) else None
-        tool = made.get("tool") if isinstance(made, dict) else None
-        tools.add(str(tool) if tool else "unknown")
-        if tool == "dxt" and sample is None:
-            sample = doc
-        if r.status == "corrupt" and tool == "airflow" and isinstance(made, dict):
-            logical = str(made.get("logical_date") or "")
+        made.zone = made.zone or _manifest_zone(doc)
+        made_by = doc.get(MADE_BY) if isinstance(doc, dict) else None
+        tool = made_by.get("tool") if isinstance(made_by, dict) else None
+        made.tools.add(str(tool) if tool else "unknown")
+        if tool == "dxt" and made.sample is None:
+            made.sample = doc
+        if r.status == "corrupt" and tool == "airflow" and isinstance(made_by, dict):
+            logical = str(made_by.get("logical_date") or "")
             if logical and logical[:10] != r.day.isoformat():
-                runs[(r.day, str(made.get("run_id")))] = logical
-    return tools, sample, runs
+                made.runs[(r.day, str(made_by.get("run_id")))] = logical
+    return made
+
+
+def _manifest_zone(doc: Any) -> str | None:
+    """The zone a manifest's day is cut in (its ``day_definition``, else the ``time_zone``
+    of a manifest older than that), None when it names none or no zone there is."""
+    if not isinstance(doc, dict):
+        return None
+    definition = doc.get("day_definition")
+    name = definition.get("time_zone") if isinstance(definition, dict) else None
+    name = name if isinstance(name, str) else doc.get("time_zone")
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        zone(name)
+    except ConfigError:
+        return None
+    return name
+
+
+#: The zone whose days end last (UTC-12; the ``Etc`` names have the sign reversed): a day over
+#: there is over everywhere, as a refill takes it when nothing says the archive's zone.
+_LAST_ZONE = "Etc/GMT+12"
+
+
+def split_days_over(
+    day_list: Sequence[dt.date], day_zone: str | None, now: dt.datetime | None = None
+) -> tuple[list[dt.date], list[dt.date]]:
+    """``day_list`` (in order) split into the days that have ended in ``day_zone`` by
+    ``now`` and those that have not; with no zone, a day is over once it is over everywhere
+    on Earth."""
+    now = now or dt.datetime.now(dt.UTC)
+    over: list[dt.date] = []
+    later: list[dt.date] = []
+    for day in day_list:
+        (over if day_window(day, day_zone or _LAST_ZONE).end <= now else later).append(day)
+    return over, later
+
+
+def _print_not_over(later: Sequence[dt.date], day_zone: str | None) -> None:
+    """Say which missing or corrupt days the refill commands leave out, not being over."""
+    where = (
+        f"in {day_zone}"
+        if day_zone
+        else "everywhere on Earth (no manifest says the archive's zone; taken as UTC-12)"
+    )
+    spans = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in _ranges(later))
+    print(
+        f"\n{len(later)} missing or corrupt day(s) not over yet {where}, left out of the "
+        f"refill commands: {spans}; refill them once they have ended"
+    )
 
 
 def _print_per_range(

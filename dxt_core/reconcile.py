@@ -256,60 +256,48 @@ def reconcile(
     ``K``, and every comparison made is recorded in its month's check record
     (:func:`checks_parts`).
     """
-    rows = _compare(archive, source, units, days, counter, record_kept)
+    day_list = list(days)
+    rows = [
+        _compare(archive, DayKey(source, tuple(parts), day), counter, record_kept)
+        for parts in units
+        for day in day_list
+    ]
     if record_kept:
         rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
     return rows
 
 
-def _compare(
-    archive: Archive,
-    source: str,
-    units: Iterable[Sequence[str]],
-    days: Iterable[dt.date],
-    counter: Counter,
-    record_kept: bool,
-) -> list[ReconcileRow]:
-    day_list = list(days)
-    out: list[ReconcileRow] = []
-    for parts_seq in units:
-        parts = tuple(parts_seq)
-        for day in day_list:
-            key = DayKey(source, parts, day)
-            try:
-                doc = archive.read_manifest(key)
-            except DxtError as exc:
-                out.append(ReconcileRow(parts, day, "error", None, None, detail=str(exc)))
-                continue
-            have = archived_count(doc)
-            if have is None:
-                out.append(ReconcileRow(parts, day, "missing", None, None))
-                continue
-            status, why = archive.status(key)
-            if status == "corrupt":  # the manifest's count is not what the archive holds
-                detail = f"not compared: the archived day is damaged ({why}); refetch it"
-                out.append(ReconcileRow(parts, day, "error", have, None, detail=detail))
-                continue
-            try:
-                sc = counter(parts, day)
-            except DxtError as exc:
-                out.append(ReconcileRow(parts, day, "error", have, None, detail=str(exc)))
-                continue
-            if sc.count == have:
-                state: State = "equal"
-            elif sc.count > have:
-                state = "more"
-            else:
-                state = "fewer"
-                # with holes, fewer than rows + holes may be the unreadable points gone
-                # (the next run retries the holes); fewer than the rows is retention
-                rows_only = have - hole_points((doc or {}).get("holes") or ())
-                if record_kept and doc is not None and sc.count < rows_only:
-                    detail = _record_kept(archive, key, doc, have, sc)
-                    out.append(ReconcileRow(parts, day, state, have, sc.count, sc.method, detail))
-                    continue
-            out.append(ReconcileRow(parts, day, state, have, sc.count, sc.method))
-    return out
+def _compare(archive: Archive, key: DayKey, counter: Counter, record_kept: bool) -> ReconcileRow:
+    """One (unit, day) of :func:`reconcile` compared with the source's count."""
+    parts, day = key.parts, key.day
+    try:
+        doc = archive.read_manifest(key)
+    except DxtError as exc:
+        return ReconcileRow(parts, day, "error", None, None, detail=str(exc))
+    have = archived_count(doc)
+    if have is None:
+        return ReconcileRow(parts, day, "missing", None, None)
+    status, why = archive.status(key)
+    if status == "corrupt":  # the manifest's count is not what the archive holds
+        detail = f"not compared: the archived day is damaged ({why}); refetch it"
+        return ReconcileRow(parts, day, "error", have, None, detail=detail)
+    try:
+        sc = counter(parts, day)
+    except DxtError as exc:
+        return ReconcileRow(parts, day, "error", have, None, detail=str(exc))
+    detail = ""
+    if sc.count == have:
+        state: State = "equal"
+    elif sc.count > have:
+        state = "more"
+    else:
+        state = "fewer"
+        # with holes, fewer than rows + holes may be the unreadable points gone (the next run
+        # retries the holes); fewer than the rows is retention
+        rows_only = have - hole_points((doc or {}).get("holes") or ())
+        if record_kept and doc is not None and sc.count < rows_only:
+            detail = _record_kept(archive, key, doc, have, sc)
+    return ReconcileRow(parts, day, state, have, sc.count, sc.method, detail)
 
 
 def _record_checks(

@@ -29,6 +29,7 @@ from dxt_core.backends.collectd_es.source import (
     iter_saved_pages,
     select_saved_hits,
 )
+from dxt_core.backends.collectd_es.tasks import OUTPUT_FORMATS, check_formats
 from dxt_core.backends.collectd_es.tokio_hdf5 import TimeGrid, TokioHdf5Writer
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.fsio import atomic_file
@@ -39,7 +40,6 @@ from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
 log = logging.getLogger("dxt_core.backends.collectd_es.archive_day")
 
 SOURCE_NAME = "collectd_es"
-OUTPUT_FORMATS: tuple[str, ...] = ("jsonl", "hdf5")
 EXTENSIONS = {"jsonl": "jsonl.gz", "hdf5": "hdf5"}
 
 
@@ -357,12 +357,8 @@ def archive_collectd_es_day(
     same JSON Lines bytes and the same HDF5 values.
     """
     check_family(family)
-    fmts = [f for f in OUTPUT_FORMATS if f in formats]
-    unknown = set(formats) - set(OUTPUT_FORMATS)
-    if unknown or not fmts:
-        raise ConfigError(
-            f"unknown output format(s) {sorted(unknown) or formats}: use jsonl and/or hdf5"
-        )
+    chosen = check_formats(formats, "formats")
+    fmts = [f for f in OUTPUT_FORMATS if f in chosen]
     unit = _FamilyDay(provider, family, day, archive, stats)
     if "hdf5" in fmts:
         check_timestep(timestep, unit.start, unit.end, "the UTC day", "DXT_COLLECTD_ES_TIMESTEP")

@@ -19,11 +19,15 @@ from dxt_core.backends.collectd_es.source import (
     FAMILIES,
     check_family,
 )
+from dxt_core.backends.collectd_es.tasks import OUTPUT_FORMATS
 from dxt_core.errors import ConfigError
 
 #: ``dxt extract collectd-es`` exports one window to one file: it writes no archive day, so
 #: ``dxt coverage`` prints the DAG's refill for missing days, never a ``dxt extract`` one.
 EXTRACTS_DAYS = False
+#: The zone every archive day of this backend is cut in (the DAG's UTC days; their manifests
+#: do not name it): ``dxt coverage`` leaves the days not over there out of its refill.
+DAY_ZONE = "UTC"
 
 
 def parse_zone(name: str) -> dt.tzinfo | None:
@@ -99,7 +103,7 @@ def add_extract_parser(subparsers: Any) -> None:
     e.add_argument("--ssds-per-node", type=int, default=4, help="HDF5 SSDs per server (4)")
     e.add_argument("--init-start", help="range of a new HDF5 file (default START)")
     e.add_argument("--init-end", help="end of a new HDF5 file's range (default END)")
-    e.add_argument("--format", choices=("jsonl", "hdf5"), default="hdf5", help="output (hdf5)")
+    e.add_argument("--format", choices=OUTPUT_FORMATS, default="hdf5", help="output (hdf5)")
     e.add_argument(
         "--input",
         help="saved pytokio JSON (list of pages of hits), .gz ok; read one page at a time",

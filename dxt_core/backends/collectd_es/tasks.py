@@ -4,7 +4,7 @@ UTC days, gzip JSON Lines and/or TOKIO HDF5 by the run's ``formats`` Param."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -17,24 +17,37 @@ if TYPE_CHECKING:
     from dxt_core.backends.collectd_es.connection import CollectdEsConnection
     from dxt_core.reconcile import Recount
 
-#: dxt_core.backends.collectd_es.archive_day.OUTPUT_FORMATS (which imports h5py's writer).
-OUTPUT_FORMATS = ("jsonl", "hdf5")
+#: The output formats, in the order an export writes them: the one list that the ``formats``
+#: setting and Param, ``dxt extract collectd-es --format`` and the export itself
+#: (:mod:`~dxt_core.backends.collectd_es.archive_day`) check against. Here, not in the export
+#: module (which imports the HDF5 writer), because the DAG's parse reads it.
+OUTPUT_FORMATS: tuple[str, ...] = ("jsonl", "hdf5")
 ENV_FORMATS = "DXT_COLLECTD_ES_FORMATS"
 ENV_FAMILIES = "DXT_COLLECTD_ES_FAMILIES"
+#: How a list setting gives several values, said in its errors.
+_COMMA_SEPARATED = " (comma-separated)"
 
 
-def _known(values: list[Any], known: tuple[str, ...], env: str) -> list[str]:
-    """The setting ``env``'s list ``values``, each one of ``known``; else an error naming the
-    variable, the unknown values and the choices."""
-    given = [str(v) for v in values]
+def _known(
+    values: Iterable[Any], known: tuple[str, ...], where: str, hint: str = _COMMA_SEPARATED
+) -> list[str]:
+    """``values`` without blank ones, when there is one at least and each is one of
+    ``known``; else an error naming ``where`` they came from (by default a list setting's
+    variable: ``hint`` says how it lists several), the unknown values and the choices."""
+    given = [v for v in (str(v).strip() for v in values) if v]
     unknown = [v for v in given if v not in known]
     if unknown or not given:
         problem = f"unknown {', '.join(map(repr, unknown))}" if unknown else "none given"
         raise ConfigError(
-            f"{env}={','.join(given)!r}: {problem}; choose from {', '.join(known)} "
-            "(comma-separated)"
+            f"{where}={','.join(given)!r}: {problem}; choose from {', '.join(known)}{hint}"
         )
     return given
+
+
+def check_formats(values: Iterable[Any], where: str) -> list[str]:
+    """``values``, in their order, when each is one of :data:`OUTPUT_FORMATS` (one at least);
+    else an error naming ``where`` they came from, the unknown ones and the formats."""
+    return _known(values, OUTPUT_FORMATS, where, hint="")
 
 
 class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
@@ -47,10 +60,9 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
     counts = True  # _count with the export's query
 
     def params(self) -> dict[str, dict[str, Any]]:
-        formats = _known(self.settings()["formats"], OUTPUT_FORMATS, ENV_FORMATS)
         return {
             "formats": {
-                "default": formats,
+                "default": self._formats_setting(),
                 "type": "array",
                 "items": {"type": "string", "enum": list(OUTPUT_FORMATS)},
                 "title": "Output formats",
@@ -72,22 +84,17 @@ class CollectdEsTasks(BackendTasks["CollectdEsConnection"]):
     def configured_parts(self) -> list[tuple[str, ...]]:
         return [(str(f),) for f in self.configured_units()]
 
+    def _formats_setting(self) -> list[str]:
+        return _known(self.settings()["formats"], OUTPUT_FORMATS, ENV_FORMATS)
+
     def output_formats(self, params: Mapping[str, Any]) -> list[str]:
         """The run's ``formats`` param, else the ``formats`` setting
         (``DXT_COLLECTD_ES_FORMATS``)."""
         chosen = params.get("formats")
         if chosen:
-            formats = (
-                [str(f).strip() for f in chosen] if isinstance(chosen, list) else [str(chosen)]
-            )
-            where = "the 'formats' param"
-        else:
-            formats = [str(f).strip() for f in self.settings()["formats"]]
-            where = ENV_FORMATS
-        formats = [f for f in formats if f]
-        if not formats or set(formats) - set(OUTPUT_FORMATS):
-            raise ConfigError(f"{where}: use jsonl and/or hdf5, not {formats}")
-        return formats
+            values = chosen if isinstance(chosen, list) else [chosen]
+            return check_formats(values, "the run's 'formats' param")
+        return self._formats_setting()
 
     def archive(
         self,
