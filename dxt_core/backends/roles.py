@@ -3,9 +3,9 @@
 
 The Airflow half (``dxt_core.airflow``) is generic: one hook built from the backend's
 connection spec, one day-end wait, one units task, one archive task, one coverage grid. Each
-backend says what differs by subclassing :class:`BackendTasks` in its ``tasks`` module and
-naming that object in its :class:`~dxt_core.backends.Backend` declaration (``tasks=``). mypy
-checks the subclass against this interface; nothing looks modules up by name at run time.
+backend says what differs by subclassing :class:`BackendTasks` in its ``tasks`` module, as
+``TASKS`` (its :class:`~dxt_core.backends.Backend` declaration's ``tasks`` role, unless that
+names another object). mypy checks the subclass against this interface.
 
 A *unit* is what one mapped archive task gets: a JSON-able value (a string, or a dict of
 strings and lists), since Airflow passes it through XCom. A backend maps it to its display
@@ -60,7 +60,8 @@ class BackendTasks(ABC, Generic[C]):
 
     A backend that can count at the source overrides :meth:`recount`: the DAG then has a
     ``reconcile_recent_days`` task that calls :meth:`reconcile` for the previous
-    ``DXT_<NAME>_RECONCILE_DAYS`` days (:func:`dxt_core.backends.reconcile_setting`).
+    ``DXT_<NAME>_RECONCILE_DAYS`` days (``common_settings(..., reconcile=True)``, in
+    :mod:`dxt_core.backends`).
 
     Every method runs inside a task process (or the coverage view), never at import time;
     import the backend's heavy modules (its source, writers) inside them.
@@ -293,8 +294,9 @@ def round_up_pow2(n: int) -> int:
 class PublishRole(Protocol):
     """``dxt publish <backend>``: what is backend-specific in turning its archive into a
     dataset (dxt_core/publish does the rest: manifests, typed sorted Parquet, the job table,
-    pseudonyms, checksums, Data Package, Croissant, datacard, records). Declared with the
-    ``publish=`` loader of the backend's :class:`~dxt_core.backends.Backend`.
+    pseudonyms, checksums, Data Package, Croissant, datacard, records). The backend's
+    :class:`~dxt_core.backends.Backend` ``publish`` role: ``PUBLISH`` in its package's
+    ``publish`` module unless ``publish=`` names another object.
 
     A *unit* is a tuple of the archive's partition values, one per :attr:`keys` (Examon's
     ``(plugin, metric)``, Prometheus' ``(metric,)``); a unit-month is
@@ -373,3 +375,72 @@ class PublishRole(Protocol):
 
     def data_path(self, um: UnitMonth) -> str:
         """The unit-month's Parquet file, relative to the dataset directory."""
+
+
+def add_series_extract_arguments(
+    parser: argparse.ArgumentParser, *, format_help: str, **window: Any
+) -> None:
+    """The options of ``dxt extract <backend>`` after what to extract, for a backend that asks
+    for a day in query windows and writes it as gzip CSV or Parquet: the days, ``--archive``,
+    ``--format`` (``format_help``), the window options (``window``: the keyword arguments of
+    :func:`dxt_core.runner.add_window_arguments`), ``--refetch``, ``--replace`` and
+    ``--quiet``."""
+    from dxt_core.runner import add_arguments, add_day_arguments, add_window_arguments
+
+    add_day_arguments(parser)
+    parser.add_argument(
+        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
+    )
+    parser.add_argument("--format", choices=SERIES_FORMATS, default="csv", help=format_help)
+    add_window_arguments(parser, **window)
+    add_arguments(parser)
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+class ZonedConnection(Protocol):
+    """What :class:`SourceSeriesTasks` reads of its connection."""
+
+    @property
+    def time_zone(self) -> str:
+        """The zone whose midnights bound the archive's days."""
+
+    @property
+    def safe_url(self) -> str:
+        """The server's URL without credentials."""
+
+
+#: A :class:`SourceSeriesTasks`' connection.
+Z = TypeVar("Z", bound=ZonedConnection)
+#: A :class:`SourceSeriesTasks`' source: a client of the server its connection points at.
+S = TypeVar("S")
+
+
+class SourceSeriesTasks(SeriesTasks[Z], Generic[Z, S]):
+    """A :class:`SeriesTasks` whose days are in its connection's ``time_zone`` and whose
+    archive task reads a unit-day through one client of the server (:meth:`open_source`)."""
+
+    @abstractmethod
+    def open_source(self, conn: Z) -> AbstractContextManager[S]:
+        """A client of the server ``conn`` points at, for one task."""
+
+    @abstractmethod
+    def archive_day(
+        self, source: S, unit: Unit, day: dt.date, archive: Archive, fmt: str
+    ) -> DayReport:
+        """Archive one unit-day from ``source`` in the format ``fmt``."""
+
+    def time_zone(self, connect: Callable[[], Z]) -> str:
+        return connect().time_zone
+
+    def archive(
+        self,
+        unit: Unit,
+        day: dt.date,
+        archive: Archive,
+        conn: Z,
+        params: Mapping[str, Any],
+    ) -> DayReport:
+        fmt = self.output_format(params)
+        with self.open_source(conn) as source:
+            log_archiving(self.unit_name(unit), day, conn.time_zone, conn.safe_url, archive.url)
+            return self.archive_day(source, unit, day, archive, fmt)

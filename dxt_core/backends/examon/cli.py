@@ -19,24 +19,27 @@ from dxt_core.backends.examon.archive_day import (
 from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_catalog, select
 from dxt_core.backends.examon.connection import SPEC, ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
+from dxt_core.backends.roles import add_series_extract_arguments
 from dxt_core.errors import ConfigError
 from dxt_core.reconcile import Counter
-from dxt_core.runner import (
-    Unit,
-    add_day_arguments,
-    add_window_arguments,
-    day_range,
-    retry_policy,
-    run_extract,
-    window_options,
-)
-from dxt_core.runner import add_arguments as add_run_arguments
+from dxt_core.runner import Unit, day_range, retry_policy, run_extract, window_options
 from dxt_core.urls import redact_url
 from dxt_core.windows import days
 
 
+def _given(args: argparse.Namespace, *flags: str) -> str:
+    """Those of ``flags`` the command line gave (``--name``: ``args.name``), joined by "and"."""
+    return " and ".join(f for f in flags if getattr(args, f.removeprefix("--")) is not None)
+
+
 def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
     if args.metric or args.plugin:
+        catalog = _given(args, "--catalog", "--plugins", "--limit")
+        if catalog:  # they choose metrics of a catalog: not to be ignored in silence
+            raise ConfigError(
+                f"--metric and --plugin name one metric instead of a catalog: drop {catalog}, "
+                f"or drop {_given(args, '--metric', '--plugin')} to archive the catalog"
+            )
         if not (args.metric and args.plugin):
             raise ConfigError("--metric and --plugin go together (or use --catalog CSV)")
         return [CatalogEntry(args.metric, args.plugin)]
@@ -170,26 +173,19 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g.add_argument("--catalog", help="catalog CSV metric,plugin (default: shipped M100 catalog)")
     g.add_argument("--plugins", help="only these plugins (comma-separated)")
     g.add_argument("--limit", type=int, help="only the first N catalog metrics")
-    g.add_argument("--metric", help="one metric (with --plugin) instead of a catalog")
+    g.add_argument(
+        "--metric",
+        help="one metric (with --plugin) instead of a catalog: not with --catalog, --plugins "
+        "or --limit",
+    )
     g.add_argument("--plugin", help="the plugin of --metric")
-    add_day_arguments(e)
-    e.add_argument(
-        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
-    )
-    e.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="csv",
-        help="csv: <plugin>/<metric>/<day>.csv.gz (default); parquet: Hive partitions "
-        "plugin=<p>/metric=<m>/<day>.parquet, zstd",
-    )
-    add_window_arguments(
+    add_series_extract_arguments(
         e,
+        format_help="csv: <plugin>/<metric>/<day>.csv.gz (default); parquet: Hive partitions "
+        "plugin=<p>/metric=<m>/<day>.parquet, zstd",
         workers=4,
         window_s=900,
         min_window_help="smallest split window and row block, seconds (default 300)",
         target_points=100_000,
     )
-    add_run_arguments(e)
-    e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_examon)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.client import rate_limited
@@ -55,32 +56,41 @@ __all__ = [  # besides what is defined here, for the code that imports it from t
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class _Fetch:
+    """What the queries of one :meth:`KairosDBSource.iter_batches` share: the metric, its
+    series' tag keys, the request counters and the counts of what the queries drop."""
+
+    entry: CatalogEntry
+    schema: SeriesSchema
+    stats: RequestStats
+    counts: QueryCounts
+
+
 class KairosDBSource(TagKeys, KairosDBCounts):
     """Reads Examon metrics from KairosDB, one metric and window at a time."""
 
     def query(
         self,
-        entry: CatalogEntry,
+        fetch: _Fetch,
         start_ms: int,
         end_ms: int,
-        schema: SeriesSchema,
-        stats: RequestStats | None = None,
-        counts: QueryCounts | None = None,
         *,
         series: dict[str, str] | None = None,
         at_floor: bool = False,
     ) -> SeriesBatch:
         """One query for ``[start_ms, end_ms)``; series ordered by their tag values.
 
-        Points outside the window are dropped and counted in ``counts``. ``series`` narrows
-        the query to the series with these tag values. ``at_floor``: the window cannot be
-        split further, so a read timeout is retried with backoff (as a 503 is) instead of
-        being read as "too large".
+        Points outside the window are dropped and counted in ``fetch.counts``. ``series``
+        narrows the query to the series with these tag values. ``at_floor``: the window
+        cannot be split further, so a read timeout is retried with backoff (as a 503 is)
+        instead of being read as "too large".
 
         Raises:
             SourceError: the answer holds a value that is not a JSON number or string.
             UnreadablePoint: the server cannot serialise a point of the window (NaN).
         """
+        entry, schema, stats = fetch.entry, fetch.schema, fetch.stats
         body = self._body(entry, start_ms, end_ms, schema.tag_keys)
         if series:
             body["metrics"][0]["tags"] = {
@@ -113,8 +123,7 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         batch.series, dropped = decode_series(raw, url, where, entry.metric, start_ms, end_ms)
         if dropped:
             log.warning("%s: dropped %d points outside the queried window", where, dropped)
-            if counts is not None:
-                counts.dropped_outside_window += dropped
+            fetch.counts.dropped_outside_window += dropped
         keys = schema.tag_keys
         batch.series.sort(key=lambda s: tuple(s.tags.get(k, "") for k in keys))
         return batch
@@ -129,6 +138,7 @@ class KairosDBSource(TagKeys, KairosDBCounts):
     ) -> Iterator[SeriesBatch]:
         """Fetch ``window`` as consecutive batches, adapting and splitting windows as needed."""
         stats = stats if stats is not None else RequestStats()
+        fetch = _Fetch(entry, schema, stats, counts if counts is not None else QueryCounts())
         pol = self.windows
         min_ms, max_ms = pol.min_s * 1000, pol.max_s * 1000
         cursor, end = window.start_ms, window.end_ms
@@ -137,11 +147,9 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         while cursor < end:
             stop = min(cursor + size, end)
             try:
-                batch = self.query(
-                    entry, cursor, stop, schema, stats, counts, at_floor=stop - cursor <= min_ms
-                )
+                batch = self.query(fetch, cursor, stop, at_floor=stop - cursor <= min_ms)
             except UnreadablePoint:
-                batch = self.read_around_holes(entry, cursor, stop, schema, stats, counts)
+                batch = self.read_around_holes(fetch, cursor, stop)
             except WindowTooLarge as exc:
                 if stop - cursor <= min_ms:
                     raise WindowTooLarge(
@@ -167,28 +175,19 @@ class KairosDBSource(TagKeys, KairosDBCounts):
             cursor = stop
 
     # -- unreadable points ----------------------------------------------------------------
-    def read_around_holes(
-        self,
-        entry: CatalogEntry,
-        start_ms: int,
-        end_ms: int,
-        schema: SeriesSchema,
-        stats: RequestStats | None = None,
-        counts: QueryCounts | None = None,
-    ) -> SeriesBatch:
+    def read_around_holes(self, fetch: _Fetch, start_ms: int, end_ms: int) -> SeriesBatch:
         """``[start_ms, end_ms)`` without the points the server cannot serialise.
 
         The window is halved (on whole minutes) until each unreadable part is at most
         :data:`HOLE_MS` long; there each series is asked alone (found with a ``count``
         query, which KairosDB can answer: a count is a long), and the series that still
-        fail are holes: recorded in ``counts.holes`` with the server's message and the
+        fail are holes: recorded in ``fetch.counts.holes`` with the server's message and the
         source's count of their points. Everything else is returned as one batch.
         """
-        counts = counts if counts is not None else QueryCounts()
         pieces: list[SeriesBatch] = []
-        self._around(entry, start_ms, end_ms, schema, stats, counts, pieces)
+        self._around(fetch, start_ms, end_ms, pieces)
         merged: dict[tuple[str, ...], Series] = {}
-        keys = schema.tag_keys
+        keys = fetch.schema.tag_keys
         for piece in pieces:  # in time order
             for s in piece.series:
                 k = (s.name, *(s.tags.get(t, "") for t in keys))
@@ -201,36 +200,25 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         batch.series = sorted(merged.values(), key=lambda s: tuple(s.tags.get(t, "") for t in keys))
         return batch
 
-    def _around(
-        self,
-        entry: CatalogEntry,
-        a: int,
-        b: int,
-        schema: SeriesSchema,
-        stats: RequestStats | None,
-        counts: QueryCounts,
-        pieces: list[SeriesBatch],
-    ) -> None:
+    def _around(self, fetch: _Fetch, a: int, b: int, pieces: list[SeriesBatch]) -> None:
         if b - a > HOLE_MS:
             mid = a + (b - a) // 2 // HOLE_MS * HOLE_MS
             if mid <= a:
                 mid = a + (b - a) // 2
             for lo, hi in ((a, mid), (mid, b)):
                 try:
-                    pieces.append(self.query(entry, lo, hi, schema, stats, counts, at_floor=True))
+                    pieces.append(self.query(fetch, lo, hi, at_floor=True))
                 except UnreadablePoint:
-                    if stats is not None:
-                        stats.splits += 1
-                    self._around(entry, lo, hi, schema, stats, counts, pieces)
+                    fetch.stats.splits += 1
+                    self._around(fetch, lo, hi, pieces)
             return
-        for tags, n in self.count_groups(entry, a, b, stats, schema.tag_keys):
+        entry = fetch.entry
+        for tags, n in self.count_groups(entry, a, b, fetch.stats, fetch.schema.tag_keys):
             try:
-                pieces.append(
-                    self.query(entry, a, b, schema, stats, counts, series=tags, at_floor=True)
-                )
+                pieces.append(self.query(fetch, a, b, series=tags, at_floor=True))
             except UnreadablePoint as exc:
                 message = str(exc).split(": the server cannot serialise a stored point: ", 1)[-1]
-                counts.holes.append(
+                fetch.counts.holes.append(
                     {
                         "series": tags,
                         "start": from_ms(a, self.tz).isoformat(),

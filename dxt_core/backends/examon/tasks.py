@@ -9,10 +9,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
-    SeriesTasks,
+    SourceSeriesTasks,
     Unit,
     log,
-    log_archiving,
     round_up_pow2,
 )
 from dxt_core.errors import ConfigError
@@ -22,10 +21,11 @@ if TYPE_CHECKING:
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.examon.catalog import ExamonOptions
     from dxt_core.backends.examon.connection import ExamonConnection
+    from dxt_core.backends.examon.source import KairosDBSource
     from dxt_core.reconcile import Recount
 
 
-class ExamonTasks(SeriesTasks["ExamonConnection"]):
+class ExamonTasks(SourceSeriesTasks["ExamonConnection", "KairosDBSource"]):
     backend = "examon"
     group = "plugin"
     units_task_id = "catalog"
@@ -74,32 +74,25 @@ class ExamonTasks(SeriesTasks["ExamonConnection"]):
         s = self.settings()
         return [examon_parts(e, str(s["format"])) for e in load_catalog(s["catalog"] or None)]
 
-    def time_zone(self, connect: Callable[[], ExamonConnection]) -> str:
-        return connect().time_zone
-
     def options(self) -> ExamonOptions:
         from dxt_core.backends.examon.catalog import ExamonOptions
 
         path = self.settings()["options"]
         return ExamonOptions.from_toml(path) if path else ExamonOptions()
 
-    def archive(
-        self,
-        unit: Unit,
-        day: dt.date,
-        archive: Archive,
-        conn: ExamonConnection,
-        params: Mapping[str, Any],
+    def open_source(self, conn: ExamonConnection) -> KairosDBSource:
+        from dxt_core.backends.examon.source import KairosDBSource
+
+        return KairosDBSource(conn, options=self.options())
+
+    def archive_day(
+        self, source: KairosDBSource, unit: Unit, day: dt.date, archive: Archive, fmt: str
     ) -> DayReport:
         from dxt_core.backends.examon.archive_day import archive_examon_day
         from dxt_core.backends.examon.catalog import CatalogEntry
-        from dxt_core.backends.examon.source import KairosDBSource
 
         entry = CatalogEntry(metric=unit["metric"], plugin=unit["plugin"])
-        fmt = self.output_format(params)
-        with KairosDBSource(conn, options=self.options()) as source:
-            log_archiving(entry.key, day, conn.time_zone, conn.safe_url, archive.url)
-            return archive_examon_day(source, entry, day, archive, fmt=fmt)
+        return archive_examon_day(source, entry, day, archive, fmt=fmt)
 
     @contextmanager
     def recount(
@@ -107,10 +100,9 @@ class ExamonTasks(SeriesTasks["ExamonConnection"]):
     ) -> Iterator[Recount]:
         from dxt_core.backends.examon.archive_day import examon_recount
         from dxt_core.backends.examon.catalog import load_catalog
-        from dxt_core.backends.examon.source import KairosDBSource
 
         entries = load_catalog(self.settings()["catalog"] or None)
-        with KairosDBSource(conn, options=self.options()) as source:
+        with self.open_source(conn) as source:
             yield examon_recount(source, entries, archive, self.output_format(params))
 
     preload_modules = (".archive_day", ".source")

@@ -11,7 +11,6 @@ from collections.abc import Iterator, Mapping
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.backends.prometheus.archive_day import (
-    FORMATS,
     SOURCE,
     archive_prometheus_day,
     archived_entry,
@@ -23,18 +22,10 @@ from dxt_core.backends.prometheus.archive_day import (
 from dxt_core.backends.prometheus.catalog import CatalogEntry, from_names, load_catalog
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
+from dxt_core.backends.roles import add_series_extract_arguments
 from dxt_core.errors import ConfigError
 from dxt_core.reconcile import Counter
-from dxt_core.runner import (
-    Unit,
-    add_day_arguments,
-    add_window_arguments,
-    day_range,
-    retry_policy,
-    run_extract,
-    window_options,
-)
-from dxt_core.runner import add_arguments as add_run_arguments
+from dxt_core.runner import Unit, day_range, retry_policy, run_extract, window_options
 from dxt_core.windows import Window, day_window, days, parse_day
 
 
@@ -193,13 +184,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g = e.add_argument_group("what to extract")
     g.add_argument("--catalog", help="file: one metric name or NAME = SELECTOR a line")
     g.add_argument("--metrics", help="comma-separated metric names (default: all listed)")
-    add_day_arguments(e)
-    e.add_argument(
-        "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
-    )
-    e.add_argument("--format", choices=FORMATS, default="csv", help="csv (default) or parquet")
-    add_window_arguments(
+    add_series_extract_arguments(
         e,
+        format_help="csv (default) or parquet",
         workers=2,
         window_s=3600,
         min_window_help="smallest time window before a refused query is split by series "
@@ -212,8 +199,6 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "aims at this divided by the windows in flight (--in-flight), so the peak memory "
         "does not grow with them",
     )
-    add_run_arguments(e)
-    e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_extract_prometheus)
 
 

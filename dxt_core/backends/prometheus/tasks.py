@@ -10,11 +10,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.backends.roles import (
-    SeriesTasks,
+    SourceSeriesTasks,
     Unit,
     check_map_length,
     log,
-    log_archiving,
 )
 from dxt_core.errors import ConfigError
 
@@ -23,10 +22,11 @@ if TYPE_CHECKING:
     from dxt_core.archive_day import DayReport
     from dxt_core.backends.prometheus.catalog import CatalogEntry
     from dxt_core.backends.prometheus.connection import PrometheusConnection
+    from dxt_core.backends.prometheus.source import PrometheusSource
     from dxt_core.reconcile import Recount
 
 
-class PrometheusTasks(SeriesTasks["PrometheusConnection"]):
+class PrometheusTasks(SourceSeriesTasks["PrometheusConnection", "PrometheusSource"]):
     backend = "prometheus"
     group = "metric"
     units_task_id = "units"
@@ -55,10 +55,8 @@ class PrometheusTasks(SeriesTasks["PrometheusConnection"]):
     ) -> list[Unit]:
         """The catalog's units; without one, every metric name the server lists (a catalog
         metric the server does not know fails here, naming the closest names)."""
-        from dxt_core.backends.prometheus.source import PrometheusSource
-
         found = self.configured_units()
-        with PrometheusSource(connect()) as source:
+        with self.open_source(connect()) as source:
             if found:
                 for u in found:
                     if u["metric"] == u["selector"]:
@@ -86,26 +84,19 @@ class PrometheusTasks(SeriesTasks["PrometheusConnection"]):
     def configured_parts(self) -> list[tuple[str, ...]]:
         return [(e.name,) for e in self.entries()]
 
-    def time_zone(self, connect: Callable[[], PrometheusConnection]) -> str:
-        return connect().time_zone
+    def open_source(self, conn: PrometheusConnection) -> PrometheusSource:
+        from dxt_core.backends.prometheus.source import PrometheusSource
 
-    def archive(
-        self,
-        unit: Unit,
-        day: dt.date,
-        archive: Archive,
-        conn: PrometheusConnection,
-        params: Mapping[str, Any],
+        return PrometheusSource(conn)
+
+    def archive_day(
+        self, source: PrometheusSource, unit: Unit, day: dt.date, archive: Archive, fmt: str
     ) -> DayReport:
         from dxt_core.backends.prometheus.archive_day import archive_prometheus_day
         from dxt_core.backends.prometheus.catalog import CatalogEntry
-        from dxt_core.backends.prometheus.source import PrometheusSource
 
         e = CatalogEntry(str(unit["metric"]), str(unit.get("selector") or unit["metric"]))
-        fmt = self.output_format(params)
-        with PrometheusSource(conn) as source:
-            log_archiving(e.name, day, conn.time_zone, conn.safe_url, archive.url)
-            return archive_prometheus_day(source, e, day, archive, fmt=fmt)
+        return archive_prometheus_day(source, e, day, archive, fmt=fmt)
 
     @contextmanager
     def recount(
@@ -119,10 +110,9 @@ class PrometheusTasks(SeriesTasks["PrometheusConnection"]):
             prometheus_parts,
             prometheus_recount,
         )
-        from dxt_core.backends.prometheus.source import PrometheusSource
 
         units = [prometheus_parts(e) for e in self.entries()] or archived_units(archive)
-        with PrometheusSource(conn) as source:
+        with self.open_source(conn) as source:
             yield prometheus_recount(source, units, archive, self.output_format(params))
 
     preload_modules = (".archive_day", ".source")

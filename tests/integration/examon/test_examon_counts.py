@@ -259,13 +259,15 @@ def test_a_stored_nan_costs_one_series_minute(
 
     # a rerun retries the hole (the day is not complete while it has one) and fills it
     httpx.delete(f"{sim.url}/_sim/points", timeout=10).raise_for_status()
-    common = ["--archive", str(tmp_path), "--catalog", str(catalog), "--metric", "ambient"]
     out = dxt(
         "extract",
         "examon",
         "--url",
         sim.url,
-        *common,
+        "--archive",
+        str(tmp_path),
+        "--metric",
+        "ambient",
         "--plugin",
         "ipmi_pub",
         "--start-day",
