@@ -6,8 +6,10 @@ of a backend that reads a unit-day through one client of its server
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,34 @@ from dxt_core.cli import build_parser
 from dxt_core.errors import ConfigError
 
 DAY = dt.date(2020, 3, 9)
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def task_lines() -> Iterator[list[str]]:
+    """The archive task's log lines, from a handler on its own logger: once a test in the
+    same worker has imported Airflow, its structlog setup sends records to stdout, not to
+    the root logger where caplog listens."""
+    from dxt_core.backends.roles import log
+
+    lines, level = _Lines(), log.level
+    log.addHandler(lines)
+    log.setLevel(logging.INFO)
+    try:
+        yield lines.messages
+    finally:
+        log.removeHandler(lines)
+        log.setLevel(level)
+
+
 DOWN = "http://127.0.0.1:9"  # nothing listens; no test here asks it anything
 
 
@@ -79,14 +109,14 @@ class Tasks(SourceSeriesTasks[Conn, Client]):
 
 @pytest.mark.parametrize(("params", "fmt"), [({}, "csv"), ({"format": "parquet"}, "parquet")])
 def test_the_archive_task_opens_a_client_logs_the_unit_day_and_closes_it(
-    params: dict[str, str], fmt: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    params: dict[str, str], fmt: str, tmp_path: Path
 ) -> None:
     tasks, archive = Tasks(), Archive(tmp_path)
     unit = {"plugin": "ipmi_pub", "metric": "ambient"}
-    with caplog.at_level(logging.INFO, logger="dxt_core.airflow"):
+    with task_lines() as messages:
         assert tasks.archive(unit, DAY, archive, Conn(), params) == "report"
     assert tasks.calls == [(["open"], unit, DAY, archive, fmt)]  # inside the open client
-    assert caplog.messages == [
+    assert messages == [
         f"archiving ipmi_pub/ambient for 2020-03-09 (Europe/Rome) from http://server.example "
         f"into {archive.url}"
     ]
@@ -103,7 +133,7 @@ def test_a_bad_format_param_fails_before_the_client_opens(tmp_path: Path) -> Non
 
 
 def test_examon_archives_a_catalog_unit_through_its_kairosdb_source(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import dxt_core.backends.examon.archive_day as examon_day
 
@@ -112,7 +142,7 @@ def test_examon_archives_a_catalog_unit_through_its_kairosdb_source(
         examon_day, "archive_examon_day", lambda *a, **kw: seen.append((*a, kw)) or "done"
     )
     conn, archive = ExamonConnection(url=DOWN, time_zone="UTC"), Archive(tmp_path)
-    with caplog.at_level(logging.INFO, logger="dxt_core.airflow"):
+    with task_lines() as messages:
         unit = {"metric": "ambient", "plugin": "ipmi_pub"}
         assert EXAMON.archive(unit, DAY, archive, conn, {"format": "parquet"}) == "done"
     [(source, entry, day, into, kw)] = seen
@@ -123,7 +153,7 @@ def test_examon_archives_a_catalog_unit_through_its_kairosdb_source(
         archive,
         {"fmt": "parquet"},
     )
-    assert caplog.messages == [
+    assert messages == [
         f"archiving ipmi_pub/ambient for 2020-03-09 (UTC) from {DOWN} into {archive.url}"
     ]
     assert EXAMON.time_zone(lambda: conn) == "UTC"
@@ -142,7 +172,6 @@ def test_prometheus_archives_a_unit_through_its_source(
     entry: PrometheusEntry,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     import dxt_core.backends.prometheus.archive_day as prometheus_day
 
@@ -151,13 +180,13 @@ def test_prometheus_archives_a_unit_through_its_source(
         prometheus_day, "archive_prometheus_day", lambda *a, **kw: seen.append((*a, kw)) or "done"
     )
     conn, archive = PrometheusConnection(url=DOWN), Archive(tmp_path)
-    with caplog.at_level(logging.INFO, logger="dxt_core.airflow"):
+    with task_lines() as messages:
         assert PROMETHEUS.archive(unit, DAY, archive, conn, {}) == "done"
     [(source, got, day, into, kw)] = seen
     assert isinstance(source, PrometheusSource) and source.conn is conn
     assert (got, day, into, kw) == (entry, DAY, archive, {"fmt": "csv"})
     zone = conn.time_zone
-    assert caplog.messages == [
+    assert messages == [
         f"archiving {entry.name} for 2020-03-09 ({zone}) from {DOWN} into {archive.url}"
     ]
 
