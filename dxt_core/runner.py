@@ -418,6 +418,10 @@ def _collect(
             traceback.print_exception(exc, file=err)
 
 
+#: Units named on the line of the units that failed with a run-wide error.
+_NAMED = 8
+
+
 def _print_summary(
     outcome: _Outcome, skipped: int, archive: Archive, out: TextIO, err: TextIO
 ) -> None:
@@ -428,8 +432,8 @@ def _print_summary(
     empty = sum(1 for r in reports if r.status == "empty")
     not_over = sum(1 for r in reports if NOT_OVER in r.extra)
     early = (
-        f" ({not_over} of them not over yet: what the source holds so far, fetched again "
-        "by the next run)"
+        f", {not_over} of the archived and empty days not over yet (what the source holds "
+        "so far, fetched again by the next run)"
         if not_over
         else ""
     )
@@ -448,7 +452,16 @@ def _print_summary(
         f"{archive.url}",
         file=out,
     )
+    # The units in flight when a run-wide error came failed with it too: their lines would
+    # repeat the error, which the run says once after the summary.
+    wide = outcome.stopped_by if not outcome.interrupted else None
+    same = [u for u, msg in failures if msg == wide]
     for u, msg in sorted(failures, key=lambda f: (f[0].key.day, f[0].label)):
-        print(f"FAILED {u.label} {u.key.day}: {msg}", file=err)
+        if msg != wide:
+            print(f"FAILED {u.label} {u.key.day}: {msg}", file=err)
+    if same:
+        named = ", ".join(f"{u.label} {u.key.day}" for u in same[:_NAMED])
+        more = f" and {len(same) - _NAMED} more" if len(same) > _NAMED else ""
+        print(f"FAILED {named}{more}: the run-wide error below", file=err)
     for u in abandoned:
         print(f"INTERRUPTED {u.label} {u.key.day}: abandoned in flight, not archived", file=err)

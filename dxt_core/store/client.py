@@ -181,15 +181,20 @@ class S3Client:
                 "NotImplemented": "this S3 server lacks a feature the archive needs "
                 "(conditional writes: If-None-Match / If-Match)",
             }.get(code, "")
-            return ArchiveError(
+            error = ArchiveError(
                 f"cannot {action} {where}: {code or status} {err.get('Message', '')}".rstrip()
                 + (f"; {hint}" if hint else "")
             )
+            # the bucket or the credentials: every unit of a run would fail the same way
+            error.run_wide = bool(hint)
+            return error
         if isinstance(exc, NoCredentialsError):
-            return ArchiveError(
+            error = ArchiveError(
                 f"cannot {action} {where}: no AWS credentials; set AWS_ACCESS_KEY_ID and "
                 "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or an Airflow connection)"
             )
+            error.run_wide = True
+            return error
         if isinstance(exc, EndpointConnectionError):
             return ArchiveError(
                 f"cannot {action} {where}: {redact_text(str(exc))}; check AWS_ENDPOINT_URL "

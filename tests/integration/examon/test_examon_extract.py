@@ -532,7 +532,10 @@ def test_a_day_not_over_is_archived_so_far_and_fetched_again_by_the_next_run(exa
     )
     first = _dxt(*argv)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "(1 of them not over yet: what the source holds so far" in first.stdout
+    assert (
+        "0 empty, 1 of the archived and empty days not over yet (what the source holds"
+        in first.stdout
+    )
     doc = json.loads((tmp_path / f"examon/ipmi_pub/ambient/{today}.manifest.json").read_text())
     assert doc["day_not_over"]["zone"] == "Europe/Rome"
     assert doc["day_not_over"]["ends"] > dt.datetime.now(dt.UTC).isoformat()

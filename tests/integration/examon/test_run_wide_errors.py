@@ -75,3 +75,20 @@ def test_another_zone_and_a_file_root_stop_at_once(
     assert root_file.returncode == 2, root_file.stdout + root_file.stderr
     assert f"archive root {afile} is not a directory" in root_file.stderr
     assert afile.read_text() == "not an archive"
+
+
+def test_the_units_in_flight_do_not_repeat_the_run_wide_error(
+    locked_sim: SimulatorProcess, small_catalog: Path, tmp_path: Path
+) -> None:
+    # four workers: the metric-days in flight when the first refusal came fail with it too
+    out = dxt(
+        "extract", "examon", "--url", locked_sim.url, "--user", "alice", "--catalog",
+        str(small_catalog), *DAY, "--end-day", "2020-03-12", "--workers", "4",
+        "--archive", str(tmp_path), "-q", password="wrong-Pa55",
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    error = next(x for x in out.stderr.splitlines() if x.startswith("dxt: error: "))
+    said = error.removeprefix("dxt: error: ")
+    assert out.stderr.count(said) == 1, out.stderr  # before: once per unit in flight, too
+    (failed,) = [x for x in out.stderr.splitlines() if x.startswith("FAILED ")]
+    assert failed.endswith(": the run-wide error below"), failed

@@ -177,6 +177,19 @@ def test_extract_examon_to_s3_then_rerun_byte_identical_and_verify(
     assert plain["counts"]["corrupt"] == 1
 
 
+def test_a_missing_bucket_stops_the_run_at_the_first_unit(
+    examon_sim, small_catalog, s3_server, s3_env, tmp_path
+):
+    # Before: one FAILED line per metric-day (811 a day with the shipped catalog), exit 1.
+    out = extract(examon_sim.url, small_catalog, "s3://no-such-bucket/m100", s3_env, tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    said = out.stdout + out.stderr
+    assert "NoSuchBucket" in said and "create the bucket, or fix the archive root" in said
+    assert "not started (stopped at a run-wide error)" in said
+    units = sum(1 for line in small_catalog.read_text().splitlines()[1:] if line.strip())
+    assert said.count("FAILED") < units, said
+
+
 def test_coverage_reads_one_listing_and_one_index_object_per_unit(
     examon_sim, bucket, s3_server, s3_env, tmp_path, request
 ):
