@@ -86,6 +86,11 @@ class DayKey:
         return f"{'/'.join((self.source, *self.parts))} {self.day.isoformat()}"
 
 
+def _holds_file(directory: Path) -> bool:
+    """Whether a file lies anywhere under ``directory`` (stops at the first)."""
+    return any(files for _, _, files in os.walk(directory))
+
+
 class Archive:
     """An archive rooted at ``root``.
 
@@ -136,12 +141,16 @@ class Archive:
         return top.is_dir() and next(top.rglob(f"*{MANIFEST_SUFFIX}"), None) is not None
 
     def subdirectories(self, *parts: str) -> list[str]:
-        """The sorted names of the directories under ``<root>/<parts>/`` (on S3, the common
-        prefixes under ``<prefix>/<parts>/``), hidden ones (``.name``) left out."""
+        """The sorted names of the directories under ``<root>/<parts>/`` that hold a file (on
+        S3, the common prefixes under ``<prefix>/<parts>/``, which exist only while an
+        object lies under them), hidden ones (``.name``) left out: a unit's folder left
+        empty by a day that failed is not a unit the archive holds."""
         top = self.root.joinpath(*parts)
         if not top.is_dir():
             return []
-        return sorted(p.name for p in top.iterdir() if p.is_dir() and p.name[:1] != ".")
+        return sorted(
+            p.name for p in top.iterdir() if p.is_dir() and p.name[:1] != "." and _holds_file(p)
+        )
 
     def data_path(self, key: DayKey, extension: str) -> Path:
         return self.directory(key) / f"{key.day.isoformat()}.{extension}"

@@ -487,3 +487,17 @@ def test_a_read_only_archive(tmp_path):
     assert line.startswith("ArchiveError: cannot create directory ")
     assert str(root / "examon") in line and "Permission denied" in line
     assert "make the archive writable" in line and "\n" not in line
+
+
+def test_a_unit_folder_left_empty_by_a_failed_day_is_not_listed(tmp_path):
+    # A day that failed leaves its unit's folder empty; listed, it became a unit of
+    # `dxt coverage prometheus` (no --catalog) whose refill the server refused.
+    archive = Archive(tmp_path)
+    (tmp_path / "prometheus" / "failed").mkdir(parents=True)
+    (tmp_path / "prometheus" / "up").mkdir()
+    (tmp_path / "prometheus" / "up" / "2024-01-01.csv.gz").write_bytes(b"x")
+    (tmp_path / "examon" / "ipmi_pub" / "ambient").mkdir(parents=True)
+    (tmp_path / "examon" / "ipmi_pub" / "ambient" / "2024-01-01.manifest.json").write_text("{}")
+    (tmp_path / "examon" / "plugin=x" / "metric=y").mkdir(parents=True)
+    assert archive.subdirectories("prometheus") == ["up"]
+    assert archive.subdirectories("examon") == ["ipmi_pub"]  # files deeper down count
