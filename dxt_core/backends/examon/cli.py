@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import datetime as dt
 import shlex
+import sys
 from collections.abc import Iterator, Mapping
 
 from dxt_core.archive import Archive, DayKey
@@ -80,9 +81,23 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
 
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
-    """The (plugin, metric) units of the catalog, in the archive's layout for ``--format``."""
+    """The (plugin, metric) units of the catalog, in the archive's layout for ``--format``.
+
+    Without ``--catalog`` the shipped catalog is checked; when the archive holds fewer of its
+    metrics, that is said on stderr (a refill would fetch every metric of it)."""
     fmt = coverage_format(args)
-    return [examon_parts(e, fmt) for e in load_catalog(args.catalog)]
+    units: list[tuple[str, ...]] = [examon_parts(e, fmt) for e in load_catalog(args.catalog)]
+    if not args.catalog:
+        archive = Archive(args.archive)
+        held = sum(1 for p in {u[0] for u in units} for _ in archive.subdirectories("examon", p))
+        if held < len(units):
+            print(
+                f"note: no --catalog: checking the shipped M100 catalog ({len(units)} "
+                f"metrics), of which the archive holds {held}; give --catalog with the "
+                "metrics you archive (the refill commands below fetch every catalog metric)",
+                file=sys.stderr,
+            )
+    return units
 
 
 def coverage_format(args: argparse.Namespace) -> str:

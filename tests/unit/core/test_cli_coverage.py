@@ -170,3 +170,17 @@ def test_refill_commands_follow_how_the_archive_was_made(capsys, catalog, tmp_pa
         f"dxt extract examon --url http://examon:8083 --catalog {catalog} --start-day 2024-05-01 "
         f"--end-day 2024-05-02 --archive {d.root}"
     ) in out
+
+
+def test_without_catalog_the_shipped_one_is_checked_and_that_is_said(capsys, catalog, tmp_path):
+    # Archived with a catalog of one metric, checked without --catalog: the 811 metrics of the
+    # shipped catalog are reported, and the refill would fetch them all; now it is said.
+    archive_empty_day(tmp_path, ("ipmi_pub", "ambient"))
+    rc = main(["coverage", "examon", "--archive", str(tmp_path), "--start-day", "2024-05-01",
+               "--end-day", "2024-05-01"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "no --catalog: checking the shipped M100 catalog (811 metrics)" in err
+    assert "of which the archive holds 1" in err
+    rc, _, err = coverage(capsys, tmp_path, catalog, backend="examon")
+    assert "no --catalog" not in err
