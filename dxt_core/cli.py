@@ -19,9 +19,9 @@ from dxt_core._version import __version__
 from dxt_core.archive import Archive
 from dxt_core.coverage import coverage
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
-from dxt_core.manifests import MANIFEST_SUFFIX
+from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
-from dxt_core.windows import day_window, days, parse_day, zone
+from dxt_core.windows import day_window, days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
 
@@ -277,7 +277,7 @@ def _how_made(archive: Archive, backend: Any, rows: Sequence[Any]) -> _Made:
         except (DxtError, OSError):
             continue
         read += 1
-        made.zone = made.zone or _manifest_zone(doc)
+        made.zone = made.zone or manifest_zone(doc)
         made_by = doc.get(MADE_BY) if isinstance(doc, dict) else None
         tool = made_by.get("tool") if isinstance(made_by, dict) else None
         made.tools.add(str(tool) if tool else "unknown")
@@ -288,23 +288,6 @@ def _how_made(archive: Archive, backend: Any, rows: Sequence[Any]) -> _Made:
             if logical and logical[:10] != r.day.isoformat():
                 made.runs[(r.day, str(made_by.get("run_id")))] = logical
     return made
-
-
-def _manifest_zone(doc: Any) -> str | None:
-    """The zone a manifest's day is cut in (its ``day_definition``, else the ``time_zone``
-    of a manifest older than that), None when it names none or no zone there is."""
-    if not isinstance(doc, dict):
-        return None
-    definition = doc.get("day_definition")
-    name = definition.get("time_zone") if isinstance(definition, dict) else None
-    name = name if isinstance(name, str) else doc.get("time_zone")
-    if not isinstance(name, str) or not name:
-        return None
-    try:
-        zone(name)
-    except ConfigError:
-        return None
-    return name
 
 
 #: The zone whose days end last (UTC-12; the ``Etc`` names have the sign reversed): a day over

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dxt_core._version import __version__
+from dxt_core.errors import ConfigError
 from dxt_core.paths import check_path_component
+from dxt_core.windows import zone
 
 if TYPE_CHECKING:
     from dxt_core.archive import DayKey
@@ -186,3 +188,20 @@ def recovered_manifest(files: list[dict[str, Any]], recovered_from: str) -> dict
     if "sha256" in main:
         doc["sha256"] = main["sha256"]
     return doc
+
+
+def manifest_zone(doc: Any) -> str | None:
+    """The zone a manifest's day is cut in (its ``day_definition``, else the ``time_zone``
+    of a manifest older than that), None when it names none or no zone there is."""
+    if not isinstance(doc, dict):
+        return None
+    definition = doc.get("day_definition")
+    name = definition.get("time_zone") if isinstance(definition, dict) else None
+    name = name if isinstance(name, str) else doc.get("time_zone")
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        zone(name)
+    except ConfigError:
+        return None
+    return name

@@ -10,7 +10,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dxt_core.archive import Archive, DayKey
@@ -25,8 +25,9 @@ from dxt_core.backends.kwollect.source import (
     check_options,
     parse_nodes,
 )
-from dxt_core.errors import ConfigError
+from dxt_core.errors import ConfigError, DxtError
 from dxt_core.http import RequestStats
+from dxt_core.manifests import manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, Unit, day_range, run_units
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.urls import redact_url
@@ -97,6 +98,14 @@ def _archive(
     metrics = _split(args.metrics) or None
     if not args.start_day:
         raise ConfigError("--archive needs --start-day (and optionally --end-day)")
+    if not _split(args.nodes) and not _split(args.clusters):
+        # said here, in the command line's words: the archive settings' own message names
+        # the DAG's DXT_KWOLLECT_* variables, which this command does not read
+        raise ConfigError(
+            "--archive needs the nodes or clusters to archive: give --nodes (comma-separated, "
+            "e.g. nova-1.lyon.grid5000.fr or nova-1.lyon) and/or --clusters (site/cluster, "
+            "e.g. lyon/nova)"
+        )
     clusters = []
     for c in _split(args.clusters):
         site, sep, cluster = c.partition("/")
@@ -299,17 +308,117 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Any]:
 def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
     """The ``dxt extract kwollect`` command that refetches one (site, metric) over the days."""
     site, metric = parts
-    doc = Archive(args.archive).read_manifest(DayKey("kwollect", parts, parse_day(first))) or {}
+    doc = _read(Archive(args.archive), parts, parse_day(first)) or {}
     words = ["dxt", "extract", "kwollect", "--archive", args.archive]
-    url = getattr(args, "api_url", None) or getattr(args, "url", None)
-    if url:
-        words += ["--api-url", redact_url(url)]
-    if getattr(args, "no_verify_tls", False):
-        words.append("--no-verify-tls")
-    words += ["--nodes", ",".join(f"{n}.{site}" for n in doc.get("nodes") or []) or "NODES"]
-    words += ["--metrics", metric, "--tz", str(doc.get("time_zone") or DEFAULT_TIME_ZONE)]
+    words += _connection_words(args, [doc])
+    words += ["--nodes", ",".join(_node_names(doc, site)) or "NODES"]
+    words += ["--metrics", metric, "--tz", _day_zone([doc]) or DEFAULT_TIME_ZONE]
     words += ["--start-day", first, "--end-day", last, "--refetch"]
     return shlex.join(words)
+
+
+def refill_options(
+    args: argparse.Namespace,
+    manifest: dict[str, object] | None,
+    units: Mapping[tuple[str, ...], dt.date | None] | None = None,
+) -> str:
+    """The ``dxt extract kwollect`` options that refill ``units`` (the (site, metric) units
+    with missing or corrupt days -> a day of it that has a manifest, or None), as their
+    manifests say they were archived: the API (``source_url``, stored without credentials,
+    unless coverage was given ``--api-url``; its ``--user``, the password left to
+    ``DXT_KWOLLECT_PASSWORD``), each site's nodes (clusters are recorded resolved to their
+    nodes), the units' metrics and the zone the days are cut in when it is not the default.
+
+    A site whose nodes no manifest read names gets the placeholder ``<SITE>_NODES`` in
+    ``--nodes`` (an API URL none names: ``URL``), so that the command cannot archive other
+    nodes than the archive's. The command archives every (site, metric) of those sites and
+    metrics over its days; the units not in ``units`` have all their days archived there
+    and are skipped."""
+    archive = Archive(args.archive)
+    bad = dict(units or {})
+    docs: list[dict[str, Any]] = [manifest] if manifest else []
+    nodes: dict[str, dict[str, None]] = {}
+    for parts, day in sorted(bad.items()):
+        doc = _read(archive, parts, day) if day else None
+        if doc:
+            docs.append(doc)
+            nodes.setdefault(parts[0], {}).update(dict.fromkeys(_node_names(doc, parts[0])))
+    sites = sorted({parts[0] for parts in bad})
+    for site in [s for s in sites if not nodes.get(s)]:
+        names = _site_nodes(args, archive, site, bad, manifest)
+        if names:
+            nodes[site] = dict.fromkeys(names)
+    words = _connection_words(args, docs)
+    if sites:
+        words += [
+            "--nodes",
+            ",".join(n for s in sites for n in nodes.get(s) or [f"{s.upper()}_NODES"]),
+        ]
+    metrics = sorted({parts[1] for parts in bad}) or _split(getattr(args, "metrics", None))
+    if metrics:
+        words += ["--metrics", ",".join(metrics)]
+    day_zone = _day_zone(docs)
+    if day_zone and day_zone != DEFAULT_TIME_ZONE:
+        words += ["--tz", day_zone]
+    return shlex.join(words)
+
+
+def _read(archive: Archive, parts: tuple[str, ...], day: dt.date) -> dict[str, Any] | None:
+    """The manifest of ``parts`` on ``day``; None when there is none or it cannot be read
+    (the coverage report already says which)."""
+    try:
+        doc = archive.read_manifest(DayKey("kwollect", parts, day))
+    except (DxtError, OSError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _node_names(doc: Mapping[str, Any], site: str) -> list[str]:
+    """The nodes a manifest names (short names of ``site``), as ``--nodes`` takes them."""
+    names = doc.get("nodes")
+    if not isinstance(names, list):
+        return []
+    return [n if "." in n else f"{n}.{site}" for n in names if isinstance(n, str) and n]
+
+
+def _site_nodes(
+    args: argparse.Namespace,
+    archive: Archive,
+    site: str,
+    bad: Mapping[tuple[str, ...], dt.date | None],
+    sample: Mapping[str, Any] | None,
+) -> list[str]:
+    """``site``'s nodes when none of its units to refill has a manifest in the range: from
+    the site's complete units (every day of the range has a manifest: its first is read),
+    else from the sample manifest when it is of that site."""
+    first = parse_day(args.start_day)
+    for parts in coverage_units(args):
+        if parts[0] == site and parts not in bad:
+            names = _node_names(_read(archive, parts, first) or {}, site)
+            if names:
+                return names
+    if sample and sample.get("site") == site:
+        return _node_names(sample, site)
+    return []
+
+
+def _connection_words(args: argparse.Namespace, docs: list[dict[str, Any]]) -> list[str]:
+    """``--api-url`` (the one given to coverage, else the manifests' ``source_url``, else
+    ``URL``), ``--user`` and ``--no-verify-tls`` as given: never a password."""
+    recorded = [d["source_url"] for d in docs if isinstance(d.get("source_url"), str)]
+    given = getattr(args, "api_url", None) or getattr(args, "url", None)
+    url = given or next((u for u in recorded if u), None)
+    words = ["--api-url", redact_url(url) if url else "URL"]
+    if getattr(args, "user", None):
+        words += ["--user", str(args.user)]
+    if getattr(args, "no_verify_tls", False):
+        words.append("--no-verify-tls")
+    return words
+
+
+def _day_zone(docs: list[dict[str, Any]]) -> str | None:
+    """The zone the manifests' days are cut in (the first that names one)."""
+    return next((z for z in map(manifest_zone, docs) if z), None)
 
 
 __all__ = [
@@ -318,4 +427,6 @@ __all__ = [
     "cmd_extract_kwollect",
     "coverage_units",
     "describe_parts",
+    "refetch_command",
+    "refill_options",
 ]
