@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from dxt_core.coverage import coverage
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
+from dxt_core.urls import redact_url
 from dxt_core.windows import day_window, days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
@@ -179,7 +181,7 @@ def print_refill_commands(
             bad_days,
             lambda a, b: (
                 f"dxt extract {backend.command} {opts} --start-day {a} --end-day {b} "
-                f"--archive {args.archive}"
+                f"--archive {shlex.quote(redact_url(args.archive))}"
             ),
         )
         _print_refetch_corrupt(args, cli, rows)

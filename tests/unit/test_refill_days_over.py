@@ -158,3 +158,17 @@ def test_collectd_days_are_utc_days_and_the_future_is_left_out(
     assert first < to_date <= today  # today only if UTC midnight passed while it ran
     assert "day(s) not over yet in UTC, left out of the refill commands:" in out
     assert f"..{last}; refill them once they have ended" in out
+
+
+def test_the_refill_command_quotes_an_archive_root_with_a_space(tmp_path, capsys):
+    root = tmp_path / "my archive"
+    root.mkdir()
+    with Archive(root).begin(DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2024, 5, 1))) as d:
+        d.commit({"status": "empty"})
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+    rc = main(["coverage", "examon", "--archive", str(root), "--catalog", str(catalog),
+               "--start-day", "2024-05-01", "--end-day", "2024-05-02"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 3
+    assert f"--archive '{root}'" in out, out
