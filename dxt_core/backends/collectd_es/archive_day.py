@@ -33,6 +33,7 @@ from dxt_core.backends.collectd_es.tasks import OUTPUT_FORMATS, check_formats
 from dxt_core.backends.collectd_es.tokio_hdf5 import TimeGrid, TokioHdf5Writer
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.fsio import atomic_file
+from dxt_core.http import RequestStats
 from dxt_core.reconcile import SourceCount, check_source_count, is_past
 from dxt_core.writers.base import RecordWriter, WriteResult
 from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
@@ -390,8 +391,15 @@ def archive_collectd_es_day(
             report = write_outputs(provider, [family], unit.start, unit.end, outs, timestep, True)
         unit.record(staging, report)
 
+    # the export's request counts, as every backend's report and manifest give them (filled
+    # by ``unit.record`` once the pages are read); none for saved pages (no request)
     return archive_one_day(
-        archive, unit.key, write, manifest=manifest, report_extra={"family": family}
+        archive,
+        unit.key,
+        write,
+        manifest=manifest,
+        stats=unit.requests if stats is not None else None,
+        report_extra={"family": family},
     )
 
 
@@ -409,6 +417,8 @@ class _FamilyDay:
         self.provider, self.family, self.day, self.stats = provider, family, day, stats
         self.key = DayKey(SOURCE_NAME, (family,), day)
         self.start, self.end = day_window_utc(day)
+        #: the report's request statistics: the export's (``stats``), set by :meth:`record`
+        self.requests = RequestStats()
 
     def record(self, staging: Staging, report: ExportReport) -> None:
         """The export's files, counts and the source's count in the staged day."""
@@ -428,6 +438,10 @@ class _FamilyDay:
         staging.manifest["seconds"] = round(report.seconds, 3)
         if self.stats is not None:
             staging.manifest["export"] = self.stats.as_dict()
+            made = self.stats.request_stats()
+            r = self.requests
+            r.requests, r.retries, r.splits = made.requests, made.retries, made.splits
+            r.bytes_received = made.bytes_received
         for ext, res in (("jsonl.gz", report.jsonl), ("hdf5", report.hdf5)):
             if res is not None:
                 staging.done(ext, res)

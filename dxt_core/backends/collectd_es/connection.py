@@ -364,8 +364,12 @@ class EsClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         what: str,
+        stats: RequestStats | None = None,
     ) -> tuple[int, bytes, httpx.Headers]:
         """(status, body, headers) of the answer; retries transient failures.
+
+        ``stats``, when given, gets the request's attempts, retries and bytes added (also
+        when it raises).
 
         Raises:
             QueryRejected: 401/403, or a redirect.
@@ -373,7 +377,7 @@ class EsClient:
                 when the server kept limiting the rate).
             SourceError: the answer was larger than :attr:`max_answer_bytes`.
         """
-        stats = RequestStats()
+        sent = RequestStats()
         try:
             status, data, headers = self.http.exchange(
                 method,
@@ -384,7 +388,7 @@ class EsClient:
                 # compression, as elasticsearch-py (pages are decoded at once, on loopback
                 # or a LAN: gzip costs the server and us more than it saves)
                 headers={"Accept": "application/json", "Accept-Encoding": "identity"},
-                stats=stats,
+                stats=sent,
                 context=what,
                 accept=lambda status, _: status not in RETRY_STATUS,
             )
@@ -396,7 +400,9 @@ class EsClient:
             ) from exc
         finally:
             with self._lock:
-                self.requests += stats.requests
+                self.requests += sent.requests
+                if stats is not None:
+                    stats.add(sent)
         if status in (401, 403):
             kind, reason = error_parts(data)
             hint = (

@@ -22,7 +22,7 @@ from dxt_core.backends.collectd_es.columnar_hits import ColumnarHits, decode_sea
 from dxt_core.backends.collectd_es.connection import ContextExpired, index_path
 from dxt_core.backends.collectd_es.query import Hit, Page, family_query_ms
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
-from dxt_core.http import json_answer
+from dxt_core.http import RequestStats, json_answer
 
 if TYPE_CHECKING:
     from dxt_core.backends.collectd_es.source import CollectdEsSource
@@ -39,7 +39,10 @@ class ExportStats:
     slices: int = 0
     pages: int = 0
     hits: int = 0
+    #: search requests sent, each attempt of a retried one counted
     requests: int = 0
+    #: search attempts after a transient failure (connection error, timeout, 429, 502-504)
+    retries: int = 0
     resumed: int = 0
     skipped_duplicates: int = 0
     #: hits the server sent from outside the range asked for (dropped)
@@ -48,6 +51,8 @@ class ExportStats:
     partial_retries: int = 0
     #: seconds spent waiting for (and decoding) answers, summed over slices
     request_s: float = 0.0
+    #: bytes of the search answers (as decoded by the HTTP client)
+    bytes_received: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: float) -> None:
@@ -63,12 +68,26 @@ class ExportStats:
             "pages": self.pages,
             "hits": self.hits,
             "requests": self.requests,
+            "retries": self.retries,
             "resumed": self.resumed,
             "skipped_duplicates": self.skipped_duplicates,
             "outside_window": self.outside_window,
             "partial_retries": self.partial_retries,
             "request_s": round(self.request_s, 3),
+            "bytes_received": self.bytes_received,
         }
+
+    def request_stats(self) -> RequestStats:
+        """These counts as every backend's day report gives them (:class:`RequestStats`):
+        the searches sent; as retries, the searches asked again (after a transient failure,
+        a partial page or an expired context), each also counted in the requests; no split
+        (a window is paged, never split); the bytes received."""
+        with self._lock:
+            return RequestStats(
+                requests=self.requests,
+                retries=self.retries + self.partial_retries + self.resumed,
+                bytes_received=self.bytes_received,
+            )
 
 
 class _Stop(Exception):
@@ -245,13 +264,15 @@ class _SliceReader:
         problem = ""
         attempts = self.src.retry.attempts if again else 1
         for attempt in range(1, attempts + 1):
-            t0 = time.perf_counter()
-            status, data, _ = self.client.request("POST", path, params=params, body=body, what=what)
+            t0, sent = time.perf_counter(), RequestStats()
+            status, data, _ = self.client.request(
+                "POST", path, params=params, body=body, what=what, stats=sent
+            )
             if not 200 <= status < 300:
-                self.stats.add(requests=1, request_s=time.perf_counter() - t0)
+                self._count(sent, t0)
                 raise self.client.error(status, data, path, what)
             r = self._decode(data, path, what)
-            self.stats.add(requests=1, request_s=time.perf_counter() - t0)
+            self._count(sent, t0)
             problem = shard_problem(r) or ""
             if not problem:
                 return r
@@ -272,6 +293,15 @@ class _SliceReader:
             f"{what}: {problem}, {attempts} times; the cluster is missing shards: rerun when "
             "it is green (nothing partial was archived)",
             url=self.client.url(path),
+        )
+
+    def _count(self, sent: RequestStats, t0: float) -> None:
+        """One search's HTTP attempts, retries and bytes in the export's statistics."""
+        self.stats.add(
+            requests=sent.requests,
+            retries=sent.retries,
+            bytes_received=sent.bytes_received,
+            request_s=time.perf_counter() - t0,
         )
 
     def _decode(self, data: bytes, path: str, what: str) -> Mapping[str, Any]:
