@@ -87,8 +87,22 @@ class DayKey:
 
 
 def _holds_file(directory: Path) -> bool:
-    """Whether a file lies anywhere under ``directory`` (stops at the first)."""
-    return any(files for _, _, files in os.walk(directory))
+    """Whether a file lies anywhere under ``directory``: stops at the first, so a unit's
+    folder of years of days costs one directory read, not a listing of it."""
+    pending = [str(directory)]
+    while pending:
+        below: list[str] = []
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_file():
+                        return True
+                    if entry.is_dir():
+                        below.append(entry.path)
+        except OSError:
+            continue
+        pending += below
+    return False
 
 
 class Archive:

@@ -177,6 +177,7 @@ def test_cli_parquet_and_coverage(examon_sim, small_catalog, tmp_path):
     assert "--format parquet --start-day 2020-03-10" in cov.stdout, cov.stdout
     # both layouts under examon/: the format must be named
     (tmp_path / "examon/ipmi_pub/ambient").mkdir(parents=True)
+    (tmp_path / "examon/ipmi_pub/ambient/2020-03-09.csv.gz").write_bytes(b"")  # a folder in use
     cov = dxt("coverage", "--archive", str(tmp_path), "--catalog", str(small_catalog), *days)
     assert cov.returncode == 2, cov.stdout + cov.stderr
     assert "give --format csv or --format parquet" in cov.stderr, cov.stderr
