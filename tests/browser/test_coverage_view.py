@@ -367,11 +367,17 @@ def _no_run_active(stack, timeout: float = 300) -> None:
     of 2026-12-05 met it when this test began as yesterday's scheduled run came out of its
     deferral)."""
     stack.wait(
-        lambda: all(
-            r["state"] in ("success", "failed") or _made_since(stack, r) for r in runs(stack)
+        lambda: (
+            all(r["state"] in ("success", "failed") or _made_since(stack, r) for r in runs(stack))
+            # and the scheduler has marked the backfill of those runs complete (a loop later):
+            # Airflow refuses a second running backfill of a DAG (409; CI, 2026-12-06)
+            and all(
+                b["completed_at"]
+                for b in stack.get("/api/v2/backfills?dag_id=dxt_examon")["backfills"]
+            )
         ),
         timeout,
-        "every run of dxt_examon to finish before a backfill is created",
+        "every run and backfill of dxt_examon to finish before a backfill is created",
     )
 
 
