@@ -11,14 +11,14 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dxt_core import backends as registry
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
-from dxt_core.coverage import coverage
+from dxt_core.coverage import coverage, iter_coverage
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
@@ -108,39 +108,55 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     # from the manifest index when the archive has one (--verify reads every manifest)
     if getattr(args, "reconcile", False):
         return _cmd_reconcile(args, backend, archive, units, day_list)
-    rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
     counts: dict[str, int] = {"archived": 0, "empty": 0, "missing": 0, "corrupt": 0}
+    if args.json:
+        # streamed: the rows are made, counted and written one at a time (memory does not
+        # grow with them), the counts after them
+        found = iter_coverage(archive, backend.name, units, day_list, verify=args.verify)
+
+        def json_rows() -> Iterator[dict[str, Any]]:
+            for r in found:
+                counts[r.status] += 1
+                yield {
+                    **cli.describe_parts(r.parts),
+                    "day": r.day.isoformat(),
+                    "status": r.status,
+                    "kept": r.kept,
+                    "detail": r.detail,
+                }
+
+        print_json_rows(json_rows(), lambda: counts)
+        return 3 if counts["missing"] or counts["corrupt"] else 0
+    rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
     for r in rows:
         counts[r.status] += 1
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "counts": counts,
-                    "rows": [
-                        {
-                            **cli.describe_parts(r.parts),
-                            "day": r.day.isoformat(),
-                            "status": r.status,
-                            "kept": r.kept,
-                            "detail": r.detail,
-                        }
-                        for r in rows
-                    ],
-                },
-                indent=2,
-            )
-        )
-    else:
-        _print_coverage_table(rows, day_list, args.show_all)
-        print(
-            f"\n{len(units)} units x {len(day_list)} days: "
-            + ", ".join(f"{v} {k}" for k, v in counts.items())
-        )
+    _print_coverage_table(rows, day_list, args.show_all)
+    print(
+        f"\n{len(units)} units x {len(day_list)} days: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items())
+    )
     bad_days = sorted({r.day for r in rows if r.status in ("missing", "corrupt")})
-    if bad_days and not args.json:
+    if bad_days:
         print_refill_commands(args, backend, archive, rows, bad_days)
     return 0 if not bad_days else 3
+
+
+def print_json_rows(rows: Iterable[dict[str, Any]], counts: Callable[[], dict[str, int]]) -> None:
+    """``{"rows": [...], "counts": {...}}`` on stdout, one row a line (``grep`` picks rows
+    out), written as ``rows`` yields them: the counts, taken once the rows are written, come
+    last (the same object as ``json.dumps`` of the whole, keys in another order)."""
+    out = sys.stdout
+    out.write('{"rows": [')
+    chunk: list[str] = []
+    sep = "\n"
+    for row in rows:
+        chunk.append(sep + json.dumps(row))
+        sep = ",\n"
+        if len(chunk) >= 1000:
+            out.write("".join(chunk))
+            chunk.clear()
+    out.write("".join(chunk))
+    out.write('\n],\n"counts": ' + json.dumps(counts()) + "}\n")
 
 
 #: At most this many manifests are read to learn how the archive was made.
@@ -183,8 +199,9 @@ def print_refill_commands(
                 f"dxt extract {backend.command} {opts} --start-day {a} --end-day {b} "
                 f"--archive {shlex.quote(redact_url(args.archive))}"
             ),
+            skips_done="skipping the days archived",
         )
-        _print_refetch_corrupt(args, cli, rows)
+        _print_refetch_corrupt(_with_recorded_url(args, made), cli, rows)
     if "airflow" in made.tools or unknown or not getattr(cli, "EXTRACTS_DAYS", True):
         dag_id = args.dag_id or backend.dag_id
         _print_per_range(
@@ -195,6 +212,7 @@ def print_refill_commands(
                 f"airflow backfill create --dag-id {dag_id} --from-date {a} "
                 f"--to-date {b} --reprocess-behavior failed"
             ),
+            skips_done="rerunning only the days whose runs failed or are missing",
         )
         _print_per_range(
             "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
@@ -202,15 +220,34 @@ def print_refill_commands(
             bad_days,
             lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
         )
-        for (day, run_id), logical in sorted(made.runs.items()):
+        runs = sorted(made.runs.items())
+        for (day, run_id), logical in runs[:MAX_COMMAND_LINES]:
             print(
                 f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
                 f"-y   # {day} was archived by run {run_id} (its 'day' param)"
             )
+        if len(runs) > MAX_COMMAND_LINES:
+            rest = sorted({str(logical)[:10] for _, logical in runs[MAX_COMMAND_LINES:]})
+            print(
+                f"  ... and {len(runs) - MAX_COMMAND_LINES} more days archived by runs of "
+                f"other logical dates; the same clear for the logical dates {_spans(rest)}"
+            )
 
 
-#: At most this many refetch commands are printed for corrupt days.
-_MAX_REFETCH_LINES = 20
+def _with_recorded_url(args: argparse.Namespace, made: _Made) -> argparse.Namespace:
+    """``args`` with the source URL the manifests record (stored without credentials) when
+    none was given, so that the refetch commands name the server the refill commands do."""
+    if getattr(args, "url", None) or not made.url:
+        return args
+    return argparse.Namespace(**{**vars(args), "url": made.url})
+
+
+#: At most this many lines of a kind are printed (commands of one list, corrupt days' details,
+#: groups of units not archived); the rest is counted and said where to find.
+MAX_COMMAND_LINES = 20
+
+#: How ``--json`` output is searched for the rows of one status (one row a line).
+_JSON_GREP = 'dxt coverage ... --json | grep \'"status": "{status}"\''
 
 
 def _print_refetch_corrupt(args: argparse.Namespace, cli: Any, rows: Sequence[Any]) -> None:
@@ -222,19 +259,36 @@ def _print_refetch_corrupt(args: argparse.Namespace, cli: Any, rows: Sequence[An
             by_unit.setdefault(r.parts, []).append(r.day)
     if not by_unit or not hasattr(cli, "refetch_command"):
         return
-    lines = [
-        cli.refetch_command(args, parts, a.isoformat(), b.isoformat())
-        for parts, day_list in sorted(by_unit.items())
-        for a, b in _ranges(sorted(day_list))
-    ]
     print(
         "A corrupt day whose file still has its manifest's size is skipped by those commands "
         "as archived; refetch the corrupt days with:"
     )
-    for line in lines[:_MAX_REFETCH_LINES]:
-        print(f"  {line}")
-    if len(lines) > _MAX_REFETCH_LINES:
-        print(f"  ... and {len(lines) - _MAX_REFETCH_LINES} more (dxt coverage --json lists them)")
+    _print_unit_commands(args, cli, by_unit, "corrupt")
+
+
+def _print_unit_commands(
+    args: argparse.Namespace, cli: Any, by_unit: dict[tuple[str, ...], list[dt.date]], what: str
+) -> None:
+    """``cli.refetch_command`` for each unit of ``by_unit`` and run of its days, at most
+    :data:`MAX_COMMAND_LINES`; then how many more, for how many units and days, and where
+    their rows are (the command of each follows from its unit and days)."""
+    todo = [
+        (parts, a, b)
+        for parts, day_list in sorted(by_unit.items())
+        for a, b in _ranges(sorted(set(day_list)))
+    ]
+    for parts, a, b in todo[:MAX_COMMAND_LINES]:
+        print(f"  {cli.refetch_command(args, parts, a.isoformat(), b.isoformat())}")
+    rest = todo[MAX_COMMAND_LINES:]
+    if rest:
+        units = {parts for parts, _, _ in rest}
+        day_count = sum((b - a).days + 1 for _, a, b in rest)
+        print(
+            f"  ... and {len(rest)} more, the same command for each of {len(units)} more "
+            f"unit(s) and run of days ({day_count} metric-days, "
+            f"{min(a for _, a, _ in rest)}..{max(b for _, _, b in rest)}); the {what} rows "
+            f"name each unit and day: {_JSON_GREP.format(status=what)}"
+        )
 
 
 def _bad_units(rows: Sequence[Any]) -> dict[tuple[str, ...], dt.date | None]:
@@ -261,6 +315,9 @@ class _Made:
     runs: dict[tuple[dt.date, str], str] = field(default_factory=dict)
     #: the zone the days are cut in (None: no manifest read says)
     zone: str | None = None
+    #: the source URL the manifests record (``source_url``, stored without credentials):
+    #: the sample's, else the first read's
+    url: str | None = None
 
 
 def _how_made(archive: Archive, backend: Any, rows: Sequence[Any]) -> _Made:
@@ -283,8 +340,13 @@ def _how_made(archive: Archive, backend: Any, rows: Sequence[Any]) -> _Made:
         made_by = doc.get(MADE_BY) if isinstance(doc, dict) else None
         tool = made_by.get("tool") if isinstance(made_by, dict) else None
         made.tools.add(str(tool) if tool else "unknown")
+        url = doc.get("source_url") if isinstance(doc, dict) else None
+        if isinstance(url, str) and url:
+            made.url = made.url or url
         if tool == "dxt" and made.sample is None:
             made.sample = doc
+            if isinstance(url, str) and url:
+                made.url = url
         if r.status == "corrupt" and tool == "airflow" and isinstance(made_by, dict):
             logical = str(made_by.get("logical_date") or "")
             if logical and logical[:10] != r.day.isoformat():
@@ -326,12 +388,42 @@ def _print_not_over(later: Sequence[dt.date], day_zone: str | None) -> None:
 
 
 def _print_per_range(
-    header: str, day_list: Sequence[dt.date], command: Callable[[dt.date, dt.date], str]
+    header: str,
+    day_list: Sequence[dt.date],
+    command: Callable[[dt.date, dt.date], str],
+    skips_done: str = "",
 ) -> None:
-    """``header``, then ``command(first, last)`` for each range of consecutive days."""
+    """``header``, then ``command(first, last)`` for each range of consecutive days, at most
+    :data:`MAX_COMMAND_LINES`. The rest: one command over all of them when the command
+    ``skips_done`` (says what it skips), else their ranges on one line."""
     print(header)
-    for a, b in _ranges(day_list):
+    ranges = _ranges(day_list)
+    if len(ranges) <= MAX_COMMAND_LINES:
+        for a, b in ranges:
+            print(f"  {command(a, b)}")
+        return
+    for a, b in ranges[: MAX_COMMAND_LINES - 1]:
         print(f"  {command(a, b)}")
+    rest = ranges[MAX_COMMAND_LINES - 1 :]
+    first, last = rest[0][0], rest[-1][1]
+    if skips_done:
+        print(
+            f"  # and {len(rest)} more ranges of days ({first}..{last}); this one covers "
+            f"them all, {skips_done}:"
+        )
+        print(f"  {command(first, last)}")
+    else:
+        print(
+            f"  # and {len(rest)} more ranges of days, the same command for each: "
+            + _spans([a if a == b else f"{a}..{b}" for a, b in rest])
+        )
+
+
+def _spans(names: Sequence[object]) -> str:
+    """``names`` joined, at most :data:`MAX_COMMAND_LINES` of them, then how many more."""
+    shown = ", ".join(str(n) for n in names[:MAX_COMMAND_LINES])
+    more = len(names) - MAX_COMMAND_LINES
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def _cmd_reconcile(
@@ -356,7 +448,7 @@ def _cmd_reconcile(
         counts[r.state] = counts.get(r.state, 0) + 1
     more = [r for r in rows if r.state == "more"]
     if args.json:
-        print(json.dumps({"counts": counts, "rows": [r.as_dict() for r in rows]}, indent=2))
+        print_json_rows((r.as_dict() for r in rows), lambda: counts)
     else:
         label = {
             "more": "MORE at the source (late data: refetch)",
@@ -366,15 +458,16 @@ def _cmd_reconcile(
             "equal": "equal",
         }
         for r in rows:
-            if r.state == "equal" and not r.detail:
-                continue
+            if (r.state == "equal" or r.state == "missing") and not r.detail:
+                continue  # the days not archived are summed up below, after the others
             both = (
                 f": archive {r.archive_count:,}, source {r.source_count:,}"
                 if r.archive_count is not None and r.source_count is not None
                 else ""
             )
             why = f" ({r.detail})" if r.detail else ""
-            print(f"{label[r.state]}: {'/'.join(r.parts)} {r.day}{both}{why}")
+            print(f"{label.get(r.state, r.state)}: {'/'.join(r.parts)} {r.day}{both}{why}")
+        _print_not_archived(args, backend, [r for r in rows if r.state == "missing"])
         print(
             f"\nreconciled {len(units)} units x {len(day_list)} days against the source's "
             "counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
@@ -399,9 +492,7 @@ def _cmd_reconcile(
         by_unit: dict[tuple[str, ...], list[dt.date]] = {}
         for r in more:
             by_unit.setdefault(r.parts, []).append(r.day)
-        for parts, unit_days in by_unit.items():
-            for a, b in _ranges(sorted(unit_days)):
-                print(f"  {cli.refetch_command(args, parts, a.isoformat(), b.isoformat())}")
+        _print_unit_commands(args, cli, by_unit, "more")
         _print_per_range(
             "or with Airflow (clears the days' metric tasks; they rerun and refetch):",
             sorted({r.day for r in more}),
@@ -410,6 +501,41 @@ def _cmd_reconcile(
     if more:
         return 4
     return 3 if counts.get("error") else 0
+
+
+def _print_not_archived(args: argparse.Namespace, backend: Any, missing: Sequence[Any]) -> None:
+    """The reconcile's days not archived, summed up: the units grouped by the days they lack
+    (at most :data:`MAX_COMMAND_LINES` groups), and the ``dxt coverage`` that refills them."""
+    if not missing:
+        return
+    by_unit: dict[tuple[str, ...], list[dt.date]] = {}
+    for r in missing:
+        by_unit.setdefault(r.parts, []).append(r.day)
+    groups: dict[tuple[tuple[dt.date, dt.date], ...], list[tuple[str, ...]]] = {}
+    for parts, unit_days in by_unit.items():
+        groups.setdefault(tuple(_ranges(sorted(unit_days))), []).append(parts)
+    first, last = min(r.day for r in missing), max(r.day for r in missing)
+    print(
+        f"not archived (not counted): {len(missing):,} metric-days of {len(by_unit)} unit(s), "
+        f"{first}..{last}; 'dxt coverage {backend.command} --archive "
+        f"{shlex.quote(redact_url(args.archive))} --start-day {first} --end-day {last}' "
+        "shows them and prints the commands that refill them:"
+    )
+    ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))
+    for spans, units in ordered[:MAX_COMMAND_LINES]:
+        who = (
+            "/".join(units[0])
+            if len(units) == 1
+            else f"{len(units)} units (e.g. {'/'.join(min(units))})"
+        )
+        print(f"  {who}: " + _spans([a if a == b else f"{a}..{b}" for a, b in spans]))
+    rest = ordered[MAX_COMMAND_LINES:]
+    if rest:
+        days_left = sum(len(by_unit[p]) for _, units in rest for p in units)
+        print(
+            f"  ... and {sum(len(u) for _, u in rest)} more unit(s) lacking other days "
+            f"({days_left:,} metric-days): {_JSON_GREP.format(status='missing')}"
+        )
 
 
 def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
@@ -440,10 +566,24 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
             continue
         marks = "".join(_MARK[s] for s in statuses)
         print(f"{'/'.join(parts):<60} {marks}")
+    shown = 0
+    rest: dict[str, int] = {}
     for r in rows:
         if r.status == "corrupt" or r.kept or r.detail.startswith("holes:"):
             what = "kept" if r.kept else "corrupt" if r.status == "corrupt" else "holes"
-            print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
+            if shown < MAX_COMMAND_LINES:
+                print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
+                shown += 1
+            else:
+                rest[what] = rest.get(what, 0) + 1
+    if rest:
+        statuses = ["corrupt" if w == "corrupt" else "archived" for w in rest]
+        where = " or ".join(_JSON_GREP.format(status=s) for s in dict.fromkeys(statuses))
+        print(
+            f"... and {sum(rest.values())} more days with a detail ("
+            + ", ".join(f"{n} {w}" for w, n in sorted(rest.items()))
+            + f"); every row with its detail: {where}"
+        )
 
 
 def cmd_index_rebuild(args: argparse.Namespace) -> int:

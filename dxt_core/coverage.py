@@ -10,13 +10,18 @@ answers from where the archive keeps its answers fastest:
 * otherwise, or with ``verify`` (the sha256 of every data file), every manifest read
   (:meth:`dxt_core.archive.Archive.status`).
 
-All three give the same rows for the same archive.
+All three give the same rows for the same archive, with the same details: a corrupt day's
+names its file relative to the unit's directory (``data file <day>.csv.gz has 9 bytes, ...``),
+never by an absolute path, whichever way it was found.
+
+:func:`iter_coverage` gives the rows one at a time (``dxt coverage --json`` streams them: its
+memory does not grow with the rows); :func:`coverage` gives them as a list.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +30,7 @@ from dxt_core.manifests import Status, kept_detail
 
 if TYPE_CHECKING:
     from dxt_core.index import ManifestIndex
+    from dxt_core.scan import StateGrid
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +56,26 @@ def coverage(
 
     ``verify`` also checks every data file's sha256 (reads every manifest and file).
     """
+    return list(iter_coverage(archive, source, units, days, verify))
+
+
+def iter_coverage(
+    archive: Archive,
+    source: str,
+    units: Iterable[Sequence[str]],
+    days: Iterable[dt.date],
+    verify: bool = False,
+) -> Iterator[CoverageRow]:
+    """The rows of :func:`coverage`, in the same order, made as they are taken: the index
+    and the directories are read (and a problem with them raised) by this call, the rows'
+    objects only as the iterator is consumed."""
     unit_list = [tuple(u) for u in units]
     day_list = list(days)
     if archive.remote:
         from dxt_core.store.s3 import S3Archive
 
         assert isinstance(archive, S3Archive)
-        return archive.coverage_rows(source, unit_list, day_list, verify=verify)
+        return iter(archive.coverage_rows(source, unit_list, day_list, verify=verify))
     from dxt_core.index import ManifestIndex
 
     if not verify and day_list:
@@ -72,14 +91,28 @@ def _from_manifests(
     units: Sequence[tuple[str, ...]],
     days: Sequence[dt.date],
     verify: bool,
-) -> list[CoverageRow]:
-    rows: list[CoverageRow] = []
+) -> Iterator[CoverageRow]:
     for parts in units:
         for day in days:
-            status, detail = archive.status(DayKey(source, parts, day), verify=verify)
+            key = DayKey(source, parts, day)
+            status, detail = archive.status(key, verify=verify)
             kept = status == "archived" and detail.startswith("kept:")
-            rows.append(CoverageRow(parts, day, status, detail, kept))
-    return rows
+            if status == "corrupt":
+                detail = _relative_detail(archive, key, detail)
+            yield CoverageRow(parts, day, status, detail, kept)
+
+
+def _relative_detail(archive: Archive, key: DayKey, detail: str) -> str:
+    """``detail`` (of :meth:`Archive.status`) as the index's check words it: the day's data
+    file by its name (``data file <name> ...``), any other path relative to the archive's
+    root, so that every way of finding a corrupt day says it the same."""
+    directory = f"{archive.directory(key)}/"
+    if detail.startswith(directory):
+        detail = "data file " + detail[len(directory) :]
+    root = str(archive.root)
+    if root in detail:
+        detail = detail.replace(f"{root}/", "").replace(root, "")
+    return detail
 
 
 def _from_index(
@@ -88,22 +121,34 @@ def _from_index(
     units: Sequence[tuple[str, ...]],
     days: Sequence[dt.date],
     idx: ManifestIndex,
-) -> list[CoverageRow]:
-    from dxt_core.index import unit_of
+) -> Iterator[CoverageRow]:
+    """The rows from the index: read here (``idx`` may be closed once this returns), the
+    rows made one at a time by the iterator returned."""
     from dxt_core.scan import scan_states
 
     grid = scan_states(archive, source, units, days, check_sizes=True, index=idx)
     holes = idx.holes(source, min(days), max(days))
-    rows: list[CoverageRow] = []
+    return _grid_rows(archive, source, units, days, grid, holes)
+
+
+def _grid_rows(
+    archive: Archive,
+    source: str,
+    units: Sequence[tuple[str, ...]],
+    days: Sequence[dt.date],
+    grid: StateGrid,
+    holes: dict[tuple[str, str], str],
+) -> Iterator[CoverageRow]:
+    from dxt_core.index import unit_of
+
     for u, parts in enumerate(units):
         for d, day in enumerate(days):
             state = grid.state(u, d)
             detail = grid.details.get((u, d), "")
             if state == "kept":
                 kept = archive.read_kept(DayKey(source, parts, day)) or {}
-                rows.append(CoverageRow(parts, day, "archived", kept_detail(kept), True))
+                yield CoverageRow(parts, day, "archived", kept_detail(kept), True)
             else:
                 if state == "archived" and not detail:
                     detail = holes.get((unit_of(parts), day.isoformat()), "")
-                rows.append(CoverageRow(parts, day, state, detail))
-    return rows
+                yield CoverageRow(parts, day, state, detail)
