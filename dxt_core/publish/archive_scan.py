@@ -16,13 +16,19 @@ archived: ``<day>.kept.json`` sidecars (the source later held fewer points: the 
 its rows), manifests that replaced an earlier copy (``replaced``: a rerun or a reconcile
 refetch found more points) and the reconcile's check records (:func:`read_checks`: the last
 comparison of each day with the source's count, equal ones included).
+
+A scan keeps of each manifest, kept record and check only the fields that shape the dataset
+(:data:`MANIFEST_FIELDS`, :data:`KEPT_FIELDS`, :data:`CHECK_FIELDS`), their strings shared:
+a scan of many months of many units holds a few hundred bytes per day, not whole manifests.
 """
 
 from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +39,37 @@ from dxt_core.publish.tree import ArchiveTree
 from dxt_core.reconcile import COMPARED, unit_checks
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+
+#: What of a manifest shapes the dataset (its data, or what the datacard says of it); not
+#: when or how fast the day was written, so a day archived again unchanged is unchanged.
+#: The rest of a manifest is not kept by a scan.
+MANIFEST_FIELDS = (
+    "status", "day", "rows", "holes", "source_count", "replaced", "replaced_rows",
+    "time_zone", "source_url", "job_table",
+)  # fmt: skip
+#: What of a ``<day>.kept.json`` record a scan keeps (and the fingerprint reads).
+KEPT_FIELDS = ("archive_rows", "source_rows", "source_status", "by")
+#: What of a day's check record a scan keeps (:func:`checked`).
+CHECK_FIELDS = ("state", "checked_at")
+
+
+def _shared(value: Any) -> Any:
+    """``value`` with its strings interned: the same zone, source URL or count method in
+    every manifest is one string."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, dict):
+        return {sys.intern(str(k)): _shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    return value
+
+
+def slim(doc: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """The ``fields`` of ``doc`` it has (``slim(doc, f).get(k) == doc.get(k)`` for every
+    ``k`` of ``f``), strings shared."""
+    return {k: _shared(doc[k]) for k in fields if k in doc}
+
 
 #: Which of a manifest's files holds the day's data (None: none the role can read).
 FilePicker = Callable[[dict[str, Any]], "dict[str, Any] | None"]
@@ -59,8 +96,14 @@ def month_range(first: str, last: str) -> list[tuple[int, int]]:
 
 
 def month_days(year: int, month: int) -> list[dt.date]:
+    return list(_month_days(year, month))
+
+
+@functools.lru_cache(maxsize=256)
+def _month_days(year: int, month: int) -> tuple[dt.date, ...]:
+    """The days of a month, the same objects for every unit that holds them."""
     n = calendar.monthrange(year, month)[1]
-    return [dt.date(year, month, d) for d in range(1, n + 1)]
+    return tuple(dt.date(year, month, d) for d in range(1, n + 1))
 
 
 def year_month(year: int, month: int) -> str:
@@ -77,7 +120,7 @@ def first_file(doc: dict[str, Any]) -> dict[str, Any] | None:
 @dataclass(frozen=True, slots=True)
 class DayFile:
     """One archived day of one unit: its data file (relative to the archive root), the
-    manifest's size and sha256 of it, and the manifest."""
+    manifest's size and sha256 of it, and the manifest's :data:`MANIFEST_FIELDS`."""
 
     day: dt.date
     fmt: str  # "csv", "parquet", "jsonl": from the file's name
@@ -99,11 +142,13 @@ class UnitMonth:
     empty: list[dt.date] = field(default_factory=list)
     missing: list[dt.date] = field(default_factory=list)
     skipped: list[tuple[dt.date, str]] = field(default_factory=list)
+    #: the manifests (their :data:`MANIFEST_FIELDS`) of the days archived and empty
     manifests: list[dict[str, Any]] = field(default_factory=list)
-    #: ``<day>.kept.json`` records: (day, record) of days the source later held fewer of
+    #: ``<day>.kept.json`` records (their :data:`KEPT_FIELDS`): (day, record) of days the
+    #: source later held fewer of
     kept: list[tuple[dt.date, dict[str, Any]]] = field(default_factory=list)
     #: the reconcile's last comparison of each day with the source (the month's check
-    #: record, :func:`read_checks`), of the days archived or empty
+    #: record, :func:`read_checks`; its :data:`CHECK_FIELDS`), of the days archived or empty
     checks: dict[dt.date, dict[str, Any]] = field(default_factory=dict)
     #: Set by the backend's publish role: this unit is a job table (one row per job).
     jobs: bool = False
@@ -146,7 +191,7 @@ def _check(tree: ArchiveTree, directory: str, day: dt.date, pick: FilePicker) ->
         return "skipped", f"{tree.where(mrel)}: manifest unreadable"
     status = doc.get("status")
     if status == "empty":
-        return "empty", doc
+        return "empty", slim(doc, MANIFEST_FIELDS)
     if status != "archived":
         return "skipped", f"{tree.where(mrel)}: status {status!r}"
     entry = pick(doc)
@@ -163,7 +208,14 @@ def _check(tree: ArchiveTree, directory: str, day: dt.date, pick: FilePicker) ->
         return "skipped", f"{tree.where(rel)}: {size} bytes, the manifest says {entry.get('bytes')}"
     # the sha256 is checked when the day is read (ArchiveTree.fetch): a scan (a month's
     # completeness, the fingerprint of a publication) reads no data file
-    return "archived", DayFile(day, fmt_of(fname), rel, size, str(entry.get("sha256")), doc)
+    return "archived", DayFile(
+        day,
+        sys.intern(fmt_of(fname)),
+        rel,
+        size,
+        str(entry.get("sha256")),
+        slim(doc, MANIFEST_FIELDS),
+    )
 
 
 def partition_units(tree: ArchiveTree, backend: str, keys: Sequence[str]) -> list[tuple[str, ...]]:
@@ -252,7 +304,7 @@ def _kept(tree: ArchiveTree, day: DayFile, um: UnitMonth) -> None:
     kname = f"{prefix}{day.day.isoformat()}{KEPT_SUFFIX}"
     if kname in tree.files(directory):
         doc = tree.read_json(f"{directory}/{kname}")
-        um.kept.append((day.day, doc or {"unreadable": True}))
+        um.kept.append((day.day, slim(doc, KEPT_FIELDS) if doc else {"unreadable": True}))
 
 
 def read_checks(tree: ArchiveTree, source: str, um: UnitMonth) -> None:
@@ -266,7 +318,7 @@ def read_checks(tree: ArchiveTree, source: str, um: UnitMonth) -> None:
         except ValueError:
             continue
         if d in held and doc.get("state") in COMPARED:
-            um.checks[d] = doc
+            um.checks[d] = slim(doc, CHECK_FIELDS)
 
 
 def checked(check: dict[str, Any]) -> tuple[str, str]:

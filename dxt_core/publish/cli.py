@@ -9,6 +9,9 @@ from pathlib import Path
 from dxt_core.backends import publishers
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES
 
+#: Skipped unit-days the command names one by one (with the archive's paths); the rest counted.
+SKIPPED_PRINTED = 20
+
 
 def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     layouts = "; ".join(
@@ -102,6 +105,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
         if f.name not in given and hasattr(args, f.name):
             given[f.name] = getattr(args, f.name)
     report = publish(role, PublishOptions(**given))
+    for w in report.skipped[:SKIPPED_PRINTED]:
+        print(f"warning: {w}")
+    if len(report.skipped) > SKIPPED_PRINTED:
+        print(
+            f"warning: ... and {len(report.skipped) - SKIPPED_PRINTED:,} more unit-days "
+            f"skipped ({len(report.skipped):,} in all; README.md lists them by unit and day)"
+        )
     for w in report.warnings:
         print(f"warning: {w}")
     for rel in report.leftovers:

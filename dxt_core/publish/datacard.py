@@ -3,6 +3,7 @@ what was written (no wall-clock time in it: the same months give the same text).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,7 @@ def datacard(
     lines = _header(role, opts, meta, report)
     lines += _metrics(role, report)
     lines += _coverage(role, report)
+    lines += _skipped(report)
     lines += _jobs(report)
     lines += _people(report)
     lines += _records(opts, records)
@@ -174,6 +176,76 @@ def _coverage(role: PublishRole, report: PublishReport) -> list[str]:
             f"| {_source_counts(used)} | {_after_archiving(s)} |"
         )
     return [*lines, ""]
+
+
+#: Units the datacard lists skipped days of (the rest counted), and day ranges per unit.
+SKIPPED_UNITS_LISTED = 20
+SKIPPED_RANGES_LISTED = 10
+
+
+def skipped_days(report: PublishReport) -> tuple[dict[str, list[dt.date]], int]:
+    """The unit-days not published because their manifest or file was bad, by unit name
+    (sorted), and how many more had a bad copy in one format whose other format's copy was
+    published."""
+    by_unit: dict[str, list[dt.date]] = {}
+    other_copy = 0
+    for u in report.units:
+        for day, why in u.scan.skipped:
+            if used_copy(why):
+                other_copy += 1
+            else:
+                by_unit.setdefault(u.scan.name, []).append(day)
+    return {k: sorted(set(v)) for k, v in sorted(by_unit.items())}, other_copy
+
+
+def day_ranges(days: Sequence[dt.date]) -> list[str]:
+    """Sorted days as ranges of consecutive days: ``2025-05-03..2025-05-06``, ``2025-05-09``."""
+    out: list[str] = []
+    i = 0
+    while i < len(days):
+        j = i
+        while j + 1 < len(days) and days[j + 1] - days[j] == dt.timedelta(days=1):
+            j += 1
+        out.append(str(days[i]) if i == j else f"{days[i]}..{days[j]}")
+        i = j + 1
+    return out
+
+
+def _skipped(report: PublishReport) -> list[str]:
+    """The skipped unit-days by unit and day (no path: the command's output names the
+    archive's files), the first :data:`SKIPPED_UNITS_LISTED` units listed."""
+    by_unit, other_copy = skipped_days(report)
+    if not by_unit and not other_copy:
+        return []
+    total = sum(len(v) for v in by_unit.values())
+    lines = ["## Skipped days", ""]
+    if by_unit:
+        lines += [
+            f"{total:,} unit-days of {len(by_unit):,} units are not published: their manifest "
+            "was unreadable or named a file that was absent or did not match its size or "
+            "sha256 (the *skipped* column above).",
+            "",
+        ]
+        for name, days in list(by_unit.items())[:SKIPPED_UNITS_LISTED]:
+            ranges = day_ranges(days)
+            text = ", ".join(ranges[:SKIPPED_RANGES_LISTED])
+            if len(ranges) > SKIPPED_RANGES_LISTED:
+                rest = days.index(dt.date.fromisoformat(ranges[SKIPPED_RANGES_LISTED][:10]))
+                text += f" and {len(days) - rest} more days"
+            lines.append(f"- {name}: {text} ({len(days)} days)")
+        if len(by_unit) > SKIPPED_UNITS_LISTED:
+            more = list(by_unit.values())[SKIPPED_UNITS_LISTED:]
+            lines.append(
+                f"- and {sum(len(v) for v in more):,} unit-days of {len(more):,} more units"
+            )
+        lines.append("")
+    if other_copy:
+        lines += [
+            f"{other_copy:,} unit-days had a bad copy in one format (CSV or Parquet): the other "
+            "format's good copy is published.",
+            "",
+        ]
+    return lines
 
 
 def _jobs(report: PublishReport) -> list[str]:

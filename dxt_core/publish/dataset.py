@@ -35,7 +35,15 @@ from dxt_core._version import __version__
 from dxt_core.errors import ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.paths import check_path_component
-from dxt_core.publish.archive_scan import DayFile, UnitMonth, checked, month_range, used_copy
+from dxt_core.publish.archive_scan import (
+    KEPT_FIELDS,
+    MANIFEST_FIELDS,
+    DayFile,
+    UnitMonth,
+    checked,
+    month_range,
+    used_copy,
+)
 from dxt_core.publish.datacard import datacard
 from dxt_core.publish.describe import (
     FileEntry,
@@ -125,7 +133,11 @@ class PublishReport:
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # unit name -> schema doc
     files: list[FileEntry] = field(default_factory=list)
     records: list[FileEntry] = field(default_factory=list)
+    #: notes of the publication (the datacard's too): no path of the archive in them
     warnings: list[str] = field(default_factory=list)
+    #: the unit-days skipped and why, naming the archive's files: for the operator, not in
+    #: the dataset (its datacard names the days by unit and day: ``datacard.skipped_days``)
+    skipped: list[str] = field(default_factory=list)
     identities: dict[str, str] = field(default_factory=dict)
     pseudonymised: bool = False
     #: the output already held these inputs published the same way: nothing was written
@@ -216,7 +228,7 @@ class DayReader:
                 )
             except DayUnusable as exc:
                 um.unusable(day, str(exc))
-                self.report.warnings.append(f"skipped {um.name} {day.day}: {exc}")
+                self.report.skipped.append(f"skipped {um.name} {day.day}: {exc}")
                 path = None
             yield path
 
@@ -268,15 +280,6 @@ def _fingerprint(
         ],
     }
     return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-#: What of a manifest shapes the dataset (its data, or what the datacard says of it); not
-#: when or how fast the day was written, so a day archived again unchanged is unchanged.
-MANIFEST_FIELDS = (
-    "status", "day", "rows", "holes", "source_count", "replaced", "replaced_rows",
-    "time_zone", "source_url", "job_table",
-)  # fmt: skip
-KEPT_FIELDS = ("archive_rows", "source_rows", "source_status", "by")
 
 
 def _what_counts(doc: dict[str, Any]) -> dict[str, Any]:
@@ -332,7 +335,7 @@ def _publish(
         return report
     for ums in scans.values():
         for um in ums:
-            report.warnings += [f"skipped {um.name} {day}: {why}" for day, why in um.skipped]
+            report.skipped += [f"skipped {um.name} {day}: {why}" for day, why in um.skipped]
     jobs = {k: v for k, v in scans.items() if any(u.job_table for u in v)}
     # The job tables first (small): refuse before writing anything if identities need a
     # choice, the output not even created.

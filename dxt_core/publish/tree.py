@@ -2,7 +2,9 @@
 
 Publishing reads an archive through its manifests only; this module gives it the few
 operations it needs, the same for both places: the sub-directories of a directory (the units),
-the files of a unit directory with their sizes (one listing per unit), a manifest's JSON, and a
+the files of a unit directory with their sizes (one listing per unit directory: locally the
+names only, one ``os.scandir``, and the size of a file when it is asked for: a scan of one
+month stats the data files of that month, not every file of every year), a manifest's JSON, and a
 day's data file as a local file to read, hashed and checked against its manifest's size and
 sha256 first (:class:`DayUnusable` when it does not match). A scan of the archive (which
 days a month has, whether it is complete) reads manifests and sizes only, never whole files.
@@ -14,7 +16,9 @@ nothing else is downloaded. The store's own API is used
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import os
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,7 +54,7 @@ class ArchiveTree(Protocol):
     def dirs(self, rel: str) -> list[str] | None:
         """The non-hidden sub-directories of ``rel``, sorted; None when ``rel`` is none."""
 
-    def files(self, rel: str) -> dict[str, int]:
+    def files(self, rel: str) -> Mapping[str, int]:
         """The files directly in ``rel`` and their sizes (empty when there is none)."""
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
@@ -67,6 +71,69 @@ class ArchiveTree(Protocol):
         the reconcile's check records), read once per tree; None when there is none."""
 
 
+#: Directory listings a tree keeps (a scan goes unit by unit: a unit's directories are listed
+#: once and its months scanned from the listing; the whole archive's is never held at once).
+LISTINGS_KEPT = 16
+
+
+class _Listings:
+    """The last :data:`LISTINGS_KEPT` directory listings of a tree, by path."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[str, Mapping[str, int]] = OrderedDict()
+
+    def get(self, rel: str) -> Mapping[str, int] | None:
+        got = self._kept.get(rel)
+        if got is not None:
+            self._kept.move_to_end(rel)
+        return got
+
+    def put(self, rel: str, listing: Mapping[str, int]) -> None:
+        self._kept[rel] = listing
+        while len(self._kept) > LISTINGS_KEPT:
+            self._kept.popitem(last=False)
+
+
+class LocalListing(Mapping[str, int]):
+    """The files of a local directory: their names from one ``os.scandir`` (no ``stat``
+    where the file system gives the entry's type), the size of one ``stat``-ed when it is
+    asked for (then kept). A file gone since the listing has no size (``get`` gives None)."""
+
+    __slots__ = ("_names", "_sizes", "_top")
+
+    def __init__(self, top: Path) -> None:
+        self._top = top
+        self._sizes: dict[str, int] = {}
+        names: set[str] = set()
+        with contextlib.suppress(OSError), os.scandir(top) as it:
+            for entry in it:
+                with contextlib.suppress(OSError):
+                    if entry.is_file():
+                        names.add(entry.name)
+        self._names = frozenset(names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __getitem__(self, name: str) -> int:
+        size = self._sizes.get(name)
+        if size is None:
+            if name not in self._names:
+                raise KeyError(name)
+            try:
+                size = os.stat(self._top / name).st_size
+            except OSError:
+                raise KeyError(name) from None
+            self._sizes[name] = size
+        return size
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 class LocalTree:
     """An archive in a directory (local disk, NFS, GPFS, Lustre)."""
 
@@ -74,7 +141,7 @@ class LocalTree:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._files: dict[str, dict[str, int]] = {}
+        self._files = _Listings()
         #: internal records read (one month's check record serves every unit)
         self._internal: dict[tuple[str, ...], bytes | None] = {}
 
@@ -91,17 +158,11 @@ class LocalTree:
             return None
         return sorted(p.name for p in top.iterdir() if p.is_dir() and not p.name.startswith("."))
 
-    def files(self, rel: str) -> dict[str, int]:
+    def files(self, rel: str) -> Mapping[str, int]:
         got = self._files.get(rel)
         if got is None:
-            top = self.root / rel
-            got = {}
-            if top.is_dir():
-                for p in top.iterdir():
-                    with contextlib.suppress(OSError):
-                        if p.is_file():
-                            got[p.name] = p.stat().st_size
-            self._files[rel] = got
+            got = LocalListing(self.root / rel)
+            self._files.put(rel, got)
         return got
 
     def read_internal(self, name: str, *parts: str) -> bytes | None:
@@ -140,7 +201,7 @@ class S3Tree:
         self.location = location
         self.archive = archive
         self.store = archive.store
-        self._files: dict[str, dict[str, int]] = {}
+        self._files = _Listings()
         self._internal: dict[tuple[str, ...], bytes | None] = {}
 
     @property
@@ -157,12 +218,12 @@ class S3Tree:
             return None
         return names
 
-    def files(self, rel: str) -> dict[str, int]:
+    def files(self, rel: str) -> Mapping[str, int]:
         got = self._files.get(rel)
         if got is None:
             prefix = self.location.key(rel) + "/"
             got = {o.key[len(prefix) :]: o.size for o in self.store.list(prefix)}
-            self._files[rel] = got
+            self._files.put(rel, got)
         return got
 
     def read_internal(self, name: str, *parts: str) -> bytes | None:
