@@ -16,18 +16,9 @@ from dxt_core.backends.collectd_es import cli as collectd_cli
 from dxt_core.backends.collectd_es.tasks import TASKS, check_formats
 from dxt_core.errors import ConfigError, SourceError
 from dxt_core.reconcile import SourceCount, reconcile
+from tests.unit.core.test_reconcile import archived
 
 DAY = dt.date(2024, 5, 4)
-
-
-def _archived(archive: Archive, parts: tuple[str, ...], day: dt.date, rows: int) -> None:
-    key = DayKey("toy", parts, day)
-    data = archive.directory(key) / f"{day}.csv.gz"
-    data.parent.mkdir(parents=True, exist_ok=True)
-    data.write_bytes(b"x" * rows)
-    archive.write_manifest(
-        key, {"status": "archived", "rows": rows, "file": data.name, "bytes": rows}
-    )
 
 
 def test_reconcile_compares_every_unit_day_in_order_from_one_pass_iterables(
@@ -39,7 +30,7 @@ def test_reconcile_compares_every_unit_day_in_order_from_one_pass_iterables(
     a, b = ("p", "a"), ("p", "b")
     d1, d2 = DAY, DAY + dt.timedelta(days=1)
     for parts, day, rows in ((a, d1, 10), (a, d2, 10), (b, d1, 10)):
-        _archived(archive, parts, day, rows)
+        archived(archive, parts, day, rows)
     counts = {(a, d1): 10, (a, d2): 12, (b, d1): 7}
 
     def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
