@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dxt_core import backends as registry
+from dxt_core import scan
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
 from dxt_core.coverage import coverage, iter_coverage
@@ -105,6 +106,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
+    # a repair of the index (units changed outside dxt) can take a while: said as it starts
+    scan.repair_notice = lambda message: print(f"dxt: {message}", file=sys.stderr, flush=True)
     # from the manifest index when the archive has one (--verify reads every manifest)
     if getattr(args, "reconcile", False):
         return _cmd_reconcile(args, backend, archive, units, day_list)

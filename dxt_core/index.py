@@ -47,7 +47,8 @@ SCHEMA_VERSION = "4"
 #: Seconds a writer waits for another writer's lock before giving up on the index update.
 BUSY_TIMEOUT_S = 30.0
 
-_MANIFEST_NAME = re.compile(r"^_?(\d{4}-\d{2}-\d{2})" + re.escape(MANIFEST_SUFFIX) + "$")
+#: A manifest's file name; its group: the day.
+MANIFEST_NAME = re.compile(r"^_?(\d{4}-\d{2}-\d{2})" + re.escape(MANIFEST_SUFFIX) + "$")
 
 _INSERT = "INSERT OR REPLACE INTO manifests VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _SCHEMA = """
@@ -229,6 +230,18 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+@dataclass
+class UnitRepair:
+    """What a reader found changed in one unit's directory (:meth:`ManifestIndex.repair_units`):
+    the rows of the manifests it read again, the ``(day, manifest, msize, mtime_ns)`` of rows
+    whose manifest is gone, and the directory's state before it was listed."""
+
+    unit: str
+    rows: list[tuple[Any, ...]]
+    gone: list[tuple[str, str, int | None, int | None]]
+    state: DirState
+
+
 class ManifestIndex:
     """The index of the archive at ``root`` (created on first write)."""
 
@@ -357,19 +370,30 @@ class ManifestIndex:
             return None
         return (int(row[0]), int(row[1])) if row else None
 
-    def replace_unit(
-        self, source: str, unit: str, entries: Iterable[IndexEntry], state: DirState | None
-    ) -> None:
-        """The rows of one unit, read again from its manifests, and its directory state."""
+    def unit_stats(self, source: str, unit: str) -> dict[str, tuple[str, int | None, int | None]]:
+        """``day -> (manifest, msize, mtime_ns)`` of every row of one unit."""
+        rows = self._connection().execute(
+            "SELECT day, manifest, msize, mtime_ns FROM manifests WHERE source = ? AND unit = ?",
+            (source, unit),
+        )
+        return {d: (m, size, mtime) for d, m, size, mtime in rows}
+
+    def repair_units(self, source: str, repairs: Iterable[UnitRepair]) -> None:
+        """Units' rows brought up to date in one transaction: the manifests read again
+        written, the rows of manifests gone deleted (each only as it was when found gone),
+        and each directory's state recorded."""
         conn = self._connection()
-        rows = [e.as_tuple() for e in entries]
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("DELETE FROM manifests WHERE source = ? AND unit = ?", (source, unit))
-            conn.executemany(_INSERT, rows)
-            if state is not None:
+            for r in repairs:
+                conn.executemany(
+                    "DELETE FROM manifests WHERE source = ? AND unit = ? AND day = ? "
+                    "AND manifest = ? AND msize IS ? AND mtime_ns IS ?",
+                    [(source, r.unit, *gone) for gone in r.gone],
+                )
+                conn.executemany(_INSERT, r.rows)
                 conn.execute(
-                    "INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (source, unit, *state)
+                    "INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (source, r.unit, *r.state)
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -602,7 +626,7 @@ def unit_entries(
 ) -> Iterator[IndexEntry]:
     """The index rows of the manifests among ``filenames`` of one unit's directory."""
     for name in sorted(filenames):
-        m = _MANIFEST_NAME.match(name)
+        m = MANIFEST_NAME.match(name)
         if not m:
             continue
         # stat'ed before it is read: a change meanwhile shows as a later stat that differs

@@ -3,9 +3,10 @@
 From the manifest index (:mod:`dxt_core.index`) checked against one directory listing per
 unit: a manifest or data file deleted since it was indexed shows as missing or corrupt, a day
 kept by the never-shrink rule (its ``<day>.kept.json`` sidecar) shows as kept, and a unit
-whose directory changed since it was indexed (its mtime and number of entries) is read from
-its manifests, and the index repaired. Without a usable index every manifest is read. An S3
-archive answers from a listing and an index object per unit.
+whose directory changed since it was indexed (its mtime and number of entries) has its index
+rows repaired first: one ``stat`` per manifest, and only the manifests new or changed since
+they were indexed are read (:func:`_changed`), once. Without a usable index every manifest
+is read. An S3 archive answers from a listing and an index object per unit.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ import datetime as dt
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from dxt_core.archive import Archive, DayKey
-from dxt_core.index import DirState, ManifestIndex, unit_entries, unit_of
+from dxt_core.index import (
+    MANIFEST_NAME,
+    DirState,
+    ManifestIndex,
+    UnitRepair,
+    unit_entries,
+    unit_of,
+)
 from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX
 
 log = logging.getLogger("dxt_core.index")
@@ -37,11 +46,12 @@ STATE_CODES: dict[State, str] = {
 CODE_STATES: dict[str, State] = {v: k for k, v in STATE_CODES.items()}
 
 
-def _listing_state(directory: Path, listing: set[str]) -> DirState | None:
-    try:
-        return (os.stat(directory).st_mtime_ns, len(listing))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+#: Told, as one line for the user, when a read is about to repair the index of units whose
+#: directories changed since they were indexed and when it is done (``dxt coverage`` prints
+#: it on stderr; the repair is logged at INFO level either way). None: nothing is told.
+repair_notice: Callable[[str], None] | None = None
+#: Rows read again written per index transaction during a repair (bounds its memory).
+REPAIR_BATCH = 20_000
 
 
 @dataclass
@@ -65,11 +75,15 @@ class StateGrid:
         return out
 
 
-def _listing(directory: Path) -> set[str]:
+def _state_and_listing(directory: Path) -> tuple[DirState | None, set[str]]:
+    """A unit directory's state, taken before it is listed (a change while it is listed
+    shows as a later state that differs), and its listing; (None, empty) when it is gone."""
     try:
-        return set(os.listdir(directory))
+        mtime_ns = os.stat(directory).st_mtime_ns
+        listing = set(os.listdir(directory))
     except (FileNotFoundError, NotADirectoryError):
-        return set()
+        return None, set()
+    return (mtime_ns, len(listing)), listing
 
 
 def scan_states(
@@ -117,12 +131,13 @@ def _remote_states(
 
 @dataclass
 class _Layout:
-    """Where each unit's days are: its name, directory and listing, and the names of its
-    manifests and kept sidecars by day (``_``-prefixed in Hive layouts)."""
+    """Where each unit's days are: its name, directory, listing and directory state, and the
+    names of its manifests and kept sidecars by day (``_``-prefixed in Hive layouts)."""
 
     names: list[str]
     directories: list[Path]
     listings: list[set[str]]
+    states: list[DirState | None]
     manifests: list[list[str]]
     kepts: list[list[str]]
 
@@ -139,10 +154,12 @@ class _Layout:
         }
         kinds = [by_kind[any("=" in p for p in parts)] for parts in units]
         directories = [archive.root.joinpath(source, *parts) for parts in units]
+        found = [_state_and_listing(d) for d in directories]
         return cls(
             names=[unit_of(p) for p in units],
             directories=directories,
-            listings=[_listing(d) for d in directories],
+            listings=[listing for _, listing in found],
+            states=[state for state, _ in found],
             manifests=[k[0] for k in kinds],
             kepts=[k[1] for k in kinds],
         )
@@ -170,11 +187,13 @@ def _scan(
     lay = _Layout.of(archive, source, units, day_names)
     usable = bool(days) and idx.exists()
     # The index is a cache: its rows of a unit are used only while the unit's directory is
-    # as it was when they were indexed (one stat per unit); a stale unit is read from its
-    # manifests below, and the index repaired.
+    # as it was when they were indexed (one stat per unit). A stale unit's rows are repaired
+    # first, from its manifests that changed; where that cannot be (a read-only index, a
+    # failed update) its cells are read from the manifests below.
     stored = idx.dir_states(source) if usable else {}
-    states = [_listing_state(d, ls) for d, ls in zip(lay.directories, lay.listings, strict=True)]
-    fresh = [st is None or stored.get(n) == st for n, st in zip(lay.names, states, strict=True)]
+    fresh = [st is None or stored.get(n) == st for n, st in zip(lay.names, lay.states, strict=True)]
+    if usable and not idx.read_only and not all(fresh):
+        _repair(idx, source, units, lay, stored, fresh)
     codes = [bytearray(b"?" * len(days)) for _ in units]
     grid = StateGrid(units=lay.names, days=list(days), rows=[])
     if usable:
@@ -194,8 +213,6 @@ def _scan(
                 cells[d] = ord(STATE_CODES[state])
             d = cells.find(_UNKNOWN, d + 1)
         grid.rows.append(cells.decode())
-    if usable and not idx.read_only:
-        _repair(idx, source, units, lay.names, lay.directories, lay.listings, states, fresh)
     return grid
 
 
@@ -252,26 +269,105 @@ def _repair(
     idx: ManifestIndex,
     source: str,
     units: Sequence[Sequence[str]],
-    names: list[str],
-    directories: list[Path],
-    listings: list[set[str]],
-    states: list[DirState | None],
+    lay: _Layout,
+    stored: dict[str, DirState],
     fresh: list[bool],
 ) -> None:
-    """Index again, from their manifests, the units whose directories changed since they
-    were indexed. Never raises: the grid was answered from the manifests already."""
-    for u, ok in enumerate(fresh):
-        if ok:
-            continue
+    """Bring the index's rows of the units whose directories changed since they were indexed
+    up to date, reading only their manifests that changed (:func:`_changed`), and mark them
+    fresh: their cells are then answered from the index. Never raises: a unit not repaired
+    stays stale, and its cells are read from its manifests."""
+    stale = [u for u, ok in enumerate(fresh) if not ok]
+    t0 = time.perf_counter()
+    _tell(
+        f"{len(stale)} unit{'s' if len(stale) != 1 else ''} of {source} changed since the "
+        f"index saw {'them' if len(stale) != 1 else 'it'}: repairing the index (one stat "
+        "per manifest, the changed ones read)"
+    )
+    batch: dict[int, UnitRepair] = {}
+    read = gone = 0
+
+    def write() -> None:  # one transaction per batch: its units are fresh once it commits
+        idx.repair_units(source, batch.values())
+        for done in batch:
+            fresh[done] = True
+        batch.clear()
+
+    try:
+        for u in stale:
+            state = lay.states[u]
+            if state is None:  # a unit without a directory is never stale
+                continue
+            rows = idx.unit_stats(source, lay.names[u])
+            since = stored.get(lay.names[u])
+            names, vanished = _changed(lay.directories[u], lay.listings[u], rows, since)
+            entries = [
+                e.as_tuple() for e in unit_entries(lay.directories[u], source, units[u], names)
+            ]
+            batch[u] = UnitRepair(lay.names[u], entries, vanished, state)
+            read, gone = read + len(names), gone + len(vanished)
+            if sum(len(r.rows) for r in batch.values()) >= REPAIR_BATCH:
+                write()
+        write()
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("%s: could not repair the index of %s (%s)", idx.path, source, exc)
+        return
+    said = (
+        f"index of {len(stale)} unit{'s' if len(stale) != 1 else ''} of {source} repaired: "
+        f"{read} manifests read, {gone} rows of manifests gone dropped, "
+        f"{time.perf_counter() - t0:.1f} s"
+    )
+    log.info("%s: %s", idx.path, said)
+    _tell(said)
+
+
+def _tell(message: str) -> None:
+    if repair_notice is not None:
+        repair_notice(message)
+
+
+def _changed(
+    directory: Path,
+    listing: set[str],
+    rows: dict[str, tuple[str, int | None, int | None]],
+    since: DirState | None,
+) -> tuple[list[str], list[tuple[str, str, int | None, int | None]]]:
+    """The manifests of a stale unit to read again, and its index rows whose manifest is gone
+    (``rows``: the index's, ``day -> (manifest, msize, mtime_ns)``), from one ``stat`` per
+    manifest.
+
+    A manifest is as the index saw it when it has the name, size and mtime its row records
+    (what a fresh unit's rows are checked against) and its inode has not changed since the
+    index last matched the directory: its ctime, which no program can set back, is older
+    than the directory's mtime then (``since``; without it every manifest is read). So a
+    ``touch`` of the directory, a file removed or added beside the manifests, reads none; a
+    manifest replaced or rewritten, even with its size and mtime kept, is read.
+    """
+    by_day: dict[str, str] = {}
+    for name in sorted(listing):  # as unit_entries: of two names of one day, the last
+        m = MANIFEST_NAME.match(name)
+        if m:
+            by_day[m.group(1)] = name
+    base = f"{directory}/"
+    read: list[str] = []
+    lost: set[str] = set()
+    for day, name in by_day.items():
         try:
-            entries = list(unit_entries(directories[u], source, units[u], listings[u]))
-            idx.replace_unit(source, names[u], entries, states[u])
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("%s: could not repair the index of %s (%s)", idx.path, names[u], exc)
-            return
-        log.info(
-            "%s: %s/%s changed since it was indexed: index repaired", idx.path, source, names[u]
-        )
+            st = os.stat(base + name)
+        except OSError:  # gone since the listing: its row is dropped
+            lost.add(day)
+            continue
+        row = rows.get(day)
+        if (
+            row is None
+            or since is None
+            or row != (name, st.st_size, st.st_mtime_ns)
+            or st.st_ctime_ns >= since[0]
+        ):
+            read.append(name)
+    # (a day whose manifest now has the other name is read: its row is replaced)
+    gone = [(day, *row) for day, row in rows.items() if day not in by_day or day in lost]
+    return read, gone
 
 
 def _files_problem(
