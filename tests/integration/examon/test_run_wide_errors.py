@@ -40,15 +40,22 @@ def _requests(sim: SimulatorProcess) -> int:
     return sum(int(n) for n in counts.values())
 
 
+def _refused(
+    sim: SimulatorProcess, catalog: Path, root: Path, workers: int
+) -> subprocess.CompletedProcess[str]:
+    """Four days of the catalog with a wrong password."""
+    return dxt(
+        "extract", "examon", "--url", sim.url, "--user", "alice", "--catalog", str(catalog),
+        *DAY, "--end-day", "2020-03-12", "--workers", str(workers), "--archive", str(root),
+        "-q", password="wrong-Pa55",
+    )  # fmt: skip
+
+
 def test_refused_credentials_stop_the_run_at_the_first(
     locked_sim: SimulatorProcess, small_catalog: Path, tmp_path: Path
 ) -> None:
     before = _requests(locked_sim)
-    out = dxt(
-        "extract", "examon", "--url", locked_sim.url, "--user", "alice", "--catalog",
-        str(small_catalog), *DAY, "--end-day", "2020-03-12", "--workers", "1",
-        "--archive", str(tmp_path), "-q", password="wrong-Pa55",
-    )  # fmt: skip
+    out = _refused(locked_sim, small_catalog, tmp_path, workers=1)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "stopped: every other metric-day would fail the same way" in out.stderr
     assert out.stderr.count("FAILED") == 1, out.stderr  # not once per metric-day
@@ -81,11 +88,7 @@ def test_the_units_in_flight_do_not_repeat_the_run_wide_error(
     locked_sim: SimulatorProcess, small_catalog: Path, tmp_path: Path
 ) -> None:
     # four workers: the metric-days in flight when the first refusal came fail with it too
-    out = dxt(
-        "extract", "examon", "--url", locked_sim.url, "--user", "alice", "--catalog",
-        str(small_catalog), *DAY, "--end-day", "2020-03-12", "--workers", "4",
-        "--archive", str(tmp_path), "-q", password="wrong-Pa55",
-    )  # fmt: skip
+    out = _refused(locked_sim, small_catalog, tmp_path, workers=4)
     assert out.returncode == 2, out.stdout + out.stderr
     error = next(x for x in out.stderr.splitlines() if x.startswith("dxt: error: "))
     said = error.removeprefix("dxt: error: ")
