@@ -109,7 +109,7 @@ class GzipStream:
             self._sha.update(data)
             self.bytes += len(data)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         """Compress ``data`` (any bytes-like object; it is not kept after the call)."""
         self.raw_bytes += len(data)
         if self._c is not None:

@@ -14,7 +14,7 @@ without pyarrow, by NumPy: the same bytes, slower).
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -22,27 +22,19 @@ from dxt_core.backends.prometheus.columns import Columns
 from dxt_core.backends.prometheus.labels import LabelKey
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.records import SeriesSchema
+from dxt_core.writers import columnar
 from dxt_core.writers.base import WriteResult
+from dxt_core.writers.columnar import STAMP, Stamps
 from dxt_core.writers.compress import GzipStream
 from dxt_core.writers.csv_gzip import close_block_ordered, csv_field
 from dxt_core.writers.parquet import BlockParquet, HashingFile
 
-if TYPE_CHECKING:
-    pass
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_BUCKET_MS = 900_000  # every UTC-offset change since 1970 falls on a quarter hour
-_DAY_MS = 86_400_000
 #: Rows assembled at once (about 500 KB of CSV): bounds the writer's memory per step, and
 #: keeps its buffers under glibc's fixed mmap threshold (1 MiB, dxt_core.budget), so they are
 #: reused from the heap instead of mapped, page-faulted and unmapped at every step
 #: (measured at 10,000 series: 2.66 million page faults a day with 32,768 rows, 1.90 with
 #: 8,192).
 CHUNK_ROWS = 1 << 13
-#: The three digits of every millisecond, each one 3-byte item.
-_MS_DIGITS = np.frombuffer(b"".join(b"%03d" % i for i in range(1000)), "V3")
-#: Width of a formatted time and the comma after it: ``2024-03-31T02:00:00.000+02:00,``.
-STAMP = 30
 
 
 def row_order(cols: Columns, rank: np.ndarray, origin_ms: int, block_ms: int) -> np.ndarray:
@@ -141,96 +133,6 @@ class SeriesFields:
         return out
 
 
-class Stamps:
-    """Epoch ms as ISO 8601 local time with milliseconds and the zone's offset, as a matrix
-    of ``(rows, 30)`` bytes (the comma after it included): the same text as
-    :class:`dxt_core.writers.csv_gzip.TimestampFormatter`, from a table of the seconds the
-    rows span."""
-
-    def __init__(self, tz: dt.tzinfo) -> None:
-        self.tz = tz
-        self._offsets: dict[int, tuple[int, bytes]] = {}
-
-    def _offset(self, bucket: int) -> tuple[int, bytes]:
-        hit = self._offsets.get(bucket)
-        if hit is None:
-            t = _EPOCH + dt.timedelta(milliseconds=bucket * _BUCKET_MS)
-            off = t.astimezone(self.tz).utcoffset() or dt.timedelta(0)
-            total_min = int(off.total_seconds()) // 60
-            sign = "+" if total_min >= 0 else "-"
-            hh, mm = divmod(abs(total_min), 60)
-            hit = self._offsets[bucket] = (total_min * 60_000, f"{sign}{hh:02d}:{mm:02d}".encode())
-        return hit
-
-    def table(self, secs: np.ndarray) -> np.ndarray:
-        """``(len(secs), 30)`` bytes: the text of each second (epoch seconds, sorted;
-        milliseconds ``000``) and a comma."""
-        buckets = secs * 1000 // _BUCKET_MS
-        ubuckets, pos = np.unique(buckets, return_inverse=True)
-        offs = [self._offset(int(b)) for b in ubuckets.tolist()]
-        local = secs * 1000 + np.array([o[0] for o in offs], np.int64)[pos]
-        day = local // _DAY_MS
-        rem = local - day * _DAY_MS
-        udays, dpos = np.unique(day, return_inverse=True)
-        dates = b"".join(
-            (dt.date(1970, 1, 1) + dt.timedelta(days=d)).isoformat().encode()
-            for d in udays.tolist()
-        )
-        out = np.empty((len(secs), STAMP), np.uint8)
-        out[:, :10] = np.frombuffer(dates, np.uint8).reshape(-1, 10)[dpos]
-        out[:, 10] = ord("T")
-        for col, value in (
-            (11, rem // 3_600_000),
-            (14, rem // 60_000 % 60),
-            (17, rem // 1000 % 60),
-        ):
-            out[:, col] = 48 + value // 10
-            out[:, col + 1] = 48 + value % 10
-        out[:, 13] = out[:, 16] = ord(":")
-        out[:, 19] = ord(".")
-        out[:, 20:23] = ord("0")
-        out[:, 23:29] = np.frombuffer(b"".join(o[1] for o in offs), np.uint8).reshape(-1, 6)[pos]
-        out[:, 29] = ord(",")
-        return out
-
-    def span(self, ts: np.ndarray) -> tuple[np.ndarray, int] | None:
-        """The table of every second from the first of ``ts`` to the last (as 30-byte
-        items) and that first second, to format times among ``ts`` with; None when they
-        are too far apart for a table of every second."""
-        first, last = int(ts.min()) // 1000, int(ts.max()) // 1000
-        if last - first >= max(4 * len(ts), 100_000):
-            return None
-        table = self.table(np.arange(first, last + 1, dtype=np.int64))
-        return table.view(f"V{STAMP}").ravel(), first
-
-    def __call__(self, ts: np.ndarray, span: tuple[np.ndarray, int] | None = None) -> np.ndarray:
-        """``(len(ts), 30)`` bytes: each time's text and a comma (rows gathered as 30-byte
-        items); ``span``: :meth:`span` of times that include these (a window's, made once
-        for all its rows)."""
-        secs = ts // 1000
-        span = span or self.span(ts)
-        if span is not None:  # a window: every second of its span
-            items, first = span
-            index = secs - first
-        else:  # times far apart: only the seconds they are in
-            useconds, index = np.unique(secs, return_inverse=True)
-            items = self.table(useconds).view(f"V{STAMP}").ravel()
-        rows: np.ndarray = items[index].view(np.uint8)
-        rows = rows.reshape(len(ts), STAMP)
-        ms = ts - secs * 1000
-        rows[:, 20:23] = _MS_DIGITS[ms].view(np.uint8).reshape(len(ts), 3)
-        return rows
-
-
-def _arrow() -> tuple[Any, Any] | None:
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-    except ImportError:
-        return None
-    return pa, pc
-
-
 class CsvDayWriter:
     """``timestamp,value,name,<labels...>`` rows as deterministic gzip, a window at a time."""
 
@@ -244,7 +146,7 @@ class CsvDayWriter:
         self._gz = GzipStream(out)
         self._stamps = Stamps(tz)
         self._block_ms, self._origin_ms = block_ms, origin_ms
-        self._arrow: tuple[Any, Any] | None = _arrow() if arrow else None
+        self._arrow: tuple[Any, Any] | None = columnar.arrow() if arrow else None
         self._schema: SeriesSchema | None = None
         self._fields: SeriesFields | None = None
         self._result = WriteResult()
@@ -271,11 +173,11 @@ class CsvDayWriter:
         sid = cols.series_of_rows()
         if self._arrow is not None:
             pa, pc = self._arrow
-            values = _binary(pa, cols.text, cols.offsets)
-            tail_arr = _binary(pa, tails, tail_offsets)
+            values = columnar.binary(pa, cols.text, cols.offsets)
+            tail_arr = columnar.binary(pa, tails, tail_offsets)
             # the separator as an array of empty items: a Python scalar (b"") would go
             # through pa.scalar, which imports pandas when installed (about 50 MB)
-            no_sep = _binary(pa, b"", np.zeros(CHUNK_ROWS + 1, np.int32))
+            no_sep = columnar.binary(pa, b"", np.zeros(CHUNK_ROWS + 1, np.int32))
         span = self._stamps.span(cols.ts)  # the window's seconds, formatted once
         for lo in range(0, cols.rows, CHUNK_ROWS):
             rows = perm[lo : lo + CHUNK_ROWS]
@@ -290,16 +192,16 @@ class CsvDayWriter:
             # keeps freed memory (about 13 MB more peak RSS, measured at 10,000 series)
             pool = pa.system_memory_pool()
             joined = pc.binary_join_element_wise(
-                _binary(pa, stamps, np.arange(0, (n + 1) * STAMP, STAMP)),
-                pc.take(values, _ints(pa, rows), memory_pool=pool),
-                pc.take(tail_arr, _ints(pa, sid[rows]), memory_pool=pool),
+                columnar.binary(pa, stamps, np.arange(0, (n + 1) * STAMP, STAMP)),
+                pc.take(values, columnar.ints(pa, rows), memory_pool=pool),
+                pc.take(tail_arr, columnar.ints(pa, sid[rows]), memory_pool=pool),
                 no_sep.slice(0, n),
                 memory_pool=pool,
             )
             offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
             # GzipStream takes any buffer (it slices with memoryview): no copy of the rows
             rows_text = memoryview(joined.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
-            self._gz.write(rows_text)  # type: ignore[arg-type]
+            self._gz.write(rows_text)
         self._result.add(cols.rows, int(cols.ts.min()), int(cols.ts.max()))
 
     def close(self) -> WriteResult:
@@ -312,35 +214,12 @@ def _offsets(items: list[bytes]) -> np.ndarray:
     return out
 
 
-def _binary(pa: Any, data: Any, offsets: np.ndarray) -> Any:
-    """An Arrow binary array over ``data`` (item ``i``: ``offsets[i]:offsets[i + 1]``),
-    without a copy of the data (``pa.array`` would import pandas, 50 MB, when installed)."""
-    large = int(offsets[-1]) >= 2**31
-    return pa.Array.from_buffers(
-        pa.large_binary() if large else pa.binary(),
-        len(offsets) - 1,
-        [
-            None,
-            pa.py_buffer(offsets.astype(np.int64 if large else np.int32, copy=False)),
-            pa.py_buffer(data),
-        ],
-    )
-
-
 def _strings(pa: Any, items: list[str]) -> Any:
     encoded = [x.encode() for x in items]
     offsets = _offsets(encoded).astype(np.int32)
     return pa.Array.from_buffers(
         pa.string(), len(items), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
     )
-
-
-def _ints(pa: Any, values: np.ndarray) -> Any:
-    """Row or series numbers as an Arrow index array (int32 or int64, as they are)."""
-    values = np.ascontiguousarray(values)
-    kind = pa.int32() if values.dtype == np.int32 else pa.int64()
-    values = values.astype(np.int32 if values.dtype == np.int32 else np.int64, copy=False)
-    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
 def _assemble_numpy(
@@ -388,7 +267,7 @@ class ParquetDayWriter(BlockParquet):
         row_group_ms: int,
         compression: str = "zstd",
     ) -> None:
-        arrow = _arrow()
+        arrow = columnar.arrow()
         if arrow is None:
             raise ConfigError("Parquet output needs pyarrow: pip install 'dxt-archive[parquet]'")
         if row_group_ms % block_ms:

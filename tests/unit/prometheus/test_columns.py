@@ -25,11 +25,11 @@ from dxt_core.backends.prometheus.layout import (
     CHUNK_ROWS,
     CsvDayWriter,
     ParquetDayWriter,
-    Stamps,
 )
 from dxt_core.errors import SourceError
 from dxt_core.records import Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import day_window, zone
+from dxt_core.writers.columnar import Stamps
 from dxt_core.writers.csv_gzip import GzipCsvWriter, TimestampFormatter
 from dxt_core.writers.parquet import ParquetSeriesWriter
 
