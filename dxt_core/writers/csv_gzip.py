@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import operator
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 from zoneinfo import ZoneInfo
@@ -49,6 +50,26 @@ _SEC_DIGITS = operator.itemgetter(slice(None, -3))
 _MS_DIGITS = operator.itemgetter(slice(-3, None))
 #: Rows are grouped in blocks of this length: long runs of one series compress well.
 DEFAULT_BLOCK_MS = 1_800_000
+
+
+_preloaded = threading.Event()
+
+
+def preload_columnar() -> None:
+    """Import NumPy and pyarrow (:mod:`dxt_core.writers.columnar`) on a thread of their own,
+    once per process: the imports (about 0.1 s) then overlap the first requests of a day
+    instead of delaying its first window's decoding. Not a daemon: the process never exits
+    in the middle of an import."""
+    if _preloaded.is_set():
+        return
+    _preloaded.set()
+
+    def load() -> None:
+        from dxt_core.writers import columnar
+
+        columnar.arrow()
+
+    threading.Thread(target=load, name="dxt-preload").start()
 
 
 def csv_field(value: Any) -> str:
@@ -254,13 +275,13 @@ class GzipCsvWriter(SeriesWriter):
             points = series.points
             key, suffix, tail = self._tail(series.name, series.tags, schema.tag_keys)
             if isinstance(points, RawPoints) and laid is not None and points.block is laid[0]:
-                _, ends, text = laid
+                _, bounds, text = laid
                 f = points.first
                 for b_i in range(len(c) - 1):
                     lo, hi = c[b_i], c[b_i + 1]
                     if hi > lo:
                         pending.setdefault(first_block + b_i, []).append(
-                            (key, text[ends[f + lo] : ends[f + hi]])
+                            (key, text[int(bounds[f + lo]) : int(bounds[f + hi])])
                         )
                 first, last = map(int, points.span)
             elif isinstance(points, RawPoints):
@@ -309,11 +330,11 @@ class GzipCsvWriter(SeriesWriter):
 
     def _laid_out(
         self, kept: list[Series], keys: tuple[str, ...]
-    ) -> tuple[PointBlock, list[int], memoryview] | None:
+    ) -> tuple[PointBlock, Any, memoryview] | None:
         """The rows of the window's :class:`PointBlock` (when its series have one), laid out
-        at once by Arrow: the block, where each row ends and the rows' text (row ``r`` is
-        ``text[ends[r - 1]:ends[r]]``, ``ends[-1]`` being 0). Rows of no series in ``kept``
-        (dropped as outside the window) get no tail; nothing slices them."""
+        at once by Arrow: the block, the rows' bounds (row ``r`` is
+        ``text[bounds[r]:bounds[r + 1]]``, a NumPy array) and their text. Rows of no series
+        in ``kept`` (dropped as outside the window) get no tail; nothing slices them."""
         blocks = {
             id(p.block): p.block
             for s in kept
@@ -352,8 +373,8 @@ class GzipCsvWriter(SeriesWriter):
             columnar.binary(pa, b"", np.zeros(n + 1, np.int32)),
             memory_pool=pool,
         )
-        ends = np.frombuffer(rows.buffers()[1], np.int32, n + 1, rows.offset).tolist()
-        return block, ends, memoryview(rows.buffers()[2])
+        bounds = np.frombuffer(rows.buffers()[1], np.int32, n + 1, rows.offset)
+        return block, bounds, memoryview(rows.buffers()[2])
 
     def _raw_pieces(self, points: RawPoints, tail: bytes) -> tuple[list[bytes], int]:
         """The rows of ``points`` (server digits as they came) as a flat list of pieces,

@@ -48,6 +48,10 @@ _PAIRS = re.compile(rb"(?:" + _PAIR + rb",)*+")
 _ALL_PAIRS = re.compile(rb"(?:" + _PAIR + rb",)*+" + _PAIR)
 
 
+#: A value and its comma, as :func:`block_points` checks them (Arrow's RE2 syntax).
+_JSON_NUMBER_ITEM = r"^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?,$"
+
+
 def _valid_numbers(inner: bytes) -> bool:
     """Whether every token of a numeric ``values`` text is a JSON number.
 
@@ -219,21 +223,35 @@ def block_points(arrays: list[bytes]) -> list[Sequence[Any]] | None:
     if found is None or not texts:
         return None
     joined = b",".join(texts)
-    if joined.translate(None, _NUMERIC) or not _valid_numbers(joined):
+    if joined.translate(None, _NUMERIC):
         return None
     import numpy as np
 
     pa, pc = found
     text = np.frombuffer(joined, np.uint8)
     commas = np.flatnonzero(text == ord(","))  # in a pair, between pairs, in a pair, ...
+    if len(commas) % 2 == 0:
+        return None
     inner = commas[0::2]
     opening = np.empty(len(inner), np.int64)
     opening[0] = 0
     opening[1:] = commas[1::2] + 1
+    closing = np.empty(len(inner), np.int64)
+    closing[:-1] = commas[1::2] - 1
+    closing[-1] = len(joined) - 1
     width = int(inner[0]) - 1
-    if not 1 <= width <= 15 or not bool(np.all(inner - opening == width + 1)):
-        return None  # timestamps of several widths (or beyond int64): read one by one
+    if (
+        not 1 <= width <= 15
+        or not bool(np.all(inner - opening == width + 1))
+        or not bool(np.all(text[opening] == ord("[")))
+        or not bool(np.all(text[closing] == ord("]")))
+    ):
+        return None  # not [t,v] pairs, or times of several widths (or beyond int64)
     digits = np.lib.stride_tricks.sliding_window_view(text, width)[opening + 1]
+    if bool(np.any((digits < ord("0")) | (digits > ord("9")))) or (
+        width > 1 and bool(np.any(digits[:, 0] == ord("0")))
+    ):
+        return None
     ts = digits[:, 0].astype(np.int64) - 48
     for j in range(1, width):
         ts *= 10
@@ -249,6 +267,8 @@ def block_points(arrays: list[bytes]) -> list[Sequence[Any]] | None:
     values = pc.binary_slice(
         columnar.binary(pa, values_text, ends), 0, -(width + 3), memory_pool=pool
     )
+    if not pc.all(pc.match_substring_regex(values, _JSON_NUMBER_ITEM, memory_pool=pool)).as_py():
+        return None  # some value is not a JSON number: read alone, it is named
     block = PointBlock(ts, values)
     sizes = np.array([len(t) + 1 for t in texts], np.int64)
     byte_starts = np.cumsum(sizes) - sizes
