@@ -47,20 +47,19 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
     commands would ask to fetch it all again.
     """
     _check_root(archive)
+    if not archive.holds(source):
+        where, lacks = (
+            (archive.url, f"object under {archive.url}/{source}/")
+            if archive.remote
+            else (str(archive.root), f"*{MANIFEST_SUFFIX} under {archive.root / source}")
+        )
+        raise ConfigError(
+            f"archive root {where} holds no {source} archive (no {lacks}): check --archive"
+        )
     if archive.remote:
-        if not archive.holds(source):
-            raise ConfigError(
-                f"archive root {archive.url} holds no {source} archive (no object under "
-                f"{archive.url}/{source}/): check --archive"
-            )
         return
     root = archive.root
     top = root / source
-    if not archive.holds(source):
-        raise ConfigError(
-            f"archive root {root} holds no {source} archive (no *{MANIFEST_SUFFIX} under "
-            f"{top}): check --archive"
-        )
     if not any(root.joinpath(source, *parts).is_dir() for parts in units):
         example = f" (e.g. {root.joinpath(source, *units[0])})" if units else ""
         raise ConfigError(
@@ -194,29 +193,22 @@ def print_refill_commands(
     if getattr(cli, "EXTRACTS_DAYS", True) and ("dxt" in made.tools or unknown):
         describe = getattr(cli, "refill_options", None)
         opts = describe(args, made.sample, _bad_units(rows)) if describe else "<connection options>"
-        _print_per_range(
-            "\nTo refill the missing and corrupt metric-days with the dxt command"
-            + (" (as this archive was made):" if "dxt" in made.tools else ":"),
-            bad_days,
-            lambda a, b: (
-                f"dxt extract {backend.command} {opts} --start-day {a} --end-day {b} "
-                f"--archive {shlex.quote(redact_url(args.archive))}"
-            ),
-            skips_done="skipping the days archived",
-        )
+        where = shlex.quote(redact_url(args.archive))
+
+        def extract(a: dt.date, b: dt.date) -> str:
+            days = f"--start-day {a} --end-day {b}"
+            return f"dxt extract {backend.command} {opts} {days} --archive {where}"
+
+        made.print_refill("dxt", bad_days, extract)
         _print_refetch_corrupt(_with_recorded_url(args, made), cli, rows)
     if "airflow" in made.tools or unknown or not getattr(cli, "EXTRACTS_DAYS", True):
         dag_id = args.dag_id or backend.dag_id
-        _print_per_range(
-            "\nTo refill them with Airflow"
-            + (" (as this archive was made):" if "airflow" in made.tools else ":"),
-            bad_days,
-            lambda a, b: (
-                f"airflow backfill create --dag-id {dag_id} --from-date {a} "
-                f"--to-date {b} --reprocess-behavior failed"
-            ),
-            skips_done="rerunning only the days whose runs failed or are missing",
-        )
+
+        def backfill(a: dt.date, b: dt.date) -> str:
+            days = f"--from-date {a} --to-date {b}"
+            return f"airflow backfill create --dag-id {dag_id} {days} --reprocess-behavior failed"
+
+        made.print_refill("airflow", bad_days, backfill)
         _print_per_range(
             "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
             "it reruns that day's metric tasks, which rewrite identical files:",
@@ -256,25 +248,25 @@ _JSON_GREP = 'dxt coverage ... --json | grep \'"status": "{status}"\''
 def _print_refetch_corrupt(args: argparse.Namespace, cli: Any, rows: Sequence[Any]) -> None:
     """Per unit, the commands that refetch its corrupt days: the refill commands skip a day
     whose file still has its manifest's size (a changed byte, found by ``--verify``)."""
-    by_unit: dict[tuple[str, ...], list[dt.date]] = {}
-    for r in rows:
-        if r.status == "corrupt":
-            by_unit.setdefault(r.parts, []).append(r.day)
-    if not by_unit or not hasattr(cli, "refetch_command"):
+    corrupt = [r for r in rows if r.status == "corrupt"]
+    if not corrupt or not hasattr(cli, "refetch_command"):
         return
     print(
         "A corrupt day whose file still has its manifest's size is skipped by those commands "
         "as archived; refetch the corrupt days with:"
     )
-    _print_unit_commands(args, cli, by_unit, "corrupt")
+    _print_unit_commands(args, cli, corrupt, "corrupt")
 
 
 def _print_unit_commands(
-    args: argparse.Namespace, cli: Any, by_unit: dict[tuple[str, ...], list[dt.date]], what: str
+    args: argparse.Namespace, cli: Any, rows: Sequence[Any], what: str
 ) -> None:
-    """``cli.refetch_command`` for each unit of ``by_unit`` and run of its days, at most
-    :data:`MAX_COMMAND_LINES`; then how many more, for how many units and days, and where
-    their rows are (the command of each follows from its unit and days)."""
+    """``cli.refetch_command`` for each unit of ``rows`` (of a ``what`` status) and run of its
+    days, at most :data:`MAX_COMMAND_LINES`; then how many more, for how many units and days,
+    and where their rows are (the command of each follows from its unit and days)."""
+    by_unit: dict[tuple[str, ...], list[dt.date]] = {}
+    for r in rows:
+        by_unit.setdefault(r.parts, []).append(r.day)
     todo = [
         (parts, a, b)
         for parts, day_list in sorted(by_unit.items())
@@ -321,6 +313,26 @@ class _Made:
     #: the source URL the manifests record (``source_url``, stored without credentials):
     #: the sample's, else the first read's
     url: str | None = None
+
+    def print_refill(
+        self, tool: str, day_list: Sequence[dt.date], command: Callable[[dt.date, dt.date], str]
+    ) -> None:
+        """The commands that refill ``day_list`` with ``tool`` (:data:`_REFILL_WAYS`), under a
+        header that says when ``tool`` is how the archive was made."""
+        what, skips_done = _REFILL_WAYS[tool]
+        made_so = " (as this archive was made):" if tool in self.tools else ":"
+        _print_per_range(f"\nTo refill {what}{made_so}", day_list, command, skips_done)
+
+
+#: A refill tool's header (what it refills, with what) and what its one command over all the
+#: days skips (:func:`_print_per_range`).
+_REFILL_WAYS = {
+    "dxt": (
+        "the missing and corrupt metric-days with the dxt command",
+        "skipping the days archived",
+    ),
+    "airflow": ("them with Airflow", "rerunning only the days whose runs failed or are missing"),
+}
 
 
 def _how_made(archive: Archive, backend: Any, rows: Sequence[Any]) -> _Made:
@@ -492,10 +504,7 @@ def _cmd_reconcile(
             "\nTo refetch the metric-days that grew (a grown day is replaced; the old file is "
             "kept in .versions/):"
         )
-        by_unit: dict[tuple[str, ...], list[dt.date]] = {}
-        for r in more:
-            by_unit.setdefault(r.parts, []).append(r.day)
-        _print_unit_commands(args, cli, by_unit, "more")
+        _print_unit_commands(args, cli, more, "more")
         _print_per_range(
             "or with Airflow (clears the days' metric tasks; they rerun and refetch):",
             sorted({r.day for r in more}),

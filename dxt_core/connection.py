@@ -22,7 +22,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError
@@ -401,3 +401,25 @@ class ConnectionSpec(Generic[T]):
             password=password,
             extra=extra,
         )
+
+
+class _Client(Protocol):
+    def close(self) -> None: ...
+
+
+#: A client a probe opens (:func:`probe_once`), and what the probe learns from it.
+K = TypeVar("K", bound=_Client)
+R = TypeVar("R")
+
+
+def probe_once(open_client: Callable[..., K], conn: Any, ask: Callable[[K], R]) -> R:
+    """For a :attr:`ConnectionSpec.probe`: what ``ask`` learns from a client of ``conn``'s server,
+    ``open_client(conn, retry=...)``, that sends each request once (a server that does not
+    answer is said at once, not retried); the client is closed after."""
+    from dxt_core.http import RetryPolicy
+
+    client = open_client(conn, retry=RetryPolicy(attempts=1))
+    try:
+        return ask(client)
+    finally:
+        client.close()

@@ -102,13 +102,43 @@ def scan_states(
     """
     if archive.remote:  # an S3 archive: a listing and an index object per unit
         return _remote_states(archive, source, units, days)
-    own = index is None
-    idx = index if index is not None else ManifestIndex(archive.root)
-    try:
-        return _scan(archive, source, units, days, check_sizes, idx)
-    finally:
-        if own:
-            idx.close()
+    if index is None:  # an index opened here is closed here
+        with ManifestIndex(archive.root) as idx:
+            return scan_states(archive, source, units, days, check_sizes, idx)
+    # One pass over the index's rows, each checked against its unit's directory listing, then
+    # one over the cells the index did not answer (a manifest it never saw: read from disk;
+    # no manifest: missing). 300,000 cells take well under a second.
+    day_names = [d.isoformat() for d in days]
+    lay = _Layout.of(archive, source, units, day_names)
+    usable = bool(days) and index.exists()
+    # The index is a cache: its rows of a unit are used only while the unit's directory is
+    # as it was when they were indexed (one stat per unit). A stale unit's rows are repaired
+    # first, from its manifests that changed; where that cannot be (a read-only index, a
+    # failed update) its cells are read from the manifests below.
+    stored = index.dir_states(source) if usable else {}
+    fresh = [st is None or stored.get(n) == st for n, st in zip(lay.names, lay.states, strict=True)]
+    if usable and not index.read_only and not all(fresh):
+        _repair(index, source, units, lay, stored, fresh)
+    codes = [bytearray(b"?" * len(days)) for _ in units]
+    grid = StateGrid(units=lay.names, days=list(days), rows=[])
+    if usable:
+        rows = index.entries(source, min(days), max(days))
+        day_pos = {name: i for i, name in enumerate(day_names)}
+        _cells_from_index(rows, lay, fresh, day_pos, codes, grid, check_sizes)
+    for u, cells in enumerate(codes):
+        listing = lay.listings[u]
+        d = cells.find(_UNKNOWN)
+        while d >= 0:
+            if lay.manifests[u][d] not in listing:
+                cells[d] = _M
+            else:
+                state, detail = _state_from_disk(archive, source, units[u], days[d], check_sizes)
+                if detail:
+                    grid.details[(u, d)] = detail
+                cells[d] = ord(STATE_CODES[state])
+            d = cells.find(_UNKNOWN, d + 1)
+        grid.rows.append(cells.decode())
+    return grid
 
 
 def _remote_states(
@@ -170,50 +200,6 @@ _A, _K, _E, _C, _M = (
     ord(STATE_CODES[s]) for s in ("archived", "kept", "empty", "corrupt", "missing")
 )
 _UNKNOWN = ord("?")
-
-
-def _scan(
-    archive: Archive,
-    source: str,
-    units: Sequence[Sequence[str]],
-    days: Sequence[dt.date],
-    check_sizes: bool,
-    idx: ManifestIndex,
-) -> StateGrid:
-    # One pass over the index's rows, each checked against its unit's directory listing, then
-    # one over the cells the index did not answer (a manifest it never saw: read from disk;
-    # no manifest: missing). 300,000 cells take well under a second.
-    day_names = [d.isoformat() for d in days]
-    lay = _Layout.of(archive, source, units, day_names)
-    usable = bool(days) and idx.exists()
-    # The index is a cache: its rows of a unit are used only while the unit's directory is
-    # as it was when they were indexed (one stat per unit). A stale unit's rows are repaired
-    # first, from its manifests that changed; where that cannot be (a read-only index, a
-    # failed update) its cells are read from the manifests below.
-    stored = idx.dir_states(source) if usable else {}
-    fresh = [st is None or stored.get(n) == st for n, st in zip(lay.names, lay.states, strict=True)]
-    if usable and not idx.read_only and not all(fresh):
-        _repair(idx, source, units, lay, stored, fresh)
-    codes = [bytearray(b"?" * len(days)) for _ in units]
-    grid = StateGrid(units=lay.names, days=list(days), rows=[])
-    if usable:
-        rows = idx.entries(source, min(days), max(days))
-        day_pos = {name: i for i, name in enumerate(day_names)}
-        _cells_from_index(rows, lay, fresh, day_pos, codes, grid, check_sizes)
-    for u, cells in enumerate(codes):
-        listing = lay.listings[u]
-        d = cells.find(_UNKNOWN)
-        while d >= 0:
-            if lay.manifests[u][d] not in listing:
-                cells[d] = _M
-            else:
-                state, detail = _state_from_disk(archive, source, units[u], days[d], check_sizes)
-                if detail:
-                    grid.details[(u, d)] = detail
-                cells[d] = ord(STATE_CODES[state])
-            d = cells.find(_UNKNOWN, d + 1)
-        grid.rows.append(cells.decode())
-    return grid
 
 
 def _cells_from_index(

@@ -335,3 +335,20 @@ def common_settings(
         ),
     )
     return (*settings, reconcile_setting(name)) if reconcile else settings
+
+
+def series_backend(
+    name: str, title: str, *own: Setting, alias: str, start_date: str, pool: str = "default_pool"
+) -> Backend:
+    """The declaration of a backend whose tasks are a
+    :class:`~dxt_core.backends.roles.SeriesTasks` (a unit a metric, its days archived by
+    ``archive_metric_day`` as gzip CSV or Parquet and reconciled with the source's counts):
+    its settings are :func:`common_settings`, its ``own``, then :func:`series_format_setting`."""
+    common = common_settings(name, start_date=start_date, pool=pool, reconcile=True)
+    return Backend(
+        name=name,
+        title=title,
+        aliases=(alias,),
+        task_id="archive_metric_day",
+        settings=(*common, *own, series_format_setting(name)),
+    )

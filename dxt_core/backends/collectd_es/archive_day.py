@@ -48,8 +48,9 @@ class PageProvider(Protocol):
     """Pages of one family over a window. ``full``: whole hits (JSON Lines) rather than
     the fields the HDF5 conversion reads; ``timestep``: the HDF5 row width (s)."""
 
-    #: where the documents come from, for messages
-    where: str
+    @property
+    def where(self) -> str:
+        """Where the documents come from, for messages."""
 
     def __call__(
         self, family: str, start: dt.datetime, end: dt.datetime, full: bool, timestep: int
@@ -64,7 +65,11 @@ class EmptyExport(DxtError):
 class _EsPages:
     source: CollectdEsSource
     stats: ExportStats
-    where: str
+
+    @property
+    def where(self) -> str:
+        conn = self.source.conn
+        return f"{conn.safe_url} index {conn.index} (host prefix {conn.host_prefix!r})"
 
     def __call__(
         self, family: str, start: dt.datetime, end: dt.datetime, full: bool, timestep: int
@@ -89,9 +94,7 @@ class _EsPages:
 
 
 def es_pages(source: CollectdEsSource, stats: ExportStats) -> PageProvider:
-    conn = source.conn
-    where = f"{conn.safe_url} index {conn.index} (host prefix {conn.host_prefix!r})"
-    return _EsPages(source, stats, where)
+    return _EsPages(source, stats)
 
 
 @dataclass
@@ -99,7 +102,10 @@ class _SavedPages:
     pages: list[Page] | str | Path
     host_prefix: str
     name: str
-    where: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.name} (host prefix {self.host_prefix!r})"
 
     def __call__(
         self, family: str, start: dt.datetime, end: dt.datetime, full: bool, timestep: int
@@ -112,7 +118,7 @@ class _SavedPages:
 def saved_pages(pages: list[Page] | str | Path, host_prefix: str, where: str) -> PageProvider:
     """Saved hits as a page source: a list of pages, or a file read one page at a time
     (once per family asked for), so memory holds a page, not the file."""
-    return _SavedPages(pages, host_prefix, where, f"{where} (host prefix {host_prefix!r})")
+    return _SavedPages(pages, host_prefix, where)
 
 
 @dataclass

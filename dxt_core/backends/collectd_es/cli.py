@@ -69,6 +69,8 @@ def parse_time(text: str, what: str, zone: dt.tzinfo | None = dt.UTC) -> dt.date
 
 
 def add_extract_parser(subparsers: Any) -> None:
+    from dxt_core.backends.collectd_es import BACKEND
+
     e = subparsers.add_parser(
         "collectd-es",
         help="collectd in Elasticsearch (pytokio archive_collectdes)",
@@ -84,6 +86,13 @@ def add_extract_parser(subparsers: Any) -> None:
         "start", metavar="START", help="window start, ISO 8601 (no offset: in --tz, UTC)"
     )
     e.add_argument("end", metavar="END", help="window end (exclusive), ISO 8601")
+
+    def sized(flag: str, what: str) -> None:
+        """An integer option whose default is the DAG's setting of its name
+        (``DXT_COLLECTD_ES_<NAME>``): a command and a DAG run export alike."""
+        default = BACKEND.setting(flag[2:].replace("-", "_")).default
+        e.add_argument(flag, type=int, default=default, help=what)
+
     e.add_argument(
         "--tz",
         default="UTC",
@@ -98,9 +107,9 @@ def add_extract_parser(subparsers: Any) -> None:
         default=",".join(FAMILIES),
         help="comma-separated families (default %(default)s)",
     )
-    e.add_argument("--timestep", type=int, default=10, help="HDF5 row width, s (default 10)")
-    e.add_argument("--num-nodes", type=int, default=288, help="HDF5 servers (default 288)")
-    e.add_argument("--ssds-per-node", type=int, default=4, help="HDF5 SSDs per server (4)")
+    sized("--timestep", "HDF5 row width, s (default %(default)s)")
+    sized("--num-nodes", "HDF5 servers (default %(default)s)")
+    sized("--ssds-per-node", "HDF5 SSDs per server (%(default)s)")
     e.add_argument("--init-start", help="range of a new HDF5 file (default START)")
     e.add_argument("--init-end", help="end of a new HDF5 file's range (default END)")
     e.add_argument("--format", choices=OUTPUT_FORMATS, default="hdf5", help="output (hdf5)")
@@ -108,13 +117,10 @@ def add_extract_parser(subparsers: Any) -> None:
         "--input",
         help="saved pytokio JSON (list of pages of hits), .gz ok; read one page at a time",
     )
-    e.add_argument(
-        "--slices",
-        type=int,
-        default=2,
-        help="parallel readers, each a @timestamp range of the window (default 2)",
+    sized(
+        "--slices", "parallel readers, each a @timestamp range of the window (default %(default)s)"
     )
-    e.add_argument("--page-size", type=int, default=5000, help="hits per request (5000)")
+    sized("--page-size", "hits per request (%(default)s)")
     e.add_argument("--keep-alive", default="2m", help="PIT/scroll keep-alive (default 2m)")
     e.add_argument(
         "--no-pit",

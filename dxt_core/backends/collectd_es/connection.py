@@ -32,6 +32,7 @@ from dxt_core.connection import (
     ConnectionFields,
     ConnectionSpec,
     Extra,
+    probe_once,
     timeout_extra,
     verify_tls_extra,
 )
@@ -518,11 +519,7 @@ def _build(f: ConnectionFields) -> CollectdEsConnection:
 
 def probe(conn: CollectdEsConnection) -> str:
     """The server's name and version from ``GET /`` (and the paging the export will use)."""
-    client = EsClient(conn, retry=RetryPolicy(attempts=1))
-    try:
-        info = client.server_info()
-    finally:
-        client.close()
+    info = probe_once(EsClient, conn, lambda client: client.server_info())
     paging = (
         "scroll"
         if info.pit_api is None

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from dxt_core.backends import Backend, common_settings, series_format_setting
+from dxt_core.backends import series_backend
 from dxt_core.config import Setting
 
-SETTINGS = (
-    *common_settings("examon", start_date="2020-03-09", pool="examon", reconcile=True),
+BACKEND = series_backend(
+    "examon",
+    "Examon / KairosDB",
     Setting("examon_catalog", str, "", "metric,plugin CSV (default: the shipped M100 catalog)"),
     Setting("examon_options", str, "", "TOML with the cluster name and per-plugin options"),
-    series_format_setting("examon"),
+    alias="kairosdb",
+    start_date="2020-03-09",
+    pool="examon",
 )
-
-
-BACKEND = Backend(
-    name="examon",
-    title="Examon / KairosDB",
-    aliases=("kairosdb",),
-    task_id="archive_metric_day",
-    settings=SETTINGS,
-)
+SETTINGS = BACKEND.settings

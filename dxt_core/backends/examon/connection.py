@@ -8,6 +8,7 @@ from dxt_core.connection import (
     ConnectionFields,
     ConnectionSpec,
     Extra,
+    probe_once,
     time_zone_extra,
     timeout_extra,
     verify_tls_extra,
@@ -79,10 +80,8 @@ def _build(f: ConnectionFields) -> ExamonConnection:
 def probe(conn: ExamonConnection) -> str:
     """KairosDB's version, through Grafana's proxy when the connection goes that way."""
     from dxt_core.backends.examon.source import KairosDBSource
-    from dxt_core.http import RetryPolicy
 
-    with KairosDBSource(conn, retry=RetryPolicy(attempts=1)) as source:
-        return f"{source.version()} at {conn.safe_url}"
+    return probe_once(KairosDBSource, conn, lambda source: f"{source.version()} at {conn.safe_url}")
 
 
 #: The Examon connection: KairosDB directly, or through Grafana's data source proxy.

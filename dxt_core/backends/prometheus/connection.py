@@ -16,6 +16,7 @@ from dxt_core.connection import (
     ConnectionSpec,
     Extra,
     compression_extra,
+    probe_once,
     time_zone_extra,
     timeout_extra,
     verify_tls_extra,
@@ -108,12 +109,12 @@ def _build(f: ConnectionFields) -> PrometheusConnection:
 def probe(conn: PrometheusConnection) -> str:
     """Which server answers, its version, and how many metric names it knows."""
     from dxt_core.backends.prometheus.source import PrometheusSource
-    from dxt_core.http import RetryPolicy
 
-    with PrometheusSource(conn, retry=RetryPolicy(attempts=1)) as source:
+    def ask(source: PrometheusSource) -> str:
         server = source.server()
-        names = source.metric_names()
-    return f"{server.describe()} at {conn.safe_url}: {len(names)} metric names"
+        return f"{server.describe()} at {conn.safe_url}: {len(source.metric_names())} metric names"
+
+    return probe_once(PrometheusSource, conn, ask)
 
 
 #: The connection of a Prometheus or VictoriaMetrics server.
