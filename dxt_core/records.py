@@ -10,12 +10,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import orjson
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: One point as decoded from JSON: ``[epoch_ms, value]``; value is int, float or str.
 Point = Sequence[Any]
@@ -23,27 +20,6 @@ Point = Sequence[Any]
 
 #: Bytes a purely numeric JSON array of ``[ts, value]`` pairs may contain.
 _NUMERIC_JSON = b"0123456789.-+eE,[]"
-
-
-class PointBlock:
-    """A window's numeric points as columns, for the writers that lay out rows with NumPy
-    and Arrow (:mod:`dxt_core.writers.columnar`).
-
-    Row ``r`` is the time ``ts[r]`` (epoch ms) and the value ``values[r]``: the server's
-    digits and the comma a CSV row puts after them, an item of an Arrow binary array. The
-    window's series are runs of rows; a :class:`RawPoints` names its run (``block`` and
-    ``first``). Made by a decoder only when pyarrow is installed.
-    """
-
-    __slots__ = ("ts", "values")
-
-    def __init__(self, ts: np.ndarray, values: Any) -> None:
-        self.ts = ts
-        self.values = values
-
-    @property
-    def rows(self) -> int:
-        return len(self.ts)
 
 
 class RawPoints(Sequence[Point]):
@@ -57,27 +33,11 @@ class RawPoints(Sequence[Point]):
     strings sort by time as bytes.
     """
 
-    __slots__ = (
-        "_n",
-        "_parsed",
-        "_span",
-        "_tokens",
-        "_ts_tokens",
-        "block",
-        "first",
-        "text",
-        "width",
-    )
+    __slots__ = ("_n", "_parsed", "_span", "_tokens", "_ts_tokens", "text", "width")
 
-    def __init__(
-        self, text: bytes, n: int, width: int, block: PointBlock | None = None, first: int = 0
-    ) -> None:
+    def __init__(self, text: bytes, n: int, width: int) -> None:
         self.text = text  # b"[t,v],[t,v]": compact while the batch waits in a queue
         self.width = width
-        #: The window's columns these points are rows ``first:first + n`` of, when the
-        #: decoder made them: times are then read from them, not split from the text.
-        self.block = block
-        self.first = first
         self._n = n
         self._tokens: list[bytes] | None = None
         self._ts_tokens: list[bytes] | None = None
@@ -133,14 +93,8 @@ class RawPoints(Sequence[Point]):
         t = self.text  # timestamps are plain digits, so any of these is in a value
         return not (b"." in t or b"e" in t or b"E" in t)
 
-    def _block_ts(self) -> np.ndarray:
-        assert self.block is not None
-        return self.block.ts[self.first : self.first + self._n]
-
     def ts(self, i: int) -> int:
         """The time of point ``i`` in epoch ms, without parsing the points."""
-        if self.block is not None:
-            return int(self._block_ts()[i])
         if i == 0:
             return int(self.text[1 : 1 + self.width])
         if i == -1:
@@ -150,10 +104,6 @@ class RawPoints(Sequence[Point]):
     def index_at(self, ms: int, digits: bytes | None = None) -> int:
         """Index of the first point at or after ``ms`` (points are in time order);
         ``digits`` is ``str(ms).encode()`` when the caller has it."""
-        if self.block is not None:
-            import numpy as np
-
-            return int(np.searchsorted(self._block_ts(), ms))
         if ms < 10 ** (self.width - 1):
             return 0
         if ms >= 10**self.width:
@@ -170,12 +120,8 @@ class RawPoints(Sequence[Point]):
         """The digits of the earliest and the latest timestamp, in any order of the points
         (found once: the reader's window check and the writers share them)."""
         if self._span is None:
-            if self.block is not None:  # one width, no leading zero: str() is the digits
-                times = self._block_ts()
-                self._span = (str(int(times.min())).encode(), str(int(times.max())).encode())
-            else:
-                ts = self.ts_tokens
-                self._span = (min(ts), max(ts))
+            ts = self.ts_tokens
+            self._span = (min(ts), max(ts))
         return self._span
 
     @property

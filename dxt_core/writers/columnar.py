@@ -3,7 +3,7 @@ table of the seconds the rows span (:class:`Stamps`, the same text as
 :class:`dxt_core.writers.csv_gzip.TimestampFormatter`), and Arrow binary arrays over buffers
 without a copy, for rows joined by Arrow's ``binary_join_element_wise``.
 
-Shared by the backends whose decoders give columns (Prometheus, Examon's numeric windows).
+Used by the backends whose decoders give columns (Prometheus).
 NumPy is imported with this module; pyarrow only by :func:`arrow`.
 """
 
@@ -134,3 +134,42 @@ def ints(pa: Any, values: np.ndarray) -> Any:
     kind = pa.int32() if values.dtype == np.int32 else pa.int64()
     values = values.astype(np.int32 if values.dtype == np.int32 else np.int64, copy=False)
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+
+
+def lay_out(
+    stamps: np.ndarray,
+    text: bytes,
+    vstart: np.ndarray,
+    vlen: np.ndarray,
+    tails: tuple[bytes, np.ndarray],
+    sid: np.ndarray,
+) -> tuple[bytes, np.ndarray]:
+    """CSV rows ``<stamp><value><tail>`` without pyarrow, and where each row starts (and the
+    last ends): row ``r``'s stamp is ``stamps[r]`` (:class:`Stamps`' matrix), its value
+    ``text[vstart[r]:vstart[r] + vlen[r]]`` (``text`` holds at least the longest value's
+    length of bytes after the last value) and its tail the ``sid[r]``-th of ``tails`` (the
+    tails joined, and their offsets).
+
+    Each row is laid out in a matrix wide enough for the longest value and tail, and the
+    padding dropped (2.5 times Arrow's join's CPU, measured on Prometheus windows).
+    """
+    n = len(vstart)
+    tlen = np.diff(tails[1])
+    maxt, maxv = int(tlen.max()), max(int(vlen.max()), 1)
+    table = np.zeros((len(tlen), maxt), np.uint8)
+    table[np.arange(maxt)[None, :] < tlen[:, None]] = np.frombuffer(tails[0], np.uint8)
+    width = STAMP + maxv + maxt
+    m = np.empty((n, width), np.uint8)
+    m[:, :STAMP] = stamps
+    source = np.frombuffer(text, np.uint8)
+    m[:, STAMP : STAMP + maxv] = np.lib.stride_tricks.sliding_window_view(source, maxv)[vstart]
+    m[:, STAMP + maxv :] = table[sid]
+    col = np.arange(width)
+    row_tlen = tlen[sid]
+    keep = (col < (STAMP + vlen)[:, None]) | (
+        (col >= STAMP + maxv) & (col < (STAMP + maxv + row_tlen)[:, None])
+    )
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(STAMP + vlen + row_tlen, out=bounds[1:])
+    return m[keep].tobytes(), bounds
+

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import operator
-import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 from zoneinfo import ZoneInfo
 
 import orjson
@@ -21,10 +20,8 @@ import orjson
 from dxt_core.errors import ArchiveError
 from dxt_core.records import (
     Point,
-    PointBlock,
     RawPoints,
     Record,
-    Series,
     SeriesBatch,
     SeriesSchema,
     block_slices,
@@ -38,9 +35,6 @@ from dxt_core.writers.base import (
 )
 from dxt_core.writers.compress import Backend, GzipStream
 
-if TYPE_CHECKING:
-    from dxt_core.writers.columnar import Stamps
-
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _BUCKET_MS = 900_000  # every UTC-offset change since 1970 falls on a quarter hour
 _DAY_MS = 86_400_000
@@ -50,26 +44,6 @@ _SEC_DIGITS = operator.itemgetter(slice(None, -3))
 _MS_DIGITS = operator.itemgetter(slice(-3, None))
 #: Rows are grouped in blocks of this length: long runs of one series compress well.
 DEFAULT_BLOCK_MS = 1_800_000
-
-
-_preloaded = threading.Event()
-
-
-def preload_columnar() -> None:
-    """Import NumPy and pyarrow (:mod:`dxt_core.writers.columnar`) on a thread of their own,
-    once per process: the imports (about 0.1 s) then overlap the first requests of a day
-    instead of delaying its first window's decoding. Not a daemon: the process never exits
-    in the middle of an import."""
-    if _preloaded.is_set():
-        return
-    _preloaded.set()
-
-    def load() -> None:
-        from dxt_core.writers import columnar
-
-        columnar.arrow()
-
-    threading.Thread(target=load, name="dxt-preload").start()
 
 
 def csv_field(value: Any) -> str:
@@ -243,9 +217,8 @@ class GzipCsvWriter(SeriesWriter):
         self._result = WriteResult()
         # Rows of blocks that the windows seen so far have not completed, per block index:
         # (series sort key, encoded rows) in arrival (time) order.
-        self._pending: dict[int, list[tuple[tuple[str, ...], bytes | memoryview]]] = {}
+        self._pending: dict[int, list[tuple[tuple[str, ...], bytes]]] = {}
         self._tails: dict[tuple[str, ...], tuple[str, bytes]] = {}
-        self._stamps: Stamps | None = None  # made with the first PointBlock
 
     def header(self, schema: SeriesSchema) -> None:
         self._schema = schema
@@ -270,21 +243,10 @@ class GzipCsvWriter(SeriesWriter):
         kept, cuts = block_slices(batch, self._origin_ms, self._block_ms)
         first_block = (batch.start_ms - self._origin_ms) // self._block_ms
         pending = self._pending
-        laid = self._laid_out(kept, schema.tag_keys)
         for series, c in zip(kept, cuts, strict=True):
             points = series.points
             key, suffix, tail = self._tail(series.name, series.tags, schema.tag_keys)
-            if isinstance(points, RawPoints) and laid is not None and points.block is laid[0]:
-                _, bounds, text = laid
-                f = points.first
-                for b_i in range(len(c) - 1):
-                    lo, hi = c[b_i], c[b_i + 1]
-                    if hi > lo:
-                        pending.setdefault(first_block + b_i, []).append(
-                            (key, text[int(bounds[f + lo]) : int(bounds[f + hi])])
-                        )
-                first, last = map(int, points.span)
-            elif isinstance(points, RawPoints):
+            if isinstance(points, RawPoints):
                 pieces, w = self._raw_pieces(points, tail)
                 for b_i in range(len(c) - 1):
                     lo, hi = c[b_i], c[b_i + 1]
@@ -327,54 +289,6 @@ class GzipCsvWriter(SeriesWriter):
             suffix = ",".join(["", *map(csv_field, (name, *tag_values))]) + "\n"
             hit = self._tails[key] = (suffix, suffix.encode())
         return key, hit[0], hit[1]
-
-    def _laid_out(
-        self, kept: list[Series], keys: tuple[str, ...]
-    ) -> tuple[PointBlock, Any, memoryview] | None:
-        """The rows of the window's :class:`PointBlock` (when its series have one), laid out
-        at once by Arrow: the block, the rows' bounds (row ``r`` is
-        ``text[bounds[r]:bounds[r + 1]]``, a NumPy array) and their text. Rows of no series
-        in ``kept`` (dropped as outside the window) get no tail; nothing slices them."""
-        blocks = {
-            id(p.block): p.block
-            for s in kept
-            if isinstance(p := s.points, RawPoints) and p.block is not None
-        }
-        if len(blocks) != 1:
-            return None
-        import numpy as np
-
-        from dxt_core.writers import columnar
-
-        found = columnar.arrow()
-        if found is None:
-            return None
-        pa, pc = found
-        (block,) = blocks.values()
-
-        which = np.zeros(block.rows, np.int32)
-        tails = [b""]
-        for s in kept:
-            p = s.points
-            if isinstance(p, RawPoints) and p.block is block:
-                which[p.first : p.first + len(p)] = len(tails)
-                tails.append(self._tail(s.name, s.tags, keys)[2][1:])  # the stamp ends in ","
-        if self._stamps is None:
-            self._stamps = columnar.Stamps(self._fmt.tz)
-        n = block.rows
-        stamps = self._stamps(block.ts, self._stamps.span(block.ts))
-        pool = pa.system_memory_pool()  # short-lived buffers (see columnar)
-        rows = pc.binary_join_element_wise(
-            columnar.binary(pa, stamps, np.arange(0, (n + 1) * columnar.STAMP, columnar.STAMP)),
-            block.values,
-            pc.take(
-                columnar.binary(pa, b"".join(tails), _offsets(tails)), columnar.ints(pa, which)
-            ),
-            columnar.binary(pa, b"", np.zeros(n + 1, np.int32)),
-            memory_pool=pool,
-        )
-        bounds = np.frombuffer(rows.buffers()[1], np.int32, n + 1, rows.offset)
-        return block, bounds, memoryview(rows.buffers()[2])
 
     def _raw_pieces(self, points: RawPoints, tail: bytes) -> tuple[list[bytes], int]:
         """The rows of ``points`` (server digits as they came) as a flat list of pieces,
@@ -451,12 +365,3 @@ class GzipCsvTableWriter(RecordWriter[Sequence[str], Sequence[Record]]):
         """All of ``records`` in one file, their fields' union as sorted columns."""
         rows = list(records)
         return write_stream(self, sorted({k for r in rows for k in r}), [rows])
-
-
-def _offsets(items: list[bytes]) -> Any:
-    """Where each of ``items`` starts in their join, and the end (an int32 array)."""
-    import numpy as np
-
-    out = np.zeros(len(items) + 1, np.int32)
-    np.cumsum([len(x) for x in items], out=out[1:])
-    return out

@@ -30,7 +30,7 @@ from dxt_core.reconcile import (
 from dxt_core.records import RawPoints, Record, SeriesBatch
 from dxt_core.windows import day_window
 from dxt_core.writers.base import RecordWriter, SeriesWriter, write_stream
-from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter, preload_columnar
+from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
 from dxt_core.writers.parquet import ParquetSeriesWriter, ParquetTableWriter
 
 log = logging.getLogger("dxt_core.backends.examon.archive_day")
@@ -70,7 +70,6 @@ def archive_examon_day(
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    preload_columnar()  # numeric windows are read as column blocks (see decode.py)
     unit = _ExamonDay(source, entry, day, archive, fmt)
     report = archive_one_day(
         archive,

@@ -18,13 +18,9 @@ import orjson
 
 from dxt_core.errors import SourceError
 from dxt_core.http import html_hint
-from dxt_core.records import PointBlock, RawPoints, Series
+from dxt_core.records import RawPoints, Series
 
 _VALUES_KEY = b'"values":['
-#: Bytes a numeric ``values`` text may hold (as :class:`RawPoints` checks).
-_NUMERIC = b"0123456789.-+eE,[]"
-#: ``]`` read as ``,``: a value's closing bracket becomes the comma a CSV row puts after it.
-_CLOSE_AS_COMMA = bytes.maketrans(b"]", b",")
 
 
 def _loads_answer(raw: bytes, url: str, where: str = "") -> Any:
@@ -46,10 +42,6 @@ _NUMBER = rb"-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?[0-9]++)?+"
 _PAIR = rb"\[(?:0|[1-9][0-9]*+)," + _NUMBER + rb"\]"
 _PAIRS = re.compile(rb"(?:" + _PAIR + rb",)*+")
 _ALL_PAIRS = re.compile(rb"(?:" + _PAIR + rb",)*+" + _PAIR)
-
-
-#: A value and its comma, as :func:`block_points` checks them (Arrow's RE2 syntax).
-_JSON_NUMBER_ITEM = r"^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?,$"
 
 
 def _valid_numbers(inner: bytes) -> bool:
@@ -190,14 +182,10 @@ def decode_series(
     if arrays is not None and len(arrays) != len(results):
         doc, arrays = _loads_answer(raw, url, where), None
         results = _results(doc, url)
-    blocked = None if arrays is None else block_points(arrays)
     found: list[Series] = []
     dropped = 0
     for i, result in enumerate(results):
-        if blocked is not None:
-            points: Sequence[Any] = blocked[i]
-        else:
-            points = _points_of(result, None if arrays is None else arrays[i], url, where)
+        points = _points_of(result, None if arrays is None else arrays[i], url, where)
         if not points:
             continue
         points, out = _inside(points, start_ms, end_ms)
@@ -205,84 +193,6 @@ def decode_series(
         if points:
             found.append(Series(str(result.get("name", metric)), _group_tags(result), points))
     return found, dropped
-
-
-def block_points(arrays: list[bytes]) -> list[Sequence[Any]] | None:
-    """Each ``values`` text of a window as rows of one :class:`PointBlock` (its times as
-    integers, its values as an Arrow array of the server's digits), or None: pyarrow is not
-    installed, or some text is not compact ``[t,v]`` pairs of JSON numbers with timestamps
-    of one width (each text is then read on its own, which finds and names the fault).
-
-    One pass of each kind over the window's text instead of one per series; an empty text
-    is ``()``.
-    """
-    from dxt_core.writers import columnar
-
-    found = columnar.arrow()
-    texts = [a for a in arrays if a]
-    if found is None or not texts:
-        return None
-    joined = b",".join(texts)
-    if joined.translate(None, _NUMERIC):
-        return None
-    import numpy as np
-
-    pa, pc = found
-    text = np.frombuffer(joined, np.uint8)
-    commas = np.flatnonzero(text == ord(","))  # in a pair, between pairs, in a pair, ...
-    if len(commas) % 2 == 0:
-        return None
-    inner = commas[0::2]
-    opening = np.empty(len(inner), np.int64)
-    opening[0] = 0
-    opening[1:] = commas[1::2] + 1
-    closing = np.empty(len(inner), np.int64)
-    closing[:-1] = commas[1::2] - 1
-    closing[-1] = len(joined) - 1
-    width = int(inner[0]) - 1
-    if (
-        not 1 <= width <= 15
-        or not bool(np.all(inner - opening == width + 1))
-        or not bool(np.all(text[opening] == ord("[")))
-        or not bool(np.all(text[closing] == ord("]")))
-    ):
-        return None  # not [t,v] pairs, or times of several widths (or beyond int64)
-    digits = np.lib.stride_tricks.sliding_window_view(text, width)[opening + 1]
-    if bool(np.any((digits < ord("0")) | (digits > ord("9")))) or (
-        width > 1 and bool(np.any(digits[:, 0] == ord("0")))
-    ):
-        return None
-    ts = digits[:, 0].astype(np.int64) - 48
-    for j in range(1, width):
-        ts *= 10
-        ts += digits[:, j]
-        ts -= 48
-    # "[t,v],[t,v]" -> "[t,v,,[t,v,": the item from a pair's inner comma to the next is
-    # "v,,[t," whose first bytes are the value and its comma; the last gets a stand-in pair.
-    values_text = joined.translate(_CLOSE_AS_COMMA) + b",[" + b"0" * width + b","
-    ends = np.empty(len(inner) + 1, np.int64)
-    ends[:-1] = inner + 1
-    ends[-1] = len(values_text)
-    pool = pa.system_memory_pool()
-    values = pc.binary_slice(
-        columnar.binary(pa, values_text, ends), 0, -(width + 3), memory_pool=pool
-    )
-    if not pc.all(pc.match_substring_regex(values, _JSON_NUMBER_ITEM, memory_pool=pool)).as_py():
-        return None  # some value is not a JSON number: read alone, it is named
-    block = PointBlock(ts, values)
-    sizes = np.array([len(t) + 1 for t in texts], np.int64)
-    byte_starts = np.cumsum(sizes) - sizes
-    firsts = np.searchsorted(opening, byte_starts).tolist()
-    bounds = [*firsts[1:], len(ts)]
-    out: list[Sequence[Any]] = []
-    k = 0
-    for a in arrays:
-        if not a:
-            out.append(())
-            continue
-        out.append(RawPoints(a, bounds[k] - firsts[k], width, block, firsts[k]))
-        k += 1
-    return out
 
 
 def _points_of(result: dict[str, Any], inner: bytes | None, url: str, where: str) -> Sequence[Any]:

@@ -229,27 +229,12 @@ def _assemble_numpy(
     tails: tuple[bytes, np.ndarray],
     sid: np.ndarray,
 ) -> bytes:
-    """CSV rows without pyarrow: each row laid out in a matrix wide enough for the longest
-    value and tail, the padding then dropped (2.5 times Arrow's join's CPU, measured);
-    ``tails``: the series' tails joined, and their offsets."""
-    n = len(rows)
+    """CSV rows without pyarrow (:func:`columnar.lay_out`); ``tails``: the series' tails
+    joined, and their offsets."""
     vstart = cols.offsets[rows]
     vlen = cols.offsets[rows + 1] - vstart
-    tlen = np.diff(tails[1])
-    maxt, maxv = int(tlen.max()), int(vlen.max())
-    table = np.zeros((len(tlen), maxt), np.uint8)
-    table[np.arange(maxt)[None, :] < tlen[:, None]] = np.frombuffer(tails[0], np.uint8)
-    width = STAMP + maxv + maxt
-    m = np.empty((n, width), np.uint8)
-    m[:, :STAMP] = stamps
-    text = np.frombuffer(cols.text + b"\0" * maxv, np.uint8)
-    m[:, STAMP : STAMP + maxv] = text[vstart[:, None] + np.arange(maxv)]
-    m[:, STAMP + maxv :] = table[sid]
-    col = np.arange(width)
-    tail_end = (STAMP + maxv + tlen[sid])[:, None]
-    keep = (col < (STAMP + vlen)[:, None]) | ((col >= STAMP + maxv) & (col < tail_end))
-    out: bytes = m[keep].tobytes()
-    return out
+    pad = b"\0" * max(int(vlen.max()), 1)
+    return columnar.lay_out(stamps, cols.text + pad, vstart, vlen, tails, sid)[0]
 
 
 class ParquetDayWriter(BlockParquet):
