@@ -19,7 +19,7 @@ from dxt_core import backends as registry
 from dxt_core import scan
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
-from dxt_core.coverage import coverage, iter_coverage
+from dxt_core.coverage import coverage, iter_coverage, progress_lines
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
@@ -105,8 +105,9 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
-    # a repair of the index (units changed outside dxt) can take a while: said as it starts
-    scan.repair_notice = lambda message: print(f"dxt: {message}", file=sys.stderr, flush=True)
+    # an index repair (units changed outside dxt) and a --verify pass say how they go
+    scan.repair_notice = notice = lambda message: print(f"dxt: {message}", file=sys.stderr)
+    check = {"jobs": args.jobs, "progress": progress_lines(notice) if args.verify else None}
     # from the manifest index when the archive has one (--verify reads every manifest)
     if getattr(args, "reconcile", False):
         return _cmd_reconcile(args, backend, archive, units, day_list)
@@ -114,7 +115,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     if args.json:
         # streamed: the rows are made, counted and written one at a time (memory does not
         # grow with them), the counts after them
-        found = iter_coverage(archive, backend.name, units, day_list, verify=args.verify)
+        found = iter_coverage(archive, backend.name, units, day_list, args.verify, **check)
 
         def json_rows() -> Iterator[dict[str, Any]]:
             for r in found:
@@ -129,7 +130,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
         print_json_rows(json_rows(), lambda: counts)
         return 3 if counts["missing"] or counts["corrupt"] else 0
-    rows = coverage(archive, backend.name, units, day_list, verify=args.verify)
+    rows = coverage(archive, backend.name, units, day_list, args.verify, **check)
     for r in rows:
         counts[r.status] += 1
     _print_coverage_table(rows, day_list, args.show_all)
@@ -674,6 +675,7 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
     c.add_argument("--start-day", required=True)
     c.add_argument("--end-day", required=True)
     c.add_argument("--verify", action="store_true", help="also check every file's sha256")
+    c.add_argument("--jobs", type=int, default=4, help="with --verify: days read at once (4)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
     c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")

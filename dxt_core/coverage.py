@@ -21,7 +21,10 @@ memory does not grow with the rows); :func:`coverage` gives them as a list.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,19 +47,39 @@ class CoverageRow:
     kept: bool = False  # a rerun read fewer rows than the archive holds; the archive was kept
 
 
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """How far a ``verify`` pass has got: metric-days checked, of how many, how many of
+    them corrupt, and the seconds since it began."""
+
+    done: int
+    total: int
+    corrupt: int
+    seconds: float
+
+
+#: Metric-days a ``verify`` pass checks at once (file reads and sha256 run without the GIL).
+VERIFY_JOBS = 4
+
+
 def coverage(
     archive: Archive,
     source: str,
     units: Iterable[Sequence[str]],
     days: Iterable[dt.date],
     verify: bool = False,
+    *,
+    jobs: int = VERIFY_JOBS,
+    progress: Callable[[Verified], None] | None = None,
 ) -> list[CoverageRow]:
     """Status of every (unit, day) of ``source``: archived, empty, missing or corrupt (kept
     days are archived with ``kept`` set), units first, then days, in the order given.
 
-    ``verify`` also checks every data file's sha256 (reads every manifest and file).
+    ``verify`` also checks every data file's sha256 (reads every manifest and file), of
+    ``jobs`` metric-days at once in a directory archive, and calls ``progress`` after each
+    metric-day checked.
     """
-    return list(iter_coverage(archive, source, units, days, verify))
+    return list(iter_coverage(archive, source, units, days, verify, jobs=jobs, progress=progress))
 
 
 def iter_coverage(
@@ -65,6 +88,9 @@ def iter_coverage(
     units: Iterable[Sequence[str]],
     days: Iterable[dt.date],
     verify: bool = False,
+    *,
+    jobs: int = VERIFY_JOBS,
+    progress: Callable[[Verified], None] | None = None,
 ) -> Iterator[CoverageRow]:
     """The rows of :func:`coverage`, in the same order, made as they are taken: the index
     and the directories are read (and a problem with them raised) by this call, the rows'
@@ -82,7 +108,9 @@ def iter_coverage(
         with ManifestIndex(archive.root) as idx:
             if idx.exists():
                 return _from_index(archive, source, unit_list, day_list, idx)
-    return _from_manifests(archive, source, unit_list, day_list, verify)
+    if verify:
+        return _verified(archive, source, unit_list, day_list, max(1, jobs), progress)
+    return _from_manifests(archive, source, unit_list, day_list)
 
 
 def _from_manifests(
@@ -90,16 +118,54 @@ def _from_manifests(
     source: str,
     units: Sequence[tuple[str, ...]],
     days: Sequence[dt.date],
-    verify: bool,
 ) -> Iterator[CoverageRow]:
     for parts in units:
         for day in days:
             key = DayKey(source, parts, day)
-            status, detail = archive.status(key, verify=verify)
-            kept = status == "archived" and detail.startswith("kept:")
-            if status == "corrupt":
-                detail = _relative_detail(archive, key, detail)
-            yield CoverageRow(parts, day, status, detail, kept)
+            yield _row(archive, key, *archive.status(key))
+
+
+def _row(archive: Archive, key: DayKey, status: Status, detail: str) -> CoverageRow:
+    kept = status == "archived" and detail.startswith("kept:")
+    if status == "corrupt":
+        detail = _relative_detail(archive, key, detail)
+    return CoverageRow(key.parts, key.day, status, detail, kept)
+
+
+def _verified(
+    archive: Archive,
+    source: str,
+    units: Sequence[tuple[str, ...]],
+    days: Sequence[dt.date],
+    jobs: int,
+    progress: Callable[[Verified], None] | None,
+) -> Iterator[CoverageRow]:
+    """Every metric-day's manifest and files read and hashed, ``jobs`` at once on threads,
+    the rows in order; at most ``4 * jobs`` checked ahead of the consumer."""
+    began = time.monotonic()
+    total, done, corrupt = len(units) * len(days), 0, 0
+    keys = (DayKey(source, parts, day) for parts in units for day in days)
+    ahead: deque[tuple[DayKey, Future[tuple[Status, str]]]] = deque()
+    pool = ThreadPoolExecutor(jobs, thread_name_prefix="dxt-verify")
+
+    def taken() -> CoverageRow:
+        nonlocal done, corrupt
+        key, checked = ahead.popleft()
+        row = _row(archive, key, *checked.result())
+        done, corrupt = done + 1, corrupt + (row.status == "corrupt")
+        if progress is not None:
+            progress(Verified(done, total, corrupt, time.monotonic() - began))
+        return row
+
+    try:
+        for key in keys:
+            ahead.append((key, pool.submit(archive.status, key, True)))
+            while len(ahead) >= 4 * jobs or (ahead and ahead[0][1].done()):
+                yield taken()
+        while ahead:
+            yield taken()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _relative_detail(archive: Archive, key: DayKey, detail: str) -> str:
@@ -152,3 +218,36 @@ def _grid_rows(
                 if state == "archived" and not detail:
                     detail = holes.get((unit_of(parts), day.isoformat()), "")
                 yield CoverageRow(parts, day, state, detail)
+
+
+def progress_lines(
+    write: Callable[[str], None], every_s: float = 10.0
+) -> Callable[[Verified], None]:
+    """A ``progress`` for :func:`coverage` that writes a line every ``every_s`` seconds (how
+    many metric-days are checked, how many corrupt, how long the rest should take) and one
+    when the last is checked."""
+    last = [0.0]
+
+    def show(v: Verified) -> None:
+        if v.done == v.total:
+            write(
+                f"verified the files of {v.done:,} metric-days in {v.seconds:.1f} s "
+                f"({v.corrupt:,} corrupt)"
+            )
+        elif v.seconds - last[0] >= every_s:
+            last[0] = v.seconds
+            left = (v.total - v.done) * v.seconds / v.done
+            write(
+                f"verifying: {v.done:,} of {v.total:,} metric-days checked "
+                f"({v.corrupt:,} corrupt), about {_duration(left)} left"
+            )
+
+    return show
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if minutes < 2:
+        return f"{seconds:.0f} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"

@@ -1,0 +1,106 @@
+"""``dxt coverage --verify`` reads and hashes several metric-days at once (``--jobs``) and says
+on stderr how far it has got: the rows are the same, in the same order, whatever the number of
+jobs, and the changed bytes it exists to find are found."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from dxt_core.archive import Archive
+from dxt_core.cli import main
+from dxt_core.coverage import Verified, coverage, progress_lines
+from tests.unit.core.test_coverage_output_scale import archive_day, day, make_archive
+
+
+def flip_a_byte(root, parts, d):
+    """The day's data file with one byte changed: its size still matches the manifest, so
+    only its sha256 shows it."""
+    path = root / "examon" / parts[0] / parts[1] / f"{d}.csv.gz"
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def run(capsys, root, catalog, n_days, *extra):
+    rc = main(
+        [
+            "coverage",
+            "examon",
+            "--archive",
+            str(root),
+            "--catalog",
+            str(catalog),
+            "--start-day",
+            day(0).isoformat(),
+            "--end-day",
+            day(n_days - 1).isoformat(),
+            *extra,
+        ]
+    )
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("jobs", ["1", "3", "8"])
+def test_rows_do_not_depend_on_the_jobs(capsys, tmp_path, jobs):
+    root, catalog, units = make_archive(tmp_path, 5, 6, skip=lambda m, i: (m + i) % 4 == 0)
+    flip_a_byte(root, units[1], day(2))
+    flip_a_byte(root, units[4], day(5))
+    rc, out, err = run(capsys, root, catalog, 6, "--json", "--verify", "--jobs", jobs)
+    assert rc == 3
+    rows = json.loads(out)["rows"]
+    assert [(r["metric"], r["day"]) for r in rows] == [
+        (p[1], day(i).isoformat()) for p in units for i in range(6)
+    ]
+    corrupt = [(r["metric"], r["day"]) for r in rows if r["status"] == "corrupt"]
+    assert corrupt == [("m01", day(2).isoformat()), ("m04", day(5).isoformat())]
+    assert all("sha256" in r["detail"] for r in rows if r["status"] == "corrupt")
+    # the last line says what was done
+    assert "dxt: verified the files of 30 metric-days in " in err
+    assert "(2 corrupt)" in err.splitlines()[-1]
+    # the same rows from the library, in order, as without --verify but for the sha256
+    archive = Archive(root)
+    verified = coverage(archive, "examon", units, [day(i) for i in range(6)], True, jobs=2)
+    plain = coverage(archive, "examon", units, [day(i) for i in range(6)])
+    assert [(r.parts, r.day) for r in verified] == [(r.parts, r.day) for r in plain]
+    assert sum(r.status == "corrupt" for r in plain) == 0  # the sizes still match
+
+
+def test_without_verify_nothing_is_said_of_it(capsys, tmp_path):
+    root, catalog, _ = make_archive(tmp_path, 2, 2)
+    rc, _, err = run(capsys, root, catalog, 2)
+    assert rc == 0 and "verif" not in err
+
+
+def test_progress_lines_say_how_far_and_how_long():
+    lines: list[str] = []
+    show = progress_lines(lines.append, every_s=10)
+    show(Verified(1, 600, 0, 1.0))  # under 10 s: nothing yet
+    assert lines == []
+    show(Verified(100, 600, 1, 12.0))
+    show(Verified(101, 600, 1, 13.0))  # 1 s after the last line: nothing
+    show(Verified(200, 600, 2, 3_600.0))
+    show(Verified(600, 600, 2, 10_000.0))
+    assert lines == [
+        "verifying: 100 of 600 metric-days checked (1 corrupt), about 60 s left",
+        "verifying: 200 of 600 metric-days checked (2 corrupt), about 2 h 0 min left",
+        "verified the files of 600 metric-days in 10000.0 s (2 corrupt)",
+    ]
+
+
+def test_a_consumer_that_stops_early_leaves_no_thread_running(tmp_path):
+    import threading
+
+    root, _, units = make_archive(tmp_path, 4, 5)
+    archive_day(root, units[0], dt.date(2024, 5, 9))
+    rows = coverage(Archive(root), "examon", units, [day(i) for i in range(5)], True, jobs=3)
+    assert len(rows) == 20
+    from dxt_core.coverage import iter_coverage
+
+    found = iter_coverage(Archive(root), "examon", units, [day(i) for i in range(5)], True, jobs=3)
+    next(found)
+    found.close()  # the pool is shut down, its queued checks cancelled
+    assert not [t for t in threading.enumerate() if t.name.startswith("dxt-verify")]
