@@ -19,7 +19,7 @@ from dxt_core import backends as registry
 from dxt_core import scan
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
-from dxt_core.coverage import coverage, iter_coverage, progress_lines
+from dxt_core.coverage import iter_coverage, progress_lines
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
@@ -130,7 +130,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
         print_json_rows(json_rows(), lambda: counts)
         return 3 if counts["missing"] or counts["corrupt"] else 0
-    rows = coverage(archive, backend.name, units, day_list, args.verify, **check)
+    rows = list(iter_coverage(archive, backend.name, units, day_list, args.verify, **check))
     for r in rows:
         counts[r.status] += 1
     _print_coverage_table(rows, day_list, args.show_all)

@@ -68,18 +68,14 @@ def coverage(
     units: Iterable[Sequence[str]],
     days: Iterable[dt.date],
     verify: bool = False,
-    *,
-    jobs: int = VERIFY_JOBS,
-    progress: Callable[[Verified], None] | None = None,
 ) -> list[CoverageRow]:
     """Status of every (unit, day) of ``source``: archived, empty, missing or corrupt (kept
     days are archived with ``kept`` set), units first, then days, in the order given.
 
-    ``verify`` also checks every data file's sha256 (reads every manifest and file), of
-    ``jobs`` metric-days at once in a directory archive, and calls ``progress`` after each
-    metric-day checked.
+    ``verify`` also checks every data file's sha256 (reads every manifest and file; how many
+    at once and the progress: :func:`iter_coverage`).
     """
-    return list(iter_coverage(archive, source, units, days, verify, jobs=jobs, progress=progress))
+    return list(iter_coverage(archive, source, units, days, verify))
 
 
 def iter_coverage(
@@ -94,7 +90,8 @@ def iter_coverage(
 ) -> Iterator[CoverageRow]:
     """The rows of :func:`coverage`, in the same order, made as they are taken: the index
     and the directories are read (and a problem with them raised) by this call, the rows'
-    objects only as the iterator is consumed."""
+    objects only as the iterator is consumed. With ``verify``, a directory archive's
+    metric-days are checked ``jobs`` at once, and ``progress`` called after each."""
     unit_list = [tuple(u) for u in units]
     day_list = list(days)
     if archive.remote:

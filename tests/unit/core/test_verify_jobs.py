@@ -11,7 +11,7 @@ import pytest
 
 from dxt_core.archive import Archive
 from dxt_core.cli import main
-from dxt_core.coverage import Verified, coverage, progress_lines
+from dxt_core.coverage import Verified, coverage, iter_coverage, progress_lines
 from tests.unit.core.test_coverage_output_scale import archive_day, day, make_archive
 
 
@@ -63,7 +63,9 @@ def test_rows_do_not_depend_on_the_jobs(capsys, tmp_path, jobs):
     assert "(2 corrupt)" in err.splitlines()[-1]
     # the same rows from the library, in order, as without --verify but for the sha256
     archive = Archive(root)
-    verified = coverage(archive, "examon", units, [day(i) for i in range(6)], True, jobs=2)
+    verified = list(
+        iter_coverage(archive, "examon", units, [day(i) for i in range(6)], True, jobs=2)
+    )
     plain = coverage(archive, "examon", units, [day(i) for i in range(6)])
     assert [(r.parts, r.day) for r in verified] == [(r.parts, r.day) for r in plain]
     assert sum(r.status == "corrupt" for r in plain) == 0  # the sizes still match
@@ -96,10 +98,8 @@ def test_a_consumer_that_stops_early_leaves_no_thread_running(tmp_path):
 
     root, _, units = make_archive(tmp_path, 4, 5)
     archive_day(root, units[0], dt.date(2024, 5, 9))
-    rows = coverage(Archive(root), "examon", units, [day(i) for i in range(5)], True, jobs=3)
+    rows = list(iter_coverage(Archive(root), "examon", units, [day(i) for i in range(5)], True))
     assert len(rows) == 20
-    from dxt_core.coverage import iter_coverage
-
     found = iter_coverage(Archive(root), "examon", units, [day(i) for i in range(5)], True, jobs=3)
     next(found)
     found.close()  # the pool is shut down, its queued checks cancelled
