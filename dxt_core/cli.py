@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dxt_core import backends as registry
+from dxt_core import coverage as cov
 from dxt_core import scan
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
-from dxt_core.coverage import iter_coverage, progress_lines
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
@@ -106,8 +106,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
     # an index repair (units changed outside dxt) and a --verify pass say how they go
-    scan.repair_notice = notice = lambda message: print(f"dxt: {message}", file=sys.stderr)
-    check = {"jobs": args.jobs, "progress": progress_lines(notice) if args.verify else None}
+    scan.repair_notice = cov.stderr_notice
+    check = cov.verify_options(args)
     # from the manifest index when the archive has one (--verify reads every manifest)
     if getattr(args, "reconcile", False):
         return _cmd_reconcile(args, backend, archive, units, day_list)
@@ -115,7 +115,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     if args.json:
         # streamed: the rows are made, counted and written one at a time (memory does not
         # grow with them), the counts after them
-        found = iter_coverage(archive, backend.name, units, day_list, args.verify, **check)
+        found = cov.iter_coverage(archive, backend.name, units, day_list, args.verify, check)
 
         def json_rows() -> Iterator[dict[str, Any]]:
             for r in found:
@@ -130,7 +130,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
         print_json_rows(json_rows(), lambda: counts)
         return 3 if counts["missing"] or counts["corrupt"] else 0
-    rows = list(iter_coverage(archive, backend.name, units, day_list, args.verify, **check))
+    rows = list(cov.iter_coverage(archive, backend.name, units, day_list, args.verify, check))
     for r in rows:
         counts[r.status] += 1
     _print_coverage_table(rows, day_list, args.show_all)
@@ -675,7 +675,7 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
     c.add_argument("--start-day", required=True)
     c.add_argument("--end-day", required=True)
     c.add_argument("--verify", action="store_true", help="also check every file's sha256")
-    c.add_argument("--jobs", type=int, default=4, help="with --verify: days read at once (4)")
+    c.add_argument("--workers", type=int, default=cov.VERIFY_WORKERS, help=cov.WORKERS_HELP)
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")
     c.add_argument("--dag-id", help="DAG named in the refill commands (default: the backend's)")

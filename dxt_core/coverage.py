@@ -21,14 +21,16 @@ memory does not grow with the rows); :func:`coverage` gives them as a list.
 from __future__ import annotations
 
 import datetime as dt
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dxt_core.archive import Archive, DayKey
+from dxt_core.errors import ConfigError
 from dxt_core.manifests import Status, kept_detail
 
 if TYPE_CHECKING:
@@ -59,7 +61,22 @@ class Verified:
 
 
 #: Metric-days a ``verify`` pass checks at once (file reads and sha256 run without the GIL).
-VERIFY_JOBS = 4
+VERIFY_WORKERS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyOptions:
+    """How a ``verify`` pass over a directory archive runs: ``workers`` metric-days checked
+    at once, and ``progress`` called after each (on the consumer's thread)."""
+
+    workers: int = VERIFY_WORKERS
+    progress: Callable[[Verified], None] | None = None
+
+
+WORKERS_HELP = (
+    "with --verify, in a directory archive: metric-days read and hashed at once "
+    "(default %(default)s)"
+)
 
 
 def coverage(
@@ -84,14 +101,12 @@ def iter_coverage(
     units: Iterable[Sequence[str]],
     days: Iterable[dt.date],
     verify: bool = False,
-    *,
-    jobs: int = VERIFY_JOBS,
-    progress: Callable[[Verified], None] | None = None,
+    options: VerifyOptions | None = None,
 ) -> Iterator[CoverageRow]:
     """The rows of :func:`coverage`, in the same order, made as they are taken: the index
     and the directories are read (and a problem with them raised) by this call, the rows'
     objects only as the iterator is consumed. With ``verify``, a directory archive's
-    metric-days are checked ``jobs`` at once, and ``progress`` called after each."""
+    metric-days are checked as ``options`` say (:class:`VerifyOptions`)."""
     unit_list = [tuple(u) for u in units]
     day_list = list(days)
     if archive.remote:
@@ -106,7 +121,7 @@ def iter_coverage(
             if idx.exists():
                 return _from_index(archive, source, unit_list, day_list, idx)
     if verify:
-        return _verified(archive, source, unit_list, day_list, max(1, jobs), progress)
+        return _verified(archive, source, unit_list, day_list, options or VerifyOptions())
     return _from_manifests(archive, source, unit_list, day_list)
 
 
@@ -134,16 +149,17 @@ def _verified(
     source: str,
     units: Sequence[tuple[str, ...]],
     days: Sequence[dt.date],
-    jobs: int,
-    progress: Callable[[Verified], None] | None,
+    options: VerifyOptions,
 ) -> Iterator[CoverageRow]:
-    """Every metric-day's manifest and files read and hashed, ``jobs`` at once on threads,
-    the rows in order; at most ``4 * jobs`` checked ahead of the consumer."""
+    """Every metric-day's manifest and files read and hashed, ``options.workers`` at once
+    on threads, the rows in order; at most four times as many checked ahead of the
+    consumer."""
+    workers, progress = max(1, options.workers), options.progress
     began = time.monotonic()
     total, done, corrupt = len(units) * len(days), 0, 0
     keys = (DayKey(source, parts, day) for parts in units for day in days)
     ahead: deque[tuple[DayKey, Future[tuple[Status, str]]]] = deque()
-    pool = ThreadPoolExecutor(jobs, thread_name_prefix="dxt-verify")
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="dxt-verify")
 
     def taken() -> CoverageRow:
         nonlocal done, corrupt
@@ -157,7 +173,7 @@ def _verified(
     try:
         for key in keys:
             ahead.append((key, pool.submit(archive.status, key, True)))
-            while len(ahead) >= 4 * jobs or (ahead and ahead[0][1].done()):
+            while len(ahead) >= 4 * workers or (ahead and ahead[0][1].done()):
                 yield taken()
         while ahead:
             yield taken()
@@ -220,16 +236,16 @@ def _grid_rows(
 def progress_lines(
     write: Callable[[str], None], every_s: float = 10.0
 ) -> Callable[[Verified], None]:
-    """A ``progress`` for :func:`coverage` that writes a line every ``every_s`` seconds (how
-    many metric-days are checked, how many corrupt, how long the rest should take) and one
-    when the last is checked."""
+    """A ``progress`` for :func:`iter_coverage` that writes a line every ``every_s`` seconds
+    (how many metric-days are checked, how many corrupt, how long the rest should take) and
+    one when the last is checked."""
     last = [0.0]
 
     def show(v: Verified) -> None:
         if v.done == v.total:
             write(
-                f"verified the files of {v.done:,} metric-days in {v.seconds:.1f} s "
-                f"({v.corrupt:,} corrupt)"
+                f"verified {v.done:,} metric-days (manifests, and the files of those "
+                f"archived) in {v.seconds:.1f} s: {v.corrupt:,} corrupt"
             )
         elif v.seconds - last[0] >= every_s:
             last[0] = v.seconds
@@ -248,3 +264,18 @@ def _duration(seconds: float) -> str:
         return f"{seconds:.0f} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+def verify_options(args: Any) -> VerifyOptions:
+    """``dxt coverage``'s ``--workers`` (checked) and, with ``--verify``, its progress
+    lines on stderr."""
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers}: give 1 or more (metric-days at once)")
+    return VerifyOptions(int(args.workers), progress_lines(stderr_notice) if args.verify else None)
+
+
+def stderr_notice(message: str) -> None:
+    """``message`` on stderr as ``dxt: <message>``; nothing when stderr is closed (Python
+    then has none, and ``print`` would write to stdout, into a ``--json`` document)."""
+    if sys.stderr is not None:
+        print(f"dxt: {message}", file=sys.stderr)

@@ -88,8 +88,9 @@ def add_extract_parser(subparsers: Any) -> None:
     e.add_argument("end", metavar="END", help="window end (exclusive), ISO 8601")
 
     def sized(flag: str, what: str) -> None:
-        """An integer option whose default is the DAG's setting of its name
-        (``DXT_COLLECTD_ES_<NAME>``): a command and a DAG run export alike."""
+        """An integer option whose default is the declared default of the DAG's setting of
+        its name (not the ``DXT_COLLECTD_ES_<NAME>`` variable, which only DAG runs read): a
+        command and a DAG run with nothing set export alike."""
         default = BACKEND.setting(flag[2:].replace("-", "_")).default
         e.add_argument(flag, type=int, default=default, help=what)
 

@@ -234,7 +234,7 @@ def _assemble_numpy(
     vstart = cols.offsets[rows]
     vlen = cols.offsets[rows + 1] - vstart
     pad = b"\0" * max(int(vlen.max()), 1)
-    return columnar.lay_out(stamps, cols.text + pad, vstart, vlen, tails, sid)[0]
+    return columnar.lay_out(stamps, cols.text + pad, vstart, vlen, tails, sid)
 
 
 class ParquetDayWriter(BlockParquet):

@@ -1,6 +1,6 @@
-"""``dxt coverage --verify`` reads and hashes several metric-days at once (``--jobs``) and says
+"""``dxt coverage --verify`` reads and hashes several metric-days at once (``--workers``) and says
 on stderr how far it has got: the rows are the same, in the same order, whatever the number of
-jobs, and the changed bytes it exists to find are found."""
+workers, and the changed bytes it exists to find are found."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from dxt_core.archive import Archive
 from dxt_core.cli import main
-from dxt_core.coverage import Verified, coverage, iter_coverage, progress_lines
+from dxt_core.coverage import Verified, VerifyOptions, coverage, iter_coverage, progress_lines
 from tests.unit.core.test_coverage_output_scale import archive_day, day, make_archive
 
 
@@ -44,12 +44,12 @@ def run(capsys, root, catalog, n_days, *extra):
     return rc, out.out, out.err
 
 
-@pytest.mark.parametrize("jobs", ["1", "3", "8"])
-def test_rows_do_not_depend_on_the_jobs(capsys, tmp_path, jobs):
+@pytest.mark.parametrize("workers", ["1", "3", "8"])
+def test_rows_do_not_depend_on_the_workers(capsys, tmp_path, workers):
     root, catalog, units = make_archive(tmp_path, 5, 6, skip=lambda m, i: (m + i) % 4 == 0)
     flip_a_byte(root, units[1], day(2))
     flip_a_byte(root, units[4], day(5))
-    rc, out, err = run(capsys, root, catalog, 6, "--json", "--verify", "--jobs", jobs)
+    rc, out, err = run(capsys, root, catalog, 6, "--json", "--verify", "--workers", workers)
     assert rc == 3
     rows = json.loads(out)["rows"]
     assert [(r["metric"], r["day"]) for r in rows] == [
@@ -59,12 +59,12 @@ def test_rows_do_not_depend_on_the_jobs(capsys, tmp_path, jobs):
     assert corrupt == [("m01", day(2).isoformat()), ("m04", day(5).isoformat())]
     assert all("sha256" in r["detail"] for r in rows if r["status"] == "corrupt")
     # the last line says what was done
-    assert "dxt: verified the files of 30 metric-days in " in err
-    assert "(2 corrupt)" in err.splitlines()[-1]
+    assert "dxt: verified 30 metric-days (manifests, and the files of those archived) in " in err
+    assert err.splitlines()[-1].endswith(": 2 corrupt")
     # the same rows from the library, in order, as without --verify but for the sha256
     archive = Archive(root)
     verified = list(
-        iter_coverage(archive, "examon", units, [day(i) for i in range(6)], True, jobs=2)
+        iter_coverage(archive, "examon", units, [day(i) for i in range(6)], True, VerifyOptions(2))
     )
     plain = coverage(archive, "examon", units, [day(i) for i in range(6)])
     assert [(r.parts, r.day) for r in verified] == [(r.parts, r.day) for r in plain]
@@ -89,7 +89,7 @@ def test_progress_lines_say_how_far_and_how_long():
     assert lines == [
         "verifying: 100 of 600 metric-days checked (1 corrupt), about 60 s left",
         "verifying: 200 of 600 metric-days checked (2 corrupt), about 2 h 0 min left",
-        "verified the files of 600 metric-days in 10000.0 s (2 corrupt)",
+        "verified 600 metric-days (manifests, and the files of those archived) in 10000.0 s: 2 corrupt",
     ]
 
 
@@ -100,7 +100,27 @@ def test_a_consumer_that_stops_early_leaves_no_thread_running(tmp_path):
     archive_day(root, units[0], dt.date(2024, 5, 9))
     rows = list(iter_coverage(Archive(root), "examon", units, [day(i) for i in range(5)], True))
     assert len(rows) == 20
-    found = iter_coverage(Archive(root), "examon", units, [day(i) for i in range(5)], True, jobs=3)
+    found = iter_coverage(
+        Archive(root), "examon", units, [day(i) for i in range(5)], True, VerifyOptions(3)
+    )
     next(found)
     found.close()  # the pool is shut down, its queued checks cancelled
     assert not [t for t in threading.enumerate() if t.name.startswith("dxt-verify")]
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_workers_below_one_are_refused(capsys, tmp_path, workers):
+    root, catalog, _ = make_archive(tmp_path, 1, 1)
+    rc, out, err = run(capsys, root, catalog, 1, "--verify", "--workers", workers)
+    assert rc == 2 and f"--workers {workers}: give 1 or more" in err and out == ""
+
+
+def test_a_closed_stderr_keeps_the_json_whole(capsys, tmp_path, monkeypatch):
+    """With stderr closed (``2>&-``) Python has no ``sys.stderr``, and ``print`` to it would
+    write to stdout: the progress is then not said at all."""
+    import sys
+
+    root, catalog, _ = make_archive(tmp_path, 2, 2)
+    monkeypatch.setattr(sys, "stderr", None)
+    rc, out, _ = run(capsys, root, catalog, 2, "--json", "--verify")
+    assert rc == 0 and len(json.loads(out)["rows"]) == 4
