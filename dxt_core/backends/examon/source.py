@@ -24,6 +24,7 @@ import datetime as dt
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.client import rate_limited
@@ -43,6 +44,7 @@ from dxt_core.backends.examon.policy import (
 from dxt_core.backends.examon.tags import TagKeys
 from dxt_core.errors import UnreadablePoint, WindowTooLarge
 from dxt_core.http import RequestStats, error_text
+from dxt_core.prefetch import Background
 from dxt_core.records import Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms
 
@@ -54,6 +56,24 @@ __all__ = [  # besides what is defined here, for the code that imports it from t
     "WindowPolicy",
     "_decode_keeping_values",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A query's answer as it came, not yet read: the window ``[start_ms, end_ms)`` it
+    answers, and the URL and words that name it in messages."""
+
+    raw: bytes
+    url: str
+    where: str
+    start_ms: int
+    end_ms: int
+
+    def points(self) -> int:
+        """The points the answer holds, counted in its text (``],[`` between two points of a
+        series, and each series' first): what the next window is sized from, before the
+        answer is read. A string value holding either sequence only sizes a window."""
+        return self.raw.count(b"],[") + self.raw.count(b'"values":[[')
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +110,19 @@ class KairosDBSource(TagKeys, KairosDBCounts):
             SourceError: the answer holds a value that is not a JSON number or string.
             UnreadablePoint: the server cannot serialise a point of the window (NaN).
         """
+        answer = self._send(fetch, start_ms, end_ms, series=series, at_floor=at_floor)
+        return self._read(fetch, answer)
+
+    def _send(
+        self,
+        fetch: _Fetch,
+        start_ms: int,
+        end_ms: int,
+        *,
+        series: dict[str, str] | None = None,
+        at_floor: bool = False,
+    ) -> _Answer:
+        """The server's answer to the query of :meth:`query`, not yet read."""
         entry, schema, stats = fetch.entry, fetch.schema, fetch.stats
         body = self._body(entry, start_ms, end_ms, schema.tag_keys)
         if series:
@@ -119,12 +152,19 @@ class KairosDBSource(TagKeys, KairosDBCounts):
                 url=url,
                 status=status,
             )
+        return _Answer(raw, url, where, start_ms, end_ms)
+
+    def _read(self, fetch: _Fetch, answer: _Answer) -> SeriesBatch:
+        """The series of ``answer``, ordered by their tag values (see :meth:`query`)."""
+        start_ms, end_ms = answer.start_ms, answer.end_ms
         batch = SeriesBatch(start_ms, end_ms)
-        batch.series, dropped = decode_series(raw, url, where, entry.metric, start_ms, end_ms)
+        batch.series, dropped = decode_series(
+            answer.raw, answer.url, answer.where, fetch.entry.metric, start_ms, end_ms
+        )
         if dropped:
-            log.warning("%s: dropped %d points outside the queried window", where, dropped)
+            log.warning("%s: dropped %d points outside the queried window", answer.where, dropped)
             fetch.counts.dropped_outside_window += dropped
-        keys = schema.tag_keys
+        keys = fetch.schema.tag_keys
         batch.series.sort(key=lambda s: tuple(s.tags.get(k, "") for k in keys))
         return batch
 
@@ -136,7 +176,13 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         stats: RequestStats | None = None,
         counts: QueryCounts | None = None,
     ) -> Iterator[SeriesBatch]:
-        """Fetch ``window`` as consecutive batches, adapting and splitting windows as needed."""
+        """Fetch ``window`` as consecutive batches, adapting and splitting windows as needed.
+
+        The next window is asked for as soon as an answer has arrived, sized from the points
+        the answer holds, so the server works on it while this one is read (KairosDB serves
+        requests concurrently, see archive_day's ``_counting_alongside``); at most one
+        request of the metric is in flight, and one answer waits to be read.
+        """
         stats = stats if stats is not None else RequestStats()
         fetch = _Fetch(entry, schema, stats, counts if counts is not None else QueryCounts())
         pol = self.windows
@@ -144,35 +190,55 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         cursor, end = window.start_ms, window.end_ms
         size = blocks(pol.initial_s * 1000, min_ms)
         cap = max_ms  # lowered on each refusal so that refused sizes are not tried again
-        while cursor < end:
-            stop = min(cursor + size, end)
-            try:
-                batch = self.query(fetch, cursor, stop, at_floor=stop - cursor <= min_ms)
-            except UnreadablePoint:
-                batch = self.read_around_holes(fetch, cursor, stop)
-            except WindowTooLarge as exc:
-                if stop - cursor <= min_ms:
-                    raise WindowTooLarge(
-                        f"{entry.key}: even a {min_ms // 1000} s window is refused ({exc}); "
-                        "lower the window floor (min_s) or raise the server's query limit",
-                        url=exc.url,
-                        status=exc.status,
-                    ) from exc
-                size = blocks((stop - cursor) // 2, min_ms)
-                cap = size
-                stats.splits += 1
-                log.info(
-                    "%s: window of %d s refused, splitting to %d s",
-                    entry.key,
-                    (stop - cursor) // 1000,
-                    size // 1000,
+        ahead: Background[_Answer] | None = None  # the window from cursor, asked already
+        try:
+            while cursor < end:
+                stop = min(cursor + size, end)
+                answer: _Answer | None = None
+                try:
+                    if ahead is not None:
+                        asked, ahead = ahead, None
+                        answer = asked.result()
+                    else:
+                        answer = self._send(fetch, cursor, stop, at_floor=stop - cursor <= min_ms)
+                except UnreadablePoint:
+                    batch = self.read_around_holes(fetch, cursor, stop)
+                except WindowTooLarge as exc:
+                    if stop - cursor <= min_ms:
+                        raise WindowTooLarge(
+                            f"{entry.key}: even a {min_ms // 1000} s window is refused "
+                            f"({exc}); lower the window floor (min_s) or raise the server's "
+                            "query limit",
+                            url=exc.url,
+                            status=exc.status,
+                        ) from exc
+                    size = blocks((stop - cursor) // 2, min_ms)
+                    cap = size
+                    stats.splits += 1
+                    log.info(
+                        "%s: window of %d s refused, splitting to %d s",
+                        entry.key,
+                        (stop - cursor) // 1000,
+                        size // 1000,
+                    )
+                    continue
+                points = answer.points() if answer is not None else batch.points
+                size = blocks(
+                    next_window_ms(stop - cursor, points, pol.target_points, min_ms, cap), min_ms
                 )
-                continue
-            yield batch
-            size = blocks(
-                next_window_ms(stop - cursor, batch.points, pol.target_points, min_ms, cap), min_ms
-            )
-            cursor = stop
+                if answer is not None:
+                    if stop < end:  # the server answers the next while this one is read
+                        nxt = min(stop + size, end)
+                        ahead = Background(
+                            partial(self._send, fetch, stop, nxt, at_floor=nxt - stop <= min_ms),
+                            "dxt-ask-ahead",
+                        )
+                    batch = self._read(fetch, answer)
+                yield batch
+                cursor = stop
+        finally:
+            if ahead is not None:
+                ahead.wait()  # its answer is dropped; its thread is not left running
 
     # -- unreadable points ----------------------------------------------------------------
     def read_around_holes(self, fetch: _Fetch, start_ms: int, end_ms: int) -> SeriesBatch:

@@ -252,6 +252,47 @@ def test_refused_windows_are_split_and_stitched_in_order(examon_sim, tmp_path):
     assert rep.path.read_bytes() == ref
 
 
+def test_the_next_window_is_asked_while_one_is_read_and_never_left_running(examon_sim, tmp_path):
+    """Windows of a day are asked one ahead (the server answers the next while the client
+    reads one): the windows are the same as asked one by one, their refusals are split as
+    before, and no request thread outlives the day, whether it ends well or not."""
+    import threading
+
+    def ask_ahead() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "dxt-ask-ahead" and t.is_alive()]
+
+    policy = WindowPolicy(initial_s=1800, target_points=2_000, min_s=300)
+    with source(examon_sim.url, windows=policy) as src:
+        batches = list(src.iter_batches(AMBIENT, day_window(DAY, src.tz), src.schema(AMBIENT)))
+    assert len(batches) > 3 and not ask_ahead()
+    assert [b.start_ms for b in batches[1:]] == [b.end_ms for b in batches[:-1]]
+    assert sum(b.points for b in batches) == NODES * PER_DAY
+    # a window refused in the thread that asked it ahead is split as any refusal is
+    examon_sim.faults(max_points=300)
+    try:
+        with source(examon_sim.url, windows=policy) as src:
+            rep = archive_examon_day(src, AMBIENT, DAY, Archive(tmp_path / "refused"))
+    finally:
+        examon_sim.reset_faults()
+    assert rep.stats.splits >= 1 and rep.rows == NODES * PER_DAY and not ask_ahead()
+
+    # the second window is asked while the first is read: the server sees it although the
+    # consumer has not asked for it; a consumer that stops there leaves no request behind
+    def queries() -> int:
+        return int(examon_sim.stats()["requests"].get("/api/v1/datapoints/query", 0))
+
+    with source(examon_sim.url, windows=policy) as src:
+        found = src.iter_batches(AMBIENT, day_window(DAY, src.tz), src.schema(AMBIENT))
+        before = queries()
+        next(found)
+        deadline = time.monotonic() + 10
+        while queries() < before + 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert queries() == before + 2
+        found.close()
+    assert not ask_ahead()
+
+
 def test_split_floor_gives_a_clear_error(examon_sim, tmp_path):
     examon_sim.faults(max_points=1)
     try:
