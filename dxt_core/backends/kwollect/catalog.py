@@ -47,20 +47,27 @@ def _ms(value: object) -> float | None:
 #: What a monitor job promotes: False (no monitor job), True (``-t monitor``: every on-demand
 #: entry) or the regular expression of ``-t monitor=REGEX``.
 Monitor = bool | str
+#: The metric whose high rate kwollect's wattmetre collector sets apart (see :func:`promotes`).
+WATTMETRE = "wattmetre_power_watt"
 
 
 def promotes(monitored: Monitor, entry: Entry) -> bool:
     """Whether a monitor job of type ``monitored`` promotes ``entry`` to its ``optional_period``.
 
-    As kwollect does it (``db/kwollect_setup_db_oar.py``, view ``promoted_metrics_job``: plain
-    ``monitor`` is ``.*``, ``monitor=REGEX`` is REGEX; ``kwollector.py`` keeps an optional
-    metric when ``re.compile(REGEX).match(name)``). A pattern Python cannot compile promotes
-    nothing, as kwollector would fail on it.
+    As kwollect 1.3.1 does it (``db/kwollect_setup_db_oar.py``, view ``promoted_metrics_job``:
+    plain ``monitor`` is ``.*``, ``monitor=REGEX`` is REGEX; ``kwollector.py``,
+    ``filter_optional_metrics``, keeps an optional metric when
+    ``re.compile(REGEX).match(name)``; the wattmetre's collector takes a node's high rate when
+    ``'wattmetre_power_watt' ~ REGEX``, PostgreSQL's unanchored match:
+    ``kwollector_wattmetre.py``, ``get_highfreq_node``). A pattern Python cannot compile
+    promotes nothing, as kwollector would fail on it.
     """
     if isinstance(monitored, bool):
         return monitored
+    name = str(entry.get("name", ""))
+    find = re.search if name == WATTMETRE else re.match
     try:
-        return re.match(monitored, str(entry.get("name", ""))) is not None
+        return find(monitored, name) is not None
     except re.error:
         return False
 

@@ -167,3 +167,24 @@ def test_a_jobs_types_say_what_its_monitor_promotes(types, expected):
     k = Kwollect(["nova-1.lyon.grid5000.fr"], api_url="http://api.test/stable")
     k.job = {"types": types}
     assert k.monitored == expected
+
+
+def test_the_wattmetre_high_rate_is_promoted_by_an_unanchored_match():
+    # kwollect 1.3.1 kwollector_wattmetre.py, get_highfreq_node: a node's wattmetre is read
+    # at 20 ms when 'wattmetre_power_watt' ~ metric_id (PostgreSQL: unanchored); the other
+    # optional metrics when re.compile(metric_id).match(name) (kwollector.py)
+    assert catalog.promotes("power", {"name": "wattmetre_power_watt"})
+    assert not catalog.promotes("power", {"name": "pdu_power_watt"})
+    assert catalog.promotes("pdu", {"name": "pdu_power_watt"})
+
+
+def test_the_simulator_promotes_as_kwollect_does():
+    from dxt_core.backends.kwollect.simulator.model import _promotes
+
+    assert _promotes("monitor", "bmc_fan_speed_rpm")  # plain monitor: '.*'
+    assert _promotes("monitor=bmc_", "bmc_fan_speed_rpm")  # re.match: a prefix is enough
+    assert not _promotes("monitor=fan", "bmc_fan_speed_rpm")  # ... anchored at the start
+    assert _promotes("monitor=power", "wattmetre_power_watt")  # the wattmetre: unanchored
+    assert _promotes("monitor='wattmetre_power_watt'", "wattmetre_power_watt")
+    assert not _promotes("deploy", "wattmetre_power_watt")
+    assert not _promotes("monitor=[unclosed", "bmc_fan_speed_rpm")

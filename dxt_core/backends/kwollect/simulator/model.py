@@ -269,8 +269,7 @@ class SimModel:
             if job.site != site or node not in job.nodes:
                 continue
             for t in job.types:
-                kind, _, pattern = t.partition("=")
-                if kind == "monitor" and re.fullmatch(pattern.strip("'\""), m.name):
+                if _promotes(t, m.name):
                     # a running job monitors up to now: no sample exists after now anyway
                     stop = _FOREVER_S if job.stopped_at is None else job.stopped_at
                     found.append((job.started_at * 1_000_000, stop * 1_000_000))
@@ -346,3 +345,23 @@ class SimModel:
             rate = 125_000 * (1 + s.index % 3)
             return s.index * 1_000_000_000 + us * rate // 1_000_000
         return round(abs(math.sin(t / 300 + s.index)) * 4, 2)
+
+
+def _promotes(job_type: str, name: str) -> bool:
+    """Whether a running job of type ``job_type`` promotes the on-demand metric ``name``, as
+    kwollect 1.3.1 decides it: only types ``monitor...``; ``monitor=REGEX`` promotes REGEX,
+    any other ``monitor...`` type ``.*`` (``db/kwollect_setup_db_oar.py``, view
+    ``promoted_metrics_job``); a metric is collected when ``re.compile(REGEX).match(name)``
+    (``kwollector.py``, ``filter_optional_metrics``), the wattmetre at its high rate when
+    ``'wattmetre_power_watt' ~ REGEX`` (PostgreSQL's unanchored match,
+    ``kwollector_wattmetre.py``, ``get_highfreq_node``). Quotes around REGEX, as a shell
+    leaves them in ``oarsub -t "monitor='...'"``, are dropped. A pattern that does not compile
+    promotes nothing."""
+    if not job_type.startswith("monitor"):
+        return False
+    pattern = job_type[len("monitor=") :].strip("'\"") if job_type.startswith("monitor=") else ".*"
+    find = re.search if name == "wattmetre_power_watt" else re.match
+    try:
+        return find(pattern, name) is not None
+    except re.error:
+        return False
