@@ -177,7 +177,7 @@ class _ExamonDay:
             return
         with staging.open(self.ext) as fh:
             batches = self._counting_alongside(
-                prefetched(source.iter_batches(entry, window, schema, stats, self.counts))
+                prefetched(source.iter_batches(entry, window, schema, stats, self.counts), depth=0)
             )
             writer: SeriesWriter
             if self.fmt == "parquet":
