@@ -63,6 +63,16 @@ class RawPoints(Sequence[Point]):
             return None
         return cls(inner, n, width)
 
+    @classmethod
+    def of_pairs(cls, inner: bytes) -> RawPoints | None:
+        """From a ``values`` text already known to be ``[t,v]`` pairs of JSON numbers (the
+        decoder's one regular expression checked it), or None if its first and last
+        timestamps differ in width: only the count and the width are read here."""
+        width = inner.find(b",") - 1
+        if inner.find(b",", inner.rfind(b"[")) - inner.rfind(b"[") - 1 != width:
+            return None
+        return cls(inner, inner.count(b"],[") + 1, width)
+
     @property
     def tokens(self) -> list[bytes]:
         """``[ts, value, ts, value, ...]`` as the server's digits (split on first use)."""

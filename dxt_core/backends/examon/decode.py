@@ -202,6 +202,10 @@ def _points_of(result: dict[str, Any], inner: bytes | None, url: str, where: str
         return _checked_points(result.get("values"), url, where)
     if not inner:
         return ()
+    if _valid_numbers(inner):  # [t,v] pairs of JSON numbers: the common case, checked once
+        raw_points = RawPoints.of_pairs(inner)
+        if raw_points is not None:
+            return raw_points
     raw_points = RawPoints.from_json(inner)
     if raw_points is None:
         return _checked_points(_loads_answer(b"[" + inner + b"]", url, where), url, where)

@@ -119,3 +119,20 @@ def test_csv_rows_from_text_equal_rows_from_decoded_json_with_jitter(tz, t0, ste
         return buf.getvalue()
 
     assert write(rp) == write(vals)
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        b"[1583708400000,1.5],[1583708420000,-2],[1583708440000,3e-7]",
+        b"[7,1],[8,2],[9,0.5]",
+        b"[999,1],[1000,2]",  # first and last timestamps of two widths: not kept as text
+    ],
+)
+def test_pairs_checked_by_the_decoder_read_as_from_json_does(inner):
+    """``of_pairs`` (the decoder's regular expression has checked the text) gives what
+    ``from_json`` (which checks it itself) gives."""
+    a, b = RawPoints.of_pairs(inner), RawPoints.from_json(inner)
+    assert (a is None) == (b is None)
+    if a is not None and b is not None:
+        assert (len(a), a.width, list(a)) == (len(b), b.width, list(b))
