@@ -90,29 +90,6 @@ class _Fetch:
 class KairosDBSource(TagKeys, KairosDBCounts):
     """Reads Examon metrics from KairosDB, one metric and window at a time."""
 
-    def query(
-        self,
-        fetch: _Fetch,
-        start_ms: int,
-        end_ms: int,
-        *,
-        series: dict[str, str] | None = None,
-        at_floor: bool = False,
-    ) -> SeriesBatch:
-        """One query for ``[start_ms, end_ms)``; series ordered by their tag values.
-
-        Points outside the window are dropped and counted in ``fetch.counts``. ``series``
-        narrows the query to the series with these tag values. ``at_floor``: the window
-        cannot be split further, so a read timeout is retried with backoff (as a 503 is)
-        instead of being read as "too large".
-
-        Raises:
-            SourceError: the answer holds a value that is not a JSON number or string.
-            UnreadablePoint: the server cannot serialise a point of the window (NaN).
-        """
-        answer = self._send(fetch, start_ms, end_ms, series=series, at_floor=at_floor)
-        return self._read(fetch, answer)
-
     def _send(
         self,
         fetch: _Fetch,
@@ -122,7 +99,16 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         series: dict[str, str] | None = None,
         at_floor: bool = False,
     ) -> _Answer:
-        """The server's answer to the query of :meth:`query`, not yet read."""
+        """The answer to one query for ``[start_ms, end_ms)``, not yet read
+        (:meth:`_read` reads it).
+
+        ``series`` narrows the query to the series with these tag values. ``at_floor``: the
+        window cannot be split further, so a read timeout is retried with backoff (as a 503
+        is) instead of being read as "too large".
+
+        Raises:
+            UnreadablePoint: the server cannot serialise a point of the window (NaN).
+        """
         entry, schema, stats = fetch.entry, fetch.schema, fetch.stats
         body = self._body(entry, start_ms, end_ms, schema.tag_keys)
         if series:
@@ -155,7 +141,12 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         return _Answer(raw, url, where, start_ms, end_ms)
 
     def _read(self, fetch: _Fetch, answer: _Answer) -> SeriesBatch:
-        """The series of ``answer``, ordered by their tag values (see :meth:`query`)."""
+        """The series of ``answer`` with points in its window, ordered by their tag values;
+        points outside the window are dropped and counted in ``fetch.counts``.
+
+        Raises:
+            SourceError: the answer holds a value that is not a JSON number or string.
+        """
         start_ms, end_ms = answer.start_ms, answer.end_ms
         batch = SeriesBatch(start_ms, end_ms)
         batch.series, dropped = decode_series(
@@ -273,7 +264,7 @@ class KairosDBSource(TagKeys, KairosDBCounts):
                 mid = a + (b - a) // 2
             for lo, hi in ((a, mid), (mid, b)):
                 try:
-                    pieces.append(self.query(fetch, lo, hi, at_floor=True))
+                    pieces.append(self._read(fetch, self._send(fetch, lo, hi, at_floor=True)))
                 except UnreadablePoint:
                     fetch.stats.splits += 1
                     self._around(fetch, lo, hi, pieces)
@@ -281,7 +272,8 @@ class KairosDBSource(TagKeys, KairosDBCounts):
         entry = fetch.entry
         for tags, n in self.count_groups(entry, a, b, fetch.stats, fetch.schema.tag_keys):
             try:
-                pieces.append(self.query(fetch, a, b, series=tags, at_floor=True))
+                answer = self._send(fetch, a, b, series=tags, at_floor=True)
+                pieces.append(self._read(fetch, answer))
             except UnreadablePoint as exc:
                 message = str(exc).split(": the server cannot serialise a stored point: ", 1)[-1]
                 fetch.counts.holes.append(
