@@ -89,8 +89,9 @@ class _EsPages:
         )
 
     def count(self, family: str, start: dt.datetime, end: dt.datetime) -> SourceCount:
-        """The server's own count of the window (``_count``, see CollectdEsSource.count)."""
-        return self.source.count(family, start, end)
+        """The server's own count of the window (``_count``, see CollectdEsSource.count),
+        its request counted among the export's."""
+        return self.source.count(family, start, end, self.stats)
 
 
 def es_pages(source: CollectdEsSource, stats: ExportStats) -> PageProvider:

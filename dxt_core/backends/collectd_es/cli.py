@@ -196,7 +196,8 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
     if not args.input:
         s = stats
         print(
-            f"export: {s.server}, {s.mode}, {s.slices} slices, {s.requests} requests, "
+            f"export: {s.server}, {s.mode}, {s.slices} slices, {s.requests} searches and "
+            f"{s.other_requests} other requests (contexts, count), "
             f"{s.resumed} resumed, {s.partial_retries} partial pages asked again, "
             f"{s.outside_window} documents outside the window dropped",
             file=sys.stderr,

@@ -41,6 +41,9 @@ class ExportStats:
     hits: int = 0
     #: search requests sent, each attempt of a retried one counted
     requests: int = 0
+    #: the other requests of the export: its contexts opened and closed (points in time,
+    #: scrolls) and the day's ``_count``, each attempt counted
+    other_requests: int = 0
     #: search attempts after a transient failure (connection error, timeout, 429, 502-504)
     retries: int = 0
     resumed: int = 0
@@ -68,6 +71,7 @@ class ExportStats:
             "pages": self.pages,
             "hits": self.hits,
             "requests": self.requests,
+            "other_requests": self.other_requests,
             "retries": self.retries,
             "resumed": self.resumed,
             "skipped_duplicates": self.skipped_duplicates,
@@ -79,12 +83,13 @@ class ExportStats:
 
     def request_stats(self) -> RequestStats:
         """These counts as every backend's day report gives them (:class:`RequestStats`):
-        the searches sent; as retries, the searches asked again (after a transient failure,
-        a partial page or an expired context), each also counted in the requests; no split
-        (a window is paged, never split); the bytes received."""
+        every request sent (searches, contexts opened and closed, the count); as retries, the
+        searches asked again (after a transient failure, a partial page or an expired
+        context), each also counted in the requests; no split (a window is paged, never
+        split); the bytes of the search answers."""
         with self._lock:
             return RequestStats(
-                requests=self.requests,
+                requests=self.requests + self.other_requests,
                 retries=self.retries + self.partial_retries + self.resumed,
                 bytes_received=self.bytes_received,
             )
@@ -172,10 +177,10 @@ class _SliceReader:
 
     def close(self) -> None:
         if self.own_pit is not None:
-            self.src._forget_pit(self.own_pit)
+            self.src._forget_pit(self.own_pit, self.stats)
             self.own_pit = None
         if self.scroll_id is not None:
-            self.src._forget_scroll(self.scroll_id)
+            self.src._forget_scroll(self.scroll_id, self.stats)
             self.scroll_id = None
 
     def _query(self, since: int | None) -> dict[str, Any]:
@@ -246,14 +251,14 @@ class _SliceReader:
     def _reopen(self) -> None:
         if self.mode == "scroll":
             if self.scroll_id is not None:
-                self.src._forget_scroll(self.scroll_id)
+                self.src._forget_scroll(self.scroll_id, self.stats)
                 self.scroll_id = None
             return
         if self.own_pit is not None:
-            self.src._forget_pit(self.own_pit)
+            self.src._forget_pit(self.own_pit, self.stats)
             self.own_pit = None
         assert self.pit is not None
-        self.own_pit = self.pit = self.src._open_pit(self.pit.api)
+        self.own_pit = self.pit = self.src._open_pit(self.pit.api, self.stats)
 
     def _search(
         self, path: str, params: Mapping[str, str] | None, body: dict[str, Any], *, again: bool

@@ -93,7 +93,7 @@ from dxt_core.backends.collectd_es.slices import (
 )
 from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
-from dxt_core.http import RetryPolicy, json_answer
+from dxt_core.http import RequestStats, RetryPolicy, json_answer
 from dxt_core.reconcile import SourceCount
 
 log = logging.getLogger("dxt_core.backends.collectd_es.source")
@@ -186,7 +186,13 @@ class CollectdEsSource:
 
     # -- counts -------------------------------------------------------------------------
 
-    def count(self, family: str, start: dt.datetime, end: dt.datetime) -> SourceCount:
+    def count(
+        self,
+        family: str,
+        start: dt.datetime,
+        end: dt.datetime,
+        stats: ExportStats | None = None,
+    ) -> SourceCount:
         """The server's own count of the export's documents in ``[start, end)``.
 
         ``POST /<index>/_count`` with the very query the export pages through (the count
@@ -199,7 +205,8 @@ class CollectdEsSource:
         """
         path = f"/{index_path(self.conn.index)}/_count"
         body = {"query": family_query(family, start, end, self.conn.host_prefix)}
-        r = self.client.json("POST", path, body=body, what=f"counting {family} documents")
+        what = f"counting {family} documents"
+        r = self.client.json("POST", path, body=body, what=what, stats=_counted(stats))
         problem = shard_problem(r) if isinstance(r, Mapping) else "the answer is not an object"
         n = r.get("count") if isinstance(r, Mapping) else None
         if problem is not None or not isinstance(n, int):
@@ -214,7 +221,7 @@ class CollectdEsSource:
 
     # -- contexts -----------------------------------------------------------------------
 
-    def _open_pit(self, api: str) -> _Pit:
+    def _open_pit(self, api: str, stats: ExportStats | None = None) -> _Pit:
         index = index_path(self.conn.index)
         if api == "_pit":
             path, params = f"/{index}/_pit", {"keep_alive": self.keep_alive}
@@ -222,7 +229,9 @@ class CollectdEsSource:
             path = f"/{index}/_search/point_in_time"
             params = {"keep_alive": self.keep_alive, "allow_partial_pit_creation": "false"}
         what = f"opening a point in time on {self.conn.index}"
-        status, data, _ = self.client.request("POST", path, params=params, what=what)
+        status, data, _ = self.client.request(
+            "POST", path, params=params, what=what, stats=_counted(stats)
+        )
         if not 200 <= status < 300:
             if endpoint_missing(status, data):
                 raise _PitUnsupported(data[:300].decode("utf-8", "replace"))
@@ -239,14 +248,14 @@ class CollectdEsSource:
             self._open_pits.append(pit)
         problem = shard_problem(r)
         if problem is not None:
-            self._forget_pit(pit)
+            self._forget_pit(pit, stats)
             raise SourceUnavailable(
                 f"{what}: {problem}; rerun when every shard is available",
                 url=self.client.url(path),
             )
         return pit
 
-    def _forget_pit(self, pit: _Pit) -> None:
+    def _forget_pit(self, pit: _Pit, stats: ExportStats | None = None) -> None:
         with self._open_lock:
             if not any(p is pit for p in self._open_pits):
                 return
@@ -257,11 +266,13 @@ class CollectdEsSource:
         else:
             path, body = "/_search/point_in_time", {"pit_id": [pit.id]}
         try:
-            self.client.request("DELETE", path, body=body, what="closing a point in time")
+            self.client.request(
+                "DELETE", path, body=body, what="closing a point in time", stats=_counted(stats)
+            )
         except SourceError as exc:
             log.debug("closing a point in time failed: %s", exc)
 
-    def _forget_scroll(self, scroll_id: str) -> None:
+    def _forget_scroll(self, scroll_id: str, stats: ExportStats | None = None) -> None:
         with self._open_lock:
             if scroll_id not in self._open_scrolls:
                 return
@@ -272,6 +283,7 @@ class CollectdEsSource:
                 "/_search/scroll",
                 body={"scroll_id": [scroll_id]},
                 what="clearing a scroll",
+                stats=_counted(stats),
             )
         except SourceError as exc:
             log.debug("clearing a scroll failed: %s", exc)
@@ -316,7 +328,7 @@ class CollectdEsSource:
         if hi <= lo:
             raise ConfigError(f"empty window [{start.isoformat()}, {end.isoformat()})")
         stats = stats if stats is not None else ExportStats()
-        mode, shared = self._export_mode()
+        mode, shared = self._export_mode(stats)
         windows = time_slices(lo, hi, self.slices, align_s * 1000)
         stats.mode, stats.server, stats.slices = mode, str(self.server()), len(windows)
         src = list(fields) if fields is not None else None
@@ -333,16 +345,16 @@ class CollectdEsSource:
         finally:
             feeds.stop()
             if shared is not None:
-                self._forget_pit(shared)
+                self._forget_pit(shared, stats)
 
-    def _export_mode(self) -> tuple[str, _Pit | None]:
+    def _export_mode(self, stats: ExportStats) -> tuple[str, _Pit | None]:
         """How the slices page (``pit``, ``pit-keyset`` or ``scroll``) and the point in time
         they share (opened here; None for scrolls)."""
         server = self.server()
         api = server.pit_api if self.use_pit else None
         if api is not None:
             try:
-                shared = self._open_pit(api)
+                shared = self._open_pit(api, stats)
             except _PitUnsupported as exc:
                 log.warning(
                     "%s has no point-in-time endpoint (%s); reading with scrolls", server, exc
@@ -350,3 +362,21 @@ class CollectdEsSource:
             else:
                 return ("pit" if server.shard_doc else "pit-keyset"), shared
         return "scroll", None
+
+
+class _Counted(RequestStats):
+    """A request's counters that also count it among an export's other requests."""
+
+    def __init__(self, export: ExportStats) -> None:
+        super().__init__()
+        self._export = export
+
+    def add(self, other: RequestStats) -> None:
+        super().add(other)
+        self._export.add(other_requests=other.requests)
+
+
+def _counted(stats: ExportStats | None) -> RequestStats | None:
+    """Where a context or count request of an export is counted: in ``stats``'
+    ``other_requests`` (:class:`_Counted`), or nowhere."""
+    return None if stats is None else _Counted(stats)

@@ -4,8 +4,9 @@
 an XCom with ``'requests': 0``) while the day's manifest said ``export.requests: 3``: the
 report's request statistics were never filled. They are the export's own counts, the ones
 the manifest records under ``export`` (and, as every backend's, under ``requests``): each
-search sent (a retried one once per attempt), the searches asked again (transient HTTP
-failures, partial pages, expired contexts) and the bytes received. Each test runs a real
+search sent (a retried one once per attempt) and each other request (the day's ``_count``,
+the point in time opened and closed), the searches asked again (transient HTTP failures,
+partial pages, expired contexts) and the bytes received. Each test runs a real
 export against noida-db (a separate process) or a version stand-in in front of it.
 """
 
@@ -41,8 +42,14 @@ def assert_report_is_the_exports(report: DayReport) -> dict[str, Any]:
     doc = manifest_of(report)
     export = doc["export"]
     assert export["requests"] > 0
+    # the day's _count, and the point in time opened and closed (or each slice's scroll
+    # cleared)
+    if export["mode"].startswith("pit"):
+        assert export["other_requests"] == 3
+    else:
+        assert 1 <= export["other_requests"] <= 1 + export["slices"]
     s = report.stats
-    assert s.requests == export["requests"]
+    assert s.requests == export["requests"] + export["other_requests"]
     assert s.retries == export["retries"] + export["partial_retries"] + export["resumed"]
     assert s.splits == 0  # collectd pages through a day: no window is ever split
     assert s.bytes_received == export["bytes_received"] > 0
@@ -78,7 +85,9 @@ def test_an_empty_days_report_gives_its_requests_too(noida_es, tmp_path):
     report = TASKS.archive("disk", day, Archive(tmp_path), conn, PARAMS)
     assert report.status == "empty"
     doc = manifest_of(report)
-    assert report.stats.requests == doc["export"]["requests"] > 0
+    export = doc["export"]
+    assert report.stats.requests == export["requests"] + export["other_requests"] > 0
+    assert export["other_requests"] >= 1  # the day's _count at least
     assert report.as_dict()["requests"] == report.stats.requests
 
 
@@ -147,5 +156,6 @@ def test_dxt_extract_gives_the_exports_requests(noida_es, tmp_path, capsys):
                "2017-12-13T08:00:00", "2017-12-13T09:00:00", "--out", str(out)])  # fmt: skip
     assert rc == 0
     err = capsys.readouterr().err
-    found = re.search(r", (\d+) requests, ", err)
-    assert found and int(found.group(1)) > 0, err
+    found = re.search(r", (\d+) searches and (\d+) other requests \(contexts, count\), ", err)
+    # a point in time opened and closed (no count: a window, not a day)
+    assert found and int(found.group(1)) > 0 and int(found.group(2)) == 2, err
