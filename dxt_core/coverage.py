@@ -52,12 +52,14 @@ class CoverageRow:
 @dataclass(frozen=True, slots=True)
 class Verified:
     """How far a ``verify`` pass has got: metric-days checked, of how many, how many of
-    them corrupt, and the seconds since it began."""
+    them corrupt, the seconds since it began, and whether it stopped before the last (an
+    error, Ctrl-C, or a consumer that took no more rows)."""
 
     done: int
     total: int
     corrupt: int
     seconds: float
+    stopped: bool = False
 
 
 #: Metric-days a ``verify`` pass checks at once (file reads and sha256 run without the GIL).
@@ -177,6 +179,10 @@ def _verified(
                 yield taken()
         while ahead:
             yield taken()
+    except BaseException:
+        if progress is not None and done < total:
+            progress(Verified(done, total, corrupt, time.monotonic() - began, stopped=True))
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -237,12 +243,17 @@ def progress_lines(
     write: Callable[[str], None], every_s: float = 10.0
 ) -> Callable[[Verified], None]:
     """A ``progress`` for :func:`iter_coverage` that writes a line every ``every_s`` seconds
-    (how many metric-days are checked, how many corrupt, how long the rest should take) and
-    one when the last is checked."""
+    (how many metric-days are checked, how many corrupt, how long the rest should take), one
+    when the last is checked, and one when the pass stops before it."""
     last = [0.0]
 
     def show(v: Verified) -> None:
-        if v.done == v.total:
+        if v.stopped:
+            write(
+                f"verification stopped after {v.done:,} of {v.total:,} metric-days checked "
+                f"({v.corrupt:,} corrupt), {v.seconds:.1f} s"
+            )
+        elif v.done == v.total:
             write(
                 f"verified {v.done:,} metric-days (manifests, and the files of those "
                 f"archived) in {v.seconds:.1f} s: {v.corrupt:,} corrupt"

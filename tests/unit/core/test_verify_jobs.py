@@ -124,3 +124,18 @@ def test_a_closed_stderr_keeps_the_json_whole(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "stderr", None)
     rc, out, _ = run(capsys, root, catalog, 2, "--json", "--verify")
     assert rc == 0 and len(json.loads(out)["rows"]) == 4
+
+
+def test_a_pass_stopped_early_says_how_far_it_got(tmp_path):
+    """Ctrl-C (or any error) while rows are taken: the last progress line says the pass
+    stopped, after how many of how many metric-days."""
+    root, _, units = make_archive(tmp_path, 3, 4)
+    lines: list[str] = []
+    options = VerifyOptions(2, progress_lines(lines.append, every_s=3600))
+    found = iter_coverage(Archive(root), "examon", units, [day(i) for i in range(4)], True, options)
+    next(found), next(found)
+    with pytest.raises(KeyboardInterrupt):
+        found.throw(KeyboardInterrupt())
+    assert lines == [lines[-1]] and lines[-1].startswith(
+        "verification stopped after 2 of 12 metric-days checked (0 corrupt), "
+    )
