@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from dxt_core.archive import Archive, DayKey
@@ -68,15 +69,16 @@ VERIFY_WORKERS = 4
 
 @dataclass(frozen=True, slots=True)
 class VerifyOptions:
-    """How a ``verify`` pass over a directory archive runs: ``workers`` metric-days checked
-    at once, and ``progress`` called after each (on the consumer's thread)."""
+    """How a ``verify`` pass runs: ``workers`` metric-days checked at once (files read and
+    hashed, or S3 objects fetched and hashed), and ``progress`` called after each (on the
+    consumer's thread)."""
 
     workers: int = VERIFY_WORKERS
     progress: Callable[[Verified], None] | None = None
 
 
 WORKERS_HELP = (
-    "with --verify, in a directory archive: metric-days read and hashed at once "
+    "with --verify: metric-days read and hashed at once, from files or S3 objects "
     "(default %(default)s)"
 )
 
@@ -107,15 +109,20 @@ def iter_coverage(
 ) -> Iterator[CoverageRow]:
     """The rows of :func:`coverage`, in the same order, made as they are taken: the index
     and the directories are read (and a problem with them raised) by this call, the rows'
-    objects only as the iterator is consumed. With ``verify``, a directory archive's
-    metric-days are checked as ``options`` say (:class:`VerifyOptions`)."""
+    objects only as the iterator is consumed. With ``verify``, the metric-days are checked as
+    ``options`` say (:class:`VerifyOptions`), the directories or S3 listings read as the rows
+    are taken."""
     unit_list = [tuple(u) for u in units]
     day_list = list(days)
     if archive.remote:
         from dxt_core.store.s3 import S3Archive
 
         assert isinstance(archive, S3Archive)
-        return iter(archive.coverage_rows(source, unit_list, day_list, verify=verify))
+        if verify:
+            checks = archive.verify_checks(source, unit_list, day_list)
+            total = len(unit_list) * len(day_list)
+            return _verified(checks, total, options or VerifyOptions(), _remote_row)
+        return iter(archive.coverage_rows(source, unit_list, day_list))
     from dxt_core.index import ManifestIndex
 
     if not verify and day_list:
@@ -123,7 +130,10 @@ def iter_coverage(
             if idx.exists():
                 return _from_index(archive, source, unit_list, day_list, idx)
     if verify:
-        return _verified(archive, source, unit_list, day_list, options or VerifyOptions())
+        keys = (DayKey(source, parts, day) for parts in unit_list for day in day_list)
+        checks = ((key, partial(archive.status, key, True)) for key in keys)
+        total = len(unit_list) * len(day_list)
+        return _verified(checks, total, options or VerifyOptions(), partial(_row, archive))
     return _from_manifests(archive, source, unit_list, day_list)
 
 
@@ -146,35 +156,43 @@ def _row(archive: Archive, key: DayKey, status: Status, detail: str) -> Coverage
     return CoverageRow(key.parts, key.day, status, detail, kept)
 
 
+def _remote_row(key: DayKey, status: Status, detail: str) -> CoverageRow:
+    kept = status == "archived" and detail.startswith("kept:")
+    return CoverageRow(key.parts, key.day, status, detail, kept)
+
+
+#: One metric-day's check, to run on any thread: (status, detail) with every file hashed.
+Check = Callable[[], tuple[Status, str]]
+
+
 def _verified(
-    archive: Archive,
-    source: str,
-    units: Sequence[tuple[str, ...]],
-    days: Sequence[dt.date],
+    checks: Iterator[tuple[DayKey, Check]],
+    total: int,
     options: VerifyOptions,
+    row_of: Callable[[DayKey, Status, str], CoverageRow],
 ) -> Iterator[CoverageRow]:
-    """Every metric-day's manifest and files read and hashed, ``options.workers`` at once
-    on threads, the rows in order; at most four times as many checked ahead of the
-    consumer."""
+    """The ``total`` metric-days' checks run ``options.workers`` at once on threads, the
+    rows in the order of ``checks``; at most four times as many checked ahead of the
+    consumer. ``checks`` is consumed on the consumer's thread (an S3 archive lists a unit
+    there before its days are checked)."""
     workers, progress = max(1, options.workers), options.progress
     began = time.monotonic()
-    total, done, corrupt = len(units) * len(days), 0, 0
-    keys = (DayKey(source, parts, day) for parts in units for day in days)
+    done, corrupt = 0, 0
     ahead: deque[tuple[DayKey, Future[tuple[Status, str]]]] = deque()
     pool = ThreadPoolExecutor(workers, thread_name_prefix="dxt-verify")
 
     def taken() -> CoverageRow:
         nonlocal done, corrupt
         key, checked = ahead.popleft()
-        row = _row(archive, key, *checked.result())
+        row = row_of(key, *checked.result())
         done, corrupt = done + 1, corrupt + (row.status == "corrupt")
         if progress is not None:
             progress(Verified(done, total, corrupt, time.monotonic() - began))
         return row
 
     try:
-        for key in keys:
-            ahead.append((key, pool.submit(archive.status, key, True)))
+        for key, check in checks:
+            ahead.append((key, pool.submit(check)))
             while len(ahead) >= 4 * workers or (ahead and ahead[0][1].done()):
                 yield taken()
         while ahead:

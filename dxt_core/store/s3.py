@@ -19,7 +19,8 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -417,10 +418,7 @@ class S3Archive(Archive):
         out: list[list[tuple[Status, str, bool]]] = []
         for parts in units:
             parts = tuple(parts)
-            probe = DayKey(source, parts, days[0] if days else dt.date(2000, 1, 1))
-            prefix = self.key_of(self.directory(probe)) + "/"
-            listing = {o.key.rsplit("/", 1)[-1]: o for o in self.store.list(prefix)}
-            index = self._read_index(source, parts) if listing else {}
+            listing, index = self._unit_listing(source, parts, days)
             row: list[tuple[Status, str, bool]] = []
             for day in days:
                 status, detail = self._status(DayKey(source, parts, day), listing, index, verify)
@@ -428,16 +426,37 @@ class S3Archive(Archive):
             out.append(row)
         return out
 
+    def _unit_listing(
+        self, source: str, parts: tuple[str, ...], days: Sequence[dt.date]
+    ) -> tuple[dict[str, ObjectInfo], dict[str, Any]]:
+        """One unit's objects by name (one listing) and its index object's entries."""
+        probe = DayKey(source, parts, days[0] if days else dt.date(2000, 1, 1))
+        prefix = self.key_of(self.directory(probe)) + "/"
+        listing = {o.key.rsplit("/", 1)[-1]: o for o in self.store.list(prefix)}
+        return listing, self._read_index(source, parts) if listing else {}
+
+    def verify_checks(
+        self, source: str, units: Sequence[tuple[str, ...]], days: Sequence[dt.date]
+    ) -> Iterator[tuple[DayKey, Callable[[], tuple[Status, str]]]]:
+        """Each (unit, day)'s check with every data object read and hashed, to run on any
+        thread; a unit is listed (and its index object read) as its first day is taken."""
+        for parts in units:
+            listing, index = self._unit_listing(source, parts, days)
+            for day in days:
+                key = DayKey(source, parts, day)
+                yield key, partial(self._status, key, listing, index, True)
+
     def coverage_rows(
         self,
         source: str,
         units: Iterable[Sequence[str]],
         days: Iterable[dt.date],
-        verify: bool = False,
     ) -> list[CoverageRow]:
+        """Every (unit, day)'s row from listings, index objects and manifests (the data
+        objects hashed: :meth:`verify_checks`)."""
         unit_list = [tuple(u) for u in units]
         day_list = list(days)
-        states = self.unit_states(source, unit_list, day_list, verify)
+        states = self.unit_states(source, unit_list, day_list)
         return [
             CoverageRow(parts, day, status, detail, kept)
             for parts, row in zip(unit_list, states, strict=True)
