@@ -11,7 +11,7 @@ import pytest
 
 from dxt_core import Archive
 from dxt_core.archive import DayKey
-from dxt_core.coverage import VerifyOptions, Verified, iter_coverage
+from dxt_core.coverage import Verified, VerifyOptions, iter_coverage
 from dxt_core.store.client import S3Client
 
 pytestmark = [pytest.mark.integration]
@@ -43,7 +43,7 @@ def archive(bucket, s3_server, s3_env) -> Archive:
     for parts in UNITS:
         for day in DAYS[:-1]:
             _commit(a, DayKey("toy", parts, day), f"{parts[0]} {day}\n".encode() * 50)
-    body = "n 2020-03-02\n".encode() * 50
+    body = b"n 2020-03-02\n" * 50
     tampered = body[:-2] + b"X\n"
     s3_server.client().put_object(Bucket=bucket, Key="v/toy/n/2020-03-02.csv.gz", Body=tampered)
     return a
