@@ -48,9 +48,10 @@ def slow_lyon(sim):
 
 
 def start_backup(sim: KwollectSimProcess, out: Path) -> subprocess.Popen[str]:
-    """Three nodes on two sites over 12 h, 5,000 points a request: 24 requests for lyon's
-    two nodes, 12 for nancy's one (4 metrics at 1.33 points/s a node: the catalogue's
-    period-0 fan entries are not collected without a monitor job, and are not counted)."""
+    """Three nodes on two sites over 12 h, 5,000 points a request: 22 requests for lyon's
+    two nodes, 11 for nancy's one (3 metrics at 1.27 points/s a node: the catalogue's
+    period-0 entries, the fan speeds and node exporter's bundles, are not collected without
+    a monitor job, and are not counted)."""
     return subprocess.Popen(
         [DXT, "extract", "kwollect", "--api-url", sim.url,
          "--nodes", "nova-1.lyon,nova-2.lyon,gros-1.nancy",
@@ -72,8 +73,8 @@ def wait_for(condition, what: str, proc: subprocess.Popen[str], timeout: float =
 
 
 def nancy_served(sim: KwollectSimProcess) -> bool:
-    """The simulator has answered nancy's 12 requests (its files are written 1 s later)."""
-    return sim.stats()["metrics_requests"].get("nancy", 0) >= 12
+    """The simulator has answered nancy's 11 requests (its files are written 1 s later)."""
+    return sim.stats()["metrics_requests"].get("nancy", 0) >= 11
 
 
 def interrupt(proc: subprocess.Popen[str], times: int = 1) -> tuple[float, str, str]:
@@ -117,14 +118,14 @@ def assert_vouched(out: Path, manifest: dict) -> None:
 
 
 def test_ctrl_c_stops_and_commits_the_complete_sites_only(sim, slow_lyon, tmp_path):
-    slow_lyon(1.0)  # lyon: 24 requests of 1 s; nancy done in well under a second
+    slow_lyon(1.0)  # lyon: 22 requests of 1 s; nancy done in well under a second
     out = tmp_path / "b"
     proc = start_backup(sim, out)
     wait_for(lambda: nancy_served(sim), "nancy's requests", proc)
     time.sleep(2.5)  # nancy's files written (well under a second on a quiet machine)
     seconds, stdout, stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
-    # lyon's request in flight (1 s) ends, none starts: well before its 20 others
+    # lyon's request in flight (1 s) ends, none starts: well before its 18 others
     assert seconds < 4, seconds
     assert "interrupted: starting no more requests" in stderr and "Traceback" not in stderr
     m = json.loads((out / "manifest.json").read_text())
@@ -132,10 +133,10 @@ def test_ctrl_c_stops_and_commits_the_complete_sites_only(sim, slow_lyon, tmp_pa
     assert m["interrupted"]["sites_complete"] == ["nancy"]
     assert m["interrupted"]["sites_not_backed_up"] == {"lyon": "stopped"}
     assert m["interrupted"]["nodes_not_backed_up"] == LYON
-    assert {f["node"] for f in m["files"]} == {NANCY} and len(m["files"]) == 4
+    assert {f["node"] for f in m["files"]} == {NANCY} and len(m["files"]) == 3
     assert_vouched(out, m)
     # the last line says what was done, with counts
-    assert "backup INTERRUPTED" in stdout and f"lists 4 files ({m['rows']:,} rows" in stdout
+    assert "backup INTERRUPTED" in stdout and f"lists 3 files ({m['rows']:,} rows" in stdout
     assert "not backed up: lyon (stopped), 2 nodes" in stdout
     assert "Run the backup again to back up everything" in stdout
 

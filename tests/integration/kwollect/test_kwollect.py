@@ -209,18 +209,23 @@ def test_node_objects_and_filters(sim):
     data = k.get_metrics()
     assert set(data) == {"nova-3.lyon.grid5000.fr", "gros-1.nancy.grid5000.fr"}
     metrics = {p["metric_id"] for p in data["nova-3.lyon.grid5000.fr"]}
-    assert metrics == {
-        WATT,
-        "bmc_node_power_watt",
-        "network_ifacein_bytes_total",
-        "prom_node_load1",
-    }
+    # node exporter's metrics are on demand (period 0): no monitor job on these nodes
+    assert metrics == {WATT, "bmc_node_power_watt", "network_ifacein_bytes_total"}
     only = k.get_metrics(metrics=["prom_node_load1"], roles=[hosts[1]])
-    assert list(only) == ["gros-1.nancy.grid5000.fr"]
-    assert {p["metric_id"] for p in only["gros-1.nancy.grid5000.fr"]} == {"prom_node_load1"}
+    assert list(only) == ["gros-1.nancy.grid5000.fr"] and only["gros-1.nancy.grid5000.fr"] == []
+    # nova-1 is in job 1930000, of type monitor=prom_default_metrics: collected at 15 s
+    in_job = Kwollect(roles=[SimpleNamespace(address="nova-1.lyon.grid5000.fr")], api_url=sim.url)
+    in_job.deploy().start(T0).stop(T0 + dt.timedelta(seconds=30))
+    load = in_job.get_metrics(metrics=["prom_node_load1"])["nova-1.lyon.grid5000.fr"]
+    assert [p["metric_id"] for p in load] == ["prom_node_load1"] * 2  # at T0 + 0.12 s, + 15.12 s
     avail = k.available_metrics()
-    # the catalogue also lists entries collected only under a monitor job (period 0)
-    assert {m["name"] for m in avail["gros-1.nancy.grid5000.fr"]} == metrics | {"bmc_fan_speed_rpm"}
+    # the catalogue also lists entries collected only under a monitor job (period 0): the
+    # fan speeds and node exporter's two bundles, whose metrics are stored as prom_<name>
+    assert {m["name"] for m in avail["gros-1.nancy.grid5000.fr"]} == metrics | {
+        "bmc_fan_speed_rpm",
+        "prom_default_metrics",
+        "prom_all_metrics",
+    }
     df = k.get_metrics_pandas(WATT)
     assert len(df) == 62 and str(df["timestamp"].dt.tz) == "UTC"
 

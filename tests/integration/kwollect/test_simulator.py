@@ -34,7 +34,7 @@ def test_reference_api_catalog(sim):
     taurus = get(sim, "/sites/lyon/clusters/taurus").json()
     by_name = {m["name"]: m for m in taurus["metrics"]}
     assert by_name["pdu_outlet_power_watt"]["only_for"] == ["taurus-1", "taurus-2"]
-    assert by_name["prom_node_load1"]["source"]["protocol"] == "prometheus"
+    assert by_name["prom_default_metrics"]["source"]["protocol"] == "prometheus"
     nova = {m["name"]: m for m in get(sim, "/sites/lyon/clusters/nova").json()["metrics"]}
     assert nova["wattmetre_power_watt"]["period"] == 1000
     assert nova["wattmetre_power_watt"]["optional_period"] == 20

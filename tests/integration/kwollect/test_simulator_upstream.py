@@ -43,8 +43,23 @@ def test_catalogue_entries_look_like_the_reference_repository(sim: KwollectSimPr
         assert list(entry) == sorted(entry)  # the generator writes keys sorted
         assert entry.get("labels", True)  # no "labels": {} where there are none
         protocol = entry["source"]["protocol"]
-        assert ("id" in entry["source"]) == (protocol in ("snmp", "ipmisensor", "prometheus"))
+        listed = protocol in ("snmp", "ipmisensor") or entry["name"] == "prom_default_metrics"
+        assert ("id" in entry["source"]) == listed  # prom_all_metrics: every exporter name
     by_name = {e["name"]: e for e in gros}
+    # node exporter's bundles, as gros.json has them (the default list cut to what is served)
+    assert by_name["prom_default_metrics"] == {
+        "name": "prom_default_metrics",
+        "optional_period": 15000,
+        "period": 0,
+        "source": {"id": ["node_load1"], "port": 9100, "protocol": "prometheus"},
+    }
+    assert by_name["prom_all_metrics"] == {
+        "name": "prom_all_metrics",
+        "optional_period": 15000,
+        "period": 0,
+        "source": {"port": 9100, "protocol": "prometheus"},
+    }
+    assert "prom_node_load1" not in by_name  # a stored name, not a catalogue entry
     assert by_name["wattmetre_power_watt"]["source"] == {"protocol": "wattmetre"}
     assert by_name["network_ifacein_bytes_total"]["source"] == {"protocol": "network_equipment"}
     assert by_name["network_ifacein_bytes_total"]["labels"] == {"interface": "eth0"}
@@ -71,6 +86,7 @@ def test_client_catalogue_logic_reads_the_repeated_period_zero_entries(
     start = dt.datetime(2024, 11, 26, 14, tzinfo=dt.UTC)
     k.start(start).stop(start + dt.timedelta(seconds=30))
     assert k.get_metrics(["bmc_fan_speed_rpm"]) == {"gros-1.nancy.grid5000.fr": []}
+    assert k.get_metrics(["prom_node_load1"]) == {"gros-1.nancy.grid5000.fr": []}
     k.close()
 
 

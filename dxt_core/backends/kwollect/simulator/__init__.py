@@ -4,7 +4,9 @@ Serves, for a few sites, clusters and nodes:
 
 * the reference API: ``/sites``, ``/sites/<site>``, ``/sites/<site>/clusters``,
   ``/sites/<site>/clusters/<cluster>`` (with its ``metrics`` catalog: ``period``,
-  ``optional_period``, ``source``, ``labels``, ``only_for``, Prometheus ``prom_`` names),
+  ``optional_period``, ``source``, ``labels``, ``only_for``, node exporter's bundles
+  ``prom_default_metrics`` and ``prom_all_metrics``, collected as ``prom_<name>`` only under
+  a ``monitor`` job that promotes them, as on Grid'5000),
   ``/sites/<site>/clusters/<cluster>/nodes`` and ``/sites/<site>/jobs/<id>``;
 * Kwollect: ``/sites/<site>/metrics`` with ``nodes``, ``devices``, ``metrics``,
   ``start_time``, ``end_time``, ``job_id``, ``summary`` and ``as_rate``.

@@ -38,6 +38,16 @@ class MetricSpec:
     optional_period_ms: int | None = None
     only_for: tuple[str, ...] | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    #: the catalogue entries that collect it, whose names a monitor job's regex is matched
+    #: against (a Prometheus metric: its bundles); empty: its own entry
+    bundles: tuple[str, ...] = ()
+
+
+#: The Prometheus bundles of a cluster's catalogue (reference-repository ``<c>.json``).
+PROM_DEFAULT: Final = "prom_default_metrics"
+PROM_ALL: Final = "prom_all_metrics"
+#: node exporter's port, as the real bundles give it
+PROM_PORT: Final = 9100
 
 
 def _cluster_metrics(cluster: str, nodes: list[str]) -> list[MetricSpec]:
@@ -60,14 +70,18 @@ def _cluster_metrics(cluster: str, nodes: list[str]) -> list[MetricSpec]:
         phase_ms=460,
         labels={"interface": "eth0"},
     )
+    # node exporter's load, stored as prom_node_load1, collected only under a monitor job
+    # that promotes one of the bundles listing it (period 0)
     load = MetricSpec(
         "prom_node_load1",
         "1m load average (Prometheus node exporter)",
-        15000,
+        0,
         "gauge",
         "prometheus",
         "node_load1",
         phase_ms=120,
+        optional_period_ms=15000,
+        bundles=(PROM_DEFAULT, PROM_ALL),
     )
     wattmetre = MetricSpec(
         "wattmetre_power_watt",
@@ -103,18 +117,20 @@ def cluster_catalogue(specs: list[MetricSpec]) -> list[dict[str, Any]]:
       ``optional_period``), one name repeated and told apart by ``labels``
       (``bmc_fan_speed_rpm``);
 
-    Not yet like the real one: ``prom_node_load1`` is its own entry (period 15000) and is
-    collected without a monitor job, where the real catalogues have the
-    ``prom_default_metrics`` / ``prom_all_metrics`` bundles (``period: 0``, collected only
-    under a monitor job; ``source.id`` listing the exporter names). The client sizes those
-    from the real shapes (tests/unit/kwollect/test_catalog.py, on excerpts of the reference
-    repository); serving them here would take Prometheus data that follows monitor jobs.
+    * the Prometheus bundles ``prom_default_metrics`` (``source.id``: the exporter names it
+      keeps) and ``prom_all_metrics`` (no ``id``: every name node exporter gives), both
+      ``period: 0``, ``optional_period: 15000``, ``source.port`` 9100; their metrics are
+      stored as ``prom_<name>`` (kwollect ``kwollector.py``). The default list here names
+      only ``node_load1``, the one exporter metric the simulator serves (the real list has 23).
 
     The served series are :func:`_cluster_metrics`'; the ``period: 0`` BMC entries here
     have no series (no monitor job names them).
     """
     doc: list[dict[str, Any]] = []
     for m in specs:
+        if m.bundles:
+            doc.extend(_bundle_entries(m))
+            continue
         protocol = {"power": "pdu" if m.name.startswith("pdu") else "wattmetre"}.get(
             m.kind, "network_equipment" if m.kind == "counter" else m.protocol
         )
@@ -149,6 +165,18 @@ def cluster_catalogue(specs: list[MetricSpec]) -> list[dict[str, Any]]:
                     }
                 )
     return doc
+
+
+def _bundle_entries(m: MetricSpec) -> list[dict[str, Any]]:
+    """The catalogue entries of a Prometheus metric's bundles, keys sorted."""
+    out: list[dict[str, Any]] = []
+    for bundle in m.bundles:
+        source: dict[str, Any] = {"port": PROM_PORT, "protocol": "prometheus"}
+        if bundle == PROM_DEFAULT:
+            source = {"id": [m.source_id], **source}
+        entry = {"name": bundle, "optional_period": m.optional_period_ms, "period": 0}
+        out.append({**entry, "source": source})
+    return out
 
 
 #: The stop of a running job's monitoring (year 3000): past any time a query reaches.
@@ -248,7 +276,15 @@ class SimModel:
         if not settings.jobs:
             start = int(datetime(2024, 11, 26, 14, 0, tzinfo=UTC).timestamp())
             settings.jobs = [
-                SimJob("lyon", 1930000, ("nova-1", "nova-2"), start, start + 1800),
+                # node exporter's metrics asked for (the default bundle promoted)
+                SimJob(
+                    "lyon",
+                    1930000,
+                    ("nova-1", "nova-2"),
+                    start,
+                    start + 1800,
+                    (f"monitor={PROM_DEFAULT}",),
+                ),
                 # a 50 Hz wattmetre job, on a day the other examples do not use
                 SimJob(
                     "nancy",
@@ -269,7 +305,7 @@ class SimModel:
             if job.site != site or node not in job.nodes:
                 continue
             for t in job.types:
-                if _promotes(t, m.name):
+                if any(_promotes(t, name) for name in m.bundles or (m.name,)):
                     # a running job monitors up to now: no sample exists after now anyway
                     stop = _FOREVER_S if job.stopped_at is None else job.stopped_at
                     found.append((job.started_at * 1_000_000, stop * 1_000_000))
@@ -286,11 +322,11 @@ class SimModel:
         for js, je in s.monitor:
             if je < cur or js > end_us:
                 continue
-            if js > cur:
+            if js > cur and slow:
                 segs.append((cur, js - 1, slow, phase))
             segs.append((max(js, cur), min(je, end_us), fast, phase))
             cur = min(je, end_us) + 1
-        if cur <= end_us:
+        if cur <= end_us and slow:  # period 0: nothing outside a monitor job
             segs.append((cur, end_us, slow, phase))
         return segs
 
