@@ -86,6 +86,12 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument("--cite", default="", help="how to cite (e.g. the paper or the DOI)")
     p.add_argument("--url", default="", help="where the dataset is published (e.g. a DOI URL)")
+    p.add_argument(
+        "--source",
+        default="",
+        help="what the datacard names as the source (e.g. 'Examon at CINECA'); default the "
+        "source URLs the manifests record, which name the monitoring servers",
+    )
     p.add_argument("--dataset-version", default="1", help="dataset version, default %(default)s")
     p.set_defaults(func=cmd_publish)
 

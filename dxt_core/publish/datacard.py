@@ -97,7 +97,9 @@ def _header(
         "from the archive's manifests: a day is included only when its manifest names a "
         "file whose size and sha256 match.",
         "",
-        f"- Source URL(s): {', '.join(meta['sources']) or 'not recorded'}",
+        f"- Source: {opts.source}"
+        if opts.source
+        else f"- Source URL(s): {', '.join(meta['sources']) or 'not recorded'}",
         f"- Period: {y0}-{m0:02d} to {y1}-{m1:02d} (archived days {meta['first_day']} to "
         f"{meta['last_day']})",
         f"- Days and months: calendar days of the archive's zone ({zones}); a day is "

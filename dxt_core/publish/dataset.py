@@ -92,6 +92,9 @@ class PublishOptions:
     licence_url: str = "https://creativecommons.org/licenses/by/4.0/"
     cite: str = ""
     url: str = ""
+    #: What the datacard names as the source (e.g. "Examon at CINECA"); empty: the source
+    #: URLs the manifests record (a facility may not want its servers' addresses public).
+    source: str = ""
     version: str = "1"
     records: bool = True
     #: Rows sorted in memory at once; smaller buckets mean less memory, more files.
@@ -261,6 +264,8 @@ def _fingerprint(
             opts.max_record_bytes,
             opts.keep_identities,
             sorted(opts.pseudonymise_columns),
+            # only when given: publications made before the option keep their fingerprint
+            *([opts.source] if opts.source else []),
         ],
         # the pseudonym of a constant (as public as every pseudonym): another key, other
         # pseudonyms, so another fingerprint
@@ -545,6 +550,8 @@ def _meta(role: PublishRole, opts: PublishOptions, report: PublishReport) -> dic
     manifests = [m for u in report.units for m in u.scan.manifests]
     zones = sorted({str(m["time_zone"]) for m in manifests if m.get("time_zone")})
     sources = sorted({str(m["source_url"]) for m in manifests if m.get("source_url")})
+    if opts.source:
+        sources = [opts.source]
     y0, m0 = report.months[0]
     y1, m1 = report.months[-1]
     cite = opts.cite or (

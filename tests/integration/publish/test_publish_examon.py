@@ -364,3 +364,25 @@ def test_many_small_buckets_give_the_same_bytes(published, archives, tmp_path):
     assert len(files) == 12
     for rel in files:
         assert (out / rel).read_bytes() == (published / rel).read_bytes(), rel
+
+
+def test_source_named_by_the_publisher_replaces_the_servers_urls(published, archives, tmp_path):
+    manifest = next((archives / "csv" / "examon").rglob("*.manifest.json"))
+    server = json.loads(manifest.read_text())["source_url"]
+    assert server.startswith("http://127.0.0.1:")
+    # by default the datacard names the server the days were read from
+    assert f"- Source URL(s): {server}" in (published / "README.md").read_text()
+    out = tmp_path / "named"
+    publish(
+        archives / "csv", out, "--pseudonymise-key-file", str(archives / "key"),
+        "--source", "Examon at CINECA",
+    )  # fmt: skip
+    readme = (out / "README.md").read_text()
+    assert "- Source: Examon at CINECA\n" in readme and "Source URL" not in readme
+    host = server.split("//", 1)[1]
+    for f in out.rglob("*"):
+        if f.is_file() and f.suffix in (".md", ".json", ".csv", ".txt"):
+            assert host not in f.read_text(), f  # the server's address is nowhere
+    # the data are the same; the datacard (and what describes it) differs
+    same = {k for k in digests(out) if k.endswith(".parquet")}
+    assert same and all(digests(out)[k] == digests(published)[k] for k in same)
