@@ -89,8 +89,9 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument(
         "--source",
         default="",
-        help="what the datacard names as the source (e.g. 'Examon at CINECA'); default the "
-        "source URLs the manifests record, which name the monitoring servers",
+        help="what the datacard names as the source (e.g. 'the facility monitoring of "
+        "cluster X'); default the source URLs the manifests record, which name the "
+        "monitoring servers",
     )
     p.add_argument("--dataset-version", default="1", help="dataset version, default %(default)s")
     p.set_defaults(func=cmd_publish)

@@ -92,8 +92,9 @@ class PublishOptions:
     licence_url: str = "https://creativecommons.org/licenses/by/4.0/"
     cite: str = ""
     url: str = ""
-    #: What the datacard names as the source (e.g. "Examon at CINECA"); empty: the source
-    #: URLs the manifests record (a facility may not want its servers' addresses public).
+    #: What the datacard names as the source (e.g. "the facility monitoring of cluster X");
+    #: empty: the source URLs the manifests record (a facility may not want its servers'
+    #: addresses public).
     source: str = ""
     version: str = "1"
     records: bool = True

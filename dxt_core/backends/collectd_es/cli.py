@@ -197,7 +197,7 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
         s = stats
         print(
             f"export: {s.server}, {s.mode}, {s.slices} slices, {s.requests} searches and "
-            f"{s.other_requests} other requests (contexts, count), "
+            f"{s.other_requests} other requests (the server's version, contexts, count), "
             f"{s.resumed} resumed, {s.partial_retries} partial pages asked again, "
             f"{s.outside_window} documents outside the window dropped",
             file=sys.stderr,

@@ -452,10 +452,12 @@ class EsClient:
             return SourceUnavailable(f"{what}: {text}", url=url, status=status)
         return EsApiError(f"{what}: {text}", url=url, status=status, error_type=kind, reason=reason)
 
-    def server_info(self) -> ServerInfo:
-        """``GET /``: which server and version answers."""
+    def server_info(self, stats: RequestStats | None = None) -> ServerInfo:
+        """``GET /``: which server and version answers (the request counted in ``stats``)."""
         try:
-            status, data, headers = self.request("GET", "/", what="asking the server its version")
+            status, data, headers = self.request(
+                "GET", "/", what="asking the server its version", stats=stats
+            )
         except EsApiError as exc:
             if exc.status != 403:
                 raise

@@ -42,7 +42,8 @@ class ExportStats:
     #: search requests sent, each attempt of a retried one counted
     requests: int = 0
     #: the other requests of the export: its contexts opened and closed (points in time,
-    #: scrolls) and the day's ``_count``, each attempt counted
+    #: scrolls), the day's ``_count`` and, for the export that first needed it, the
+    #: server's ``GET /``, each attempt counted
     other_requests: int = 0
     #: search attempts after a transient failure (connection error, timeout, 429, 502-504)
     retries: int = 0

@@ -173,12 +173,13 @@ class CollectdEsSource:
         with contextlib.suppress(Exception):
             self.client.close()
 
-    def server(self) -> ServerInfo:
-        """The server answering (asked once, with ``GET /``)."""
+    def server(self, stats: ExportStats | None = None) -> ServerInfo:
+        """The server answering (asked once, with ``GET /``: counted among the other
+        requests of ``stats``, the export that needed it first)."""
         with self._open_lock:
             known = self._server
         if known is None:
-            known = self.client.server_info()
+            known = self.client.server_info(_counted(stats))
             log.info("%s is %s", self.conn.safe_url, known)
             with self._open_lock:
                 self._server = known
@@ -215,7 +216,7 @@ class CollectdEsSource:
                 f"{problem or 'no count in the answer'}; rerun later",
                 url=self.client.url(path),
             )
-        product = self.server().product
+        product = self.server(stats).product
         name = {"opensearch": "OpenSearch"}.get(product, "Elasticsearch")
         return SourceCount(n, f"{name} _count with the export's query (_shards checked)")
 
@@ -330,7 +331,7 @@ class CollectdEsSource:
         stats = stats if stats is not None else ExportStats()
         mode, shared = self._export_mode(stats)
         windows = time_slices(lo, hi, self.slices, align_s * 1000)
-        stats.mode, stats.server, stats.slices = mode, str(self.server()), len(windows)
+        stats.mode, stats.server, stats.slices = mode, str(self.server(stats)), len(windows)
         src = list(fields) if fields is not None else None
         columnar = columnar and columnar_available()
         readers = [
@@ -350,7 +351,7 @@ class CollectdEsSource:
     def _export_mode(self, stats: ExportStats) -> tuple[str, _Pit | None]:
         """How the slices page (``pit``, ``pit-keyset`` or ``scroll``) and the point in time
         they share (opened here; None for scrolls)."""
-        server = self.server()
+        server = self.server(stats)
         api = server.pit_api if self.use_pit else None
         if api is not None:
             try:

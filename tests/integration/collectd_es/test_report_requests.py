@@ -42,12 +42,12 @@ def assert_report_is_the_exports(report: DayReport) -> dict[str, Any]:
     doc = manifest_of(report)
     export = doc["export"]
     assert export["requests"] > 0
-    # the day's _count, and the point in time opened and closed (or each slice's scroll
-    # cleared)
+    # the server's GET / (each task asks it once), the day's _count, and the point in time
+    # opened and closed (or each slice's scroll cleared)
     if export["mode"].startswith("pit"):
-        assert export["other_requests"] == 3
+        assert export["other_requests"] == 4
     else:
-        assert 1 <= export["other_requests"] <= 1 + export["slices"]
+        assert 2 <= export["other_requests"] <= 2 + export["slices"]
     s = report.stats
     assert s.requests == export["requests"] + export["other_requests"]
     assert s.retries == export["retries"] + export["partial_retries"] + export["resumed"]
@@ -87,7 +87,7 @@ def test_an_empty_days_report_gives_its_requests_too(noida_es, tmp_path):
     doc = manifest_of(report)
     export = doc["export"]
     assert report.stats.requests == export["requests"] + export["other_requests"] > 0
-    assert export["other_requests"] >= 1  # the day's _count at least
+    assert export["other_requests"] >= 2  # the server's GET / and the day's _count at least
     assert report.as_dict()["requests"] == report.stats.requests
 
 
@@ -156,6 +156,9 @@ def test_dxt_extract_gives_the_exports_requests(noida_es, tmp_path, capsys):
                "2017-12-13T08:00:00", "2017-12-13T09:00:00", "--out", str(out)])  # fmt: skip
     assert rc == 0
     err = capsys.readouterr().err
-    found = re.search(r", (\d+) searches and (\d+) other requests \(contexts, count\), ", err)
-    # a point in time opened and closed (no count: a window, not a day)
-    assert found and int(found.group(1)) > 0 and int(found.group(2)) == 2, err
+    found = re.search(
+        r", (\d+) searches and (\d+) other requests \(the server's version, contexts, count\), ",
+        err,
+    )
+    # GET /, and a point in time opened and closed (no count: a window, not a day)
+    assert found and int(found.group(1)) > 0 and int(found.group(2)) == 3, err
