@@ -79,6 +79,12 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         default="",
         help="dataset name (records are named after it); default <backend>-dataset",
     )
+    _add_datacard_arguments(p)
+    p.set_defaults(func=cmd_publish)
+
+
+def _add_datacard_arguments(p: argparse.ArgumentParser) -> None:
+    """What the datacard and the descriptions say of the dataset."""
     p.add_argument("--title", default="", help="dataset title; default the backend's")
     p.add_argument("--licence", default="CC-BY-4.0", help="licence (SPDX id), default %(default)s")
     p.add_argument(
@@ -94,7 +100,6 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "monitoring servers",
     )
     p.add_argument("--dataset-version", default="1", help="dataset version, default %(default)s")
-    p.set_defaults(func=cmd_publish)
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
