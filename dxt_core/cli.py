@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import os
 import re
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ from dxt_core import scan
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
+from dxt_core.jsonrows import print_json_rows
 from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
 from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
 from dxt_core.urls import redact_url
@@ -142,24 +142,6 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     if bad_days:
         print_refill_commands(args, backend, archive, rows, bad_days)
     return 0 if not bad_days else 3
-
-
-def print_json_rows(rows: Iterable[dict[str, Any]], counts: Callable[[], dict[str, int]]) -> None:
-    """``{"rows": [...], "counts": {...}}`` on stdout, one row a line (``grep`` picks rows
-    out), written as ``rows`` yields them: the counts, taken once the rows are written, come
-    last (the same object as ``json.dumps`` of the whole, keys in another order)."""
-    out = sys.stdout
-    out.write('{"rows": [')
-    chunk: list[str] = []
-    sep = "\n"
-    for row in rows:
-        chunk.append(sep + json.dumps(row))
-        sep = ",\n"
-        if len(chunk) >= 1000:
-            out.write("".join(chunk))
-            chunk.clear()
-    out.write("".join(chunk))
-    out.write('\n],\n"counts": ' + json.dumps(counts()) + "}\n")
 
 
 #: At most this many manifests are read to learn how the archive was made.

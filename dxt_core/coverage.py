@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +79,7 @@ class VerifyOptions:
 
 WORKERS_HELP = (
     "with --verify: metric-days read and hashed at once, from files or S3 objects "
-    "(default %(default)s)"
+    "(default %(default)s; on S3 at most 16, the S3 client's connections)"
 )
 
 
@@ -107,11 +107,11 @@ def iter_coverage(
     verify: bool = False,
     options: VerifyOptions | None = None,
 ) -> Iterator[CoverageRow]:
-    """The rows of :func:`coverage`, in the same order, made as they are taken: the index
-    and the directories are read (and a problem with them raised) by this call, the rows'
-    objects only as the iterator is consumed. With ``verify``, the metric-days are checked as
-    ``options`` say (:class:`VerifyOptions`), the directories or S3 listings read as the rows
-    are taken."""
+    """The rows of :func:`coverage`, in the same order, made as they are taken. Without
+    ``verify`` the index and the directories (or the S3 listings) are read, and a problem with
+    them raised, by this call, the rows' objects made only as the iterator is consumed. With
+    ``verify`` everything is read as the rows are taken (a problem is raised by the iterator),
+    the metric-days checked as ``options`` say (:class:`VerifyOptions`)."""
     unit_list = [tuple(u) for u in units]
     day_list = list(days)
     if archive.remote:
@@ -119,9 +119,13 @@ def iter_coverage(
 
         assert isinstance(archive, S3Archive)
         if verify:
+            from dxt_core.store.client import POOL_CONNECTIONS
+
             checks = archive.verify_checks(source, unit_list, day_list)
             total = len(unit_list) * len(day_list)
-            return _verified(checks, total, options or VerifyOptions(), _remote_row)
+            opts = options or VerifyOptions()
+            opts = replace(opts, workers=min(opts.workers, POOL_CONNECTIONS))
+            return _verified(checks, total, opts, _remote_row)
         return iter(archive.coverage_rows(source, unit_list, day_list))
     from dxt_core.index import ManifestIndex
 

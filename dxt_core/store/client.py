@@ -578,6 +578,9 @@ _ENVIRONMENT = (
     "AWS_CONFIG_FILE",
     "AWS_SHARED_CREDENTIALS_FILE",
 )
+#: Connections a boto3 client keeps per host: what runs at once on one client (more would
+#: open and drop connections, and urllib3 warn "Connection pool is full").
+POOL_CONNECTIONS = 16
 _clients: dict[tuple[tuple[str, str], ...], Any] = {}
 _clients_lock = threading.Lock()
 
@@ -613,7 +616,7 @@ def _new_client(**overrides: Any) -> Any:
         raise ConfigError("s3:// archive roots need boto3: pip install 'dxt-archive[s3]'") from None
     config = Config(
         retries={"mode": "standard", "max_attempts": 5},
-        max_pool_connections=16,
+        max_pool_connections=POOL_CONNECTIONS,
         # Our own SHA-256 per part and object; no extra CRC32 on every request.
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",

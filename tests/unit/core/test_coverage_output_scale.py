@@ -18,8 +18,10 @@ import pytest
 
 from dxt_core import cli as dxt_cli
 from dxt_core.archive import Archive, DayKey
-from dxt_core.cli import MAX_COMMAND_LINES, main, print_json_rows
+from dxt_core.cli import MAX_COMMAND_LINES, main
 from dxt_core.coverage import coverage
+from dxt_core.errors import ArchiveError
+from dxt_core.jsonrows import print_json_rows
 from dxt_core.reconcile import SourceCount
 
 FIRST = dt.date(2024, 5, 1)
@@ -122,6 +124,21 @@ def test_json_rows_are_written_as_they_come(capsys):
 def test_json_with_no_rows_is_valid(capsys):
     print_json_rows(iter([]), lambda: {"archived": 0})
     assert json.loads(capsys.readouterr().out) == {"rows": [], "counts": {"archived": 0}}
+
+
+@pytest.mark.parametrize(
+    "failure", [ArchiveError("cannot read s3://b/x: timed out"), KeyboardInterrupt()]
+)
+def test_rows_that_fail_midway_still_give_a_whole_document(capsys, failure):
+    def rows() -> Iterator[dict[str, int]]:
+        yield from ({"i": i} for i in range(1500))
+        raise failure
+
+    with pytest.raises(type(failure)):
+        print_json_rows(rows(), lambda: {"n": 1500})
+    doc = json.loads(capsys.readouterr().out)  # closed: no truncated document
+    said = "interrupted (Ctrl-C)" if isinstance(failure, KeyboardInterrupt) else str(failure)
+    assert doc == {"rows": [{"i": i} for i in range(1500)], "error": said}
 
 
 # -- text: capped lines -------------------------------------------------------------------------
