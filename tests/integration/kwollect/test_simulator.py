@@ -232,3 +232,20 @@ def test_late_points_are_served_in_order_but_not_summarised(sim):
     finally:
         httpx.delete(f"{sim.url}/_sim/points", timeout=10).raise_for_status()
     assert get(sim, "/sites/lyon/metrics", **q, **window).json() == before
+
+
+def test_a_summary_counts_only_the_buckets_that_hold_samples(sim):
+    # prom_node_load1 is on demand: nova-1 has it only while job 1930000 (14:00-14:30 UTC,
+    # monitor=prom_default_metrics) runs. Window 13:40-15:10 Paris = 12:40-14:10 UTC.
+    window = {"start_time": "2024-11-26T13:40:00", "end_time": "2024-11-26T15:10:00"}
+    q = {"nodes": "nova-1", "summary": "true", **window}
+    load = get(sim, "/sites/lyon/metrics", metrics="prom_node_load1", **q).json()
+    assert [p["timestamp"][11:16] for p in load] == ["15:00", "15:05", "15:10"]
+    every = get(sim, "/sites/lyon/metrics", **q).json()
+    # what the limit counts is what is served: 19 buckets of the three metrics sampled at
+    # all times, 3 of the load (it counted 19 of the load too)
+    assert len(every) == 3 * 19 + 3
+    sim.configure(max_points=len(every))
+    assert get(sim, "/sites/lyon/metrics", **q).status_code == 200
+    sim.configure(max_points=len(every) - 1)
+    assert get(sim, "/sites/lyon/metrics", **q).status_code == 500

@@ -327,8 +327,21 @@ class QueryEngine:
     def count_points(self, series: list[Series], start_us: int, end_us: int, summary: bool) -> int:
         if summary:
             first, last = -(-start_us // _BUCKET_US), end_us // _BUCKET_US
-            return len(series) * max(0, last - first + 1)
+            return sum(self._summary_rows(s, first, last) for s in series)
         return self.model.count_points(series, start_us, end_us)
+
+    def _summary_rows(self, s: Series, first: int, last: int) -> int:
+        """Buckets ``first..last`` (numbers) that hold a sample of ``s``: all of them for a
+        series sampled at all times, those its monitor jobs cover for an on-demand one."""
+        if s.metric.period_ms:
+            return max(0, last - first + 1)
+        held: set[int] = set()
+        for js, je in s.monitor:
+            for k in range(max(first, js // _BUCKET_US), min(last, je // _BUCKET_US) + 1):
+                b = k * _BUCKET_US
+                if k not in held and len(self.model.times(s, b, b + _BUCKET_US - 1, late=False)):
+                    held.add(k)
+        return len(held)
 
     def render(
         self,
