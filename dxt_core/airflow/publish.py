@@ -94,6 +94,12 @@ def publish_dag(*, doc_md: str | None = None) -> Any:
             "keep_identities": Param(False, type="boolean", description="publish people's names"),
             "require_complete": Param(True, type="boolean", description="wait for whole months"),
             "out": Param(None, type=["null", "string"], description="default: $DXT_PUBLISH_DIR"),
+            "source": Param(
+                None,
+                type=["null", "string"],
+                description="what the datacard names as the source (default: "
+                "$DXT_PUBLISH_SOURCE, else the source URLs the manifests record)",
+            ),
         },
     )
     def build() -> None:
@@ -241,6 +247,7 @@ def _publish_one(
             pseudonymise_key_file=Path(key) if key else None,
             keep_identities=bool(params.get("keep_identities", False)),
             name=str(params.get("name") or ""),
+            source=str(params.get("source") or os.environ.get("DXT_PUBLISH_SOURCE", "")),
         ),
     )
     for w in report.warnings:

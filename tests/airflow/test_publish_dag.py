@@ -69,6 +69,7 @@ def test_dxt_publish_parses_and_publishes_two_months(migrated_home, tmp_path):
         "keep_identities",
         "out",
         "require_complete",
+        "source",
         "to_month",
     ]
     # scheduled on the archive tasks' aliases, any of them
@@ -90,8 +91,11 @@ def test_dxt_publish_parses_and_publishes_two_months(migrated_home, tmp_path):
     assert "2020-03..2020-04 is not complete" in refused.stdout + refused.stderr
     assert not (tmp_path / "pub").exists()
     conf = json.dumps({"from_month": "2020-03", "to_month": "2020-04", "require_complete": False})
+    env["DXT_PUBLISH_SOURCE"] = "the test facility's monitoring"
     airflow(env, "dags", "test", "dxt_publish", "2020-05-02", "-c", conf)
     ds = tmp_path / "pub" / "examon" / "2020-03_2020-04"
+    readme = (ds / "README.md").read_text()
+    assert "- Source: the test facility's monitoring\n" in readme and sim.url not in readme
     assert (ds / "year_month=20-03/plugin=ipmi_pub/metric=ps0_input_power/a_0.parquet").is_file()
     assert (
         ds / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
