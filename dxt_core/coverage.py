@@ -28,11 +28,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from dxt_core.archive import Archive, DayKey
 from dxt_core.errors import ConfigError
 from dxt_core.manifests import Status, kept_detail
+
+P = ParamSpec("P")
 
 if TYPE_CHECKING:
     from dxt_core.index import ManifestIndex
@@ -83,22 +85,6 @@ WORKERS_HELP = (
 )
 
 
-def coverage(
-    archive: Archive,
-    source: str,
-    units: Iterable[Sequence[str]],
-    days: Iterable[dt.date],
-    verify: bool = False,
-) -> list[CoverageRow]:
-    """Status of every (unit, day) of ``source``: archived, empty, missing or corrupt (kept
-    days are archived with ``kept`` set), units first, then days, in the order given.
-
-    ``verify`` also checks every data file's sha256 (reads every manifest and file; how many
-    at once and the progress: :func:`iter_coverage`).
-    """
-    return list(iter_coverage(archive, source, units, days, verify))
-
-
 def iter_coverage(
     archive: Archive,
     source: str,
@@ -107,7 +93,10 @@ def iter_coverage(
     verify: bool = False,
     options: VerifyOptions | None = None,
 ) -> Iterator[CoverageRow]:
-    """The rows of :func:`coverage`, in the same order, made as they are taken. Without
+    """Status of every (unit, day) of ``source``: archived, empty, missing or corrupt (kept
+    days are archived with ``kept`` set), units first, then days, in the order given, the rows
+    made as they are taken (:func:`coverage`: the same as a list). ``verify`` also checks
+    every data file's sha256 (reads every manifest and file). Without
     ``verify`` the index and the directories (or the S3 listings) are read, and a problem with
     them raised, by this call, the rows' objects made only as the iterator is consumed. With
     ``verify`` everything is read as the rows are taken (a problem is raised by the iterator),
@@ -139,6 +128,19 @@ def iter_coverage(
         total = len(unit_list) * len(day_list)
         return _verified(checks, total, options or VerifyOptions(), partial(_row, archive))
     return _from_manifests(archive, source, unit_list, day_list)
+
+
+def _listed(rows: Callable[P, Iterator[CoverageRow]]) -> Callable[P, list[CoverageRow]]:
+    """``rows`` with its arguments (one signature to keep), giving its rows as a list."""
+
+    def coverage(*args: P.args, **kwargs: P.kwargs) -> list[CoverageRow]:
+        """The rows of :func:`iter_coverage`, with its arguments, as a list."""
+        return list(rows(*args, **kwargs))
+
+    return coverage
+
+
+coverage = _listed(iter_coverage)
 
 
 def _from_manifests(
