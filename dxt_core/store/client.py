@@ -150,6 +150,11 @@ class S3Client:
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
+    def close(self) -> None:
+        """Close this client's own connections (boto3's client is shared: it stays)."""
+        if self._light is not None:
+            self._light.close()
+
     def _light_client(self) -> LightClient | None:
         """The light client while boto3's client is not made yet (afterwards boto3 asks)."""
         return self._light if self._made is None else None

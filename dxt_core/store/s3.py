@@ -196,13 +196,21 @@ class S3Archive(Archive):
 
     # -- reading ------------------------------------------------------------------------------
     def _read_manifest_etag(self, key: DayKey) -> tuple[dict[str, Any] | None, str | None]:
-        k = self.key_of(self.manifest_path(key))
-        got = self.store.get(k)
+        """The day's manifest and its ETag, (None, None) when there is none.
+
+        Raises:
+            ArchiveError: the read failed (a network or S3 error: raised by the store), or the
+                object is not a JSON object (:meth:`parse_manifest`).
+        """
+        got = self.store.get(self.key_of(self.manifest_path(key)))
         if got is None:
             return None, None
-        raw, etag = got
-        doc = parse_json_object(raw, self.store.url(k), "manifest", DAMAGED_MANIFEST_ADVICE)
-        return doc, etag
+        return self.parse_manifest(key, got[0]), got[1]
+
+    def parse_manifest(self, key: DayKey, raw: bytes) -> dict[str, Any]:
+        """The manifest object ``raw`` holds; ArchiveError naming it when it is damaged."""
+        where = self.store.url(self.key_of(self.manifest_path(key)))
+        return parse_json_object(raw, where, "manifest", DAMAGED_MANIFEST_ADVICE)
 
     def read_manifest(self, key: DayKey) -> dict[str, Any] | None:
         """The day's manifest; None when there is none or a commit is under way (or crashed)."""
@@ -273,11 +281,15 @@ class S3Archive(Archive):
         if m is None:
             return "missing", ""
         entry = (index or {}).get(key.day.isoformat())
-        if isinstance(entry, dict) and entry.get("etag") == m.etag:
+        # an entry written before the index kept the holes: the manifest says them
+        if isinstance(entry, dict) and entry.get("etag") == m.etag and "holes" in entry:
             doc: dict[str, Any] | None = entry
         else:
+            got = self.store.get(m.key)  # a failed read raises: not a corrupt day
+            if got is None:
+                return "missing", ""
             try:
-                doc, _ = self._read_manifest_etag(key)
+                doc = self.parse_manifest(key, got[0])
             except ArchiveError as exc:
                 return "corrupt", str(exc)
         if doc is None:
@@ -503,6 +515,8 @@ def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
         "file": manifest.get("file"),
         "bytes": manifest.get("bytes"),
         "sha256": manifest.get("sha256"),
+        # what coverage says of a day archived around unreadable windows (usually none)
+        "holes": manifest.get("holes") or [],
     }
     if isinstance(manifest.get("files"), list):
         entry["files"] = [

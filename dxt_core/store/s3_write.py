@@ -276,14 +276,15 @@ class S3DayWrite(DayWrite):
                 n = store.abort_uploads(pre)
                 if n:
                     log.info("%s: aborted %d unfinished upload(s) of a crashed run", self.key, n)
-            try:
-                doc, self._manifest_etag = self.archive._read_manifest_etag(self.key)
-            except ArchiveError as exc:
-                # A damaged manifest protects nothing by itself: the data objects beside it
-                # are kept (below), and its bytes go to .versions/ at commit.
-                got = store.get(self._manifest_key)
-                doc, self._manifest_etag = None, (got[1] if got else None)
-                self.damaged_manifest = str(exc)
+            got = store.get(self._manifest_key)  # a failed read raises: nothing is changed
+            doc, self._manifest_etag = None, (got[1] if got else None)
+            if got is not None:
+                try:
+                    doc = self.archive.parse_manifest(self.key, got[0])
+                except ArchiveError as exc:
+                    # A damaged manifest protects nothing by itself: the data objects beside
+                    # it are kept (below), and its bytes go to .versions/ at commit.
+                    self.damaged_manifest = str(exc)
             if doc is not None and doc.get("status") == WRITING:
                 self._interrupted = doc  # a commit that did not finish
                 prev = doc.get("previous")
@@ -460,10 +461,14 @@ class S3DayWrite(DayWrite):
                 _stall(self.archive.root, "versions")
         if plan.replaced and self.previous is not None:
             mname = self.archive.manifest_path(self.key).name
-            store.put(
-                f"{self.prefix}/{VERSIONS_DIR}/{mname}.prev-{plan.replaced[0]['sha256'][:8]}",
-                _dumps(self.previous),
-            )
+            # the first copy is kept (as a directory archive keeps it): a day whose bytes
+            # come back (A, B, A, C) does not overwrite the manifest of its first A
+            with contextlib.suppress(PreconditionFailed):
+                store.put(
+                    f"{self.prefix}/{VERSIONS_DIR}/{mname}.prev-{plan.replaced[0]['sha256'][:8]}",
+                    _dumps(self.previous),
+                    if_none_match=True,
+                )
 
     def _upload(self, plan: _Plan) -> None:
         store = self.archive.store
@@ -500,10 +505,30 @@ class S3DayWrite(DayWrite):
                 f"{key}: the day's manifest changed while this run wrote it (its lock was "
                 f"taken over: a run longer than the lease DXT_S3_LOCK_LEASE_S?); rerun"
             ) from None
+        # The day is committed: what follows only tidies; a failure is said, not raised (the
+        # day would be reported as failed, and retried, when it is archived).
         kept = archive.key_of(archive.kept_path(key))
         if kept.rsplit("/", 1)[-1] in plan.listing:
-            store.delete(kept)
-        archive._index_update(key, full, new_etag)
+            try:
+                store.delete(kept)
+            except ArchiveError as exc:
+                log.warning(
+                    "%s: committed, but its old 'kept' record %s is still there (%s): "
+                    "coverage says the day was kept until it is deleted",
+                    key,
+                    store.url(kept),
+                    exc,
+                )
+        try:
+            archive._index_update(key, full, new_etag)
+        except ArchiveError as exc:
+            log.warning(
+                "%s: committed, but not recorded in the unit's index object (%s); coverage "
+                "reads its manifest until 'dxt index rebuild --archive %s' or the next commit",
+                key,
+                exc,
+                archive.root,
+            )
         for staged in self._staged.values():
             with contextlib.suppress(OSError):
                 staged.unlink()

@@ -1,0 +1,100 @@
+"""What an S3 archive says of a day (moto_server, and a fault proxy in front of it): holes
+from the index objects, a failed read that is not a corrupt day, the versions it keeps."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from dxt_core import Archive
+from dxt_core.archive import DayKey
+from dxt_core.coverage import coverage
+from dxt_core.errors import ArchiveError
+from tests.faults.proxy import Answer, FaultProxy
+
+pytestmark = [pytest.mark.integration]
+
+DAY = dt.date(2020, 3, 9)
+HOLE = {
+    "series": {"node": "r1n1"},
+    "start": "2020-03-09T10:00:00+01:00",
+    "end": "2020-03-09T11:00:00+01:00",
+    "message": "HTTP 500",
+    "points": 180,
+}
+
+
+def _commit(archive: Archive, key: DayKey, body: bytes, **extra: Any) -> None:
+    day = archive.begin(key, replace=True)
+    with day.open("csv.gz") as fh:
+        fh.write(body)
+    doc = {
+        "status": "archived",
+        "file": f"{key.day}.csv.gz",
+        "rows": body.count(b"\n"),
+        "bytes": len(body),
+        "sha256": hashlib.sha256(body).hexdigest(),
+    }
+    day.commit({**doc, **extra})
+
+
+def test_a_day_with_holes_says_so_from_the_index_and_from_an_older_index(bucket, s3_server, s3_env):
+    a = Archive(f"s3://{bucket}/h")
+    key = DayKey("toy", ("m",), DAY)
+    _commit(a, key, b"1,2\n" * 10, holes=[HOLE])
+    (row,) = coverage(a, "toy", [("m",)], [DAY])  # from the unit's index object
+    assert row.status == "archived" and row.detail.startswith("holes: 1 unreadable window(s)")
+    # an index object written before entries kept the holes: the manifest is read
+    c = s3_server.client()
+    index_key = next(
+        o["Key"]
+        for o in c.list_objects_v2(Bucket=bucket, Prefix="h/.dxt/")["Contents"]
+        if "/index/" in o["Key"]
+    )
+    doc = json.loads(c.get_object(Bucket=bucket, Key=index_key)["Body"].read())
+    for entry in doc["days"].values():
+        entry.pop("holes")
+    c.put_object(Bucket=bucket, Key=index_key, Body=json.dumps(doc).encode())
+    (again,) = coverage(Archive(f"s3://{bucket}/h"), "toy", [("m",)], [DAY])
+    assert again == row
+
+
+def test_a_manifest_the_store_fails_to_send_is_an_error_not_a_corrupt_day(
+    bucket, s3_server, s3_env, monkeypatch
+):
+    a = Archive(f"s3://{bucket}/t")
+    key = DayKey("toy", ("m",), DAY)
+    _commit(a, key, b"1,2\n" * 10)
+    denied = (
+        b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>AccessDenied</Code>"
+        b"<Message>Access Denied</Message></Error>"
+    )
+    with FaultProxy(s3_server.url) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        through = Archive(f"s3://{bucket}/t")
+        try:
+            # the light client's GET, then boto3's (it takes over any answer but 200 and 404)
+            proxy.inject(*[Answer(403, denied, match=".manifest.json") for _ in range(2)])
+            with pytest.raises(ArchiveError, match="AccessDenied"):
+                through.status(key)  # was ("corrupt", "cannot read ...")
+            proxy.clear()
+            assert through.status(key) == ("archived", "")
+        finally:
+            through.store.close()
+
+
+def test_the_first_copy_of_a_replaced_manifest_is_kept(bucket, s3_server, s3_env):
+    a = Archive(f"s3://{bucket}/v")
+    key = DayKey("toy", ("m",), DAY)
+    first, second = b"1,1\n" * 10, b"2,2\n" * 10
+    for body in (first, second, first, b"3,3\n" * 10):  # A, B, A, C
+        _commit(a, key, body)
+    c = s3_server.client()
+    prev = f"v/toy/m/.versions/{DAY}.manifest.json.prev-{hashlib.sha256(first).hexdigest()[:8]}"
+    kept = json.loads(c.get_object(Bucket=bucket, Key=prev)["Body"].read())
+    # the manifest of the first A, not of the second (written after B was replaced by it)
+    assert "replaced" not in kept and kept["sha256"] == hashlib.sha256(first).hexdigest()
