@@ -329,19 +329,22 @@ class S3Client:
         except BotoCoreError as exc:
             raise self._error(exc, key, "read") from exc
 
-    def copy(self, src: str, dst: str) -> None:
-        """Server-side copy (no bytes through this host), in parts above 5 GiB."""
+    def copy(self, src: str, dst: str, *, if_match: str | None = None) -> None:
+        """Server-side copy (no bytes through this host), in parts above 5 GiB; with
+        ``if_match``, only while ``src`` still has that ETag (else PreconditionFailed)."""
         from boto3.s3.transfer import TransferConfig
         from botocore.exceptions import BotoCoreError, ClientError
 
+        extra = {"CopySourceIfMatch": if_match} if if_match else None
         try:
             self._client.copy(
                 {"Bucket": self.bucket, "Key": src},
                 self.bucket,
                 dst,
+                ExtraArgs=extra,
                 Config=TransferConfig(use_threads=False, multipart_threshold=5 << 30),
             )
-        except (ClientError, BotoCoreError) as exc:
+        except (ClientError, BotoCoreError) as exc:  # 412: PreconditionFailed (_error)
             raise self._error(exc, dst, f"copy {self.url(src)} to") from exc
 
     # -- listing ------------------------------------------------------------------------------

@@ -456,7 +456,22 @@ class S3DayWrite(DayWrite):
         """Server-side copies of the objects this commit replaces, then of their manifest."""
         store = self.archive.store
         for i, r in enumerate(plan.replaced):
-            store.copy(f"{self.prefix}/{r['file']}", f"{self.prefix}/{r['version']}")
+            listed = plan.listing.get(str(r["file"]))
+            try:
+                # only the bytes this run read: after a takeover of the lock (a lease run
+                # out), another writer's commit may have replaced them since
+                store.copy(
+                    f"{self.prefix}/{r['file']}",
+                    f"{self.prefix}/{r['version']}",
+                    if_match=listed.etag if listed is not None else None,
+                )
+            except PreconditionFailed:
+                raise ArchiveLocked(
+                    f"{self.key}: {store.url(self.prefix + '/' + str(r['file']))} changed since "
+                    "this run read it (its lock was taken over by another writer: a run longer "
+                    "than the lease DXT_S3_LOCK_LEASE_S?); its copy in .versions/ is left as "
+                    "it was, rerun"
+                ) from None
             if i == 0:
                 _stall(self.archive.root, "versions")
         if plan.replaced and self.previous is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -98,3 +100,45 @@ def test_the_first_copy_of_a_replaced_manifest_is_kept(bucket, s3_server, s3_env
     kept = json.loads(c.get_object(Bucket=bucket, Key=prev)["Body"].read())
     # the manifest of the first A, not of the second (written after B was replaced by it)
     assert "replaced" not in kept and kept["sha256"] == hashlib.sha256(first).hexdigest()
+
+
+@pytest.mark.slow  # a thread held at a stall point
+def test_a_writer_whose_lock_was_taken_over_leaves_the_old_bytes_copy_alone(
+    bucket, s3_server, s3_env, monkeypatch
+):
+    """A claims a replace of O and stalls; its lock is taken over (a lease run out); B
+    replaces O, keeping it under .versions/; A resumes: it must not copy B's bytes over O's
+    copy (it did: the copy was not conditional on what A had read)."""
+    root = f"s3://{bucket}/w"
+    key = DayKey("toy", ("m",), DAY)
+    old, a_body, b_body = b"0,0\n" * 10, b"1,1\n" * 10, b"2,2\n" * 10
+    _commit(Archive(root), key, old)
+    version = f"w/toy/m/.versions/{DAY}.csv.gz.prev-{hashlib.sha256(old).hexdigest()[:8]}"
+    a = Archive(root)
+    failed: list[BaseException] = []
+
+    def commit_a() -> None:
+        try:
+            _commit(a, key, a_body)
+        except BaseException as exc:  # the test looks at it
+            failed.append(exc)
+
+    monkeypatch.setenv("DXT_S3_TEST_STALL_AT", "claimed")
+    thread = threading.Thread(target=commit_a)
+    thread.start()
+    flag = a.root / ".stalled-claimed"
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert thread.is_alive() and time.monotonic() < deadline, failed
+        time.sleep(0.01)
+    monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key=f"w/.dxt/locks/toy/m/{DAY}.lock")  # taken over
+    _commit(Archive(root), key, b_body)
+    assert c.get_object(Bucket=bucket, Key=version)["Body"].read() == old
+    flag.unlink()  # A goes on
+    thread.join(60)
+    assert c.get_object(Bucket=bucket, Key=version)["Body"].read() == old  # still O
+    got = c.get_object(Bucket=bucket, Key=f"w/toy/m/{DAY}.csv.gz")["Body"].read()
+    assert got == b_body  # B's commit stands: A stopped before uploading
+    assert len(failed) == 1 and "changed since this run read it" in str(failed[0]), failed
