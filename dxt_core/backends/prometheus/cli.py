@@ -21,7 +21,7 @@ from dxt_core.backends.prometheus.archive_day import (
 )
 from dxt_core.backends.prometheus.catalog import CatalogEntry, from_names, load_catalog
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
-from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
+from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy, selector_of
 from dxt_core.backends.roles import add_series_extract_arguments
 from dxt_core.errors import ConfigError
 from dxt_core.reconcile import Counter
@@ -47,7 +47,7 @@ def _entries(
             f"{source.conn.safe_url} lists no metric names from {first} to {last}; "
             "give --metrics or --catalog"
         )
-    return [CatalogEntry(n, n) for n in names]
+    return [CatalogEntry(n, selector_of(n)) for n in names]
 
 
 def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:

@@ -183,17 +183,39 @@ def _seconds(ms: int) -> str:
     return f"{sign}{q}.{r:03d}"
 
 
+def _string(value: str) -> str:
+    """``value`` inside a PromQL double-quoted string (Go's escapes: a raw newline, carriage
+    return or tab is a parse error there)."""
+    return (
+        value.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+
+
 def _regex_quote(value: str) -> str:
     """``value`` as a literal inside a PromQL ``=~"..."`` (RE2, then the string's escapes)."""
-    return (
-        re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value).replace("\\", "\\\\").replace('"', '\\"')
-    )
+    return _string(re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value))
+
+
+def _label(name: str) -> str:
+    """A label name in a selector: quoted when it is not a classic one (UTF-8 names, which
+    only servers that accept the quoted form, Prometheus 3, can hold)."""
+    return name if _LABEL.match(name) else f'"{_string(name)}"'
+
+
+def selector_of(metric: str) -> str:
+    """The selector of every series of ``metric``: the name itself, or ``{"name"}`` for a
+    name that is not a classic one (a UTF-8 name listed by Prometheus 3)."""
+    return metric if is_metric_name(metric) else f'{{"{_string(metric)}"}}'
 
 
 def with_matcher(selector: str, label: str, values: Sequence[str]) -> str:
     """``selector`` narrowed to series whose ``label`` is one of ``values`` ("" = absent)."""
     alternatives = "|".join(_regex_quote(v) for v in values)
-    matcher = f'{label}=~"{alternatives}"'
+    matcher = f'{_label(label)}=~"{alternatives}"'
     s = selector.strip()
     if s.endswith("}"):
         head = s[:-1].rstrip()
@@ -689,8 +711,10 @@ class PrometheusSource:
         stats = stats if stats is not None else RequestStats()
         left_open = self.server().left_open
         known = None if series is None else list(series)
-        total = self._count(
-            selector, window.start_ms, window.end_ms, left_open, stats, known, labels
+        parts = self._by_name(selector, window, stats, known)
+        total = sum(
+            self._count(sel, window.start_ms, window.end_ms, left_open, stats, part, labels)
+            for sel, part in parts
         )
         d = window.end_ms - window.start_ms - (0 if left_open else 1)
         t = window.end_ms - 1
@@ -700,7 +724,36 @@ class PrometheusSource:
             f"count_over_time({selector}[{d}ms]) at time={_seconds(t)} ({local}), "
             "summed over series"
         )
+        if len(parts) > 1:
+            method += f", asked per metric name ({len(parts)})"
         return total, method
+
+    def _by_name(
+        self,
+        selector: str,
+        window: Window,
+        stats: RequestStats,
+        series: list[Mapping[str, str]] | None,
+    ) -> list[tuple[str, list[Mapping[str, str]] | None]]:
+        """The selector to count, one per metric name when it matches several:
+        ``count_over_time`` drops ``__name__``, so two metrics' series with the same other
+        labels would be one label set twice, which both servers refuse ("vector cannot
+        contain metrics with the same labelset", promql/engine.go; "duplicate output
+        timeseries", VictoriaMetrics app/vmselect/prometheus). A metric name is one name."""
+        if is_metric_name(selector):
+            return [(selector, series)]
+        if series is None:
+            series = list(self.series(selector, window, stats))
+        names = sorted({s.get("__name__", "") for s in series})
+        if len(names) < 2:
+            return [(selector, series)]
+        return [
+            (
+                with_matcher(selector, "__name__", [n]),
+                [s for s in series if s.get("__name__", "") == n],
+            )
+            for n in names
+        ]
 
     def _count(
         self,

@@ -69,7 +69,9 @@ class PrometheusTasks(SourceSeriesTasks["PrometheusConnection", "PrometheusSourc
                         f"{source.conn.safe_url} lists no metric names: set "
                         "DXT_PROMETHEUS_METRICS or DXT_PROMETHEUS_CATALOG"
                     )
-                found = [{"metric": n, "selector": n} for n in names]
+                from dxt_core.backends.prometheus.source import selector_of
+
+                found = [{"metric": n, "selector": selector_of(n)} for n in names]
                 what = f"metric names listed by {source.conn.safe_url}"
         check_map_length(len(found), max_map_length, what)
         log.info("%d %s", len(found), what)

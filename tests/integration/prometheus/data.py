@@ -46,6 +46,9 @@ SERIES: tuple[SeriesSpec, ...] = (
     ),
     SeriesSpec("node_jobs_total", (("instance", "n1:9100"), ("job", "slurm"))),
     SeriesSpec("node_jobs_total", (("instance", "n2:9100"), ("job", "slurm"))),
+    # another metric with exactly the labels of n1's temperature: a selector of both makes
+    # count_over_time give two series of one label set (it drops __name__)
+    SeriesSpec("node_temp_max_celsius", (("instance", "n1:9100"), ("job", "node"), ("node", "n1"))),
 )
 METRICS = tuple(sorted({s.name for s in SERIES}))
 

@@ -214,8 +214,14 @@ def test_a_selector_unit_takes_several_metrics(server: ServerProcess, tmp_path: 
         report = archive_prometheus_day(src, entry, dt.date(2024, 4, 1), Archive(tmp_path))
     lines = rows(report.path)  # type: ignore[arg-type]
     assert lines[0] == "timestamp,value,name,instance,job,node"
-    assert {line.split(",")[2] for line in lines[1:]} == {"node_jobs_total", "node_temp_celsius"}
-    assert report.rows == 2 * 24 * 240
+    names = {line.split(",")[2] for line in lines[1:]}
+    assert names == {"node_jobs_total", "node_temp_celsius", "node_temp_max_celsius"}
+    assert report.rows == 3 * 24 * 240
+    # the two temperatures share their labels: counted one metric name at a time (a
+    # count_over_time of both is refused by both servers: one label set twice)
+    manifest = json.loads(report.manifest.read_text())
+    assert manifest["source_count"]["count"] == report.rows
+    assert "asked per metric name (3)" in manifest["source_count"]["method"]
 
 
 def test_parquet_reads_back(server: ServerProcess, tmp_path: Path) -> None:
@@ -320,3 +326,18 @@ def test_answers_gzip_or_as_they_are_give_the_same_file(
         assert r.rows == data.expected_rows(TEMP.name, day)
         got[mode] = r.path.read_bytes()  # type: ignore[union-attr]
     assert got["gzip"] == got["none"] == got["auto"]
+
+
+def test_a_split_by_label_values_with_a_newline_is_a_query_the_server_parses(
+    server: ServerProcess,
+) -> None:
+    """A label value may hold a newline; the split's matcher escapes it (a raw one inside
+    "..." is a PromQL parse error on both servers)."""
+    from dxt_core.backends.prometheus.source import with_matcher
+    from dxt_core.http import RequestStats
+
+    day = day_window(dt.date(2024, 4, 1), data.TIME_ZONE)
+    with source(server) as src:
+        narrowed = with_matcher("node_temp_celsius", "node", ["n1\nfake", "n1"])
+        n, _ = src.count(narrowed, day, RequestStats())
+    assert n == 24 * 240  # n1's day: the newline alternative matches nothing

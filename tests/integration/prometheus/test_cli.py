@@ -30,12 +30,16 @@ def test_extract_lists_the_metrics_and_archives_days(server: ServerProcess, tmp_
         "--start-day", "2024-03-30", "--end-day", "2024-03-31", "--archive", str(tmp_path), "-q",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert "archived 4 metric-days (" in out.stdout and "0 failed" in out.stdout
+    assert "archived 6 metric-days (" in out.stdout and "0 failed" in out.stdout
     kind = "VictoriaMetrics" if server.kind == "victoriametrics" else "Prometheus 2.42"
     assert out.stdout.startswith(kind)
-    assert f"at {server.url} (answers uncompressed): 2 units" in out.stdout  # loopback: auto
+    assert f"at {server.url} (answers uncompressed): 3 units" in out.stdout  # loopback: auto
     manifests = sorted(tmp_path.rglob("*.manifest.json"))
-    assert [m.parent.name for m in manifests] == ["node_jobs_total"] * 2 + ["node_temp_celsius"] * 2
+    assert [m.parent.name for m in manifests] == [
+        *["node_jobs_total"] * 2,
+        *["node_temp_celsius"] * 2,
+        *["node_temp_max_celsius"] * 2,
+    ]
     doc = json.loads(manifests[1].read_text())
     assert doc["rows"] == doc["source_count"]["count"] == 2 * 23 * 240
     # a rerun skips the archived days
@@ -43,18 +47,18 @@ def test_extract_lists_the_metrics_and_archives_days(server: ServerProcess, tmp_
         "extract", "prometheus", "--url", server.url, "--tz", "Europe/Rome",
         "--start-day", "2024-03-30", "--end-day", "2024-03-31", "--archive", str(tmp_path), "-q",
     )  # fmt: skip
-    assert again.returncode == 0 and "4 already archived (skipped" in again.stdout
+    assert again.returncode == 0 and "6 already archived (skipped" in again.stdout
     cov = dxt(
         "coverage", "prometheus", "--archive", str(tmp_path),
         "--start-day", "2024-03-29", "--end-day", "2024-03-31",
     )  # fmt: skip
     assert cov.returncode == 3, cov.stdout + cov.stderr  # 2024-03-29 was never archived
-    assert "2 units x 3 days: 4 archived, 0 empty, 2 missing" in cov.stdout
+    assert "3 units x 3 days: 6 archived, 0 empty, 3 missing" in cov.stdout
     # made by dxt: the refill is the dxt command with the manifests' server and zone, and
     # the units by name (the server may no longer list a metric of that day)
     assert (
         f"dxt extract prometheus --url {server.url} --tz Europe/Rome --metrics "
-        f"node_jobs_total,node_temp_celsius --start-day 2024-03-29 "
+        f"node_jobs_total,node_temp_celsius,node_temp_max_celsius --start-day 2024-03-29 "
         f"--end-day 2024-03-29 --archive {tmp_path}"
     ) in cov.stdout
     assert "airflow" not in cov.stdout

@@ -32,5 +32,5 @@ def test_coverage_of_an_s3_archive_lists_the_metrics_it_holds(
         "--end-day", "2024-03-31", "--all", env=elsewhere,
     )  # fmt: skip
     assert cov.returncode == 3, cov.stdout + cov.stderr  # 2024-03-30 was not archived
-    assert "2 units x 2 days: 2 archived, 0 empty, 2 missing" in cov.stdout
+    assert "3 units x 2 days: 3 archived, 0 empty, 3 missing" in cov.stdout
     assert "node_jobs_total" in cov.stdout and "node_temp_celsius" in cov.stdout

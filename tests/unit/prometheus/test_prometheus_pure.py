@@ -13,6 +13,7 @@ from dxt_core.backends.prometheus.source import (
     ServerInfo,
     _seconds,
     _split_label,
+    selector_of,
     with_matcher,
 )
 from dxt_core.errors import CatalogError, ConfigError
@@ -58,6 +59,12 @@ def test_selectors_narrowed_by_a_label() -> None:
     assert with_matcher('m{job="x"}', "node", ["n1"]) == 'm{job="x",node=~"n1"}'
     assert with_matcher('{job="x",}', "node", ["", "n2"]) == '{job="x",node=~"|n2"}'
     assert with_matcher("{}", "a", ['q"uote']) == '{a=~"q\\"uote"}'
+    # a raw newline, carriage return or tab is a PromQL parse error inside "..."
+    assert with_matcher("m", "a", ["x\ny\tz"]) == 'm{a=~"x\\ny\\tz"}'
+    # a label or metric name that is not a classic one (Prometheus 3's UTF-8 names) is quoted
+    assert with_matcher("{}", "k8s.pod.name", ["p"]) == '{"k8s.pod.name"=~"p"}'
+    assert selector_of("http.server.duration") == '{"http.server.duration"}'
+    assert selector_of("node_load1") == "node_load1"
 
 
 def test_split_label_picks_the_most_telling_label() -> None:
