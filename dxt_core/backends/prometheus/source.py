@@ -767,6 +767,11 @@ class PrometheusSource:
     ) -> int:
         d = end_ms - start_ms - (0 if left_open else 1)
         params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
+        if self.server().kind == VICTORIAMETRICS:
+            # else a time within -search.latencyOffset (30 s) of now is moved to now - 30 s
+            # (app/vmselect/prometheus/prometheus.go QueryHandler): a count of a day just
+            # over would end early and disagree with its samples
+            params["nocache"] = "1"
         where = self._where(selector, start_ms, end_ms)
         floor = end_ms - start_ms <= self.windows.min_s * 1000
         try:

@@ -6,6 +6,7 @@ import datetime as dt
 import gzip
 import io
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,23 @@ def test_a_split_by_label_values_with_a_newline_is_a_query_the_server_parses(
         narrowed = with_matcher("node_temp_celsius", "node", ["n1\nfake", "n1"])
         n, _ = src.count(narrowed, day, RequestStats())
     assert n == 24 * 240  # n1's day: the newline alternative matches nothing
+
+
+def test_a_count_that_ends_a_few_seconds_ago_counts_to_its_end(
+    victoriametrics: ServerProcess,
+) -> None:
+    """VictoriaMetrics moves a query time within 30 s of now to now - 30 s unless asked
+    with nocache=1: a window just over would be counted short of its samples."""
+    from dxt_core.http import RequestStats
+    from dxt_core.windows import Window, from_ms
+    from tests.integration.prometheus.servers import vm_import
+
+    now = int(time.time() * 1000)
+    end = now - 2_000
+    start = end - 60_000
+    samples = [(t, 1.0) for t in range(start, end, 1_000)]  # one a second, 60 in all
+    vm_import(victoriametrics.url, [({"__name__": "dxt_recent", "job": "t"}, samples)])
+    window = Window(from_ms(start, dt.UTC), from_ms(end, dt.UTC))
+    with source(victoriametrics) as src:
+        n, _ = src.count("dxt_recent", window, RequestStats())
+    assert n == len(samples) == 60
