@@ -136,7 +136,8 @@ def archive_prometheus_day(
             past=is_past(window.end),
             url=source.conn.safe_url,
             advice=f"the server was taken for {source.server().describe()} ({how}): if it is "
-            "another kind, name it (--flavor, the connection's flavor extra)",
+            "another kind, name it (--flavor, the connection's flavor extra); if its range "
+            "selectors end otherwise, say so (--range-ends, the range_ends extra)",
         )
 
     manifest = _manifest(source, entry, window, EXTENSIONS[fmt])

@@ -27,6 +27,9 @@ from dxt_core.urls import COMPRESSIONS
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
 FLAVORS = ("auto", "prometheus", "victoriametrics")
+#: How ``m[d]`` at ``t`` ends: from the server's kind and version, ``[t - d, t]``
+#: (Prometheus 2) or ``(t - d, t]`` (Prometheus 3, VictoriaMetrics).
+RANGE_ENDS = ("auto", "closed", "left-open")
 AUTHS = ("basic", "bearer")
 
 
@@ -51,6 +54,10 @@ class PrometheusConnection:
             machine, gzip from any other), ``gzip`` or ``none``. Prometheus compresses an
             answer on one core, at about 15 MB/s (Go's gzip): from a server close by,
             ``none`` is several times faster and spares the server's CPU.
+        range_ends: ``auto`` (from the server's kind and version), ``closed`` (``m[d]`` at
+            ``t`` holds ``[t - d, t]``: Prometheus 2) or ``left-open`` (``(t - d, t]``:
+            Prometheus 3, VictoriaMetrics): for a server whose version does not tell (a
+            proxy hiding ``buildinfo``, an engine with version numbers of its own).
     """
 
     url: str
@@ -63,6 +70,7 @@ class PrometheusConnection:
     verify_tls: bool = True
     in_flight: int = 0
     compression: str = "auto"
+    range_ends: str = "auto"
 
     def __post_init__(self) -> None:
         self.url = normalise_base_url(self.url, "Prometheus URL")
@@ -81,6 +89,11 @@ class PrometheusConnection:
             raise ConfigError(
                 f"compression must be one of {', '.join(COMPRESSIONS)}, not "
                 f'{self.compression!r} (connection extra "compression", CLI --compression)'
+            )
+        if self.range_ends not in RANGE_ENDS:
+            raise ConfigError(
+                f"range_ends must be one of {', '.join(RANGE_ENDS)}, not {self.range_ends!r} "
+                '(connection extra "range_ends", CLI --range-ends)'
             )
         if self.in_flight < 0:
             raise ConfigError(
@@ -102,7 +115,11 @@ def _build(f: ConnectionFields) -> PrometheusConnection:
     f.check_choice("flavor", FLAVORS)
     f.check_choice("auth", AUTHS)
     f.check_choice("compression", COMPRESSIONS)
-    extras = ("auth", "flavor", "time_zone", "timeout", "verify_tls", "in_flight", "compression")
+    f.check_choice("range_ends", RANGE_ENDS)
+    extras = (
+        *("auth", "flavor", "time_zone", "timeout", "verify_tls", "in_flight", "compression"),
+        "range_ends",
+    )
     return PrometheusConnection(**f.as_kwargs(*extras))
 
 
@@ -148,5 +165,14 @@ SPEC: ConnectionSpec[PrometheusConnection] = ConnectionSpec(
             "(dxt extract's --target-points)",
         ),
         compression_extra(),
+        Extra(
+            "range_ends",
+            str,
+            "auto",
+            "Range ends",
+            "auto (from the server's version), closed (m[d] at t holds [t-d, t]: Prometheus "
+            "2) or left-open ((t-d, t]: Prometheus 3, VictoriaMetrics); set it when the "
+            "version does not tell (a proxy hiding buildinfo, Thanos, Mimir)",
+        ),
     ),
 )

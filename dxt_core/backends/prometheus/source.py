@@ -77,11 +77,16 @@ class ServerInfo:
 
     kind: str
     version: str = ""
+    #: the connection's ``range_ends``: ``auto`` (from the kind and version), ``closed`` or
+    #: ``left-open``
+    range_ends: str = "auto"
 
     @property
     def left_open(self) -> bool:
         """Whether ``m[d]`` at ``t`` selects ``(t - d, t]`` (VictoriaMetrics, Prometheus 3)
         rather than ``[t - d, t]`` (Prometheus 2)."""
+        if self.range_ends != "auto":
+            return self.range_ends == "left-open"
         if self.kind == VICTORIAMETRICS:
             return True
         major = re.match(r"v?(\d+)\.", self.version)
@@ -89,7 +94,8 @@ class ServerInfo:
 
     def describe(self) -> str:
         name = "VictoriaMetrics" if self.kind == VICTORIAMETRICS else "Prometheus"
-        return f"{name} {self.version}".strip()
+        said = "" if self.range_ends == "auto" else f" (range ends {self.range_ends})"
+        return f"{name} {self.version}".strip() + said
 
 
 @dataclass(slots=True)
@@ -354,8 +360,16 @@ class PrometheusSource:
                 if exc.status in (401, 403):
                     raise
                 version = ""  # an older or proxied server: Prometheus 2 semantics
-        info = ServerInfo(flavor, version)
+        info = ServerInfo(flavor, version, self.conn.range_ends)
         log.info("%s: %s", self.conn.safe_url, info.describe())
+        if flavor == PROMETHEUS and not version and info.range_ends == "auto":
+            log.warning(
+                "%s does not say its version: its range selectors are taken as Prometheus "
+                "2's (both ends included); if it is Prometheus 3 or another left-open engine, "
+                "set range_ends=left-open (the connection's extra, --range-ends), else every "
+                "past day's count disagrees with its samples",
+                self.conn.safe_url,
+            )
         return info
 
     def _vm_version(self) -> str:

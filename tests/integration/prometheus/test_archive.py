@@ -179,6 +179,22 @@ def test_a_server_taken_for_another_kind_fails_its_count_naming_the_flavor(
     assert not list(tmp_path.rglob("*.csv.gz"))
 
 
+def test_range_ends_named_by_the_connection_win_over_the_version(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    """The same server taken for Prometheus (version unknown: a proxy hiding buildinfo) is
+    counted right once the connection says its range ends; said wrong, the count fails and
+    says which setting to change."""
+    day = dt.date(2024, 4, 1)
+    with source(victoriametrics, flavor="prometheus", range_ends="left-open") as src:
+        report = archive_prometheus_day(src, TEMP, day, Archive(tmp_path / "ok"))
+        assert src.server().describe().endswith("(range ends left-open)")
+    assert report.status == "archived" and report.rows == data.expected_rows(TEMP.name, day)
+    with source(victoriametrics, range_ends="closed") as src, pytest.raises(CountMismatch) as e:
+        archive_prometheus_day(src, TEMP, day, Archive(tmp_path / "bad"))
+    assert "(--range-ends, the range_ends extra)" in str(e.value)
+
+
 def test_rerun_is_byte_identical(server: ServerProcess, tmp_path: Path) -> None:
     archive = Archive(tmp_path)
     with source(server) as src:

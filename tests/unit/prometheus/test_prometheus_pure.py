@@ -52,6 +52,10 @@ def test_range_ends_by_server() -> None:
     assert ServerInfo("prometheus", "3.0.1").left_open
     assert ServerInfo("prometheus", "v3.5.0").left_open
     assert ServerInfo("victoriametrics", "").left_open
+    # the connection's range_ends wins over the kind and version
+    assert ServerInfo("prometheus", "", "left-open").left_open
+    assert not ServerInfo("victoriametrics", "1.79.5", "closed").left_open
+    assert ServerInfo("prometheus", "2.42.0", "auto").left_open is False
 
 
 def test_selectors_narrowed_by_a_label() -> None:
