@@ -496,7 +496,7 @@ class S3Archive(Archive):
             except orjson.JSONDecodeError:
                 doc = None
             if not isinstance(doc, dict) or doc.get("status") == WRITING:
-                bad += doc is None
+                bad += not isinstance(doc, dict)  # a marker is a commit under way, not bad
                 continue
             n += 1
             per_unit.setdefault(tuple(dirs), {})[day] = _index_entry(doc, got[1] if got else "")

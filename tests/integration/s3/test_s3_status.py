@@ -142,3 +142,12 @@ def test_a_writer_whose_lock_was_taken_over_leaves_the_old_bytes_copy_alone(
     got = c.get_object(Bucket=bucket, Key=f"w/toy/m/{DAY}.csv.gz")["Body"].read()
     assert got == b_body  # B's commit stands: A stopped before uploading
     assert len(failed) == 1 and "changed since this run read it" in str(failed[0]), failed
+
+
+def test_rebuilding_the_index_counts_every_manifest_it_cannot_use(bucket, s3_server, s3_env):
+    a = Archive(f"s3://{bucket}/r")
+    _commit(a, DayKey("toy", ("m",), DAY), b"1,2\n" * 10)
+    c = s3_server.client()
+    c.put_object(Bucket=bucket, Key="r/toy/m/2020-03-10.manifest.json", Body=b"[1, 2]")
+    c.put_object(Bucket=bucket, Key="r/toy/m/2020-03-11.manifest.json", Body=b"{not json")
+    assert a.rebuild_index("toy") == (1, 2)  # a JSON list is no manifest either
