@@ -85,6 +85,11 @@ def refused_at_the_end(what: str, exc: WindowTooLarge) -> WindowTooLarge:
     )
 
 
+def names_a_limit(text: str) -> bool:
+    """Whether ``text`` is one of :data:`REFUSAL_RULES`' refusals, whatever its status."""
+    return any(p.search(text) for _, p in _RULES)
+
+
 def too_large(status: int, body: bytes) -> bool:
     """Whether an error answer is a "too large" refusal (see :data:`REFUSAL_RULES`)."""
     if status < 400:

@@ -1,6 +1,7 @@
 """A small stand-in for Prometheus or VictoriaMetrics, for the faults the real servers cannot
 be made to show on demand: a 503 from a proxy or a starting server, an answer slower than the
-client's timeout, an export cut in the middle of a line, a bearer-token check.
+client's timeout, an export cut in the middle of a line or ended by an error line, a
+bearer-token check.
 
 Everything else is tested against the real servers (tests/integration/prometheus). What this
 answers follows them:
@@ -18,8 +19,9 @@ answers follows them:
 
 Faults are set with ``POST /_sim/faults`` (JSON: ``fail_next``; ``slow_next`` sample or count
 requests wait ``delay_s``;
-``cut_next``; ``count_extra`` adds to every count, as samples still arriving would) and
-counted at ``GET /_sim/stats``.
+``cut_next``; ``error_next``: an export's error written after its first line, as
+VictoriaMetrics 1.79 does once its answer has begun; ``count_extra`` adds to every count, as
+samples still arriving would) and counted at ``GET /_sim/stats``.
 """
 
 from __future__ import annotations
@@ -55,9 +57,12 @@ class PromSimApp:
             "slow_next": 0,
             "delay_s": 0.0,
             "cut_next": 0,
+            "error_next": 0,
             "count_extra": 0,
         }
-        self.stats: dict[str, int] = {"requests": 0, "failed": 0, "slow": 0, "cut": 0}
+        self.stats: dict[str, int] = dict.fromkeys(
+            ("requests", "failed", "slow", "cut", "error"), 0
+        )
 
     def labels(self, i: int) -> dict[str, str]:
         return {"__name__": "sim_metric", "instance": f"node-{i}", "job": "sim"}
@@ -199,6 +204,21 @@ class Handler(SimHandler):
             self.end_headers()
             self.wfile.write(body[: len(body) // 2 + 7])
             self.close_connection = True
+            return
+        if app.take("error_next") and body:
+            with app.lock:
+                app.stats["error"] += 1
+            # VictoriaMetrics 1.79 once its 200 and some lines are out: lib/httpserver
+            # Errorf writes "remoteAddr: ...; requestURI: ...; <error>" with http.Error,
+            # which only adds the text and a newline to the body; here the export's
+            # deadline, -search.maxExportDuration (app/vmselect/netstorage)
+            error = (
+                'remoteAddr: "127.0.0.1:40000"; requestURI: /api/v1/export; error when '
+                "exporting data: timeout exceeded during query execution: 30.000 seconds; "
+                "the timeout can be adjusted with `-search.maxExportDuration` command-line "
+                "flag\n"
+            )
+            self.send(200, lines[0] + error.encode(), "application/stream+json; charset=utf-8")
             return
         self.send(200, body, "application/stream+json; charset=utf-8")
 

@@ -49,6 +49,7 @@ from dxt_core.backends.prometheus.columns import (
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.backends.prometheus.labels import LabelCache, LabelCheck
 from dxt_core.backends.prometheus.policy import (
+    names_a_limit,
     refused_at_the_end,
     too_large,
 )
@@ -513,6 +514,7 @@ class PrometheusSource:
         for attempt in range(1, attempts + 1):
             body = self._get("api/v1/export", export, stats, context=where, heavy=not at_floor)
             if not body or body.endswith(b"\n"):
+                _check_export_tail(body, where, self._http.url("api/v1/export"))
                 return body
             cut = f"{where}: the export ends inside a line (a cut answer)"
             if attempt == attempts:
@@ -820,6 +822,20 @@ class PrometheusSource:
 
     def day_tz(self) -> dt.tzinfo:
         return self.tz
+
+
+def _check_export_tail(body: bytes, where: str, url: str) -> None:
+    """An export that failed after its answer began: VictoriaMetrics had sent 200 and some
+    lines, then writes its error as the last line (lib/httpserver ``Errorf``:
+    ``http.Error`` once the headers are out). A limit's text (its export time, its samples)
+    is the window refused as too large, to be split; any other is an error naming it."""
+    tail = body.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    if not tail or tail.startswith(b"{"):
+        return
+    text = tail[:2000].decode("utf-8", "replace")
+    if names_a_limit(text):
+        raise WindowTooLarge(f"{where}: the export stopped: {text}", url=url, status=200)
+    raise SourceError(f"{where}: the export ends with an error line: {text}", url=url)
 
 
 def _split_label(series: Sequence[Mapping[str, str]]) -> tuple[str | None, list[str]]:

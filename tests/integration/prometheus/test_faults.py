@@ -125,6 +125,19 @@ def test_a_cut_export_is_fetched_again(tmp_path: Path) -> None:
         s.stop()
 
 
+def test_an_export_ended_by_a_limits_error_line_is_split(tmp_path: Path) -> None:
+    """VictoriaMetrics 1.79 writes an error that comes after its answer began as the body's
+    last line, status 200: the export's deadline there is a window too large, halved."""
+    s = Sim(["--flavor", "victoriametrics"])
+    try:
+        report = _run(s, tmp_path, {"error_next": 1})
+        assert s.stats()["error"] == 1
+        assert report.rows == ROWS  # type: ignore[attr-defined]
+        assert report.stats.splits >= 1  # type: ignore[attr-defined]
+    finally:
+        s.stop()
+
+
 def test_bearer_token(tmp_path: Path) -> None:
     s = Sim(["--bearer-token", "tok-123456"])
     try:
