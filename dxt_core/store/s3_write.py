@@ -237,6 +237,7 @@ class S3DayWrite(DayWrite):
         self._manifest_key = archive.key_of(archive.manifest_path(key))
         self._manifest_etag: str | None = None
         self._interrupted: dict[str, Any] | None = None
+        self._kept: list[dict[str, Any]] | None = None
         # Staged files in a directory of this transaction's own: another process of this
         # host may be writing the same day into the same staging root (a lock taken over).
         self._stage = (
@@ -391,6 +392,11 @@ class S3DayWrite(DayWrite):
         # upload, or read): a damaged object is repaired, only intact content is protected.
         touched = [n for n in existing if n in self._staged or n in self._drop]
         plan.actual = {n: self._object_sha(listing[n]) for n in touched}
+        for r in self._kept_before():
+            # an interrupted commit replaced it, the old bytes kept: what it holds now is the
+            # archived content (as a directory archive takes an interrupted commit's files)
+            if r["file"] in plan.actual:
+                old_sha[r["file"]] = plan.actual[r["file"]]
         changed = sorted(
             n for n in touched if n not in self._staged or plan.new_sha.get(n) != plan.actual[n]
         )
@@ -438,8 +444,9 @@ class S3DayWrite(DayWrite):
             "parts": list(key.parts),
             "day": key.day.isoformat(),
             "previous": self.previous,
-            # the objects this commit replaces, and where their old bytes go first
-            "replacing": plan.replaced,
+            # the objects this commit replaces, and where their old bytes go first; with
+            # those an interrupted commit had replaced already (their copies are kept)
+            "replacing": plan.replaced + self._replaced_before(plan),
             "writer": {"pid": os.getpid(), "host": socket.gethostname(), "at": _now()},
         }
         try:
@@ -552,22 +559,26 @@ class S3DayWrite(DayWrite):
 
     def _replaced_before(self, plan: _Plan) -> list[dict[str, Any]]:
         """What an interrupted commit of this day had replaced already (its marker's
-        ``replacing``): an object that now holds this commit's bytes, whose old bytes are in
-        ``.versions/``. The manifest names them, as the interrupted commit's would have."""
-        marker = self._interrupted or {}
-        done = {r["file"] for r in plan.replaced}
-        out: list[dict[str, Any]] = []
-        for r in marker.get("replacing") or []:
-            if not isinstance(r, dict) or r.get("file") in done or not _plain_name(r.get("file")):
-                continue
-            name = str(r["file"])
-            if name not in plan.listing or plan.new_sha.get(name) is None:
-                continue
-            if self._object_sha(plan.listing[name]) != plan.new_sha[name]:
-                continue
-            if self.archive.store.head(f"{self.prefix}/{r.get('version')}") is not None:
-                out.append(r)
-        return out
+        ``replacing``, whose old bytes are in ``.versions/``), beside what this commit
+        replaces: the manifest names every copy kept, as the interrupted commit's would
+        have (a replace of a replace names both)."""
+        done = {r.get("version") for r in plan.replaced}
+        return [r for r in self._kept_before() if r.get("version") not in done]
+
+    def _kept_before(self) -> list[dict[str, Any]]:
+        """The interrupted commit's ``replacing`` entries whose copy in ``.versions/`` is
+        there (asked once per commit)."""
+        if self._kept is None:
+            marker = self._interrupted or {}
+            self._kept = [
+                r
+                for r in marker.get("replacing") or []
+                if isinstance(r, dict)
+                and _plain_name(r.get("file"))
+                and _plain_name(str(r.get("version", "")).removeprefix(f"{VERSIONS_DIR}/"))
+                and self.archive.store.head(f"{self.prefix}/{r['version']}") is not None
+            ]
+        return self._kept
 
     def _object_sha(self, obj: ObjectInfo) -> str:
         """The sha256 of an archived object: recorded in its metadata by our upload (S3

@@ -27,7 +27,7 @@ from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.coverage import coverage as coverage_rows
-from dxt_core.errors import ArchiveError, ArchiveLocked, SourceShrank
+from dxt_core.errors import ArchiveError, ArchiveLocked, ContentChanged, SourceShrank
 from dxt_core.manifests import DAMAGED_MANIFEST_ADVICE
 from dxt_core.scan import scan_states
 from tests.conftest import ROOT, SimulatorProcess
@@ -722,6 +722,50 @@ def test_kill_9_mid_commit_is_seen_by_verify_and_a_rerun_completes_the_day(
     ]
     assert Archive(root).status(key, verify=True) == ("archived", "")
     assert not [k for k in objs if k.startswith("p/.dxt/locks/")]
+
+
+def test_after_a_replace_killed_after_its_uploads_the_new_bytes_are_the_archived_day(
+    bucket, s3_server, s3_env, tmp_path
+):
+    """O archived; a replace by X killed after its uploads (O kept in .versions/). As a
+    directory archive does, X is then the archived day: a rerun with other values and as
+    many rows is refused (it replaced X silently, taking it for a damaged object), and a
+    rerun with replace names both copies kept, X's and O's (it named only X's)."""
+    root, key = f"s3://{bucket}/k", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    env = {**os.environ, **s3_env, "DXT_S3_TEST_STALL_AT": "uploaded", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REPLACE_DAY, root, DAY.isoformat()],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    flag = Archive(root).root / ".stalled-uploaded"
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no stall"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    flag.unlink()
+    c = s3_server.client()
+    data_key = f"k/toy/m/{DAY}.csv.gz"
+    killed = c.get_object(Bucket=bucket, Key=data_key)["Body"].read()  # X, value 2
+    assert killed != first
+    day, other, third = _csv_day(Archive(root), key, 10, value="3")
+    with pytest.raises(ContentChanged):
+        day.commit(other)
+    assert c.get_object(Bucket=bucket, Key=data_key)["Body"].read() == killed
+    day, other, third = _csv_day(Archive(root, replace=True), key, 10, value="3")
+    day.commit(other)
+    objs = objects(c, bucket)
+    final = json.loads(objs[f"k/toy/m/{DAY}.manifest.json"])
+    x_sha = hashlib.sha256(killed).hexdigest()
+    assert [r["sha256"] for r in final["replaced"]] == [x_sha, doc["sha256"]]
+    for r in final["replaced"]:  # both copies are there, under the names the manifest gives
+        assert hashlib.sha256(objs[f"k/toy/m/{r['version']}"]).hexdigest() == r["sha256"]
+    assert objs[data_key] == third and check_manifests(objs, "k") == 1
 
 
 def test_the_coverage_view_lists_units_archived_but_no_longer_configured(
