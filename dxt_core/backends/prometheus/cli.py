@@ -21,7 +21,8 @@ from dxt_core.backends.prometheus.archive_day import (
 )
 from dxt_core.backends.prometheus.catalog import CatalogEntry, from_names, load_catalog
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
-from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy, selector_of
+from dxt_core.backends.prometheus.promql import selector_of
+from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.backends.roles import add_series_extract_arguments
 from dxt_core.errors import ConfigError
 from dxt_core.reconcile import Counter

@@ -53,6 +53,12 @@ from dxt_core.backends.prometheus.policy import (
     refused_at_the_end,
     too_large,
 )
+from dxt_core.backends.prometheus.promql import (
+    api_seconds,
+    is_metric_name,
+    split_label,
+    with_matcher,
+)
 from dxt_core.errors import (
     ConfigError,
     QueryRejected,
@@ -173,62 +179,6 @@ class _Http(HttpClient):
                     auth = _BearerAuth(self.bearer)
                     self._client = self._new_client(auth, https=self.base_url.startswith("https:"))
         return self._client
-
-
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-
-
-def is_metric_name(text: str) -> bool:
-    return bool(_METRIC.match(text))
-
-
-def _seconds(ms: int) -> str:
-    """Epoch ms as the API's decimal seconds (exact: no float on the way)."""
-    sign = "-" if ms < 0 else ""
-    q, r = divmod(abs(ms), 1000)
-    return f"{sign}{q}.{r:03d}"
-
-
-def _string(value: str) -> str:
-    """``value`` inside a PromQL double-quoted string (Go's escapes: a raw newline, carriage
-    return or tab is a parse error there)."""
-    return (
-        value.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("\r", "\\r")
-        .replace("\t", "\\t")
-    )
-
-
-def _regex_quote(value: str) -> str:
-    """``value`` as a literal inside a PromQL ``=~"..."`` (RE2, then the string's escapes)."""
-    return _string(re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value))
-
-
-def _label(name: str) -> str:
-    """A label name in a selector: quoted when it is not a classic one (UTF-8 names, which
-    only servers that accept the quoted form, Prometheus 3, can hold)."""
-    return name if _LABEL.match(name) else f'"{_string(name)}"'
-
-
-def selector_of(metric: str) -> str:
-    """The selector of every series of ``metric``: the name itself, or ``{"name"}`` for a
-    name that is not a classic one (a UTF-8 name listed by Prometheus 3)."""
-    return metric if is_metric_name(metric) else f'{{"{_string(metric)}"}}'
-
-
-def with_matcher(selector: str, label: str, values: Sequence[str]) -> str:
-    """``selector`` narrowed to series whose ``label`` is one of ``values`` ("" = absent)."""
-    alternatives = "|".join(_regex_quote(v) for v in values)
-    matcher = f'{_label(label)}=~"{alternatives}"'
-    s = selector.strip()
-    if s.endswith("}"):
-        head = s[:-1].rstrip()
-        sep = "" if head.endswith("{") or head.endswith(",") else ","
-        return f"{head}{sep}{matcher}}}"
-    return f"{s}{{{matcher}}}"
 
 
 class PrometheusSource:
@@ -397,7 +347,7 @@ class PrometheusSource:
             return self._names[key]
         params = {}
         if window is not None:
-            params = {"start": _seconds(window.start_ms), "end": _seconds(window.end_ms - 1)}
+            params = {"start": api_seconds(window.start_ms), "end": api_seconds(window.end_ms - 1)}
         data = self._api("api/v1/label/__name__/values", params)
         if not isinstance(data, list):
             raise SourceError(
@@ -442,8 +392,8 @@ class PrometheusSource:
         (``/api/v1/series``; both servers answer a superset: whole blocks or index days)."""
         params = [
             ("match[]", selector),
-            ("start", _seconds(window.start_ms)),
-            ("end", _seconds(window.end_ms - 1)),
+            ("start", api_seconds(window.start_ms)),
+            ("end", api_seconds(window.end_ms - 1)),
         ]
         data = self._api("api/v1/series", params, stats=stats, context=selector)
         if not isinstance(data, list):
@@ -505,11 +455,11 @@ class PrometheusSource:
             # [t - d, t] on Prometheus 2, (t - d, t] on 3: both cover [a, b - 1 ms] with
             # d = b - a + 1 ms at t = b - 1 ms; anything before a is dropped by decode.
             params = {"query": f"{selector}[{end_ms - start_ms + 1}ms]"}
-            params["time"] = _seconds(end_ms - 1)
+            params["time"] = api_seconds(end_ms - 1)
             return self._get("api/v1/query", params, stats, context=where, heavy=not at_floor)
         # both bounds included: [a, b - 1 ms] is exactly [a, b) for ms timestamps
-        export = [("match[]", selector), ("start", _seconds(start_ms))]
-        export.append(("end", _seconds(end_ms - 1)))
+        export = [("match[]", selector), ("start", api_seconds(start_ms))]
+        export.append(("end", api_seconds(end_ms - 1)))
         attempts = self.retry.attempts
         for attempt in range(1, attempts + 1):
             body = self._get("api/v1/export", export, stats, context=where, heavy=not at_floor)
@@ -573,7 +523,7 @@ class PrometheusSource:
                 raise refused
             return self.query(selector, start_ms, end_ms, stats, counts, at_floor=True)
         except WindowTooLarge as exc:
-            label, values = _split_label(series)
+            label, values = split_label(series)
             if label is None:
                 raise refused_at_the_end(self._where(selector, start_ms, end_ms), exc) from exc
             stats.splits += 1
@@ -737,7 +687,7 @@ class PrometheusSource:
         # the time in the day's zone (the window's ends are UTC datetimes)
         local = from_ms(t, self.tz).isoformat(timespec="milliseconds")
         method = (
-            f"count_over_time({selector}[{d}ms]) at time={_seconds(t)} ({local}), "
+            f"count_over_time({selector}[{d}ms]) at time={api_seconds(t)} ({local}), "
             "summed over series"
         )
         if len(parts) > 1:
@@ -782,7 +732,7 @@ class PrometheusSource:
         labels: set[str] | None = None,
     ) -> int:
         d = end_ms - start_ms - (0 if left_open else 1)
-        params = {"query": f"count_over_time({selector}[{d}ms])", "time": _seconds(end_ms - 1)}
+        params = {"query": f"count_over_time({selector}[{d}ms])", "time": api_seconds(end_ms - 1)}
         if self.server().kind == VICTORIAMETRICS:
             # else a time within -search.latencyOffset (30 s) of now is moved to now - 30 s
             # (app/vmselect/prometheus/prometheus.go QueryHandler): a count of a day just
@@ -805,7 +755,7 @@ class PrometheusSource:
             if series is None:
                 span = Window(from_ms(start_ms, self.tz), from_ms(end_ms, self.tz))
                 series = list(self.series(selector, span, stats))
-            label, values = _split_label(series)
+            label, values = split_label(series)
             if label is None:
                 raise refused_at_the_end(f"count of {where}", exc) from exc
             half = len(values) // 2
@@ -836,21 +786,6 @@ def _check_export_tail(body: bytes, where: str, url: str) -> None:
     if names_a_limit(text):
         raise WindowTooLarge(f"{where}: the export stopped: {text}", url=url, status=200)
     raise SourceError(f"{where}: the export ends with an error line: {text}", url=url)
-
-
-def _split_label(series: Sequence[Mapping[str, str]]) -> tuple[str | None, list[str]]:
-    """The label with the most distinct values among ``series`` (ties: by name) and its
-    sorted values ("" for series without it); ``None`` when no label tells them apart."""
-    best: tuple[int, str] | None = None
-    keys = sorted({k for s in series for k in s})
-    for k in keys:
-        n = len({s.get(k, "") for s in series})
-        if n >= 2 and (best is None or n > best[0]):
-            best = (n, k)
-    if best is None:
-        return None, []
-    label = best[1]
-    return label, sorted({s.get(label, "") for s in series})
 
 
 def _blocks(size_ms: int, block_ms: int) -> int:

@@ -69,7 +69,7 @@ class PrometheusTasks(SourceSeriesTasks["PrometheusConnection", "PrometheusSourc
                         f"{source.conn.safe_url} lists no metric names: set "
                         "DXT_PROMETHEUS_METRICS or DXT_PROMETHEUS_CATALOG"
                     )
-                from dxt_core.backends.prometheus.source import selector_of
+                from dxt_core.backends.prometheus.promql import selector_of
 
                 found = [{"metric": n, "selector": selector_of(n)} for n in names]
                 what = f"metric names listed by {source.conn.safe_url}"

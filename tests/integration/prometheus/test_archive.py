@@ -350,7 +350,7 @@ def test_a_split_by_label_values_with_a_newline_is_a_query_the_server_parses(
 ) -> None:
     """A label value may hold a newline; the split's matcher escapes it (a raw one inside
     "..." is a PromQL parse error on both servers)."""
-    from dxt_core.backends.prometheus.source import with_matcher
+    from dxt_core.backends.prometheus.promql import with_matcher
     from dxt_core.http import RequestStats
 
     day = day_window(dt.date(2024, 4, 1), data.TIME_ZONE)

@@ -9,13 +9,13 @@ import pytest
 from dxt_core.backends.prometheus.catalog import from_names, load_catalog
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
 from dxt_core.backends.prometheus.policy import too_large
-from dxt_core.backends.prometheus.source import (
-    ServerInfo,
-    _seconds,
-    _split_label,
+from dxt_core.backends.prometheus.promql import (
+    api_seconds,
     selector_of,
+    split_label,
     with_matcher,
 )
+from dxt_core.backends.prometheus.source import ServerInfo
 from dxt_core.errors import CatalogError, ConfigError
 
 # Answers measured on the real servers (tests/integration/prometheus/test_limits.py)
@@ -74,13 +74,13 @@ def test_selectors_narrowed_by_a_label() -> None:
 def test_split_label_picks_the_most_telling_label() -> None:
     series = [{"__name__": "m", "job": "j", "node": f"n{i}"} for i in range(3)]
     series.append({"__name__": "m", "job": "j"})
-    assert _split_label(series) == ("node", ["", "n0", "n1", "n2"])
-    assert _split_label([{"__name__": "m", "a": "1"}]) == (None, [])
+    assert split_label(series) == ("node", ["", "n0", "n1", "n2"])
+    assert split_label([{"__name__": "m", "a": "1"}]) == (None, [])
 
 
 def test_numbers_and_times() -> None:
-    assert _seconds(1711922399999) == "1711922399.999"
-    assert _seconds(5) == "0.005"
+    assert api_seconds(1711922399999) == "1711922399.999"
+    assert api_seconds(5) == "0.005"
 
 
 def test_catalog(tmp_path: Path) -> None:

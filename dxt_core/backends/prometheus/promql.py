@@ -1,0 +1,78 @@
+"""PromQL text: metric and label names, selectors narrowed by a label's values (each value
+quoted for RE2 and for PromQL's strings), the API's times, and how a set of series is split
+in two."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+def is_metric_name(text: str) -> bool:
+    return bool(_METRIC.match(text))
+
+
+def api_seconds(ms: int) -> str:
+    """Epoch ms as the API's decimal seconds (exact: no float on the way)."""
+    sign = "-" if ms < 0 else ""
+    q, r = divmod(abs(ms), 1000)
+    return f"{sign}{q}.{r:03d}"
+
+
+def _string(value: str) -> str:
+    """``value`` inside a PromQL double-quoted string (Go's escapes: a raw newline, carriage
+    return or tab is a parse error there)."""
+    return (
+        value.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+
+
+def _regex_quote(value: str) -> str:
+    """``value`` as a literal inside a PromQL ``=~"..."`` (RE2, then the string's escapes)."""
+    return _string(re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value))
+
+
+def _label(name: str) -> str:
+    """A label name in a selector: quoted when it is not a classic one (UTF-8 names, which
+    only servers that accept the quoted form, Prometheus 3, can hold)."""
+    return name if _LABEL.match(name) else f'"{_string(name)}"'
+
+
+def selector_of(metric: str) -> str:
+    """The selector of every series of ``metric``: the name itself, or ``{"name"}`` for a
+    name that is not a classic one (a UTF-8 name listed by Prometheus 3)."""
+    return metric if is_metric_name(metric) else f'{{"{_string(metric)}"}}'
+
+
+def with_matcher(selector: str, label: str, values: Sequence[str]) -> str:
+    """``selector`` narrowed to series whose ``label`` is one of ``values`` ("" = absent)."""
+    alternatives = "|".join(_regex_quote(v) for v in values)
+    matcher = f'{_label(label)}=~"{alternatives}"'
+    s = selector.strip()
+    if s.endswith("}"):
+        head = s[:-1].rstrip()
+        sep = "" if head.endswith("{") or head.endswith(",") else ","
+        return f"{head}{sep}{matcher}}}"
+    return f"{s}{{{matcher}}}"
+
+
+def split_label(series: Sequence[Mapping[str, str]]) -> tuple[str | None, list[str]]:
+    """The label with the most distinct values among ``series`` (ties: by name) and its
+    sorted values ("" for series without it); ``None`` when no label tells them apart."""
+    best: tuple[int, str] | None = None
+    keys = sorted({k for s in series for k in s})
+    for k in keys:
+        n = len({s.get(k, "") for s in series})
+        if n >= 2 and (best is None or n > best[0]):
+            best = (n, k)
+    if best is None:
+        return None, []
+    label = best[1]
+    return label, sorted({s.get(label, "") for s in series})
