@@ -488,10 +488,13 @@ class HttpClient:
         timeout_is_too_large: bool = False,
         context: str = "",
         accept: Callable[[int, bytes], bool] | None = None,
+        attempts: int | None = None,
     ) -> tuple[int, bytes, httpx.Headers]:
         """Send a request with the retry policy; return (status, decoded body, headers) of a
         2xx answer, or of an answer ``accept(status, body)`` takes (a backend that reads its
         server's error bodies itself). ``headers`` are added to this request's.
+        ``attempts`` (default: the policy's) is 1 for a request that must not be sent again
+        (one that moves a server-side cursor: a lost answer is not a failed request).
 
         ``context`` (e.g. the metric and window) is added to error messages.
 
@@ -515,7 +518,8 @@ class HttpClient:
         req = _Request(method, url, content, params, sent or None)
         stats = stats if stats is not None else RequestStats()
         failure = _NO_ATTEMPT
-        for attempt in range(1, self.retry.attempts + 1):
+        tries = self.retry.attempts if attempts is None else attempts
+        for attempt in range(1, tries + 1):
             if attempt > 1:
                 stats.retries += 1
             stats.requests += 1
@@ -534,9 +538,9 @@ class HttpClient:
                 if 200 <= status < 300 or (accept is not None and accept(status, body)):
                     return status, body, resp.headers
                 failure = _classify_answer(resp, body, url, final_url, where, too_large)
-            if attempt < self.retry.attempts:
+            if attempt < tries:
                 self._wait_to_retry(method, url, attempt, failure)
-        raise self._give_up(url, where, failure)
+        raise self._give_up(url, where, failure, tries)
 
     def _classify_failure(
         self,
@@ -597,19 +601,19 @@ class HttpClient:
         )
         self.sleep(delay)
 
-    def _give_up(self, url: str, where: str, failure: _Failure) -> SourceUnavailable:
-        """The error once the retry policy is spent (``failure``: the last attempt's)."""
+    def _give_up(self, url: str, where: str, failure: _Failure, tries: int) -> SourceUnavailable:
+        """The error once the ``tries`` attempts are spent (``failure``: the last one's)."""
         if failure.rate_limited:
             return RateLimited(
                 f"the server (or a proxy in front of it) limits the request rate: still "
-                f"refused after {self.retry.attempts} attempts{where} ({failure.text}); run "
+                f"refused after {tries} attempts{where} ({failure.text}); run "
                 "fewer workers at once (an Airflow pool) or retry later",
                 url=url,
                 status=failure.status,
                 retry_after_s=failure.retry_after,
             )
         return SourceUnavailable(
-            f"gave up after {self.retry.attempts} attempts{where}: {failure.text}; the task "
+            f"gave up after {tries} attempts{where}: {failure.text}; the task "
             "can be retried later (Airflow retries it, or clear it)",
             url=url,
             status=failure.status,

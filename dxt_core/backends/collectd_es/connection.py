@@ -366,8 +366,10 @@ class EsClient:
         body: Any = None,
         what: str,
         stats: RequestStats | None = None,
+        retry: bool = True,
     ) -> tuple[int, bytes, httpx.Headers]:
-        """(status, body, headers) of the answer; retries transient failures.
+        """(status, body, headers) of the answer; retries transient failures (unless
+        ``retry`` is false: a request that moves a server-side cursor, a scroll's next page).
 
         ``stats``, when given, gets the request's attempts, retries and bytes added (also
         when it raises).
@@ -392,6 +394,7 @@ class EsClient:
                 stats=sent,
                 context=what,
                 accept=lambda status, _: status not in RETRY_STATUS,
+                attempts=None if retry else 1,
             )
         except AnswerTooLarge as exc:
             raise SourceError(

@@ -262,18 +262,39 @@ class _SliceReader:
         self.own_pit = self.pit = self.src._open_pit(self.pit.api, self.stats)
 
     def _search(
-        self, path: str, params: Mapping[str, str] | None, body: dict[str, Any], *, again: bool
+        self,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: dict[str, Any],
+        *,
+        again: bool,
+        cursor: bool = False,
     ) -> Mapping[str, Any]:
         """One search answer; a partial one is asked again (``again``) or raises
-        :class:`_PartialPage`."""
+        :class:`_PartialPage`. A ``cursor`` request (a scroll's next page: the server moves
+        the scroll on when it answers) is sent once: a transient failure may have lost an
+        answer the server made, so it raises :class:`ContextExpired` and the slice resumes
+        at its last ``@timestamp``, where asking again would skip that page."""
         what = f"reading {self.where}"
         problem = ""
         attempts = self.src.retry.attempts if again else 1
         for attempt in range(1, attempts + 1):
             t0, sent = time.perf_counter(), RequestStats()
-            status, data, _ = self.client.request(
-                "POST", path, params=params, body=body, what=what, stats=sent
-            )
+            try:
+                status, data, _ = self.client.request(
+                    "POST", path, params=params, body=body, what=what, stats=sent, retry=not cursor
+                )
+            except ContextExpired:
+                raise
+            except SourceUnavailable as exc:
+                if not cursor:
+                    raise
+                self._count(sent, t0)
+                raise ContextExpired(
+                    f"the answer to the scroll's next page was lost ({exc}); the server may "
+                    "have moved the scroll on",
+                    url=exc.url,
+                ) from exc
             if not 200 <= status < 300:
                 self._count(sent, t0)
                 raise self.client.error(status, data, path, what)
@@ -348,7 +369,7 @@ class _SliceReader:
             r = self._search(path, params, body, again=False)
         else:
             body = {"scroll": self.src.keep_alive, "scroll_id": self.scroll_id}
-            r = self._search("/_search/scroll", None, body, again=False)
+            r = self._search("/_search/scroll", None, body, again=False, cursor=True)
         new_id = r.get("_scroll_id")
         if isinstance(new_id, str) and new_id and new_id != self.scroll_id:
             with self.src._open_lock:
