@@ -133,7 +133,8 @@ class Kwollect:
         **options: Any,
     ) -> Kwollect:
         """Nodes, start and stop of a (past or running) OAR job, from the reference API."""
-        probe = KwollectClient(api_url, auth, transport=options.get("transport"))
+        # the job is read with the options given (TLS check, timeout, transport)
+        probe = KwollectClient(api_url, auth, **options)
         try:
             job = probe.job(site, job_id)
         finally:

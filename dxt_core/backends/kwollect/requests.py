@@ -329,7 +329,8 @@ def plan_requests(
     ordered = sorted(nodes)
     groups = [tuple(ordered[i : i + max_nodes]) for i in range(0, len(ordered), max_nodes)]
     rate = max(sum(rates.get(n, _UNKNOWN_RATE) for n in g) for g in groups)
-    seconds = max_points / max(rate, 1e-9)
+    # a catalogue that promises nothing (empty, or on-demand entries only): one window
+    seconds = min(max_points / max(rate, 1e-9), (stop - start).total_seconds() + 1.0)
     mets = tuple(metrics) if metrics else None
     return [
         [MetricsRequest(site, g, mets, a, b) for g in groups]

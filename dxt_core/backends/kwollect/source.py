@@ -531,6 +531,8 @@ class KwollectClient:
         try:
             self._probe_http.get_json(path, params=probe.params(), stats=stats)
         except SourceUnavailable as exc:
+            if exc.status is not None:
+                return  # it answered (a 502-504 or 429 too): the big request was too big
             raise SourceUnavailable(
                 f"the Kwollect API does not answer: no answer to a request of "
                 f"{len(req.nodes)} nodes over {(req.stop - req.start).total_seconds():g} s "
