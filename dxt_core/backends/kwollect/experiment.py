@@ -324,8 +324,12 @@ class Kwollect:
         metrics: Sequence[str] | None,
         stats: RequestStats,
         stopping: threading.Event | None = None,
+        window: tuple[dt.datetime, dt.datetime] | None = None,
     ) -> Iterator[list[Point]]:
-        start, stop = self.window()
+        """The points of ``site``'s ``nodes`` over ``window`` (default :meth:`window`: a
+        run over several sites passes the one it took, so that every site ends at the same
+        "now" and none after the stop the run records)."""
+        start, stop = window or self.window()
         windows = self.client.plan(site, nodes, metrics, start, stop, self.monitored)
         return self.client.iter_batches(windows, stats, stopping)
 
@@ -369,11 +373,12 @@ class Kwollect:
         stats = KwollectStats()
         t0 = time.perf_counter()
         stopping = threading.Event()
+        window = self.window()  # one "now" for every site
 
         def one_site(site: str, site_nodes: list[G5kNode]) -> dict[str, list[Point]]:
             names = {n.name: n.fqdn for n in site_nodes}
             out: dict[str, list[Point]] = {fqdn: [] for fqdn in names.values()}
-            for batch in self.iter_site_points(site, site_nodes, mets, stats, stopping):
+            for batch in self.iter_site_points(site, site_nodes, mets, stats, stopping, window):
                 for p in batch:
                     fqdn = names.get(p.get("device_id", ""))
                     if fqdn is not None:
@@ -504,7 +509,9 @@ class Kwollect:
                 files = site_files_of[site] = SiteBackup(staging, site, site_nodes, format, stack)
                 try:
                     # The next window is fetched while this one is written (one ahead).
-                    points = self.iter_site_points(site, site_nodes, mets, mine, stopping)
+                    points = self.iter_site_points(
+                        site, site_nodes, mets, mine, stopping, (start, stop)
+                    )
                     for batch in prefetched(points):
                         if gone.is_set():  # abandoned: its staging is gone
                             raise Stopped(f"site {site}: abandoned")

@@ -514,3 +514,20 @@ def test_a_misspelled_metric_in_an_experiment_is_an_error(sim, tmp_path):
     # known on one site of the experiment only (PDU outlets: taurus in lyon): not an error
     assert k.get_metrics("pdu_outlet_power_watt")["gros-1.nancy.grid5000.fr"] == []
     assert sim.stats()["metrics_requests"].get("nancy", 0) == 1
+
+
+@pytest.mark.slow  # a site answering after 1.5 s
+def test_a_backup_of_a_running_experiment_ends_every_site_at_its_recorded_stop(sim, tmp_path):
+    """An instance started and not stopped ends "now": one now for the whole backup. Sites
+    run one at a time here, the first slow; the second asked its own later "now" and wrote
+    points after the stop the manifest records."""
+    sim.configure(site_delay_s={"lyon": 1.5})
+    k = Kwollect(["nova-1.lyon", "gros-1.nancy"], api_url=sim.url, max_workers=1)
+    k.start(dt.datetime.now(dt.UTC) - dt.timedelta(seconds=20))
+    manifest = k.backup(tmp_path / "b", metrics=WATT)
+    doc = json.loads(manifest.read_text())
+    stop = dt.datetime.fromisoformat(doc["stop"])
+    for f in doc["files"]:
+        with gzip.open(tmp_path / "b" / f["file"], "rt") as fh:
+            last = max(dt.datetime.fromisoformat(json.loads(line)["timestamp"]) for line in fh)
+        assert last <= stop, (f["file"], last, stop)
