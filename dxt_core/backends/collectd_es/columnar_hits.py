@@ -47,7 +47,14 @@ def _schema() -> Any:
 
         types = {"string": pa.string(), "float64": pa.float64()}
         source = pa.struct([(name, types[kind]) for name, kind in COLUMN_FIELDS])
-        hit = pa.struct([("_id", pa.string()), ("_source", source), ("sort", pa.list_(pa.int64()))])
+        hit = pa.struct(
+            [
+                ("_index", pa.string()),
+                ("_id", pa.string()),
+                ("_source", source),
+                ("sort", pa.list_(pa.int64())),
+            ]
+        )
         shards = pa.struct([(k, pa.int64()) for k in ("total", "successful", "skipped", "failed")])
         _SCHEMA = pa.schema(
             [
@@ -112,6 +119,11 @@ class ColumnarHits(Sequence[dict[str, Any]]):
 
     def ids(self, start: int = 0) -> list[str | None]:
         return list(self.hits.field("_id")[start:].to_pylist())
+
+    def keys(self, start: int = 0) -> list[str]:
+        """``<_index>/<_id>`` of the hits from ``start`` on (:func:`hit_key`)."""
+        index = self.hits.field("_index")[start:].to_pylist()
+        return [f"{i}/{d}" for i, d in zip(index, self.ids(start), strict=True)]
 
     def dicts(self) -> list[dict[str, Any]]:
         """The hits as the server sent them (decoded on first use)."""
@@ -189,3 +201,9 @@ def columnar_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def hit_key(hit: dict[str, Any]) -> str:
+    """What tells a document apart in a search over several indices: ``<_index>/<_id>``
+    (an ``_id`` is unique within its index only; an index name cannot hold ``/``)."""
+    return f"{hit.get('_index')}/{hit.get('_id')}"

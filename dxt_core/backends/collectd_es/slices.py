@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dxt_core.backends.collectd_es.columnar_hits import ColumnarHits, decode_search_response
+from dxt_core.backends.collectd_es.columnar_hits import (
+    ColumnarHits,
+    decode_search_response,
+    hit_key,
+)
 from dxt_core.backends.collectd_es.connection import ContextExpired, index_path
 from dxt_core.backends.collectd_es.query import Hit, Page, family_query_ms
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
@@ -484,19 +488,20 @@ def _last_sort(hits: Sequence[Hit]) -> Any:
 
 
 def _tail(hits: Sequence[Hit]) -> tuple[Any, list[Any]]:
-    """``sort[0]`` of the last hit, and the ``_id`` of every hit that shares it."""
+    """``sort[0]`` of the last hit, and the key (:func:`hit_key`) of every hit that shares
+    it."""
     if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
         last = hits.sort0[-1]
         same = hits.sort0 == last
         first = len(same) - int(np.argmin(same[::-1])) if not same.all() else 0
-        return int(last), hits.ids(first)
+        return int(last), hits.keys(first)
     ts = hits[-1]["sort"][0]
-    ids = []
+    keys = []
     for h in reversed(hits):
         if h["sort"][0] != ts:
             break
-        ids.append(h["_id"])
-    return ts, ids
+        keys.append(hit_key(h))
+    return ts, keys
 
 
 def _drop_seen(hits: Sequence[Hit], last_ts: int | None, seen: set[str]) -> Sequence[Hit]:
@@ -506,11 +511,12 @@ def _drop_seen(hits: Sequence[Hit], last_ts: int | None, seen: set[str]) -> Sequ
         return hits
     if isinstance(hits, ColumnarHits) and hits.sort0 is not None:
         at_last = np.flatnonzero(hits.sort0 == last_ts)
+        index = hits.hits.field("_index").take(at_last).to_pylist()
         ids = hits.hits.field("_id").take(at_last).to_pylist()
         drop = np.zeros(len(hits), dtype=bool)
-        drop[at_last] = [i in seen for i in ids]
+        drop[at_last] = [f"{i}/{d}" in seen for i, d in zip(index, ids, strict=True)]
         return hits.where(~drop) if drop.any() else hits
-    return [h for h in hits if not (h["sort"][0] == last_ts and h["_id"] in seen)]
+    return [h for h in hits if not (h["sort"][0] == last_ts and hit_key(h) in seen)]
 
 
 _DONE = object()
