@@ -68,7 +68,8 @@ def test_pit_response_keeps_its_id_and_two_part_sort():
     assert body is not None and body["pit_id"] == "cGl0" and body["_scroll_id"] is None
     page = body["hits"]["hits"]
     assert page.sort0.tolist() == [MS0, MS0 + 5]
-    assert _tail(page) == (MS0 + 5, ["id1"])
+    # the last timestamp and the keys (<_index>/<_id>) of the hits that share it
+    assert _tail(page) == (MS0 + 5, ["cori-collectd-x/id1"])
 
 
 @pytest.mark.parametrize(
@@ -100,12 +101,14 @@ def test_missing_sort_values_leave_sort0_unset():
 def test_dropping_hits_seen_before_a_resume_keeps_the_right_dicts():
     hits = [disk(i, MS0 + (0 if i < 3 else 10)) for i in range(6)]
     page = decode_search_response(response(hits))["hits"]["hits"]
-    fresh = _drop_seen(page, MS0, {"id0", "id2"})
+    # documents are told apart by <_index>/<_id>: id0 of another index is another document
+    assert _drop_seen(page, MS0, {"other-index/id0"}) is page
+    fresh = _drop_seen(page, MS0, {"cori-collectd-x/id0", "cori-collectd-x/id2"})
     assert isinstance(fresh, ColumnarHits)
     assert fresh.ids() == ["id1", "id3", "id4", "id5"]
     assert list(fresh) == [hits[i] for i in (1, 3, 4, 5)]
     assert fresh.sort0.tolist() == [MS0, MS0 + 10, MS0 + 10, MS0 + 10]
-    assert _drop_seen(page, MS0, {"id9"}) is page  # nothing to drop: the same page
+    assert _drop_seen(page, MS0, {"cori-collectd-x/id9"}) is page  # nothing to drop: the same page
 
 
 # ------------------------------------------------------------------ builder equivalence
