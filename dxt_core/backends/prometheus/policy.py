@@ -50,8 +50,8 @@ REFUSAL_RULES: tuple[RefusalRule, ...] = (
         0,
         r"the number of matching timeseries exceeds \d+",
         "VictoriaMetrics lib/storage/index_db.go (-search.maxUniqueTimeseries, "
-        "-search.maxExportSeries)",
-        "VictoriaMetrics -search.maxUniqueTimeseries / -search.maxExportSeries",
+        "-search.maxExportSeries; -search.maxSeries for /api/v1/series)",
+        "VictoriaMetrics -search.maxUniqueTimeseries / -search.maxExportSeries / -search.maxSeries",
     ),
     RefusalRule(
         0,

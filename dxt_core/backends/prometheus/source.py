@@ -48,6 +48,7 @@ from dxt_core.backends.prometheus.columns import (
 )
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.backends.prometheus.labels import LabelCache, LabelCheck
+from dxt_core.backends.prometheus.listing import list_series
 from dxt_core.backends.prometheus.policy import (
     names_a_limit,
     refused_at_the_end,
@@ -389,16 +390,14 @@ class PrometheusSource:
         self, selector: str, window: Window, stats: RequestStats | None = None
     ) -> list[dict[str, str]]:
         """Label sets of the series ``selector`` matches in ``window``
-        (``/api/v1/series``; both servers answer a superset: whole blocks or index days)."""
-        params = [
-            ("match[]", selector),
-            ("start", api_seconds(window.start_ms)),
-            ("end", api_seconds(window.end_ms - 1)),
-        ]
-        data = self._api("api/v1/series", params, stats=stats, context=selector)
-        if not isinstance(data, list):
-            raise SourceError("unexpected answer to series: not a list", url=self._http.url(""))
-        return [{str(k): str(v) for k, v in s.items()} for s in data if isinstance(s, dict)]
+        (``/api/v1/series``; both servers answer a superset: whole blocks or index days),
+        split by label values while the server refuses to list them all (:mod:`.listing`)."""
+        span = [("start", api_seconds(window.start_ms)), ("end", api_seconds(window.end_ms - 1))]
+
+        def get(path: str, params: Sequence[tuple[str, str]], context: str) -> Any:
+            return self._api(path, params, stats=stats, context=context)
+
+        return list_series(get, selector, span, stats, self._http.url("api/v1/series"))
 
     def schema(
         self, selector: str, window: Window, stats: RequestStats | None = None
