@@ -32,9 +32,10 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
+from urllib.parse import urlencode
 
 
 def _httpx_cli(*args: Any, **kwargs: Any) -> Any:
@@ -481,6 +482,7 @@ class HttpClient:
         path: str,
         *,
         json_body: Any = None,
+        form: Sequence[tuple[str, str]] | None = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         stats: RequestStats | None = None,
@@ -492,7 +494,8 @@ class HttpClient:
     ) -> tuple[int, bytes, httpx.Headers]:
         """Send a request with the retry policy; return (status, decoded body, headers) of a
         2xx answer, or of an answer ``accept(status, body)`` takes (a backend that reads its
-        server's error bodies itself). ``headers`` are added to this request's.
+        server's error bodies itself). ``headers`` are added to this request's. ``form`` is
+        sent as the body, URL-encoded (parameters too long for a URL).
         ``attempts`` (default: the policy's) is 1 for a request that must not be sent again
         (one that moves a server-side cursor: a lost answer is not a failed request).
 
@@ -515,6 +518,9 @@ class HttpClient:
         sent = dict(headers or {})
         if content is not None:
             sent.setdefault("Content-Type", "application/json")
+        elif form is not None:
+            content = urlencode(form).encode()
+            sent.setdefault("Content-Type", "application/x-www-form-urlencoded")
         req = _Request(method, url, content, params, sent or None)
         stats = stats if stats is not None else RequestStats()
         failure = _NO_ATTEMPT

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dxt_core.backends.prometheus.policy import refused_limit
-from dxt_core.backends.prometheus.promql import with_matcher
+from dxt_core.backends.prometheus.promql import shown, with_matcher
 from dxt_core.errors import SourceError, WindowTooLarge
 from dxt_core.http import RequestStats
 
@@ -63,15 +63,18 @@ def _listed(
     url: str,
 ) -> list[dict[str, str]]:
     try:
-        return _labelsets(get("api/v1/series", [("match[]", selector), *span], selector), url)
+        return _labelsets(
+            get("api/v1/series", [("match[]", selector), *span], f"series of {shown(selector)}"),
+            url,
+        )
     except WindowTooLarge as exc:
         refused = exc
     label, candidates = _split_label(get, selector, span, pinned, url)
     if label is None:
         text = str(refused).split(" | HTTP ", 1)[0]
         raise WindowTooLarge(
-            f"{selector}: the server refuses to list its series even narrowed to one value of "
-            f"every label ({text}); raise {refused_limit(text)} on the server",
+            f"{shown(selector)}: the server refuses to list its series even narrowed to one "
+            f"value of every label ({text}); raise {refused_limit(text)} on the server",
             url=refused.url,
             status=refused.status,
         ) from refused
@@ -96,13 +99,15 @@ def _split_label(
     series, and what to split it by: its values sorted, after "" (the series without it;
     every series has a ``__name__``); ``None`` when no label gives two parts."""
     match = [("match[]", selector), *span]
-    names = _strings(get("api/v1/labels", match, f"label names of {selector}"), "labels", url)
+    names = _strings(
+        get("api/v1/labels", match, f"label names of {shown(selector)}"), "labels", url
+    )
     best: tuple[str | None, list[str]] = (None, [])
     for name in sorted(set(names) - pinned):
         if not _CLASSIC_LABEL.match(name):
             continue  # its values' path would need Prometheus 3's escaping; split by others
         path = f"api/v1/label/{name}/values"
-        answer = get(path, match, f"values of {name} in {selector}")
+        answer = get(path, match, f"values of {name} in {shown(selector)}")
         values = sorted(set(_strings(answer, path, url)))
         candidates = values if name == "__name__" else ["", *values]
         if len(candidates) >= 2 and len(candidates) > len(best[1]):

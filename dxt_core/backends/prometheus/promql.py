@@ -15,6 +15,14 @@ def is_metric_name(text: str) -> bool:
     return bool(_METRIC.match(text))
 
 
+def shown(selector: str, limit: int = 300) -> str:
+    """``selector`` as error messages and logs show it: whole up to ``limit`` characters,
+    else its start and its length (a split into thousands of label values is 100 KB)."""
+    if len(selector) <= limit:
+        return selector
+    return f"{selector[: limit - 60]}... ({len(selector):,} characters)"
+
+
 def api_seconds(ms: int) -> str:
     """Epoch ms as the API's decimal seconds (exact: no float on the way)."""
     sign = "-" if ms < 0 else ""

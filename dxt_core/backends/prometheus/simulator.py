@@ -101,15 +101,25 @@ class Handler(SimHandler):
                 doc = dict(self.app.faults)
             self.send_json(200, doc)
             return
-        self._error(405, "bad_data", "method not allowed")
+        if url.path.startswith("/api/v1/label/") and self.app.flavor != "victoriametrics":
+            # Prometheus registers label values for GET only (web/api/v1/api.go ``Register``;
+            # measured on 2.42: 405, text)
+            self.send(405, b"Method Not Allowed\n", "text/plain; charset=utf-8")
+            return
+        # the API's parameters as a form: Go's ``Request.ParseForm`` puts the body's values
+        # before the URL's, and ``FormValue`` takes the first (both servers read ``r.Form``)
+        body, query = parse_qs(self.read_body().decode()), parse_qs(url.query)
+        self._answer(url.path, {k: (body.get(k, []) + query.get(k, []))[0] for k in body | query})
 
     def do_GET(self) -> None:
-        app = self.app
         url = urlsplit(self.path)
-        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if url.path == "/_sim/stats":
-            self.send_json(200, app.stats)
+            self.send_json(200, self.app.stats)
             return
+        self._answer(url.path, {k: v[0] for k, v in parse_qs(url.query).items()})
+
+    def _answer(self, path: str, q: dict[str, str]) -> None:
+        app = self.app
         with app.lock:
             app.stats["requests"] += 1
         token = app.bearer_token
@@ -122,11 +132,10 @@ class Handler(SimHandler):
                 app.stats["failed"] += 1
             self.send(503, b"Service Unavailable\n", "text/plain; charset=utf-8")
             return
-        if url.path in ("/api/v1/query", "/api/v1/export") and app.take("slow_next"):
+        if path in ("/api/v1/query", "/api/v1/export") and app.take("slow_next"):
             with app.lock:
                 app.stats["slow"] += 1
             time.sleep(float(app.faults["delay_s"]))
-        path = url.path
         if path == "/health" and app.flavor == "victoriametrics":
             self.send(200, b"OK", "text/plain; charset=utf-8")
         elif path == "/api/v1/status/buildinfo":

@@ -30,12 +30,11 @@ import difflib
 import logging
 import re
 import threading
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import httpx
 import orjson
 
 from dxt_core.backends.prometheus.columns import (
@@ -57,9 +56,11 @@ from dxt_core.backends.prometheus.policy import (
 from dxt_core.backends.prometheus.promql import (
     api_seconds,
     is_metric_name,
+    shown,
     split_label,
     with_matcher,
 )
+from dxt_core.backends.prometheus.transport import PromHttp, long_form
 from dxt_core.errors import (
     ConfigError,
     QueryRejected,
@@ -67,7 +68,7 @@ from dxt_core.errors import (
     SourceUnavailable,
     WindowTooLarge,
 )
-from dxt_core.http import HttpClient, RequestStats, RetryPolicy
+from dxt_core.http import RequestStats, RetryPolicy
 from dxt_core.prefetch import InFlight
 from dxt_core.records import SeriesSchema
 from dxt_core.urls import wants_gzip
@@ -153,35 +154,6 @@ class WindowPolicy:
             raise ConfigError("in_flight must be >= 0 (0: chosen by the server)")
 
 
-class _BearerAuth(httpx.Auth):
-    """``Authorization: Bearer <token>`` on the configured origin's requests only (the
-    client for other origins a redirect leads to has no auth)."""
-
-    def __init__(self, token: str) -> None:
-        self._header = f"Bearer {token}"
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = self._header
-        yield request
-
-
-class _Http(HttpClient):
-    """The shared client, with bearer auth when the connection says so."""
-
-    bearer: str | None = None
-
-    @property
-    def client(self) -> httpx.Client:
-        if self.bearer is None:
-            return super().client
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    auth = _BearerAuth(self.bearer)
-                    self._client = self._new_client(auth, https=self.base_url.startswith("https:"))
-        return self._client
-
-
 class PrometheusSource:
     """Reads raw samples from a Prometheus-compatible server (one client for the run)."""
 
@@ -198,7 +170,7 @@ class PrometheusSource:
         self.windows = windows or WindowPolicy()
         self.tz = zone(conn.time_zone)
         bearer = conn.auth == "bearer"
-        self._http = _Http(
+        self._http = PromHttp(
             conn.url,
             user=None if bearer else conn.user,
             password=None if bearer else conn.password,
@@ -233,10 +205,15 @@ class PrometheusSource:
         context: str = "",
         heavy: bool = False,
     ) -> bytes:
+        form = long_form(params)
+        label_values = path.startswith("api/v1/label/")
+        if form is not None and label_values and self.server().kind == PROMETHEUS:
+            form = None  # Prometheus answers label values to GET only (405 to a POST)
         _, body, _ = self._http.exchange(
-            "GET",
+            "GET" if form is None else "POST",
             path,
-            params=params,  # type: ignore[arg-type]
+            params=params if form is None else None,  # type: ignore[arg-type]
+            form=form,
             stats=stats,
             too_large=too_large,
             # a sample or count query that outlasts the read timeout is read as too large
@@ -415,7 +392,7 @@ class PrometheusSource:
     def _where(self, selector: str, start_ms: int, end_ms: int) -> str:
         a = from_ms(start_ms, self.tz).isoformat()
         b = from_ms(end_ms, self.tz).isoformat()
-        return f"{selector}, window [{a}, {b})"
+        return f"{shown(selector)}, window [{a}, {b})"
 
     def query(
         self,

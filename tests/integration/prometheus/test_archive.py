@@ -378,3 +378,44 @@ def test_a_count_that_ends_a_few_seconds_ago_counts_to_its_end(
     with source(victoriametrics) as src:
         n, _ = src.count("dxt_recent", window, RequestStats())
     assert n == len(samples) == 60
+
+
+def _absent_hosts(n: int) -> CatalogEntry:
+    """node_temp_celsius narrowed by ``n`` instances it does not have: the same series."""
+    absent = "|".join(f"host-{i:05d}.example.org:9100" for i in range(n))
+    return CatalogEntry("temps", f'node_temp_celsius{{instance!~"{absent}"}}')
+
+
+def _same_day_as_temp(server: ServerProcess, entry: CatalogEntry, tmp_path: Path) -> None:
+    day = dt.date(2024, 4, 1)
+    with source(server) as src:
+        long = archive_prometheus_day(src, entry, day, Archive(tmp_path / "long"))
+        short = archive_prometheus_day(src, TEMP, day, Archive(tmp_path / "short"))
+    assert long.rows == short.rows == data.expected_rows("node_temp_celsius", day)
+    assert rows(long.path) == rows(short.path)  # type: ignore[arg-type]
+
+
+def test_a_selector_too_long_for_a_url_is_sent_as_a_form(
+    prometheus: ServerProcess, tmp_path: Path
+) -> None:
+    """A split into thousands of label values, or a long catalog selector, makes queries
+    longer than a URL may be (httpx refuses a query over 64 KiB; proxies often 8 KiB): they
+    are sent as POST forms, which both servers read. Before, the day failed in the client
+    (httpx: "URL component 'query' too long")."""
+    entry = _absent_hosts(4000)
+    assert len(entry.selector) > 100_000
+    _same_day_as_temp(prometheus, entry, tmp_path)
+
+
+def test_victoriametrics_reads_long_selectors_as_forms_up_to_its_query_length(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    """VictoriaMetrics reads a 12 KB selector from a form (the count, the series list, the
+    export: all POST past 4 KB); a count query over ``-search.maxQueryLen`` (16 KB by default)
+    it refuses, and the error names that setting without quoting the whole selector."""
+    entry = _absent_hosts(400)
+    assert 4096 < len(entry.selector) < 16_384
+    _same_day_as_temp(victoriametrics, entry, tmp_path)
+    with source(victoriametrics) as src, pytest.raises(QueryRejected) as e:
+        archive_prometheus_day(src, _absent_hosts(4000), dt.date(2024, 4, 1), Archive(tmp_path))
+    assert "-search.maxQueryLen" in str(e.value) and len(str(e.value)) < 1500

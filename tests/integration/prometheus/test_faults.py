@@ -171,3 +171,16 @@ def test_a_day_not_over_is_committed_with_the_servers_count(sim: Sim, tmp_path: 
     manifest = json.loads(report.manifest.read_text())
     assert report.status == "archived" and manifest["rows"] == report.rows > 0
     assert manifest["source_count"]["count"] == report.rows + 3
+
+
+def test_the_simulator_reads_a_form_as_the_real_servers_do(sim: Sim) -> None:
+    """Both servers read the API's parameters from a POST form (the client sends long ones
+    so; tested on the real servers in test_archive.py); Prometheus's label values take GET
+    only (measured on 2.42: 405)."""
+    query = {"query": "count_over_time(sim_metric[3600000ms])", "time": "1711922400"}
+    got = httpx.get(f"{sim.url}/api/v1/query", params=query, timeout=10).json()
+    posted = httpx.post(f"{sim.url}/api/v1/query", data=query, timeout=10).json()
+    assert posted == got and len(got["data"]["result"]) == 3
+    r = httpx.post(f"{sim.url}/api/v1/label/__name__/values", data={}, timeout=10)
+    flavor = "victoriametrics" if httpx.get(f"{sim.url}/health").status_code == 200 else ""
+    assert r.status_code == (200 if flavor else 405)
