@@ -25,6 +25,7 @@ from dxt_core.backends.collectd_es.columnar_hits import (
 )
 from dxt_core.backends.collectd_es.connection import ContextExpired, index_path
 from dxt_core.backends.collectd_es.query import Hit, Page, family_query_ms
+from dxt_core.backends.collectd_es.ties import ordered_feed
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
 from dxt_core.http import RequestStats, json_answer
 
@@ -523,10 +524,11 @@ _DONE = object()
 
 
 class SliceFeeds:
-    """The slices of one export, each read on a thread of its own and re-chunked to
-    ``page_size`` hits (a columnar page passes as it is), their pages handed over in a fixed
-    order: slice 0 page 1, slice 1 page 1, ..., slice 0 page 2, ... Memory holds at most two
-    pages per slice in flight."""
+    """The slices of one export, each read on a thread of its own, its ties ordered
+    (:mod:`.ties`; not columnar pages) and re-chunked to ``page_size`` hits (a columnar page
+    passes as it is), their pages handed over in a fixed order: slice 0 page 1, slice 1
+    page 1, ..., slice 0 page 2, ... Memory holds at most two pages per slice in flight,
+    and one group of equal timestamps."""
 
     def __init__(self, readers: list[_SliceReader], page_size: int, family: str, url: str) -> None:
         self.readers = readers
@@ -582,7 +584,12 @@ class SliceFeeds:
         q, reader, size = self.queues[slice_id], self.readers[slice_id], self.page_size
         try:
             buf: Page = []
-            for hits in reader.hits(self.halt):
+            # whole hits (every export that writes JSON Lines): one millisecond's documents
+            # in a fixed order, not the server's (see .ties)
+            feed = (
+                reader.hits(self.halt) if reader.columnar else ordered_feed(reader.hits(self.halt))
+            )
+            for hits in feed:
                 if isinstance(hits, ColumnarHits):
                     if buf:
                         self._put(q, buf)
