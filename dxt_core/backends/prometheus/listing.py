@@ -8,17 +8,22 @@ matching timeseries exceeds N ...`` (measured on 1.79.5; app/vmselect/prometheus
 lib/storage/index_db.go refuses more). Halving the window does not help (its index is per
 day), so the selector is narrowed instead: by the label with the most values
 (``/api/v1/labels`` and ``/api/v1/label/<name>/values`` with the same ``match[]``, which that
-limit does not apply to), in two halves of its values, the series without the label going
-with the second, recursively. The parts are disjoint; their union is the listing.
+limit does not apply to), into the series with one half of its values (``=~``) and all the
+others (``!~``: the other half, the series without the label, and any value the answer did
+not list), recursively. The parts are disjoint and their union is every series, whatever the
+value lists hold; what each part already rules in or out is kept, so a server that answers
+values outside the ``match[]`` (VictoriaMetrics 1.79 sometimes does) cannot make the
+splitting go round in circles.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from dxt_core.backends.prometheus.policy import refused_limit
+from dxt_core.backends.prometheus.policy import refused_at_the_end
 from dxt_core.backends.prometheus.promql import shown, with_matcher
 from dxt_core.errors import SourceError, WindowTooLarge
 from dxt_core.http import RequestStats
@@ -39,7 +44,22 @@ def list_series(
     """Label sets of the series ``selector`` matches over ``span`` (the ``start`` and ``end``
     parameters), split by label values while the server refuses (``stats.splits`` counts
     the splits)."""
-    return _listed(get, selector, list(span), stats, frozenset(), url)
+    return _listed(get, selector, list(span), stats, {}, url)
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What a part's selector already says of a label: its values among ``within`` (None:
+    any), and none of ``without``."""
+
+    within: frozenset[str] | None = None
+    without: frozenset[str] = frozenset()
+
+    def left(self, values: Iterable[str]) -> list[str]:
+        """The values still to tell apart, sorted."""
+        return sorted(
+            v for v in set(values) - self.without if self.within is None or v in self.within
+        )
 
 
 def _labelsets(data: Any, url: str) -> list[dict[str, str]]:
@@ -59,7 +79,7 @@ def _listed(
     selector: str,
     span: list[tuple[str, str]],
     stats: RequestStats | None,
-    pinned: frozenset[str],
+    known: dict[str, _Known],
     url: str,
 ) -> list[dict[str, str]]:
     try:
@@ -69,47 +89,54 @@ def _listed(
         )
     except WindowTooLarge as exc:
         refused = exc
-    label, candidates = _split_label(get, selector, span, pinned, url)
+    label, values = _split_label(get, selector, span, known, url)
     if label is None:
-        text = str(refused).split(" | HTTP ", 1)[0]
-        raise WindowTooLarge(
-            f"{shown(selector)}: the server refuses to list its series even narrowed to one "
-            f"value of every label ({text}); raise {refused_limit(text)} on the server",
-            url=refused.url,
-            status=refused.status,
+        raise refused_at_the_end(
+            f"series list of {shown(selector)}",
+            refused,
+            tried="even narrowed to one value of every label",
+            also="",
         ) from refused
     if stats is not None:
         stats.splits += 1
-    half = len(candidates) // 2
-    found: list[dict[str, str]] = []
-    for part in (candidates[half:], candidates[:half]):
-        narrowed = pinned | {label} if len(part) == 1 else pinned
-        found.extend(_listed(get, with_matcher(selector, label, part), span, stats, narrowed, url))
-    return found
+    was = known.get(label, _Known())
+    chosen = values[: max(1, len(values) // 2)]
+    inside = {**known, label: _Known(frozenset(chosen), was.without)}
+    rest = {**known, label: _Known(was.within, was.without | set(chosen))}
+    return [
+        *_listed(get, with_matcher(selector, label, chosen), span, stats, inside, url),
+        *_listed(get, with_matcher(selector, label, chosen, negate=True), span, stats, rest, url),
+    ]
 
 
 def _split_label(
     get: ApiGet,
     selector: str,
     span: list[tuple[str, str]],
-    pinned: frozenset[str],
+    known: dict[str, _Known],
     url: str,
 ) -> tuple[str | None, list[str]]:
-    """The label (not yet narrowed to one value) with the most values among the selector's
-    series, and what to split it by: its values sorted, after "" (the series without it;
-    every series has a ``__name__``); ``None`` when no label gives two parts."""
+    """The label with the most values still to tell apart among the selector's series, and
+    those values, sorted; ``None`` when no label splits the series in two."""
     match = [("match[]", selector), *span]
     names = _strings(
         get("api/v1/labels", match, f"label names of {shown(selector)}"), "labels", url
     )
     best: tuple[str | None, list[str]] = (None, [])
-    for name in sorted(set(names) - pinned):
+    for name in sorted(set(names)):
         if not _CLASSIC_LABEL.match(name):
             continue  # its values' path would need Prometheus 3's escaping; split by others
+        if name == "__name__" and not selector.lstrip().startswith("{"):
+            continue  # a metric name's selector: one name, and PromQL refuses a second
+        was = known.get(name, _Known())
+        if was.within is not None and len(was.within) < 2:
+            continue  # one value: nothing left to tell apart (no need to ask)
         path = f"api/v1/label/{name}/values"
         answer = get(path, match, f"values of {name} in {shown(selector)}")
-        values = sorted(set(_strings(answer, path, url)))
-        candidates = values if name == "__name__" else ["", *values]
-        if len(candidates) >= 2 and len(candidates) > len(best[1]):
-            best = (name, candidates)
+        values = was.left(_strings(answer, path, url))
+        # two parts that may both hold series: within a set (or of names, which every
+        # series has), two values at least; else one (the rest: the series without it)
+        need = 2 if was.within is not None or name == "__name__" else 1
+        if len(values) >= need and len(values) > len(best[1]):
+            best = (name, values)
     return best

@@ -74,12 +74,17 @@ def refused_limit(message: str) -> str:
     return "the server's query limits"
 
 
-def refused_at_the_end(what: str, exc: WindowTooLarge) -> WindowTooLarge:
-    """The error of a query refused at every size: which limit, and what to change."""
+def refused_at_the_end(
+    what: str,
+    exc: WindowTooLarge,
+    tried: str = "even for one series and a window at the floor",
+    also: str = " or lower the window floor (--min-window-s)",
+) -> WindowTooLarge:
+    """The error of a query refused at every size (``tried``: how small it was asked):
+    which limit, and what to change."""
     text = str(exc).split(" | HTTP ", 1)[0]
     return WindowTooLarge(
-        f"{what}: refused even for one series and a window at the floor ({text}); raise "
-        f"{refused_limit(text)} on the server or lower the window floor (--min-window-s)",
+        f"{what}: refused {tried} ({text}); raise {refused_limit(text)} on the server{also}",
         url=exc.url,
         status=exc.status,
     )

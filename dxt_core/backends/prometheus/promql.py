@@ -59,11 +59,18 @@ def selector_of(metric: str) -> str:
     return metric if is_metric_name(metric) else f'{{"{_string(metric)}"}}'
 
 
-def with_matcher(selector: str, label: str, values: Sequence[str]) -> str:
-    """``selector`` narrowed to series whose ``label`` is one of ``values`` ("" = absent)."""
+def with_matcher(selector: str, label: str, values: Sequence[str], negate: bool = False) -> str:
+    """``selector`` narrowed to series whose ``label`` is one of ``values`` ("" = absent),
+    or with ``negate`` none of them."""
     alternatives = "|".join(_regex_quote(v) for v in values)
-    matcher = f'{_label(label)}=~"{alternatives}"'
+    matcher = f'{_label(label)}{"!~" if negate else "=~"}"{alternatives}"'
     s = selector.strip()
+    if label == "__name__" and s.startswith("{"):
+        # first: VictoriaMetrics 1.79 answers nothing for a second name matcher after
+        # another label's (measured: {job="node",__name__=~"a|b",__name__=~"a"} lists no
+        # series; with the new one first, the right ones)
+        rest = s[1:].lstrip()
+        return f"{{{matcher}{'' if rest.startswith('}') else ','}{rest}"
     if s.endswith("}"):
         head = s[:-1].rstrip()
         sep = "" if head.endswith("{") or head.endswith(",") else ","

@@ -241,6 +241,27 @@ def test_a_selector_unit_takes_several_metrics(server: ServerProcess, tmp_path: 
     assert "asked per metric name (3)" in manifest["source_count"]["method"]
 
 
+def test_a_selector_unit_with_a_name_regex_after_another_label_counts_each_name(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Counted one name at a time, the name matcher goes first: VictoriaMetrics 1.79 lists
+    and counts nothing for ``{job="node",__name__=~"a|b",__name__=~"a"}`` (measured), and
+    the day failed its count there."""
+    entry = CatalogEntry(
+        "temps", '{job="node",__name__=~"node_temp_celsius|node_temp_max_celsius"}'
+    )
+    day = dt.date(2024, 4, 1)
+    with source(server) as src:
+        report = archive_prometheus_day(src, entry, day, Archive(tmp_path))
+    expected = data.expected_rows("node_temp_celsius", day) + data.expected_rows(
+        "node_temp_max_celsius", day
+    )
+    assert report.rows == expected
+    manifest = json.loads(report.manifest.read_text())
+    assert manifest["source_count"]["count"] == expected
+    assert "asked per metric name (2)" in manifest["source_count"]["method"]
+
+
 def test_parquet_reads_back(server: ServerProcess, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 

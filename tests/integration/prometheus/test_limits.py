@@ -50,14 +50,21 @@ def prom_small(
     s.stop()
 
 
-@pytest.fixture(scope="module")
-def vm_series(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = servers.start_victoriametrics(
-        tmp_path_factory.mktemp("vm-series"),
-        ["-search.maxUniqueTimeseries=2", "-search.maxExportSeries=2"],
-    )
+def _vm(factory: pytest.TempPathFactory, name: str, *flags: str) -> Iterator[ServerProcess]:
+    """A VictoriaMetrics of its own with the test data and these limits."""
+    s = servers.start_victoriametrics(factory.mktemp(name), list(flags))
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def vm_series(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    yield from _vm(
+        tmp_path_factory,
+        "vm-series",
+        "-search.maxUniqueTimeseries=2",
+        "-search.maxExportSeries=2",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +72,7 @@ def vm_listing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     # node_temp_celsius has 3 series: its listing over a day is refused (measured on 1.79.5:
     # 422 "... cannot find metric names: error when searching tsids: the number of matching
     # timeseries exceeds 2 ...")
-    s = servers.start_victoriametrics(
-        tmp_path_factory.mktemp("vm-listing"), ["-search.maxSeries=2"]
-    )
-    yield s
-    s.stop()
+    yield from _vm(tmp_path_factory, "vm-listing", "-search.maxSeries=2")
 
 
 @pytest.fixture(scope="module")
@@ -80,20 +83,12 @@ def vm_export_duration(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ser
     # the deadline in the past, and every export is refused before it starts
     # (app/vmselect/netstorage/netstorage.go: "timeout exceeded before starting the query
     # processing"), always, as a slow export would be
-    s = servers.start_victoriametrics(
-        tmp_path_factory.mktemp("vm-export-duration"), ["-search.maxExportDuration=-10s"]
-    )
-    yield s
-    s.stop()
+    yield from _vm(tmp_path_factory, "vm-export-duration", "-search.maxExportDuration=-10s")
 
 
 @pytest.fixture(scope="module")
 def vm_samples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = servers.start_victoriametrics(
-        tmp_path_factory.mktemp("vm-samples"), ["-search.maxSamplesPerQuery=20000"]
-    )
-    yield s
-    s.stop()
+    yield from _vm(tmp_path_factory, "vm-samples", "-search.maxSamplesPerQuery=20000")
 
 
 def _archive(
