@@ -44,6 +44,15 @@ class LabelCache:
     def __len__(self) -> int:
         return len(self._by_meta)
 
+    def trim(self, keep: int) -> bool:
+        """Forget every series when more than ``keep`` are held (a source that archives
+        day after day would otherwise hold every series it ever saw, about 1.5 KB each);
+        whether it did. Another thread's window in progress keeps the table it began with."""
+        if len(self._by_meta) <= keep:
+            return False
+        self._by_meta = {}
+        return True
+
     def series(
         self, metas: list[bytes], where: str, url: str, numbers: list[int] | None = None
     ) -> tuple[list[dict[str, str]], list[LabelKey], bool]:

@@ -440,3 +440,21 @@ def test_victoriametrics_reads_long_selectors_as_forms_up_to_its_query_length(
     with source(victoriametrics) as src, pytest.raises(QueryRejected) as e:
         archive_prometheus_day(src, _absent_hosts(4000), dt.date(2024, 4, 1), Archive(tmp_path))
     assert "-search.maxQueryLen" in str(e.value) and len(str(e.value)) < 1500
+
+
+def test_a_source_lets_go_of_earlier_days_series_past_its_bound(
+    victoriametrics: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoded labels of every series a source saw were kept for the whole run (a CLI
+    run over months of a churning metric grew without bound); past the bound, a new day
+    starts from an empty table (here the bound is 0: a day keeps twice its own listing)."""
+    from dxt_core.backends.prometheus import source as source_module
+
+    monkeypatch.setattr(source_module, "LABEL_CACHE_SERIES", 0)
+    day = dt.date(2024, 4, 1)
+    with source(victoriametrics) as src:
+        archive_prometheus_day(src, TEMP, day, Archive(tmp_path))  # 3 series
+        assert len(src._label_cache) == 3
+        one = CatalogEntry("node_temp_max_celsius", "node_temp_max_celsius")
+        archive_prometheus_day(src, one, day, Archive(tmp_path))  # 1 series: 3 > 2, let go
+        assert len(src._label_cache) == 1
