@@ -20,7 +20,9 @@ class EnergyResult:
 
     ``mean_watts`` is time-weighted (joules / covered seconds). ``gaps`` lists intervals
     between consecutive samples longer than ``gap_factor`` times the expected period; the
-    integral bridges them linearly, so a long gap makes ``joules`` an estimate.
+    integral bridges them linearly, so a long gap makes ``joules`` an estimate. With a
+    window, ``uncovered`` gives the seconds of it before the first sample and after the
+    last, which the integral does not cover (nothing is extrapolated).
     """
 
     joules: float
@@ -29,9 +31,10 @@ class EnergyResult:
     samples: int
     covered_seconds: float
     gaps: list[dict[str, Any]]
+    uncovered: dict[str, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "joules": self.joules,
             "mean_watts": self.mean_watts,
             "max_watts": self.max_watts,
@@ -39,6 +42,9 @@ class EnergyResult:
             "covered_seconds": self.covered_seconds,
             "gaps": self.gaps,
         }
+        if self.uncovered is not None:
+            out["uncovered"] = self.uncovered
+        return out
 
 
 def integrate_power(
@@ -46,20 +52,24 @@ def integrate_power(
     watts: Sequence[float],
     period_s: float | None = None,
     gap_factor: float = 3.0,
+    window: tuple[dt.datetime, dt.datetime] | None = None,
 ) -> EnergyResult:
     """Energy of samples ``watts`` at ``times`` (oldest first) by the trapezoidal rule.
 
     Args:
         period_s: expected sampling period; default the median interval.
         gap_factor: an interval longer than ``gap_factor * period_s`` is reported as a gap.
+        window: the interval the energy is asked for: its seconds before the first sample
+            and after the last are reported as ``uncovered``.
     """
     if len(times) != len(watts):
         raise ConfigError(f"{len(times)} timestamps but {len(watts)} values")
     n = len(watts)
+    uncovered = _uncovered(times, window)
     if n == 0:
-        return EnergyResult(0.0, None, None, 0, 0.0, [])
+        return EnergyResult(0.0, None, None, 0, 0.0, [], uncovered)
     if n == 1:
-        return EnergyResult(0.0, float(watts[0]), float(watts[0]), 1, 0.0, [])
+        return EnergyResult(0.0, float(watts[0]), float(watts[0]), 1, 0.0, [], uncovered)
     deltas = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
     if any(d < 0 for d in deltas):
         raise ConfigError("power samples are not in chronological order")
@@ -83,12 +93,33 @@ def integrate_power(
         n,
         covered,
         gaps,
+        uncovered,
     )
 
 
-def node_energy(points: Sequence[Point], period_s: Callable[[str], float | None]) -> dict[str, Any]:
+def _uncovered(
+    times: Sequence[dt.datetime], window: tuple[dt.datetime, dt.datetime] | None
+) -> dict[str, float] | None:
+    """Seconds of ``window`` before the first sample and after the last (the whole window
+    before "the first" when there is none)."""
+    if window is None:
+        return None
+    start, stop = window
+    if not times:
+        return {"before_first_s": max(0.0, (stop - start).total_seconds()), "after_last_s": 0.0}
+    return {
+        "before_first_s": max(0.0, (times[0] - start).total_seconds()),
+        "after_last_s": max(0.0, (stop - times[-1]).total_seconds()),
+    }
+
+
+def node_energy(
+    points: Sequence[Point],
+    period_s: Callable[[str], float | None],
+    window: tuple[dt.datetime, dt.datetime] | None = None,
+) -> dict[str, Any]:
     """One node's energy from its best power metric among ``points`` (its samples of the
-    :data:`POWER_METRICS`, oldest first).
+    :data:`POWER_METRICS`, oldest first); ``window``: see :func:`integrate_power`.
 
     The metric is the first of :data:`POWER_METRICS` that has samples; a BMC series that reads
     0 throughout is skipped (some BMCs do). ``period_s(metric)`` is the metric's expected
@@ -114,11 +145,15 @@ def node_energy(points: Sequence[Point], period_s: Callable[[str], float | None]
         if metric == "bmc_node_power_watt" and all(v == 0 for v in values):
             skipped.append(f"{metric} reads 0 throughout")
             continue
-        e = integrate_power([point_time(p) for p in samples], values, period_s(metric))
+        e = integrate_power(
+            [point_time(p) for p in samples], values, period_s(metric), window=window
+        )
         result = {"metric": metric, **e.as_dict()}
         break
     if skipped:
         result["skipped"] = skipped
     if result["metric"] is None:
+        if window is not None:
+            result["uncovered"] = _uncovered([], window)
         result["reason"] = "no usable power metric (" + ", ".join(POWER_METRICS) + ") in the window"
     return result

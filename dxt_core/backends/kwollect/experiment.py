@@ -366,14 +366,18 @@ class Kwollect:
         return self._get_metrics(chosen, mets, check_names=True)
 
     def _get_metrics(
-        self, chosen: list[G5kNode], mets: Sequence[str] | None, check_names: bool
+        self,
+        chosen: list[G5kNode],
+        mets: Sequence[str] | None,
+        check_names: bool,
+        window: tuple[dt.datetime, dt.datetime] | None = None,
     ) -> dict[str, list[Point]]:
         if mets and check_names:
             self.check_metrics(mets, chosen)
         stats = KwollectStats()
         t0 = time.perf_counter()
         stopping = threading.Event()
-        window = self.window()  # one "now" for every site
+        window = window or self.window()  # one "now" for every site
 
         def one_site(site: str, site_nodes: list[G5kNode]) -> dict[str, list[Point]]:
             names = {n.name: n.fqdn for n in site_nodes}
@@ -450,13 +454,18 @@ class Kwollect:
         A node's metric is the first of :data:`POWER_METRICS` that has samples in
         ``[start, stop]``; a BMC series that reads 0 throughout is skipped (some BMCs do).
         Joules are a trapezoidal integral between the first and last samples
-        (:func:`~dxt_core.backends.kwollect.energy.node_energy`).
+        (:func:`~dxt_core.backends.kwollect.energy.node_energy`); ``uncovered`` gives the
+        seconds of the window before the first sample and after the last, which it does not
+        cover (nothing is extrapolated).
         """
         chosen = self._select(nodes)
+        window = self.window()
         # the three power metrics are ours to ask: a site without one is not a typo
-        data = self._get_metrics(chosen, list(POWER_METRICS), check_names=False)
+        data = self._get_metrics(chosen, list(POWER_METRICS), check_names=False, window=window)
         return {
-            node.fqdn: node_energy(data.get(node.fqdn, []), functools.partial(self._period_s, node))
+            node.fqdn: node_energy(
+                data.get(node.fqdn, []), functools.partial(self._period_s, node), window
+            )
             for node in chosen
         }
 

@@ -250,6 +250,10 @@ def test_energy_matches_the_analytic_integral(sim):
     first, last = 130.25, 1060.25  # BMC samples at 5 k + 0.25 s
     a2, b2 = T0 + dt.timedelta(seconds=first), T0 + dt.timedelta(seconds=last)
     assert bmc["joules"] == pytest.approx(analytic_joules(4, a2, b2, extra=5.0 + 1.5), rel=1e-3)
+    # what of the window the samples do not cover (not extrapolated): said, in seconds
+    assert e["nova-1.lyon.grid5000.fr"]["uncovered"] == {"before_first_s": 0, "after_last_s": 0}
+    assert bmc["uncovered"] == {"before_first_s": 0.25, "after_last_s": 1065 - last}
+    assert zero["uncovered"] == {"before_first_s": 1065 - 130, "after_last_s": 0}
 
 
 def test_from_job_takes_nodes_and_times_from_the_reference_api(sim):

@@ -251,6 +251,16 @@ def test_energy_reports_gaps_and_integrates_sine_close_to_analytic():
 
 def test_energy_edge_cases():
     assert integrate_power([], []).samples == 0
+    # a window: its seconds before the first sample and after the last are said, not filled
+    w = (T0 - dt.timedelta(seconds=10), T0 + dt.timedelta(seconds=30))
+    e = integrate_power([T0, T0 + dt.timedelta(seconds=2)], [100.0, 100.0], window=w)
+    assert e.joules == 200.0
+    assert e.as_dict()["uncovered"] == {"before_first_s": 10.0, "after_last_s": 28.0}
+    assert integrate_power([], [], window=w).uncovered == {
+        "before_first_s": 40.0,
+        "after_last_s": 0.0,
+    }
+    assert "uncovered" not in integrate_power([T0], [1.0]).as_dict()
     one = integrate_power([T0], [42.0])
     assert one.joules == 0 and one.mean_watts == 42.0
     with pytest.raises(ConfigError, match="chronological"):
