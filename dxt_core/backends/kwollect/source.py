@@ -13,6 +13,7 @@ twice. Transient errors are retried by :class:`dxt_core.http.HttpClient`.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -424,7 +425,19 @@ class KwollectClient:
         stats: RequestStats | None = None,
         stop: threading.Event | None = None,
     ) -> list[Point]:
-        """One planned request, split again while the server says it is too large.
+        """One planned request's points, oldest first (:meth:`iter_parts`, joined)."""
+        return [p for part in self.iter_parts(req, stats, stop) for p in part]
+
+    def iter_parts(
+        self,
+        req: MetricsRequest,
+        stats: RequestStats | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[list[Point]]:
+        """One planned request, split again while the server says it is too large; its
+        points oldest first, one answer at a time (a part split in time is asked for when
+        the one before it has been taken, so data denser than planned costs requests, not
+        memory; parts split by nodes are merged, at the shortest window only).
 
         A read timeout is taken for "too much data" (the server answers that only after its
         query timeout) while the request can still be split; at the shortest window for one
@@ -445,11 +458,14 @@ class KwollectClient:
                 parts = req.split_time()
                 stats.splits += 1
                 log.info("%s: splitting [%s, %s] in time (%s)", req.site, req.start, req.stop, exc)
-                return [p for part in parts for p in self.fetch(part, stats, stop)]
+                for part in parts:
+                    yield from self.iter_parts(part, stats, stop)
+                return
             if len(req.nodes) > 1:
                 stats.splits += 1
                 halves = req.split_nodes()
-                return merge_chronological([self.fetch(h, stats, stop) for h in halves])
+                yield merge_chronological([self.fetch(h, stats, stop) for h in halves])
+                return
             raise WindowTooLarge(
                 f"site {req.site}: even one node ({req.nodes[0]}) over "
                 f"{self.min_window.total_seconds():g} s is too much data for the server; "
@@ -470,7 +486,7 @@ class KwollectClient:
             )
             if isinstance(stats, KwollectStats):
                 stats.outside_window += dropped
-        return kept
+        yield kept
 
     def _get(self, req: MetricsRequest, stats: RequestStats) -> list[Point]:
         """The points of one request, as the server sent them (a JSON array).
@@ -554,11 +570,28 @@ class KwollectClient:
         """The points of planned ``windows`` (:meth:`plan`), one window at a time.
 
         Each batch is oldest first and follows the previous one in time, so the whole stream is
-        chronological; at most one request's answer is held in memory. Once ``stopping`` is
-        set no request starts: :class:`Stopped` is raised instead.
+        chronological. A window of one request comes answer by answer; a window's requests
+        (node groups) are merged as they come, in batches of at most :data:`BATCH_POINTS`:
+        memory holds one answer per request of the window, however much denser than planned
+        the data is. Once ``stopping`` is set no request starts: :class:`Stopped` is raised
+        instead.
         """
         for window in windows:
-            yield merge_chronological([self.fetch(req, stats, stopping) for req in window])
+            if len(window) == 1:
+                yield from (b for b in self.iter_parts(window[0], stats, stopping) if b)
+                continue
+            streams = [
+                (p for part in self.iter_parts(req, stats, stopping) for p in part)
+                for req in window
+            ]
+            batch: list[Point] = []
+            for p in heapq.merge(*streams, key=point_time):
+                batch.append(p)
+                if len(batch) >= BATCH_POINTS:
+                    yield batch
+                    batch = []
+            if batch:
+                yield batch
 
     def count_points(
         self,
@@ -582,6 +615,9 @@ class KwollectClient:
             batch.clear()
         return SourceCount(n, KWOLLECT_COUNT_METHOD)
 
+
+#: Points in a batch of a window merged from several requests (:meth:`iter_batches`)
+BATCH_POINTS = 50_000
 
 #: How Kwollect's count is taken (it has no count API).
 KWOLLECT_COUNT_METHOD = (

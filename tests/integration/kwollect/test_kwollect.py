@@ -17,7 +17,7 @@ import pytest
 from dxt_core import Archive, ConfigError
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 from dxt_core.backends.kwollect.experiment import Kwollect
-from dxt_core.backends.kwollect.source import G5kNode, KwollectClient, KwollectStats
+from dxt_core.backends.kwollect.source import G5kNode, KwollectClient, KwollectStats, parse_nodes
 from dxt_core.errors import QueryRejected, SourceUnavailable
 from dxt_core.http import RetryPolicy
 from tests.kwollect_sim import KwollectSimProcess
@@ -535,3 +535,21 @@ def test_a_backup_of_a_running_experiment_ends_every_site_at_its_recorded_stop(s
         with gzip.open(tmp_path / "b" / f["file"], "rt") as fh:
             last = max(dt.datetime.fromisoformat(json.loads(line)["timestamp"]) for line in fh)
         assert last <= stop, (f["file"], last, stop)
+
+
+def test_data_denser_than_planned_comes_one_answer_at_a_time(sim):
+    """Planned at the catalogue's 1 s, a monitor job's 20 ms wattmetre data is fifty times
+    denser: the server refuses and the window is split in time. Its parts now come batch by
+    batch, one answer each (before, the whole window was gathered into one batch: memory
+    grew with the density, not with the answer bound)."""
+    sim.configure(max_points=20_000)
+    client = KwollectClient(sim.url, max_points=10**6)  # one window, as if the job were unknown
+    nodes = parse_nodes([f"gros-{i}.nancy" for i in (1, 2, 3)])
+    a = dt.datetime(2024, 11, 29, 14, 10, tzinfo=UTC)
+    b = a + dt.timedelta(minutes=5)
+    windows = client.plan("nancy", nodes, [WATT], a, b)
+    assert [len(w) for w in windows] == [1]  # one request, planned at 45,003 / 50 points
+    stats = KwollectStats()
+    sizes = [len(batch) for batch in client.iter_batches(windows, stats)]
+    assert sum(sizes) == 3 * (300 * 50 + 1) and stats.splits > 0
+    assert len(sizes) > 1 and max(sizes) <= 20_000
