@@ -449,6 +449,8 @@ class KwollectClient:
         stats = stats if stats is not None else KwollectStats()
         if stop is not None and stop.is_set():
             raise Stopped(f"site {req.site}: stopped before a request")
+        parts: list[MetricsRequest] = []
+        by_nodes = False
         try:
             data = self._get(req, stats)
         except WindowTooLarge as exc:
@@ -457,24 +459,40 @@ class KwollectClient:
             if req.stop - req.start >= 2 * self.min_window:
                 parts = req.split_time()
                 stats.splits += 1
-                log.info("%s: splitting [%s, %s] in time (%s)", req.site, req.start, req.stop, exc)
+                log.info(
+                    "%s: splitting [%s, %s] in time (%s)", req.site, req.start, req.stop, str(exc)
+                )
+            elif len(req.nodes) > 1:
+                stats.splits += 1
+                parts, by_nodes = req.split_nodes(), True
+            else:
+                raise self._refused_at_the_floor(req, exc) from exc
+        if parts:
+            # outside the except block: its traceback would keep the refused answer alive
+            # while the parts are taken
+            if by_nodes:
+                yield merge_chronological([self.fetch(h, stats, stop) for h in parts])
+            else:
                 for part in parts:
                     yield from self.iter_parts(part, stats, stop)
-                return
-            if len(req.nodes) > 1:
-                stats.splits += 1
-                halves = req.split_nodes()
-                yield merge_chronological([self.fetch(h, stats, stop) for h in halves])
-                return
-            raise WindowTooLarge(
-                f"site {req.site}: even one node ({req.nodes[0]}) over "
-                f"{self.min_window.total_seconds():g} s is too much data for the server; "
-                "ask fewer metrics (--metrics), or a shorter shortest window (--min-window "
-                "on the command line, min_window_s in the library, extra min_window of the "
-                "connection)",
-                url=exc.url,
-                status=exc.status,
-            ) from exc
+            return
+        yield from self._kept(data, req, stats)
+
+    def _refused_at_the_floor(self, req: MetricsRequest, exc: WindowTooLarge) -> WindowTooLarge:
+        return WindowTooLarge(
+            f"site {req.site}: even one node ({req.nodes[0]}) over "
+            f"{self.min_window.total_seconds():g} s is too much data for the server; "
+            "ask fewer metrics (--metrics), or a shorter shortest window (--min-window "
+            "on the command line, min_window_s in the library, extra min_window of the "
+            "connection)",
+            url=exc.url,
+            status=exc.status,
+        )
+
+    def _kept(
+        self, data: list[Point], req: MetricsRequest, stats: RequestStats
+    ) -> Iterator[list[Point]]:
+        """``data`` inside the request's window (a point outside it is dropped, counted)."""
         kept, dropped = drop_outside(data, req)
         if dropped:
             log.warning(

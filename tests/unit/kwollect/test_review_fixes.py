@@ -63,3 +63,38 @@ def test_a_job_is_read_with_the_options_given() -> None:
             retry=RetryPolicy(attempts=1, backoff_s=0.0),
         )
     assert len(calls) == 1  # the default policy asks again
+
+
+def test_a_split_window_lets_go_of_the_answer_it_refused() -> None:
+    """An answer over ``max_answer_bytes`` is asked again in halves; while the halves were
+    taken, each level's refused answer stayed alive in the traceback of the error that
+    split it (an 80 s window split down to 10 s held three answers of 4 MB)."""
+    import gc
+    import tracemalloc
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        start = dt.datetime.fromisoformat(request.url.params["start_time"])
+        stop = dt.datetime.fromisoformat(request.url.params["end_time"])
+        if (stop - start).total_seconds() > 10:
+            return httpx.Response(200, content=b"[" + b" " * 4_000_000 + b"]")
+        point = {"timestamp": start.isoformat(), "device_id": "nova-1", "metric_id": "m"}
+        return httpx.Response(200, json=[{**point, "value": 1.0}])
+
+    client = KwollectClient(
+        "http://kwollect.test",
+        transport=httpx.MockTransport(answer),
+        max_answer_bytes=1_000_000,
+        min_window_s=1.0,
+    )
+    req = MetricsRequest("lyon", (NODES[0],), ("m",), DAY, DAY + dt.timedelta(seconds=80))
+    held = []
+    tracemalloc.start()
+    try:
+        with client:
+            for _ in client.iter_parts(req, RequestStats()):
+                gc.collect()  # the faked answers' own cycles (a real answer has none)
+                held.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert len(held) == 8  # 80 s in parts of 10 s
+    assert max(held) < 3_000_000, held  # not the 4 MB answers refused on the way down
