@@ -417,9 +417,10 @@ class HttpClient:
                         redact_url(str(nxt)),
                         "" if origin(nxt) == home else " (another origin: no credentials sent)",
                     )
-                    if resp.status_code in (302, 303) or (
-                        resp.status_code == 301 and method == "POST"
-                    ):
+                    if resp.status_code == 303:
+                        # "see other": a GET of it. A 301 or 302 keeps the method and body
+                        # (every request here is a query: a proxy's http -> https move must
+                        # not turn a POSTed query into a GET without it)
                         method, content, headers = "GET", None, None
                     target, params = nxt, None
                     continue

@@ -286,6 +286,19 @@ def test_same_origin_redirect_keeps_the_credentials(auth_sim, tmp_path):
         assert len(data_requests(proxy)) >= 2
 
 
+@pytest.mark.parametrize("status", [301, 302])
+def test_a_posted_query_redirected_by_301_or_302_is_posted_again(auth_sim, tmp_path, status):
+    """A proxy that moves the API (http -> https, a new path) answers 301 or 302; the
+    KairosDB query is a POST, and turning it into a GET without its body (as browsers do)
+    lost the query: every metric-day through such a proxy failed."""
+    with FaultProxy(auth_sim.url) as proxy:
+        proxy.inject(Redirect(proxy.url, status=status, match=DATA))
+        rep = archive_day(proxy.url, tmp_path, user="alice", password="pw/with#odd@chars")
+        assert rep.rows == 4 * 4320
+        methods = [r.method for r in data_requests(proxy)]
+        assert methods[:2] == ["POST", "POST"]
+
+
 @pytest.mark.parametrize(
     "userinfo",
     ["alice:pw/with#odd@chars", "alice:pw%2Fwith%23odd%40chars"],

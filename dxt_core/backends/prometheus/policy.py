@@ -99,5 +99,9 @@ def too_large(status: int, body: bytes) -> bool:
     """Whether an error answer is a "too large" refusal (see :data:`REFUSAL_RULES`)."""
     if status < 400:
         return False
-    text = body[:8000].decode("utf-8", "replace")
+    # whole: VictoriaMetrics quotes the query's filters before the reason (``cannot fetch
+    # time series for "filters=[...]": ... exceeds N``); 1.79 shortens a long value
+    # (measured: a 546-byte answer for a 12 KB selector), other versions may not
+    head = body if len(body) <= 1 << 20 else body[:8000] + body[-8000:]
+    text = head.decode("utf-8", "replace")
     return any((s == 0 or s == status) and p.search(text) for s, p in _RULES)

@@ -167,6 +167,14 @@ def test_a_refused_series_listing_is_split_by_label_values(
     expected = [s for s in data.SERIES if s.name.startswith("node_temp_")]
     assert len(found) == len(expected) == 4
     assert len({tuple(sorted(f.items())) for f in found}) == 4
+    # a long selector, sent as a form: refused and split too (1.79 quotes the filters before
+    # the reason, shortening long values: 546 bytes measured for this one)
+    hosts = "|".join(f"host-{i:05d}.example.org:9100" for i in range(400))
+    entry = CatalogEntry("temps", f'node_temp_celsius{{instance!~"{hosts}"}}')
+    conn = PrometheusConnection(vm_listing.url, time_zone=data.TIME_ZONE)
+    with PrometheusSource(conn, windows=WHOLE_DAY) as src:
+        report = archive_prometheus_day(src, entry, DAY, Archive(tmp_path / "selector"))
+    assert report.rows == 3 * 23 * 240 and report.stats.splits > 0
 
 
 def test_victoriametrics_export_duration_refusal_fails_the_day_clearly(
