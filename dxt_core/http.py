@@ -533,6 +533,11 @@ class HttpClient:
             t0 = time.perf_counter()
             try:
                 resp, body, final_url = self._attempt(req)
+            except httpx.InvalidURL as exc:  # httpx: a query over 64 KiB, say; never sent
+                raise QueryRejected(
+                    f"the request was not sent: {exc}{where}; shorten its parameters",
+                    url=redact_url(url),
+                ) from exc
             except (TooBig, Deadline, httpx.TransportError) as exc:
                 stats.seconds += time.perf_counter() - t0
                 failure = self._classify_failure(exc, url, where, too_large, timeout_is_too_large)

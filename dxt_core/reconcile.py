@@ -186,9 +186,12 @@ def check_source_count(
         else "the answer was cut short or points were lost on the way: rerun the day; if it "
         "persists, report it with this message"
     )
+    method = count.method  # a long selector's method is long: its start and length
+    if len(method) > 400:
+        method = f"{method[:340]}... ({len(method):,} characters)"
     raise CountMismatch(
         f"{what}: read {got:,} points{held}, but the source counts {count.count:,} "
-        f"({count.method}); nothing was committed; {hint}{'; ' + advice if advice else ''}",
+        f"({method}); nothing was committed; {hint}{'; ' + advice if advice else ''}",
         rows=got,
         source_count=count.count,
         url=url,

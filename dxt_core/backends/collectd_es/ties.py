@@ -7,7 +7,8 @@ changes, and no order at all with a scroll. Written as given, a rerun over uncha
 give other JSON Lines bytes (and HDF5 CPU sums added in another order). Here each group of
 equal timestamps is put in ``<_index>/<_id>`` order before it is written; a group that runs
 on into the next page is held until it is complete, so the order does not depend on where the
-server's pages end either. This is the path of every export that writes JSON Lines; an
+server's pages end either. This is the path of every export from a server that writes JSON
+Lines (a saved file, ``--input``, keeps its own order); an
 HDF5-only export reads columnar pages as they come (:mod:`.columnar_hits`), and there the
 CPU sums of one millisecond's documents follow the server's order.
 """

@@ -101,6 +101,7 @@ class Handler(SimHandler):
                 doc = dict(self.app.faults)
             self.send_json(200, doc)
             return
+        sent = self.read_body()  # read before any answer: the connection is kept alive
         if url.path.startswith("/api/v1/label/") and self.app.flavor != "victoriametrics":
             # Prometheus registers label values for GET only (web/api/v1/api.go ``Register``;
             # measured on 2.42: 405, text)
@@ -108,7 +109,7 @@ class Handler(SimHandler):
             return
         # the API's parameters as a form: Go's ``Request.ParseForm`` puts the body's values
         # before the URL's, and ``FormValue`` takes the first (both servers read ``r.Form``)
-        body, query = parse_qs(self.read_body().decode()), parse_qs(url.query)
+        body, query = parse_qs(sent.decode()), parse_qs(url.query)
         self._answer(url.path, {k: (body.get(k, []) + query.get(k, []))[0] for k in body | query})
 
     def do_GET(self) -> None:

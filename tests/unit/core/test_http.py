@@ -352,3 +352,22 @@ def test_an_html_answer_says_the_url_may_not_be_the_apis():
         c.get_json("api/v1/version")
     assert "the server answered a web page (HTML): is the URL the API's" in str(err.value)
     assert "s3cret" not in str(err.value)
+
+
+def test_parameters_too_long_for_a_url_are_a_clear_error_not_a_crash():
+    """httpx refuses a URL query over 64 KiB before anything is sent; that was an
+    ``httpx.InvalidURL`` out of every caller. A form (``form=``) carries them."""
+    sent: list[bytes] = []
+
+    def handler(req):
+        sent.append(req.content)
+        return httpx.Response(200, json={"ok": True})
+
+    c, _ = client(handler)
+    long = {"match[]": 'm{instance=~"' + "|".join(f"h{i:05d}" for i in range(12_000)) + '"}'}
+    with pytest.raises(QueryRejected) as e:
+        c.exchange("GET", "api/v1/series", params=long)
+    assert "the request was not sent" in str(e.value) and "s3cret" not in str(e.value)
+    assert sent == []
+    status, _, _ = c.exchange("POST", "api/v1/series", form=list(long.items()))
+    assert status == 200 and sent[0].startswith(b"match%5B%5D=m%7Binstance")

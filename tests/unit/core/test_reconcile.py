@@ -258,3 +258,15 @@ def test_the_run_note_says_how_many_comparisons_were_not_recorded(tmp_path: Path
         archive, "toy", UNITS, DAY, 1, counter(counts), None, record_kept=False
     )
     assert viewer.unrecorded == 0 and "NOT recorded" not in viewer.note()
+
+
+def test_a_mismatch_shows_a_long_count_method_by_its_start_and_length() -> None:
+    """A selector unit's count method holds its selector (100 KB for a long one): the
+    error shows its start and length, the manifest keeps it whole."""
+    from dxt_core.errors import CountMismatch
+    from dxt_core.reconcile import SourceCount, check_source_count
+
+    method = 'count_over_time(m{instance!~"' + "x" * 100_000 + '"}[86399999ms])'
+    with pytest.raises(CountMismatch) as e:
+        check_source_count("m 2024-04-01", 10, SourceCount(12, method), past=True)
+    assert len(str(e.value)) < 1000 and f"({len(method):,} characters)" in str(e.value)
