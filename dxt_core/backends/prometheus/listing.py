@@ -18,6 +18,7 @@ splitting go round in circles.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from dxt_core.http import RequestStats
 
 #: ``get(path, params, context)``: the ``data`` of the API's answer (too large: WindowTooLarge)
 ApiGet = Callable[[str, Sequence[tuple[str, str]], str], Any]
+
+log = logging.getLogger("dxt_core.prometheus")
 
 _CLASSIC_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -99,6 +102,12 @@ def _listed(
         ) from refused
     if stats is not None:
         stats.splits += 1
+    log.info(
+        "series list of %s: refused; splitting by %s (%d values)",
+        shown(selector),
+        label,
+        len(values),
+    )
     was = known.get(label, _Known())
     chosen = values[: max(1, len(values) // 2)]
     inside = {**known, label: _Known(frozenset(chosen), was.without)}
