@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -34,6 +35,22 @@ from tests.services import (  # noqa: F401  (PG_*, psql, in_ci: imported from he
 pytest_plugins = ["tests.tiers", "tests.cleanup"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_left_as_found() -> Iterator[None]:
+    """Importing ``airflow`` in a test process adds a StreamHandler to the root logger, bound
+    to the stdout of that moment: the test's capture, closed when the test ends. A later
+    test in the same worker that logs at INFO (the index repair does) then gets a "Logging
+    error" traceback on its stderr. Each test leaves the root logger's plain stream handlers
+    and level as it found them (pytest's own handlers are subclasses and stay its own)."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in before:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 class SimulatorProcess:
