@@ -117,6 +117,7 @@ def test_duckdb_and_pandas_read_the_archive_as_one_dataset(examon_sim, small_cat
     assert len(df) == 4 * NODES * PER_DAY
 
 
+@pytest.mark.slow  # four CLI processes importing pyarrow: 6-7.6 s in the fast tier's runs
 def test_cli_parquet_and_coverage(examon_sim, small_catalog, tmp_path):
     import subprocess
     import sys
