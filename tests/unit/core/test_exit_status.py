@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import atexit
 import socket
 import subprocess
 import sys
@@ -15,6 +16,10 @@ import pytest
 _HELD = socket.socket()
 _HELD.bind(("127.0.0.1", 0))
 DOWN = f"http://127.0.0.1:{_HELD.getsockname()[1]}"
+
+# closed at exit, not left to the collector: an "unclosed socket" ResourceWarning ended every
+# run, since each worker imports this module to collect it, selected or not
+atexit.register(_HELD.close)
 
 
 @pytest.mark.slow
