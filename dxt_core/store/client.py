@@ -64,6 +64,28 @@ class PreconditionFailed(ArchiveError):
 
 
 @dataclass(frozen=True, slots=True)
+class _Conditions:
+    """A conditional write's condition: the object still has this ETag, or there is none."""
+
+    if_match: str | None = None
+    if_none_match: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.if_match is not None or self.if_none_match
+
+    def headers(self) -> dict[str, str]:
+        if self.if_match is not None:
+            return {"if-match": self.if_match}
+        return {"if-none-match": "*"} if self.if_none_match else {}
+
+    def kwargs(self) -> dict[str, str]:
+        if self.if_match is not None:
+            return {"IfMatch": self.if_match}
+        return {"IfNoneMatch": "*"} if self.if_none_match else {}
+
+
+@dataclass(frozen=True, slots=True)
 class ObjectInfo:
     key: str
     size: int
@@ -176,6 +198,9 @@ class S3Client:
             code = str(err.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return self._refused(action, key)
+            if code == "NoSuchKey" and action in ("write", "complete the upload of"):
+                # a write answers it only for If-Match on an object that is gone
                 return self._refused(action, key)
             hint = {
                 "NoSuchBucket": "create the bucket, or fix the archive root",
@@ -402,7 +427,15 @@ class S3Client:
         return n
 
     # -- big objects --------------------------------------------------------------------------
-    def upload_file(self, path: Path, key: str, sha256: str | None) -> tuple[int, str]:
+    def upload_file(
+        self,
+        path: Path,
+        key: str,
+        sha256: str | None,
+        *,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+    ) -> tuple[int, str]:
         """Stream ``path`` to ``key``, visible only once complete; returns (bytes, sha256).
 
         The file is read once, ``part_size`` bytes at a time (never whole in memory); each
@@ -410,16 +443,43 @@ class S3Client:
         the one of the bytes read (or, without one, the object is read back). ``sha256``
         (the manifest's) must match those bytes: a staged file changed after its writer
         finished is an error, not an upload.
+
+        ``if_none_match``: only if there is no such object; ``if_match``: only if the object
+        still has this ETag (on the PUT, or on CompleteMultipartUpload). Either raises
+        :class:`PreconditionFailed` when it does not hold, unless the object holds these
+        bytes already (a retried request whose first attempt was stored).
         """
         size = path.stat().st_size
-        if size <= self.threshold:
-            digest, expect = self._put_whole(path, key, size, sha256)
-        else:
-            digest, expect = self._put_parts(path, key, sha256)
+        when = _Conditions(if_match, if_none_match)
+        try:
+            if size <= self.threshold:
+                digest, expect = self._put_whole(path, key, size, sha256, when)
+            else:
+                digest, expect = self._put_parts(path, key, sha256, when)
+        except PreconditionFailed:
+            if not when.any or not self._holds(key, size, sha256 or sha256_file(path)):
+                raise
+            log.warning(
+                "%s: a conditional upload was refused, but the object holds these bytes "
+                "already: an earlier attempt of it was stored (its answer was lost)",
+                self.url(key),
+            )
+            return size, sha256 or sha256_file(path)
         self._verify(key, size, digest, expect)
         return size, digest
 
-    def _put_whole(self, path: Path, key: str, size: int, sha256: str | None) -> tuple[str, _Sums]:
+    def _holds(self, key: str, size: int, sha256: str) -> bool:
+        """Whether the object at ``key`` holds ``size`` bytes of this sha256: from its
+        metadata, else (a multipart upload started without the manifest's) read back."""
+        head = self.head(key)
+        if head is None or int(head.get("ContentLength", -1)) != size:
+            return False
+        recorded = str((head.get("Metadata") or {}).get("sha256") or "")
+        return (recorded or self.sha256_of(key)) == sha256
+
+    def _put_whole(
+        self, path: Path, key: str, size: int, sha256: str | None, when: _Conditions
+    ) -> tuple[str, _Sums]:
         """One PUT, the body streamed from the file (hashed first, 1 MiB at a time);
         returns (hex sha256, the checksum and ETag S3 should give)."""
         whole = hashlib.sha256()
@@ -436,8 +496,10 @@ class S3Client:
                 fh.seek(0)
                 headers = {"x-amz-checksum-sha256": sums.sha256_b64, "x-amz-meta-sha256": digest}
                 try:
-                    light.put_file(key, _chunks(fh), size, digest, headers)
+                    light.put_file(key, _chunks(fh), size, digest, headers | when.headers())
                     return digest, sums
+                except Refused:
+                    raise self._refused("write", key) from None
                 except Fallback as exc:
                     self._fell_back("PUT", key, exc)
             fh.seek(0)
@@ -450,10 +512,13 @@ class S3Client:
                 ContentLength=size,
                 ChecksumSHA256=_b64(whole.digest()),
                 Metadata={"sha256": digest},
+                **when.kwargs(),
             )
         return digest, sums
 
-    def _put_parts(self, path: Path, key: str, sha256: str | None) -> tuple[str, _Sums]:
+    def _put_parts(
+        self, path: Path, key: str, sha256: str | None, when: _Conditions
+    ) -> tuple[str, _Sums]:
         """A multipart upload of ``part_size`` parts; returns (hex sha256, S3's composite
         checksum: the SHA-256 of the parts' SHA-256s, and the multipart ETag: the MD5 of the
         parts' MD5s, ``-`` and the number of parts)."""
@@ -503,6 +568,7 @@ class S3Client:
                 Key=key,
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
+                **when.kwargs(),
             )
         except BaseException:
             with contextlib.suppress(Exception):  # else the day's next run aborts it

@@ -493,17 +493,39 @@ class S3DayWrite(DayWrite):
                 )
 
     def _upload(self, plan: _Plan) -> None:
+        """Each object is written (or deleted) only if it is still what this run read: no
+        object (If-None-Match), or the ETag listed (If-Match). A writer whose lock was taken
+        over (its lease ran out while it ran) then stops at its first upload instead of
+        replacing the bytes of the writer that took the day over."""
         store = self.archive.store
-        for name, staged in sorted(self._staged.items()):
-            want = plan.new_sha.get(name)
-            if isinstance(want, str) and plan.actual.get(name) == want:
-                continue  # the object already holds these bytes: nothing to upload
-            store.upload_file(
-                staged, f"{self.prefix}/{name}", want if isinstance(want, str) else None
-            )
-        for name in sorted(self._drop - set(self._staged)):
-            if name in plan.listing:
-                store.delete(f"{self.prefix}/{name}")
+        target = ""
+        try:
+            for name, staged in sorted(self._staged.items()):
+                want = plan.new_sha.get(name)
+                if isinstance(want, str) and plan.actual.get(name) == want:
+                    continue  # the object already holds these bytes: nothing to upload
+                listed, target = plan.listing.get(name), f"{self.prefix}/{name}"
+                store.upload_file(
+                    staged,
+                    target,
+                    want if isinstance(want, str) else None,
+                    if_match=listed.etag if listed is not None else None,
+                    if_none_match=listed is None,
+                )
+            for name in sorted(self._drop - set(self._staged)):
+                if name in plan.listing:
+                    target = f"{self.prefix}/{name}"
+                    try:
+                        store.delete(target, if_match=plan.listing[name].etag)
+                    except PreconditionFailed:
+                        if store.head(target) is not None:
+                            raise  # else gone already: a retried delete's first attempt
+        except PreconditionFailed:
+            raise ArchiveLocked(
+                f"{self.key}: {store.url(target)} changed since this run read it (its lock "
+                "was taken over by another writer: a run longer than the lease "
+                "DXT_S3_LOCK_LEASE_S?); this run's bytes were not stored there, rerun"
+            ) from None
 
     def _finish(self, doc: dict[str, Any], plan: _Plan, etag: str) -> Path:
         """The manifest, last (conditional on the marker), then the index object."""

@@ -287,8 +287,11 @@ class LightClient:
         hold; :class:`Fallback` for anything else."""
         if r.status_code == 200 and "etag" in r.headers:
             return r.headers["etag"]
-        if r.status_code == 412 or (
-            r.status_code == 409 and b"<Code>ConditionalRequestConflict</Code>" in r.content
+        if (
+            r.status_code == 412
+            or (r.status_code == 409 and b"<Code>ConditionalRequestConflict</Code>" in r.content)
+            # If-Match on an object that is gone: S3 answers 404 NoSuchKey
+            or (r.status_code == 404 and "if-match" in r.request.headers)
         ):
             raise Refused(f"{what} answered {r.status_code}")
         raise Fallback(f"{what} answered {r.status_code}")

@@ -144,6 +144,54 @@ def test_a_writer_whose_lock_was_taken_over_leaves_the_old_bytes_copy_alone(
     assert len(failed) == 1 and "changed since this run read it" in str(failed[0]), failed
 
 
+@pytest.mark.slow  # a thread held at a stall point
+@pytest.mark.parametrize(
+    ("before", "stall_at"),
+    [(None, "claimed"), (b"0,0\n" * 10, "versions")],
+    ids=["new-day", "replace"],
+)
+def test_a_writer_whose_lock_was_taken_over_uploads_nothing_over_the_new_writer(
+    before, stall_at, bucket, s3_server, s3_env, monkeypatch
+):
+    """A reads the day (none yet, or O to replace) and stalls before its uploads; its lock is
+    taken over and B commits; A resumes: its upload is conditional on what A read (no object:
+    If-None-Match; O: If-Match on O's ETag), so B's bytes stay. Before, A's PUT replaced B's
+    object and A failed only at its manifest, leaving B's manifest naming A's bytes."""
+    root = f"s3://{bucket}/t"
+    key = DayKey("toy", ("m",), DAY)
+    a_body, b_body = b"1,1\n" * 10, b"2,2\n" * 10
+    if before is not None:
+        _commit(Archive(root), key, before)
+    a = Archive(root)
+    failed: list[BaseException] = []
+
+    def commit_a() -> None:
+        try:
+            _commit(a, key, a_body)
+        except BaseException as exc:  # the test looks at it
+            failed.append(exc)
+
+    monkeypatch.setenv("DXT_S3_TEST_STALL_AT", stall_at)
+    thread = threading.Thread(target=commit_a)
+    thread.start()
+    flag = a.root / f".stalled-{stall_at}"
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert thread.is_alive() and time.monotonic() < deadline, failed
+        time.sleep(0.01)
+    monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key=f"t/.dxt/locks/toy/m/{DAY}.lock")  # taken over
+    _commit(Archive(root), key, b_body)
+    flag.unlink()  # A goes on
+    thread.join(60)
+    assert len(failed) == 1, failed
+    assert "changed since this run read it" in str(failed[0]), failed
+    got = c.get_object(Bucket=bucket, Key=f"t/toy/m/{DAY}.csv.gz")["Body"].read()
+    assert got == b_body  # B's commit stands
+    assert Archive(root).status(key, verify=True) == ("archived", "")
+
+
 def test_rebuilding_the_index_counts_every_manifest_it_cannot_use(bucket, s3_server, s3_env):
     a = Archive(f"s3://{bucket}/r")
     _commit(a, DayKey("toy", ("m",), DAY), b"1,2\n" * 10)

@@ -13,7 +13,7 @@ import pytest
 
 from dxt_core.errors import ArchiveError
 from dxt_core.store import parse_root
-from dxt_core.store.client import S3Client
+from dxt_core.store.client import PreconditionFailed, S3Client
 
 pytestmark = [pytest.mark.integration]
 
@@ -97,3 +97,48 @@ def test_a_read_back_that_differs_is_an_error(bucket, s3_server, monkeypatch, tm
     path.write_bytes(b"x" * 10)
     with pytest.raises(ArchiveError, match=r"s3://.*/m100/day\.csv\.gz: the object read back"):
         store.upload_file(path, "m100/day.csv.gz", None)
+
+
+@pytest.mark.parametrize("client", ["light", "boto3"])
+@pytest.mark.parametrize("size", [5_000, 20_000], ids=["one-put", "multipart"])
+def test_a_conditional_upload_changes_nothing_when_the_object_is_not_as_read(
+    bucket, s3_server, monkeypatch, tmp_path, request, client, size
+):
+    """The commit uploads a day's file only if the object is still what it read (none:
+    If-None-Match; else If-Match on the listed ETag): refused, S3 keeps the other bytes
+    (moto 5.2 checks If-Match on PutObject, If-None-Match on PutObject and on
+    CompleteMultipartUpload; If-Match on CompleteMultipartUpload only on AWS)."""
+    store, _calls = _store(
+        bucket,
+        request,
+        monkeypatch,
+        DXT_S3_PART_SIZE="4096",
+        DXT_S3_MULTIPART_THRESHOLD=str(8 * 2**10),
+    )
+    if client == "light":
+        store = S3Client(parse_root(f"s3://{bucket}/m100"))
+        assert store._light is not None
+    c = s3_server.client()
+    key = "m100/day.csv.gz"
+    theirs = c.put_object(Bucket=bucket, Key=key, Body=b"theirs")["ETag"]
+    path = tmp_path / "day.csv.gz"
+    path.write_bytes(os.urandom(size))
+    with pytest.raises(PreconditionFailed, match=r"m100/day\.csv\.gz: changed by another"):
+        store.upload_file(path, key, None, if_none_match=True)
+    assert c.get_object(Bucket=bucket, Key=key)["Body"].read() == b"theirs"
+    if size <= 8 * 2**10:  # one PUT: If-Match on an ETag this run read, replaced since
+        with pytest.raises(PreconditionFailed):
+            store.upload_file(path, key, None, if_match='"0123456789abcdef0123456789abcdef"')
+        assert c.get_object(Bucket=bucket, Key=key)["Body"].read() == b"theirs"
+    # the ETag read: the upload goes through
+    got_size, digest = store.upload_file(path, key, None, if_match=theirs)
+    assert c.get_object(Bucket=bucket, Key=key)["Body"].read() == path.read_bytes()
+    # a retried upload whose first attempt was stored: refused by its own write, not an error
+    assert store.upload_file(path, key, digest, if_none_match=True) == (got_size, digest)
+    # If-Match on an object that is gone: refused (S3's 404 NoSuchKey), not a missing key
+    c.delete_object(Bucket=bucket, Key=key)
+    if size <= 8 * 2**10:
+        with pytest.raises(PreconditionFailed):
+            store.upload_file(path, key, None, if_match=theirs)
+        assert "Contents" not in c.list_objects_v2(Bucket=bucket, Prefix=key)
+    assert not c.list_multipart_uploads(Bucket=bucket).get("Uploads")  # aborted
