@@ -44,6 +44,32 @@ def _commit(archive: Archive, key: DayKey, body: bytes, **extra: Any) -> None:
     day.commit({**doc, **extra})
 
 
+def _stalled_commit(
+    archive: Archive, key: DayKey, body: bytes, at: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Thread, list[BaseException], Any]:
+    """A commit of ``body`` in a thread, held at the stall point ``at`` (the test hook of
+    dxt_core/store/s3_write.py) once this returns; deleting the flag file lets it go on.
+    Returns the thread, the exceptions it raised, and the flag."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _commit(archive, key, body)
+        except BaseException as exc:  # the test looks at it
+            failed.append(exc)
+
+    monkeypatch.setenv("DXT_S3_TEST_STALL_AT", at)
+    thread = threading.Thread(target=run)
+    thread.start()
+    flag = archive.root / f".stalled-{at}"
+    deadline = time.monotonic() + 30
+    while not flag.exists():
+        assert thread.is_alive() and time.monotonic() < deadline, failed
+        time.sleep(0.01)
+    monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
+    return thread, failed, flag
+
+
 def test_a_day_with_holes_says_so_from_the_index_and_from_an_older_index(bucket, s3_server, s3_env):
     a = Archive(f"s3://{bucket}/h")
     key = DayKey("toy", ("m",), DAY)
@@ -114,24 +140,7 @@ def test_a_writer_whose_lock_was_taken_over_leaves_the_old_bytes_copy_alone(
     old, a_body, b_body = b"0,0\n" * 10, b"1,1\n" * 10, b"2,2\n" * 10
     _commit(Archive(root), key, old)
     version = f"w/toy/m/.versions/{DAY}.csv.gz.prev-{hashlib.sha256(old).hexdigest()[:8]}"
-    a = Archive(root)
-    failed: list[BaseException] = []
-
-    def commit_a() -> None:
-        try:
-            _commit(a, key, a_body)
-        except BaseException as exc:  # the test looks at it
-            failed.append(exc)
-
-    monkeypatch.setenv("DXT_S3_TEST_STALL_AT", "claimed")
-    thread = threading.Thread(target=commit_a)
-    thread.start()
-    flag = a.root / ".stalled-claimed"
-    deadline = time.monotonic() + 30
-    while not flag.exists():
-        assert thread.is_alive() and time.monotonic() < deadline, failed
-        time.sleep(0.01)
-    monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
+    thread, failed, flag = _stalled_commit(Archive(root), key, a_body, "claimed", monkeypatch)
     c = s3_server.client()
     c.delete_object(Bucket=bucket, Key=f"w/.dxt/locks/toy/m/{DAY}.lock")  # taken over
     _commit(Archive(root), key, b_body)
@@ -162,24 +171,7 @@ def test_a_writer_whose_lock_was_taken_over_uploads_nothing_over_the_new_writer(
     a_body, b_body = b"1,1\n" * 10, b"2,2\n" * 10
     if before is not None:
         _commit(Archive(root), key, before)
-    a = Archive(root)
-    failed: list[BaseException] = []
-
-    def commit_a() -> None:
-        try:
-            _commit(a, key, a_body)
-        except BaseException as exc:  # the test looks at it
-            failed.append(exc)
-
-    monkeypatch.setenv("DXT_S3_TEST_STALL_AT", stall_at)
-    thread = threading.Thread(target=commit_a)
-    thread.start()
-    flag = a.root / f".stalled-{stall_at}"
-    deadline = time.monotonic() + 30
-    while not flag.exists():
-        assert thread.is_alive() and time.monotonic() < deadline, failed
-        time.sleep(0.01)
-    monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
+    thread, failed, flag = _stalled_commit(Archive(root), key, a_body, stall_at, monkeypatch)
     c = s3_server.client()
     c.delete_object(Bucket=bucket, Key=f"t/.dxt/locks/toy/m/{DAY}.lock")  # taken over
     _commit(Archive(root), key, b_body)
