@@ -199,8 +199,8 @@ class S3Client:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return self._refused(action, key)
-            if code == "NoSuchKey" and action in ("write", "complete the upload of"):
-                # a write answers it only for If-Match on an object that is gone
+            if code == "NoSuchKey" and action in ("write", "complete the upload of", "delete"):
+                # a write or a delete answers it only for If-Match on an object that is gone
                 return self._refused(action, key)
             hint = {
                 "NoSuchBucket": "create the bucket, or fix the archive root",

@@ -199,6 +199,13 @@ class S3DayLock(DayLock):
             self.store.delete(self.key, if_match=etag)
 
 
+#: Why an object or the manifest is not as this commit left it, said in its errors.
+_TAKEN = (
+    "another writer took the day over: its lock was taken over, a run longer than the lease "
+    "DXT_S3_LOCK_LEASE_S?, or the bucket was changed by hand"
+)
+
+
 def _who(holder: dict[str, Any]) -> str:
     if not holder:
         return "another process"
@@ -357,7 +364,7 @@ class S3DayWrite(DayWrite):
         etag = self._claim(plan)
         _stall(self.archive.root, "claimed")
         self._copy_versions(plan)
-        self._upload(plan)
+        self._upload(plan, etag)
         _stall(self.archive.root, "uploaded")
         return self._finish(doc, plan, etag)
 
@@ -492,11 +499,13 @@ class S3DayWrite(DayWrite):
                     if_none_match=True,
                 )
 
-    def _upload(self, plan: _Plan) -> None:
-        """Each object is written (or deleted) only if it is still what this run read: no
-        object (If-None-Match), or the ETag listed (If-Match). A writer whose lock was taken
-        over (its lease ran out while it ran) then stops at its first upload instead of
-        replacing the bytes of the writer that took the day over."""
+    def _upload(self, plan: _Plan, claim: str) -> None:
+        """Each object is written (or deleted) only while the day's manifest is still this
+        run's claim (``claim``: the marker's ETag, checked before each object) and only if
+        the object is still what this run read: no object (If-None-Match), or the ETag
+        listed (If-Match). A writer whose lock was taken over (its lease ran out while it
+        ran) then stops before the next object instead of replacing or deleting what the
+        writer that took the day over committed, also an object that writer left as it was."""
         store = self.archive.store
         target = ""
         try:
@@ -505,6 +514,7 @@ class S3DayWrite(DayWrite):
                 if isinstance(want, str) and plan.actual.get(name) == want:
                     continue  # the object already holds these bytes: nothing to upload
                 listed, target = plan.listing.get(name), f"{self.prefix}/{name}"
+                self._check_claim(claim, target)
                 store.upload_file(
                     staged,
                     target,
@@ -515,6 +525,7 @@ class S3DayWrite(DayWrite):
             for name in sorted(self._drop - set(self._staged)):
                 if name in plan.listing:
                     target = f"{self.prefix}/{name}"
+                    self._check_claim(claim, target)
                     try:
                         store.delete(target, if_match=plan.listing[name].etag)
                     except PreconditionFailed:
@@ -522,10 +533,20 @@ class S3DayWrite(DayWrite):
                             raise  # else gone already: a retried delete's first attempt
         except PreconditionFailed:
             raise ArchiveLocked(
-                f"{self.key}: {store.url(target)} changed since this run read it (its lock "
-                "was taken over by another writer: a run longer than the lease "
-                "DXT_S3_LOCK_LEASE_S?); this run's bytes were not stored there, rerun"
+                f"{self.key}: {store.url(target)} changed since this run read it ({_TAKEN}); "
+                "this run stopped there and wrote no manifest; rerun"
             ) from None
+
+    def _check_claim(self, claim: str, target: str) -> None:
+        """The day's manifest is still the marker this run wrote (one HEAD)."""
+        store = self.archive.store
+        head = store.head(self._manifest_key)
+        if head is None or str(head.get("ETag", "")).strip('"') != claim.strip('"'):
+            raise ArchiveLocked(
+                f"{self.key}: the day's manifest {store.url(self._manifest_key)} changed since "
+                f"this run claimed it ({_TAKEN}); this run stopped before "
+                f"{store.url(target)} and wrote no manifest; rerun"
+            )
 
     def _finish(self, doc: dict[str, Any], plan: _Plan, etag: str) -> Path:
         """The manifest, last (conditional on the marker), then the index object."""

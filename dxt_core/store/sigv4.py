@@ -48,6 +48,16 @@ class Fallback(Exception):
     """The light path cannot answer this one: ask boto3."""
 
 
+def _gone_under_if_match(r: httpx.Response) -> bool:
+    """S3's answer to If-Match on an object that is not there: 404 NoSuchKey (a refusal of
+    the condition; any other 404, such as NoSuchBucket, is not)."""
+    return (
+        r.status_code == 404
+        and "if-match" in r.request.headers
+        and b"<Code>NoSuchKey</Code>" in r.content
+    )
+
+
 class Refused(Exception):
     """S3 refused a conditional write (412 PreconditionFailed, 409
     ConditionalRequestConflict): the condition does not hold, whichever client asks."""
@@ -290,8 +300,7 @@ class LightClient:
         if (
             r.status_code == 412
             or (r.status_code == 409 and b"<Code>ConditionalRequestConflict</Code>" in r.content)
-            # If-Match on an object that is gone: S3 answers 404 NoSuchKey
-            or (r.status_code == 404 and "if-match" in r.request.headers)
+            or _gone_under_if_match(r)
         ):
             raise Refused(f"{what} answered {r.status_code}")
         raise Fallback(f"{what} answered {r.status_code}")
@@ -359,7 +368,7 @@ class LightClient:
         )
         if r.status_code == 204:
             return
-        if r.status_code == 412:
+        if r.status_code == 412 or _gone_under_if_match(r):
             raise Refused(f"DELETE answered {r.status_code}")
         raise Fallback(f"DELETE answered {r.status_code}")
 

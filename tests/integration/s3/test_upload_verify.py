@@ -142,3 +142,13 @@ def test_a_conditional_upload_changes_nothing_when_the_object_is_not_as_read(
             store.upload_file(path, key, None, if_match=theirs)
         assert "Contents" not in c.list_objects_v2(Bucket=bucket, Prefix=key)
     assert not c.list_multipart_uploads(Bucket=bucket).get("Uploads")  # aborted
+    # a conditional delete of an object that is gone: refused too (404 NoSuchKey)
+    with pytest.raises(PreconditionFailed):
+        store.delete(key, if_match=theirs)
+    # a 404 that is not the condition's (no such bucket) stays the error it is
+    other = S3Client(parse_root("s3://no-such-bucket-dxt/m100"))
+    if client == "boto3":
+        other._light = None
+    with pytest.raises(ArchiveError, match="NoSuchBucket") as err:
+        other.upload_file(path, key, None, if_match=theirs)
+    assert not isinstance(err.value, PreconditionFailed)
