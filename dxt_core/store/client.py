@@ -457,14 +457,17 @@ class S3Client:
             else:
                 digest, expect = self._put_parts(path, key, sha256, when)
         except PreconditionFailed:
-            if not when.any or not self._holds(key, size, sha256 or sha256_file(path)):
+            if not when.any:
+                raise
+            want = sha256 or sha256_file(path)
+            if not self._holds(key, size, want):
                 raise
             log.warning(
                 "%s: a conditional upload was refused, but the object holds these bytes "
                 "already: an earlier attempt of it was stored (its answer was lost)",
                 self.url(key),
             )
-            return size, sha256 or sha256_file(path)
+            return size, want
         self._verify(key, size, digest, expect)
         return size, digest
 
