@@ -360,10 +360,15 @@ def _export_lines(body: bytes) -> _Lines:
     starts = np.zeros(len(ends), np.int64)
     starts[1:] = ends[:-1] + 1
     opens = np.flatnonzero(arr == 91)
+    if len(opens) < 2:
+        # no line holds both arrays (an empty answer: VictoriaMetrics lists a series for
+        # every UTC date it has samples on, and exports none of a local day that has none):
+        # each line is read on its own (a blank one is skipped, any other is an error)
+        return _Lines(starts, starts, starts, ends, np.zeros(len(ends), bool))
     k = np.searchsorted(opens, ends)
     ok = (k >= 2) & (ends - starts >= 40)
     safe = np.where(ok, k, 2)
-    t_open, v_open = opens[safe - 1], opens[safe - 2] if len(opens) >= 2 else opens[safe - 1]
+    t_open, v_open = opens[safe - 1], opens[safe - 2]
     ok &= v_open > starts + len(_VM_HEAD)
     ok &= (arr[np.clip(t_open, 15, None)[:, None] - 15 + np.arange(15)] == _TIMES_TAIL).all(1)
     ok &= (arr[np.clip(v_open, 10, None)[:, None] - 10 + np.arange(10)] == _VALUES_TAIL).all(1)

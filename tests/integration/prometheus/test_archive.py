@@ -214,6 +214,27 @@ def test_a_day_without_samples_is_empty_with_a_zero_count(
     assert manifest["source_count"]["count"] == 0
 
 
+def test_a_local_day_of_listed_series_without_samples_is_empty(tmp_path: Path) -> None:
+    """VictoriaMetrics indexes series by UTC date: a local day east of UTC spans two of them,
+    so it lists a series whose samples are all earlier on the first one, then exports an
+    empty body. The day is empty with a zero count (it failed with an IndexError)."""
+    from tests.integration.prometheus import servers
+
+    noon = int(dt.datetime(2024, 3, 30, 12, tzinfo=dt.UTC).timestamp()) * 1000
+    series = {"__name__": "node_gone_celsius", "instance": "a:9100"}
+    vm = servers.start_victoriametrics(tmp_path / "vm", load=False)
+    try:
+        servers.vm_import(vm.url, [(series, [(noon + i * data.STEP_MS, 20.5) for i in range(8)])])
+        with source(vm) as src:
+            gone = CatalogEntry("node_gone_celsius", "node_gone_celsius")
+            # 2024-03-31 in Rome begins at 2024-03-30T23:00Z: the series' UTC date
+            report = archive_prometheus_day(src, gone, dt.date(2024, 3, 31), Archive(tmp_path))
+    finally:
+        vm.stop()
+    assert report.status == "empty", report
+    assert json.loads(report.manifest.read_text())["source_count"]["count"] == 0
+
+
 def test_a_misspelt_metric_names_the_closest_ones(server: ServerProcess, tmp_path: Path) -> None:
     with source(server) as src, pytest.raises(QueryRejected) as err:
         archive_prometheus_day(

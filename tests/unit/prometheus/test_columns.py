@@ -152,6 +152,14 @@ def test_a_victoriametrics_export() -> None:
         decode_export(body.replace(b'"values":[7]', b'"values":[7,8]'), "w", URL, LabelCache())
 
 
+def test_an_export_without_a_line_is_no_rows_and_a_line_without_arrays_an_error() -> None:
+    # VictoriaMetrics answers an empty body for a window of listed series without samples
+    for body in (b"", b"\n", b"\n\n"):
+        assert decode_export(body, "w", URL, LabelCache()).rows == 0
+    with pytest.raises(SourceError, match="export line 1 is not a series"):
+        decode_export(b'{"metric":{"__name__":"m"}}\n', "w", URL, LabelCache())
+
+
 def test_export_windows_of_the_same_series_in_other_orders_share_the_lists() -> None:
     lines = [
         b'{"metric":{"__name__":"m","i":"%d"},"values":[%d],"timestamps":[%d]}\n' % (i, i, t)
