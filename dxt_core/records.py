@@ -164,6 +164,14 @@ class SeriesBatch:
         return sum(len(s.points) for s in self.series)
 
 
+#: The columns every series file begins with, before one column per tag or label.
+SERIES_COLUMNS = ("timestamp", "value", "name")
+SERIES_COLUMNS_SET = frozenset(SERIES_COLUMNS)
+#: What a tag column named as one of :data:`SERIES_COLUMNS` is called instead (Prometheus's
+#: own name for a scraped label that clashes with a target's: ``exported_<label>``).
+CLASH_PREFIX = "exported_"
+
+
 @dataclass(frozen=True, slots=True)
 class SeriesSchema:
     """Column layout of a metric-day: the metric name and its tag keys (sorted)."""
@@ -173,7 +181,28 @@ class SeriesSchema:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return ("timestamp", "value", "name", *self.tag_keys)
+        return (*SERIES_COLUMNS, *self.tag_columns)
+
+    @property
+    def tag_columns(self) -> tuple[str, ...]:
+        """The column of each tag key, in order: the key itself, or, for a key that is one
+        of :data:`SERIES_COLUMNS` (a Prometheus label ``name``: cAdvisor's container name,
+        systemd's unit), ``exported_<key>``, prefixed again while that is a key too; no
+        two columns of a file have the same name."""
+        if not SERIES_COLUMNS_SET.intersection(self.tag_keys):
+            return self.tag_keys
+        taken = {*SERIES_COLUMNS, *self.tag_keys}
+        out = []
+        for key in self.tag_keys:
+            column = key
+            if key in SERIES_COLUMNS_SET:
+                column = CLASH_PREFIX + key
+                while column in taken:
+                    column = CLASH_PREFIX + column
+                taken.add(column)
+            out.append(column)
+        return tuple(out)
+
 
 
 SeriesStream = Iterator[SeriesBatch]

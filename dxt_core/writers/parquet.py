@@ -205,7 +205,10 @@ class ParquetSeriesWriter(BlockParquet, SeriesWriter):
             pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
             pa.field("value", vt),
             pa.field("name", pa.dictionary(pa.int32(), pa.string())),
-            *(pa.field(k, pa.dictionary(pa.int32(), pa.string())) for k in self._schema.tag_keys),
+            *(
+                pa.field(c, pa.dictionary(pa.int32(), pa.string()))
+                for c in self._schema.tag_columns
+            ),
         ]
         self._arrow_schema = pa.schema(fields)
         self._value_type = value_type

@@ -285,7 +285,7 @@ class ParquetDayWriter(BlockParquet):
             [
                 pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
                 pa.field("value", pa.float64()),
-                *(pa.field(c, text) for c in ("name", *schema.tag_keys)),
+                *(pa.field(c, text) for c in ("name", *schema.tag_columns)),
             ]
         )
         self._writer = pq.ParquetWriter(

@@ -235,6 +235,38 @@ def test_a_local_day_of_listed_series_without_samples_is_empty(tmp_path: Path) -
     assert json.loads(report.manifest.read_text())["source_count"]["count"] == 0
 
 
+def test_a_label_called_name_gets_a_column_of_its_own(tmp_path: Path) -> None:
+    """cAdvisor's ``container_*`` and systemd's unit metrics carry a label ``name``: it is
+    written as ``exported_name`` (the file had two ``name`` columns: pandas renamed one,
+    Arrow refused the Parquet file, ``dxt publish`` failed)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from tests.integration.prometheus import servers
+
+    t0 = int(dt.datetime(2024, 3, 30, 12, tzinfo=dt.UTC).timestamp()) * 1000
+    series = {"__name__": "container_memory_bytes", "name": "web", "image": "nginx"}
+    vm = servers.start_victoriametrics(tmp_path / "vm", load=False)
+    mem = CatalogEntry("container_memory_bytes", "container_memory_bytes")
+    try:
+        servers.vm_import(vm.url, [(series, [(t0 + i * data.STEP_MS, 1e6 + i) for i in range(4)])])
+        with source(vm) as src:
+            day = dt.date(2024, 3, 30)
+            csv_day = archive_prometheus_day(src, mem, day, Archive(tmp_path / "csv"))
+            pq_day = archive_prometheus_day(src, mem, day, Archive(tmp_path / "pq"), fmt="parquet")
+    finally:
+        vm.stop()
+    columns = ["timestamp", "value", "name", "image", "exported_name"]
+    frame = pd.read_csv(csv_day.path)
+    assert list(frame.columns) == columns
+    assert set(frame["name"]) == {"container_memory_bytes"} and set(frame["exported_name"]) == {
+        "web"
+    }
+    table = pq.read_table(pq_day.path)
+    assert table.column_names == columns and len(table) == 4
+    assert {str(v) for v in table.column("exported_name").to_pylist()} == {"web"}
+
+
 def test_a_misspelt_metric_names_the_closest_ones(server: ServerProcess, tmp_path: Path) -> None:
     with source(server) as src, pytest.raises(QueryRejected) as err:
         archive_prometheus_day(

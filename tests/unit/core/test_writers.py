@@ -215,3 +215,39 @@ def test_job_records_parquet_types_come_from_declarations_not_values():
         ArchiveError, match=r'job_table/x: record 0 has id = 1.5.*declare id = "string"'
     ):
         write_records_parquet(io.BytesIO(), [{"id": 1.5}], declared, table="job_table/x")
+
+
+def test_a_tag_named_as_a_fixed_column_gets_a_column_of_its_own(tmp_path):
+    """A tag (a Prometheus label) called ``name``, ``value`` or ``timestamp`` is written as
+    ``exported_<tag>``, prefixed again while that is a tag too: a file never holds two
+    columns of one name (pandas renamed one ``name.1``, Arrow refused to read the Parquet)."""
+    from dxt_core.writers.parquet import ParquetSeriesWriter
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    schema = SeriesSchema("m", ("exported_name", "name", "node", "value"))
+    assert schema.columns == (
+        "timestamp",
+        "value",
+        "name",
+        "exported_name",
+        "exported_exported_name",
+        "node",
+        "exported_value",
+    )
+    assert SeriesSchema("m", ("node",)).columns == ("timestamp", "value", "name", "node")
+    t0 = to_ms(dt.datetime(2020, 3, 9, tzinfo=ROME))
+    tags = {"exported_name": "e", "name": "web", "node": "n1", "value": "v"}
+    batch = SeriesBatch(t0, t0 + 3_600_000, [Series("m", tags, [[t0, 1.5]])])
+    data, _ = _write([batch], schema)
+    rows = list(csv.reader(io.StringIO(gzip.decompress(data).decode())))
+    assert rows[0] == list(schema.columns)
+    assert rows[1][1:] == ["1.5", "m", "e", "web", "n1", "v"]
+    path = tmp_path / "d.parquet"
+    with path.open("wb") as f:
+        w = ParquetSeriesWriter(f)
+        w.open(schema)
+        w.write_batch(batch)
+        w.close()
+    table = pq.read_table(path)
+    assert table.column_names == list(schema.columns)
+    assert table.to_pylist()[0]["exported_exported_name"] == "web"
