@@ -204,7 +204,6 @@ class SeriesSchema:
         return tuple(out)
 
 
-
 SeriesStream = Iterator[SeriesBatch]
 Record = Mapping[str, Any]
 
