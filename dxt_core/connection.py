@@ -26,6 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError
+from dxt_core.masking import hide
 from dxt_core.urls import redact_url
 from dxt_core.windows import zone
 
@@ -158,6 +159,9 @@ class ConnectionFields:
     login: str | None
     password: str | None = field(repr=False)
     extras: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        hide(self.password, self.login)
 
     def check_choice(self, key: str, allowed: tuple[str, ...]) -> None:
         """A :class:`ConfigError` unless the extra ``key`` is one of ``allowed``."""
@@ -379,6 +383,7 @@ class ConnectionSpec(Generic[T]):
             user = env.get(self.user_env) or None
         if password is None and self.password_env:
             password = env.get(self.password_env) or None
+        hide(password, user)
         return user, password
 
     def from_cli(self, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T:

@@ -26,15 +26,25 @@ Messages say what went wrong and what to do about it.
 
 from __future__ import annotations
 
+from typing import Any
+
+from dxt_core.masking import scrub
+
 
 class DxtError(Exception):
     """Base class of every error raised by dxt_core.
 
     ``run_wide``: this error fails every unit of a run the same way (the archive's days are
     cut in another zone, the archive root cannot hold an archive): a run stops at the first.
+
+    A message never shows a registered secret or a quoted credential
+    (:func:`dxt_core.masking.scrub`), whatever text of a server it quotes.
     """
 
     run_wide: bool = False
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(DxtError, ValueError):

@@ -85,6 +85,7 @@ from dxt_core.errors import (  # noqa: E402
 )
 
 # Imported from here by several backends' connections (the names live in dxt_core.urls).
+from dxt_core.masking import hide, scrub  # noqa: E402
 from dxt_core.urls import normalise_base_url as normalise_base_url  # noqa: E402
 from dxt_core.urls import origin, split_credentials  # noqa: E402
 from dxt_core.urls import redact_url as redact_url  # noqa: E402
@@ -187,7 +188,12 @@ TooLarge = Callable[[int, bytes], bool]
 
 
 def error_text(body: bytes, limit: int = 500) -> str:
-    """The server's error message: KairosDB's ``{"errors": [...]}`` or the start of the body."""
+    """The server's error message: KairosDB's ``{"errors": [...]}`` or the start of the body,
+    without a credential it echoes (:func:`dxt_core.masking.scrub`: it goes to log lines)."""
+    return scrub(_error_text(body, limit))
+
+
+def _error_text(body: bytes, limit: int) -> str:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -301,6 +307,7 @@ class HttpClient:
             # Credentials embedded in the URL move to the auth object, out of the URL.
             self.user = user
             self.password = password
+        hide(self.password, self.user)
         self.base_url = redact_url(clean).rstrip("/")
         if self.deadline_s <= 0 or self.max_answer_bytes <= 0:
             raise ConfigError("deadline_s and max_answer_bytes must be > 0")

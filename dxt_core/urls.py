@@ -27,17 +27,26 @@ def split_credentials(url: str) -> tuple[str, str | None, str | None]:
     characters (``p%2Fss``) are decoded, as user agents do before Basic auth.
     """
     scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
+    if not sep:
+        # no scheme (``user:pass@host:port``): still cut at the last "@", so that an error
+        # about the missing scheme never quotes the password
+        scheme, rest = "", url
+    if "@" not in rest:
         return url, None, None
     userinfo, _, hostpart = rest.rpartition("@")
     user, colon, password = userinfo.partition(":")
-    return f"{scheme}://{hostpart}", unquote(user), unquote(password) if colon else None
+    clean = f"{scheme}://{hostpart}" if sep else hostpart
+    return clean, unquote(user), unquote(password) if colon else None
 
 
 def redact_url(url: str) -> str:
     """``url`` without user name, password, query string or fragment (safe for logs)."""
     clean, _, _ = split_credentials(url)
-    parts = urlsplit(clean)
+    try:
+        parts = urlsplit(clean)
+    except ValueError:  # "Invalid IPv6 URL": no host to show
+        scheme = clean.partition("://")[0] if "://" in clean else ""
+        return f"{scheme}://(unreadable host)" if scheme else "(unreadable URL)"
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
@@ -66,7 +75,13 @@ def normalise_base_url(url: str, what: str = "URL") -> str:
     messages never show them.
     """
     clean, _, _ = split_credentials(url.strip())
-    parts = urlsplit(clean)
+    try:
+        parts = urlsplit(clean)
+    except ValueError as exc:  # an unclosed "[" of an IPv6 address
+        raise ConfigError(
+            f"bad {what} {redact_url(url)!r}: {exc}; an IPv6 address is written in brackets, "
+            "e.g. http://[::1]:8083"
+        ) from None
     try:
         port_ok = parts.port is None or parts.port > 0
     except ValueError:

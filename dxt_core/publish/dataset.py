@@ -66,6 +66,7 @@ from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
 from dxt_core.publish.series import BUCKET_ROWS, MonthSpool, SeriesTable, type_history, wider
 from dxt_core.publish.tree import ArchiveTree, DayUnusable, open_tree
+from dxt_core.urls import redact_text
 
 if TYPE_CHECKING:
     from dxt_core.backends.roles import PublishRole
@@ -115,6 +116,13 @@ class PublishOptions:
             )
         if self.max_record_bytes <= 0:
             raise ConfigError("--max-record-bytes must be positive")
+        for what, text in (("--url", self.url), ("--source", self.source)):
+            if redact_text(text) != text:
+                # the dataset is public: its README and croissant.json would carry them
+                raise ConfigError(
+                    f"{what} holds a URL with a user name or password ({redact_text(text)!r}): "
+                    "a published dataset is public; give the address without them"
+                )
 
 
 @dataclass(slots=True)

@@ -38,6 +38,8 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from dxt_core.errors import ConfigError
+from dxt_core.masking import hide
+from dxt_core.urls import redact_url, split_credentials
 
 #: sha256 of the empty body (of every request but a PUT)
 EMPTY_SHA256: Final = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -71,6 +73,10 @@ class Credentials:
     region: str
     endpoint: str  # scheme://host[:port][/path], no trailing slash
 
+    def __post_init__(self) -> None:
+        hide(self.secret_key)
+        hide(self.token)
+
 
 #: where the credentials of the environment's endpoint go (not in its URL)
 _ENV_CREDENTIALS: Final = "give the credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
@@ -81,19 +87,20 @@ def check_endpoint(endpoint: str, where: str, credentials: str) -> str:
     would say only "Invalid endpoint", or send the credentials elsewhere); the error names
     ``where`` it came from (a variable, a connection's extra), never the URL's userinfo.
     ``credentials`` says where the credentials go instead."""
-    parts = urlsplit(endpoint.strip())
-    if "@" in parts.netloc:
+    if split_credentials(endpoint.strip())[1] is not None:
+        # up to the last "@": a secret key holding "/" ends urlsplit's netloc before it
         raise ConfigError(
             f"{where} holds a user name or password: write the endpoint as "
             f"scheme://host[:port] and {credentials}"
         )
     try:
+        parts = urlsplit(endpoint.strip())
         port_ok = parts.port is None or parts.port > 0
     except ValueError:
-        port_ok = False
+        parts, port_ok = urlsplit(""), False
     if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ConfigError(
-            f"{where}={endpoint.strip()!r} is not an http(s) URL: write it "
+            f"{where}={redact_url(endpoint.strip())!r} is not an http(s) URL: write it "
             "http://host:port or https://host[:port], e.g. http://127.0.0.1:9000 or "
             "https://rgw.example.org"
         )
@@ -123,14 +130,17 @@ def environment_credentials(environ: dict[str, str] | None = None) -> Credential
     key, secret = env.get("AWS_ACCESS_KEY_ID", ""), env.get("AWS_SECRET_ACCESS_KEY", "")
     name = _endpoint_variable(env)
     endpoint = env.get(name) or ""
-    if "@" in urlsplit(endpoint).netloc:
+    if split_credentials(endpoint.strip())[1] is not None:
         raise ConfigError(
             f"{name} holds a user name or password: write the endpoint as "
             f"scheme://host[:port] and {_ENV_CREDENTIALS}"
         )
     if not key or not secret or not endpoint or env.get("AWS_PROFILE"):
         return None
-    parts = urlsplit(endpoint)
+    try:
+        parts = urlsplit(endpoint)
+    except ValueError:  # not a URL: boto3's own check of the endpoint says so
+        return None
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
         return None
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"

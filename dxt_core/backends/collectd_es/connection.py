@@ -44,6 +44,7 @@ from dxt_core.errors import (
     SourceUnavailable,
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, json_answer
+from dxt_core.masking import scrub
 
 log = logging.getLogger("dxt_core.backends.collectd_es.connection")
 
@@ -256,7 +257,7 @@ def error_parts(body: bytes) -> tuple[str, str]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        text = body[:300].decode("utf-8", "replace").strip()
+        text = scrub(body[:300].decode("utf-8", "replace").strip())
         return "", text or "(empty body)"
     err = doc.get("error") if isinstance(doc, dict) else None
     if isinstance(err, str):  # {"error": "Content-Type header [...] is not supported"}

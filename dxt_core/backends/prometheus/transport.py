@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 import httpx
 
 from dxt_core.http import HttpClient
+from dxt_core.masking import hide
 
 #: A query string longer than this is sent as a POST form instead (a selector split into many
 #: label values, a long catalog selector): httpx refuses a URL query over 64 KiB, and proxies
@@ -32,6 +33,7 @@ class BearerAuth(httpx.Auth):
     client for other origins a redirect leads to has no auth)."""
 
     def __init__(self, token: str) -> None:
+        hide(token)
         self._header = f"Bearer {token}"
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:

@@ -1,0 +1,58 @@
+"""Secrets kept out of every message.
+
+The passwords, tokens and keys a process is given are registered where they enter
+(:func:`hide`: the connections, the HTTP clients, the bearer auth, the S3 credentials).
+:func:`scrub` replaces them, their percent-encoded and Basic-auth (base64 of
+``user:password``) forms, and any ``Authorization`` header value or ``Basic``/``Bearer``
+credential, with ``***``. It is applied to every :class:`~dxt_core.errors.DxtError` message
+and to the text the HTTP client quotes from a server's answer: an error page or proxy that
+echoes the request's headers must not carry them into an error, a log line, a task log or a
+connection's Test answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+from urllib.parse import quote
+
+MASK = "***"
+#: Shorter values are not registered: masking them would hide ordinary words of messages.
+MIN_LENGTH = 4
+
+_lock = threading.Lock()
+#: The registered forms, longest first (a secret that holds another is masked whole).
+_secrets: tuple[str, ...] = ()
+
+#: An echoed header (``Authorization: Basic ...``, ``"authorization": "Bearer ..."``).
+_HEADER = re.compile(r"(?i)((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)[^\"'\r\n,}]+")
+#: A ``Basic``/``Bearer`` credential elsewhere: base64 or token characters holding a digit
+#: or ``+/=`` (so "Basic authentication" is left as it is).
+_CREDENTIAL = re.compile(
+    r"(?i)\b(basic|bearer)(\s+)(?=[A-Za-z._~-]*[0-9+/=])[A-Za-z0-9+/=._~-]{8,}"
+)
+
+
+def hide(secret: str | None, user: str | None = None) -> None:
+    """Register ``secret`` (with ``user``: also the Basic-auth form of the pair) so that
+    :func:`scrub` masks it for the rest of the process."""
+    if not secret:
+        return
+    forms = {secret, quote(secret, safe="")}
+    if user is not None:
+        forms.add(base64.b64encode(f"{user}:{secret}".encode()).decode())
+    new = {f for f in forms if len(f) >= MIN_LENGTH}
+    global _secrets
+    with _lock:
+        if not new.issubset(_secrets):
+            _secrets = tuple(sorted(new.union(_secrets), key=len, reverse=True))
+
+
+def scrub(text: str) -> str:
+    """``text`` with every registered secret and every credential it quotes masked."""
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    text = _HEADER.sub(rf"\1{MASK}", text)
+    return _CREDENTIAL.sub(rf"\1\2{MASK}", text)

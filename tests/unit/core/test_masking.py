@@ -1,0 +1,161 @@
+"""Secrets a server echoes back (an error page quoting the request's headers) reach neither
+errors nor log lines; URLs with credentials in odd places are never quoted whole."""
+
+from __future__ import annotations
+
+import base64
+import logging
+
+import httpx
+import pytest
+
+from dxt_core.backends.prometheus.transport import PromHttp
+from dxt_core.errors import ConfigError, DxtError, QueryRejected, SourceError, SourceUnavailable
+from dxt_core.http import HttpClient, RetryPolicy
+from dxt_core.masking import hide, scrub
+from dxt_core.publish.dataset import PublishOptions
+from dxt_core.store.sigv4 import check_endpoint, environment_credentials
+from dxt_core.urls import normalise_base_url, redact_url
+
+PASSWORD = "S3cr3t/P@ss#1"
+TOKEN = "tok_ABCDEF0123456789SECRET"
+
+
+def _echo(status: int, *, json: bool = False):
+    """A server (or proxy) whose error page quotes the request's headers."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        headers = "\n".join(f"{k}: {v}" for k, v in req.headers.items())
+        if json:
+            return httpx.Response(status, json={"error": f"bad request; headers: {headers}"})
+        return httpx.Response(status, text=f"<pre>{headers}</pre>")
+
+    return handler
+
+
+def _basic(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@pytest.mark.parametrize("status", [400, 401, 500, 503])
+@pytest.mark.parametrize("json", [False, True])
+def test_an_echoed_authorization_header_reaches_no_error_and_no_log(
+    status: int, json: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    c = HttpClient(
+        "http://alice:S3cr3t%2FP%40ss%231@kairos.example:8083",
+        retry=RetryPolicy(attempts=2, backoff_s=0, jitter=0),
+        sleep=lambda s: None,
+        transport=httpx.MockTransport(_echo(status, json=json)),
+    )
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(SourceError) as err:
+        c.get_json("api/v1/version")
+    seen = str(err.value) + "\n".join(r.getMessage() for r in caplog.records)
+    for secret in (PASSWORD, "S3cr3t%2FP%40ss%231", _basic("alice", PASSWORD)):
+        assert secret not in seen
+    assert "***" in str(err.value)  # the echo is quoted, masked
+
+
+def test_an_echoed_bearer_token_reaches_no_error() -> None:
+    c = PromHttp(
+        "http://vm.example:8428",
+        retry=RetryPolicy(attempts=1),
+        transport=httpx.MockTransport(_echo(401)),
+    )
+    c.bearer = TOKEN
+    with pytest.raises(QueryRejected) as err:
+        c.get_json("api/v1/status/buildinfo")
+    assert TOKEN not in str(err.value) and "authentication failed" in str(err.value)
+
+
+def test_a_200_answer_that_is_not_json_is_quoted_masked() -> None:
+    c = HttpClient(
+        "http://alice:S3cr3t%2FP%40ss%231@kairos.example:8083",
+        retry=RetryPolicy(attempts=1),
+        transport=httpx.MockTransport(_echo(200)),
+    )
+    with pytest.raises(SourceError) as err:
+        c.get_json("api/v1/version")
+    assert "not valid JSON" in str(err.value)
+    assert _basic("alice", PASSWORD) not in str(err.value)
+
+
+def test_scrub_masks_secrets_and_credentials_and_leaves_words() -> None:
+    hide("Zq9-unit-secret", user="bob")
+    text = (
+        "pass Zq9-unit-secret, encoded Zq9-unit-secret, pair "
+        f"{_basic('bob', 'Zq9-unit-secret')}; Authorization: ApiKey abc; "
+        '"authorization": "Token xyz"; Bearer eyJhbGciOi.J9x; Basic authentication failed'
+    )
+    out = scrub(text)
+    assert "Zq9" not in out and _basic("bob", "Zq9-unit-secret") not in out
+    assert "ApiKey abc" not in out and "Token xyz" not in out and "eyJhbGciOi" not in out
+    assert out.endswith("Basic authentication failed")
+    assert "Zq9-unit-secret" not in str(DxtError("x Zq9-unit-secret y"))
+    assert str(ConfigError("plain words stay")) == "plain words stay"
+
+
+def test_a_url_without_a_scheme_is_never_quoted_with_its_password() -> None:
+    url = f"alice:{PASSWORD}@127.0.0.1:1"
+    assert "S3cr3t" not in redact_url(url) and "alice" not in redact_url(url)
+    with pytest.raises(ConfigError) as err:
+        normalise_base_url(url, "Kwollect API URL")
+    assert "S3cr3t" not in str(err.value) and "expected http(s)://host" in str(err.value)
+
+
+def test_an_unclosed_ipv6_bracket_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        normalise_base_url("http://u:pw1234@[::1", "Examon URL")
+    assert "IPv6" in str(err.value) and "pw1234" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://AKIA:awsSECRETkey/abc+XYZ0123456789@127.0.0.1:9000",
+        "http://AKIA:awsSECRETkey#abc@127.0.0.1:9000",
+        "AKIA:awsSECRETkey/abc@127.0.0.1:9000",
+    ],
+)
+def test_an_s3_endpoint_with_a_secret_holding_a_slash_is_refused_unquoted(endpoint: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_endpoint(endpoint, "AWS_ENDPOINT_URL", "give the credentials elsewhere")
+    assert "awsSECRETkey" not in str(err.value) and "user name or password" in str(err.value)
+    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}
+    with pytest.raises(ConfigError) as err:
+        environment_credentials(env)
+    assert "awsSECRETkey" not in str(err.value)
+
+
+@pytest.mark.parametrize("field", ["url", "source"])
+def test_publish_refuses_an_address_with_credentials(field: str, tmp_path) -> None:
+    with pytest.raises(ConfigError) as err:
+        PublishOptions(
+            archive=tmp_path,
+            out=tmp_path / "out",
+            from_month="2024-03",
+            to_month="2024-03",
+            **{field: f"see https://alice:{PASSWORD}@data.example.org/ds"},
+        )
+    assert "S3cr3t" not in str(err.value) and f"--{field}" in str(err.value)
+    PublishOptions(
+        archive=tmp_path,
+        out=tmp_path / "out",
+        from_month="2024-03",
+        to_month="2024-03",
+        source="the monitoring of cluster X (contact: ops@example.org)",
+    )
+
+
+def test_unavailable_after_retries_names_no_secret(caplog: pytest.LogCaptureFixture) -> None:
+    c = HttpClient(
+        "http://alice:S3cr3t%2FP%40ss%231@kairos.example:8083",
+        retry=RetryPolicy(attempts=3, backoff_s=0, jitter=0),
+        sleep=lambda s: None,
+        transport=httpx.MockTransport(_echo(502)),
+    )
+    caplog.set_level(logging.WARNING)
+    with pytest.raises(SourceUnavailable) as err:
+        c.get_json("x")
+    assert caplog.records and _basic("alice", PASSWORD) not in caplog.text + str(err.value)
