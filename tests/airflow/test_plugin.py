@@ -447,19 +447,44 @@ def test_a_day_whose_run_has_not_ended_is_skipped_not_backfilled(server):
 
 
 def test_on_sqlite_the_backfill_spans_at_most_31_days(server):
-    """Two days without a run three years apart were one backfill over three years."""
-    days = ["2021-01-04", "2021-02-03", "2021-02-04", "2024-01-04"]
+    """Days without a run over three years were one backfill over three years."""
+    first = dt.date(2021, 1, 4)
+    days = [str(first + dt.timedelta(days=i)) for i in range(32)] + ["2024-01-04"]
     plan = _plan(server, [["ipmi_pub/ambient", d] for d in days])
     b = plan["backfill"]
-    assert b["days"] == days[:2], b
+    assert b["days"] == days[:31], b
     assert (b["from_date"][:10], b["to_date"][:10]) == ("2021-01-04", "2021-02-03")
     assert [(s["unit"], s["day"]) for s in plan["skipped"]] == [
-        ("ipmi_pub/ambient", d) for d in days[2:]
+        ("ipmi_pub/ambient", d) for d in days[31:]
     ]
     for s in plan["skipped"]:
         assert s["reason"].startswith(
             "later: on SQLite one refill backfills at most 31 days (2021-01-04 to 2021-02-03 now)"
         ), s
+
+
+def test_a_backfill_makes_runs_for_the_chosen_days_only(server):
+    """Two chosen days with days between that have no run (archived by dxt extract, say):
+    one backfill over both made a run for every day between, 11 runs for 2 chosen days, while
+    the plan said 2. Now the backfill takes the first day, and the other waits, named."""
+    plan = _plan(server, [["ipmi_pub/ambient", "2021-03-02"], ["ipmi_pub/ambient", "2021-03-12"]])
+    b = plan["backfill"]
+    assert b["days"] == ["2021-03-02"], b
+    assert (b["from_date"][:10], b["to_date"][:10]) == ("2021-03-02", "2021-03-02")
+    [skipped] = plan["skipped"]
+    assert (skipped["unit"], skipped["day"]) == ("ipmi_pub/ambient", "2021-03-12")
+    assert skipped["reason"] == (
+        "later: one backfill covers consecutive days, and 2021-03-03 (not chosen) has no run: "
+        "a backfill over it would make runs for days nobody chose (2021-03-02 to 2021-03-02 "
+        "now); refill again once that backfill is done"
+    ), skipped
+    dry = server.request(
+        "POST",
+        "/api/v2/backfills/dry_run",
+        json={k: b[k] for k in ("dag_id", "from_date", "to_date", "reprocess_behavior")},
+    )
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["total_entries"] == 1, dry.json()
 
 
 def test_a_backfill_that_reprocesses_failed_runs_names_the_other_failed_runs_it_reruns(server):

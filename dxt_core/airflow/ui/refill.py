@@ -22,6 +22,7 @@ from dxt_core.airflow.ui.grid import (
     SourceSpec,
     Units,
     _aware,
+    _runs,
     _task_instances,
     airflow_states,
     source_units,
@@ -517,17 +518,14 @@ def _plan_backfill(
                 skip(u, day, reason)
         return
     ordered = sorted(cells)
-    if ctx.sqlite:  # the span, not the number of days: Airflow writes a row per day of it
-        take = [d for d in ordered if (d - ordered[0]).days < SQLITE_BACKFILL_DAYS]
-    else:
-        take = ordered
+    take, stop = _backfill_span(session, spec, ordered, ctx)
     for day in ordered[len(take) :]:
         for u in cells[day]:
             skip(
                 u,
                 day,
-                f"later: on SQLite one refill backfills at most {SQLITE_BACKFILL_DAYS} "
-                f"days ({take[0]} to {take[-1]} now); refill again once that backfill is done",
+                f"later: {stop} ({take[0]} to {take[-1]} now); refill again once that "
+                "backfill is done",
             )
     reprocess = "failed" if any(d in rerun for d in take) else "none"
     plan.backfill = {
@@ -547,6 +545,31 @@ def _plan_backfill(
         ),
         **({"max_active_runs": ctx.max_active_runs} if ctx.max_active_runs else {}),
     }
+
+
+def _backfill_span(
+    session: Any, spec: SourceSpec, ordered: Sequence[dt.date], ctx: _BackfillContext
+) -> tuple[list[dt.date], str]:
+    """The first days of ``ordered`` that one backfill refills, and why it stops there (when
+    it does). A backfill makes a run for every day of its span that has none, so it stops
+    before a day between two chosen days that has no run (a day archived by ``dxt extract``,
+    or never run): the refill makes runs for the chosen days only. Airflow allows one open
+    backfill per DAG, so the rest waits for a later refill; on SQLite the span is at most
+    :data:`SQLITE_BACKFILL_DAYS` days (Airflow writes a row per day of it)."""
+    have_run = {r.day for r in _runs(session, spec.dag_id, ordered[0], ordered[-1])}
+    take = [ordered[0]]
+    for day in ordered[1:]:
+        if ctx.sqlite and (day - ordered[0]).days >= SQLITE_BACKFILL_DAYS:
+            return take, f"on SQLite one refill backfills at most {SQLITE_BACKFILL_DAYS} days"
+        between = (take[-1] + dt.timedelta(days=i) for i in range(1, (day - take[-1]).days))
+        gap = next((d for d in between if d not in have_run), None)
+        if gap is not None:
+            return take, (
+                f"one backfill covers consecutive days, and {gap} (not chosen) has no run: "
+                "a backfill over it would make runs for days nobody chose"
+            )
+        take.append(day)
+    return take, ""
 
 
 def _open_backfill_reason(
