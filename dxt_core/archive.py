@@ -49,6 +49,7 @@ from dxt_core.manifests import (
     is_plain_name,
     kept_detail,
     manifest_files,
+    not_over_detail,
 )
 from dxt_core.paths import check_path_component
 from dxt_core.store import is_url, parse_root
@@ -356,7 +357,7 @@ class Archive:
         if doc is None:
             return "missing", ""
         if doc.get("status") == "empty":
-            return "empty", ""
+            return "empty", not_over_detail(doc)
         files = manifest_files(doc)
         if not files:
             return "corrupt", "manifest names no data file"

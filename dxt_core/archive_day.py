@@ -27,6 +27,7 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.budget import holding_answers
 from dxt_core.daywrite import DayWrite
 from dxt_core.http import RequestStats
+from dxt_core.manifests import NOT_OVER as NOT_OVER
 from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
 
@@ -182,10 +183,6 @@ def archive_one_day(
         # ``manifest`` as ``write`` left it (backends add what they learnt while writing)
         doc = {**manifest, "day_definition": definition} if definition else manifest
         return _commit(archive, key, staging, t0, doc, stats, tz, report_extra)
-
-
-#: The manifest field of a day archived before it was over (absent on every other day).
-NOT_OVER = "day_not_over"
 
 
 def _not_over(key: DayKey, day_zone: str | None, tz: dt.tzinfo | None) -> dict[str, Any]:

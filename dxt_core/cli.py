@@ -8,10 +8,10 @@ import logging
 import os
 import re
 import shlex
+import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dxt_core import backends as registry
@@ -21,10 +21,19 @@ from dxt_core._version import __version__
 from dxt_core.archive import Archive
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.jsonrows import print_json_rows
-from dxt_core.manifests import MANIFEST_SUFFIX, manifest_zone
-from dxt_core.runner import INTERRUPTED_EXIT, UNAVAILABLE_EXIT
-from dxt_core.urls import redact_url
-from dxt_core.windows import day_window, days, parse_day
+from dxt_core.manifests import MANIFEST_SUFFIX, NOT_OVER_DETAIL, not_over_ends
+from dxt_core.refill_commands import (
+    JSON_GREP,
+    MAX_COMMAND_LINES,
+    day_ranges,
+    name_spans,
+    print_per_range,
+    print_refill_commands,
+    print_unit_commands,
+)
+from dxt_core.runner import INTERRUPTED_EXIT, STOP_SIGNALS, UNAVAILABLE_EXIT
+from dxt_core.urls import redact_text
+from dxt_core.windows import days, parse_day
 
 log = logging.getLogger("dxt_core.cli")
 
@@ -117,9 +126,12 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         # grow with them), the counts after them
         found = cov.iter_coverage(archive, backend.name, units, day_list, args.verify, check)
 
+        refill = [False]
+
         def json_rows() -> Iterator[dict[str, Any]]:
             for r in found:
                 counts[r.status] += 1
+                refill[0] = refill[0] or _needs_refill(r)
                 yield {
                     **cli.describe_parts(r.parts),
                     "day": r.day.isoformat(),
@@ -129,299 +141,26 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                 }
 
         print_json_rows(json_rows(), lambda: counts)
-        return 3 if counts["missing"] or counts["corrupt"] else 0
+        return 3 if refill[0] else 0
     rows = list(cov.iter_coverage(archive, backend.name, units, day_list, args.verify, check))
     for r in rows:
         counts[r.status] += 1
     _print_coverage_table(rows, day_list, args.show_all)
+    partial = sum(1 for r in rows if _not_over(r))
     print(
         f"\n{len(units)} units x {len(day_list)} days: "
         + ", ".join(f"{v} {k}" for k, v in counts.items())
+        + (
+            f" ({partial} of the archived and empty ones archived before their day ended: "
+            "what the source held then)"
+            if partial
+            else ""
+        )
     )
-    bad_days = sorted({r.day for r in rows if r.status in ("missing", "corrupt")})
+    bad_days = sorted({r.day for r in rows if _needs_refill(r)})
     if bad_days:
         print_refill_commands(args, backend, archive, rows, bad_days)
     return 0 if not bad_days else 3
-
-
-#: At most this many manifests are read to learn how the archive was made.
-_SAMPLE_MANIFESTS = 200
-
-
-def print_refill_commands(
-    args: argparse.Namespace,
-    backend: Any,
-    archive: Archive,
-    rows: Sequence[Any],
-    bad_days: Sequence[dt.date],
-) -> None:
-    """The commands that refill ``bad_days``, as the archive was made: by ``dxt extract``
-    or by the backend's DAG (each manifest's ``made_by``, :mod:`dxt_core.provenance`); both
-    when the manifests do not say (written before they did). Days not over yet in the zone
-    the archive's days are cut in are left out, and said: ``dxt extract`` refuses a day not
-    begun and archives one not over as ``day_not_over`` (fetched again by the next run)."""
-    made = _how_made(archive, backend, rows)
-    unknown = not made.tools or "unknown" in made.tools
-    cli = backend.module("cli")
-    day_zone = made.zone or getattr(cli, "DAY_ZONE", None)
-    bad_days, later = split_days_over(bad_days, day_zone)
-    if later:
-        _print_not_over(later, day_zone)
-        not_over = set(later)
-        rows = [r for r in rows if r.day not in not_over]
-        if not bad_days:
-            return
-    # a backend whose ``dxt extract`` writes no archive days (collectd-es: one export a
-    # window) is refilled by its DAG only
-    if getattr(cli, "EXTRACTS_DAYS", True) and ("dxt" in made.tools or unknown):
-        describe = getattr(cli, "refill_options", None)
-        opts = describe(args, made.sample, _bad_units(rows)) if describe else "<connection options>"
-        where = shlex.quote(redact_url(args.archive))
-
-        def extract(a: dt.date, b: dt.date) -> str:
-            days = f"--start-day {a} --end-day {b}"
-            return f"dxt extract {backend.command} {opts} {days} --archive {where}"
-
-        made.print_refill("dxt", bad_days, extract)
-        _print_refetch_corrupt(_with_recorded_url(args, made), cli, rows)
-    if "airflow" in made.tools or unknown or not getattr(cli, "EXTRACTS_DAYS", True):
-        dag_id = args.dag_id or backend.dag_id
-
-        def backfill(a: dt.date, b: dt.date) -> str:
-            days = f"--from-date {a} --to-date {b}"
-            return f"airflow backfill create --dag-id {dag_id} {days} --reprocess-behavior failed"
-
-        made.print_refill("airflow", bad_days, backfill)
-        _print_per_range(
-            "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
-            "it reruns that day's metric tasks, which rewrite identical files:",
-            bad_days,
-            lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
-        )
-        runs = sorted(made.runs.items())
-        for (day, run_id), logical in runs[:MAX_COMMAND_LINES]:
-            print(
-                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
-                f"-y   # {day} was archived by run {run_id} (its 'day' param)"
-            )
-        if len(runs) > MAX_COMMAND_LINES:
-            rest = sorted({str(logical)[:10] for _, logical in runs[MAX_COMMAND_LINES:]})
-            print(
-                f"  ... and {len(runs) - MAX_COMMAND_LINES} more days archived by runs of "
-                f"other logical dates; the same clear for the logical dates {_spans(rest)}"
-            )
-
-
-def _with_recorded_url(args: argparse.Namespace, made: _Made) -> argparse.Namespace:
-    """``args`` with the source URL the manifests record (stored without credentials) when
-    none was given, so that the refetch commands name the server the refill commands do."""
-    if getattr(args, "url", None) or not made.url:
-        return args
-    return argparse.Namespace(**{**vars(args), "url": made.url})
-
-
-#: At most this many lines of a kind are printed (commands of one list, corrupt days' details,
-#: groups of units not archived); the rest is counted and said where to find.
-MAX_COMMAND_LINES = 20
-
-#: How ``--json`` output is searched for the rows of one status (one row a line).
-_JSON_GREP = 'dxt coverage ... --json | grep \'"status": "{status}"\''
-
-
-def _print_refetch_corrupt(args: argparse.Namespace, cli: Any, rows: Sequence[Any]) -> None:
-    """Per unit, the commands that refetch its corrupt days: the refill commands skip a day
-    whose file still has its manifest's size (a changed byte, found by ``--verify``)."""
-    corrupt = [r for r in rows if r.status == "corrupt"]
-    if not corrupt or not hasattr(cli, "refetch_command"):
-        return
-    print(
-        "A corrupt day whose file still has its manifest's size is skipped by those commands "
-        "as archived; refetch the corrupt days with:"
-    )
-    _print_unit_commands(args, cli, corrupt, "corrupt")
-
-
-def _print_unit_commands(
-    args: argparse.Namespace, cli: Any, rows: Sequence[Any], what: str
-) -> None:
-    """``cli.refetch_command`` for each unit of ``rows`` (of a ``what`` status) and run of its
-    days, at most :data:`MAX_COMMAND_LINES`; then how many more, for how many units and days,
-    and where their rows are (the command of each follows from its unit and days)."""
-    by_unit: dict[tuple[str, ...], list[dt.date]] = {}
-    for r in rows:
-        by_unit.setdefault(r.parts, []).append(r.day)
-    todo = [
-        (parts, a, b)
-        for parts, day_list in sorted(by_unit.items())
-        for a, b in _ranges(sorted(set(day_list)))
-    ]
-    for parts, a, b in todo[:MAX_COMMAND_LINES]:
-        print(f"  {cli.refetch_command(args, parts, a.isoformat(), b.isoformat())}")
-    rest = todo[MAX_COMMAND_LINES:]
-    if rest:
-        units = {parts for parts, _, _ in rest}
-        day_count = sum((b - a).days + 1 for _, a, b in rest)
-        print(
-            f"  ... and {len(rest)} more, the same command for each of {len(units)} more "
-            f"unit(s) and run of days ({day_count} metric-days, "
-            f"{min(a for _, a, _ in rest)}..{max(b for _, _, b in rest)}); the {what} rows "
-            f"name each unit and day: {_JSON_GREP.format(status=what)}"
-        )
-
-
-def _bad_units(rows: Sequence[Any]) -> dict[tuple[str, ...], dt.date | None]:
-    """The units with missing or corrupt days, each with a day of it that has a manifest
-    (None: none in the range), for a backend's ``refill_options``."""
-    with_manifest: dict[tuple[str, ...], dt.date] = {}
-    for r in rows:
-        if r.status != "missing":
-            with_manifest.setdefault(r.parts, r.day)
-    bad = sorted({r.parts for r in rows if r.status in ("missing", "corrupt")})
-    return {parts: with_manifest.get(parts) for parts in bad}
-
-
-@dataclass
-class _Made:
-    """What made the archive, as its manifests say (:func:`_how_made`)."""
-
-    #: the tools that wrote them (``dxt``, ``airflow``, ``unknown``)
-    tools: set[str] = field(default_factory=set)
-    #: a manifest written by ``dxt extract``
-    sample: dict[str, Any] | None = None
-    #: the Airflow runs of another logical date that archived a corrupt day ((day, run id)
-    #: -> logical date)
-    runs: dict[tuple[dt.date, str], str] = field(default_factory=dict)
-    #: the zone the days are cut in (None: no manifest read says)
-    zone: str | None = None
-    #: the source URL the manifests record (``source_url``, stored without credentials):
-    #: the sample's, else the first read's
-    url: str | None = None
-
-    def print_refill(
-        self, tool: str, day_list: Sequence[dt.date], command: Callable[[dt.date, dt.date], str]
-    ) -> None:
-        """The commands that refill ``day_list`` with ``tool`` (:data:`_REFILL_WAYS`), under a
-        header that says when ``tool`` is how the archive was made."""
-        what, skips_done = _REFILL_WAYS[tool]
-        made_so = " (as this archive was made):" if tool in self.tools else ":"
-        _print_per_range(f"\nTo refill {what}{made_so}", day_list, command, skips_done)
-
-
-#: A refill tool's header (what it refills, with what) and what its one command over all the
-#: days skips (:func:`_print_per_range`).
-_REFILL_WAYS = {
-    "dxt": (
-        "the missing and corrupt metric-days with the dxt command",
-        "skipping the days archived",
-    ),
-    "airflow": ("them with Airflow", "rerunning only the days whose runs failed or are missing"),
-}
-
-
-def _how_made(archive: Archive, backend: Any, rows: Sequence[Any]) -> _Made:
-    """What made the archive, from the manifests of ``rows`` (at most
-    :data:`_SAMPLE_MANIFESTS`, and every corrupt day's)."""
-    from dxt_core.archive import DayKey
-    from dxt_core.provenance import MADE_BY
-
-    made = _Made()
-    read = 0
-    for r in rows:
-        if r.status == "missing" or (read >= _SAMPLE_MANIFESTS and r.status != "corrupt"):
-            continue
-        try:
-            doc = archive.read_manifest(DayKey(backend.name, r.parts, r.day))
-        except (DxtError, OSError):
-            continue
-        read += 1
-        made.zone = made.zone or manifest_zone(doc)
-        made_by = doc.get(MADE_BY) if isinstance(doc, dict) else None
-        tool = made_by.get("tool") if isinstance(made_by, dict) else None
-        made.tools.add(str(tool) if tool else "unknown")
-        url = doc.get("source_url") if isinstance(doc, dict) else None
-        if isinstance(url, str) and url:
-            made.url = made.url or url
-        if tool == "dxt" and made.sample is None:
-            made.sample = doc
-            if isinstance(url, str) and url:
-                made.url = url
-        if r.status == "corrupt" and tool == "airflow" and isinstance(made_by, dict):
-            logical = str(made_by.get("logical_date") or "")
-            if logical and logical[:10] != r.day.isoformat():
-                made.runs[(r.day, str(made_by.get("run_id")))] = logical
-    return made
-
-
-#: The zone whose days end last (UTC-12; the ``Etc`` names have the sign reversed): a day over
-#: there is over everywhere, as a refill takes it when nothing says the archive's zone.
-_LAST_ZONE = "Etc/GMT+12"
-
-
-def split_days_over(
-    day_list: Sequence[dt.date], day_zone: str | None, now: dt.datetime | None = None
-) -> tuple[list[dt.date], list[dt.date]]:
-    """``day_list`` (in order) split into the days that have ended in ``day_zone`` by
-    ``now`` and those that have not; with no zone, a day is over once it is over everywhere
-    on Earth."""
-    now = now or dt.datetime.now(dt.UTC)
-    over: list[dt.date] = []
-    later: list[dt.date] = []
-    for day in day_list:
-        (over if day_window(day, day_zone or _LAST_ZONE).end <= now else later).append(day)
-    return over, later
-
-
-def _print_not_over(later: Sequence[dt.date], day_zone: str | None) -> None:
-    """Say which missing or corrupt days the refill commands leave out, not being over."""
-    where = (
-        f"in {day_zone}"
-        if day_zone
-        else "everywhere on Earth (no manifest says the archive's zone; taken as UTC-12)"
-    )
-    spans = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in _ranges(later))
-    print(
-        f"\n{len(later)} missing or corrupt day(s) not over yet {where}, left out of the "
-        f"refill commands: {spans}; refill them once they have ended"
-    )
-
-
-def _print_per_range(
-    header: str,
-    day_list: Sequence[dt.date],
-    command: Callable[[dt.date, dt.date], str],
-    skips_done: str = "",
-) -> None:
-    """``header``, then ``command(first, last)`` for each range of consecutive days, at most
-    :data:`MAX_COMMAND_LINES`. The rest: one command over all of them when the command
-    ``skips_done`` (says what it skips), else their ranges on one line."""
-    print(header)
-    ranges = _ranges(day_list)
-    if len(ranges) <= MAX_COMMAND_LINES:
-        for a, b in ranges:
-            print(f"  {command(a, b)}")
-        return
-    for a, b in ranges[: MAX_COMMAND_LINES - 1]:
-        print(f"  {command(a, b)}")
-    rest = ranges[MAX_COMMAND_LINES - 1 :]
-    first, last = rest[0][0], rest[-1][1]
-    if skips_done:
-        print(
-            f"  # and {len(rest)} more ranges of days ({first}..{last}); this one covers "
-            f"them all, {skips_done}:"
-        )
-        print(f"  {command(first, last)}")
-    else:
-        print(
-            f"  # and {len(rest)} more ranges of days, the same command for each: "
-            + _spans([a if a == b else f"{a}..{b}" for a, b in rest])
-        )
-
-
-def _spans(names: Sequence[object]) -> str:
-    """``names`` joined, at most :data:`MAX_COMMAND_LINES` of them, then how many more."""
-    shown = ", ".join(str(n) for n in names[:MAX_COMMAND_LINES])
-    more = len(names) - MAX_COMMAND_LINES
-    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def _cmd_reconcile(
@@ -433,14 +172,27 @@ def _cmd_reconcile(
 ) -> int:
     """``dxt coverage --reconcile``: the source's counts against the manifests (counts only,
     never the data). Exit 4 when the source has more than the archive (late data: the
-    refill commands are printed), 3 when a count failed, else 0."""
-    from dxt_core.reconcile import COMPARED, reconcile
+    refill commands are printed; the failed counts, if any, are said too), 3 when a count
+    failed, else 0."""
+    from dxt_core.reconcile import reconcile
 
     cli: Any = backend.cli_role()
     if not hasattr(cli, "reconcile_counter"):
         raise ConfigError(f"{backend.command} cannot count at the source yet: no --reconcile")
-    with cli.reconcile_counter(args) as counter:
-        rows = reconcile(archive, backend.name, units, day_list, counter)
+    try:
+        with cli.reconcile_counter(args) as counter:
+            rows = reconcile(archive, backend.name, units, day_list, counter)
+    except KeyboardInterrupt as exc:
+        if args.json:  # the rows compared so far, in a whole document that says it stopped
+            done: list[Any] = getattr(exc, "reconciled", [])
+            stopped = exc
+
+            def then_stop() -> Iterator[dict[str, Any]]:
+                yield from (r.as_dict() for r in done)
+                raise stopped
+
+            print_json_rows(then_stop(), dict)
+        raise
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.state] = counts.get(r.state, 0) + 1
@@ -448,54 +200,73 @@ def _cmd_reconcile(
     if args.json:
         print_json_rows((r.as_dict() for r in rows), lambda: counts)
     else:
-        label = {
-            "more": "MORE at the source (late data: refetch)",
-            "fewer": "fewer at the source (retention; archive kept: K)",
-            "error": "count FAILED",
-            "missing": "not archived (not counted)",
-            "equal": "equal",
-        }
-        for r in rows:
-            if (r.state == "equal" or r.state == "missing") and not r.detail:
-                continue  # the days not archived are summed up below, after the others
-            both = (
-                f": archive {r.archive_count:,}, source {r.source_count:,}"
-                if r.archive_count is not None and r.source_count is not None
-                else ""
-            )
-            why = f" ({r.detail})" if r.detail else ""
-            print(f"{label.get(r.state, r.state)}: {'/'.join(r.parts)} {r.day}{both}{why}")
-        _print_not_archived(args, backend, [r for r in rows if r.state == "missing"])
-        print(
-            f"\nreconciled {len(units)} units x {len(day_list)} days against the source's "
-            "counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-        )
-        method = next((r.method for r in rows if r.method), "")
-        if method:
-            print(f"counted with: {method}")
-        compared = [r for r in rows if r.state in COMPARED]
-        if compared:
-            recorded = sum(r.recorded for r in compared)
-            print(
-                f"recorded {recorded} of {len(compared)} comparisons in the archive's check "
-                "records (dxt publish's datacard reports them)"
-                + ("" if recorded == len(compared) else "; the others say why above")
-            )
+        _print_reconciled(args, backend, rows, counts, f"{len(units)} units x {len(day_list)}")
     if more and not args.json:
         dag_id = args.dag_id or backend.dag_id
         print(
             "\nTo refetch the metric-days that grew (a grown day is replaced; the old file is "
             "kept in .versions/):"
         )
-        _print_unit_commands(args, cli, more, "more")
-        _print_per_range(
+        print_unit_commands(args, cli, more, "more")
+        print_per_range(
             "or with Airflow (clears the days' metric tasks; they rerun and refetch):",
             sorted({r.day for r in more}),
             lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
         )
     if more:
+        if counts.get("error") and not args.json:
+            print(
+                f"\nexit status 4 (more at the source), and {counts['error']} count(s) FAILED "
+                "(listed above): reconcile those days again"
+            )
         return 4
     return 3 if counts.get("error") else 0
+
+
+def _print_reconciled(
+    args: argparse.Namespace,
+    backend: Any,
+    rows: Sequence[Any],
+    counts: dict[str, int],
+    size: str,
+) -> None:
+    """The text of a reconcile: a line per day that is not plainly equal, the days not
+    archived summed up, the counts, the method and what was recorded."""
+    from dxt_core.reconcile import COMPARED
+
+    label = {
+        "more": "MORE at the source (late data: refetch)",
+        "fewer": "fewer at the source (retention; archive kept: K)",
+        "error": "count FAILED",
+        "missing": "not archived (not counted)",
+        "equal": "equal",
+    }
+    for r in rows:
+        if (r.state == "equal" or r.state == "missing") and not r.detail:
+            continue  # the days not archived are summed up below, after the others
+        both = (
+            f": archive {r.archive_count:,}, source {r.source_count:,}"
+            if r.archive_count is not None and r.source_count is not None
+            else ""
+        )
+        why = f" ({r.detail})" if r.detail else ""
+        print(f"{label.get(r.state, r.state)}: {'/'.join(r.parts)} {r.day}{both}{why}")
+    _print_not_archived(args, backend, [r for r in rows if r.state == "missing"])
+    print(
+        f"\nreconciled {size} days against the source's counts: "
+        + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    )
+    method = next((r.method for r in rows if r.method), "")
+    if method:
+        print(f"counted with: {method}")
+    compared = [r for r in rows if r.state in COMPARED]
+    if compared:
+        recorded = sum(r.recorded for r in compared)
+        print(
+            f"recorded {recorded} of {len(compared)} comparisons in the archive's check "
+            "records (dxt publish's datacard reports them)"
+            + ("" if recorded == len(compared) else "; the others say why above")
+        )
 
 
 def _print_not_archived(args: argparse.Namespace, backend: Any, missing: Sequence[Any]) -> None:
@@ -508,12 +279,11 @@ def _print_not_archived(args: argparse.Namespace, backend: Any, missing: Sequenc
         by_unit.setdefault(r.parts, []).append(r.day)
     groups: dict[tuple[tuple[dt.date, dt.date], ...], list[tuple[str, ...]]] = {}
     for parts, unit_days in by_unit.items():
-        groups.setdefault(tuple(_ranges(sorted(unit_days))), []).append(parts)
+        groups.setdefault(tuple(day_ranges(sorted(unit_days))), []).append(parts)
     first, last = min(r.day for r in missing), max(r.day for r in missing)
     print(
         f"not archived (not counted): {len(missing):,} metric-days of {len(by_unit)} unit(s), "
-        f"{first}..{last}; 'dxt coverage {backend.command} --archive "
-        f"{shlex.quote(redact_url(args.archive))} --start-day {first} --end-day {last}' "
+        f"{first}..{last}; '{_coverage_again(args, backend, first, last)}' "
         "shows them and prints the commands that refill them:"
     )
     ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))
@@ -523,37 +293,88 @@ def _print_not_archived(args: argparse.Namespace, backend: Any, missing: Sequenc
             if len(units) == 1
             else f"{len(units)} units (e.g. {'/'.join(min(units))})"
         )
-        print(f"  {who}: " + _spans([a if a == b else f"{a}..{b}" for a, b in spans]))
+        print(f"  {who}: " + name_spans([a if a == b else f"{a}..{b}" for a, b in spans]))
     rest = ordered[MAX_COMMAND_LINES:]
     if rest:
         days_left = sum(len(by_unit[p]) for _, units in rest for p in units)
         print(
             f"  ... and {sum(len(u) for _, u in rest)} more unit(s) lacking other days "
-            f"({days_left:,} metric-days): {_JSON_GREP.format(status='missing')}"
+            f"({days_left:,} metric-days): {JSON_GREP.format(status='missing')}"
         )
 
 
-def _ranges(day_list: Sequence[dt.date]) -> list[tuple[dt.date, dt.date]]:
-    out: list[tuple[dt.date, dt.date]] = []
-    for d in day_list:
-        if out and (d - out[-1][1]).days == 1:
-            out[-1] = (out[-1][0], d)
-        else:
-            out.append((d, d))
-    return out
+#: Options of ``dxt coverage --reconcile`` that its plain coverage does not take again: the
+#: reconcile itself and its output, the days (replaced), the connection (never quoted).
+_RECONCILE_ONLY = {"--reconcile", "--json", "-v", "--verbose"}
+_WITH_VALUE = {"--start-day", "--end-day", "--url", "--user", "--password"}
 
 
-_MARK = {"archived": "#", "empty": "o", "missing": ".", "corrupt": "X", "kept": "K", "holes": "h"}
+def _coverage_again(args: argparse.Namespace, backend: Any, first: dt.date, last: dt.date) -> str:
+    """The ``dxt coverage`` of the days ``first..last`` with the options that chose the
+    units as given (``--catalog``, ``--sites``, ...), without the reconcile's own."""
+    given: list[str] = getattr(args, "given", None) or [
+        "coverage",
+        backend.command,
+        "--archive",
+        str(args.archive),
+    ]
+    kept: list[str] = []
+    skip = False
+    for word in given:
+        if skip:
+            skip = False
+            continue
+        name = word.split("=", 1)[0]
+        if name in _RECONCILE_ONLY or name in _WITH_VALUE:
+            skip = name in _WITH_VALUE and "=" not in word
+            continue
+        kept.append(word)
+    return redact_text(
+        "dxt " + shlex.join([*kept, "--start-day", str(first), "--end-day", str(last)])
+    )
+
+
+_MARK = {
+    "archived": "#",
+    "empty": "o",
+    "missing": ".",
+    "corrupt": "X",
+    "kept": "K",
+    "holes": "h",
+    "not over": "~",
+}
+
+
+def _needs_refill(r: Any) -> bool:
+    """Whether row ``r``'s day needs a refill: missing, corrupt, or archived before it
+    ended, and ended since (one still running is fetched again by the next run)."""
+    if r.status in ("missing", "corrupt"):
+        return True
+    ends = not_over_ends(r.detail) if r.status in ("archived", "empty") else None
+    return ends is not None and ends <= dt.datetime.now(dt.UTC)
+
+
+def _not_over(r: Any) -> bool:
+    """Whether row ``r`` is a day archived (or found empty) before it ended."""
+    return r.status in ("archived", "empty") and r.detail.startswith(NOT_OVER_DETAIL)
+
+
+def _mark(r: Any) -> str:
+    if r.kept:
+        return "kept"
+    if r.status == "archived" and r.detail.startswith("holes:"):
+        return "holes"
+    return "not over" if _not_over(r) else str(r.status)
 
 
 def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
     by_unit: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
-        holes = r.status == "archived" and r.detail.startswith("holes:")
-        by_unit.setdefault(r.parts, []).append("kept" if r.kept else "holes" if holes else r.status)
+        by_unit.setdefault(r.parts, []).append(_mark(r))
     print(
         "legend: # archived  h archived with holes (unreadable points, retried)  o empty  "
-        ". missing  X corrupt  K kept (the source has fewer rows; the archive was kept)   "
+        "~ archived before its day ended (what the source held then)  . missing  X corrupt  "
+        "K kept (the source has fewer rows; the archive was kept)   "
         f"days {day_list[0]}..{day_list[-1]}"
     )
     for parts, statuses in by_unit.items():
@@ -564,16 +385,22 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
     shown = 0
     rest: dict[str, int] = {}
     for r in rows:
-        if r.status == "corrupt" or r.kept or r.detail.startswith("holes:"):
-            what = "kept" if r.kept else "corrupt" if r.status == "corrupt" else "holes"
+        what = _mark(r)
+        if what in ("kept", "corrupt", "holes", "not over"):
             if shown < MAX_COMMAND_LINES:
                 print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
                 shown += 1
             else:
                 rest[what] = rest.get(what, 0) + 1
     if rest:
-        statuses = ["corrupt" if w == "corrupt" else "archived" for w in rest]
-        where = " or ".join(_JSON_GREP.format(status=s) for s in dict.fromkeys(statuses))
+        statuses = [
+            s
+            for w in rest
+            for s in {"corrupt": ["corrupt"], "not over": ["archived", "empty"]}.get(
+                w, ["archived"]
+            )
+        ]
+        where = " or ".join(JSON_GREP.format(status=s) for s in dict.fromkeys(statuses))
         print(
             f"... and {sum(rest.values())} more days with a detail ("
             + ", ".join(f"{n} {w}" for w, n in sorted(rest.items()))
@@ -754,6 +581,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    args.given = argv  # the command as typed (the commands it prints repeat its options)
+    for stop in STOP_SIGNALS:  # as Ctrl-C: each command says what it did (the demo has its own)
+        signal.signal(stop, _stopped_by)
     try:
         rc: int = args.func(args)
         sys.stdout.flush()  # a reader gone (BrokenPipeError) is seen here, not at exit
@@ -773,9 +603,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # an archive run handles Ctrl-C itself and says what it did; any other command stops
         # here: its files are written under temporary names and renamed when whole, so what
         # it had not finished is not under a final name (a rerun completes it)
-        said = f": {exc}" if str(exc) else ""
-        print(f"dxt: interrupted (Ctrl-C) before the command finished{said}", file=sys.stderr)
+        how = exc.args[0] if isinstance(exc, Stopped) else "Ctrl-C"
+        told = [*([] if isinstance(exc, Stopped) or not str(exc) else [str(exc)])]
+        said = "".join(f": {x}" for x in [*told, *getattr(exc, "__notes__", [])])
+        print(f"dxt: interrupted ({how}) before the command finished{said}", file=sys.stderr)
         return INTERRUPTED_EXIT
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: a command stops as it does on Ctrl-C (an archive run takes them as
+    its first Ctrl-C, :data:`dxt_core.runner.STOP_SIGNALS`)."""
+
+
+def _stopped_by(signum: int, frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

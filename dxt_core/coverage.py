@@ -236,8 +236,8 @@ def _from_index(
     from dxt_core.scan import scan_states
 
     grid = scan_states(archive, source, units, days, check_sizes=True, index=idx)
-    holes = idx.holes(source, min(days), max(days))
-    return _grid_rows(archive, source, units, days, grid, holes)
+    details = idx.day_details(source, min(days), max(days))
+    return _grid_rows(archive, source, units, days, grid, details)
 
 
 def _grid_rows(
@@ -246,7 +246,7 @@ def _grid_rows(
     units: Sequence[tuple[str, ...]],
     days: Sequence[dt.date],
     grid: StateGrid,
-    holes: dict[tuple[str, str], str],
+    day_details: dict[tuple[str, str], str],
 ) -> Iterator[CoverageRow]:
     from dxt_core.index import unit_of
 
@@ -258,8 +258,8 @@ def _grid_rows(
                 kept = archive.read_kept(DayKey(source, parts, day)) or {}
                 yield CoverageRow(parts, day, "archived", kept_detail(kept), True)
             else:
-                if state == "archived" and not detail:
-                    detail = holes.get((unit_of(parts), day.isoformat()), "")
+                if state in ("archived", "empty") and not detail:
+                    detail = day_details.get((unit_of(parts), day.isoformat()), "")
                 yield CoverageRow(parts, day, state, detail)
 
 

@@ -33,7 +33,7 @@ import orjson
 
 from dxt_core.errors import ArchiveError
 from dxt_core.fsio import os_error
-from dxt_core.manifests import MANIFEST_SUFFIX, manifest_files
+from dxt_core.manifests import MANIFEST_SUFFIX, holes_detail, manifest_files, not_over_detail
 
 if TYPE_CHECKING:
     from dxt_core.archive import DayKey
@@ -41,9 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("dxt_core.index")
 
 INDEX_NAME = ".dxt-index.sqlite"
-#: Version 4 added each manifest's size and mtime (``msize``, ``mtime_ns``): an index of an
-#: older version is rebuilt by the first process that opens it for writing.
-SCHEMA_VERSION = "4"
+#: Version 4 added each manifest's size and mtime (``msize``, ``mtime_ns``), version 5 the
+#: detail of a day archived before it ended ("not over: ..."): an index of an older version
+#: is rebuilt by the first process that opens it for writing.
+SCHEMA_VERSION = "5"
 #: Seconds a writer waits for another writer's lock before giving up on the index update.
 BUSY_TIMEOUT_S = 30.0
 
@@ -162,7 +163,7 @@ def manifest_status(doc: dict[str, Any]) -> tuple[str, str]:
     """The indexed status of a manifest document, and why when it is corrupt."""
     status = doc.get("status")
     if status == "empty":
-        return "empty", ""
+        return "empty", not_over_detail(doc)
     if status == "archived":
         files = manifest_files(doc)
         if not files:
@@ -170,11 +171,8 @@ def manifest_status(doc: dict[str, Any]) -> tuple[str, str]:
         for f in files:
             if not _plain(f.get("file")):
                 return "corrupt", f"manifest names {f.get('file')!r}, not a file of its directory"
-        if doc.get("holes"):  # archived around unreadable windows (dxt_core.reconcile)
-            from dxt_core.reconcile import holes_detail
-
-            return "archived", holes_detail(doc)
-        return "archived", ""
+        # archived around unreadable windows (dxt_core.reconcile), or before the day ended
+        return "archived", holes_detail(doc)
     return "corrupt", f"manifest status {status!r} is unknown"
 
 
@@ -487,13 +485,15 @@ class ManifestIndex:
             "%s: %d manifests changed since they were indexed: repaired", self.path, len(entries)
         )
 
-    def holes(self, source: str, first: dt.date, last: dt.date) -> dict[tuple[str, str], str]:
-        """``(unit, day) -> detail`` of the days in range archived with holes."""
+    def day_details(self, source: str, first: dt.date, last: dt.date) -> dict[tuple[str, str], str]:
+        """``(unit, day) -> detail`` of the days in range archived with holes, or archived
+        or found empty before the day ended (:func:`dxt_core.manifests.holes_detail`)."""
         if not self.exists():
             return {}
         rows = self._connection().execute(
             "SELECT unit, day, detail FROM manifests WHERE source = ? AND day BETWEEN ? AND ? "
-            "AND status = 'archived' AND detail LIKE 'holes:%'",
+            "AND status IN ('archived', 'empty') "
+            "AND (detail LIKE 'holes:%' OR detail LIKE 'not over:%')",
             (source, first.isoformat(), last.isoformat()),
         )
         return {(u, d): detail for u, d, detail in rows}

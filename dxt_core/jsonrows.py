@@ -29,7 +29,9 @@ def print_json_rows(rows: Iterable[dict[str, Any]], counts: Callable[[], dict[st
                 out.write("".join(chunk))
                 chunk.clear()
     except BaseException as exc:
-        said = "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        # Ctrl-C, or a stop signal taken as one (its name: dxt_core.cli.Stopped)
+        how = str(exc.args[0]) if exc.args else "Ctrl-C"
+        said = f"interrupted ({how})" if isinstance(exc, KeyboardInterrupt) else str(exc)
         out.write("".join(chunk))
         out.write('\n],\n"error": ' + json.dumps(said or type(exc).__name__) + "}\n")
         raise

@@ -101,13 +101,49 @@ def is_plain_name(name: object) -> bool:
     return isinstance(name, str) and check_path_component(name, "file") is None
 
 
-def holes_detail(doc: dict[str, Any]) -> str:
-    """ "holes: ..." for a day archived around unreadable windows (dxt_core.reconcile)."""
-    if not doc.get("holes"):
-        return ""
-    from dxt_core.reconcile import holes_detail as detail
+#: The manifest field of a day archived before it was over (absent on every other day):
+#: ``{"ends": <the day's end, ISO 8601>, "zone": <the zone its days are cut in>}``.
+NOT_OVER = "day_not_over"
+#: How a day's detail begins when the day was archived before it was over.
+NOT_OVER_DETAIL = "not over:"
 
-    return detail(doc)
+
+def holes_detail(doc: dict[str, Any]) -> str:
+    """What coverage says of a committed day beside its status: "holes: ..." for a day
+    archived around unreadable windows (dxt_core.reconcile), else "not over: ..." for a day
+    archived (or found empty) before it ended (:data:`NOT_OVER`: it holds what the source
+    had then, and the next run over it fetches it again), else nothing."""
+    if doc.get("holes"):
+        from dxt_core.reconcile import holes_detail as detail
+
+        return detail(doc)
+    return not_over_detail(doc)
+
+
+def not_over_ends(detail: str) -> dt.datetime | None:
+    """When the day of a "not over: ..." ``detail`` (:func:`not_over_detail`) ends; None for
+    any other detail (or one that does not say)."""
+    if not detail.startswith(NOT_OVER_DETAIL):
+        return None
+    head = detail.partition("(")[2].partition(")")[0]
+    try:
+        ends = dt.datetime.fromisoformat(head)
+    except ValueError:
+        return None
+    return ends if ends.tzinfo is not None else None
+
+
+def not_over_detail(doc: dict[str, Any]) -> str:
+    """ "not over: ..." for a day archived before it ended, else ``""``."""
+    mark = doc.get(NOT_OVER)
+    if not mark:
+        return ""
+    ends = mark.get("ends") if isinstance(mark, dict) else None
+    return (
+        f"{NOT_OVER_DETAIL} archived before the day ended"
+        + (f" ({ends})" if ends else "")
+        + ", with what the source held then; the next run over the day fetches it again"
+    )
 
 
 def kept_detail(kept: dict[str, Any]) -> str:

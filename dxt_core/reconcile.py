@@ -259,12 +259,28 @@ def reconcile(
     ``K``, and every comparison made is recorded in its month's check record
     (:func:`checks_parts`).
     """
-    day_list = list(days)
-    rows = [
-        _compare(archive, DayKey(source, tuple(parts), day), counter, record_kept)
-        for parts in units
-        for day in day_list
-    ]
+    day_list, unit_list = list(days), [tuple(p) for p in units]
+    rows: list[ReconcileRow] = []
+    try:
+        for parts in unit_list:
+            for day in day_list:
+                rows.append(_compare(archive, DayKey(source, parts, day), counter, record_kept))
+    except KeyboardInterrupt as exc:
+        # Ctrl-C (or a stop signal): the comparisons made so far are kept, recorded, and
+        # said; the rows go with the exception (``reconciled``) for the caller to show
+        if record_kept:
+            rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
+        total = len(unit_list) * len(day_list)
+        exc.add_note(
+            f"reconciled {len(rows)} of {total} metric-days before it stopped"
+            + (
+                f"; {sum(r.recorded for r in rows)} comparisons recorded in the check records"
+                if record_kept
+                else ""
+            )
+        )
+        exc.reconciled = rows  # type: ignore[attr-defined]
+        raise
     if record_kept:
         rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
     return rows

@@ -248,25 +248,36 @@ class Interrupt:
         self.count = 0
         self.first_at: float | None = None
         self.changed = threading.Event()
+        #: what the first one was: "Ctrl-C", or the signal's name (SIGTERM, SIGHUP)
+        self.what = "Ctrl-C"
 
     def __call__(self, signum: int, frame: object) -> None:
         self.count += 1
         if self.first_at is None:
             self.first_at = time.monotonic()
+            if signum != signal.SIGINT:
+                self.what = signal.Signals(signum).name
         self.changed.set()
 
 
+#: The signals a command takes as Ctrl-C: ``kill``, a service manager's stop, a timeout,
+#: a closed terminal (``dxt`` commands; a notebook's kernel keeps its own).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
-def sigint_counted(interrupt: Interrupt) -> Iterator[None]:
-    """Route SIGINT to ``interrupt`` for the block (only the main thread can)."""
+def sigint_counted(interrupt: Interrupt, also: Sequence[signal.Signals] = ()) -> Iterator[None]:
+    """Route SIGINT (and the signals ``also``) to ``interrupt`` for the block (only the main
+    thread can)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, interrupt)
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, *also)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _run_unit(u: Unit) -> DayReport:
@@ -360,7 +371,7 @@ def _drive(
     pending = list(reversed(todo))  # popped from the end: the given order
     running: dict[Future[DayReport], Unit] = {}
     announced = 0
-    with sigint_counted(interrupt):
+    with sigint_counted(interrupt, STOP_SIGNALS):
         while pending or running:
             # Only as many units as workers are submitted: after Ctrl-C none is left queued
             # in the pool to start behind our back.
@@ -376,8 +387,9 @@ def _drive(
                 announced = interrupt.count
                 if interrupt.count == 1:
                     print(
-                        f"\ninterrupted: starting no more; {plural(len(running), 'metric-day')} "
-                        f"in flight get {grace_s:.0f} s to finish (Ctrl-C again to abort now)",
+                        f"\ninterrupted ({interrupt.what}): starting no more; "
+                        f"{plural(len(running), 'metric-day')} in flight get {grace_s:.0f} s to "
+                        "finish (Ctrl-C again to abort now)",
                         file=err,
                         flush=True,
                     )

@@ -40,6 +40,7 @@ from dxt_core.manifests import (
     DAYS_SCHEMA,
     KEPT_SUFFIX,
     MANIFEST_SUFFIX,
+    NOT_OVER,
     VERSIONS_DIR,
     Status,
     manifest_files,
@@ -297,7 +298,7 @@ class S3Archive(Archive):
         if doc.get("status") == WRITING:
             return self._writing_status(key, doc, listing, verify)
         if doc.get("status") == "empty":
-            return "empty", ""
+            return "empty", _holes_detail(doc)
         files = manifest_files(doc)
         if not files:
             return "corrupt", "manifest names no data file"
@@ -518,6 +519,8 @@ def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
         # what coverage says of a day archived around unreadable windows (usually none)
         "holes": manifest.get("holes") or [],
     }
+    if manifest.get(NOT_OVER):  # archived before the day ended: coverage says so
+        entry[NOT_OVER] = manifest[NOT_OVER]
     if isinstance(manifest.get("files"), list):
         entry["files"] = [
             {"file": f.get("file"), "bytes": f.get("bytes"), "sha256": f.get("sha256")}

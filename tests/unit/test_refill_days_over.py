@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from dxt_core import cli
+from dxt_core import refill_commands
 from dxt_core.archive import Archive, DayKey
-from dxt_core.cli import main, split_days_over
+from dxt_core.cli import main
+from dxt_core.refill_commands import split_days_over
 
 D1, D2, D3, D4 = (dt.date(2024, 5, d) for d in range(1, 5))
 #: 2024-05-02 ends at 22:00 UTC in Europe/Rome (CEST), at 2024-05-03 00:00 UTC in UTC
@@ -22,7 +23,9 @@ LATE_EVENING = dt.datetime(2024, 5, 2, 22, 30, tzinfo=dt.UTC)
 
 def at(monkeypatch: pytest.MonkeyPatch, now: dt.datetime) -> None:
     """Run ``dxt coverage`` as if it were ``now``."""
-    monkeypatch.setattr(cli, "split_days_over", functools.partial(split_days_over, now=now))
+    monkeypatch.setattr(
+        refill_commands, "split_days_over", functools.partial(split_days_over, now=now)
+    )
 
 
 def test_a_day_is_over_when_it_has_ended_in_the_zone() -> None:

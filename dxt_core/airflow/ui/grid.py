@@ -24,6 +24,7 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.index import ManifestIndex, unit_of
+from dxt_core.manifests import NOT_OVER_DETAIL
 from dxt_core.reconcile import day_check
 from dxt_core.scan import STATE_CODES, scan_states
 from dxt_core.windows import days as day_range
@@ -405,7 +406,7 @@ def build_grid(
     units = source_units(spec, archive)
     t1 = time.perf_counter()
     states = scan_states(archive, spec.source, units.parts, days)
-    holes = hole_cells(archive, spec.source, units.parts, days)
+    told = hole_cells(archive, spec.source, units.parts, days)
     t2 = time.perf_counter()
     af = airflow_states(session, spec, units, days, keep_tasks=False)
     t3 = time.perf_counter()
@@ -425,11 +426,15 @@ def build_grid(
         "archive": states.rows,
         "airflow": af.rows,
         "details": {
-            **{f"{u}:{d}": text for (u, d), text in holes.items()},
+            **{f"{u}:{d}": text for (u, d), text in told.items()},
             **{f"{u}:{d}": text for (u, d), text in states.details.items()},
         },
         # archived around unreadable windows (dxt_core.reconcile): "u:d" of each such cell
-        "holes": [f"{u}:{d}" for u, d in sorted(holes)],
+        "holes": [f"{u}:{d}" for (u, d), t in sorted(told.items()) if t.startswith("holes:")],
+        # archived (or found empty) before the day ended: what the source held then
+        "not_over": [
+            f"{u}:{d}" for (u, d), t in sorted(told.items()) if t.startswith(NOT_OVER_DETAIL)
+        ],
         "can_reconcile": reconciles(spec.source),
         "runs": {d.isoformat(): {"run_id": r.run_id, "state": r.state} for d, r in af.runs.items()},
         "counts": states.counts(),
@@ -447,13 +452,13 @@ def build_grid(
 def hole_cells(
     archive: Archive, source: str, parts: Sequence[tuple[str, ...]], days: Sequence[dt.date]
 ) -> dict[tuple[int, int], str]:
-    """``(unit, day) index -> detail`` of the cells archived with holes (the manifest index's
-    detail; without an index, none are told apart; an S3 archive has no SQLite index: its
-    cells' details say it)."""
+    """``(unit, day) index -> detail`` of the cells archived with holes or before their day
+    ended (the manifest index's detail; without an index, none are told apart; an S3 archive
+    has no SQLite index: its cells' details say it)."""
     if not days or archive.remote:
         return {}
     with ManifestIndex(archive.root) as idx:
-        found = idx.holes(source, min(days), max(days))
+        found = idx.day_details(source, min(days), max(days))
     row = {unit_of(p): u for u, p in enumerate(parts)}
     col = {d.isoformat(): c for c, d in enumerate(days)}
     out: dict[tuple[int, int], str] = {}

@@ -583,3 +583,57 @@ def test_a_day_not_over_is_archived_so_far_and_fetched_again_by_the_next_run(exa
     again = _dxt(*argv)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "already archived" not in again.stdout and "not over yet" in again.stdout
+
+
+def test_coverage_tells_a_day_archived_before_it_ended(examon_sim, tmp_path):
+    """Coverage called such a day plainly archived (or empty), exit 0, and planned no
+    refill once it had ended: now it is marked ``~`` with its detail, counted, and refilled
+    once over (exit 3, the refill command names it)."""
+    import datetime as dt
+
+    from dxt_core.windows import zone
+
+    today = dt.datetime.now(zone("Europe/Rome")).date().isoformat()
+    archive = tmp_path / "a"
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+    made = _dxt(
+        *("extract", "examon", "--url", examon_sim.url, "--catalog", str(catalog)),
+        *("--start-day", today, "--archive", str(archive), "-q"),
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    cov = ("coverage", "examon", "--archive", str(archive), "--catalog", str(catalog))
+    days = ("--start-day", today, "--end-day", today)
+    now = _dxt(*cov, *days)
+    assert now.returncode == 0, now.stdout + now.stderr  # still running: the next run fetches it
+    assert "ipmi_pub/ambient" in now.stdout and " ~\n" in now.stdout, now.stdout
+    assert "archived before their day ended" in now.stdout
+    assert f"not over: ipmi_pub/ambient {today}: not over: archived before the day ended (" in (
+        now.stdout
+    )
+    [row] = json.loads(_dxt(*cov, *days, "--json").stdout)["rows"]
+    assert row["status"] in ("archived", "empty") and row["detail"].startswith("not over:"), row
+    # a day archived while it ran, and over since: yesterday's manifest as a run during
+    # yesterday wrote it (the source then held part of the day)
+    yesterday = (dt.date.fromisoformat(today) - dt.timedelta(days=1)).isoformat()
+    made = _dxt(
+        *("extract", "examon", "--url", examon_sim.url, "--catalog", str(catalog)),
+        *("--start-day", yesterday, "--archive", str(archive), "-q"),
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    manifest = archive / f"examon/ipmi_pub/ambient/{yesterday}.manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["day_not_over"] = {"ends": f"{today}T00:00:00+01:00", "zone": "Europe/Rome"}
+    manifest.write_text(json.dumps(doc))
+    later = _dxt(*cov, "--start-day", yesterday, "--end-day", today)
+    assert later.returncode == 3, later.stdout + later.stderr
+    assert "ipmi_pub/ambient" in later.stdout and " ~~\n" in later.stdout, later.stdout
+    assert f"--start-day {yesterday} --end-day {yesterday}" in later.stdout, later.stdout
+    # the coverage view tells both days' cells apart from plainly archived ones
+    from dxt_core.airflow.ui.grid import hole_cells
+    from dxt_core.archive import Archive
+
+    days = [dt.date.fromisoformat(yesterday), dt.date.fromisoformat(today)]
+    cells = hole_cells(Archive(archive), "examon", [("ipmi_pub", "ambient")], days)
+    assert sorted(cells) == [(0, 0), (0, 1)], cells
+    assert all(t.startswith("not over: archived before the day ended (") for t in cells.values())

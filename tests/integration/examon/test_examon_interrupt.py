@@ -68,21 +68,28 @@ def _no_partial_files(archive: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("sig", "what"),
+    [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM"), (signal.SIGHUP, "SIGHUP")],
+)
 def test_first_ctrl_c_lets_the_flight_land_and_counts_every_metric_day(
-    slow_sim, small_catalog, tmp_path
+    slow_sim, small_catalog, tmp_path, sig, what
 ):
+    """Ctrl-C, and ``kill`` (SIGTERM: a service manager's stop, a timeout) or a closed
+    terminal (SIGHUP) alike: the run said nothing and exited 143 on SIGTERM, with the days
+    it had committed counted nowhere."""
     slow_sim.faults(delay_s=0.3)  # every request waits: a metric-day takes seconds
     archive = tmp_path / "archive"
     p = _start(slow_sim, small_catalog, archive)
     time.sleep(4)
     assert p.poll() is None
     t0 = time.monotonic()
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=30)
     took = time.monotonic() - t0
     assert p.returncode == 130, err
     assert took < 10, took  # the 5 s grace and the summary
-    assert "interrupted: starting no more" in err
+    assert f"interrupted ({what}): starting no more" in err
     s = _summary(out)
     assert s["interrupted"] == s["not_started"] + s["abandoned"] > 0
     assert s["archived"] + s["empty"] + s["failed"] + s["interrupted"] == DAYS * METRICS
@@ -112,3 +119,46 @@ def test_second_ctrl_c_aborts_at_once(slow_sim, small_catalog, tmp_path):
     assert s["abandoned"] == 2  # both workers' metric-days, each waiting on the server
     assert s["archived"] + s["empty"] + s["failed"] + s["interrupted"] == DAYS * METRICS
     _no_partial_files(archive)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("json_out", [True, False], ids=["json", "text"])
+def test_a_stopped_reconcile_says_how_far_it_got_and_keeps_its_comparisons(
+    slow_sim, small_catalog, tmp_path, json_out
+):
+    """``dxt coverage --reconcile`` stopped midway (SIGTERM here; Ctrl-C alike) said only
+    "interrupted", printed no JSON document, and recorded none of the comparisons it had
+    made. Now: how many of how many, those recorded, and with ``--json`` a whole document of
+    the rows compared, closed with the error."""
+    import json
+
+    archive = tmp_path / "archive"
+    p = _start(slow_sim, small_catalog, archive)
+    p.communicate(timeout=120)
+    assert p.returncode == 0
+    slow_sim.faults(delay_s=0.5)  # each count waits: the pass takes about 25 s
+    plain = archive.parent / "kairos-only.csv"
+    cmd = [
+        *(sys.executable, "-m", "dxt_core.cli", "coverage", "examon", "--reconcile"),
+        *("--url", slow_sim.url, "--catalog", str(plain), "--archive", str(archive)),
+        *("--start-day", "2020-03-09", "--end-day", f"2020-03-{8 + DAYS:02d}"),
+        *(["--json"] if json_out else []),
+    ]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    assert run.poll() is None
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=30)
+    assert run.returncode == 130, err
+    m = re.search(
+        r"dxt: interrupted \(SIGTERM\) before the command finished: reconciled (\d+) of "
+        rf"{DAYS * METRICS} metric-days before it stopped; (\d+) comparisons recorded",
+        err,
+    )
+    assert m and 0 < int(m[1]) < DAYS * METRICS and m[1] == m[2], err
+    recorded = list((archive / ".dxt-checks").rglob("*.json"))
+    assert recorded, list(archive.iterdir())
+    if json_out:
+        doc = json.loads(out)
+        assert doc["error"] == "interrupted (SIGTERM)" and len(doc["rows"]) == int(m[1]), doc
+        assert {r["state"] for r in doc["rows"]} == {"equal"}

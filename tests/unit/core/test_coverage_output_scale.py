@@ -20,7 +20,7 @@ from dxt_core import cli as dxt_cli
 from dxt_core.archive import Archive, DayKey
 from dxt_core.cli import MAX_COMMAND_LINES, main
 from dxt_core.coverage import coverage
-from dxt_core.errors import ArchiveError
+from dxt_core.errors import ArchiveError, SourceUnavailable
 from dxt_core.jsonrows import print_json_rows
 from dxt_core.reconcile import SourceCount
 
@@ -224,6 +224,8 @@ def test_reconcile_sums_up_the_days_not_archived(capsys, tmp_path, monkeypatch):
     @contextlib.contextmanager
     def counter(args) -> Iterator[object]:
         def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
+            if (parts, d) == (units[3], day(0)):
+                raise SourceUnavailable("the count timed out")
             return SourceCount(4 if (parts, d) == (units[2], day(0)) else 3, "faked")
 
         yield count
@@ -235,7 +237,11 @@ def test_reconcile_sums_up_the_days_not_archived(capsys, tmp_path, monkeypatch):
     assert not [line for line in lines if line.startswith("not archived (not counted): ipmi")]
     (summary,) = [line for line in lines if line.startswith("not archived (not counted)")]
     assert "32 metric-days of 5 unit(s), 2024-05-02..2024-05-10" in summary
-    assert "dxt coverage examon --archive" in summary
+    # the coverage that shows them takes the units as the reconcile did (its catalog)
+    assert f"'dxt coverage examon --archive {root} --catalog {catalog} --start-day" in summary
+    assert "--reconcile" not in summary
+    # a day grew (exit 4) and a count failed: both said
+    assert "exit status 4 (more at the source), and 1 count(s) FAILED (listed above)" in out
     groups = [line for line in lines if line.startswith("  ") and "2024-05-05..2024-05-10" in line]
     assert groups == [
         "  3 units (e.g. ipmi_pub/m02): 2024-05-05..2024-05-10",
@@ -264,5 +270,5 @@ def test_reconcile_json_keeps_every_row(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("n", [MAX_COMMAND_LINES, MAX_COMMAND_LINES + 1])
 def test_spans_says_how_many_more(n):
-    text = dxt_cli._spans(list(range(n)))
+    text = dxt_cli.name_spans(list(range(n)))
     assert text.endswith("and 1 more") == (n > MAX_COMMAND_LINES)

@@ -21,8 +21,9 @@
   let data = null, rows = [], cw = 12, selected = new Set(), collapsed = new Set();
   let hover = null, current = null, refreshTimer = null, rendered = null;
   // "unit:day" -> what the last reconcile found for the cell (equal / more / fewer / error)
-  let reconciled = new Map(), holes = new Set();
+  let reconciled = new Map(), holes = new Set(), notOver = new Set();
   const MARK = { more: color("--late") || "#d69e2e", holes: color("--holes") || "#1a202c",
+                 notOver: color("--not-over") || "#805ad5",
                  error: color("--ti-f") || "#e53e3e" };
 
   const api = async (path, init) => {
@@ -104,6 +105,10 @@
           ctx.fillStyle = MARK.holes; ctx.beginPath(); ctx.moveTo(x + cw - 1, y + 1);
           ctx.lineTo(x + cw - 1, y + 7); ctx.lineTo(x + cw - 7, y + 1); ctx.fill();
         }
+        if (notOver.has(k)) {  // archived before its day ended: a corner on the left
+          ctx.fillStyle = MARK.notOver; ctx.beginPath(); ctx.moveTo(x + 1, y + 1);
+          ctx.lineTo(x + 1, y + 7); ctx.lineTo(x + 7, y + 1); ctx.fill();
+        }
         if (rec && (rec.state === "more" || rec.state === "error")) {  // late data: a ring
           ctx.strokeStyle = MARK[rec.state]; ctx.lineWidth = 2; ctx.strokeRect(x + 2, y + 2, cw - 4, ROW_H - 9);
         }
@@ -175,7 +180,8 @@
 
   function describe(u, c) {
     const d = data.details[`${u}:${c}`];
-    const holed = holes.has(key(u, c)) ? " with holes" : "";
+    const holed = holes.has(key(u, c)) ? " with holes"
+      : notOver.has(key(u, c)) ? " before its day ended" : "";
     const rec = reconcileText(reconciled.get(`${data.units[u]}:${data.days[c]}`));
     return `${data.units[u]} · ${data.days[c]}: ${ARCHIVE[data.archive[u][c]]}${holed}, Airflow ${AIRFLOW[data.airflow[u][c]]}${d ? ` (${d})` : ""}${rec}`;
   }
@@ -199,6 +205,7 @@
         `<span><i class="stripe" style="background:${TCOL[k]}"></i>${v}</span>`).join("") +
       "<span>(no stripe: no run)</span>" +
       `<span>· <i class="corner" style="border-color:${MARK.holes}"></i>h: archived with holes</span>` +
+      `<span><i class="corner" style="border-color:${MARK.notOver}"></i>archived before its day ended</span>` +
       `<span><i class="ring" style="border-color:${MARK.more}"></i>source has more (late data, after Reconcile)</span>` +
       "<span>· click: details; shift/ctrl-click: select</span>";
   }
@@ -226,6 +233,7 @@
       if (!keepSelection || !sameShape) selected = new Set();
       if (!sameShape) reconciled = new Map();
       holes = new Set(data.holes || []);
+      notOver = new Set(data.not_over || []);
       const groups = [...new Set(data.groups)];
       const sel = $("group"), was = sel.value;
       sel.replaceChildren(new Option("all", ""), ...groups.map((g) => new Option(g, g)));
