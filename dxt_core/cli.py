@@ -583,7 +583,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args.given = argv  # the command as typed (the commands it prints repeat its options)
     for stop in STOP_SIGNALS:  # as Ctrl-C: each command says what it did (the demo has its own)
-        signal.signal(stop, _stopped_by)
+        if signal.getsignal(stop) is signal.SIG_DFL:  # an ignored one stays so (nohup)
+            signal.signal(stop, _stopped_by)
     try:
         rc: int = args.func(args)
         sys.stdout.flush()  # a reader gone (BrokenPipeError) is seen here, not at exit

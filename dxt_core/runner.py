@@ -272,7 +272,8 @@ def sigint_counted(interrupt: Interrupt, also: Sequence[signal.Signals] = ()) ->
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, *also)}
+    taken = [s for s in also if signal.getsignal(s) is not signal.SIG_IGN]  # nohup: stays
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, *taken)}
     try:
         yield
     finally:

@@ -35,6 +35,11 @@ def slow_sim(small_catalog):
 
 
 def _start(sim: SimulatorProcess, catalog: Path, archive: Path) -> subprocess.Popen:
+    cmd = _command(sim, catalog, archive)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _command(sim: SimulatorProcess, catalog: Path, archive: Path) -> list[str]:
     plain = archive.parent / "kairos-only.csv"
     plain.write_text(
         "".join(line + "\n" for line in catalog.read_text().splitlines() if "job_table" not in line)
@@ -44,7 +49,7 @@ def _start(sim: SimulatorProcess, catalog: Path, archive: Path) -> subprocess.Po
         *("--catalog", str(plain), "--archive", str(archive), "--workers", "2", "-q"),
         *("--start-day", "2020-03-09", "--end-day", f"2020-03-{8 + DAYS:02d}"),
     ]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return cmd
 
 
 def _summary(stdout: str) -> dict[str, int]:
@@ -162,3 +167,20 @@ def test_a_stopped_reconcile_says_how_far_it_got_and_keeps_its_comparisons(
         doc = json.loads(out)
         assert doc["error"] == "interrupted (SIGTERM)" and len(doc["rows"]) == int(m[1]), doc
         assert {r["state"] for r in doc["rows"]} == {"equal"}
+
+
+def test_an_ignored_sighup_stays_ignored(slow_sim, small_catalog, tmp_path):
+    """``nohup dxt extract ...``: SIGHUP is ignored when the command starts, and a closed
+    terminal must not stop the run."""
+    archive = tmp_path / "archive"
+    p = subprocess.Popen(
+        ["nohup", *_command(slow_sim, small_catalog, archive)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    p.send_signal(signal.SIGHUP)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "interrupted" not in err and " 0 failed" in out, out
