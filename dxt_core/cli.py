@@ -430,6 +430,15 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
         f"{' (' + per_source + ')' if per_source else ''}, {report.corrupt} unreadable, "
         f"{report.seconds:.1f} s"
     )
+    for line in report.unreadable:
+        print(f"  unreadable: {line}")
+    if report.corrupt > len(report.unreadable):
+        print(f"  ... and {report.corrupt - len(report.unreadable)} more")
+    if report.corrupt:
+        print(
+            "Their days show as corrupt (X) in 'dxt coverage', which prints the commands that "
+            "refetch them."
+        )
     return 0
 
 

@@ -588,6 +588,13 @@ class RebuildReport:
     corrupt: int = 0
     seconds: float = 0.0
     sources: dict[str, int] = field(default_factory=dict)
+    #: the first :data:`NAMED_UNREADABLE` unreadable manifests: their path in the archive
+    #: and why
+    unreadable: list[str] = field(default_factory=list)
+
+
+#: How many unreadable manifests a rebuild names (the rest are counted).
+NAMED_UNREADABLE = 20
 
 
 def _read_manifest(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -716,7 +723,11 @@ def _rebuild_into(archive_root: Path, tmp: Path, report: RebuildReport) -> None:
             states: dict[tuple[str, str], DirState] = {}
             for entry in scan_manifests(archive_root, states):
                 report.manifests += 1
-                report.corrupt += entry.status == "corrupt"
+                if entry.status == "corrupt":
+                    report.corrupt += 1
+                    if len(report.unreadable) < NAMED_UNREADABLE:
+                        where = "/".join((entry.source, entry.unit, entry.manifest))
+                        report.unreadable.append(f"{where}: {entry.detail}")
                 report.sources[entry.source] = report.sources.get(entry.source, 0) + 1
                 batch.append(entry.as_tuple())
                 if len(batch) >= 10_000:

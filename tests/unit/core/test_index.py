@@ -180,6 +180,13 @@ def test_dxt_index_rebuild_and_coverage_use_it(archive, tmp_path, capsys):
     assert dxt_main([*args, "--verify"]) == 3
     counts = json.loads(capsys.readouterr().out)["counts"]
     assert counts == {"archived": 2, "empty": 0, "missing": 1, "corrupt": 1}
+    # a rebuild names the unreadable manifest and says where its day shows (it said "1
+    # unreadable", exit 0, nothing more)
+    assert dxt_main(["index", "rebuild", "--archive", str(archive.root)]) == 0
+    out = capsys.readouterr().out
+    assert "3 manifests (3 examon), 1 unreadable" in out
+    assert "  unreadable: examon/ipmi_pub/ambient/2024-05-02.manifest.json: " in out, out
+    assert "show as corrupt (X) in 'dxt coverage'" in out
 
 
 def test_concurrent_writers_wait_for_each_other(tmp_path):
