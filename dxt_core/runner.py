@@ -451,6 +451,13 @@ def _print_summary(
         else ""
     )
     skip = f", {skipped} already archived (skipped; --refetch to redo)" if skipped else ""
+    replaced = sum(1 for r in reports if r.extra.get("replaced"))
+    # archived bytes these commits replaced (a grown day, --replace): said with the days
+    rep = (
+        f"; {replaced} of them replaced an archived day, its old files kept in .versions/"
+        if replaced
+        else ""
+    )
     stopped = (
         f", {outcome.not_started + len(abandoned)} interrupted ({outcome.not_started} not "
         f"started, {len(abandoned)} abandoned in flight)"
@@ -461,7 +468,7 @@ def _print_summary(
     )
     print(
         f"archived {plural(len(reports) - empty, 'metric-day')} ({rows} rows, {size} "
-        f"bytes), {empty} empty{early}, {len(failures)} failed{stopped}{skip}, into "
+        f"bytes{rep}), {empty} empty{early}, {len(failures)} failed{stopped}{skip}, into "
         f"{archive.url}",
         file=out,
     )
