@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.budget import holding_answers
 from dxt_core.daywrite import DayWrite
@@ -31,7 +31,7 @@ from dxt_core.manifests import NOT_OVER as NOT_OVER
 from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
 
-log = logging.getLogger("dxt_core.archive_day")
+log = masking.logger("dxt_core.archive_day")
 
 DayStatus = Literal["archived", "empty"]
 

@@ -10,13 +10,14 @@ import re
 import shlex
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dxt_core import backends as registry
 from dxt_core import coverage as cov
-from dxt_core import scan
+from dxt_core import masking, scan
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
@@ -35,7 +36,7 @@ from dxt_core.runner import INTERRUPTED_EXIT, STOP_SIGNALS, UNAVAILABLE_EXIT
 from dxt_core.urls import redact_text
 from dxt_core.windows import days, parse_day
 
-log = logging.getLogger("dxt_core.cli")
+log = masking.logger("dxt_core.cli")
 
 
 def _check_root(archive: Archive) -> None:
@@ -591,9 +592,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     args.given = argv  # the command as typed (the commands it prints repeat its options)
-    for stop in STOP_SIGNALS:  # as Ctrl-C: each command says what it did (the demo has its own)
-        if signal.getsignal(stop) is signal.SIG_DFL:  # an ignored one stays so (nohup)
-            signal.signal(stop, _stopped_by)
+    # as Ctrl-C: each command says what it did (the demo has its own); an ignored signal
+    # stays so (nohup); restored when the command returns (main() called as a function)
+    taken: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for stop in STOP_SIGNALS:
+            if signal.getsignal(stop) is signal.SIG_DFL:
+                taken[stop] = signal.signal(stop, _stopped_by)
+    try:
+        return _run(args)
+    finally:
+        for number, handler in taken.items():
+            signal.signal(number, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command of ``args``, its errors said as one line each with their exit status."""
     try:
         rc: int = args.func(args)
         sys.stdout.flush()  # a reader gone (BrokenPipeError) is seen here, not at exit

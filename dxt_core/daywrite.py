@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import os
 import shutil
 import tempfile
@@ -45,6 +44,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.errors import ArchiveError, ContentChanged, SourceShrank
 from dxt_core.fsio import (
     archive_io,
@@ -70,7 +70,7 @@ from dxt_core.manifests import (
 if TYPE_CHECKING:
     from dxt_core.archive import Archive, DayKey
 
-log = logging.getLogger("dxt_core.archive")
+log = masking.logger("dxt_core.archive")
 
 
 class DayWrite:

@@ -23,7 +23,6 @@ verified (also after an ``http://`` start), and credentials go to the configured
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import random
 import re
@@ -67,6 +66,7 @@ if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
 import httpx  # noqa: E402  (after the stand-in above)
 import orjson  # noqa: E402
 
+from dxt_core import masking  # noqa: E402
 from dxt_core.budget import (  # noqa: E402
     ANSWER_BUDGET,
     Deadline,
@@ -90,7 +90,7 @@ from dxt_core.urls import normalise_base_url as normalise_base_url  # noqa: E402
 from dxt_core.urls import origin, split_credentials  # noqa: E402
 from dxt_core.urls import redact_url as redact_url  # noqa: E402
 
-log = logging.getLogger("dxt_core.http")
+log = masking.logger("dxt_core.http")
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
@@ -604,7 +604,7 @@ class HttpClient:
                 "or the extract's --no-verify-certs where it has that one)",
                 url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
             ) from None
-        return _Failure(f"connection error ({type(exc).__name__}: {exc})")
+        return _Failure(scrub(f"connection error ({type(exc).__name__}: {exc})"))
 
     def _wait_to_retry(self, method: str, url: str, attempt: int, failure: _Failure) -> None:
         delay = self.retry.delay(attempt, failure.retry_after)

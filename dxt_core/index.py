@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
-import logging
 import os
 import re
 import sqlite3
@@ -31,6 +30,7 @@ from urllib.parse import quote
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.errors import ArchiveError
 from dxt_core.fsio import os_error
 from dxt_core.manifests import MANIFEST_SUFFIX, holes_detail, manifest_files, not_over_detail
@@ -38,7 +38,7 @@ from dxt_core.manifests import MANIFEST_SUFFIX, holes_detail, manifest_files, no
 if TYPE_CHECKING:
     from dxt_core.archive import DayKey
 
-log = logging.getLogger("dxt_core.index")
+log = masking.logger("dxt_core.index")
 
 INDEX_NAME = ".dxt-index.sqlite"
 #: Version 4 added each manifest's size and mtime (``msize``, ``mtime_ns``), version 5 the

@@ -13,13 +13,16 @@ connection's Test answer.
 from __future__ import annotations
 
 import base64
+import logging
 import re
 import threading
 from urllib.parse import quote
 
 MASK = "***"
-#: Shorter values are not registered: masking them would hide ordinary words of messages.
-MIN_LENGTH = 4
+#: Shorter values are not registered: masking them would hide ordinary words and numbers of
+#: messages ("test", "2024", "http"); their Basic-auth form (base64 of ``user:password``) and
+#: any quoted ``Authorization`` value are masked whatever the length.
+MIN_LENGTH = 5
 
 _lock = threading.Lock()
 #: The registered forms, longest first (a secret that holds another is masked whole).
@@ -39,10 +42,10 @@ def hide(secret: str | None, user: str | None = None) -> None:
     :func:`scrub` masks it for the rest of the process."""
     if not secret:
         return
-    forms = {secret, quote(secret, safe="")}
+    forms = {f for f in (secret, quote(secret, safe="")) if len(f) >= MIN_LENGTH}
     if user is not None:
         forms.add(base64.b64encode(f"{user}:{secret}".encode()).decode())
-    new = {f for f in forms if len(f) >= MIN_LENGTH}
+    new = forms
     global _secrets
     with _lock:
         if not new.issubset(_secrets):
@@ -56,3 +59,27 @@ def scrub(text: str) -> str:
             text = text.replace(secret, MASK)
     text = _HEADER.sub(rf"\1{MASK}", text)
     return _CREDENTIAL.sub(rf"\1\2{MASK}", text)
+
+
+class _Scrubbed(logging.Filter):
+    """Masks a record's message as :func:`scrub` does, once its arguments are in it (a log
+    line may quote a server's answer, an exception, a header)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = scrub(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+_SCRUBBED = _Scrubbed()
+
+
+def logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` whose records never show a registered secret or a quoted
+    credential (every dxt_core module logs through one)."""
+    log = logging.getLogger(name)
+    if _SCRUBBED not in log.filters:
+        log.addFilter(_SCRUBBED)
+    return log

@@ -35,18 +35,18 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.errors import CountMismatch, DxtError
 from dxt_core.manifests import kept_record
 
-log = logging.getLogger("dxt_core.reconcile")
+log = masking.logger("dxt_core.reconcile")
 
 #: Environment variable of the number of past days a daily run reconciles (default 3).
 RECONCILE_DAYS_ENV = "DXT_{backend}_RECONCILE_DAYS"

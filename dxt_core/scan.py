@@ -12,7 +12,6 @@ is read. An S3 archive answers from a listing and an index object per unit.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import os
 import sqlite3
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.index import (
     MANIFEST_NAME,
@@ -32,7 +32,7 @@ from dxt_core.index import (
 )
 from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX
 
-log = logging.getLogger("dxt_core.index")
+log = masking.logger("dxt_core.index")
 
 State = Literal["archived", "empty", "missing", "corrupt", "kept"]
 #: One character per cell in :class:`StateGrid` rows.

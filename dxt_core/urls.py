@@ -59,6 +59,18 @@ def redact_url(url: str) -> str:
 
 
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:/+)[^\s\"'<>]*@")
+#: A URL with a user name (``scheme://user@``, ``scheme://user:password@``): an ``@`` before
+#: the first ``/``, ``?`` or ``#`` of its authority, or after ``user:`` that is not a port
+#: (a password may hold ``/``, ``?``, ``#``)
+_CREDENTIALS = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^\s/?#@]*@|[^\s/?#@:]+:(?!\d*(?:[/?#\s]|$))[^\s@]*@)"
+)
+
+
+def has_credentials(text: str) -> bool:
+    """Whether a URL in ``text`` holds a user name or password (``@`` in a URL's path or
+    query, ``https://fosstodon.org/@cineca``, does not count)."""
+    return _CREDENTIALS.search(text) is not None
 
 
 def redact_text(text: str) -> str:

@@ -21,13 +21,14 @@ heavy: the FastAPI app is built on the first request the API server routes to it
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Any
 
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
 
-log = logging.getLogger("dxt_core.airflow.plugin")
+from dxt_core import masking
+
+log = masking.logger("dxt_core.airflow.plugin")
 
 PLUGIN_NAME = "dxt_archive"
 URL_PREFIX = "/dxt-archive"

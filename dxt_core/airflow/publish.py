@@ -23,18 +23,18 @@ in ``DXT_PUBLISH_KEY_FILE``; without it the task refuses unless ``keep_identitie
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dxt_core import masking
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError, DxtError
 
 if TYPE_CHECKING:
     from dxt_core.backends.roles import PublishRole
 
-log = logging.getLogger("dxt_core.airflow")
+log = masking.logger("dxt_core.airflow")
 
 DAG_ID = "dxt_publish"
 MONTH: dict[str, Any] = {"type": ["null", "string"], "pattern": "^[0-9]{4}-[0-9]{2}$"}

@@ -22,14 +22,14 @@ coverage view agree on one rule.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Mapping
 from typing import Any
 
+from dxt_core import masking
 from dxt_core.errors import ConfigError
 from dxt_core.windows import day_window
 
-log = logging.getLogger("dxt_core.airflow")
+log = masking.logger("dxt_core.airflow")
 
 DAY_PARAM = "day"
 REPLACE_PARAM = "replace"

@@ -8,13 +8,13 @@ key, extras ``endpoint_url`` (Ceph RGW, MinIO), ``region_name``, ``aws_session_t
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from dxt_core import masking
 from dxt_core.config import S3_CONN_ID, check_extras, read
 from dxt_core.errors import ConfigError
 
-log = logging.getLogger("dxt_core.airflow.s3")
+log = masking.logger("dxt_core.airflow.s3")
 
 DEFAULT_CONN_ID = "aws_default"
 #: The extras read (any other, a typo such as ``endpoint`` for ``endpoint_url``, is an error:

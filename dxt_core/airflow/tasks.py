@@ -10,11 +10,11 @@ Airflow connection), the day, the archive and the run's Params.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from dxt_core import backends as registry
+from dxt_core import masking
 from dxt_core.airflow import runs
 from dxt_core.airflow.assets import emit_day_event, relative_path
 from dxt_core.airflow.hooks import hook_for
@@ -25,7 +25,7 @@ from dxt_core.budget import holding_answers
 from dxt_core.config import archive_root
 from dxt_core.errors import run_wide
 
-log = logging.getLogger("dxt_core.airflow")
+log = masking.logger("dxt_core.airflow")
 
 
 def list_units(backend: str, conn_id: str, max_map_length: int | None) -> list[Unit]:

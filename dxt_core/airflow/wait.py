@@ -10,14 +10,14 @@ trigger ends the task itself when the moment comes.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from dxt_core import masking
 from dxt_core.errors import ConfigError
 
-log = logging.getLogger("dxt_core.airflow")
+log = masking.logger("dxt_core.airflow")
 
 #: The longest wait accepted: a later end means the run archives a day in the future.
 MAX_WAIT = dt.timedelta(days=3)

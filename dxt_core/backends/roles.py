@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from dxt_core import masking
 from dxt_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from dxt_core.publish.tree import ArchiveTree
     from dxt_core.reconcile import RecentReport, Recount
 
-log = logging.getLogger("dxt_core.airflow")
+log = masking.logger("dxt_core.airflow")
 
 #: The backend's connection object (what its ``connection.SPEC`` builds).
 C = TypeVar("C")

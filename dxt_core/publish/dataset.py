@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from dxt_core import masking
 from dxt_core._version import __version__
 from dxt_core.errors import ConfigError
 from dxt_core.fsio import sha256_file
@@ -66,12 +66,12 @@ from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
 from dxt_core.publish.series import BUCKET_ROWS, MonthSpool, SeriesTable, type_history, wider
 from dxt_core.publish.tree import ArchiveTree, DayUnusable, open_tree
-from dxt_core.urls import redact_text
+from dxt_core.urls import has_credentials, redact_text
 
 if TYPE_CHECKING:
     from dxt_core.backends.roles import PublishRole
 
-log = logging.getLogger("dxt_core.publish")
+log = masking.logger("dxt_core.publish")
 
 META_FILES = ("README.md", "datapackage.json", "croissant.json")
 
@@ -117,7 +117,7 @@ class PublishOptions:
         if self.max_record_bytes <= 0:
             raise ConfigError("--max-record-bytes must be positive")
         for what, text in (("--url", self.url), ("--source", self.source)):
-            if redact_text(text) != text:
+            if has_credentials(text):
                 # the dataset is public: its README and croissant.json would carry them
                 raise ConfigError(
                     f"{what} holds a URL with a user name or password ({redact_text(text)!r}): "

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.store import S3Location
@@ -42,7 +42,7 @@ from dxt_core.store.sigv4 import (
 )
 from dxt_core.urls import redact_text
 
-log = logging.getLogger(__name__)
+log = masking.logger(__name__)
 
 #: Bytes per multipart part (S3 needs at least 5 MiB except for the last part).
 PART_SIZE = 8 << 20

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import os
 import tempfile
 import threading
@@ -26,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from dxt_core import masking
 from dxt_core._version import __version__
 from dxt_core.archive import Archive, DayKey
 from dxt_core.coverage import CoverageRow
@@ -58,7 +58,7 @@ from dxt_core.store.client import (
 )
 from dxt_core.store.s3_write import WRITING, S3DayLock, S3DayWrite
 
-log = logging.getLogger("dxt_core.store.s3")
+log = masking.logger("dxt_core.store.s3")
 
 #: The prefix (under the archive's) of what only the archive reads.
 INTERNAL = ".dxt"
@@ -282,8 +282,9 @@ class S3Archive(Archive):
         if m is None:
             return "missing", ""
         entry = (index or {}).get(key.day.isoformat())
-        # an entry written before the index kept the holes: the manifest says them
-        if isinstance(entry, dict) and entry.get("etag") == m.etag and "holes" in entry:
+        # an entry written before the index kept the holes and the not-over mark: the
+        # manifest says them
+        if isinstance(entry, dict) and entry.get("etag") == m.etag and NOT_OVER in entry:
             doc: dict[str, Any] | None = entry
         else:
             got = self.store.get(m.key)  # a failed read raises: not a corrupt day
@@ -518,9 +519,10 @@ def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
         "sha256": manifest.get("sha256"),
         # what coverage says of a day archived around unreadable windows (usually none)
         "holes": manifest.get("holes") or [],
+        # archived before the day ended (usually None); an entry without the key was
+        # written before coverage told such days: its manifest is read instead
+        NOT_OVER: manifest.get(NOT_OVER),
     }
-    if manifest.get(NOT_OVER):  # archived before the day ended: coverage says so
-        entry[NOT_OVER] = manifest[NOT_OVER]
     if isinstance(manifest.get("files"), list):
         entry["files"] = [
             {"file": f.get("file"), "bytes": f.get("bytes"), "sha256": f.get("sha256")}

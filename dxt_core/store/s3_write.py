@@ -47,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import logging
 import os
 import shutil
 import socket
@@ -59,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.archive import DayKey
 from dxt_core.daywrite import DayWrite, keep_archived_day
 from dxt_core.daywrite import source_count_grew as _source_count_grew
@@ -81,7 +81,7 @@ from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
 if TYPE_CHECKING:
     from dxt_core.store.s3 import S3Archive
 
-log = logging.getLogger("dxt_core.store.s3")
+log = masking.logger("dxt_core.store.s3")
 
 #: The status of the marker that stands under a manifest's key while its day is committed.
 WRITING = "writing"

@@ -138,9 +138,7 @@ def test_examon_cli_reports_the_kept_day_as_failed(examon_sim, expired_sims, tmp
     assert out.returncode == 0, out.stderr
     assert "archived 1 metric-day (" in out.stdout
     # and says it replaced an archived day (a WARNING line only, before)
-    assert "; 1 of them replaced an archived day, its old files kept in .versions/)" in (
-        out.stdout
-    )
+    assert "; 1 of them replaced an archived day, its old files kept in .versions/)" in (out.stdout)
     d = tmp_path / "examon" / "ipmi_pub" / "ambient"
     assert len(list((d / ".versions").glob("2020-03-09.csv.gz.prev-*"))) == 1
     assert json.loads((d / "2020-03-09.manifest.json").read_text())["rows"] == FULL - FIRST_HOUR

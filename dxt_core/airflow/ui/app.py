@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import logging
 from collections.abc import Sequence
 from importlib import resources
 from typing import Annotated, Any
@@ -28,6 +27,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel
 
+from dxt_core import masking
 from dxt_core.airflow.runs import parse_param_day
 from dxt_core.airflow.ui.grid import (
     NotFound,
@@ -42,7 +42,7 @@ from dxt_core.airflow.ui.grid import (
 from dxt_core.airflow.ui.refill import check_plan_size, dag_start_day, refill_plan
 from dxt_core.errors import DxtError
 
-log = logging.getLogger("dxt_core.airflow.ui")
+log = masking.logger("dxt_core.airflow.ui")
 
 URL_PREFIX = "/dxt-archive"
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.collectd_es.columnar_hits import COLUMN_SOURCE_FIELDS
@@ -38,7 +38,7 @@ from dxt_core.reconcile import SourceCount, check_source_count, is_past
 from dxt_core.writers.base import RecordWriter, WriteResult
 from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
 
-log = logging.getLogger("dxt_core.backends.collectd_es.archive_day")
+log = masking.logger("dxt_core.backends.collectd_es.archive_day")
 
 SOURCE_NAME = "collectd_es"
 EXTENSIONS = {"jsonl": "jsonl.gz", "hdf5": "hdf5"}

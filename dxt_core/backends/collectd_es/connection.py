@@ -17,7 +17,6 @@ its paging API from it (see ``docs/compatibility.md``).
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +27,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 import orjson
 
+from dxt_core import masking
 from dxt_core.connection import (
     ConnectionFields,
     ConnectionSpec,
@@ -46,7 +46,7 @@ from dxt_core.errors import (
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, json_answer
 from dxt_core.masking import scrub
 
-log = logging.getLogger("dxt_core.backends.collectd_es.connection")
+log = masking.logger("dxt_core.backends.collectd_es.connection")
 
 DEFAULT_INDEX = "cori-collectd-*"
 DEFAULT_HOST_PREFIX = "bb"
@@ -253,11 +253,17 @@ class ContextExpired(SourceUnavailable):
 
 
 def error_parts(body: bytes) -> tuple[str, str]:
-    """(``error.type``, a one-line reason with the root cause) of an error answer."""
+    """(``error.type``, a one-line reason with the root cause) of an error answer, without
+    a credential it quotes (:func:`dxt_core.masking.scrub`: reasons go to log lines)."""
+    kind, reason = _error_parts(body)
+    return kind, scrub(reason)
+
+
+def _error_parts(body: bytes) -> tuple[str, str]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        text = scrub(body[:300].decode("utf-8", "replace").strip())
+        text = body[:300].decode("utf-8", "replace").strip()
         return "", text or "(empty body)"
     err = doc.get("error") if isinstance(doc, dict) else None
     if isinstance(err, str):  # {"error": "Content-Type header [...] is not supported"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import queue
 import threading
 import time
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dxt_core import masking
 from dxt_core.backends.collectd_es.columnar_hits import (
     ColumnarHits,
     decode_search_response,
@@ -32,7 +32,7 @@ from dxt_core.http import RequestStats, json_answer
 if TYPE_CHECKING:
     from dxt_core.backends.collectd_es.source import CollectdEsSource
 
-log = logging.getLogger("dxt_core.backends.collectd_es.source")
+log = masking.logger("dxt_core.backends.collectd_es.source")
 
 
 @dataclass

@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from dxt_core import masking
 from dxt_core.backends.collectd_es.columnar_hits import columnar_available
 from dxt_core.backends.collectd_es.connection import (
     DEFAULT_HOST_PREFIX,
@@ -96,7 +96,7 @@ from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
 from dxt_core.http import RequestStats, RetryPolicy, json_answer
 from dxt_core.reconcile import SourceCount
 
-log = logging.getLogger("dxt_core.backends.collectd_es.source")
+log = masking.logger("dxt_core.backends.collectd_es.source")
 
 __all__ = [  # the source's public names, wherever they are defined
     "DEFAULT_HOST_PREFIX",
@@ -235,7 +235,7 @@ class CollectdEsSource:
         )
         if not 200 <= status < 300:
             if endpoint_missing(status, data):
-                raise _PitUnsupported(data[:300].decode("utf-8", "replace"))
+                raise _PitUnsupported(masking.scrub(data[:300].decode("utf-8", "replace")))
             raise self.client.error(status, data, path, what)
         r = json_answer(data, self.client.url(path), what)
         pit_id = r.get("id") if api == "_pit" else r.get("pit_id")

@@ -6,10 +6,10 @@ catalog entry -> day window -> source (schema, batches) -> writer -> atomic comm
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
+from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.examon.catalog import CatalogEntry
@@ -33,7 +33,7 @@ from dxt_core.writers.base import RecordWriter, SeriesWriter, write_stream
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
 from dxt_core.writers.parquet import ParquetSeriesWriter, ParquetTableWriter
 
-log = logging.getLogger("dxt_core.backends.examon.archive_day")
+log = masking.logger("dxt_core.backends.examon.archive_day")
 
 Format = Literal["csv", "parquet"]
 FORMATS: tuple[str, ...] = ("csv", "parquet")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 from typing import Any
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.backends.examon.client import KairosDBClient, rate_limited
 from dxt_core.backends.examon.policy import QueryCounts
 from dxt_core.errors import QueryRejected, SourceError, SourceUnavailable
@@ -17,7 +17,7 @@ from dxt_core.http import RequestStats
 from dxt_core.records import Record
 from dxt_core.windows import Window
 
-log = logging.getLogger("dxt_core.kairosdb")
+log = masking.logger("dxt_core.kairosdb")
 
 #: How a job table's source count is taken.
 JOBS_COUNT_METHOD = "Examon jobs query (the jobs service has no count: the records)"

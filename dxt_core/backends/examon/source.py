@@ -21,11 +21,11 @@ window ``[a, b)`` is queried as ``a .. b-1 ms``. The answers are read by
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
+from dxt_core import masking
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.client import rate_limited
 from dxt_core.backends.examon.count import KairosDBCounts
@@ -48,7 +48,7 @@ from dxt_core.prefetch import Background
 from dxt_core.records import Series, SeriesBatch, SeriesSchema
 from dxt_core.windows import Window, from_ms, next_window_ms
 
-log = logging.getLogger("dxt_core.kairosdb")
+log = masking.logger("dxt_core.kairosdb")
 
 __all__ = [  # besides what is defined here, for the code that imports it from the source
     "REFUSAL_RULES",

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.archive import Archive
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.client import KairosDBClient, rate_limited
@@ -29,7 +29,7 @@ from dxt_core.http import RequestStats
 from dxt_core.records import SeriesSchema
 from dxt_core.windows import Window
 
-log = logging.getLogger("dxt_core.kairosdb")
+log = masking.logger("dxt_core.kairosdb")
 
 #: The schema of the tag-key cache record.
 TAG_CACHE_SCHEMA = "dxt-archive/examon-tag-keys/1"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Sequence
 from typing import Any
 
+from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport, Staging, archive_one_day
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
@@ -24,7 +24,7 @@ from dxt_core.reconcile import SourceCount
 from dxt_core.windows import day_window, zone
 from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
 
-log = logging.getLogger("dxt_core.backends.kwollect.archive_day")
+log = masking.logger("dxt_core.backends.kwollect.archive_day")
 
 __all__ = ["archive_kwollect_day"]
 

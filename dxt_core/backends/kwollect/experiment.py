@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import logging
 import sys
 import threading
 import time
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Unpack
 
+from dxt_core import masking
 from dxt_core._version import __version__
 from dxt_core.backends.kwollect import catalog
 from dxt_core.backends.kwollect.backup import (
@@ -60,9 +60,9 @@ from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.http import RequestStats
 from dxt_core.prefetch import prefetched
-from dxt_core.runner import GRACE_S, Interrupt, sigint_counted
+from dxt_core.runner import GRACE_S, STOP_SIGNALS, Interrupt, sigint_counted
 
-log = logging.getLogger("dxt_core.backends.kwollect.experiment")
+log = masking.logger("dxt_core.backends.kwollect.experiment")
 
 __all__ = [
     "BACKUP_MANIFEST",
@@ -305,7 +305,7 @@ class Kwollect:
     ) -> dict[str, Any]:
         """:meth:`_run_sites`, all errors in one; an interruption is a KeyboardInterrupt."""
         interrupt = Interrupt()
-        with sigint_counted(interrupt):
+        with sigint_counted(interrupt, STOP_SIGNALS):
             run = self._run_sites(nodes, work, stopping, interrupt)
         if run.bugs:
             raise run.bugs[0]
@@ -541,7 +541,7 @@ class Kwollect:
         interrupt = Interrupt()
         written: Path | None = None
         try:
-            with sigint_counted(interrupt):
+            with sigint_counted(interrupt, STOP_SIGNALS):
                 try:
                     run = self._run_sites(chosen, one_site, stopping, interrupt)
                 finally:

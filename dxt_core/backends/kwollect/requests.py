@@ -10,19 +10,19 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import heapq
-import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dxt_core import masking
 from dxt_core.backends.kwollect import catalog
 from dxt_core.errors import ConfigError, DxtError, SourceError
 from dxt_core.http import RequestStats
 from dxt_core.paths import check_path_component
 
-log = logging.getLogger("dxt_core.backends.kwollect.requests")
+log = masking.logger("dxt_core.backends.kwollect.requests")
 
 DEFAULT_API_URL = "https://api.grid5000.fr/stable"
 DOMAIN = "grid5000.fr"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import heapq
-import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypedDict
@@ -22,6 +21,7 @@ from typing import Any, TypedDict
 import httpx
 import orjson
 
+from dxt_core import masking
 from dxt_core.backends.kwollect import catalog
 from dxt_core.backends.kwollect.catalog import Monitor
 from dxt_core.backends.kwollect.requests import (  # re-exported: see __all__
@@ -68,7 +68,7 @@ from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailabl
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
 from dxt_core.reconcile import SourceCount
 
-log = logging.getLogger("dxt_core.backends.kwollect.source")
+log = masking.logger("dxt_core.backends.kwollect.source")
 
 
 class ClientOptions(TypedDict, total=False):

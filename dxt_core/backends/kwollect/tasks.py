@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from dxt_core import masking
 from dxt_core.backends.roles import BackendTasks, Unit, check_map_length, log_archiving
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from dxt_core.backends.kwollect.connection import KwollectConnection
     from dxt_core.reconcile import Recount
 
-log = logging.getLogger("dxt_core.airflow")
+log = masking.logger("dxt_core.airflow")
 
 
 class KwollectTasks(BackendTasks["KwollectConnection"]):

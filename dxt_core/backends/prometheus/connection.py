@@ -105,6 +105,13 @@ class PrometheusConnection:
                 "auth=bearer needs the token in the connection's password "
                 "(CLI: environment DXT_PROMETHEUS_PASSWORD)"
             )
+        if self.auth == "bearer" and any(c.isspace() or ord(c) < 32 for c in self.password or ""):
+            # an HTTP header cannot carry it, and httpx's refusal would quote the token
+            raise ConfigError(
+                "the bearer token holds a space, tab, newline or control character: a token "
+                "is one word (read from a file with its final newline?); remove it "
+                "(connection password, CLI: environment DXT_PROMETHEUS_PASSWORD)"
+            )
 
     @property
     def safe_url(self) -> str:

@@ -18,12 +18,12 @@ splitting go round in circles.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dxt_core import masking
 from dxt_core.backends.prometheus.policy import refused_at_the_end
 from dxt_core.backends.prometheus.promql import shown, with_matcher
 from dxt_core.errors import SourceError, WindowTooLarge
@@ -32,7 +32,7 @@ from dxt_core.http import RequestStats
 #: ``get(path, params, context)``: the ``data`` of the API's answer (too large: WindowTooLarge)
 ApiGet = Callable[[str, Sequence[tuple[str, str]], str], Any]
 
-log = logging.getLogger("dxt_core.prometheus")
+log = masking.logger("dxt_core.prometheus")
 
 _CLASSIC_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import logging
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.backends.prometheus.columns import (
     Columns,
     concat,
@@ -74,7 +74,7 @@ from dxt_core.records import SeriesSchema
 from dxt_core.urls import wants_gzip
 from dxt_core.windows import Window, check_window_sizes, from_ms, next_window_ms, zone
 
-log = logging.getLogger("dxt_core.prometheus")
+log = masking.logger("dxt_core.prometheus")
 
 PROMETHEUS = "prometheus"
 VICTORIAMETRICS = "victoriametrics"

@@ -77,14 +77,16 @@ def nancy_served(sim: KwollectSimProcess) -> bool:
     return sim.stats()["metrics_requests"].get("nancy", 0) >= 11
 
 
-def interrupt(proc: subprocess.Popen[str], times: int = 1) -> tuple[float, str, str]:
-    """SIGINT ``times`` times, 0.3 s apart; seconds from the first to the exit, stdout,
+def interrupt(
+    proc: subprocess.Popen[str], times: int = 1, sig: int = signal.SIGINT
+) -> tuple[float, str, str]:
+    """``sig`` ``times`` times, 0.3 s apart; seconds from the first to the exit, stdout,
     stderr."""
     t0 = time.monotonic()
     for i in range(times):
         if i:
             time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
     try:
         out, err = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
@@ -117,13 +119,16 @@ def assert_vouched(out: Path, manifest: dict) -> None:
     assert not list(out.glob(".staging-*"))
 
 
-def test_ctrl_c_stops_and_commits_the_complete_sites_only(sim, slow_lyon, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_and_commits_the_complete_sites_only(sim, slow_lyon, tmp_path, sig):
+    """Ctrl-C, and SIGTERM alike (it discarded the complete sites and said nothing had been
+    fetched)."""
     slow_lyon(1.0)  # lyon: 22 requests of 1 s; nancy done in well under a second
     out = tmp_path / "b"
     proc = start_backup(sim, out)
     wait_for(lambda: nancy_served(sim), "nancy's requests", proc)
     time.sleep(2.5)  # nancy's files written (well under a second on a quiet machine)
-    seconds, stdout, stderr = interrupt(proc)
+    seconds, stdout, stderr = interrupt(proc, sig=sig)
     assert proc.returncode == 130, stderr
     # lyon's request in flight (1 s) ends, none starts: well before its 18 others
     assert seconds < 4, seconds

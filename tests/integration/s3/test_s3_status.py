@@ -71,13 +71,33 @@ def _stalled_commit(
     return thread, failed, flag
 
 
-def test_a_day_with_holes_says_so_from_the_index_and_from_an_older_index(bucket, s3_server, s3_env):
+NOT_OVER = {"ends": "2020-03-10T00:00:00+01:00", "zone": "Europe/Rome"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "said", "older"),
+    [
+        ({"holes": [HOLE]}, "holes: 1 unreadable window(s)", ("holes", "day_not_over")),
+        (
+            {"day_not_over": NOT_OVER},
+            "not over: archived before the day ended (2020-03-10T",
+            ("day_not_over",),
+        ),
+    ],
+    ids=["holes", "not-over"],
+)
+def test_a_day_with_holes_says_so_from_the_index_and_from_an_older_index(
+    bucket, s3_server, s3_env, extra, said, older
+):
+    """Holes, and a day archived before it ended, from the unit's index object and, for an
+    index object written before entries kept them, from the manifest (a not-over day read
+    plainly archived from such an entry)."""
     a = Archive(f"s3://{bucket}/h")
     key = DayKey("toy", ("m",), DAY)
-    _commit(a, key, b"1,2\n" * 10, holes=[HOLE])
+    _commit(a, key, b"1,2\n" * 10, **extra)
     (row,) = coverage(a, "toy", [("m",)], [DAY])  # from the unit's index object
-    assert row.status == "archived" and row.detail.startswith("holes: 1 unreadable window(s)")
-    # an index object written before entries kept the holes: the manifest is read
+    assert row.status == "archived" and row.detail.startswith(said), row
+    # an index object written before entries kept them: the manifest is read
     c = s3_server.client()
     index_key = next(
         o["Key"]
@@ -86,7 +106,8 @@ def test_a_day_with_holes_says_so_from_the_index_and_from_an_older_index(bucket,
     )
     doc = json.loads(c.get_object(Bucket=bucket, Key=index_key)["Body"].read())
     for entry in doc["days"].values():
-        entry.pop("holes")
+        for k in older:
+            entry.pop(k)
     c.put_object(Bucket=bucket, Key=index_key, Body=json.dumps(doc).encode())
     (again,) = coverage(Archive(f"s3://{bucket}/h"), "toy", [("m",)], [DAY])
     assert again == row

@@ -139,13 +139,20 @@ def test_publish_refuses_an_address_with_credentials(field: str, tmp_path) -> No
             **{field: f"see https://alice:{PASSWORD}@data.example.org/ds"},
         )
     assert "S3cr3t" not in str(err.value) and f"--{field}" in str(err.value)
-    PublishOptions(
-        archive=tmp_path,
-        out=tmp_path / "out",
-        from_month="2024-03",
-        to_month="2024-03",
-        source="the monitoring of cluster X (contact: ops@example.org)",
-    )
+    for fine in (
+        "the monitoring of cluster X (contact: ops@example.org)",
+        "cluster X, https://fosstodon.org/@cineca",
+        "https://example.org/ds?contact=ops@cineca.it",
+        "https://example.org:8443/x@y",
+    ):
+        PublishOptions(
+            archive=tmp_path,
+            out=tmp_path / "out",
+            from_month="2024-03",
+            to_month="2024-03",
+            source=fine,
+            url=fine,
+        )
 
 
 def test_unavailable_after_retries_names_no_secret(caplog: pytest.LogCaptureFixture) -> None:
@@ -159,3 +166,50 @@ def test_unavailable_after_retries_names_no_secret(caplog: pytest.LogCaptureFixt
     with pytest.raises(SourceUnavailable) as err:
         c.get_json("x")
     assert caplog.records and _basic("alice", PASSWORD) not in caplog.text + str(err.value)
+
+
+def test_a_bearer_token_with_a_newline_is_refused_unquoted() -> None:
+    from dxt_core.backends.prometheus.connection import PrometheusConnection
+
+    with pytest.raises(ConfigError) as err:
+        PrometheusConnection(
+            "http://vm.example:8428", password="glsa_8f3kd93kdl2Q\n", auth="bearer"
+        )
+    assert "glsa" not in str(err.value) and "newline" in str(err.value)
+
+
+def test_log_lines_of_dxt_core_are_masked(caplog: pytest.LogCaptureFixture) -> None:
+    from dxt_core import masking
+
+    hide("Kx7-log-secret", user="carol")
+    log = masking.logger("dxt_core.test_masking")
+    caplog.set_level(logging.INFO)
+    log.warning("GET / answered %r", b'{"authorization": "Basic abc123=="} Kx7-log-secret')
+    assert "Kx7-log-secret" not in caplog.text and "abc123" not in caplog.text
+    assert "GET / answered" in caplog.text
+
+
+def test_short_secrets_leave_words_and_numbers_alone() -> None:
+    hide("test", user="dave")
+    hide("2024")
+    text = "no data for 2024-05-01; give a test value at http://x"
+    assert scrub(text) == text
+    assert _basic("dave", "test") not in scrub(f"Basic {_basic('dave', 'test')}")
+
+
+def test_main_called_as_a_function_leaves_the_signal_handlers_as_it_found_them(tmp_path) -> None:
+    import signal
+    import threading
+
+    from dxt_core.cli import main
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    assert main(["index", "rebuild", "--archive", str(tmp_path)]) == 0
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == before
+    got: list[int] = []
+    t = threading.Thread(
+        target=lambda: got.append(main(["index", "rebuild", "--archive", str(tmp_path)]))
+    )
+    t.start()
+    t.join()
+    assert got == [0]  # off the main thread: no handler is installed (it raised ValueError)
