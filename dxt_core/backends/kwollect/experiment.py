@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import math
 import sys
 import threading
 import time
@@ -109,6 +110,8 @@ class Kwollect:
         max_workers: int | None = None,
         **client_options: Unpack[ClientOptions],
     ) -> None:
+        if isinstance(nodes, str):  # one node given as a string, not a list of them
+            nodes = [nodes]
         given = list(nodes or []) + list(roles or [])
         if not given:
             raise ConfigError("Kwollect needs at least one node (nodes=[...] or roles=[...])")
@@ -120,6 +123,8 @@ class Kwollect:
         self.stop_time: dt.datetime | None = None
         self.last_stats = KwollectStats()
         self.job: dict[str, Any] | None = None
+        #: the nodes were checked against the reference API (deploy(), or the first fetch)
+        self.deployed = False
 
     # -- after the fact ------------------------------------------------------------------
 
@@ -162,6 +167,7 @@ class Kwollect:
                 clusters, or the known sites).
         """
         self.client.check_nodes(self.nodes)
+        self.deployed = True
         return self
 
     def start(self, timestamp: object | None = None) -> Kwollect:
@@ -199,12 +205,39 @@ class Kwollect:
         """``[start, stop]``; a started, not yet stopped instance ends now."""
         if self.start_time is None:
             raise ConfigError("no start time: call start() (or start(timestamp=...)) first")
-        return self.start_time, self.stop_time or dt.datetime.now(dt.UTC)
+        now = dt.datetime.now(dt.UTC)
+        if self.start_time > now:
+            raise ConfigError(
+                f"start {self.start_time.isoformat()} is in the future (now is "
+                f"{now.isoformat(timespec='seconds')}): Kwollect holds no metrics of it yet"
+            )
+        if self.stop_time is not None and self.stop_time > now:
+            log.warning(
+                "stop %s is in the future: the metrics end now (%s); ask again after it",
+                self.stop_time.isoformat(),
+                now.isoformat(timespec="seconds"),
+            )
+        return self.start_time, self.stop_time or now
 
     def _select(self, nodes: Iterable[object] | None) -> list[G5kNode]:
+        """The experiment's nodes, or those of them ``nodes`` names (a subset: a node not
+        in the experiment is refused); checked against the reference API the first time
+        data is asked for when :meth:`deploy` was not called (an unknown node was silently
+        empty)."""
+        if not self.deployed:
+            self.deploy()
         if nodes is None:
             return list(self.nodes)
+        if isinstance(nodes, str):
+            nodes = [nodes]
         chosen = parse_nodes(list(nodes), self.site)
+        outside = [n.fqdn for n in chosen if n not in self.nodes]
+        if outside:
+            raise ConfigError(
+                f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} not a node of this "
+                f"experiment ({', '.join(n.fqdn for n in self.nodes)}): choose among them, or "
+                "make another Kwollect instance for those nodes"
+            )
         return chosen
 
     # -- information ---------------------------------------------------------------------
@@ -214,6 +247,12 @@ class Kwollect:
     ) -> dict[str, list[dict[str, Any]]]:
         """Per node FQDN, the reference API's metric entries that apply to it."""
         return {n.fqdn: self.client.node_metrics(n) for n in self._select(nodes)}
+
+    def get_available_metrics(
+        self, nodes: Iterable[object] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        """EnOSlib's name for :meth:`available_metrics`."""
+        return self.available_metrics(nodes)
 
     def info(self) -> dict[str, Any]:
         """What this instance covers: API, nodes per site, times (no API call)."""
@@ -443,7 +482,11 @@ class Kwollect:
         df = pd.DataFrame(
             rows, columns=["node", "timestamp", "device_id", "metric_id", "value", "labels"]
         )
-        df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True, format="ISO8601")
+        # one dtype whatever the points (an empty frame's were object and seconds)
+        stamps = pd.to_datetime(df["timestamp"], utc=True, format="ISO8601")
+        df["timestamp"] = stamps.astype("datetime64[us, UTC]")
+        if df.empty:
+            df = df.astype({"node": str, "device_id": str, "metric_id": str, "value": "float64"})
         return df
 
     # -- energy --------------------------------------------------------------------------
@@ -467,6 +510,25 @@ class Kwollect:
                 data.get(node.fqdn, []), functools.partial(self._period_s, node), window
             )
             for node in chosen
+        }
+
+    def total_energy(self, nodes: Iterable[object] | None = None) -> dict[str, Any]:
+        """The experiment's energy: the sum of :meth:`energy` over its nodes (``joules``),
+        with how many nodes it covers, the nodes without a usable power metric (not in
+        the sum), and whether it is an estimate (a node's samples have gaps, or leave
+        seconds of the window uncovered: ``uncovered_node_seconds``)."""
+        per_node = self.energy(nodes)
+        measured = {n: e for n, e in per_node.items() if e.get("metric")}
+        uncovered = sum(
+            float(v) for e in measured.values() for v in (e.get("uncovered") or {}).values()
+        )
+        return {
+            "joules": math.fsum(float(e["joules"]) for e in measured.values()),
+            "nodes": len(measured),
+            "nodes_without_power": sorted(set(per_node) - set(measured)),
+            "estimate": uncovered > 0 or any(e.get("gaps") for e in measured.values()),
+            "uncovered_node_seconds": uncovered,
+            "per_node": per_node,
         }
 
     def _period_s(self, node: G5kNode, metric: str) -> float | None:
@@ -550,6 +612,7 @@ class Kwollect:
                     raise run.bugs[0]
                 if not run.interrupted:
                     run.raise_errors()
+                run.reason = "Ctrl-C (SIGINT)" if interrupt.what == "Ctrl-C" else interrupt.what
                 written = self._commit_sites(
                     root, staging, run, chosen, mets, format, stats, (start, stop), site_files_of
                 )
@@ -604,6 +667,18 @@ class Kwollect:
                 sum(f["rows"] for f in files),
                 root,
             )
+            with_points = {f["node"] for f in files}
+            empty = [n.fqdn for n in chosen if n.fqdn not in with_points]
+            if empty:  # said where a notebook shows it (a WARNING), not only by absence
+                log.warning(
+                    "backup %s: no points for %d of %d nodes in [%s, %s]: %s",
+                    written,
+                    len(empty),
+                    len(chosen),
+                    start.isoformat(),
+                    stop.isoformat(),
+                    ", ".join(empty),
+                )
             return written
         not_done = {
             s: run.not_done.get(s) or _failed(run.errors.get(s))
@@ -613,7 +688,7 @@ class Kwollect:
         missing_nodes = [n.fqdn for n in chosen if n.site in not_done]
         if complete:
             doc["interrupted"] = {
-                "reason": "Ctrl-C (SIGINT)",
+                "reason": run.reason,
                 "sites_complete": complete,
                 "sites_not_backed_up": not_done,
                 "nodes_not_backed_up": missing_nodes,
@@ -651,6 +726,8 @@ class _SiteRun:
     not_done: dict[str, str] = field(default_factory=dict)
     bugs: list[BaseException] = field(default_factory=list)
     interrupted: bool = False
+    #: what interrupted it: "Ctrl-C (SIGINT)", or the stop signal's name
+    reason: str = ""
 
     def raise_errors(self) -> None:
         """The sites' errors in one (the only one as it is)."""

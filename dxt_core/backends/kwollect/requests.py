@@ -224,15 +224,27 @@ def by_site(nodes: Iterable[G5kNode]) -> dict[str, list[G5kNode]]:
 
 
 def parse_time(value: object, what: str = "timestamp") -> dt.datetime:
-    """An aware datetime from a datetime, an epoch (int/float) or an ISO 8601 string."""
+    """A UTC datetime from an aware datetime, an epoch in seconds (int/float) or an ISO 8601
+    string with an offset.
+
+    In UTC: Python adds, subtracts and compares two datetimes of one ``ZoneInfo`` by their
+    wall clocks, so on a DST change day windows cut from local times overlapped or left gaps
+    (points fetched twice, out of order) and a stop 40 minutes after the start (``fold``)
+    read as before it."""
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             raise ConfigError(
                 f"{what} {value!r} is naive: attach a time zone (e.g. tzinfo=datetime.UTC)"
             )
-        return value
+        return value.astimezone(dt.UTC)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return dt.datetime.fromtimestamp(float(value), dt.UTC)
+        try:
+            return dt.datetime.fromtimestamp(float(value), dt.UTC)
+        except (ValueError, OverflowError, OSError) as exc:
+            raise ConfigError(
+                f"bad {what} {value!r}: an epoch is in seconds ({exc}); for milliseconds "
+                "divide by 1000"
+            ) from None
     if isinstance(value, str):
         try:
             t = dt.datetime.fromisoformat(value.strip())
@@ -242,7 +254,7 @@ def parse_time(value: object, what: str = "timestamp") -> dt.datetime:
             ) from exc
         if t.tzinfo is None:
             raise ConfigError(f"{what} {value!r} has no UTC offset: add one, e.g. '+01:00'")
-        return t
+        return t.astimezone(dt.UTC)
     raise ConfigError(f"bad {what} {value!r}: expected a datetime, an epoch or an ISO string")
 
 

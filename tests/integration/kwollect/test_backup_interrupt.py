@@ -136,6 +136,7 @@ def test_ctrl_c_stops_and_commits_the_complete_sites_only(sim, slow_lyon, tmp_pa
     m = json.loads((out / "manifest.json").read_text())
     assert m["complete"] is False
     assert m["interrupted"]["sites_complete"] == ["nancy"]
+    assert m["interrupted"]["reason"] == ("Ctrl-C (SIGINT)" if sig == signal.SIGINT else "SIGTERM")
     assert m["interrupted"]["sites_not_backed_up"] == {"lyon": "stopped"}
     assert m["interrupted"]["nodes_not_backed_up"] == LYON
     assert {f["node"] for f in m["files"]} == {NANCY} and len(m["files"]) == 3

@@ -18,7 +18,7 @@ from dxt_core import Archive, ConfigError
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 from dxt_core.backends.kwollect.experiment import Kwollect
 from dxt_core.backends.kwollect.source import G5kNode, KwollectClient, KwollectStats, parse_nodes
-from dxt_core.errors import QueryRejected, SourceUnavailable
+from dxt_core.errors import ConfigError, QueryRejected, SourceUnavailable
 from dxt_core.http import RetryPolicy
 from tests.kwollect_sim import KwollectSimProcess
 
@@ -173,6 +173,34 @@ def test_custom_timestamps_inclusive_bounds_and_forms(sim):
     }
 
 
+def test_local_times_across_a_dst_change_are_instants(sim):
+    """Times given in Europe/Paris on DST days: Python adds and compares datetimes of one
+    ZoneInfo by their wall clocks, so the windows cut from them overlapped (points fetched
+    twice, out of order: energy() failed) and a stop 40 minutes after the start (fold=1) was
+    refused. They are instants now, as the same times given in UTC."""
+    from zoneinfo import ZoneInfo
+
+    paris = ZoneInfo("Europe/Paris")
+    a, b = (
+        dt.datetime(2024, 3, 31, 1, 30, tzinfo=paris),
+        dt.datetime(2024, 3, 31, 3, 30, tzinfo=paris),
+    )
+    local = Kwollect(["nova-1.lyon"], api_url=sim.url, max_points=500).start(a).stop(b)
+    utc = Kwollect(["nova-1.lyon"], api_url=sim.url, max_points=500)
+    utc.start(a.astimezone(UTC)).stop(b.astimezone(UTC))
+    node = "nova-1.lyon.grid5000.fr"
+    got = local.get_metrics(WATT)[node]  # 500 points a request: windows of 500 s
+    assert got == utc.get_metrics(WATT)[node] and len(got) == 3601  # 01:30 CET to 03:30 CEST
+    assert stamps(got) == sorted(set(stamps(got)))
+    assert local.energy()[node]["samples"] == 3601
+    # 2024-10-27: 02:30 (first, CEST) to 02:10 (second, CET) is 40 minutes later
+    autumn = Kwollect(["nova-1.lyon"], api_url=sim.url)
+    autumn.start(dt.datetime(2024, 10, 27, 2, 30, tzinfo=paris))
+    autumn.stop(dt.datetime(2024, 10, 27, 2, 10, fold=1, tzinfo=paris))
+    assert autumn.info()["duration_s"] == 2400
+    assert len(autumn.get_metrics(WATT)[node]) == 2401
+
+
 @pytest.mark.slow  # 3 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_nested_instances_each_keep_their_own_window(sim):
     k1 = Kwollect(["nova-1.lyon"], api_url=sim.url)
@@ -254,6 +282,46 @@ def test_energy_matches_the_analytic_integral(sim):
     assert e["nova-1.lyon.grid5000.fr"]["uncovered"] == {"before_first_s": 0, "after_last_s": 0}
     assert bmc["uncovered"] == {"before_first_s": 0.25, "after_last_s": 1065 - last}
     assert zero["uncovered"] == {"before_first_s": 1065 - 130, "after_last_s": 0}
+    # the experiment's total (the seed's "automatic computation of total energy usage")
+    total = k.total_energy()
+    measured = [r for r in e.values() if r["metric"]]
+    assert total["joules"] == pytest.approx(sum(r["joules"] for r in measured), rel=1e-12)
+    assert total["nodes"] == 4 and total["nodes_without_power"] == ["taurus-3.lyon.grid5000.fr"]
+    assert total["estimate"] is True and total["uncovered_node_seconds"] == 0.25 + 1065 - last
+
+
+def test_notebook_mistakes_are_said(sim, tmp_path, caplog):
+    """What a notebook user gets wrong is said, not answered with empty data: a node the
+    reference API does not know (without deploy() it was silently empty), a node outside
+    the experiment, a window not begun, an epoch in milliseconds; one node given as a
+    string; an empty frame has the dtypes of a full one; a backup names the nodes it found
+    no points for."""
+    with pytest.raises(ConfigError, match="nova-99"):
+        Kwollect(["nova-99.lyon"], api_url=sim.url).start(T0).stop(T0).get_metrics(WATT)
+    k = Kwollect("nova-1.lyon", api_url=sim.url).start(T0).stop(T0 + dt.timedelta(seconds=5))
+    assert [n.fqdn for n in k.nodes] == ["nova-1.lyon.grid5000.fr"]
+    with pytest.raises(ConfigError, match="not a node of this experiment"):
+        k.get_metrics(WATT, nodes=["nova-2.lyon"])
+    with pytest.raises(ConfigError, match="in the future"):
+        Kwollect(["nova-1.lyon"], api_url=sim.url).start(
+            dt.datetime.now(UTC) + dt.timedelta(days=1)
+        ).get_metrics(WATT)
+    with pytest.raises(ConfigError, match="divide by 1000"):
+        k.start(int(T0.timestamp() * 1000))
+    assert k.get_available_metrics() == k.available_metrics()
+    # taurus nodes have no wattmetre: no point of it
+    empty = Kwollect(["taurus-3.lyon"], api_url=sim.url).start(T0).stop(T0)
+    full = k.get_metrics_pandas(WATT)
+    none = empty.get_metrics_pandas(WATT)
+    assert len(none) == 0 and len(full) == 6
+    assert none.dtypes.to_dict() == full.dtypes.to_dict()
+    both = Kwollect(["nova-1.lyon", "taurus-3.lyon"], api_url=sim.url)
+    both.start(T0).stop(T0 + dt.timedelta(seconds=5))
+    with caplog.at_level("WARNING"):
+        both.backup(tmp_path / "b", metrics=WATT)
+    assert (
+        "no points for 1 of 2 nodes" in caplog.text and "taurus-3.lyon.grid5000.fr" in caplog.text
+    )
 
 
 def test_from_job_takes_nodes_and_times_from_the_reference_api(sim):
