@@ -18,7 +18,7 @@ from dxt_core import Archive, ConfigError
 from dxt_core.backends.kwollect.archive_day import archive_kwollect_day
 from dxt_core.backends.kwollect.experiment import Kwollect
 from dxt_core.backends.kwollect.source import G5kNode, KwollectClient, KwollectStats, parse_nodes
-from dxt_core.errors import ConfigError, QueryRejected, SourceUnavailable
+from dxt_core.errors import QueryRejected, SourceUnavailable
 from dxt_core.http import RetryPolicy
 from tests.kwollect_sim import KwollectSimProcess
 
