@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -41,6 +41,19 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
+def caveats(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes a day other than plainly archived or empty, from its report's fields (a
+    :class:`DayReport`'s ``extra``, or its ``as_dict()``): ``holes`` (unreadable windows
+    left), ``replaced`` (how many archived files it replaced, kept in .versions/),
+    ``day_not_over`` (archived before the day ended)."""
+    out: dict[str, Any] = {}
+    for key in ("holes", "replaced", NOT_OVER):
+        value = report.get(key)
+        if value:
+            out[key] = len(value) if isinstance(value, list) else value
+    return out
+
+
 @dataclass
 class DayReport:
     """What archiving one (parts, day) unit did; printed by the CLI, the XCom of a task.
@@ -62,11 +75,20 @@ class DayReport:
         what = "/".join((self.key.source, *self.key.parts))
         s = self.stats
         return (
-            f"{what} {self.key.day}: {self.status}, {plural(self.rows, 'row')}, "
-            f"{plural(self.bytes, 'byte')}, "
+            f"{what} {self.key.day}: {self.status}{self._caveats()}, "
+            f"{plural(self.rows, 'row')}, {plural(self.bytes, 'byte')}, "
             f"{self.seconds:.2f} s, {plural(s.requests, 'request')}, "
             f"{plural(s.retries, 'retry', 'retries')}, {plural(s.splits, 'split')}"
         )
+
+    def _caveats(self) -> str:
+        c = caveats(self.extra)
+        said = [
+            *([f"with {plural(int(c['holes']), 'hole')}"] if "holes" in c else []),
+            *([f"replacing {plural(c['replaced'], 'archived file')}"] if "replaced" in c else []),
+            *(["before the day ended"] if NOT_OVER in c else []),
+        ]
+        return f" ({', '.join(said)})" if said else ""
 
     def as_dict(self) -> dict[str, Any]:
         return {

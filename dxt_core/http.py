@@ -622,17 +622,18 @@ class HttpClient:
 
     def _give_up(self, url: str, where: str, failure: _Failure, tries: int) -> SourceUnavailable:
         """The error once the ``tries`` attempts are spent (``failure``: the last one's)."""
+        plural_attempts = f"{tries} attempt{'' if tries == 1 else 's'}"
         if failure.rate_limited:
             return RateLimited(
                 f"the server (or a proxy in front of it) limits the request rate: still "
-                f"refused after {tries} attempts{where} ({failure.text}); run "
+                f"refused after {plural_attempts}{where} ({failure.text}); run "
                 "fewer workers at once (an Airflow pool) or retry later",
                 url=url,
                 status=failure.status,
                 retry_after_s=failure.retry_after,
             )
         return SourceUnavailable(
-            f"gave up after {tries} attempts{where}: {failure.text}; the task "
+            f"gave up after {plural_attempts}{where}: {failure.text}; the task "
             "can be retried later (Airflow retries it, or clear it)",
             url=url,
             status=failure.status,

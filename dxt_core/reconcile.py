@@ -478,6 +478,19 @@ class RecentReport:
             )
         return text
 
+    def failure(self) -> str | None:
+        """What of the reconcile failed (counts that could not be taken, refetches that
+        failed), said for the task's error; None when all of it was done. A task that ends
+        successfully with such failures in its note alone is neither shown as failed nor
+        retried."""
+        errors = self.counts().get("error", 0)
+        if not errors and not self.failed:
+            return None
+        what = [f"{errors} count(s) FAILED"] if errors else []
+        if self.failed:
+            what.append(f"{len(self.failed)} refetch(es) FAILED")
+        return " and ".join(what) + f" (the rest was done): {self.note()}"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "days": [d.isoformat() for d in self.days],

@@ -48,7 +48,9 @@ def emit_day_event(
     report: Mapping[str, Any],
     path: str | None,
 ) -> None:
-    """Add the event of one archived (or empty) metric-day to its group's asset."""
+    """Add the event of one archived (or empty) metric-day to its group's asset, with what
+    makes it other than plain (:meth:`dxt_core.archive_day.DayReport.caveats`: holes left,
+    archived files replaced, archived before the day ended), for a downstream DAG to see."""
     extra = {
         "source": source,
         "unit": unit,
@@ -58,4 +60,7 @@ def emit_day_event(
         "bytes": report.get("bytes"),
         "path": path,
     }
+    from dxt_core.archive_day import caveats  # at run time: the DAG files parse without it
+
+    extra.update(caveats(report))
     context["outlet_events"][source_alias(source)].add(archive_asset(source, group), extra=extra)

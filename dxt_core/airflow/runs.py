@@ -87,12 +87,36 @@ def run_day(
     return utc_date(start)
 
 
+def check_conf_keys(context: Mapping[str, Any]) -> None:
+    """Refuse a run whose conf names a key that is not a param of its DAG: a misspelt
+    ``{"Day": ...}`` was ignored, and the run archived another day than the one asked for.
+
+    Raises:
+        ConfigError: names the unknown keys and the DAG's params.
+    """
+    dag = context.get("dag")
+    declared = getattr(dag, "params", None)
+    conf = getattr(context.get("dag_run"), "conf", None)
+    if not isinstance(conf, Mapping) or declared is None:
+        return
+    known = set(declared.keys())
+    unknown = sorted(str(k) for k in conf if k not in known)
+    if unknown:
+        raise ConfigError(
+            f"the run's conf has {', '.join(repr(k) for k in unknown)}, which "
+            f"{'is not a param' if len(unknown) == 1 else 'are not params'} of "
+            f"{getattr(dag, 'dag_id', 'the DAG')} (its params: {', '.join(sorted(known))}): "
+            "fix the name and trigger the run again (it would be ignored)"
+        )
+
+
 def day_of(context: Mapping[str, Any]) -> dt.date:
     """The archive day of the running task's DAG run (its ``day`` param, else the day of its
     logical date), checked by :func:`check_archivable`."""
     params = context.get("params") or {}
     dag = context.get("dag")
     dag_id = getattr(dag, "dag_id", "the DAG")
+    check_conf_keys(context)
     day = run_day(
         params.get(DAY_PARAM),
         context.get("data_interval_start"),

@@ -23,7 +23,7 @@ from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
 from dxt_core.budget import holding_answers
 from dxt_core.config import archive_root
-from dxt_core.errors import run_wide
+from dxt_core.errors import SourceError, run_wide
 
 log = masking.logger("dxt_core.airflow")
 
@@ -92,4 +92,10 @@ def reconcile_recent(backend: str, context: Mapping[str, Any], conn_id: str) -> 
     report = tasks.reconcile(day_of(context), n_days, archive, conn, params)
     doc = report.as_dict()
     log.info("%s", doc["note"])
+    failed = report.failure()
+    if failed is not None:
+        # the report stays the task's XCom (the run note says what was found and done),
+        # and the task fails: Airflow shows it, retries it, and a clear runs it again
+        context["ti"].xcom_push(key="return_value", value=doc)
+        raise SourceError(f"reconcile: {failed}")
     return doc

@@ -46,6 +46,7 @@ from dxt_core.airflow.hooks import ExamonHook, KwollectHook, CollectdEsHook
 print(json.dumps({{
     "examon": ExamonHook().test_connection(),
     "examon_legacy_kwarg": ExamonHook(examon_conn_id="examon_bad").test_connection(),
+    "examon_no_jobs": ExamonHook("examon_no_jobs").test_connection(),
     "kwollect": KwollectHook().test_connection(),
     "collectd_es": CollectdEsHook().test_connection(),
     "typo": CollectdEsHook("es_typo").test_connection(),
@@ -60,6 +61,15 @@ def test_connection_button_against_the_simulators(examon_sim, noida_es, tmp_path
         env["AIRFLOW_CONN_EXAMON_BAD"] = json.dumps(
             {"conn_type": "http", "host": "127.0.0.1", "port": 9}
         )
+        kairos_host, kairos_port = examon_sim.url.split("://", 1)[1].rsplit(":", 1)
+        env["AIRFLOW_CONN_EXAMON_NO_JOBS"] = json.dumps(
+            {
+                "conn_type": "examon",
+                "host": kairos_host,
+                "port": int(kairos_port),
+                "extra": {"jobs_url": "http://127.0.0.1:9"},
+            }
+        )
         env["AIRFLOW_CONN_KWOLLECT_DEFAULT"] = json.dumps({"conn_type": "kwollect", "host": kw.url})
         host, port = noida_es.url.split("://", 1)[1].rsplit(":", 1)
         env["AIRFLOW_CONN_ELASTICSEARCH_DEFAULT"] = json.dumps(
@@ -72,7 +82,10 @@ def test_connection_button_against_the_simulators(examon_sim, noida_es, tmp_path
     finally:
         kw.stop()
     ok, msg = got["examon"]
-    assert ok and "KairosDB" in msg, msg
+    assert ok and "KairosDB" in msg and "the jobs service answers at" in msg, msg
+    # KairosDB answers, the jobs service does not: said (the Test said OK and nothing else)
+    ok, msg = got["examon_no_jobs"]
+    assert ok and "the jobs service at http://127.0.0.1:9 does not answer" in msg, msg
     ok, msg = got["examon_legacy_kwarg"]
     assert not ok and "127.0.0.1:9" in msg
     ok, msg = got["kwollect"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dxt_core.connection import (
     ConnectionFields,
@@ -15,6 +16,9 @@ from dxt_core.connection import (
 )
 from dxt_core.errors import ConfigError
 from dxt_core.urls import normalise_base_url, redact_url, split_credentials
+
+if TYPE_CHECKING:
+    from dxt_core.backends.examon.source import KairosDBSource
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
 #: Handlers of the Examon server's job accounting endpoint (ExamonHPC/examon
@@ -78,10 +82,37 @@ def _build(f: ConnectionFields) -> ExamonConnection:
 
 
 def probe(conn: ExamonConnection) -> str:
-    """KairosDB's version, through Grafana's proxy when the connection goes that way."""
+    """KairosDB's version, through Grafana's proxy when the connection goes that way, and
+    whether the jobs service (the job-table units') answers."""
     from dxt_core.backends.examon.source import KairosDBSource
 
-    return probe_once(KairosDBSource, conn, lambda source: f"{source.version()} at {conn.safe_url}")
+    def ask(source: KairosDBSource) -> str:
+        return f"{source.version()} at {conn.safe_url}; {_jobs_answer(source, conn)}"
+
+    return probe_once(KairosDBSource, conn, ask)
+
+
+def _jobs_answer(source: KairosDBSource, conn: ExamonConnection) -> str:
+    """Whether anything answers HTTP at the jobs service's address (any status will do:
+    the service has no cheap request of its own)."""
+    from dxt_core.errors import DxtError, QueryRejected, SourceUnavailable
+
+    url = conn.jobs_url or conn.default_jobs_url()
+    jobs = source._http.sibling(url)
+    try:
+        jobs.request("GET", "/")
+    except QueryRejected:
+        pass  # an answer (404 ...): the service is there
+    except SourceUnavailable as exc:
+        return (
+            f"the jobs service at {redact_url(url)} does not answer ({exc}): the job-table "
+            "units will fail; set the jobs_url extra (not needed without job tables)"
+        )
+    except DxtError as exc:
+        return f"the jobs service at {redact_url(url)}: {exc}"
+    finally:
+        jobs.close()
+    return f"the jobs service answers at {redact_url(url)}"
 
 
 #: The Examon connection: KairosDB directly, or through Grafana's data source proxy.

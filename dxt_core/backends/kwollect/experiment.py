@@ -332,6 +332,7 @@ class Kwollect:
             run.not_done[futures[fut]] = "abandoned in flight"
         # Ctrl-C when every site had its last request in flight: the backup is whole
         run.interrupted = interrupt.count > 0 and len(run.results) < len(sites)
+        run.reason = "Ctrl-C (SIGINT)" if interrupt.what == "Ctrl-C" else interrupt.what
         # Threads cannot be stopped: abandoned ones end after their request, on their own.
         pool.shutdown(wait=not pending, cancel_futures=True)
         return run
@@ -612,7 +613,6 @@ class Kwollect:
                     raise run.bugs[0]
                 if not run.interrupted:
                     run.raise_errors()
-                run.reason = "Ctrl-C (SIGINT)" if interrupt.what == "Ctrl-C" else interrupt.what
                 written = self._commit_sites(
                     root, staging, run, chosen, mets, format, stats, (start, stop), site_files_of
                 )

@@ -34,3 +34,35 @@ def test_the_summary_counts_in_singular_and_plural(counts, words):
     assert report.summary() == (
         f"examon/ipmi_pub/ambient 2020-03-09: archived, 1 row, 10 bytes, 0.50 s, {words}"
     )
+
+
+def test_a_day_with_holes_replacements_or_not_over_says_so_in_its_summary_and_event():
+    """The summary line and the asset event's extra said a day with holes, or one that
+    replaced archived files, was plainly archived (the XCom alone had them)."""
+    from dxt_core.archive_day import caveats
+
+    extra = {
+        "holes": 1,
+        "replaced": [{"file": "2020-03-09.csv.gz"}],
+        "day_not_over": {"ends": "2020-03-10T00:00:00+01:00", "zone": "Europe/Rome"},
+    }
+    report = DayReport(
+        key=DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9)),
+        status="archived",
+        rows=287,
+        bytes=10,
+        path=None,
+        manifest=Path("m.json"),
+        seconds=0.5,
+        extra=extra,
+    )
+    assert report.summary().startswith(
+        "examon/ipmi_pub/ambient 2020-03-09: archived (with 1 hole, replacing 1 archived file, "
+        "before the day ended), 287 rows"
+    )
+    assert caveats(report.as_dict()) == {
+        "holes": 1,
+        "replaced": 1,
+        "day_not_over": extra["day_not_over"],
+    }
+    assert caveats({"status": "archived", "holes": 0, "replaced": []}) == {}

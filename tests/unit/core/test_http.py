@@ -371,3 +371,9 @@ def test_parameters_too_long_for_a_url_are_a_clear_error_not_a_crash():
     assert sent == []
     status, _, _ = c.exchange("POST", "api/v1/series", form=list(long.items()))
     assert status == 200 and sent[0].startswith(b"match%5B%5D=m%7Binstance")
+
+
+def test_one_attempt_is_said_in_the_singular():
+    c, _ = client(lambda req: httpx.Response(503, text="down"), attempts=1)
+    with pytest.raises(SourceUnavailable, match="gave up after 1 attempt: "):
+        c.get_json("x")

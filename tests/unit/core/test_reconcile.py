@@ -120,6 +120,18 @@ def test_a_failed_count_is_an_error_row_not_a_stop(tmp_path: Path) -> None:
     report = reconcile_recent(archive, "toy", UNITS, DAY, 1, counter({(UNITS[1], d): 10}), None)
     assert report.counts() == {"error": 1, "equal": 1}
     assert "HTTP 500 from the source" in report.as_dict()["rows"][0]["detail"]
+    # the daily task fails with it (it ended successfully, the failure in its note alone)
+    failed = report.failure()
+    assert failed is not None and failed.startswith("1 count(s) FAILED (the rest was done): ")
+    assert "1 equal, 1 error" in failed
+
+
+def test_a_reconcile_that_did_everything_is_no_failure(tmp_path: Path) -> None:
+    archive = Archive(tmp_path)
+    d = DAY - dt.timedelta(days=1)
+    archived(archive, UNITS[0], d, 10)
+    report = reconcile_recent(archive, "toy", UNITS, DAY, 1, counter({(UNITS[0], d): 10}), None)
+    assert report.counts() == {"equal": 1, "missing": 1} and report.failure() is None
 
 
 def test_a_damaged_day_is_not_compared_nor_recorded(tmp_path: Path) -> None:
@@ -270,3 +282,23 @@ def test_a_mismatch_shows_a_long_count_method_by_its_start_and_length() -> None:
     with pytest.raises(CountMismatch) as e:
         check_source_count("m 2024-04-01", 10, SourceCount(12, method), past=True)
     assert len(str(e.value)) < 1000 and f"({len(method):,} characters)" in str(e.value)
+
+
+def test_a_run_conf_key_that_is_not_a_param_is_refused() -> None:
+    """``{"Day": "2024-05-03"}`` was ignored: the run archived its logical date's day, not
+    the one asked for (checked with a real ``airflow dags test -c``; here the check alone,
+    on the context's shape: a DAG with params and a run with conf)."""
+    from types import SimpleNamespace
+
+    from dxt_core.airflow.runs import check_conf_keys
+
+    dag = SimpleNamespace(
+        dag_id="dxt_examon", params={"day": "", "format": "csv", "replace": False}
+    )
+    with pytest.raises(ConfigError) as err:
+        check_conf_keys({"dag": dag, "dag_run": SimpleNamespace(conf={"Day": "2024-05-03"})})
+    assert "'Day', which is not a param of dxt_examon (its params: day, format, replace)" in str(
+        err.value
+    )
+    check_conf_keys({"dag": dag, "dag_run": SimpleNamespace(conf={"day": "2024-05-03"})})
+    check_conf_keys({"dag": dag, "dag_run": SimpleNamespace(conf=None)})
