@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dxt_core.archive import DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.http import RequestStats
+
+
+def _report(rows: int, **kw: Any) -> DayReport:
+    """An archived metric-day's report, as the Examon backend makes one."""
+    return DayReport(
+        key=DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9)),
+        status="archived",
+        rows=rows,
+        bytes=10,
+        path=None,
+        manifest=Path("m.json"),
+        seconds=0.5,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize(
@@ -21,16 +36,7 @@ from dxt_core.http import RequestStats
 )
 def test_the_summary_counts_in_singular_and_plural(counts, words):
     requests, retries, splits = counts
-    report = DayReport(
-        key=DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9)),
-        status="archived",
-        rows=1,
-        bytes=10,
-        path=None,
-        manifest=Path("m.json"),
-        seconds=0.5,
-        stats=RequestStats(requests=requests, retries=retries, splits=splits),
-    )
+    report = _report(1, stats=RequestStats(requests=requests, retries=retries, splits=splits))
     assert report.summary() == (
         f"examon/ipmi_pub/ambient 2020-03-09: archived, 1 row, 10 bytes, 0.50 s, {words}"
     )
@@ -46,16 +52,7 @@ def test_a_day_with_holes_replacements_or_not_over_says_so_in_its_summary_and_ev
         "replaced": [{"file": "2020-03-09.csv.gz"}],
         "day_not_over": {"ends": "2020-03-10T00:00:00+01:00", "zone": "Europe/Rome"},
     }
-    report = DayReport(
-        key=DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9)),
-        status="archived",
-        rows=287,
-        bytes=10,
-        path=None,
-        manifest=Path("m.json"),
-        seconds=0.5,
-        extra=extra,
-    )
+    report = _report(287, extra=extra)
     assert report.summary().startswith(
         "examon/ipmi_pub/ambient 2020-03-09: archived (with 1 hole, replacing 1 archived file, "
         "before the day ended), 287 rows"
