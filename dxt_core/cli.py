@@ -421,6 +421,7 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
             f"{archive.url}/.dxt/index/: {n} manifests, {bad} unreadable, "
             f"{time.perf_counter() - t0:.1f} s"
         )
+        _print_unreadable(archive.unreadable, bad)
         return 0
     from dxt_core.index import index_path, rebuild
 
@@ -431,16 +432,21 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
         f"{' (' + per_source + ')' if per_source else ''}, {report.corrupt} unreadable, "
         f"{report.seconds:.1f} s"
     )
-    for line in report.unreadable:
+    _print_unreadable(report.unreadable, report.corrupt)
+    return 0
+
+
+def _print_unreadable(named: Sequence[str], count: int) -> None:
+    """The unreadable manifests an index rebuild named (the first ones), and where they show."""
+    for line in named:
         print(f"  unreadable: {line}")
-    if report.corrupt > len(report.unreadable):
-        print(f"  ... and {report.corrupt - len(report.unreadable)} more")
-    if report.corrupt:
+    if count > len(named):
+        print(f"  ... and {count - len(named)} more")
+    if count:
         print(
             "Their days show as corrupt (X) in 'dxt coverage', which prints the commands that "
             "refetch them."
         )
-    return 0
 
 
 def add_index_parser(sub: Any) -> None:

@@ -100,6 +100,8 @@ class S3Archive(Archive):
         self.store = S3Client(location, client, make)
         super().__init__(_staging_root(location), replace=replace)
         self._index_mutex = threading.Lock()
+        #: the unreadable manifests the last :meth:`rebuild_index` found (the first ones)
+        self.unreadable: list[str] = []
         #: source -> the zone its days are cut in, checked against the bucket at commit
         self._zone_to_check: dict[str, str] = {}
 
@@ -479,11 +481,15 @@ class S3Archive(Archive):
 
     def rebuild_index(self, source: str | None = None) -> tuple[int, int]:
         """Rewrite every unit's index object from a listing and its manifests; returns
-        (manifests, unreadable)."""
+        (manifests, unreadable), and keeps the first unreadable ones' URLs in
+        ``unreadable`` (at most :data:`dxt_core.index.NAMED_UNREADABLE`)."""
+        from dxt_core.index import NAMED_UNREADABLE
+
         base = f"{self.location.prefix}/" if self.location.prefix else ""
         prefix = f"{base}{source}/" if source else base
         per_unit: dict[tuple[str, ...], dict[str, Any]] = {}
         n = bad = 0
+        self.unreadable = []
         for o in self.store.list(prefix, recursive=True):
             rel = o.key[len(base) :]
             if rel.startswith(INTERNAL + "/") or f"/{VERSIONS_DIR}/" in rel:
@@ -498,7 +504,10 @@ class S3Archive(Archive):
             except orjson.JSONDecodeError:
                 doc = None
             if not isinstance(doc, dict) or doc.get("status") == WRITING:
-                bad += not isinstance(doc, dict)  # a marker is a commit under way, not bad
+                if not isinstance(doc, dict):  # a marker is a commit under way, not bad
+                    bad += 1
+                    if len(self.unreadable) < NAMED_UNREADABLE:
+                        self.unreadable.append(self.store.url(o.key))
                 continue
             n += 1
             per_unit.setdefault(tuple(dirs), {})[day] = _index_entry(doc, got[1] if got else "")

@@ -222,3 +222,8 @@ def test_rebuilding_the_index_counts_every_manifest_it_cannot_use(bucket, s3_ser
     c.put_object(Bucket=bucket, Key="r/toy/m/2020-03-10.manifest.json", Body=b"[1, 2]")
     c.put_object(Bucket=bucket, Key="r/toy/m/2020-03-11.manifest.json", Body=b"{not json")
     assert a.rebuild_index("toy") == (1, 2)  # a JSON list is no manifest either
+    # named, as a directory archive's rebuild names them (it said "2 unreadable" only)
+    assert [u.rsplit("/", 1)[1] for u in a.unreadable] == [
+        "2020-03-10.manifest.json",
+        "2020-03-11.manifest.json",
+    ]
