@@ -573,3 +573,39 @@ def test_reconcile_errors_name_paths_relative_to_the_archive(server):
     finally:
         with open(manifest, "wb") as fh:
             fh.write(kept)
+
+
+def test_select_all_plans_days_archived_before_they_ended_once_over(server):
+    """'Select all missing and failed' plans a cell archived before its day ended, once that
+    day is over, as ``dxt coverage`` does (it planned none of them: they stayed partial)."""
+    from pathlib import Path
+
+    archive = Path(server.env["DXT_ARCHIVE_ROOT"])
+    m = archive / f"examon/ipmi_pub/ambient/{DAY}.manifest.json"
+    before = m.read_text()
+    doc = json.loads(before)
+    ambient = server.get(f"/dxt-archive/api/cell?source=examon&unit=ipmi_pub/ambient&day={DAY}")
+
+    def rewrite(text):  # renamed in place, as a commit does: the directory's index is redone
+        tmp = m.with_name(".rewrite.tmp")
+        tmp.write_text(text)
+        tmp.replace(m)
+
+    body = {"source": "examon", "start": D0, "end": D2, "units": ["ipmi_pub/ambient"]}
+    try:
+        for ends, planned in (
+            ("2024-05-02T00:00:00+00:00", True),
+            ("2999-01-01T00:00:00+00:00", False),
+        ):
+            rewrite(json.dumps({**doc, "day_not_over": {"ends": ends}}))
+            plan = server.request("POST", "/dxt-archive/api/refill/plan", json=body).json()
+            cleared = [c for clear in plan["clears"] for c in clear["cells"]]
+            assert (["ipmi_pub/ambient", DAY] in cleared) is planned, plan
+            if planned:
+                assert plan["cells"] == 2, plan  # and D2, which has no run
+                [clear] = [c for c in plan["clears"] if ["ipmi_pub/ambient", DAY] in c["cells"]]
+                assert clear["task_ids"] == [["archive_metric_day", ambient["task"]["map_index"]]]
+            else:
+                assert plan["cells"] == 1, plan  # D2 only: the day is not over
+    finally:
+        rewrite(before)

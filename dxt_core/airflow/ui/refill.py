@@ -25,11 +25,13 @@ from dxt_core.airflow.ui.grid import (
     _runs,
     _task_instances,
     airflow_states,
+    hole_cells,
     source_units,
 )
 from dxt_core.archive import Archive
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError
+from dxt_core.manifests import not_over_ends
 from dxt_core.scan import STATE_CODES, scan_states
 
 #: The most distinct days one refill plan may name (a plan over 100,000 days once took the
@@ -266,8 +268,9 @@ def refill_plan(
     only_units: Sequence[str] | None = None,
 ) -> RefillPlan:
     """The REST calls that refill ``cells`` (or, when None, every missing, corrupt or failed
-    cell in ``days`` from the DAG's start date on, of ``only_units`` when given: the rows a
-    filtered view shows).
+    cell in ``days`` from the DAG's start date on, and every cell archived before its day
+    ended whose day has ended since, as ``dxt coverage`` plans them; of ``only_units`` when
+    given: the rows a filtered view shows).
 
     Per cell, whatever its task instance's state: a task instance that is not running or
     waiting to run in a live run (failed, upstream_failed, success, or none in a finished run,
@@ -291,9 +294,11 @@ def refill_plan(
     dag = latest_dag(session, spec.dag_id)
     start_day = start_day if start_day is not None else start_day_of(dag)
     af = airflow_states(session, spec, units, days)
+    now = now or dt.datetime.now(dt.UTC)
     if cells is None:
         grid = scan_states(archive, spec.source, units.parts, days)
-        wanted = _bad_cells(grid.rows, af.rows, days, start_day)
+        told = {**hole_cells(archive, spec.source, units.parts, days), **grid.details}
+        wanted = _bad_cells(grid.rows, af.rows, days, start_day, _ended_since(told, now))
         if only_units is not None:
             pos = units.position()
             unknown = [n for n in only_units if n not in pos]
@@ -318,11 +323,23 @@ def refill_plan(
     buckets = _sort_cells(session, spec, wanted, days, af, start_day, skip, paused)
     _move_paused_backfill_runs(session, spec, buckets, af, skip)
     _add_clears(plan, spec, units, buckets, af)
-    _skip_days_not_over(buckets, dag, now or dt.datetime.now(dt.UTC), skip)
+    _skip_days_not_over(buckets, dag, now, skip)
     if buckets.no_run or buckets.rerun:
         backfill = _BackfillContext(dag, af, max_active_runs, sqlite, paused)
         _plan_backfill(session, spec, plan, buckets, units, backfill, skip)
     return plan
+
+
+def _ended_since(details: dict[tuple[int, int], str], now: dt.datetime) -> set[tuple[int, int]]:
+    """The cells archived (or found empty) before their day ended, whose day has ended by
+    ``now`` (the "not over: ..." detail, :func:`dxt_core.manifests.not_over_ends`): they hold
+    what the source had then, and a refill fetches the whole day."""
+    out = set()
+    for cell, detail in details.items():
+        ends = not_over_ends(detail)
+        if ends is not None and ends <= now:
+            out.add(cell)
+    return out
 
 
 def _bad_cells(
@@ -330,15 +347,18 @@ def _bad_cells(
     airflow_rows: Sequence[str],
     days: Sequence[dt.date],
     start_day: dt.date | None,
+    ended_since: set[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int]]:
-    """The (unit, day) cells that are missing, corrupt or failed, from the start date on."""
+    """The (unit, day) cells that are missing, corrupt or failed, or in ``ended_since``
+    (archived before their day ended, over now), from the start date on."""
     bad_archive = {STATE_CODES["missing"], STATE_CODES["corrupt"]}
+    ended_since = ended_since or set()
     wanted: list[tuple[int, int]] = []
     for u, (arow, frow) in enumerate(zip(archive_rows, airflow_rows, strict=True)):
         for d in range(len(days)):
             if start_day is not None and days[d] < start_day:
                 continue  # never scheduled: not missing, and no run can archive it
-            if arow[d] in bad_archive or frow[d] == "f":
+            if arow[d] in bad_archive or frow[d] == "f" or (u, d) in ended_since:
                 wanted.append((u, d))
     return wanted
 
