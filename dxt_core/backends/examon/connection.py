@@ -98,9 +98,8 @@ def _jobs_answer(source: KairosDBSource, conn: ExamonConnection) -> str:
     from dxt_core.errors import DxtError, QueryRejected, SourceUnavailable
 
     url = conn.jobs_url or conn.default_jobs_url()
-    jobs = source._http.sibling(url)
     try:
-        jobs.request("GET", "/")
+        source.jobs_http().request("GET", "/")
     except QueryRejected:
         pass  # an answer (404 ...): the service is there
     except SourceUnavailable as exc:
@@ -110,8 +109,6 @@ def _jobs_answer(source: KairosDBSource, conn: ExamonConnection) -> str:
         )
     except DxtError as exc:
         return f"the jobs service at {redact_url(url)}: {exc}"
-    finally:
-        jobs.close()
     return f"the jobs service answers at {redact_url(url)}"
 
 

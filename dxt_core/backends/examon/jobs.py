@@ -13,7 +13,7 @@ from dxt_core import masking
 from dxt_core.backends.examon.client import KairosDBClient, rate_limited
 from dxt_core.backends.examon.policy import QueryCounts
 from dxt_core.errors import QueryRejected, SourceError, SourceUnavailable
-from dxt_core.http import RequestStats
+from dxt_core.http import HttpClient, RequestStats
 from dxt_core.records import Record
 from dxt_core.windows import Window
 
@@ -25,6 +25,17 @@ JOBS_COUNT_METHOD = "Examon jobs query (the jobs service has no count: the recor
 
 class ExamonJobs(KairosDBClient):
     """The Examon jobs service, beside KairosDB (the same credentials)."""
+
+    def jobs_http(self) -> HttpClient:
+        """The jobs service's HTTP client (the connection's ``jobs_url``, else its default),
+        made once and closed with the source; the same connection: its credentials (also
+        those in the URL) go along."""
+        if self._jobs_http is None:
+            with self._lock:  # threads may share a source (the CLI's units)
+                if self._jobs_http is None:
+                    jobs_url = self.conn.jobs_url or self.conn.default_jobs_url()
+                    self._jobs_http = self._http.sibling(jobs_url)
+        return self._jobs_http
 
     def fetch_jobs(
         self,
@@ -43,15 +54,10 @@ class ExamonJobs(KairosDBClient):
         at the next midnight comes back too: it is dropped here (and counted), to be
         archived with the next day, so each job lands in exactly one day.
         """
-        if self._jobs_http is None:
-            with self._lock:  # threads may share a source (the CLI's units)
-                if self._jobs_http is None:
-                    # the same connection: its credentials (also those in the URL) go along
-                    jobs_url = self.conn.jobs_url or self.conn.default_jobs_url()
-                    self._jobs_http = self._http.sibling(jobs_url)
+        jobs_http = self.jobs_http()
         api = self.conn.jobs_api
         path = f"api/{api}/examon/jobs/query"
-        url = self._jobs_http.url(path)
+        url = jobs_http.url(path)
         query = {
             "tstart": window.start_ms,
             "tstop": window.end_ms,
@@ -64,7 +70,7 @@ class ExamonJobs(KairosDBClient):
         }
         body: Any = json.dumps(query) if api == "v1" else query
         try:
-            doc = rate_limited(self._jobs_http.post_json, path, body, stats=stats)
+            doc = rate_limited(jobs_http.post_json, path, body, stats=stats)
         except (QueryRejected, SourceUnavailable) as exc:
             if exc.status in (404, 405, 500):
                 other = "v2" if api == "v1" else "v1"
