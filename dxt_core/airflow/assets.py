@@ -21,8 +21,12 @@ PREFIX = "dxt-archive"
 
 
 def archive_asset(source: str, group: str) -> Asset:
-    """The asset of one source and group, e.g. ``archive_asset("examon", "ipmi_pub")``."""
-    return Asset(name=f"{PREFIX}/{source}/{group}", uri=f"{PREFIX}://{source}/{group}")
+    """The asset of one source and group, e.g. ``archive_asset("examon", "ipmi_pub")``.
+
+    In the URI, ``%``, ``?`` and ``#`` of the group are percent-encoded: Airflow drops a
+    URI's query and fragment, so plugins ``a?b``, ``a#b`` and ``a`` were one URI."""
+    path = group.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
+    return Asset(name=f"{PREFIX}/{source}/{group}", uri=f"{PREFIX}://{source}/{path}")
 
 
 def source_alias(source: str) -> AssetAlias:

@@ -503,7 +503,10 @@ def _publish_month(
     forced: tuple[str | None, list[str]] | None = None,
 ) -> tuple[UnitResult, str | None, list[str]]:
     """One unit-month: phase 1 (spool the days), phase 2 (sort and write)."""
-    spool_dir = scratch / f"{'.'.join(um.parts)}.{um.year}-{um.month:02d}"
+    # named by a digest: the parts joined could exceed a file name's 255 bytes, and two
+    # units' joined parts could be one name ("a.b"/"c" and "a"/"b.c")
+    digest = hashlib.sha256("\0".join(um.parts).encode("utf-8", "surrogatepass")).hexdigest()
+    spool_dir = scratch / f"{digest[:32]}.{um.year}-{um.month:02d}"
     spool_dir.mkdir(parents=True, exist_ok=True)
     expected = sum(int(d.manifest.get("rows") or 0) for d in um.days)
     spool = MonthSpool(spool_dir, table, expected, unit=role.time_unit, bucket_rows=bucket_rows)

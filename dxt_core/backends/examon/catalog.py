@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dxt_core.errors import CatalogError, ConfigError
-from dxt_core.paths import check_path_component
+from dxt_core.paths import check_unit_name
 
 #: Name of the catalog shipped with the package (Marconi100, 811 metrics, 9 plugins).
 DEFAULT_CATALOG = "M100_metrics.csv"
@@ -216,7 +216,7 @@ def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
             )
         metric, plugin = row[metric_col], row[plugin_col]
         for value, what in ((metric, "metric name"), (plugin, "plugin name")):
-            problem = check_path_component(value, what)
+            problem = check_unit_name(value, what)
             if problem:
                 raise CatalogError(source, line, problem)
         key = (metric, plugin)

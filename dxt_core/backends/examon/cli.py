@@ -21,11 +21,12 @@ from dxt_core.backends.examon.catalog import CatalogEntry, ExamonOptions, load_c
 from dxt_core.backends.examon.connection import SPEC, ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource, WindowPolicy
 from dxt_core.backends.roles import add_series_extract_arguments
-from dxt_core.errors import ConfigError
+from dxt_core.errors import ConfigError, DxtError
+from dxt_core.paths import check_unit_name
 from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, day_range, retry_policy, run_extract, window_options
 from dxt_core.urls import redact_url
-from dxt_core.windows import days
+from dxt_core.windows import DEFAULT_TIME_ZONE, days, parse_day
 
 
 def _given(args: argparse.Namespace, *flags: str) -> str:
@@ -43,6 +44,10 @@ def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
             )
         if not (args.metric and args.plugin):
             raise ConfigError("--metric and --plugin go together (or use --catalog CSV)")
+        for value, option in ((args.metric, "--metric"), (args.plugin, "--plugin")):
+            problem = check_unit_name(value, option)
+            if problem:
+                raise ConfigError(problem)
         return [CatalogEntry(args.metric, args.plugin)]
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit {args.limit}: give 1 or more (the first N catalog metrics)")
@@ -120,10 +125,14 @@ def refill_options(
     manifest: dict[str, object] | None,
     units: Mapping[tuple[str, ...], dt.date | None] | None = None,
 ) -> str:
-    """The ``dxt extract examon`` options that refill this archive: the server of its
-    manifests (``source_url``, without credentials) and the catalog given to coverage."""
+    """The ``dxt extract examon`` options that refill this archive: the server and zone of
+    its manifests (``source_url``, without credentials; the zone its days are cut in, when
+    not the default) and the catalog given to coverage."""
     url = manifest.get("source_url") if manifest else None
     opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
+    tz = manifest.get("time_zone") if manifest else None
+    if isinstance(tz, str) and tz and tz != DEFAULT_TIME_ZONE:
+        opts += f" --tz {tz}"
     if args.catalog:
         opts += f" --catalog {args.catalog}"
     if args.format != "csv":
@@ -167,9 +176,21 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
 
 
 def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
-    """The ``dxt extract`` command that refetches one unit over ``first..last``."""
+    """The ``dxt extract`` command that refetches one unit over ``first..last``, in the zone
+    its manifest records (when readable)."""
     d = describe_parts(parts)
-    words = ["dxt", "extract", "examon", *SPEC.cli_words(args), "--archive", args.archive]
+    try:
+        doc = Archive(args.archive).read_manifest(DayKey("examon", parts, parse_day(first)))
+    except DxtError:
+        doc = None
+    tz = (doc or {}).get("time_zone")
+    words = ["dxt", "extract", "examon"]
+    if isinstance(tz, str) and tz:
+        # the day's zone is the manifest's, whatever --tz this command was given
+        words += [*SPEC.cli_words(args, skip=("time_zone",)), "--tz", tz]
+    else:
+        words += SPEC.cli_words(args)
+    words += ["--archive", args.archive]
     words += ["--metric", d["metric"], "--plugin", d["plugin"], "--format", coverage_format(args)]
     words += ["--start-day", first, "--end-day", last, "--refetch"]
     return shlex.join(words)

@@ -14,10 +14,12 @@ the units are every metric name the server lists.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from dxt_core.errors import CatalogError, ConfigError
+from dxt_core.paths import check_unit_name
 
 _UNIT = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:.\-]*$")
 _METRIC = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -49,14 +51,22 @@ def entry(text: str, where: str | None = "--metrics") -> CatalogEntry:
             raise bad(f"{selector!r} is not a series selector (m or {{...}})")
         if "{" in selector and not selector.endswith("}"):
             raise bad(f"{selector!r} does not end with the }} that closes its label matchers")
-        return CatalogEntry(name, selector)
+        return _named(CatalogEntry(name, selector), bad)
     text = text.strip()
     if not _METRIC.match(text):
         raise bad(
             f"{text!r} is neither a metric name nor NAME = SELECTOR "
             '(e.g. node_load1, or gpu_temp = {__name__=~"DCGM_.*_TEMP"})'
         )
-    return CatalogEntry(text, text)
+    return _named(CatalogEntry(text, text), bad)
+
+
+def _named(e: CatalogEntry, bad: Callable[[str], ConfigError]) -> CatalogEntry:
+    """``e`` if its name can name its folder (its length: the pattern allows the rest)."""
+    problem = check_unit_name(e.name, "name")
+    if problem:
+        raise bad(problem)
+    return e
 
 
 def load_catalog(path: str | Path) -> list[CatalogEntry]:
@@ -89,3 +99,32 @@ def from_names(text: str | None, where: str = "--metrics") -> list[CatalogEntry]
     """``--metrics a,b`` (bare names only: a selector holds commas); an error begins with
     ``where`` (the option, or the variable ``DXT_PROMETHEUS_METRICS``)."""
     return [entry(x, where) for x in (text or "").split(",") if x.strip()]
+
+
+def listed_entries(names: Sequence[str]) -> tuple[list[CatalogEntry], list[str]]:
+    """The units of the metric names a server lists (no catalog given), and why each name
+    that cannot name a unit's folder is left out (:func:`dxt_core.paths.check_unit_name`):
+    one such name must not stop the others."""
+    from dxt_core.backends.prometheus.promql import selector_of
+
+    entries: list[CatalogEntry] = []
+    left_out: list[str] = []
+    for n in names:
+        problem = check_unit_name(n, "metric name")
+        if problem:
+            left_out.append(problem)
+        else:
+            entries.append(CatalogEntry(n, selector_of(n)))
+    return entries, left_out
+
+
+def left_out_note(left_out: Sequence[str], where: str) -> str:
+    """What to say of the listed names :func:`listed_entries` left out."""
+    shown = "; ".join(left_out[:5]) + (
+        f"; and {len(left_out) - 5} more" if len(left_out) > 5 else ""
+    )
+    return (
+        f"{len(left_out)} metric name(s) listed by {where} left out, as they cannot name a "
+        f"folder: {shown}. Archive one under a name of your own with a catalog line "
+        'NAME = {__name__="<the name>"}'
+    )

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import datetime as dt
 import shlex
+import sys
 from collections.abc import Iterator, Mapping
 
 from dxt_core.archive import Archive, DayKey
@@ -19,9 +20,14 @@ from dxt_core.backends.prometheus.archive_day import (
     day_counter,
     prometheus_parts,
 )
-from dxt_core.backends.prometheus.catalog import CatalogEntry, from_names, load_catalog
+from dxt_core.backends.prometheus.catalog import (
+    CatalogEntry,
+    from_names,
+    left_out_note,
+    listed_entries,
+    load_catalog,
+)
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
-from dxt_core.backends.prometheus.promql import selector_of
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.backends.roles import add_series_extract_arguments
 from dxt_core.errors import ConfigError
@@ -48,7 +54,12 @@ def _entries(
             f"{source.conn.safe_url} lists no metric names from {first} to {last}; "
             "give --metrics or --catalog"
         )
-    return [CatalogEntry(n, selector_of(n)) for n in names]
+    entries, left_out = listed_entries(names)
+    if left_out:
+        print(f"WARNING: {left_out_note(left_out, source.conn.safe_url)}", file=sys.stderr)
+    if not entries:
+        raise ConfigError(f"no metric name listed by {source.conn.safe_url} can name a folder")
+    return entries
 
 
 def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:

@@ -54,9 +54,11 @@ def _label(name: str) -> str:
 
 
 def selector_of(metric: str) -> str:
-    """The selector of every series of ``metric``: the name itself, or ``{"name"}`` for a
-    name that is not a classic one (a UTF-8 name listed by Prometheus 3)."""
-    return metric if is_metric_name(metric) else f'{{"{_string(metric)}"}}'
+    """The selector of every series of ``metric``: the name itself, or ``{__name__="name"}``
+    for a name that is not a classic one (a UTF-8 name listed by Prometheus 3, or any name
+    VictoriaMetrics was sent): every server accepts that form, while ``{"name"}`` is
+    Prometheus 3's only (Prometheus 2.42 and VictoriaMetrics 1.79 refuse it with 400/422)."""
+    return metric if is_metric_name(metric) else f'{{__name__="{_string(metric)}"}}'
 
 
 def with_matcher(selector: str, label: str, values: Sequence[str], negate: bool = False) -> str:

@@ -69,9 +69,16 @@ class PrometheusTasks(SourceSeriesTasks["PrometheusConnection", "PrometheusSourc
                         f"{source.conn.safe_url} lists no metric names: set "
                         "DXT_PROMETHEUS_METRICS or DXT_PROMETHEUS_CATALOG"
                     )
-                from dxt_core.backends.prometheus.promql import selector_of
+                from dxt_core.backends.prometheus.catalog import left_out_note, listed_entries
 
-                found = [{"metric": n, "selector": selector_of(n)} for n in names]
+                entries, left_out = listed_entries(names)
+                if left_out:
+                    log.warning("%s", left_out_note(left_out, source.conn.safe_url))
+                if not entries:
+                    raise ConfigError(
+                        f"no metric name listed by {source.conn.safe_url} can name a folder"
+                    )
+                found = [{"metric": e.name, "selector": e.selector} for e in entries]
                 what = f"metric names listed by {source.conn.safe_url}"
         check_map_length(len(found), max_map_length, what)
         log.info("%d %s", len(found), what)

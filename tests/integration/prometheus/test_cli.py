@@ -213,3 +213,53 @@ def test_coverage_reconcile_flags_late_samples_and_names_the_refetch(tmp_path: P
         assert manifest["rows"] == manifest["source_count"]["count"] == rows + 2
     finally:
         vm.stop()
+
+
+def test_listed_names_that_cannot_name_a_folder_are_left_out_and_others_archived(
+    tmp_path: Path,
+) -> None:
+    """Without a catalog every listed name is a unit: a name that is no folder name (``/``,
+    ``=``) stopped the whole run before any unit ("would escape the archive directory"), and
+    one that is no classic metric name failed every day (``{"name"}`` is Prometheus 3's
+    form: VictoriaMetrics 1.79 answers 422; ``{__name__="name"}`` is every server's)."""
+    import httpx
+
+    from tests.integration.prometheus import servers
+
+    vm = servers.start_victoriametrics(tmp_path / "vm", load=False)
+    try:
+        noon = 1711886400000  # 2024-03-31T12:00:00Z
+        names = ["with space", "dot.name", "x=y", "a/b", "node_ok"]
+        lines = [
+            json.dumps(
+                {
+                    "metric": {"__name__": n, "node": "n1"},
+                    "values": [1.5, 2.5],
+                    "timestamps": [noon, noon + 15_000],
+                }
+            )
+            for n in names
+        ]
+        with httpx.Client(base_url=vm.url, timeout=60) as c:
+            c.post("/api/v1/import", content="\n".join(lines) + "\n").raise_for_status()
+            c.get("/internal/force_flush").raise_for_status()
+        archive = tmp_path / "a"
+        out = dxt(
+            "extract", "prometheus", "--url", vm.url, "--tz", "UTC",
+            "--start-day", "2024-03-31", "--archive", str(archive), "-q",
+        )  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "2 metric name(s) listed by" in out.stderr, out.stderr
+        assert "'a/b' contains '/'" in out.stderr and "'x=y' contains '='" in out.stderr
+        assert 'NAME = {__name__="<the name>"}' in out.stderr
+        assert ": 3 units" in out.stdout and "archived 3 metric-days (" in out.stdout, out.stdout
+        for n in ("with space", "dot.name", "node_ok"):
+            doc = json.loads((archive / f"prometheus/{n}/2024-03-31.manifest.json").read_text())
+            assert doc["rows"] == doc["source_count"]["count"] == 2, (n, doc)
+        assert sorted(p.name for p in (archive / "prometheus").iterdir()) == [
+            "dot.name",
+            "node_ok",
+            "with space",
+        ]
+    finally:
+        vm.stop()

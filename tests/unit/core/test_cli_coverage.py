@@ -184,3 +184,25 @@ def test_without_catalog_the_shipped_one_is_checked_and_that_is_said(capsys, cat
     assert "of which the archive holds 1" in err
     rc, _, err = coverage(capsys, tmp_path, catalog, backend="examon")
     assert "no --catalog" not in err
+
+
+def test_refill_and_refetch_commands_keep_the_zone_the_days_were_cut_in(capsys, catalog, tmp_path):
+    """An archive made with --tz UTC: the commands printed to refill it cut the days in UTC
+    too (without --tz, Europe/Rome: other days, beside the archived ones)."""
+    made = {"source_url": "http://examon:8083", "made_by": {"tool": "dxt"}, "time_zone": "UTC"}
+    archive_empty_day(tmp_path, ("ipmi_pub", "ambient"), made)
+    a = Archive(tmp_path)
+    corrupt = {**made, "status": "archived", "file": "2024-05-01.csv.gz", "rows": 1, "bytes": 9}
+    a.write_manifest(DayKey("examon", ("ipmi_pub", "pcie"), DAY), corrupt)
+    rc, out, _ = coverage(capsys, tmp_path, catalog)
+    assert rc == 3
+    assert f"dxt extract examon --url http://examon:8083 --tz UTC --catalog {catalog} " in out
+    assert (
+        f"dxt extract examon --url http://examon:8083 --tz UTC --archive {tmp_path} "
+        "--metric pcie --plugin ipmi_pub --format csv --start-day 2024-05-01"
+    ) in out
+    # the default zone is not repeated
+    b = tmp_path / "rome"
+    archive_empty_day(b, ("ipmi_pub", "ambient"), {**made, "time_zone": "Europe/Rome"})
+    rc, out, _ = coverage(capsys, b, catalog)
+    assert rc == 3 and "--tz" not in out and f"--url http://examon:8083 --catalog {catalog}" in out

@@ -58,6 +58,12 @@ def test_comments_blank_lines_and_bom():
         ("metric,plugin\na/b,p\n", 2, "'/'"),
         ("metric,plugin\nok,../etc\n", 2, "'/'"),
         ("metric,plugin\na\x00b,p\n", 2, "'\\x00'"),
+        # names a Hive reader or the archive's own listings would take for another
+        ("metric,plugin\ntemp,plugin=p1\n", 2, "contains '=' (a Hive partition's separator"),
+        ("metric,plugin\nx=y,p\n", 2, "contains '='"),
+        ("metric,plugin\na%20b,p\n", 2, "contains '%' (decoded by Hive readers"),
+        ("metric,plugin\n.hidden,p\n", 2, "starts with '.'"),
+        (f"metric,plugin\n{'m' * 230},p\n", 2, "at most 229 bytes"),
         ("metric,plugin\n", 1, "no metrics"),
     ],
 )
@@ -67,6 +73,13 @@ def test_bad_catalogs_name_file_and_line(text, line, fragment):
     assert ei.value.line == line
     assert f"cat.csv, line {line}" in str(ei.value)
     assert fragment in str(ei.value)
+
+
+def test_the_longest_name_leaves_room_for_the_files_made_of_it():
+    # .metric=<metric>.json.XXXXXXXX.tmp (the tag-key cache's temporary file, Parquet) is
+    # 26 bytes longer: archived in both formats (tests/integration/examon/test_cli.py)
+    [e] = parse_catalog(f"metric,plugin\n{'m' * 229},{'p' * 229}\n")
+    assert len(e.metric) == len(e.plugin) == 229
 
 
 def test_missing_and_non_utf8_files(tmp_path: Path):

@@ -67,7 +67,7 @@ def test_selectors_narrowed_by_a_label() -> None:
     assert with_matcher("m", "a", ["x\ny\tz"]) == 'm{a=~"x\\ny\\tz"}'
     # a label or metric name that is not a classic one (Prometheus 3's UTF-8 names) is quoted
     assert with_matcher("{}", "k8s.pod.name", ["p"]) == '{"k8s.pod.name"=~"p"}'
-    assert selector_of("http.server.duration") == '{"http.server.duration"}'
+    assert selector_of("http.server.duration") == '{__name__="http.server.duration"}'
     assert selector_of("node_load1") == "node_load1"
 
 
