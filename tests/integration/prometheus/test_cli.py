@@ -216,7 +216,7 @@ def test_coverage_reconcile_flags_late_samples_and_names_the_refetch(tmp_path: P
 
 
 def test_listed_names_that_cannot_name_a_folder_are_left_out_and_others_archived(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Without a catalog every listed name is a unit: a name that is no folder name (``/``,
     ``=``) stopped the whole run before any unit ("would escape the archive directory"), and
@@ -261,5 +261,16 @@ def test_listed_names_that_cannot_name_a_folder_are_left_out_and_others_archived
             "node_ok",
             "with space",
         ]
+        # the DAG's units task, from the same listing: the same units, the same warning
+        from dxt_core.backends.prometheus.connection import PrometheusConnection
+        from dxt_core.backends.prometheus.tasks import PrometheusTasks
+
+        for var in ("DXT_PROMETHEUS_METRICS", "DXT_PROMETHEUS_CATALOG"):
+            monkeypatch.delenv(var, raising=False)
+        with caplog.at_level("WARNING"):
+            units = PrometheusTasks().units(lambda: PrometheusConnection(url=vm.url), None)
+        assert sorted(u["metric"] for u in units) == ["dot.name", "node_ok", "with space"]
+        assert {"metric": "with space", "selector": '{__name__="with space"}'} in units
+        assert "2 metric name(s) listed by" in caplog.text and "'x=y'" in caplog.text
     finally:
         vm.stop()
