@@ -42,9 +42,10 @@ log = masking.logger("dxt_core.index")
 
 INDEX_NAME = ".dxt-index.sqlite"
 #: Version 4 added each manifest's size and mtime (``msize``, ``mtime_ns``), version 5 the
-#: detail of a day archived before it ended ("not over: ..."): an index of an older version
+#: detail of a day archived before it ended ("not over: ..."), version 6 that detail also of
+#: manifests older than the mark (``manifests.not_over_mark``): an index of an older version
 #: is rebuilt by the first process that opens it for writing.
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 #: Seconds a writer waits for another writer's lock before giving up on the index update.
 BUSY_TIMEOUT_S = 30.0
 

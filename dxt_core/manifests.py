@@ -133,10 +133,40 @@ def not_over_ends(detail: str) -> dt.datetime | None:
     return ends if ends.tzinfo is not None else None
 
 
+def not_over_mark(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The :data:`NOT_OVER` mark of a day archived (or found empty) before it ended, else
+    None. A manifest written before the mark existed (dxt before 2026-12-05) has none, but
+    says the same when it was written (``written_at``) before its day's end (its
+    ``query_window``'s ``end``): such a day is taken as not over too, or it would count as
+    complete for ever (skipped by every rerun, ``#`` in coverage)."""
+    mark = doc.get(NOT_OVER)
+    if mark:
+        return mark if isinstance(mark, dict) else {}
+    if NOT_OVER in doc:  # None: told, and over (an index entry)
+        return None
+    window = doc.get("query_window")
+    end = _aware(window.get("end")) if isinstance(window, dict) else None
+    written = _aware(doc.get("written_at"))
+    if end is None or written is None or written >= end:
+        return None
+    return {"ends": end.isoformat(), "inferred": "written_at before query_window.end"}
+
+
+def _aware(text: object) -> dt.datetime | None:
+    """An ISO 8601 time with its offset, else None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else None
+
+
 def not_over_detail(doc: dict[str, Any]) -> str:
     """ "not over: ..." for a day archived before it ended, else ``""``."""
-    mark = doc.get(NOT_OVER)
-    if not mark:
+    mark = not_over_mark(doc)
+    if mark is None:
         return ""
     ends = mark.get("ends") if isinstance(mark, dict) else None
     return (

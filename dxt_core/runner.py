@@ -39,6 +39,7 @@ from dxt_core.archive_day import NOT_OVER, DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable, run_wide
 from dxt_core.http import RetryPolicy
+from dxt_core.manifests import not_over_mark
 from dxt_core.windows import parse_day
 
 
@@ -95,12 +96,12 @@ def one_line(exc: BaseException) -> str:
 def is_complete(archive: Archive, key: DayKey) -> bool:
     """True when ``key`` is archived (size matches its manifest) or recorded empty, no
     unreadable window (``holes``, see dxt_core.reconcile) waits to be retried, and the day was
-    over when it was archived (:data:`dxt_core.archive_day.NOT_OVER`)."""
+    over when it was archived (:func:`dxt_core.manifests.not_over_mark`)."""
     try:
         status, _ = archive.status(key)
         if status in ("archived", "empty"):
             doc = archive.read_manifest(key) or {}
-            if NOT_OVER in doc or (status == "archived" and doc.get("holes")):
+            if not_over_mark(doc) is not None or (status == "archived" and doc.get("holes")):
                 return False
     except DxtError:
         return False

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dxt_core.errors import ConfigError
-from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, manifest_files
+from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, NOT_OVER, manifest_files, not_over_mark
 from dxt_core.publish.tree import ArchiveTree
 from dxt_core.reconcile import COMPARED, unit_checks
 
@@ -63,6 +63,17 @@ def _shared(value: Any) -> Any:
     if isinstance(value, list):
         return [_shared(v) for v in value]
     return value
+
+
+def slim_manifest(doc: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's :data:`MANIFEST_FIELDS`, and its not-over mark when the day was archived
+    before it ended (:func:`dxt_core.manifests.not_over_mark`: also of a manifest older than
+    the mark), which the datacard counts."""
+    out = slim(doc, MANIFEST_FIELDS)
+    mark = not_over_mark(doc)
+    if mark is not None:
+        out[NOT_OVER] = mark
+    return out
 
 
 def slim(doc: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
@@ -191,7 +202,7 @@ def _check(tree: ArchiveTree, directory: str, day: dt.date, pick: FilePicker) ->
         return "skipped", f"{tree.where(mrel)}: manifest unreadable"
     status = doc.get("status")
     if status == "empty":
-        return "empty", slim(doc, MANIFEST_FIELDS)
+        return "empty", slim_manifest(doc)
     if status != "archived":
         return "skipped", f"{tree.where(mrel)}: status {status!r}"
     entry = pick(doc)
@@ -214,7 +225,7 @@ def _check(tree: ArchiveTree, directory: str, day: dt.date, pick: FilePicker) ->
         rel,
         size,
         str(entry.get("sha256")),
-        slim(doc, MANIFEST_FIELDS),
+        slim_manifest(doc),
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dxt_core._version import __version__
+from dxt_core.manifests import NOT_OVER
 from dxt_core.publish.archive_scan import checked, used_copy
 from dxt_core.reconcile import COMPARED
 
@@ -151,7 +152,9 @@ def _coverage(role: PublishRole, report: PublishReport) -> list[str]:
     lines = [
         "## Coverage per unit and month",
         "",
-        "Days archived / empty (fetched, the source held nothing) / missing (never archived) / "
+        "Days archived (of which archived before the day ended, with what the source held "
+        "then: refill them to publish whole days) / empty (fetched, the source held nothing) "
+        "/ missing (never archived) / "
         "skipped (a manifest whose file was absent or did not match its size or sha256), "
         "rows published and unreadable windows (holes). *Counted at archiving*: of the days "
         "whose manifest records the source's own count, how many the archive holds exactly "
@@ -172,8 +175,10 @@ def _coverage(role: PublishRole, report: PublishReport) -> list[str]:
         s = u.scan
         used = [d.manifest for d in s.days]
         skipped = len([x for x in s.skipped if not used_copy(x[1])])
+        early = sum(1 for m in used if m.get(NOT_OVER))
+        archived = f"{len(s.days)}" + (f" ({early} before the day ended)" if early else "")
         lines.append(
-            f"| {s.name} | {s.year}-{s.month:02d} | {len(s.days)} | {len(s.empty)} "
+            f"| {s.name} | {s.year}-{s.month:02d} | {archived} | {len(s.empty)} "
             f"| {len(s.missing)} | {skipped} | {u.rows:,} | {_holes(used)} "
             f"| {_source_counts(used)} | {_after_archiving(s)} |"
         )

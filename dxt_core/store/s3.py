@@ -44,6 +44,7 @@ from dxt_core.manifests import (
     VERSIONS_DIR,
     Status,
     manifest_files,
+    not_over_mark,
 )
 from dxt_core.manifests import holes_detail as _holes_detail
 from dxt_core.manifests import is_plain_name as _plain_name
@@ -284,9 +285,13 @@ class S3Archive(Archive):
         if m is None:
             return "missing", ""
         entry = (index or {}).get(key.day.isoformat())
-        # an entry written before the index kept the holes and the not-over mark: the
-        # manifest says them
-        if isinstance(entry, dict) and entry.get("etag") == m.etag and NOT_OVER in entry:
+        # an entry written before the index kept the holes and the not-over mark (also the
+        # one of a manifest older than the mark, ENTRY_VERSION 2): the manifest says them
+        if (
+            isinstance(entry, dict)
+            and entry.get("etag") == m.etag
+            and entry.get("entry") == ENTRY_VERSION
+        ):
             doc: dict[str, Any] | None = entry
         else:
             got = self.store.get(m.key)  # a failed read raises: not a corrupt day
@@ -517,6 +522,10 @@ class S3Archive(Archive):
         return n, bad
 
 
+#: The version of a unit index object's entries (2: the not-over mark of every manifest).
+ENTRY_VERSION = 2
+
+
 def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
     """A committed manifest's entry in its unit's index object."""
     entry: dict[str, Any] = {
@@ -528,9 +537,11 @@ def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
         "sha256": manifest.get("sha256"),
         # what coverage says of a day archived around unreadable windows (usually none)
         "holes": manifest.get("holes") or [],
-        # archived before the day ended (usually None); an entry without the key was
-        # written before coverage told such days: its manifest is read instead
-        NOT_OVER: manifest.get(NOT_OVER),
+        # archived before the day ended (usually None), also told of a manifest written
+        # before the mark existed (dxt_core.manifests.not_over_mark)
+        NOT_OVER: not_over_mark(manifest),
+        # an entry of another version is not trusted: its manifest is read instead
+        "entry": ENTRY_VERSION,
     }
     if isinstance(manifest.get("files"), list):
         entry["files"] = [

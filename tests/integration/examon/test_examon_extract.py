@@ -637,3 +637,40 @@ def test_coverage_tells_a_day_archived_before_it_ended(examon_sim, tmp_path):
     cells = hole_cells(Archive(archive), "examon", [("ipmi_pub", "ambient")], days)
     assert sorted(cells) == [(0, 0), (0, 1)], cells
     assert all(t.startswith("not over: archived before the day ended (") for t in cells.values())
+
+
+def test_a_day_an_older_version_archived_before_it_ended_is_fetched_again(examon_sim, tmp_path):
+    """dxt before 2026-12-05 wrote no ``day_not_over`` mark: such a day, written before its
+    end (``written_at`` before ``query_window.end``), counted as complete for ever (``#``,
+    exit 0, skipped by every rerun). It is now a ``~`` day, refilled and refetched."""
+    import datetime as dt
+
+    day = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=3)).isoformat()
+    archive = tmp_path / "a"
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+    extract = (
+        *("extract", "examon", "--url", examon_sim.url, "--catalog", str(catalog)),
+        *("--start-day", day, "--archive", str(archive), "-q"),
+    )
+    made = _dxt(*extract)
+    assert made.returncode == 0, made.stdout + made.stderr
+    manifest = archive / f"examon/ipmi_pub/ambient/{day}.manifest.json"
+    doc = json.loads(manifest.read_text())
+    assert "day_not_over" not in doc
+    # as an older version wrote it at noon of that day (renamed in: the index sees it)
+    doc["written_at"] = f"{day}T12:00:00+01:00"
+    tmp = manifest.with_name(".older.tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(manifest)
+    cov = _dxt(
+        *("coverage", "examon", "--archive", str(archive), "--catalog", str(catalog)),
+        *("--start-day", day, "--end-day", day),
+    )
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    assert " ~\n" in cov.stdout and f"--start-day {day} --end-day {day}" in cov.stdout, cov.stdout
+    again = _dxt(*extract)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already archived" not in again.stdout, again.stdout
+    assert "day_not_over" not in json.loads(manifest.read_text())
+    assert json.loads(manifest.read_text())["written_at"] > f"{day}T23:59"

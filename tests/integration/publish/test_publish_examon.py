@@ -319,6 +319,11 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
         now=dt.datetime(2020, 4, 5, 3, 0, tzinfo=dt.UTC),
     )
     assert [r.state for r in found] == ["fewer", "equal"]
+    # April 2nd as an older version wrote it before that day ended (no day_not_over mark):
+    # the datacard says so (a publication read it as a whole day)
+    m = unit_dir / "2020-04-02.manifest.json"
+    early = {**json.loads(m.read_text()), "written_at": "2020-04-02T12:00:00+02:00"}
+    m.write_text(json.dumps(early))
     out = tmp_path / "o"
     res = publish(archive, out, "--keep-identities", "--max-record-bytes", "1500000")
     assert (
@@ -329,7 +334,8 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
     readme = (out / "README.md").read_text()
     assert "| ipmi_pub/ambient | 2020-03 | 1 | 0 | 29 | 1 | 103,680 |" in readme
     assert (
-        "| ipmi_pub/ps0_input_power | 2020-04 | 2 | 0 | 28 | 0 | 207,360 | 0 | 2/2 agree "
+        "| ipmi_pub/ps0_input_power | 2020-04 | 2 (1 before the day ended) | 0 | 28 | 0 | "
+        "207,360 | 0 | 2/2 agree "
         "| 2 checked (1 equal, 1 fewer; last 2020-04-05), 1 kept (source held fewer; 1 found "
         "by reconcile) |" in readme
     ), readme
