@@ -375,7 +375,7 @@ def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show
     print(
         "legend: # archived  h archived with holes (unreadable points, retried)  o empty  "
         "~ archived before its day ended (what the source held then)  . missing  X corrupt  "
-        "K kept (the source has fewer rows; the archive was kept)   "
+        "K kept (the source once had fewer rows; the archive was kept)   "
         f"days {day_list[0]}..{day_list[-1]}"
     )
     for parts, statuses in by_unit.items():
