@@ -10,12 +10,13 @@ window of which metric it is and that nothing of it was archived.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
+from dxt_core.backends.examon.json_numbers import bad_pair as _bad_pair
+from dxt_core.backends.examon.json_numbers import valid_numbers as _valid_numbers
 from dxt_core.errors import SourceError
 from dxt_core.http import html_hint
 from dxt_core.records import RawPoints, Series
@@ -34,33 +35,6 @@ def _loads_answer(raw: bytes, url: str, where: str = "") -> Any:
             f"{near!r}; nothing of it is archived{html_hint(raw)}",
             url=url,
         ) from exc
-
-
-# One [timestamp, value] pair of a numeric series, as strict JSON (RFC 8259 numbers).
-# Possessive quantifiers: a number can be read one way only, so nothing backtracks.
-_NUMBER = rb"-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?[0-9]++)?+"
-_PAIR = rb"\[(?:0|[1-9][0-9]*+)," + _NUMBER + rb"\]"
-_PAIRS = re.compile(rb"(?:" + _PAIR + rb",)*+")
-_ALL_PAIRS = re.compile(rb"(?:" + _PAIR + rb",)*+" + _PAIR)
-
-
-def _valid_numbers(inner: bytes) -> bool:
-    """Whether every token of a numeric ``values`` text is a JSON number.
-
-    :meth:`RawPoints.from_json` checks the alphabet and the shape (``[t,v]`` pairs); this
-    checks the numbers themselves, which the writers copy as they are (``[ts,]`` or
-    ``[ts,1-2e]`` fail here), with one regular expression over the text: no Python object
-    is made per point.
-    """
-    return _ALL_PAIRS.fullmatch(inner) is not None
-
-
-def _bad_pair(inner: bytes) -> bytes:
-    """The first ``[t,v]`` of a ``values`` text that is not two JSON numbers."""
-    at = _PAIRS.match(inner)
-    start = at.end() if at else 0
-    end = inner.find(b"]", start)
-    return inner[start : end + 1 if end >= 0 else start + 40]
 
 
 def _checked_points(values: Any, url: str, where: str) -> list[Any]:
