@@ -303,6 +303,9 @@ def _what_counts(doc: dict[str, Any]) -> dict[str, Any]:
 def publish(role: PublishRole, opts: PublishOptions) -> PublishReport:
     """Publish the months ``from_month``..``to_month`` of the backend's archive (``role``)
     into ``opts.out``."""
+    from dxt_core.writers.parquet import require_pyarrow
+
+    require_pyarrow("dxt publish (its dataset is Parquet)")  # before anything is written
     if not opts.name:
         opts.name = role.dataset_name
     if not opts.title:

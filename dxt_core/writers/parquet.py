@@ -24,6 +24,16 @@ from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.records import RawPoints, Record, Series, SeriesBatch, SeriesSchema, block_slices
 from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult, block_row_order
 
+
+def require_pyarrow(what: str) -> None:
+    """A clear error, naming the extra to install, when pyarrow is missing: ``what``
+    (Parquet output, ``dxt publish``) needs it."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"{what} needs pyarrow: pip install 'dxt-archive[parquet]'") from exc
+
+
 if TYPE_CHECKING:
     import numpy as np
 # NumPy and pyarrow are imported where they are used: an Airflow task process that writes
@@ -166,12 +176,7 @@ class ParquetSeriesWriter(BlockParquet, SeriesWriter):
         value_type: str | None = None,
     ) -> None:
         super().__init__(out)
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError as exc:
-            raise ConfigError(
-                "Parquet output needs pyarrow: pip install 'dxt-archive[parquet]'"
-            ) from exc
+        require_pyarrow("Parquet output")
         self._file = HashingFile(out)
         self._block_ms, self._origin_ms = block_ms, origin_ms
         self._compression = compression
