@@ -577,8 +577,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     s.set_defaults(func=None)
 
     if only is None:
+        from dxt_core.dagfiles import add_dags_parser
         from dxt_core.demo import add_demo_parser
 
+        add_dags_parser(sub)
         add_demo_parser(sub)
     return p
 

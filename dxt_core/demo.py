@@ -84,13 +84,20 @@ def add_demo_parser(sub: Any) -> None:
     d.set_defaults(func=run_demo)
 
 
-def dags_folder() -> Path:
-    """The repository's ``dags/`` folder (the package is installed from a checkout)."""
+def dags_folder(home: Path) -> Path:
+    """The checkout's ``dags/`` folder when the package is installed from one, else the DAG
+    files written into ``<home>/dags`` (:mod:`dxt_core.dagfiles`: the same files)."""
     candidates = [Path(__file__).resolve().parent.parent / "dags", Path.cwd() / "dags"]
     for c in candidates:
         if (c / f"{DAG_ID}.py").is_file():
             return c
-    raise ConfigError(f"cannot find dags/{DAG_ID}.py: run 'dxt demo' from the dxt-archive checkout")
+    from dxt_core.dagfiles import write_dag_files
+
+    written = home / "dags"
+    write_dag_files(written, force=True)
+    for bak in written.glob("*.py.bak"):  # an older version's files, rewritten
+        bak.unlink()
+    return written
 
 
 def _airflow_bin() -> str:
@@ -280,7 +287,7 @@ def airflow_env(
             "PATH": f"{Path(_airflow_bin()).parent}{os.pathsep}{env.get('PATH', '')}",
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder(home)),
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__API__PORT": str(port),

@@ -52,7 +52,8 @@ def backend_dag(backend: str, *, doc_md: str | None = None) -> DAG:
     Args:
         backend: the registry name (``examon``); its settings give the schedule, pool,
             retries, timeout and connection id.
-        doc_md: the DAG's documentation (the DAG file's docstring).
+        doc_md: the DAG's documentation; default the backend's (``dag_doc`` of its tasks
+            role).
     """
     b = registry.get(backend)
     tasks = b.dag_tasks()
@@ -78,7 +79,7 @@ def backend_dag(backend: str, *, doc_md: str | None = None) -> DAG:
             "retry_delay": timedelta(minutes=2),
         },
         tags=["dxt", *tasks.tags],
-        doc_md=doc_md,
+        doc_md=doc_md if doc_md is not None else (tasks.dag_doc or None),
         params={"day": day_param(), **extra_params, "replace": replace_param()},
     )
     def build() -> None:

@@ -1,7 +1,7 @@
 """The ``dxt_publish`` DAG: once a month of the archive is complete, publish it as a dataset
 (``dxt publish <backend>`` in a task) for every backend that declares a publish role.
 
-The DAG file is one call, ``publish_dag(doc_md=__doc__)``. It is scheduled on the archive's
+The DAG file is one call, ``publish_dag()`` (``dxt dags write``). It is scheduled on the archive's
 assets: every archive task adds an event per metric-day to ``dxt-archive/<backend>/<group>``
 through its backend's alias ``dxt-archive/<backend>`` (dxt_core/airflow/assets.py), and the
 DAG runs on the events of any of those aliases (``AssetAny``). A run looks at the months of
@@ -57,6 +57,21 @@ def previous_month(context: Mapping[str, Any]) -> str:
     return f"{first.year:04d}-{first.month:02d}"
 
 
+#: The DAG's documentation (its Docs tab), whatever file builds it (``dxt dags write``).
+DAG_DOC = """dxt_publish: publish each month of the archive as a dataset once it is complete.
+
+Scheduled on the archive's assets: after the archive tasks' events, a run publishes each month
+they name that is complete (``dxt publish <backend>`` in a task, for every backend that
+publishes) into ``$DXT_PUBLISH_DIR/<backend>/<YYYY-MM>_<YYYY-MM>/``: typed Parquet in the
+backend's layout (M100 ExaData's where it applies), checksums, datapackage.json, croissant.json, a
+datacard and tar records (docs/publish.md). A month not complete yet is left for a later
+event, and one already published from the same archive days is not written again; both are
+said so in the log and the XCom. People in job tables are pseudonymised with the key in
+``DXT_PUBLISH_KEY_FILE``; without it the task refuses unless the ``keep_identities`` Param is
+set. Trigger with ``from_month`` / ``to_month`` to publish other months.
+"""
+
+
 def publish_dag(*, doc_md: str | None = None) -> Any:
     """Build ``dxt_publish``: one task, run on the archive assets' events (or by hand)."""
     from datetime import UTC, datetime, timedelta
@@ -76,7 +91,7 @@ def publish_dag(*, doc_md: str | None = None) -> Any:
         catchup=False,
         max_active_runs=1,
         tags=["dxt", "publish", *names],
-        doc_md=doc_md,
+        doc_md=doc_md if doc_md is not None else DAG_DOC,
         params={
             "backend": Param(
                 None,

@@ -74,6 +74,8 @@ class BackendTasks(ABC, Generic[C]):
     pooled: ClassVar[bool] = True
     tags: ClassVar[tuple[str, ...]] = ()
     counts: ClassVar[bool] = False
+    #: the DAG's documentation (its Docs tab) when its file gives none (``dxt dags write``)
+    dag_doc: ClassVar[str] = ""
 
     def settings(self) -> dict[str, Any]:
         """The backend's settings by short key (``DXT_<NAME>_<KEY>``, then ``[dxt]``)."""

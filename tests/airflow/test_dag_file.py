@@ -20,7 +20,8 @@ dag = bag.dags["dxt_examon"]
 print(json.dumps({{"errors": {{k: str(v) for k, v in bag.import_errors.items()}},
                   "dags": sorted(bag.dags), "tasks": sorted(dag.task_dict),
                   "best_ms": min(times) * 1000, "catchup": dag.catchup,
-                  "pool": dag.task_dict["archive_metric_day"].pool}}))
+                  "pool": dag.task_dict["archive_metric_day"].pool,
+                  "docs": {{d: bag.dags[d].doc_md for d in bag.dags}}}}))
 """
 
 
@@ -36,6 +37,14 @@ def test_dagbag_has_no_import_errors_and_parses_fast(migrated_home, tmp_path):
         "wait_for_day_end",
     ]
     assert doc["catchup"] is True and doc["pool"] == "examon"
+    # each DAG's documentation comes from the package (the files are written by dxt dags write)
+    from dxt_core import backends
+    from dxt_core.airflow.publish import DAG_DOC
+
+    for name in backends.BUILTIN:
+        b = backends.get(name)
+        assert doc["docs"][b.dag_id] == b.dag_tasks().dag_doc != "", name
+    assert doc["docs"]["dxt_publish"] == DAG_DOC
     print(f"dxt_examon.py parse time: {doc['best_ms']:.1f} ms")
     assert doc["best_ms"] < 100
 
