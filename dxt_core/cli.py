@@ -587,10 +587,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `dxt extract BACKEND ...` imports that backend's modules only.
-    known = {n for b in registry.backends() for n in (b.name, b.command, *b.aliases)}
-    only = argv[1] if len(argv) >= 2 and argv[0] == "extract" and argv[1] in known else None
-    parser = build_parser(only)
+    try:
+        # `dxt extract BACKEND ...` imports that backend's modules only.
+        known = {n for b in registry.backends() for n in (b.name, b.command, *b.aliases)}
+        only = argv[1] if len(argv) >= 2 and argv[0] == "extract" and argv[1] in known else None
+        parser = build_parser(only)
+    except DxtError as exc:  # the registry's settings (DXT_EXTRA_BACKENDS) are wrong
+        print(f"dxt: error: {exc}", file=sys.stderr)
+        return 2
     if len(argv) >= 2 and argv[0] == "simulate" and argv[1] not in ("-h", "--help"):
         args = parser.parse_args(argv[:2])
         return cmd_simulate(args, argv[2:])
@@ -631,6 +635,13 @@ def _run(args: argparse.Namespace) -> int:
         # interpreter's flush at exit must not raise again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
+    except OSError as exc:
+        # a file or folder the command needs (permissions, a full disk, a missing file a
+        # setting names) that no narrower check caught: said in one line, not a traceback;
+        # files are written under temporary names, so nothing partial is under a final name
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        print(f"dxt: error: {exc.strerror or exc}{': ' + where if where else ''}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:
         # an archive run handles Ctrl-C itself and says what it did; any other command stops
         # here: its files are written under temporary names and renamed when whole, so what

@@ -23,6 +23,7 @@ verified (also after an ``http://`` start), and credentials go to the configured
 from __future__ import annotations
 
 import functools
+import math
 import os
 import random
 import re
@@ -229,18 +230,23 @@ def _env_float(name: str, default: float) -> float:
         value = float(raw)
     except ValueError as exc:
         raise ConfigError(f"{name} must be a number, not {raw!r}") from exc
-    if value <= 0:
-        raise ConfigError(f"{name} must be > 0, not {raw!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a number above 0, not {raw!r}")
     return value
 
 
 def default_max_answer_bytes() -> int:
     """``DXT_MAX_ANSWER_MB`` (MiB) if set, else 512 MiB."""
-    return int(_env_float(ENV_MAX_ANSWER_MB, DEFAULT_MAX_ANSWER_BYTES / (1 << 20)) * (1 << 20))
+    mib = _env_float(ENV_MAX_ANSWER_MB, DEFAULT_MAX_ANSWER_BYTES / (1 << 20))
+    if mib * (1 << 20) < 1:
+        raise ConfigError(f"{ENV_MAX_ANSWER_MB} must be at least one byte (1e-6 MiB), not {mib}")
+    return int(mib * (1 << 20))
 
 
 def default_allow_http_redirect() -> bool:
-    return os.environ.get(ENV_ALLOW_HTTP_REDIRECT, "").strip().lower() in ("1", "true", "yes")
+    from dxt_core.config import as_bool
+
+    return as_bool(os.environ.get(ENV_ALLOW_HTTP_REDIRECT, ""), ENV_ALLOW_HTTP_REDIRECT)
 
 
 def default_deadline_s() -> float:

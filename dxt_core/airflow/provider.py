@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dxt_core import masking
 from dxt_core._version import __version__
 from dxt_core.config import ARCHIVE_ROOT, Setting
 
@@ -32,9 +33,17 @@ def _option(s: Setting) -> dict[str, Any]:
 
 
 def get_provider_info() -> dict[str, Any]:
-    from dxt_core.backends import backends
+    from dxt_core.backends import backends, builtin_backends
+    from dxt_core.errors import DxtError
 
-    found = backends()
+    try:
+        found = backends()
+    except DxtError as exc:
+        # a wrong DXT_EXTRA_BACKENDS must not stop every Airflow command (Airflow reads this
+        # when it starts): the built-in backends, and the error said; a DAG of the extra
+        # backend fails to import with the same error, where the UI shows it
+        masking.logger("dxt_core.airflow.provider").error("%s", exc)
+        found = builtin_backends()
     options = {ARCHIVE_ROOT.key: _option(ARCHIVE_ROOT)}
     for b in found:
         options.update({s.key: _option(s) for s in b.settings})

@@ -244,9 +244,14 @@ def _load(ref: str) -> Backend:
     return backend
 
 
+def builtin_backends() -> list[Backend]:
+    """The backends that ship with dxt-archive (:data:`BUILTIN`)."""
+    return [_load(f"dxt_core.backends.{name}") for name in BUILTIN]
+
+
 def backends() -> list[Backend]:
     """Every backend: the built-in ones, then those named in ``DXT_EXTRA_BACKENDS``."""
-    found = [_load(f"dxt_core.backends.{name}") for name in BUILTIN]
+    found = builtin_backends()
     found += [_load(r.strip()) for r in os.environ.get(ENV_EXTRA, "").split(",") if r.strip()]
     return found
 

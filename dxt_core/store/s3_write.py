@@ -62,7 +62,7 @@ from dxt_core import masking
 from dxt_core.archive import DayKey
 from dxt_core.daywrite import DayWrite, keep_archived_day
 from dxt_core.daywrite import source_count_grew as _source_count_grew
-from dxt_core.errors import ArchiveError, ArchiveLocked, ContentChanged
+from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged
 from dxt_core.fsio import json_bytes as _dumps
 from dxt_core.fsio import now_iso as _now
 from dxt_core.locks import DayLock
@@ -120,8 +120,13 @@ class _Plan:
 
 
 def _lease_s() -> int:
+    """``DXT_S3_LOCK_LEASE_S`` (whole seconds above 0) if set, else :data:`LOCK_LEASE_S`."""
     raw = os.environ.get("DXT_S3_LOCK_LEASE_S", "").strip()
-    return int(raw) if raw.isdigit() else LOCK_LEASE_S
+    if not raw:
+        return LOCK_LEASE_S
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"DXT_S3_LOCK_LEASE_S must be whole seconds above 0, not {raw!r}")
+    return int(raw)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -111,8 +111,8 @@ class ExamonOptions:
         p = Path(path)
         try:
             doc = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{p}: cannot read plugin options: {exc}") from exc
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{p}: cannot read plugin options (TOML, UTF-8): {exc}") from exc
         unknown_top = sorted(set(doc) - {"cluster", "plugins"})
         if unknown_top:
             # a typo ('clustr', '[plugin.x]') must not leave the defaults in silence: a
@@ -186,7 +186,13 @@ def parse_catalog(text: str, source: str = "<catalog>") -> list[CatalogEntry]:
     seen: dict[tuple[str, str], int] = {}
     entries: list[CatalogEntry] = []
     ended = 0  # the line the previous row ended on
-    for row in reader:
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a NUL...
+            raise CatalogError(source, reader.line_num, f"not a CSV line: {exc}") from exc
         line, ended = ended + 1, reader.line_num  # a quoted field may span lines
         if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
             continue

@@ -1,0 +1,48 @@
+"""Settings read from the environment outside ``config.Setting``: a wrong value is an error
+naming the variable (nan, inf, "maybe" and "1.5" were taken, or silently replaced by the
+default)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dxt_core import http
+from dxt_core.errors import ConfigError
+from dxt_core.store import s3_write
+
+
+@pytest.mark.parametrize(
+    ("name", "read", "raw"),
+    [
+        ("DXT_MAX_ANSWER_MB", http.default_max_answer_bytes, "nan"),
+        ("DXT_MAX_ANSWER_MB", http.default_max_answer_bytes, "inf"),
+        ("DXT_MAX_ANSWER_MB", http.default_max_answer_bytes, "1e-9"),
+        ("DXT_MAX_ANSWER_MB", http.default_max_answer_bytes, "-1"),
+        ("DXT_REQUEST_DEADLINE_S", http.default_deadline_s, "nan"),
+        ("DXT_REQUEST_DEADLINE_S", http.default_deadline_s, "inf"),
+        ("DXT_ALLOW_HTTP_REDIRECT", http.default_allow_http_redirect, "maybe"),
+        ("DXT_S3_LOCK_LEASE_S", s3_write._lease_s, "nan"),
+        ("DXT_S3_LOCK_LEASE_S", s3_write._lease_s, "-1"),
+        ("DXT_S3_LOCK_LEASE_S", s3_write._lease_s, "1.5"),
+        ("DXT_S3_LOCK_LEASE_S", s3_write._lease_s, "0"),
+    ],
+)
+def test_a_wrong_value_names_the_variable(monkeypatch, name, read, raw):
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(ConfigError, match=name):
+        read()
+
+
+def test_right_values_and_defaults(monkeypatch):
+    for name in ("DXT_MAX_ANSWER_MB", "DXT_REQUEST_DEADLINE_S", "DXT_S3_LOCK_LEASE_S"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("DXT_ALLOW_HTTP_REDIRECT", raising=False)
+    assert http.default_max_answer_bytes() == 512 << 20
+    assert s3_write._lease_s() == s3_write.LOCK_LEASE_S
+    assert http.default_allow_http_redirect() is False
+    monkeypatch.setenv("DXT_MAX_ANSWER_MB", "0.5")
+    monkeypatch.setenv("DXT_S3_LOCK_LEASE_S", "60")
+    monkeypatch.setenv("DXT_ALLOW_HTTP_REDIRECT", "yes")
+    assert http.default_max_answer_bytes() == 512 << 10
+    assert s3_write._lease_s() == 60
+    assert http.default_allow_http_redirect() is True
