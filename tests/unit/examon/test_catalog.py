@@ -75,6 +75,11 @@ def test_bad_catalogs_name_file_and_line(text, line, fragment):
     assert fragment in str(ei.value)
 
 
+def test_a_line_over_the_csv_modules_limit_names_its_line():
+    with pytest.raises(CatalogError, match=r"cat.csv, line 3: not a CSV line: field larger"):
+        parse_catalog(f"metric,plugin\na,p\n{'x' * 140_000},p\n", "cat.csv")
+
+
 def test_the_longest_name_leaves_room_for_the_files_made_of_it():
     # .metric=<metric>.json.XXXXXXXX.tmp (the tag-key cache's temporary file, Parquet) is
     # 26 bytes longer: archived in both formats (tests/integration/examon/test_cli.py)
