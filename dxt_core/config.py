@@ -173,7 +173,10 @@ def url_from_host(host: str, port: int | None, scheme: str) -> str:
     """A base URL from a connection's ``host``: a URL as given (with ``port`` added when it
     names none), or a bare name joined with ``scheme`` and ``port``."""
     if "://" not in host:
-        return f"{scheme}://{host}" + (f":{port}" if port else "")
+        name = host.split("/", 1)[0]
+        # "host:port" (or "[v6]:port") already names its port: the default is not added
+        named = name.count(":") == 1 or (name.startswith("[") and "]:" in name)
+        return f"{scheme}://{host}" + (f":{port}" if port and not named else "")
     url = host.rstrip("/")
     if port and ":" not in url.split("://", 1)[1].split("/", 1)[0]:
         head, rest = url.split("://", 1)

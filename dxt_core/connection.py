@@ -395,6 +395,10 @@ class ConnectionSpec(Generic[T]):
             # ``is``: a 0 given (``--timeout 0``) is a value, checked, not "not given"
             if value is True and e.negate:
                 extra[e.name] = False
+            elif isinstance(value, str) and not value.strip():
+                # in a connection an empty extra is one not set; typed, it is a mistake
+                # (``--tz ""`` ran with Europe/Rome)
+                raise ConfigError(f"{e.cli_flag} is empty: give a value, or leave it out")
             elif value is not None and value is not False:
                 extra[e.name] = value
         if not args.url:

@@ -98,7 +98,10 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
 def from_names(text: str | None, where: str = "--metrics") -> list[CatalogEntry]:
     """``--metrics a,b`` (bare names only: a selector holds commas); an error begins with
     ``where`` (the option, or the variable ``DXT_PROMETHEUS_METRICS``)."""
-    return [entry(x, where) for x in (text or "").split(",") if x.strip()]
+    found = [entry(x, where) for x in (text or "").split(",") if x.strip()]
+    if text is not None and text.strip() and not found:
+        raise ConfigError(f"{where} {text!r} names no metric: give names separated by commas")
+    return found
 
 
 def listed_entries(names: Sequence[str]) -> tuple[list[CatalogEntry], list[str]]:

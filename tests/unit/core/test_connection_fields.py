@@ -18,6 +18,11 @@ from dxt_core.errors import ConfigError
         ("examon.example.org", None, "https", "https://examon.example.org"),
         ("https://g.example.org/sub/", 443, "http", "https://g.example.org:443/sub"),
         ("http://h:9200", 9999, "http", "http://h:9200"),  # a URL's own port wins
+        # host:port without a scheme: its own port too (the default was added after it,
+        # and the error named a port never given)
+        ("127.0.0.1:45143", 9090, "http", "http://127.0.0.1:45143"),
+        ("[::1]:45143", 9090, "http", "http://[::1]:45143"),
+        ("[::1]", 9090, "http", "http://[::1]:9090"),
     ],
 )
 def test_url_from_host(host, port, scheme, url):
@@ -130,3 +135,17 @@ def test_bad_numbers_name_the_option_and_write_nothing(tmp_path, argv, message):
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "a").exists()
+
+
+def test_an_empty_option_given_is_refused(tmp_path):
+    import subprocess
+    import sys
+
+    for backend in ("examon", "prometheus"):
+        run = subprocess.run(
+            [sys.executable, "-m", "dxt_core.cli", "extract", backend, "--url", "http://h:1",
+             "--tz", "", "--archive", str(tmp_path), "--start-day", "2024-05-01"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert run.returncode == 2, run.stderr
+        assert "--tz is empty: give a value, or leave it out" in run.stderr

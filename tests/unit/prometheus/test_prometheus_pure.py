@@ -108,6 +108,9 @@ def test_catalog(tmp_path: Path) -> None:
         load_catalog(p)
     with pytest.raises(ConfigError):
         from_names("ok,not ok")
+    with pytest.raises(ConfigError, match="names no metric"):  # it archived 0 units, rc 0
+        from_names(" , ")
+    assert from_names("") == from_names(None) == []  # not given
 
 
 def test_connection_extras() -> None:
