@@ -94,12 +94,21 @@ def days(first: dt.date, last: dt.date) -> Iterator[dt.date]:
         d += dt.timedelta(days=1)
 
 
+#: The days :func:`parse_day` takes.
+FIRST_DAY, LAST_DAY = dt.date(1970, 1, 2), dt.date(9999, 12, 30)
+
+
 def parse_day(text: str) -> dt.date:
     """A ``YYYY-MM-DD`` day, or a ConfigError showing the expected form."""
     try:
-        return dt.date.fromisoformat(text.strip())
+        day = dt.date.fromisoformat(text.strip())
     except ValueError as exc:
         raise ConfigError(f"bad day {text!r}: expected YYYY-MM-DD, e.g. 2020-03-09") from exc
+    if not FIRST_DAY <= day <= LAST_DAY:
+        # before 1970 no monitoring database holds data (and epoch times go negative); the
+        # ends of Python's calendar overflow when a day's zone is applied
+        raise ConfigError(f"bad day {text!r}: give a day from {FIRST_DAY} to {LAST_DAY}")
+    return day
 
 
 def check_window_sizes(initial_s: int, min_s: int, max_s: int, target_points: int) -> None:

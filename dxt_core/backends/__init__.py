@@ -244,6 +244,11 @@ def _load(ref: str) -> Backend:
     return backend
 
 
+def _at_most_a_week(seconds: int) -> None:
+    if seconds > 7 * 86_400:
+        raise ValueError("at most 604800 (a week): a run waits that long after its day ends")
+
+
 def builtin_backends() -> list[Backend]:
     """The backends that ship with dxt-archive (:data:`BUILTIN`)."""
     return [_load(f"dxt_core.backends.{name}") for name in BUILTIN]
@@ -329,7 +334,12 @@ def common_settings(
         Setting(p + "retries", int, 2, "task retries (2 minutes apart)", minimum=0),
         Setting(p + "max_active_runs", int, max_active_runs, "days processed at once", minimum=1),
         Setting(
-            p + "settle_seconds", int, 900, "wait after the day ends before archiving it", minimum=0
+            p + "settle_seconds",
+            int,
+            900,
+            "wait after the day ends before archiving it (at most a week)",
+            minimum=0,
+            check=_at_most_a_week,
         ),
         Setting(
             p + "task_timeout_minutes",

@@ -104,13 +104,24 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are given once (TOML refuses a key twice; JSON took the
+    last in silence)."""
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise ValueError(f"key {key!r} given twice")
+        doc[key] = value
+    return doc
+
+
 def _read_file(path: str) -> dict[str, Any]:
     """The table of the JSON or TOML file ``path`` (TOML by its ``.toml`` suffix, in any
     case); errors name the file."""
     try:
         raw = Path(path).read_bytes()
         toml = path.lower().endswith(".toml")
-        doc = tomllib.loads(raw.decode()) if toml else json.loads(raw)
+        doc = tomllib.loads(raw.decode()) if toml else json.loads(raw, object_pairs_hook=_once)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{ENV_CONFIG}={path}: cannot read it ({exc})") from exc
     if not isinstance(doc, dict):

@@ -46,3 +46,23 @@ def test_right_values_and_defaults(monkeypatch):
     assert http.default_max_answer_bytes() == 512 << 10
     assert s3_write._lease_s() == 60
     assert http.default_allow_http_redirect() is True
+
+
+def test_a_settle_delay_over_a_week_is_refused(monkeypatch):
+    """It overflowed the day's end time in the wait task (no maximum)."""
+    from dxt_core.backends import dag_settings
+
+    monkeypatch.setenv("DXT_EXAMON_SETTLE_SECONDS", "99999999999999999999")
+    with pytest.raises(ConfigError, match=r"DXT_EXAMON_SETTLE_SECONDS=.*at most 604800"):
+        dag_settings("examon")
+    monkeypatch.setenv("DXT_EXAMON_SETTLE_SECONDS", "604800")
+    assert dag_settings("examon")["settle_seconds"] == 604800
+
+
+@pytest.mark.parametrize("text", ["0001-01-01", "1969-12-31", "9999-12-31"])
+def test_days_outside_the_calendar_it_can_cut_are_refused(text):
+    """0001-01-01 failed every unit with OverflowError when its zone was applied."""
+    from dxt_core.windows import parse_day
+
+    with pytest.raises(ConfigError, match="give a day from 1970-01-02 to 9999-12-30"):
+        parse_day(text)

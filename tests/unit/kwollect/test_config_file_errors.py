@@ -74,3 +74,10 @@ def test_a_bad_time_zone_names_the_file_key_or_the_variable(tmp_path):
     # the variable wins over the file, so a good one hides the file's bad zone
     env = {"DXT_KWOLLECT_CONFIG": str(path), "DXT_KWOLLECT_TIME_ZONE": "UTC"}
     assert load_archive_config(env).time_zone == "UTC"
+
+
+def test_a_key_given_twice_in_json_is_refused_as_in_toml(tmp_path):
+    path = tmp_path / "k.json"
+    path.write_text('{"clusters": ["lyon/nova"], "clusters": ["nancy/gros"]}')
+    with pytest.raises(ConfigError, match=r"cannot read it \(key 'clusters' given twice\)"):
+        load_archive_config({"DXT_KWOLLECT_CONFIG": str(path)})
