@@ -145,3 +145,16 @@ class Served:
             for s, handler in previous.items():
                 signal.signal(s, handler)
         return 0
+
+
+def port_number(text: str) -> int:
+    """An ``argparse`` type: a TCP port, 0 (a free one) to 65535."""
+    import argparse
+
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: 0 (a free one) to 65535")
+    return port

@@ -66,3 +66,17 @@ def test_days_outside_the_calendar_it_can_cut_are_refused(text):
 
     with pytest.raises(ConfigError, match="give a day from 1970-01-02 to 9999-12-30"):
         parse_day(text)
+
+
+@pytest.mark.parametrize("backend", ["examon", "kwollect", "prometheus", "collectd-es"])
+def test_a_simulators_port_out_of_range_is_a_usage_error(backend):
+    """It was an OverflowError from bind() (exit 1, a traceback)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", "simulate", backend, "--port", "99999"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "99999 is not a port: 0 (a free one) to 65535" in run.stderr
