@@ -9,9 +9,10 @@ a half-read catalog never drives a run.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -86,6 +87,10 @@ class ExamonOptions:
         }
     )
 
+    #: the plugins the options file names (:meth:`from_toml`), and the file
+    named: tuple[str, ...] = ()
+    source: str = ""
+
     def for_plugin(self, plugin: str) -> PluginOptions:
         """Options of ``plugin``; plugins not listed get no cluster filter."""
         return self.plugins.get(plugin, PluginOptions())
@@ -150,7 +155,24 @@ class ExamonOptions:
         cluster = doc.get("cluster", base.cluster)
         if not isinstance(cluster, str) or not cluster:
             raise ConfigError(f"{p}: 'cluster' must be a non-empty string")
-        return cls(cluster=cluster, plugins=plugins)
+        return cls(cluster=cluster, plugins=plugins, named=tuple(raw_plugins), source=str(p))
+
+    def unused_plugins(self, entries: Sequence[CatalogEntry]) -> str:
+        """What to warn of the plugins the options file names that no metric of ``entries``
+        (the whole catalog) belongs to, with the closest plugins it has; "" when none: a
+        typo (``[plugins.ganglia_pb]``) left the plugin's defaults in silence."""
+        have = sorted({e.plugin for e in entries})
+        unused = [n for n in self.named if n not in have]
+        if not unused:
+            return ""
+        said = []
+        for n in unused:
+            close = difflib.get_close_matches(n, have, n=3, cutoff=0.6)
+            said.append(f"{n!r}" + (f" (closest: {', '.join(close)})" if close else ""))
+        return (
+            f"{self.source}: no catalog metric belongs to plugin(s) {'; '.join(said)}: "
+            "their options are not used; check the [plugins.<name>] spelling"
+        )
 
 
 def _column_types(raw: Any, job_table: bool, p: Path, name: str) -> tuple[tuple[str, str], ...]:

@@ -52,6 +52,10 @@ def _entries(args: argparse.Namespace) -> list[CatalogEntry]:
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit {args.limit}: give 1 or more (the first N catalog metrics)")
     entries = load_catalog(args.catalog)
+    if getattr(args, "plugin_options", None):
+        unused = ExamonOptions.from_toml(args.plugin_options).unused_plugins(entries)
+        if unused:
+            print(f"WARNING: {unused}", file=sys.stderr)
     plugins = args.plugins.split(",") if args.plugins else None
     chosen = select(entries, plugins=plugins, limit=args.limit)
     if not chosen:

@@ -67,7 +67,15 @@ class ExamonTasks(SourceSeriesTasks["ExamonConnection", "KairosDBSource"]):
     def units(
         self, connect: Callable[[], ExamonConnection], max_map_length: int | None
     ) -> list[Unit]:
-        return self.catalog_entries(max_map_length)
+        """The catalog task: its units, and a warning of plugin options no unit uses."""
+        from dxt_core.backends.examon.catalog import CatalogEntry
+
+        found = self.catalog_entries(max_map_length)
+        entries = [CatalogEntry(str(u["metric"]), str(u["plugin"])) for u in found]
+        unused = self.options().unused_plugins(entries)
+        if unused:
+            log.warning("%s", unused)
+        return found
 
     def catalog_entries(self, max_map_length: int | None = None) -> list[Unit]:
         """The catalog as the list that feeds ``expand``; checks Airflow's map length limit."""

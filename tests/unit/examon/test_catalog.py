@@ -164,3 +164,25 @@ def test_unknown_top_level_option_keys_are_refused(tmp_path):
     p.write_text('clustr = "leonardo"\n[plugin.my_jobs]\njob_table = true\n')
     with pytest.raises(ConfigError, match=r"unknown key\(s\) \['clustr', 'plugin'\]"):
         ExamonOptions.from_toml(p)
+
+
+def test_plugin_options_naming_no_catalog_plugin_are_warned_of(tmp_path, monkeypatch, caplog):
+    """A typo in [plugins.<name>] left that plugin's defaults in silence."""
+    from dxt_core.backends.examon.catalog import ExamonOptions
+    from dxt_core.backends.examon.tasks import ExamonTasks
+
+    opts = tmp_path / "opts.toml"
+    opts.write_text("[plugins.ganglia_pb]\ncluster_tag = true\n[plugins.ipmi_pub]\n")
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\na,ganglia_pub\nb,ipmi_pub\n")
+    said = ExamonOptions.from_toml(opts).unused_plugins(load_catalog(catalog))
+    assert said == (
+        f"{opts}: no catalog metric belongs to plugin(s) 'ganglia_pb' (closest: ganglia_pub): "
+        "their options are not used; check the [plugins.<name>] spelling"
+    )
+    assert ExamonOptions().unused_plugins(load_catalog(catalog)) == ""  # defaults: not named
+    monkeypatch.setenv("DXT_EXAMON_OPTIONS", str(opts))
+    monkeypatch.setenv("DXT_EXAMON_CATALOG", str(catalog))
+    with caplog.at_level("WARNING"):
+        units = ExamonTasks().units(lambda: None, None)
+    assert len(units) == 2 and "'ganglia_pb' (closest: ganglia_pub)" in caplog.text
