@@ -292,6 +292,13 @@ class ConnectionSpec(Generic[T]):
             url = str(extras[self.url_extra])
         else:
             url = self.base_url(conn_id, host, port, schema)
+        if "?" in url or "#" in url:
+            # the client asks paths of its own below the base URL: a query or fragment of it
+            # was dropped in silence (and a token in it stayed in the manifest's source_url)
+            raise ConfigError(
+                f"connection {conn_id!r}: the server's URL {redact_url(url.split('?')[0])!r} "
+                "has a query (?...) or fragment (#...), which dxt cannot keep: remove it"
+            )
         fields = ConnectionFields(conn_id, url, login or None, password or None, extras)
         return self.build(fields)
 

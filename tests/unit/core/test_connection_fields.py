@@ -149,3 +149,14 @@ def test_an_empty_option_given_is_refused(tmp_path):
         )  # fmt: skip
         assert run.returncode == 2, run.stderr
         assert "--tz is empty: give a value, or leave it out" in run.stderr
+
+
+@pytest.mark.parametrize("url", ["http://h:1/?token=s3cret", "http://h:1/prom#frag"])
+def test_a_url_with_a_query_or_fragment_is_refused(url):
+    """The client asks its own paths below the base URL: the query was dropped in silence
+    (and a token in it written into every manifest's source_url)."""
+    from dxt_core.backends.prometheus.connection import SPEC
+
+    with pytest.raises(ConfigError, match=r"has a query \(\?\.\.\.\) or fragment") as ei:
+        SPEC.from_fields(conn_id="c", host=url)
+    assert "s3cret" not in str(ei.value)
