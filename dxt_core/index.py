@@ -665,7 +665,8 @@ def rebuild(root: str | Path) -> RebuildReport:
     t0 = time.perf_counter()
     archive_root = Path(root).expanduser().resolve()
     if not archive_root.is_dir():
-        raise ArchiveError(f"{archive_root}: no such archive directory")
+        what = "is not a directory" if archive_root.exists() else "does not exist"
+        raise ArchiveError(f"archive root {archive_root} {what}: check --archive")
     report = RebuildReport()
     tmp = archive_root / f"{INDEX_NAME}.{os.getpid()}.tmp"
     try:

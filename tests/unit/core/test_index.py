@@ -142,8 +142,11 @@ def test_rebuild_recreates_the_index_from_manifests(archive):
 
 
 def test_rebuild_of_a_missing_directory_says_so(tmp_path):
-    with pytest.raises(Exception, match="no such archive directory"):
+    with pytest.raises(Exception, match=r"nope does not exist: check --archive"):
         rebuild(tmp_path / "nope")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(Exception, match=r"file is not a directory: check --archive"):
+        rebuild(tmp_path / "file")
 
 
 def test_coverage_from_the_index_agrees_with_reading_every_manifest(archive):
