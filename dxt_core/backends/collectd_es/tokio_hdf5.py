@@ -273,6 +273,10 @@ def _check_window(window: TimeGrid, grid: TimeGrid, where: Path) -> None:
         )
 
 
+#: The largest dataset a file is made with (it is laid out in memory whole when made).
+MAX_DATASET_BYTES = 4 << 30
+
+
 def _write_dataset(
     f: Any,
     name: str,
@@ -296,6 +300,14 @@ def _write_dataset(
         file_cols = [_str_attr(c) for c in ds.attrs.get("columns", [])]
         cap = ds.shape[1]
     else:
+        size = grid.rows * cap * 8
+        if size > MAX_DATASET_BYTES:
+            # laid out in memory whole (its fill written): 100,000,000 servers asked 25 TiB
+            raise ConfigError(
+                f"{where}: {name} would be {grid.rows:,} rows x {cap:,} columns "
+                f"({size / (1 << 30):,.1f} GiB, at most {MAX_DATASET_BYTES >> 30} GiB): give "
+                "fewer --num-nodes or --ssds-per-node, or a larger --timestep"
+            )
         ds = f.create_dataset(
             name,
             shape=(grid.rows, cap),
