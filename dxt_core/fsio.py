@@ -165,6 +165,12 @@ def read_json_object(path: Path, what: str, advice: str) -> dict[str, Any] | Non
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    except PermissionError as exc:
+        # the file may be whole: the advice for a damaged one would mislead
+        raise ArchiveError(
+            f"{path}: the {what} cannot be read ({exc.strerror}): give this user read access "
+            "to the archive (and search access to its folders)"
+        ) from exc
     except OSError as exc:
         raise ArchiveError(f"{path}: unreadable {what} ({exc}); {advice}") from exc
     return parse_json_object(raw, str(path), what, advice)

@@ -62,3 +62,25 @@ def test_plugin_options_not_utf8_name_the_file(tmp_path):
               "--archive", str(tmp_path / "a"), "--start-day", "2024-05-01")  # fmt: skip
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert f"{bad}: cannot read plugin options (TOML, UTF-8)" in run.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not shutil.which("setpriv"), reason="root without setpriv reads it"
+)
+def test_a_record_it_may_not_read_is_not_called_damaged(tmp_path):
+    """A mode-000 record was "unreadable ...; restore it or write it again": advice for a
+    damaged file, not for permissions."""
+    record = tmp_path / ".dxt-days-examon.json"
+    record.write_text("{}")
+    record.chmod(0)
+    code = (
+        "from pathlib import Path; from dxt_core.fsio import read_json_object\n"
+        f"read_json_object(Path({str(record)!r}), 'day definition', 'restore it')"
+    )
+    run = subprocess.run(
+        [*NO_OVERRIDE, sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert "the day definition cannot be read (Permission denied): give this user read" in (
+        run.stderr
+    ), run.stderr
+    assert "restore it" not in run.stderr
