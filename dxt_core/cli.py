@@ -110,6 +110,7 @@ def coverage_backend(args: argparse.Namespace, archive: Archive) -> registry.Bac
 def cmd_coverage(args: argparse.Namespace) -> int:
     archive = Archive(args.archive)
     backend = coverage_backend(args, archive)
+    _check_backend_options(args, backend)
     cli = backend.cli_role()
     units = cli.coverage_units(args)
     first, last = parse_day(args.start_day), parse_day(args.end_day)
@@ -515,6 +516,7 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
     # first one's action is kept, and its help names each backend's own words when they
     # differ (a password's variable, a default).
     helps: dict[str, list[tuple[str, str]]] = {}
+    owners: dict[str, set[str]] = {}  # option string -> the backends that declare it
     for backend in registry.backends() if backend_options else []:
         shared = argparse.ArgumentParser(add_help=False)
         cli = backend.cli_role()
@@ -528,6 +530,8 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
             if not any(s in c._option_string_actions for s in action.option_strings):
                 c._add_action(action)
             helps.setdefault(first, []).append((backend.command, action.help or ""))
+            for o in action.option_strings:
+                owners.setdefault(o, set()).add(backend.command)
     for first, said in helps.items():
         texts = {h for _, h in said}
         if len(texts) > 1:
@@ -535,7 +539,23 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
             c._option_string_actions[first].help = "; ".join(
                 f"{b}: {re.sub(r'^[(][^)]*[)] *', '', h)}" for b, h in said if h
             )
-    c.set_defaults(func=cmd_coverage)
+    c.set_defaults(func=cmd_coverage, option_owners=owners)
+
+
+def _check_backend_options(args: argparse.Namespace, backend: Any) -> None:
+    """An option another backend's coverage declares, typed for this one, is an error (it
+    was accepted and ignored: ``dxt coverage examon --sites lyon``)."""
+    owners: dict[str, set[str]] = getattr(args, "option_owners", None) or {}
+    for word in getattr(args, "given", []):
+        if word == "--":
+            break
+        option = word.split("=", 1)[0]
+        who = owners.get(option)
+        if who and backend.command not in who:
+            raise ConfigError(
+                f"{option} is an option of 'dxt coverage {'/'.join(sorted(who))}', not of "
+                f"'dxt coverage {backend.command}': drop it"
+            )
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

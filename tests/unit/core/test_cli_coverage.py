@@ -206,3 +206,13 @@ def test_refill_and_refetch_commands_keep_the_zone_the_days_were_cut_in(capsys, 
     archive_empty_day(b, ("ipmi_pub", "ambient"), {**made, "time_zone": "Europe/Rome"})
     rc, out, _ = coverage(capsys, b, catalog)
     assert rc == 3 and "--tz" not in out and f"--url http://examon:8083 --catalog {catalog}" in out
+
+
+def test_an_option_of_another_backend_is_refused(capsys, catalog, tmp_path):
+    """``dxt coverage examon --sites lyon`` was accepted, and --sites ignored."""
+    archive_empty_day(tmp_path, ("ipmi_pub", "ambient"))
+    rc, _, err = coverage(capsys, tmp_path, catalog, "--sites", "lyon", backend="examon")
+    assert rc == 2
+    assert "--sites is an option of 'dxt coverage kwollect', not of 'dxt coverage examon'" in err
+    rc, _, err = coverage(capsys, tmp_path, catalog, "--families=cpu", backend="examon")
+    assert rc == 2 and "--families is an option of 'dxt coverage collectd-es'" in err
