@@ -227,10 +227,11 @@ def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
     """What ``dxt coverage collectd-es --reconcile --url ...`` needs to ask ``_count``.
 
-    ``--user``, ``--password``, ``--timeout`` and ``--no-verify-tls`` are shared with the
+    ``--url``, ``--user``, ``--password``, ``--timeout`` and ``--no-verify-tls`` are shared with the
     other backends' ``--reconcile`` (the first backend to declare one gives its help): the
     same destinations (``user``, ``password``, ``conn_timeout``, ``no_verify_tls``) as
     theirs, declared here too so that this backend does not depend on another's."""
+    parser.add_argument("--url", help="(collectd-es) Elasticsearch or OpenSearch URL")
     parser.add_argument("--index", default=DEFAULT_INDEX, help="(collectd-es) index pattern")
     parser.add_argument("--host-prefix", default=DEFAULT_HOST_PREFIX, help="(collectd-es) hosts")
     parser.add_argument("--user", help=f"HTTP Basic user (collectd-es: else {ENV_USER})")

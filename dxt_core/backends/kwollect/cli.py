@@ -277,6 +277,7 @@ def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
     """``--api-url`` for ``dxt coverage kwollect --reconcile`` (``--url`` works too)."""
     parser.add_argument("--api-url", help=f"(kwollect) API URL (default {DEFAULT_API_URL})")
+    parser.add_argument("--url", help="(kwollect) the API URL, as --api-url")
     parser.add_argument(
         "--no-verify-tls", action="store_true", help="(--reconcile) do not verify TLS"
     )

@@ -92,7 +92,9 @@ def test_no_backend_named_takes_the_one_the_archive_holds(capsys, tmp_path):
     """The README's ``dxt coverage --archive ./archive --start-day ... --end-day ...`` on a
     Kwollect-only archive reports Kwollect (before, the default was one backend by name)."""
     archive_empty_day(tmp_path, ("lyon", "bmc_node_power_watt"), source="kwollect")
-    rc, out, err = coverage(capsys, tmp_path, "-", "--metrics", "bmc_node_power_watt")
+    rc = main(["coverage", "--archive", str(tmp_path), "--metrics", "bmc_node_power_watt",
+               "--start-day", "2024-05-01", "--end-day", "2024-05-02"])  # fmt: skip
+    out, err = capsys.readouterr()
     assert (rc, err) == (3, "")  # one day of two archived
     assert "1 empty, 1 missing" in out
     assert "--dag-id dxt_kwollect" in out
