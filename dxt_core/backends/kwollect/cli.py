@@ -278,6 +278,8 @@ def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
     """``--api-url`` for ``dxt coverage kwollect --reconcile`` (``--url`` works too)."""
     parser.add_argument("--api-url", help=f"(kwollect) API URL (default {DEFAULT_API_URL})")
     parser.add_argument("--url", help="(kwollect) the API URL, as --api-url")
+    parser.add_argument("--user", help="(kwollect) Grid'5000 login (HTTP Basic)")
+    parser.add_argument("--password", help=f"(kwollect) its password (better: {ENV_PASSWORD})")
     parser.add_argument(
         "--no-verify-tls", action="store_true", help="(--reconcile) do not verify TLS"
     )
