@@ -218,6 +218,13 @@ class S3Client:
             # the bucket or the credentials: every unit of a run would fail the same way
             error.run_wide = bool(hint)
             return error
+        if type(exc).__name__ == "PartialCredentialsError":
+            error = ArchiveError(
+                f"cannot {action} {where}: {redact_text(str(exc))}; set both "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+            )
+            error.run_wide = True
+            return error
         if isinstance(exc, NoCredentialsError):
             error = ArchiveError(
                 f"cannot {action} {where}: no AWS credentials; set AWS_ACCESS_KEY_ID and "
@@ -698,5 +705,20 @@ def _new_client(**overrides: Any) -> Any:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    session = overrides.pop("session", None) or boto3.session.Session()
-    return session.client("s3", config=config, **overrides)
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        session = overrides.pop("session", None) or boto3.session.Session()
+        return session.client("s3", config=config, **overrides)
+    except BotoCoreError as exc:  # a profile that does not exist, a malformed region...
+        partial = type(exc).__name__ == "PartialCredentialsError"
+        error = ConfigError(
+            f"cannot make the S3 client: {type(exc).__name__}: {redact_text(str(exc))}; "
+            + (
+                "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+                if partial
+                else "check AWS_PROFILE, AWS_REGION (AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL"
+            )
+        )
+        error.run_wide = True  # every unit of the run would fail the same way
+        raise error from None

@@ -237,3 +237,29 @@ def test_rebuilding_the_index_counts_every_manifest_it_cannot_use(bucket, s3_ser
         "2020-03-10.manifest.json",
         "2020-03-11.manifest.json",
     ]
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"AWS_PROFILE": "nope"}, "ProfileNotFound"),
+        ({"AWS_SECRET_ACCESS_KEY": ""}, "PartialCredentialsError"),
+    ],
+    ids=["no-such-profile", "half-the-credentials"],
+)
+def test_a_wrong_aws_environment_stops_the_run_as_a_configuration_error(
+    bucket, s3_server, s3_env, monkeypatch, env, said
+):
+    """They failed each metric-day alone (exit 1) with botocore's bare names."""
+    from dxt_core.errors import ConfigError, DxtError, run_wide
+
+    with monkeypatch.context() as m, pytest.raises(DxtError) as ei:  # undone before the
+        for k, v in env.items():  # bucket is dropped
+            m.setenv(k, v) if v else m.delenv(k)
+        a = Archive(f"s3://{bucket}/e")
+        a.store._call("list", "e/", "list_objects_v2", Prefix="e/")
+    assert said in str(ei.value) and run_wide(ei.value), ei.value
+    if said == "ProfileNotFound":
+        assert isinstance(ei.value, ConfigError) and "check AWS_PROFILE" in str(ei.value)
+    else:
+        assert "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in str(ei.value)
