@@ -114,7 +114,11 @@ def environment_endpoint(environ: Mapping[str, str] | None = None) -> str:
     name = _endpoint_variable(env)
     endpoint = env.get(name) or ""
     if endpoint:
-        check_endpoint(endpoint, name, _ENV_CREDENTIALS)
+        try:
+            check_endpoint(endpoint, name, _ENV_CREDENTIALS)
+        except ConfigError as exc:
+            exc.run_wide = True  # the environment's: every unit of a run fails alike
+            raise
     return endpoint
 
 
@@ -131,10 +135,12 @@ def environment_credentials(environ: dict[str, str] | None = None) -> Credential
     name = _endpoint_variable(env)
     endpoint = env.get(name) or ""
     if split_credentials(endpoint.strip())[1] is not None:
-        raise ConfigError(
+        error = ConfigError(
             f"{name} holds a user name or password: write the endpoint as "
             f"scheme://host[:port] and {_ENV_CREDENTIALS}"
         )
+        error.run_wide = True
+        raise error
     if not key or not secret or not endpoint or env.get("AWS_PROFILE"):
         return None
     try:

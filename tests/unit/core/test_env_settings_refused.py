@@ -80,3 +80,21 @@ def test_a_simulators_port_out_of_range_is_a_usage_error(backend):
     )  # fmt: skip
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert "99999 is not a port: 0 (a free one) to 65535" in run.stderr
+
+
+@pytest.mark.parametrize("endpoint", ["ftp://x", "127.0.0.1:9000", "http://[::1", "http://u:p@h:1"])
+def test_a_wrong_s3_endpoint_stops_the_whole_run(monkeypatch, endpoint):
+    """Each metric-day failed alone with it (exit 1); it is the environment's, so the run
+    stops at the first (exit 2), as a missing credential does."""
+    from dxt_core.errors import run_wide
+    from dxt_core.store.sigv4 import environment_credentials, environment_endpoint
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+    with pytest.raises(ConfigError, match="AWS_ENDPOINT_URL") as ei:
+        environment_endpoint()
+        environment_credentials()
+    assert run_wide(ei.value)
+    assert "u:p" not in str(ei.value)
