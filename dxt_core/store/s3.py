@@ -285,13 +285,11 @@ class S3Archive(Archive):
         if m is None:
             return "missing", ""
         entry = (index or {}).get(key.day.isoformat())
-        # an entry written before the index kept the holes and the not-over mark (also the
-        # one of a manifest older than the mark, ENTRY_VERSION 2): the manifest says them
-        if (
-            isinstance(entry, dict)
-            and entry.get("etag") == m.etag
-            and entry.get("entry") == ENTRY_VERSION
-        ):
+        # an entry written before the index kept the holes and the not-over mark: the
+        # manifest says them (an entry written by 2026-12-05/06's dxt from a manifest older
+        # than the mark says None of a day that was not over: `dxt index rebuild` rewrites it;
+        # reading every manifest at each coverage would cost a request per unit-day)
+        if isinstance(entry, dict) and entry.get("etag") == m.etag and NOT_OVER in entry:
             doc: dict[str, Any] | None = entry
         else:
             got = self.store.get(m.key)  # a failed read raises: not a corrupt day
@@ -522,10 +520,6 @@ class S3Archive(Archive):
         return n, bad
 
 
-#: The version of a unit index object's entries (2: the not-over mark of every manifest).
-ENTRY_VERSION = 2
-
-
 def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
     """A committed manifest's entry in its unit's index object."""
     entry: dict[str, Any] = {
@@ -538,10 +532,9 @@ def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
         # what coverage says of a day archived around unreadable windows (usually none)
         "holes": manifest.get("holes") or [],
         # archived before the day ended (usually None), also told of a manifest written
-        # before the mark existed (dxt_core.manifests.not_over_mark)
+        # before the mark existed (dxt_core.manifests.not_over_mark); an entry without the
+        # key was written before coverage told such days: its manifest is read instead
         NOT_OVER: not_over_mark(manifest),
-        # an entry of another version is not trusted: its manifest is read instead
-        "entry": ENTRY_VERSION,
     }
     if isinstance(manifest.get("files"), list):
         entry["files"] = [
