@@ -158,16 +158,21 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
         raise ConfigError(f"END {args.end} is not after START {args.start}")
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     out = Path(args.out)
+    init_start = parse_time(args.init_start, "--init-start", zone) if args.init_start else None
+    init_end = parse_time(args.init_end, "--init-end", zone) if args.init_end else None
+    a, b = init_start or start, init_end or end
+    if b <= a:
+        said_a = f"--init-start {args.init_start}" if init_start else f"START {args.start}"
+        said_b = f"--init-end {args.init_end}" if init_end else f"END {args.end}"
+        raise ConfigError(f"a new HDF5 file's range is empty: {said_b} is not after {said_a}")
     kwargs: dict[str, Any] = {
         "jsonl_path": out if args.format == "jsonl" else None,
         "hdf5_path": out if args.format == "hdf5" else None,
         "timestep": args.timestep,
         "num_nodes": args.num_nodes,
         "ssds_per_node": args.ssds_per_node,
-        "init_start": parse_time(args.init_start, "--init-start", zone)
-        if args.init_start
-        else None,
-        "init_end": parse_time(args.init_end, "--init-end", zone) if args.init_end else None,
+        "init_start": init_start,
+        "init_end": init_end,
         "allow_empty": args.allow_empty,
     }
     stats = ExportStats()
