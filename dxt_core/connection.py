@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError
 from dxt_core.masking import hide
-from dxt_core.urls import redact_url
+from dxt_core.urls import check_no_query, redact_url
 from dxt_core.windows import zone
 
 T = TypeVar("T")
@@ -292,13 +292,8 @@ class ConnectionSpec(Generic[T]):
             url = str(extras[self.url_extra])
         else:
             url = self.base_url(conn_id, host, port, schema)
-        if "?" in url or "#" in url:
-            # the client asks paths of its own below the base URL: a query or fragment of it
-            # was dropped in silence (and a token in it stayed in the manifest's source_url)
-            raise ConfigError(
-                f"connection {conn_id!r}: the server's URL {redact_url(url.split('?')[0])!r} "
-                "has a query (?...) or fragment (#...), which dxt cannot keep: remove it"
-            )
+        # a query or fragment was dropped in silence (and a token in it stayed in manifests)
+        check_no_query(url, f"connection {conn_id!r}: the server's URL")
         fields = ConnectionFields(conn_id, url, login or None, password or None, extras)
         return self.build(fields)
 

@@ -146,3 +146,19 @@ def wants_gzip(compression: str, url: str) -> bool:
     if compression == "auto":
         return not is_loopback(url)
     return compression == "gzip"
+
+
+def check_no_query(url: str, what: str) -> None:
+    """A ConfigError when the base URL ``url`` (its ``user:password@`` part aside: a password
+    may hold ``?`` or ``#``) has a query or fragment: clients ask their own paths below a
+    server's address, so it would be dropped in silence."""
+    from dxt_core.errors import ConfigError
+
+    clean, _, _ = split_credentials(url.strip())
+    if "?" in clean or "#" in clean:
+        cut = min(i for i in (clean.find("?"), clean.find("#")) if i >= 0)
+        raise ConfigError(
+            f"{what} {redact_url(clean[:cut])!r}... has a query (?...) or fragment (#...), "
+            "which dxt cannot keep (it asks its own paths below the server's address): remove "
+            "it (a password holding ? or # is fine)"
+        )

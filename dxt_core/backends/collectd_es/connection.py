@@ -45,6 +45,7 @@ from dxt_core.errors import (
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, json_answer
 from dxt_core.masking import scrub
+from dxt_core.urls import check_no_query
 
 log = masking.logger("dxt_core.backends.collectd_es.connection")
 
@@ -79,6 +80,7 @@ class CollectdEsConnection:
                 f"without them and pass the credentials in {ENV_USER}/{ENV_PASSWORD} or the "
                 "Airflow connection's login/password"
             )
+        check_no_query(self.url, "the Elasticsearch URL")
         try:
             parts = urlsplit(self.url)
             _ = parts.port

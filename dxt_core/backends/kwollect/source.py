@@ -67,6 +67,7 @@ from dxt_core.backends.kwollect.requests import (  # re-exported: see __all__
 from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailable, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
 from dxt_core.reconcile import SourceCount
+from dxt_core.urls import check_no_query
 
 log = masking.logger("dxt_core.backends.kwollect.source")
 
@@ -115,6 +116,7 @@ class KwollectClient:
     ) -> None:
         if auth is not None and (len(auth) != 2 or not all(isinstance(a, str) for a in auth)):
             raise ConfigError("auth must be a (login, password) pair of strings")
+        check_no_query(api_url, "the Kwollect API URL")
         check_options(
             {
                 "timeout_s": timeout_s,

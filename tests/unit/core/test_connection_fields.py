@@ -160,3 +160,25 @@ def test_a_url_with_a_query_or_fragment_is_refused(url):
     with pytest.raises(ConfigError, match=r"has a query \(\?\.\.\.\) or fragment") as ei:
         SPEC.from_fields(conn_id="c", host=url)
     assert "s3cret" not in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://alice:pw/with#odd@chars@127.0.0.1:9", "http://u:pa?ss@127.0.0.1:9"]
+)
+def test_a_password_holding_a_question_mark_or_hash_is_not_a_query(url):
+    """docs/faults.md: a URL password may hold an unencoded /, #, ? or @ (the query check
+    refused them for a while)."""
+    from dxt_core.backends.examon.connection import SPEC
+
+    conn = SPEC.from_fields(conn_id="c", host=url)
+    assert conn.safe_url == "http://127.0.0.1:9"
+
+
+def test_kwollect_and_elasticsearch_urls_with_a_query_are_refused_too():
+    from dxt_core.backends.collectd_es.connection import CollectdEsConnection
+    from dxt_core.backends.kwollect.source import KwollectClient
+
+    with pytest.raises(ConfigError, match="the Kwollect API URL .* has a query"):
+        KwollectClient("http://127.0.0.1:1?token=SECRET")
+    with pytest.raises(ConfigError, match="the Elasticsearch URL .* has a query"):
+        CollectdEsConnection(url="http://127.0.0.1:9?x=1")
