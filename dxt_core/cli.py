@@ -539,7 +539,9 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
             c._option_string_actions[first].help = "; ".join(
                 f"{b}: {re.sub(r'^[(][^)]*[)] *', '', h)}" for b, h in said if h
             )
-    c.set_defaults(func=cmd_coverage, option_owners=owners)
+    c.set_defaults(
+        func=cmd_coverage, option_owners=owners, option_strings=[*c._option_string_actions]
+    )
 
 
 def _check_backend_options(args: argparse.Namespace, backend: Any) -> None:
@@ -549,13 +551,22 @@ def _check_backend_options(args: argparse.Namespace, backend: Any) -> None:
     for word in getattr(args, "given", []):
         if word == "--":
             break
-        option = word.split("=", 1)[0]
+        option = _full_option(word.split("=", 1)[0], getattr(args, "option_strings", []))
         who = owners.get(option)
         if who and backend.command not in who:
             raise ConfigError(
                 f"{option} is an option of 'dxt coverage {'/'.join(sorted(who))}', not of "
                 f"'dxt coverage {backend.command}': drop it"
             )
+
+
+def _full_option(typed: str, known: Sequence[str]) -> str:
+    """The option ``typed`` stands for: itself, or the one option it abbreviates (argparse
+    takes a unique prefix: ``--site`` for ``--sites``)."""
+    if typed in known or not typed.startswith("--"):
+        return typed
+    found = [o for o in known if o.startswith(typed)]
+    return found[0] if len(found) == 1 else typed
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

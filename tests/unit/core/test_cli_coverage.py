@@ -218,3 +218,6 @@ def test_an_option_of_another_backend_is_refused(capsys, catalog, tmp_path):
     assert "--sites is an option of 'dxt coverage kwollect', not of 'dxt coverage examon'" in err
     rc, _, err = coverage(capsys, tmp_path, catalog, "--families=cpu", backend="examon")
     assert rc == 2 and "--families is an option of 'dxt coverage collectd-es'" in err
+    # abbreviated, as argparse takes them
+    rc, _, err = coverage(capsys, tmp_path, catalog, "--sit=lyon", backend="examon")
+    assert rc == 2 and "--sites is an option of 'dxt coverage kwollect'" in err

@@ -178,7 +178,7 @@ def test_kwollect_and_elasticsearch_urls_with_a_query_are_refused_too():
     from dxt_core.backends.collectd_es.connection import CollectdEsConnection
     from dxt_core.backends.kwollect.source import KwollectClient
 
-    with pytest.raises(ConfigError, match="the Kwollect API URL .* has a query"):
+    with pytest.raises(ConfigError, match=r"the Kwollect API URL .* has a query"):
         KwollectClient("http://127.0.0.1:1?token=SECRET")
-    with pytest.raises(ConfigError, match="the Elasticsearch URL .* has a query"):
+    with pytest.raises(ConfigError, match=r"the Elasticsearch URL .* has a query"):
         CollectdEsConnection(url="http://127.0.0.1:9?x=1")
