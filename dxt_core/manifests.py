@@ -137,14 +137,17 @@ def not_over_mark(doc: dict[str, Any]) -> dict[str, Any] | None:
     """The :data:`NOT_OVER` mark of a day archived (or found empty) before it ended, else
     None. A manifest written before the mark existed (dxt before 2026-12-05) has none, but
     says the same when it was written (``written_at``) before its day's end (its
-    ``query_window``'s ``end``): such a day is taken as not over too, or it would count as
-    complete for ever (skipped by every rerun, ``#`` in coverage)."""
+    ``query_window``'s ``end``, collectd-es's ``window``): such a day is taken as not over
+    too, or it would count as complete for ever (skipped by every rerun, ``#`` in
+    coverage)."""
     mark = doc.get(NOT_OVER)
     if mark:
         return mark if isinstance(mark, dict) else {}
     if NOT_OVER in doc:  # None: told, and over (an index entry)
         return None
-    window = doc.get("query_window")
+    # the day's window: ``query_window`` (Examon, Prometheus, Kwollect), ``window``
+    # (collectd-es: the UTC day)
+    window = doc.get("query_window", doc.get("window"))
     end = _aware(window.get("end")) if isinstance(window, dict) else None
     written = _aware(doc.get("written_at"))
     if end is None or written is None or written >= end:
