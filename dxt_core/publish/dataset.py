@@ -118,11 +118,6 @@ class PublishOptions:
             raise ConfigError("--max-record-bytes must be positive")
         if not self.version.strip():
             raise ConfigError("--dataset-version is empty: give the dataset's version, e.g. 1")
-        if self.url and not self.url.lower().startswith(("https://", "http://")):
-            raise ConfigError(
-                f"--url {redact_text(self.url)!r} is not an http(s) address: give where the "
-                "dataset is published, e.g. https://doi.org/10.5281/zenodo.1234567"
-            )
         for what, text in (("--url", self.url), ("--source", self.source)):
             if has_credentials(text):
                 # the dataset is public: its README and croissant.json would carry them

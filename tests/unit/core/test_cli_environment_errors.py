@@ -44,10 +44,12 @@ def test_a_wrong_extra_backend_is_one_line_for_every_command():
 def test_a_folder_it_may_not_read_is_named(tmp_path):
     closed = tmp_path / "closed"
     (closed / "examon").mkdir(parents=True)
+    catalog = tmp_path / "catalog.csv"
+    catalog.write_text("metric,plugin\na,p\n")
     closed.chmod(0)
     try:
-        run = dxt("coverage", "examon", "--archive", str(closed), "--metric", "a", "--plugin",
-                  "p", "--start-day", "2024-05-01", "--end-day", "2024-05-01",
+        run = dxt("coverage", "examon", "--archive", str(closed), "--catalog", str(catalog),
+                  "--start-day", "2024-05-01", "--end-day", "2024-05-01",
                   prefix=NO_OVERRIDE)  # fmt: skip
     finally:
         closed.chmod(0o755)
