@@ -265,7 +265,7 @@ def _publish_one(
             source=str(params.get("source") or os.environ.get("DXT_PUBLISH_SOURCE", "")),
         ),
     )
-    for w in report.warnings:
+    for w in report.operator_warnings():
         log.warning("%s: %s", role.backend, w)
     log.info("%s: %s", role.backend, report.summary())
     return {

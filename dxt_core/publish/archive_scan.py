@@ -247,6 +247,9 @@ def partition_units(tree: ArchiveTree, backend: str, keys: Sequence[str]) -> lis
             if name.startswith(f"{key}="):
                 value = name[len(key) + 1 :]
             elif "=" in name:
+                # Not this level's partition, nor a name any unit can have (refused since
+                # 2026-12-06): an older archive's folder, said in the report.
+                tree.left_out.append(f"{rel}/{name}")
                 continue
             else:
                 value = name

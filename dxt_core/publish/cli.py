@@ -117,14 +117,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         if f.name not in given and hasattr(args, f.name):
             given[f.name] = getattr(args, f.name)
     report = publish(role, PublishOptions(**given))
-    for w in report.skipped[:SKIPPED_PRINTED]:
-        print(f"warning: {w}")
-    if len(report.skipped) > SKIPPED_PRINTED:
-        print(
-            f"warning: ... and {len(report.skipped) - SKIPPED_PRINTED:,} more unit-days "
-            f"skipped ({len(report.skipped):,} in all; README.md lists them by unit and day)"
-        )
-    for w in report.warnings:
+    for w in report.operator_warnings(SKIPPED_PRINTED):
         print(f"warning: {w}")
     for rel in report.leftovers:
         print(f"removed {rel}: left by an interrupted publication, not part of this one")

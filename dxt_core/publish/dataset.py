@@ -163,6 +163,8 @@ class PublishReport:
     redone: int = 0
     #: the output held a publication that was interrupted: this one completed it
     interrupted: bool = False
+    #: folders of the archive passed over: no unit can have their name (``a=b``)
+    left_out: list[str] = field(default_factory=list)
     #: files that interrupted publication left there and this one did not write: removed
     leftovers: list[str] = field(default_factory=list)
     #: what a killed publication left half-made (temporary files, unfinished uploads): cleared
@@ -171,6 +173,27 @@ class PublishReport:
     @property
     def rows(self) -> int:
         return sum(u.rows for u in self.units)
+
+    def operator_warnings(self, most: int = 20) -> list[str]:
+        """What the operator is told beside the summary (naming the archive's files, so not
+        in the dataset): the first ``most`` skipped unit-days, the folders left out, then the
+        publication's own warnings."""
+        out = list(self.skipped[:most])
+        if len(self.skipped) > most:
+            out.append(
+                f"... and {len(self.skipped) - most:,} more unit-days skipped "
+                f"({len(self.skipped):,} in all; README.md lists them by unit and day)"
+            )
+        if self.left_out:
+            shown = ", ".join(self.left_out[:most])
+            more = f" and {len(self.left_out) - most:,} more" if len(self.left_out) > most else ""
+            out.append(
+                f"left out {len(self.left_out):,} folders of the archive whose names no unit "
+                f"can have (a '=' that is not the layout's <key>=): {shown}{more}; an older "
+                "version archived them: rename a folder (and its manifests' unit) to publish "
+                "its days"
+            )
+        return out + self.warnings
 
     def summary(self) -> str:
         if self.unchanged:
@@ -342,6 +365,7 @@ def _publish(
         debris=target.debris,
     )
     scans = {u: [role.scan(tree, u, y, mo) for y, mo in months] for u in role.units(tree)}
+    report.left_out = list(tree.left_out)
     fingerprint = _fingerprint(role, opts, scans, pseudo)
     state = target.state() or {}
     if (

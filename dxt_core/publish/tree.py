@@ -48,6 +48,10 @@ class ArchiveTree(Protocol):
     #: an object store (days are copied to read them)
     remote: bool
 
+    #: folders a scan passed over because no unit can have their name (``<backend>/a=b``
+    #: where ``<key>=`` is expected), for the report
+    left_out: list[str]
+
     def where(self, rel: str) -> str:
         """``rel`` as a path or URL, for messages."""
 
@@ -141,6 +145,7 @@ class LocalTree:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.left_out: list[str] = []
         self._files = _Listings()
         #: internal records read (one month's check record serves every unit)
         self._internal: dict[tuple[str, ...], bytes | None] = {}
@@ -201,6 +206,7 @@ class S3Tree:
         self.location = location
         self.archive = archive
         self.store = archive.store
+        self.left_out: list[str] = []
         self._files = _Listings()
         self._internal: dict[tuple[str, ...], bytes | None] = {}
 

@@ -69,10 +69,26 @@ INTERNAL_TRIES = 8
 
 
 def _staging_root(location: S3Location) -> Path:
-    base = os.environ.get("DXT_S3_STAGING", "").strip() or os.path.join(
-        tempfile.gettempdir(), "dxt-s3-staging"
-    )
-    return Path(base).expanduser().resolve().joinpath(location.bucket, *location.prefix.split("/"))
+    """Where this archive's days are written before their upload: under ``DXT_S3_STAGING``
+    (default ``$TMPDIR/dxt-s3-staging``). A clear error at once, before any unit, when it
+    cannot hold a directory this process writes (each day failed alone with
+    ``NotADirectoryError`` or ``PermissionError``)."""
+    given = os.environ.get("DXT_S3_STAGING", "").strip()
+    base = Path(given or os.path.join(tempfile.gettempdir(), "dxt-s3-staging"))
+    base = base.expanduser().resolve()
+    root = base.joinpath(location.bucket, *location.prefix.split("/"))
+    there = root
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if not there.is_dir() or not os.access(there, os.W_OK | os.X_OK):
+        what = f"DXT_S3_STAGING={given}" if given else f"the S3 staging directory {base}"
+        error = ConfigError(
+            f"{what}: {there} is not a directory this process can write; S3 days are written "
+            "there before their upload: set DXT_S3_STAGING to a writable directory"
+        )
+        error.run_wide = True
+        raise error
+    return root
 
 
 class S3Archive(Archive):

@@ -261,3 +261,21 @@ def test_a_wrong_aws_environment_stops_the_run_as_a_configuration_error(
         assert isinstance(ei.value, ConfigError) and "check AWS_PROFILE" in str(ei.value)
     else:
         assert "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in str(ei.value)
+
+
+def test_a_staging_directory_that_cannot_be_one_stops_the_run_at_once(
+    bucket, s3_env, monkeypatch, tmp_path
+):
+    """DXT_S3_STAGING naming a file failed every metric-day alone with NotADirectoryError
+    (one FAILED line a metric-day); it is now one configuration error, before any unit."""
+    from dxt_core.errors import ConfigError, run_wide
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("DXT_S3_STAGING", str(tmp_path / "a-file"))
+    with pytest.raises(ConfigError, match=r"DXT_S3_STAGING=.*a-file.*not a directory") as ei:
+        Archive(f"s3://{bucket}/st")
+    assert run_wide(ei.value)
+    monkeypatch.setenv("DXT_S3_STAGING", str(tmp_path / "not-yet" / "there"))
+    a = Archive(f"s3://{bucket}/st")  # created when needed
+    _commit(a, DayKey("toy", ("m",), DAY), b"1,2\n")
+    assert (tmp_path / "not-yet" / "there").is_dir()

@@ -93,6 +93,28 @@ def test_examon_role_layout_and_units(tmp_path):
     )
 
 
+def test_folders_no_unit_can_have_are_left_out_and_reported(tmp_path):
+    """An older version archived plugins and metrics whose names hold '=' (refused since
+    2026-12-06): publish passes them over and says so, naming each folder."""
+    from dxt_core.publish.dataset import PublishReport
+
+    role = get_publisher("examon").publish_role()
+    tree = LocalTree(tmp_path)
+    (tmp_path / "examon/ipmi_pub/ambient").mkdir(parents=True)
+    (tmp_path / "examon/a=b/ambient").mkdir(parents=True)
+    (tmp_path / "examon/ipmi_pub/x=y").mkdir(parents=True)
+    (tmp_path / "examon/plugin=p/metric=m").mkdir(parents=True)
+    assert role.units(tree) == [("ipmi_pub", "ambient"), ("p", "m")]
+    assert tree.left_out == ["examon/a=b", "examon/ipmi_pub/x=y"]
+    report = PublishReport("out", [(2020, 3)], left_out=tree.left_out)
+    (said,) = report.operator_warnings()
+    assert said.startswith("left out 2 folders of the archive") and "examon/a=b, " in said
+    report.skipped = [f"skipped u {d}: bad" for d in range(3)]
+    said = report.operator_warnings(most=2)
+    assert said[:2] == ["skipped u 0: bad", "skipped u 1: bad"]
+    assert said[2].startswith("... and 1 more unit-days skipped (3 in all")
+
+
 @pytest.mark.parametrize(
     ("name", "dirs", "unit", "path"),
     [
