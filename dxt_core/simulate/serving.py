@@ -93,7 +93,10 @@ class Served:
         port: int = 0,
     ) -> None:
         self.name = name
-        self.server = SimServer((host, port), handler, app)
+        try:
+            self.server = SimServer((host, port), handler, app)
+        except OSError as exc:  # the address it could not listen on, for --host and --port
+            raise OSError(exc.errno, f"{exc.strerror} (listening on {host}:{port})") from None
         self._thread: threading.Thread | None = None
 
     @property

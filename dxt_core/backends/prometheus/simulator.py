@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import threading
 import time
 from typing import Any
@@ -247,7 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     app = PromSimApp(args.series, args.flavor, args.bearer_token)
     app.verbose = args.verbose
-    return Served("prometheus", app, Handler, args.host, args.port).run_until_signal()
+    try:
+        served = Served("prometheus", app, Handler, args.host, args.port)
+    except OSError as exc:  # the port taken (a real Prometheus on 9090), an unknown host
+        print(f"dxt-simulate-prometheus: {exc}", file=sys.stderr)
+        return 2
+    return served.run_until_signal()
 
 
 if __name__ == "__main__":

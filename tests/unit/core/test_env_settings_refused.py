@@ -82,6 +82,27 @@ def test_a_simulators_port_out_of_range_is_a_usage_error(backend):
     assert "99999 is not a port: 0 (a free one) to 65535" in run.stderr
 
 
+@pytest.mark.parametrize("backend", ["examon", "kwollect", "prometheus"])
+def test_a_simulators_taken_port_is_one_line_naming_it(backend):
+    """The Prometheus simulator's was a traceback (its default 9090 is a real Prometheus's);
+    Examon's said it could not serve the jobs API on port 5000 when the main port failed."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run(
+            [sys.executable, "-m", "dxt_core.cli", "simulate", backend, "--port", str(port)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    (line,) = run.stderr.splitlines()
+    assert line.startswith(f"dxt-simulate-{backend}: ") and f"on 127.0.0.1:{port})" in line
+
+
 @pytest.mark.parametrize("endpoint", ["ftp://x", "127.0.0.1:9000", "http://[::1", "http://u:p@h:1"])
 def test_a_wrong_s3_endpoint_stops_the_whole_run(monkeypatch, endpoint):
     """Each metric-day failed alone with it (exit 1); it is the environment's, so the run

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from dxt_core.backends.examon.simulator.faults import Faults
 from dxt_core.backends.examon.simulator.model import SimConfig, load_catalog
-from dxt_core.backends.examon.simulator.server import ExamonSimulator
+from dxt_core.backends.examon.simulator.server import ExamonSimulator, JobsPortUnavailable
 from dxt_core.errors import ConfigError
 from dxt_core.simulate.serving import port_number
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                 port=args.port,
                 jobs_port=jobs_port if jobs_port >= 0 else None,
             )
-        except OSError as exc:
-            if args.jobs_port is not None or jobs_port < 0:
+        except JobsPortUnavailable as exc:
+            if args.jobs_port is not None:
                 raise
             # The default port may be taken: the main port serves the jobs API anyway.
             print(

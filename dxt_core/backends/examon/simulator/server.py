@@ -66,6 +66,10 @@ def _query_limit_error(limit: int, refusal: str) -> _Response:
     return _error(500, REFUSALS[refusal].format(limit=limit))
 
 
+class JobsPortUnavailable(OSError):
+    """The jobs endpoints' own port could not be listened on (the main port could)."""
+
+
 class ExamonSimulator:
     """A KairosDB + Examon jobs server over ``http.server``, serving deterministic data.
 
@@ -117,9 +121,9 @@ class ExamonSimulator:
         if jobs_port is not None:
             try:
                 self.jobs_served = Served("examon-jobs", self, _JobsHandler, host, jobs_port)
-            except OSError:
+            except OSError as exc:
                 self.served.stop()
-                raise
+                raise JobsPortUnavailable(exc.errno, exc.strerror) from None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
