@@ -189,10 +189,14 @@ class S3DayLock(DayLock):
                 return
             except PreconditionFailed:
                 pass  # someone else took it over first
+        expires = holder.get("expires")
+        until = f", its lease runs until {expires}" if expires else ""
         raise ArchiveLocked(
             f"{self.what} is being archived by {_who(holder)} (lock "
-            f"{self.store.url(self.key)}); wait for it to finish, or stop that process, "
-            "then rerun",
+            f"{self.store.url(self.key)}{until}); wait for it to finish, or stop that "
+            "process, then rerun; if that process is gone (a host that died), delete the "
+            "lock object, or rerun once its lease has run out (DXT_S3_LOCK_LEASE_S sets the "
+            "lease of new locks)",
             holder=holder,
         )
 

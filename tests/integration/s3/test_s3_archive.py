@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -276,8 +277,11 @@ def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env, monk
         assert thread.is_alive() and time.monotonic() < deadline, failed
         time.sleep(0.01)
     monkeypatch.delenv("DXT_S3_TEST_STALL_AT")
-    with pytest.raises(ArchiveLocked, match="is being archived by pid"):
+    with pytest.raises(ArchiveLocked, match="is being archived by pid") as ei:
         day_b.commit(doc_b)
+    # a holder on a host that died: the message says until when, and how to clear it
+    assert re.search(r"its lease runs until \d{4}-\d\d-\d\dT", str(ei.value)), ei.value
+    assert "delete the lock object" in str(ei.value)
     # A's lock taken over (a lease that ran out while A still runs): B commits. A read the
     # day before B committed, so A's commit must not replace what B wrote.
     c = s3_server.client()
