@@ -37,6 +37,7 @@ from dxt_core.fsio import (
     sha256_file,
     write_json_atomic,
 )
+from dxt_core.locks import DayLock
 from dxt_core.manifests import (
     DAMAGED_MANIFEST_ADVICE,
     DAY_DEFINITION,
@@ -243,6 +244,11 @@ class Archive:
             self._open[key] = write
             self._by_thread[me] = write
         return write
+
+    def day_lock(self, key: DayKey) -> DayLock:
+        """The lock a commit of ``key`` holds (not taken yet): ``.<day>.lock`` in the day's
+        directory (an object store has its own)."""
+        return DayLock(self.directory(key) / f".{key.day.isoformat()}.lock", str(key))
 
     def _day_write(self, key: DayKey, replace: bool) -> DayWrite:
         """The transaction object :meth:`begin` starts (an archive of another kind returns

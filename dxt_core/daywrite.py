@@ -55,7 +55,6 @@ from dxt_core.fsio import (
     sha256_file,
     write_json_atomic,
 )
-from dxt_core.locks import DayLock
 from dxt_core.manifests import (
     KEPT_SUFFIX,
     MANIFEST_SUFFIX,
@@ -86,7 +85,7 @@ class DayWrite:
         self.key = key
         self.replace = replace
         self.directory = archive.directory(key)
-        self._lock = DayLock(self.directory / f".{key.day.isoformat()}.lock", str(key))
+        self._lock = archive.day_lock(key)
         self._staged: dict[str, Path] = {}  # final file name -> staged path
         self._drop: set[str] = set()  # final file names this commit removes
         self.previous: dict[str, Any] | None = None

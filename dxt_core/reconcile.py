@@ -43,7 +43,7 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
-from dxt_core.errors import CountMismatch, DxtError
+from dxt_core.errors import ArchiveLocked, CountMismatch, DxtError
 from dxt_core.manifests import kept_record
 
 log = masking.logger("dxt_core.reconcile")
@@ -398,11 +398,28 @@ def _record_kept(
         source_status="counted",
         by=f"reconcile ({sc.method})",
     )
+    # Under the day's lock, and only if the day is still the one compared: a commit while
+    # the source was counted (a --replace, a refetch) made this record false for ever.
+    lock = archive.day_lock(key)
     try:
+        lock.acquire()
+    except ArchiveLocked:
+        return "not recorded as kept: the day is being archived now; the next reconcile compares it"
+    except (DxtError, OSError) as exc:
+        log.warning("%s: the kept record was not written: %s", key, exc)
+        return f"the kept record was not written ({exc}); the next reconcile writes it"
+    try:
+        if archive.read_manifest(key) != doc:
+            return (
+                "not recorded as kept: the day was committed again while the source was "
+                "counted; the next reconcile compares it"
+            )
         archive.write_kept(key, record)
     except (DxtError, OSError) as exc:
         log.warning("%s: the kept record was not written: %s", key, exc)
         return f"the kept record was not written ({exc}); the next reconcile writes it"
+    finally:
+        lock.release()
     return ""
 
 

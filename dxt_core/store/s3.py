@@ -183,6 +183,14 @@ class S3Archive(Archive):
         self._zones[source] = time_zone
 
     # -- transactions -------------------------------------------------------------------------
+    def day_lock(self, key: DayKey) -> S3DayLock:
+        """The day's lock object under ``<prefix>/.dxt/locks/``."""
+        return S3DayLock(
+            self.store,
+            self.internal_key("locks", key.source, *key.parts, f"{key.day.isoformat()}.lock"),
+            str(key),
+        )
+
     def begin(self, key: DayKey, *, replace: bool | None = None) -> DayWrite:
         me = threading.get_ident()
         with self._mutex:

@@ -245,11 +245,6 @@ class S3DayWrite(DayWrite):
     def __init__(self, archive: S3Archive, key: DayKey, replace: bool) -> None:
         super().__init__(archive, key, replace)
         self.prefix = archive.key_of(self.directory)
-        self._lock = S3DayLock(
-            archive.store,
-            archive.internal_key("locks", key.source, *key.parts, f"{key.day.isoformat()}.lock"),
-            str(key),
-        )
         self._manifest_key = archive.key_of(archive.manifest_path(key))
         self._manifest_etag: str | None = None
         self._interrupted: dict[str, Any] | None = None

@@ -302,3 +302,31 @@ def test_a_run_conf_key_that_is_not_a_param_is_refused() -> None:
     )
     check_conf_keys({"dag": dag, "dag_run": SimpleNamespace(conf={"day": "2024-05-03"})})
     check_conf_keys({"dag": dag, "dag_run": SimpleNamespace(conf=None)})
+
+
+def test_a_day_committed_again_while_counted_gets_no_kept_record(tmp_path: Path) -> None:
+    """A --replace committed while the source was counted: the record written after it said
+    the archive held the old rows, and coverage showed K until the next commit."""
+    archive = Archive(tmp_path)
+    d = DAY - dt.timedelta(days=1)
+    archived(archive, UNITS[0], d, 10)
+    archived(archive, UNITS[1], d, 10)
+    base = counter({(UNITS[0], d): 7, (UNITS[1], d): 7})
+    held = archive.day_lock(DayKey("toy", UNITS[1], d))
+
+    def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+        if parts == UNITS[0]:
+            archived(archive, parts, day, 7)  # the replacing commit, mid-count
+        else:
+            held.acquire()  # a writer holds the day when the record would be written
+        return base(parts, day)
+
+    try:
+        report = reconcile_recent(archive, "toy", UNITS, DAY, 1, count, None)
+    finally:
+        held.release()
+    rows = report.as_dict()["rows"]
+    assert "committed again while the source was counted" in rows[0]["detail"]
+    assert "being archived now" in rows[1]["detail"]
+    for unit in UNITS:
+        assert not archive.kept_path(DayKey("toy", unit, d)).exists()
