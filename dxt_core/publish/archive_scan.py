@@ -155,6 +155,8 @@ class UnitMonth:
     skipped: list[tuple[dt.date, str]] = field(default_factory=list)
     #: the manifests (their :data:`MANIFEST_FIELDS`) of the days archived and empty
     manifests: list[dict[str, Any]] = field(default_factory=list)
+    #: days found bad when read, and the sha256 their manifest gave
+    read_bad: dict[dt.date, str] = field(default_factory=dict)
     #: ``<day>.kept.json`` records (their :data:`KEPT_FIELDS`): (day, record) of days the
     #: source later held fewer of
     kept: list[tuple[dt.date, dict[str, Any]]] = field(default_factory=list)
@@ -178,6 +180,7 @@ class UnitMonth:
         self.days = [d for d in self.days if d is not day]
         self.manifests = [m for m in self.manifests if m is not day.manifest]
         self.skipped.append((day.day, why))
+        self.read_bad[day.day] = day.sha256
         self.skipped.sort(key=lambda s: s[0])
 
 

@@ -32,7 +32,7 @@ import orjson
 
 from dxt_core import masking
 from dxt_core._version import __version__
-from dxt_core.errors import ConfigError
+from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import sha256_file
 from dxt_core.paths import check_path_component
 from dxt_core.publish.archive_scan import (
@@ -404,7 +404,36 @@ def _publish(
                 _publish_jobs(role, k, ums, job_schemas[k], pseudo, root, report, reader)
             else:
                 _publish_unit(role, k, ums, scratch, root, report, reader, opts.bucket_rows)
+    changed = changed_while_publishing(role, open_tree(opts.archive), scans)
+    if changed:  # the output stays an interrupted publication: the next run completes it
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if changed[10:] else "")
+        raise ArchiveError(
+            f"the archive changed while it was published: {len(changed)} unit-days skipped "
+            f"as bad were committed meanwhile ({shown}); publish again when the writes are "
+            f"done (the next run completes this publication in {target.url})"
+        )
     return _describe(role, opts, target, previous, report, fingerprint)
+
+
+def changed_while_publishing(
+    role: PublishRole, tree: ArchiveTree, scans: dict[tuple[str, ...], list[UnitMonth]]
+) -> list[str]:
+    """The unit-days skipped as bad (their file not the one their manifest names) that a
+    fresh scan finds good or committed again: a writer committed them while the publication
+    read the archive, and the dataset would miss them. ``"<unit> <day>"`` items."""
+    out = []
+    for unit, ums in scans.items():
+        for um in ums:
+            bad = [d for d, why in um.skipped if not used_copy(why)]
+            if not bad:
+                continue
+            again = role.scan(tree, unit, um.year, um.month)
+            now = {d.day: d.sha256 for d in again.days}
+            for day in bad:
+                was = um.read_bad.get(day)
+                if day in again.empty or (day in now and now[day] != was):
+                    out.append(f"{um.name} {day}")
+    return out
 
 
 def _describe(

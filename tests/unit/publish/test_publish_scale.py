@@ -160,3 +160,29 @@ def test_day_ranges():
     assert day_ranges(days) == ["2025-05-01..2025-05-03", "2025-05-05", "2025-05-07..2025-05-08",
                                 "2025-05-31"]  # fmt: skip
     assert day_ranges([]) == []
+
+
+def test_days_committed_while_published_are_told_from_damaged_ones(tmp_path):
+    """A publication that ran while an extract committed days skipped them as bad (exit 0,
+    a citable dataset without them); a fresh scan tells them from days really damaged."""
+    from dxt_core.publish.dataset import changed_while_publishing
+
+    role = get_publisher("examon").publish_role()
+    unit = ("ipmi_pub", "ambient")
+    days = [dt.date(2020, 3, d) for d in (1, 2, 3, 4)]
+    d = make_unit(tmp_path, unit, days)
+    for day in days[:2]:  # a file whose size is not its manifest's, when scanned
+        (d / f"{day}.csv.gz").write_bytes(b"being replaced")
+    um = role.scan(LocalTree(tmp_path), unit, 2020, 3)
+    assert [s[0] for s in um.skipped] == days[:2]
+    for day in days[2:]:  # found bad when read (an object store's sha256 check)
+        um.unusable(next(f for f in um.days if f.day == day), "sha256 differs")
+    # the writer commits days 1 and 3 (other bytes); 2 and 4 stay as they were
+    for day in (days[0], days[2]):
+        (d / f"{day}.csv.gz").write_bytes(gzip.compress(b"timestamp,value\nother\n", mtime=0))
+        doc = json.loads((d / f"{day}.manifest.json").read_text())
+        data = (d / f"{day}.csv.gz").read_bytes()
+        doc.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        (d / f"{day}.manifest.json").write_text(json.dumps(doc))
+    changed = changed_while_publishing(role, LocalTree(tmp_path), {unit: [um]})
+    assert changed == [f"ipmi_pub/ambient {days[0]}", f"ipmi_pub/ambient {days[2]}"]
