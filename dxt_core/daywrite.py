@@ -453,9 +453,11 @@ class DayWrite:
                 ", ".join(str(r["version"]) for r in self.replaced if r.get("version")),
             )
         with archive_io(directory, "update"):
-            if manifest.exists():
+            if manifest.exists() and (changed or self.replaced or self.damaged_manifest):
                 # Parked, not deleted: after a crash from here to the new manifest the day
-                # reads "missing" and the next run still compares with these rows.
+                # reads "missing" and the next run still compares with these rows. A commit
+                # that replaces no file by other bytes leaves it in place (it still tells the
+                # truth of the files): a refetch of the same bytes never shows the day missing.
                 os.replace(manifest, self._pending)
             for name, staged in sorted(self._staged.items()):
                 os.replace(staged, directory / name)

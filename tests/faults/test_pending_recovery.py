@@ -125,6 +125,20 @@ def test_a_stale_pending_never_lets_a_rerun_shrink_the_day(sims, tmp_path):
     assert after == before  # nothing replaced, nothing moved to .versions/
 
 
+def test_a_refetch_of_the_same_bytes_never_shows_the_day_missing(sims, tmp_path):
+    """A refetch that replaces no file by other bytes left the day without its manifest
+    (parked as .pending) until the new one was written: coverage run beside it said
+    "missing" and exited 3. Killed at that point now, the day still reads archived."""
+    d = unit(tmp_path)
+    assert extract(sims["four"].url, tmp_path).returncode == 0
+    before = files(d)
+    extract(sims["four"].url, tmp_path, "--refetch", crash="before_manifest")
+    assert not (d / f".{DAY}.manifest.json.pending").exists()
+    key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date.fromisoformat(DAY))
+    assert Archive(tmp_path).status(key, verify=True) == ("archived", "")
+    assert files(d) == before
+
+
 def test_a_stale_pending_is_dropped_once_the_manifest_is_back(tmp_path):
     """The state a crash after the manifest leaves (the new manifest, the old one still
     parked): the next transaction of the day removes the obsolete parked manifest."""
