@@ -117,6 +117,7 @@ class _Plan:
     actual: dict[str, str] = field(default_factory=dict)
     replaced: list[dict[str, Any]] = field(default_factory=list)
     prev_rows: int = 0
+    new_rows: int = 0
 
 
 def _lease_s() -> int:
@@ -396,18 +397,22 @@ class S3DayWrite(DayWrite):
         ]
         plan = _Plan(listing, {str(f.get("file")): f.get("sha256") for f in new_files})
         plan.prev_rows, new_rows = _rows(prev), _rows(doc)
-        if new_rows < plan.prev_rows and existing and not self.replace:
-            self._keep(prev or {}, doc, new_rows, plan.prev_rows, existing)
+        plan.new_rows = new_rows
         old_sha = {str(f.get("file")): f.get("sha256") for f in prev_files}
         # What the archived objects this commit touches hold (the sha256 recorded at their
         # upload, or read): a damaged object is repaired, only intact content is protected.
         touched = [n for n in existing if n in self._staged or n in self._drop]
         plan.actual = {n: self._object_sha(listing[n]) for n in touched}
-        for r in self._kept_before():
+        for r in self._kept_before(plan):
             # an interrupted commit replaced it, the old bytes kept: what it holds now is the
             # archived content (as a directory archive takes an interrupted commit's files)
             if r["file"] in plan.actual:
                 old_sha[r["file"]] = plan.actual[r["file"]]
+        # ... and its rows, when its marker says them (as a directory archive counts the
+        # files an interrupted commit put in place): never fewer than the manifest before
+        plan.prev_rows = max(plan.prev_rows, self._interrupted_rows(plan))
+        if new_rows < plan.prev_rows and existing and not self.replace:
+            self._keep(prev or {}, doc, new_rows, plan.prev_rows, existing)
         changed = sorted(
             n for n in touched if n not in self._staged or plan.new_sha.get(n) != plan.actual[n]
         )
@@ -458,6 +463,9 @@ class S3DayWrite(DayWrite):
             # the objects this commit replaces, and where their old bytes go first; with
             # those an interrupted commit had replaced already (their copies are kept)
             "replacing": plan.replaced + self._replaced_before(plan),
+            # what this commit puts in place, for a run that takes an interrupted one over
+            "rows": plan.new_rows,
+            "files": plan.new_sha,
             "writer": {"pid": os.getpid(), "host": socket.gethostname(), "at": _now()},
         }
         try:
@@ -610,11 +618,12 @@ class S3DayWrite(DayWrite):
         replaces: the manifest names every copy kept, as the interrupted commit's would
         have (a replace of a replace names both)."""
         done = {r.get("version") for r in plan.replaced}
-        return [r for r in self._kept_before() if r.get("version") not in done]
+        return [r for r in self._kept_before(plan) if r.get("version") not in done]
 
-    def _kept_before(self) -> list[dict[str, Any]]:
+    def _kept_before(self, plan: _Plan) -> list[dict[str, Any]]:
         """The interrupted commit's ``replacing`` entries whose copy in ``.versions/`` is
-        there (asked once per commit)."""
+        there and whose object it did replace (gone, or no longer the old bytes: one killed
+        after its copies but before its upload replaced nothing), asked once per commit."""
         if self._kept is None:
             marker = self._interrupted or {}
             self._kept = [
@@ -624,8 +633,29 @@ class S3DayWrite(DayWrite):
                 and _plain_name(r.get("file"))
                 and _plain_name(str(r.get("version", "")).removeprefix(f"{VERSIONS_DIR}/"))
                 and self.archive.store.head(f"{self.prefix}/{r['version']}") is not None
+                and self._now_holds(plan, str(r["file"])) != r.get("sha256")
             ]
         return self._kept
+
+    def _now_holds(self, plan: _Plan, name: str) -> str | None:
+        """The sha256 of the object ``name`` now (None when there is none)."""
+        if name in plan.actual:
+            return plan.actual[name]
+        listed = plan.listing.get(name)
+        return None if listed is None else self._object_sha(listed)
+
+    def _interrupted_rows(self, plan: _Plan) -> int:
+        """The rows of the interrupted commit's day when one of its objects is in place (its
+        marker's ``rows`` and ``files``; a marker of an older version says none: 0)."""
+        marker = self._interrupted or {}
+        rows, files = marker.get("rows"), marker.get("files")
+        if not isinstance(rows, int) or not isinstance(files, dict):
+            return 0
+        placed = any(
+            isinstance(sha, str) and _plain_name(name) and self._now_holds(plan, name) == sha
+            for name, sha in files.items()
+        )
+        return rows if placed else 0
 
     def _object_sha(self, obj: ObjectInfo) -> str:
         """The sha256 of an archived object: recorded in its metadata by our upload (S3

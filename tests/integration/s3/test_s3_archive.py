@@ -772,6 +772,66 @@ def test_after_a_replace_killed_after_its_uploads_the_new_bytes_are_the_archived
     assert objs[data_key] == third and check_manifests(objs, "k") == 1
 
 
+def _replace_killed_at(root: str, phase: str, s3_env: dict[str, str]) -> None:
+    """REPLACE_DAY (10 rows of value 2) killed (SIGKILL) at ``phase`` of its commit."""
+    env = {**os.environ, **s3_env, "DXT_S3_TEST_STALL_AT": phase, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REPLACE_DAY, root, DAY.isoformat()],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    flag = Archive(root).root / f".stalled-{phase}"
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no stall"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    flag.unlink()
+
+
+def test_a_commit_killed_after_its_copies_but_before_its_upload_replaced_nothing(
+    bucket, s3_server, s3_env
+):
+    """The rerun that took the day over with the archived bytes again claimed in its
+    manifest to have replaced the object by its own bytes (replaced_rows, a warning); the
+    killed commit had copied the old object into .versions/ and uploaded nothing."""
+    root, key = f"s3://{bucket}/v4", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 8)
+    day.commit(doc)
+    _replace_killed_at(root, "versions", s3_env)
+    day, again, body = _csv_day(Archive(root), key, 8)
+    assert body == first
+    day.commit(again)
+    assert day.replaced == []
+    c = s3_server.client()
+    objs = objects(c, bucket)
+    final = json.loads(objs[f"v4/toy/m/{DAY}.manifest.json"])
+    assert final["status"] == "archived" and "replaced" not in final, final
+    assert objs[f"v4/toy/m/{DAY}.csv.gz"] == first and check_manifests(objs, "v4") == 1
+
+
+def test_a_rerun_with_fewer_rows_than_a_killed_commit_put_in_place_is_kept(
+    bucket, s3_server, s3_env
+):
+    """8 rows archived; a replace by 10 rows killed after its upload. A rerun that reads the
+    8 rows again was refused as 'as many rows, other values' (8 from the older manifest,
+    the sha256 of the 10 rows in place); as a directory archive says: the source has fewer
+    rows than the archive (10 -> 8), the objects kept."""
+    root, key = f"s3://{bucket}/k3", DayKey("toy", ("m",), DAY)
+    day, doc, _ = _csv_day(Archive(root), key, 8)
+    day.commit(doc)
+    _replace_killed_at(root, "uploaded", s3_env)
+    c = s3_server.client()
+    data_key = f"k3/toy/m/{DAY}.csv.gz"
+    killed = c.get_object(Bucket=bucket, Key=data_key)["Body"].read()
+    day, again, _ = _csv_day(Archive(root), key, 8)
+    with pytest.raises(SourceShrank, match=r"10 -> 8"):
+        day.commit(again)
+    assert c.get_object(Bucket=bucket, Key=data_key)["Body"].read() == killed
+
+
 def test_the_coverage_view_lists_units_archived_but_no_longer_configured(
     bucket, s3_server, s3_env, tmp_path, monkeypatch
 ):
