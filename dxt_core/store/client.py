@@ -290,8 +290,9 @@ class S3Client:
             if got is None or got[0] != body:
                 raise
             log.warning(
-                "%s: a conditional write was refused, but the object holds what it wrote: "
-                "an earlier attempt of it was stored (its answer was lost)",
+                "%s: a conditional write was refused, but the object holds what it wrote "
+                "(an earlier attempt whose answer was lost, or another writer's identical "
+                "write): nothing to do",
                 self.url(key),
             )
             return got[1]
@@ -471,7 +472,8 @@ class S3Client:
                 raise
             log.warning(
                 "%s: a conditional upload was refused, but the object holds these bytes "
-                "already: an earlier attempt of it was stored (its answer was lost)",
+                "already (an earlier attempt whose answer was lost, or another writer's "
+                "identical upload): nothing to do",
                 self.url(key),
             )
             return size, want
