@@ -33,7 +33,7 @@ from dxt_core.refill_commands import (
     print_unit_commands,
 )
 from dxt_core.runner import INTERRUPTED_EXIT, STOP_SIGNALS, UNAVAILABLE_EXIT
-from dxt_core.urls import redact_text
+from dxt_core.urls import redact_text, without_credentials
 from dxt_core.windows import days, parse_day
 
 log = masking.logger("dxt_core.cli")
@@ -311,6 +311,16 @@ _RECONCILE_ONLY = {"--reconcile", "--json", "-v", "--verbose"}
 _WITH_VALUE = {"--start-day", "--end-day", "--url", "--user", "--password"}
 
 
+def _abbreviates(typed: str, options: set[str]) -> str:
+    """The option of ``options`` that ``typed`` names, in full or as a prefix ("" if none)."""
+    if typed in options:
+        return typed
+    if not typed.startswith("--") or len(typed) < 3:
+        return ""
+    hits = [o for o in options if o.startswith(typed)]
+    return hits[0] if len(hits) == 1 else ""
+
+
 def _coverage_again(args: argparse.Namespace, backend: Any, first: dt.date, last: dt.date) -> str:
     """The ``dxt coverage`` of the days ``first..last`` with the options that chose the
     units as given (``--catalog``, ``--sites``, ...), without the reconcile's own."""
@@ -327,10 +337,13 @@ def _coverage_again(args: argparse.Namespace, backend: Any, first: dt.date, last
             skip = False
             continue
         name = word.split("=", 1)[0]
-        if name in _RECONCILE_ONLY or name in _WITH_VALUE:
-            skip = name in _WITH_VALUE and "=" not in word
+        # as typed: argparse took a unique prefix (--pass for --password), so a prefix of
+        # one of these options is that option
+        dropped = _abbreviates(name, _RECONCILE_ONLY | _WITH_VALUE)
+        if dropped:
+            skip = dropped in _WITH_VALUE and "=" not in word
             continue
-        kept.append(word)
+        kept.append(without_credentials(word))
     return redact_text(
         "dxt " + shlex.join([*kept, "--start-day", str(first), "--end-day", str(last)])
     )

@@ -80,6 +80,30 @@ def redact_text(text: str) -> str:
     return _USERINFO.sub(r"\1***@", text)
 
 
+def redact_value(value: str) -> str:
+    """One value given as a URL (an option, a setting), safe to quote whole: its
+    ``user:password@`` replaced by ``***@`` up to its *last* ``@``, whatever the password
+    holds (a quote, a space, ``<``: :func:`redact_text`, which finds URLs in free text,
+    stops at those). A value without ``://`` goes through :func:`redact_text`."""
+    if "://" not in value:
+        return redact_text(value)
+    clean, user, password = split_credentials(value)
+    if user is None and password is None:
+        return redact_text(value)
+    scheme, _, rest = clean.partition("://")
+    return f"{scheme}://***@{rest}"
+
+
+def without_credentials(value: str) -> str:
+    """One value given as a URL (a word of a command to print: ``http://h:1`` or
+    ``--jobs-url=http://h:1``) without its ``user:password@`` (cut at its last ``@``, as
+    :func:`split_credentials` reads it); a value without ``://`` as it is."""
+    if "://" not in value:
+        return value
+    clean, user, password = split_credentials(value)
+    return clean if user is not None or password is not None else value
+
+
 def normalise_base_url(url: str, what: str = "URL") -> str:
     """Check a base URL and drop a trailing slash; the error says what a good one looks like.
 

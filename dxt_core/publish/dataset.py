@@ -66,7 +66,7 @@ from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
 from dxt_core.publish.series import BUCKET_ROWS, MonthSpool, SeriesTable, type_history, wider
 from dxt_core.publish.tree import ArchiveTree, DayUnusable, open_tree
-from dxt_core.urls import has_credentials, redact_text
+from dxt_core.urls import has_credentials, redact_value
 
 if TYPE_CHECKING:
     from dxt_core.backends.roles import PublishRole
@@ -122,7 +122,7 @@ class PublishOptions:
             if has_credentials(text):
                 # the dataset is public: its README and croissant.json would carry them
                 raise ConfigError(
-                    f"{what} holds a URL with a user name or password ({redact_text(text)!r}): "
+                    f"{what} holds a URL with a user name or password ({redact_value(text)!r}): "
                     "a published dataset is public; give the address without them"
                 )
 

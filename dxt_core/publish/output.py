@@ -38,7 +38,7 @@ from dxt_core.errors import ConfigError
 from dxt_core.publish.describe import dumps, write_bytes
 from dxt_core.store import S3Location, client_factory, parse_root
 from dxt_core.store.client import json_object
-from dxt_core.urls import redact_text
+from dxt_core.urls import redact_value
 
 #: The hidden record of the last publication into an output (not part of the dataset).
 STATE_FILE = ".dxt-publish.json"
@@ -357,7 +357,7 @@ def open_out(out: str | Path) -> LocalOut | S3Out:
     try:
         where = parse_root(str(out))
     except ConfigError as exc:
-        raise ConfigError(f"--out {redact_text(str(out))}: {exc}") from None
+        raise ConfigError(f"--out {redact_value(str(out))}: {exc}") from None
     if isinstance(where, S3Location):
         return S3Out(where)
     return LocalOut(where)

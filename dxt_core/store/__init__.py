@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dxt_core.errors import ConfigError
-from dxt_core.urls import redact_text
+from dxt_core.urls import redact_value
 
 #: Schemes an archive root may have.
 SCHEMES = ("s3", "file")
@@ -65,7 +65,7 @@ def parse_root(root: str | os.PathLike[str]) -> Path | S3Location:
     if m is None:
         return Path(text)
     scheme = m.group(1).lower()
-    shown = redact_text(text)  # the root as messages quote it: never its credentials
+    shown = redact_value(text)  # the root as messages quote it: never its credentials
     if len(scheme) == 1 and os.name == "nt":  # pragma: no cover - a drive letter
         return Path(text)
     if not text[m.end() :].startswith("/"):

@@ -87,6 +87,10 @@ def test_extract_with_an_unknown_scheme_fails_and_writes_no_local_folder(tmp_pat
         "gs://AKIAREALKEY:SuperSecret123@dxt/m100",  # unknown scheme
         "s3:/AKIAREALKEY:SuperSecret123@dxt/m100",  # one slash
         "s3://AKIAREALKEY:SuperSecret123@dxt/m100?x=1",  # a query
+        # characters that end a URL in free text: the whole value was quoted
+        "s3://AKIAREALKEY:Super'Secret@mybucket/m100",
+        "s3://AKIAREALKEY:Super Secret@mybucket/m100",
+        's3://AKIAREALKEY:Super"Secret<>@mybucket/m100',
     ],
 )
 def test_a_root_with_credentials_is_refused_without_echoing_them(root):
@@ -102,6 +106,10 @@ def test_a_root_with_credentials_is_refused_without_echoing_them(root):
 def test_publish_out_with_credentials_is_refused_without_echoing_them():
     from dxt_core.publish.output import open_out
 
-    with pytest.raises(ConfigError) as err:
-        open_out("s3://AKIAREALKEY:SuperSecret123@dxt/pub")
-    assert "SuperSecret" not in str(err.value) and "AKIA" not in str(err.value)
+    for out in (
+        "s3://AKIAREALKEY:SuperSecret123@dxt/pub",
+        "s3://AKIAREALKEY:it's-SuperSecret@dxt/pub",
+    ):
+        with pytest.raises(ConfigError) as err:
+            open_out(out)
+        assert "SuperSecret" not in str(err.value) and "AKIA" not in str(err.value)

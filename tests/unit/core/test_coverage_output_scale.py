@@ -252,6 +252,34 @@ def test_reconcile_sums_up_the_days_not_archived(capsys, tmp_path, monkeypatch):
     assert len(lines) < 20
 
 
+@pytest.mark.parametrize("password", ["--pass", "--passw=Pw-SECRET-7781"])
+def test_the_coverage_it_suggests_repeats_no_credential(capsys, tmp_path, monkeypatch, password):
+    """An abbreviated --password (argparse takes --pass) and a --jobs-url with credentials
+    were repeated in the coverage command the reconcile prints; and the refetch commands of
+    a plain coverage printed the --jobs-url's password."""
+    root, catalog, units = make_archive(tmp_path, 2, 3, skip=lambda m, i: i == 1)
+    from dxt_core.backends.examon import cli as examon_cli
+
+    @contextlib.contextmanager
+    def counter(args) -> Iterator[object]:
+        yield lambda parts, d: SourceCount(3, "faked")
+
+    monkeypatch.setattr(examon_cli, "reconcile_counter", counter)
+    secret = [
+        "--user",
+        "arch",
+        *([password, "Pw-SECRET-7781"] if "=" not in password else [password]),
+    ]
+    jobs = ["--jobs-url", "http://arch:it's SECRET-7781@127.0.0.1:21102"]
+    rc, out = run(capsys, root, catalog, 3, "--reconcile", *secret, *jobs)
+    (summary,) = [line for line in out.splitlines() if line.startswith("not archived")]
+    assert "SECRET" not in out and "--jobs-url http://127.0.0.1:21102 " in summary, summary
+    corrupt(root, units[0], day(0))
+    rc, out = run(capsys, root, catalog, 3, *jobs)
+    assert rc != 0 and "--refetch" in out and "--jobs-url http://127.0.0.1:21102 " in out
+    assert "SECRET" not in out
+
+
 def test_reconcile_json_keeps_every_row(capsys, tmp_path, monkeypatch):
     root, catalog, _ = make_archive(tmp_path, 2, 3, skip=lambda m, i: i == 1)
     from dxt_core.backends.examon import cli as examon_cli

@@ -139,6 +139,15 @@ def test_publish_refuses_an_address_with_credentials(field: str, tmp_path) -> No
             **{field: f"see https://alice:{PASSWORD}@data.example.org/ds"},
         )
     assert "S3cr3t" not in str(err.value) and f"--{field}" in str(err.value)
+    with pytest.raises(ConfigError) as err:  # a quote in the password ended the URL found
+        PublishOptions(
+            archive=tmp_path,
+            out=tmp_path / "out",
+            from_month="2024-03",
+            to_month="2024-03",
+            **{field: f"https://alice:it's-{PASSWORD}@data.example.org/x"},
+        )
+    assert "S3cr3t" not in str(err.value)
     for fine in (
         "the monitoring of cluster X (contact: ops@example.org)",
         "cluster X, https://fosstodon.org/@cineca",
