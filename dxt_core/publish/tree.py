@@ -187,14 +187,30 @@ class LocalTree:
     def fetch(self, rel: str, size: int, sha256: str, scratch: Path) -> Iterator[Path]:
         path = self.root / rel  # read in place, once checked
         try:
-            got = path.stat().st_size
+            st = path.stat()
         except FileNotFoundError:
             raise DayUnusable(f"{path}: named by its manifest but absent") from None
-        if got != size:
-            raise DayUnusable(f"{path}: {got} bytes, the manifest says {size}")
+        if st.st_size != size:
+            raise DayUnusable(f"{path}: {st.st_size} bytes, the manifest says {size}")
         if sha256_file(path) != sha256:
             raise DayUnusable(f"{path}: sha256 differs from the manifest's")
         yield path
+        # the file read is the one hashed: a commit renames a new file into place (another
+        # inode), so the same inode, size and mtime after the read mean the same bytes
+        try:
+            now = path.stat()
+        except FileNotFoundError:
+            now = None
+        if now is None or _identity(now) != _identity(st):
+            raise ArchiveError(
+                f"{path} was replaced while it was read (a writer committed its day "
+                "meanwhile): publish again when the writes are done (the next run completes "
+                "this publication)"
+            )
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class S3Tree:

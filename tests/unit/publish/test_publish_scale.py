@@ -186,3 +186,22 @@ def test_days_committed_while_published_are_told_from_damaged_ones(tmp_path):
         (d / f"{day}.manifest.json").write_text(json.dumps(doc))
     changed = changed_while_publishing(role, LocalTree(tmp_path), {unit: [um]})
     assert changed == [f"ipmi_pub/ambient {days[0]}", f"ipmi_pub/ambient {days[2]}"]
+
+
+def test_a_day_replaced_between_its_check_and_its_read_stops_the_publication(tmp_path):
+    """The sha256 was checked, then the path opened again to read: a commit in between had
+    the day's new bytes published under the old manifest's counts."""
+    import pytest
+
+    from dxt_core.errors import ArchiveError
+
+    d = make_unit(tmp_path, ("ipmi_pub", "ambient"), [dt.date(2020, 3, 1)])
+    rel = "examon/ipmi_pub/ambient/2020-03-01.csv.gz"
+    data = (tmp_path / rel).read_bytes()
+    tree, sha = LocalTree(tmp_path), hashlib.sha256(data).hexdigest()
+    with tree.fetch(rel, len(data), sha, tmp_path) as path:
+        assert path.read_bytes() == data  # read, nothing changed: no error
+    with pytest.raises(ArchiveError, match="was replaced while it was read"):
+        with tree.fetch(rel, len(data), sha, tmp_path) as path:
+            (d / "new.tmp").write_bytes(data)  # the same bytes, another file: a commit
+            os.replace(d / "new.tmp", path)
