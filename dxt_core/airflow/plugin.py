@@ -141,7 +141,8 @@ def _note_reconcile(session: Any, dag_run: Any) -> str | None:
 def note_run_day(dag_run: Any) -> None:
     """Note the day the run archives; fail a run that has no task because its logical date
     lies before the DAG's start date (Airflow creates none for it, and the run would turn
-    green having archived nothing)."""
+    green having archived nothing). A run whose day cannot be archived (a ``day`` param
+    before the start date or not begun, none at all) is noted "Archives nothing: why"."""
     from dxt_core.airflow.runs import (
         DAY_PARAM,
         archivable_problem,
@@ -151,17 +152,24 @@ def note_run_day(dag_run: Any) -> None:
         run_note,
         utc_date,
     )
+    from dxt_core.errors import ConfigError
 
     conf = dag_run.conf if isinstance(dag_run.conf, dict) else {}
     chosen = conf.get(DAY_PARAM)
-    day = run_day(chosen, dag_run.data_interval_start, dag_run.logical_date, dag_run.dag_id)
     dag = getattr(dag_run, "dag", None)
     start = getattr(dag, "start_date", None)
+    try:
+        day = run_day(chosen, dag_run.data_interval_start, dag_run.logical_date, dag_run.dag_id)
+    except ConfigError as exc:  # no day at all (a misspelt "Day"), or not a day: its task says
+        if not dag_run.note:
+            dag_run.note = failed_note(str(exc).rstrip("."))
+        return
     logical = dag_run.logical_date
+    backfill = getattr(dag_run.run_type, "value", dag_run.run_type) == "backfill"
     if (
         start is not None
         and logical is not None
-        and getattr(dag_run.run_type, "value", dag_run.run_type) != "backfill"
+        and not backfill
         and utc_date(logical) < utc_date(start)
     ):
         from airflow.utils.state import DagRunState
@@ -171,7 +179,10 @@ def note_run_day(dag_run: Any) -> None:
         dag_run.set_state(DagRunState.FAILED)
         log.warning("failed run %s of %s: %s", dag_run.run_id, dag_run.dag_id, problem)
         return
-    if not dag_run.note:
+    problem = archivable_problem(day, start, dag_run.dag_id) if chosen or not backfill else None
+    if problem and not dag_run.note:  # its first task fails the run saying the same
+        dag_run.note = failed_note(problem.rstrip("."))
+    elif not dag_run.note:
         dag_run.note = run_note(day, parse_param_day(chosen) is not None)
 
 

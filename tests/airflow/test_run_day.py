@@ -176,6 +176,16 @@ def test_every_way_of_making_a_run_archives_the_same_day(migrated_home, tmp_path
     assert early_run["note"].startswith(
         "Archives nothing: 2024-04-20 is before the start date of dxt_examon (2024-05-01)"
     )
+    # a day param that cannot be archived: noted as such (it said "Archives 2024-04-01 (the
+    # day chosen ...)" while its first task failed the run)
+    early_param = next(
+        v for v in doc.values() if (v["logical_date"] or "").startswith("2024-06-02")
+    )
+    assert early_param["note"].startswith(
+        "Archives nothing: 2024-04-01 is before the start date of dxt_examon (2024-05-01)"
+    ), early_param
+    not_begun = next(v for v in doc.values() if (v["logical_date"] or "").startswith(future))
+    assert not_begun["note"].startswith(f"Archives nothing: {future} has not begun yet"), not_begun
 
 
 #: The XCom report of each archive task, by its run's logical day.
