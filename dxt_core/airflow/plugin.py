@@ -179,9 +179,9 @@ def note_run_day(dag_run: Any) -> None:
         dag_run.set_state(DagRunState.FAILED)
         log.warning("failed run %s of %s: %s", dag_run.run_id, dag_run.dag_id, problem)
         return
-    problem = archivable_problem(day, start, dag_run.dag_id) if chosen or not backfill else None
-    if problem and not dag_run.note:  # its first task fails the run saying the same
-        dag_run.note = failed_note(problem.rstrip("."))
+    why = archivable_problem(day, start, dag_run.dag_id) if chosen or not backfill else None
+    if why and not dag_run.note:  # its first task fails the run saying the same
+        dag_run.note = failed_note(why.rstrip("."))
     elif not dag_run.note:
         dag_run.note = run_note(day, parse_param_day(chosen) is not None)
 
