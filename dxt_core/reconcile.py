@@ -454,6 +454,9 @@ class RecentReport:
     counts_only: bool = False
     #: comparisons whose check record could not be written (each row says why)
     unrecorded: int = 0
+    #: days of the window left out: before the DAG's start date (never scheduled, so never
+    #: archived, and not "missing")
+    before_start: int = 0
 
     def counts(self) -> dict[str, int]:
         c: dict[str, int] = {}
@@ -464,6 +467,11 @@ class RecentReport:
     def note(self) -> str:
         """One paragraph for the run note and the task log."""
         if not self.days:
+            if self.before_start:
+                return (
+                    f"reconcile: nothing ({self.before_start} days before this one, all "
+                    "before the DAG's start date)"
+                )
             return "reconcile: off (0 days)"
         span = f"{self.days[0]}..{self.days[-1]}"
         c = self.counts()
@@ -482,6 +490,8 @@ class RecentReport:
                 f"; retried the holes of {len(self.holes_retried)} metric-days "
                 f"({left} unreadable windows left)"
             )
+        if self.before_start:
+            text += f"; {self.before_start} earlier days left out (before the DAG's start date)"
         if self.counts_only and c.get("more"):
             text += "; counts only, nothing refetched"
         if self.unrecorded:

@@ -18,7 +18,7 @@ from dxt_core import masking
 from dxt_core.airflow import runs
 from dxt_core.airflow.assets import emit_day_event, relative_path
 from dxt_core.airflow.hooks import hook_for
-from dxt_core.airflow.runs import day_of, replace_of_context
+from dxt_core.airflow.runs import day_of, replace_of_context, utc_date
 from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
 from dxt_core.budget import holding_answers
@@ -86,10 +86,17 @@ def reconcile_recent(backend: str, context: Mapping[str, Any], conn_id: str) -> 
 
     tasks = registry.get(backend).dag_tasks()
     n_days = reconcile_days(backend, tasks.settings())
+    day = day_of(context)
+    # days before the DAG's start date are never scheduled: not "missing", not asked
+    start = getattr(context.get("dag"), "start_date", None)
+    wanted = n_days
+    if start is not None:
+        n_days = max(0, min(n_days, (day - utc_date(start)).days))
     archive = Archive(archive_root())
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
-    report = tasks.reconcile(day_of(context), n_days, archive, conn, params)
+    report = tasks.reconcile(day, n_days, archive, conn, params)
+    report.before_start = wanted - n_days
     doc = report.as_dict()
     log.info("%s", doc["note"])
     failed = report.failure()

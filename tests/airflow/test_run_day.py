@@ -146,9 +146,16 @@ def test_every_way_of_making_a_run_archives_the_same_day(migrated_home, tmp_path
         )
         assert f"{future} has not begun yet" in out.stdout + out.stderr
         assert sorted(p.name for p in archive.rglob("*.manifest.json")) == manifests
+        # a day one after the start date: its reconcile asks the start date only (the two
+        # days before it were counted "missing": never scheduled, never archived)
+        conf = json.dumps({"day": "2024-05-02"})
+        airflow(
+            env, "dags", "test", "dxt_examon", "2024-06-03T00:00:00+00:00", "-c", conf, timeout=300
+        )
 
         doc = run_dagbag_script(env, INSPECT)
         reports = run_dagbag_script(env, XCOM)
+        reconciled = run_dagbag_script(env, XCOM.replace("archive_metric_day", RECONCILE_TASK))
     finally:
         sim.stop()
 
@@ -169,7 +176,12 @@ def test_every_way_of_making_a_run_archives_the_same_day(migrated_home, tmp_path
     tested = next(v for v in doc.values() if (v["logical_date"] or "").startswith("2024-05-05"))
     assert tested["interval_start"].startswith("2024-05-04")
     assert tested["note"] == note("2024-05-05") and tested["placed"] == "2024-05-05"
-    assert reports == {"2024-05-05": ["2024-05-05"]}
+    assert reports == {"2024-05-05": ["2024-05-05"], "2024-06-03": ["2024-05-02"]}
+    assert reconciled["2024-05-05"][0].startswith("reconcile 2024-05-02..2024-05-04 (3 metric-days")
+    assert "left out" not in reconciled["2024-05-05"][0]
+    (note,) = reconciled["2024-06-03"]
+    assert note.startswith("reconcile 2024-05-01..2024-05-01 (1 metric-days"), note
+    assert note.endswith("; 2 earlier days left out (before the DAG's start date)"), note
     # a REST/form run before the start date: Airflow makes no task; the listener fails it
     early_run = doc["before_start"]
     assert early_run["tis"] == 0 and early_run["state"] == "failed"
@@ -188,6 +200,8 @@ def test_every_way_of_making_a_run_archives_the_same_day(migrated_home, tmp_path
     assert not_begun["note"].startswith(f"Archives nothing: {future} has not begun yet"), not_begun
 
 
+RECONCILE_TASK = "reconcile_recent_days"
+
 #: The XCom report of each archive task, by its run's logical day.
 XCOM = """
 import json
@@ -202,6 +216,6 @@ with create_session() as s:
         XComModel.task_id == "archive_metric_day", XComModel.key == "return_value"))
     for logical, value in rows:
         v = XComModel.deserialize_value(type("R", (), {{"value": value}})())
-        out.setdefault(logical.date().isoformat(), []).append(v["day"])
+        out.setdefault(logical.date().isoformat(), []).append(v.get("day") or v["note"])
 print(json.dumps(out))
 """

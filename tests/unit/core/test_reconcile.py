@@ -330,3 +330,12 @@ def test_a_day_committed_again_while_counted_gets_no_kept_record(tmp_path: Path)
     assert "being archived now" in rows[1]["detail"]
     for unit in UNITS:
         assert not archive.kept_path(DayKey("toy", unit, d)).exists()
+
+
+def test_days_before_the_start_date_are_said_left_out_not_missing() -> None:
+    from dxt_core.reconcile import RecentReport
+
+    assert RecentReport(before_start=3).note() == (
+        "reconcile: nothing (3 days before this one, all before the DAG's start date)"
+    )
+    assert RecentReport().note() == "reconcile: off (0 days)"
