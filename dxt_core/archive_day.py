@@ -87,6 +87,7 @@ class DayReport:
             *([f"with {plural(int(c['holes']), 'hole')}"] if "holes" in c else []),
             *([f"replacing {plural(c['replaced'], 'archived file')}"] if "replaced" in c else []),
             *(["before the day ended"] if NOT_OVER in c else []),
+            *(["unchanged: archived so already"] if self.extra.get("unchanged") else []),
         ]
         return f" ({', '.join(said)})" if said else ""
 
@@ -259,6 +260,8 @@ def _commit(
         for f in staging.files.values():
             day.remove(f.extension)
         path = day.commit({**base, "status": "empty", "file": None, "rows": 0, "bytes": 0})
+        if day.unchanged:
+            extra["unchanged"] = True
         report = DayReport(key, "empty", 0, 0, None, path, seconds, stats, extra)
         log.info("%s -> empty (manifest only)", report.summary())
         return report
@@ -302,6 +305,8 @@ def _commit(
     path = day.commit(doc)
     if day.replaced:  # the archived bytes this commit replaced, kept in .versions/
         extra["replaced"] = day.replaced
+    if day.unchanged:  # a rerun that read what was archived: the same bytes, nothing new
+        extra["unchanged"] = True
     report = DayReport(key, "archived", rows, res.bytes, main.final, path, seconds, stats, extra)
     log.info("%s -> %s", report.summary(), archive.url_of(main.final))
     return report

@@ -58,6 +58,7 @@ from dxt_core.fsio import (
 from dxt_core.manifests import (
     KEPT_SUFFIX,
     MANIFEST_SUFFIX,
+    NOT_OVER,
     VERSIONS_DIR,
     is_plain_name,
     kept_record,
@@ -93,6 +94,8 @@ class DayWrite:
         self.damaged_manifest = ""
         #: The archived files this commit replaced by other bytes (kept in .versions/).
         self.replaced: list[dict[str, Any]] = []
+        #: the commit wrote what the archive held already (:meth:`same_as_previous`)
+        self.unchanged = False
         self._state_at_begin: tuple[int, int] | None = None
         self._written: dict[str, Any] = {}
         #: The parked manifest of an interrupted commit that had replaced files already.
@@ -397,6 +400,7 @@ class DayWrite:
         self._check_open()
         try:
             path = self._commit(doc)
+            self.unchanged = self.same_as_previous(doc)
         finally:
             self.abort()  # releases the lock; staged files are gone by now on success
         from dxt_core.index import record_commit
@@ -412,6 +416,26 @@ class DayWrite:
             manifest_stat=self._manifest_stat,
         )
         return path
+
+    def same_as_previous(self, doc: dict[str, Any]) -> bool:
+        """Whether ``doc`` says what the day's previous manifest said: the same status, rows,
+        holes and not-over mark, and the same files (names and sha256); nothing replaced.
+        A rerun of an archived day (a cleared task, a refetch) that read the same data."""
+        prev = self.previous
+        if prev is None or self.replaced or self.damaged_manifest:
+            return False
+        for field_ in ("status", "holes", NOT_OVER):
+            if (prev.get(field_) or None) != (doc.get(field_) or None):
+                return False
+        if rows_of(prev) != rows_of(doc):
+            return False
+
+        def files(d: dict[str, Any]) -> list[tuple[str, str]]:
+            if d.get("status") != "archived":
+                return []
+            return sorted((str(f.get("file")), str(f.get("sha256"))) for f in manifest_files(d))
+
+        return files(prev) == files(doc)
 
     def _commit(self, doc: dict[str, Any]) -> Path:
         key, directory = self.key, self.directory

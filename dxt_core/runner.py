@@ -459,6 +459,9 @@ def _print_summary(
         if replaced
         else ""
     )
+    unchanged = sum(1 for r in reports if r.extra.get("unchanged"))
+    if unchanged:  # refetched, and read what the archive held: nothing changed
+        rep += f"; {unchanged} of them unchanged (archived so already)"
     stopped = (
         f", {outcome.not_started + len(abandoned)} interrupted ({outcome.not_started} not "
         f"started, {len(abandoned)} abandoned in flight)"

@@ -66,6 +66,9 @@ def archive_unit(
             ) from exc
         raise
     doc = report.as_dict()
+    if doc.get("unchanged"):  # a rerun that read what was archived: the asset did not change
+        log.info("%s: no asset event (the day is unchanged)", report.summary().split(":")[0])
+        return doc
     emit_day_event(
         context,
         tasks.backend,

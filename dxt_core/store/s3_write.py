@@ -360,7 +360,9 @@ class S3DayWrite(DayWrite):
             self.archive.check_zone_now(self.key.source)
             self._start()
             _stall(self.archive.root, "read")
-            return self._commit(doc)
+            path = self._commit(doc)
+            self.unchanged = self.same_as_previous(doc)
+            return path
         finally:
             self.abort()
 

@@ -139,6 +139,9 @@ def test_archive_a_day_then_a_rerun_is_byte_identical(adapter, root):
     before = root.files(day_dir(root, first))
     again = archive_day(adapter, root, replace=True)
     assert again.rows == first.rows
+    # said so (a cleared task said "archived" and emitted the same asset event again)
+    assert again.extra.get("unchanged") is True and not first.extra.get("unchanged")
+    assert "unchanged: archived so already" in again.summary()
     after = root.files(day_dir(root, first))
     data = [n for n in before if not n.endswith(".json")]
     assert data and {n: after[n] for n in data} == {n: before[n] for n in data}
