@@ -257,7 +257,9 @@ class SeriesTasks(BackendTasks[C]):
     Param choosing (default: the backend's ``format`` setting, ``DXT_<NAME>_FORMAT``)."""
 
     #: the ``format`` Param's description in the trigger form
-    format_description: ClassVar[str] = "gzip CSV or Parquet"
+    format_description: ClassVar[str] = (
+        "gzip CSV or Parquet: the archive's format (its setting); another is refused"
+    )
 
     @property
     def format_setting(self) -> str:
@@ -272,9 +274,22 @@ class SeriesTasks(BackendTasks[C]):
         return {"format": fmt}
 
     def output_format(self, params: Mapping[str, Any]) -> str:
-        """The run's ``format`` param, else the ``format`` setting."""
-        default = self.settings()["format"]
-        return chosen_format(params, default, SERIES_FORMATS, self.format_setting)
+        """The run's ``format`` param, else the ``format`` setting; a param other than the
+        setting is refused (the whole run: every unit-day would fail the same way): the
+        coverage view, its refills and ``dxt coverage`` read the setting's layout, so a day
+        archived in the other one read "missing" for ever, and refills rewrote it again."""
+        default = check_choice(self.settings()["format"], SERIES_FORMATS, self.format_setting)
+        chosen = chosen_format(params, default, SERIES_FORMATS, self.format_setting)
+        if chosen != default:
+            error = ConfigError(
+                f"the run's 'format' param is {chosen}, but this archive is kept as {default} "
+                f"({self.format_setting}): the coverage view, its refills and 'dxt coverage' "
+                f"read one layout; to archive as {chosen}, set {self.format_setting}={chosen} "
+                "for the workers and the API server alike"
+            )
+            error.run_wide = True
+            raise error
+        return chosen
 
 
 def log_archiving(what: str, day: dt.date, zone: str | None, url: str, into: str) -> None:

@@ -59,7 +59,10 @@ class ExamonTasks(SourceSeriesTasks["ExamonConnection", "KairosDBSource"]):
     tags = ("examon",)
     counts = True  # KairosDB's count aggregator over the day
 
-    format_description = "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions)"
+    format_description = (
+        "gzip CSV (dxt_examon's layout) or Parquet (Hive partitions): the archive's format "
+        "(DXT_EXAMON_FORMAT); another is refused, the coverage view reading one layout"
+    )
 
     def configured_units(self) -> list[Unit]:
         return self.catalog_entries()

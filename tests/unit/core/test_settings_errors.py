@@ -87,9 +87,29 @@ def test_an_unknown_format_setting_names_the_variable_and_the_choices(monkeypatc
         tasks.params()  # the DAG's Param, at parse time
     with pytest.raises(ConfigError, match=message):
         tasks.output_format({})  # a run without the Param
-    assert tasks.output_format({"format": "parquet"}) == "parquet"
+    with pytest.raises(ConfigError, match=message):
+        tasks.output_format({"format": "parquet"})  # the setting is checked first
+    monkeypatch.setenv(env, "csv")
     with pytest.raises(ConfigError, match=r"^the run's 'format' param='xml': choose one of"):
         tasks.output_format({"format": "xml"})
+    assert tasks.output_format({"format": "csv"}) == "csv" == tasks.output_format({})
+
+
+@pytest.mark.parametrize(
+    ("tasks", "env"), [(EXAMON, "DXT_EXAMON_FORMAT"), (PROMETHEUS, "DXT_PROMETHEUS_FORMAT")]
+)
+def test_a_run_format_other_than_the_archives_is_refused_for_the_whole_run(monkeypatch, tasks, env):
+    """A Parquet run over a CSV archive archived its days where the coverage view does not
+    look: "missing" for ever, and every refill archived them again."""
+    from dxt_core.errors import run_wide
+
+    monkeypatch.setenv(env, "csv")
+    with pytest.raises(ConfigError) as ei:
+        tasks.output_format({"format": "parquet"})
+    assert str(ei.value).startswith(
+        f"the run's 'format' param is parquet, but this archive is kept as csv ({env})"
+    )
+    assert f"set {env}=parquet" in str(ei.value) and run_wide(ei.value)
 
 
 def test_a_good_format_setting_is_the_params_default(monkeypatch):
