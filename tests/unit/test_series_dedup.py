@@ -109,9 +109,11 @@ class Tasks(SourceSeriesTasks[Conn, Client]):
 
 @pytest.mark.parametrize(("params", "fmt"), [({}, "csv"), ({"format": "parquet"}, "parquet")])
 def test_the_archive_task_opens_a_client_logs_the_unit_day_and_closes_it(
-    params: dict[str, str], fmt: str, tmp_path: Path
+    params: dict[str, str], fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tasks, archive = Tasks(), Archive(tmp_path)
+    if params:  # a run's format is the archive's (another is refused: test_settings_errors)
+        monkeypatch.setenv(tasks.format_setting, fmt)
     unit = {"plugin": "ipmi_pub", "metric": "ambient"}
     with task_lines() as messages:
         assert tasks.archive(unit, DAY, archive, Conn(), params) == "report"
@@ -142,6 +144,7 @@ def test_examon_archives_a_catalog_unit_through_its_kairosdb_source(
         examon_day, "archive_examon_day", lambda *a, **kw: seen.append((*a, kw)) or "done"
     )
     conn, archive = ExamonConnection(url=DOWN, time_zone="UTC"), Archive(tmp_path)
+    monkeypatch.setenv("DXT_EXAMON_FORMAT", "parquet")  # the archive's format
     with task_lines() as messages:
         unit = {"metric": "ambient", "plugin": "ipmi_pub"}
         assert EXAMON.archive(unit, DAY, archive, conn, {"format": "parquet"}) == "done"
