@@ -673,23 +673,7 @@ def test_kill_9_mid_commit_is_seen_by_verify_and_a_rerun_completes_the_day(
     root, key = f"s3://{bucket}/p", DayKey("toy", ("m",), DAY)
     day, doc, first = _csv_day(Archive(root), key, 10)
     day.commit(doc)
-    env = {**os.environ, **s3_env, "DXT_S3_TEST_STALL_AT": phase, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", REPLACE_DAY, root, DAY.isoformat()],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    flag = Archive(root).root / f".stalled-{phase}"
-    deadline = time.monotonic() + 60
-    while not flag.exists():
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
-        assert time.monotonic() < deadline, f"the commit never reached {phase}"
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(30)
-    proc.stderr.close()
-    flag.unlink()
+    pid = _replace_killed_at(root, phase, s3_env)
 
     c = s3_server.client()
     objs = objects(c, bucket)
@@ -712,7 +696,7 @@ def test_kill_9_mid_commit_is_seen_by_verify_and_a_rerun_completes_the_day(
     else:  # the old object still there: the day reads missing, and says why
         assert flagged == [] and objs[data_key] == first
         assert status == "missing" and "previous manifest's objects are intact" in detail
-    assert f"pid {proc.pid}" in detail and "'writing' marker" in detail
+    assert f"pid {pid}" in detail and "'writing' marker" in detail
     assert (version_key in objs) == (phase != "claimed")
 
     day, doc2, second = _csv_day(Archive(root, replace=True), key, 10, value="2")
@@ -738,21 +722,7 @@ def test_after_a_replace_killed_after_its_uploads_the_new_bytes_are_the_archived
     root, key = f"s3://{bucket}/k", DayKey("toy", ("m",), DAY)
     day, doc, first = _csv_day(Archive(root), key, 10)
     day.commit(doc)
-    env = {**os.environ, **s3_env, "DXT_S3_TEST_STALL_AT": "uploaded", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", REPLACE_DAY, root, DAY.isoformat()],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    flag = Archive(root).root / ".stalled-uploaded"
-    deadline = time.monotonic() + 60
-    while not flag.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "no stall"
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(30)
-    flag.unlink()
+    _replace_killed_at(root, "uploaded", s3_env)
     c = s3_server.client()
     data_key = f"k/toy/m/{DAY}.csv.gz"
     killed = c.get_object(Bucket=bucket, Key=data_key)["Body"].read()  # X, value 2
@@ -772,8 +742,8 @@ def test_after_a_replace_killed_after_its_uploads_the_new_bytes_are_the_archived
     assert objs[data_key] == third and check_manifests(objs, "k") == 1
 
 
-def _replace_killed_at(root: str, phase: str, s3_env: dict[str, str]) -> None:
-    """REPLACE_DAY (10 rows of value 2) killed (SIGKILL) at ``phase`` of its commit."""
+def _replace_killed_at(root: str, phase: str, s3_env: dict[str, str]) -> int:
+    """REPLACE_DAY (10 rows of value 2) killed (SIGKILL) at ``phase`` of its commit; its pid."""
     env = {**os.environ, **s3_env, "DXT_S3_TEST_STALL_AT": phase, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-c", REPLACE_DAY, root, DAY.isoformat()],
@@ -789,6 +759,7 @@ def _replace_killed_at(root: str, phase: str, s3_env: dict[str, str]) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(30)
     flag.unlink()
+    return proc.pid
 
 
 def test_a_commit_killed_after_its_copies_but_before_its_upload_replaced_nothing(
