@@ -150,6 +150,33 @@ class Served:
         return 0
 
 
+def seconds(text: str) -> float:
+    """An ``argparse`` type: a delay in seconds, a finite number of 0 or more."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds, 0 or more")
+    return value
+
+
+def count(text: str) -> int:
+    """An ``argparse`` type: a whole number of 0 or more."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}: give 0 or more")
+    return value
+
+
 def port_number(text: str) -> int:
     """An ``argparse`` type: a TCP port, 0 (a free one) to 65535."""
     import argparse

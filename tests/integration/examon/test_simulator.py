@@ -177,6 +177,24 @@ def test_bad_config_is_refused() -> None:
         Faults(fail_status=42)
     with pytest.raises(ConfigError, match="max_points"):
         Faults(max_points=-1)
+    # NaN compares false with everything: it passed ">= 0" and then failed every answer
+    for bad in (float("nan"), float("inf"), -0.5):
+        with pytest.raises(ConfigError, match="delay_s must be a finite number"):
+            Faults(delay_s=bad)
+
+
+@pytest.mark.parametrize("argv", [["--delay", "nan"], ["--slow-delay", "inf"], ["--delay", "-1"]])
+def test_a_delay_that_is_no_number_of_seconds_is_refused_at_start(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dxt_core.backends.examon.simulator.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--port", "0", "--jobs-port", "off", *argv])
+    assert stop.value.code == 2
+    assert f"argument {argv[0]}: '{argv[1]}': give a finite number of seconds" in (
+        capsys.readouterr().err
+    )
 
 
 def test_accept_encoding_parsing() -> None:

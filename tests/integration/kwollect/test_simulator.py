@@ -164,6 +164,44 @@ def test_too_much_data_answer_and_per_site_delay(sim):
         sim.reset()
 
 
+def test_config_updates_of_the_wrong_kind_are_refused_whole(sim):
+    before = httpx.get(f"{sim.url}/_sim/config", timeout=10).json()
+    for bad in (
+        {"delay_s": "slow"},
+        {"delay_s": -1},
+        {"slow_delay_s": None},
+        {"site_delay_s": {"nancy": "x"}},
+        {"slow_requests": 1.5},
+        {"max_points": -3},
+        {"expired_before_s": True},
+        # one good change with a bad one: neither is applied
+        {"max_points": 10, "timeout_delay_s": [1]},
+    ):
+        r = httpx.post(f"{sim.url}/_sim/config", json=bad, timeout=10)
+        assert r.status_code == 400, bad
+        assert "must be" in r.json()["message"], r.text
+    assert httpx.get(f"{sim.url}/_sim/config", timeout=10).json() == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--delay", "nan"],
+        ["--timeout-delay", "inf"],
+        ["--delay", "-1"],
+        ["--site-delay", "lyon=nan"],
+    ],
+)
+def test_a_delay_that_is_no_number_of_seconds_is_refused_at_start(argv, capsys):
+    from dxt_core.backends.kwollect.simulator.__main__ import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--port", "0", *argv])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {argv[0]}:" in err and "finite number" in err, err
+
+
 @pytest.mark.slow  # 3 s measured on the shared 2-core machine (fast tier: < 3 s)
 def test_streams_a_day_of_fifty_nodes(tmp_path):
     sim = KwollectSimProcess(["--nodes", "50"])

@@ -184,3 +184,12 @@ def test_the_simulator_reads_a_form_as_the_real_servers_do(sim: Sim) -> None:
     r = httpx.post(f"{sim.url}/api/v1/label/__name__/values", data={}, timeout=10)
     flavor = "victoriametrics" if httpx.get(f"{sim.url}/health").status_code == 200 else ""
     assert r.status_code == (200 if flavor else 405)
+
+
+def test_a_negative_series_count_is_refused_at_start(capsys: pytest.CaptureFixture[str]) -> None:
+    from dxt_core.backends.prometheus.simulator import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--port", "0", "--series", "-1"])
+    assert stop.value.code == 2
+    assert "argument --series: -1: give 0 or more" in capsys.readouterr().err

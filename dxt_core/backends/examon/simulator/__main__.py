@@ -11,7 +11,7 @@ from dxt_core.backends.examon.simulator.faults import Faults
 from dxt_core.backends.examon.simulator.model import SimConfig, load_catalog
 from dxt_core.backends.examon.simulator.server import ExamonSimulator, JobsPortUnavailable
 from dxt_core.errors import ConfigError
-from dxt_core.simulate.serving import port_number
+from dxt_core.simulate.serving import port_number, seconds
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
 
@@ -36,11 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default="marconi100", help="cluster tag value")
     p.add_argument("--user", help="require HTTP Basic auth with this user")
     p.add_argument("--password", help="password for --user (or env DXT_SIM_PASSWORD)")
-    p.add_argument("--delay", type=float, default=0.0, help="seconds to wait before answers")
+    p.add_argument("--delay", type=seconds, default=0.0, help="seconds to wait before answers")
     p.add_argument("--fail-next", type=int, default=0, help="fail the next N requests with 503")
     p.add_argument("--max-points", type=int, help="refuse datapoints answers above N points")
     p.add_argument("--slow-points", type=int, help="delay datapoints answers above N points")
-    p.add_argument("--slow-delay", type=float, default=0.0, help="seconds, see --slow-points")
+    p.add_argument("--slow-delay", type=seconds, default=0.0, help="seconds, see --slow-points")
     p.add_argument(
         "--fail-metric",
         action="append",

@@ -8,6 +8,7 @@ the upstream file named next to it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -119,8 +120,12 @@ class Faults:
         """
         for name in ("delay_s", "slow_delay_s", "grafana_timeout_s"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"faults.{name} must be a number >= 0, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value >= 0)
+            ):
+                raise ConfigError(f"faults.{name} must be a finite number >= 0, got {value!r}")
         for name in ("fail_next", "fail_status", "rate_limit_next"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

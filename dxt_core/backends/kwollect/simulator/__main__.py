@@ -9,7 +9,7 @@ import sys
 from dxt_core.backends.kwollect.simulator.model import SimJob, SimSettings
 from dxt_core.backends.kwollect.simulator.server import KwollectSimulator
 from dxt_core.errors import ConfigError
-from dxt_core.simulate.serving import port_number
+from dxt_core.simulate.serving import port_number, seconds
 
 
 def _parse_job(text: str) -> SimJob:
@@ -26,12 +26,14 @@ def _parse_job(text: str) -> SimJob:
 
 
 def _site_delay(text: str) -> tuple[str, float]:
-    site, _, value = text.partition("=")
+    site, sep, value = text.partition("=")
     try:
-        return site, float(value)
-    except ValueError as exc:
+        if not (site and sep):
+            raise argparse.ArgumentTypeError("")
+        return site, seconds(value)
+    except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(
-            f"bad --site-delay {text!r}: expected SITE=SECONDS"
+            f"bad --site-delay {text!r}: expected SITE=SECONDS, SECONDS a finite number >= 0"
         ) from exc
 
 
@@ -43,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port_number, default=8084, help="port; 0 picks a free one")
     p.add_argument("--nodes", type=int, default=4, help="nodes per cluster (default 4, >= 3)")
-    p.add_argument("--delay", type=float, default=0.0, help="seconds before every metrics answer")
+    p.add_argument("--delay", type=seconds, default=0.0, help="seconds before every metrics answer")
     p.add_argument(
         "--site-delay",
         type=_site_delay,
@@ -53,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         help="extra delay of one site's metrics answers (repeatable)",
     )
     p.add_argument("--max-points", type=int, help="'too much data' (HTTP 500) above N points")
-    p.add_argument("--timeout-delay", type=float, default=0.0, help="seconds before that error")
+    p.add_argument("--timeout-delay", type=seconds, default=0.0, help="seconds before that error")
     p.add_argument("--user", help="require HTTP Basic auth with this user")
     p.add_argument("--password", help="password of --user (or env DXT_SIM_PASSWORD)")
     p.add_argument(

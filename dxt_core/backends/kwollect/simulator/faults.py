@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any, Final
@@ -27,6 +28,39 @@ CONFIGURABLE: Final = frozenset(
 )
 
 
+def _seconds(value: Any, *, optional: bool = False, signed: bool = False) -> bool:
+    if value is None:
+        return optional
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and (signed or value >= 0)
+
+
+def _check_setting(key: str, value: Any) -> None:
+    """Refuse a ``POST /_sim/config`` value of the wrong kind, before any is applied (the
+    settings change all together or not at all)."""
+    if key in ("delay_s", "timeout_delay_s", "slow_delay_s"):
+        ok, want = _seconds(value), "a finite number of seconds >= 0"
+    elif key == "stray_offset_s":
+        ok, want = _seconds(value, optional=True, signed=True), "null or a finite number"
+    elif key == "expired_before_s":
+        ok, want = _seconds(value, optional=True), "null or epoch seconds >= 0"
+    elif key == "site_delay_s":
+        ok = isinstance(value, dict) and all(
+            isinstance(site, str) and _seconds(v) for site, v in value.items()
+        )
+        want = "an object of site: seconds >= 0"
+    elif key == "slow_requests":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        want = "an integer >= 0"
+    else:  # max_points
+        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+        ok = ok and (value is None or value >= 0)
+        want = "null or an integer >= 0"
+    if not ok:
+        raise ApiError(400, f"{key} must be {want}, got {value!r}")
+
+
 class Faults:
     """Applies the run-time fault settings of :class:`SimSettings` to one metrics request."""
 
@@ -39,6 +73,8 @@ class Faults:
         if unknown:
             allowed = sorted(CONFIGURABLE)
             raise ApiError(400, f"unknown settings {sorted(unknown)}; allowed {allowed}")
+        for key, value in changes.items():
+            _check_setting(key, value)
         for key, value in changes.items():
             setattr(self.settings, key, value)
 
