@@ -86,9 +86,16 @@ def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 def _add_datacard_arguments(p: argparse.ArgumentParser) -> None:
     """What the datacard and the descriptions say of the dataset."""
     p.add_argument("--title", default="", help="dataset title; default the backend's")
-    p.add_argument("--licence", default="CC-BY-4.0", help="licence (SPDX id), default %(default)s")
     p.add_argument(
-        "--licence-url", default="https://creativecommons.org/licenses/by/4.0/", help="licence URL"
+        "--licence",
+        default="CC-BY-4.0",
+        help="licence, an SPDX identifier (https://spdx.org/licenses/), default %(default)s",
+    )
+    p.add_argument(
+        "--licence-url",
+        default="",
+        help="URL of the licence's text; default: the known one of CC-BY, CC0, ODbL, ODC-By, "
+        "PDDL, CDLA and a few others (another licence needs it)",
     )
     p.add_argument("--cite", default="", help="how to cite (e.g. the paper or the DOI)")
     p.add_argument("--url", default="", help="where the dataset is published (e.g. a DOI URL)")

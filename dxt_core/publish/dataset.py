@@ -60,6 +60,7 @@ from dxt_core.publish.jobs import (
     refuse_without_choice,
     write_job_month,
 )
+from dxt_core.publish.licences import licence_and_url
 from dxt_core.publish.monthfile import output_columns, write_month
 from dxt_core.publish.output import STATE_FILE, STATE_SCHEMA, LocalOut, S3Out, Uploaded, open_out
 from dxt_core.publish.pseudonym import Pseudonymiser
@@ -90,7 +91,8 @@ class PublishOptions:
     name: str = ""
     title: str = ""
     licence: str = "CC-BY-4.0"
-    licence_url: str = "https://creativecommons.org/licenses/by/4.0/"
+    #: The licence text's URL; empty: the known one of ``licence`` (dxt_core.publish.licences).
+    licence_url: str = ""
     cite: str = ""
     url: str = ""
     #: What the datacard names as the source (e.g. "the facility monitoring of cluster X");
@@ -116,6 +118,7 @@ class PublishOptions:
             )
         if self.max_record_bytes <= 0:
             raise ConfigError("--max-record-bytes must be positive")
+        self.licence, self.licence_url = licence_and_url(self.licence, self.licence_url)
         if not self.version.strip():
             raise ConfigError("--dataset-version is empty: give the dataset's version, e.g. 1")
         for what, text in (("--url", self.url), ("--source", self.source)):

@@ -1,0 +1,69 @@
+"""The dataset's licence: an SPDX identifier and its text's URL, never another licence's URL.
+
+``--licence CC0-1.0`` alone used to go out with CC BY 4.0's URL (the default of
+``--licence-url``) in datapackage.json, croissant.json and the README."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dxt_core.backends import get_publisher
+from dxt_core.errors import ConfigError
+from dxt_core.publish.dataset import PublishOptions, publish
+from dxt_core.publish.licences import KNOWN
+
+
+def options(tmp_path, **given):
+    return PublishOptions(
+        archive=tmp_path / "a", out=tmp_path / "o", from_month="2020-03", to_month="2020-03",
+        **given,
+    )  # fmt: skip
+
+
+def test_a_known_licence_gets_its_own_url_and_spelling(tmp_path):
+    assert (options(tmp_path).licence, options(tmp_path).licence_url) == (
+        "CC-BY-4.0",
+        "https://creativecommons.org/licenses/by/4.0/",
+    )
+    o = options(tmp_path, licence="cc0-1.0")
+    assert (o.licence, o.licence_url) == ("CC0-1.0", KNOWN["CC0-1.0"])
+    o = options(tmp_path, licence="ODbL-1.0")
+    assert o.licence_url == "https://opendatacommons.org/licenses/odbl/1-0/"
+
+
+def test_a_given_url_is_kept(tmp_path):
+    o = options(tmp_path, licence="LicenseRef-Cineca-1", licence_url=" https://example.org/l ")
+    assert (o.licence, o.licence_url) == ("LicenseRef-Cineca-1", "https://example.org/l")
+
+
+@pytest.mark.parametrize(
+    ("licence", "message"),
+    [
+        ("CC-BY-40", r"--licence 'CC-BY-40': give the URL .* \(did you mean CC-BY-4.0"),
+        (
+            "LicenseRef-Mine",
+            r"--licence 'LicenseRef-Mine': give the URL of its text with --licence-url",
+        ),
+        ("free for research use", r"not an SPDX licence identifier"),
+        ("CC BY 4.0 / see website", r"not an SPDX licence identifier"),
+        (" ", r"not an SPDX licence identifier"),
+    ],
+)
+def test_an_unknown_licence_without_url_or_free_text_is_refused(tmp_path, licence, message):
+    with pytest.raises(ConfigError, match=message):
+        options(tmp_path, licence=licence)
+
+
+def test_the_dataset_carries_the_licence_url_of_its_licence(tmp_path):
+    (tmp_path / "a" / "examon").mkdir(parents=True)
+    publish(get_publisher("examon").publish_role(), options(tmp_path, licence="CC0-1.0",
+                                                            keep_identities=True))  # fmt: skip
+    out = tmp_path / "o"
+    package = json.loads((out / "datapackage.json").read_text())
+    assert package["licenses"] == [{"name": "CC0-1.0", "path": KNOWN["CC0-1.0"]}]
+    assert json.loads((out / "croissant.json").read_text())["license"] == KNOWN["CC0-1.0"]
+    readme = (out / "README.md").read_text()
+    assert f"CC0-1.0 ({KNOWN['CC0-1.0']})" in readme
+    assert "creativecommons.org/licenses/by/" not in json.dumps(package) + readme
