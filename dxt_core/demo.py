@@ -295,6 +295,13 @@ def airflow_env(
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+            # standalone starts its scheduler before its API server, and the backfill is
+            # made before either: the first tasks may call the execution API before it
+            # listens. The task SDK retries a refused connection 5 times, after random waits
+            # that can add up to a few seconds (airflow/sdk/api/client.py, Client.request:
+            # wait_random_exponential); 10 tries at 3 s or more wait at least 27 s.
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MIN": "3",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             # SQLite: wait for the writer's lock instead of failing after 5 s
