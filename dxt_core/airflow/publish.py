@@ -18,6 +18,9 @@ run's date) of the ``backend`` Param (default: every backend with an archive) in
 ``<out>/<backend>/<from>_<to>/``; with ``require_complete`` (default) it fails, publishing
 nothing, while a month is not complete. People in job tables are pseudonymised with the key
 in ``DXT_PUBLISH_KEY_FILE``; without it the task refuses unless ``keep_identities`` is set.
+The licence, its URL and the citation come from the Params, else ``DXT_PUBLISH_LICENCE``,
+``DXT_PUBLISH_LICENCE_URL`` and ``DXT_PUBLISH_CITE``; a licence whose URL is unknown fails
+the run before any month.
 """
 
 from __future__ import annotations
@@ -68,7 +71,10 @@ datacard and tar records (docs/publish.md). A month not complete yet is left for
 event, and one already published from the same archive days is not written again; both are
 said so in the log and the XCom. People in job tables are pseudonymised with the key in
 ``DXT_PUBLISH_KEY_FILE``; without it the task refuses unless the ``keep_identities`` Param is
-set. Trigger with ``from_month`` / ``to_month`` to publish other months.
+set. The datasets' licence, its URL and how to cite them come from the ``licence``,
+``licence_url`` and ``cite`` Params, else ``DXT_PUBLISH_LICENCE`` (default CC-BY-4.0),
+``DXT_PUBLISH_LICENCE_URL`` and ``DXT_PUBLISH_CITE``. Trigger with ``from_month`` /
+``to_month`` to publish other months.
 """
 
 
@@ -115,6 +121,23 @@ def publish_dag(*, doc_md: str | None = None) -> Any:
                 description="what the datacard names as the source (default: "
                 "$DXT_PUBLISH_SOURCE, else the source URLs the manifests record)",
             ),
+            "licence": Param(
+                None,
+                type=["null", "string"],
+                description="the datasets' licence, an SPDX identifier (default: "
+                "$DXT_PUBLISH_LICENCE, else CC-BY-4.0)",
+            ),
+            "licence_url": Param(
+                None,
+                type=["null", "string"],
+                description="its text's URL (default: $DXT_PUBLISH_LICENCE_URL, else the known "
+                "one of the licence; needed for others)",
+            ),
+            "cite": Param(
+                None,
+                type=["null", "string"],
+                description="how to cite the datasets (default: $DXT_PUBLISH_CITE)",
+            ),
         },
     )
     def build() -> None:
@@ -157,9 +180,12 @@ def run_publish(context: Mapping[str, Any]) -> dict[str, Any]:
     """The task: the months of the triggering events (each once complete), else the Params'
     range. Returns what was done per backend and month range (XCom)."""
     from dxt_core import backends as registry
+    from dxt_core.publish.licences import licence_and_url
     from dxt_core.publish.tree import open_tree
 
     params = context.get("params") or {}
+    # a licence that cannot go out fails the run once, before any month (ConfigError)
+    licence_and_url(_given(params, "licence") or "CC-BY-4.0", _given(params, "licence_url"))
     root = str(archive_root())
     chosen = params.get("backend")
     found = [registry.get_publisher(str(chosen))] if chosen else registry.publishers()
@@ -244,6 +270,11 @@ def _publish_events(
     return results
 
 
+def _given(params: Mapping[str, Any], name: str) -> str:
+    """A run's Param, else its ``DXT_PUBLISH_<NAME>`` variable, else ""."""
+    return str(params.get(name) or os.environ.get(f"DXT_PUBLISH_{name.upper()}", ""))
+
+
 def _publish_one(
     role: PublishRole, root: str, out: str, first: str, last: str, params: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -262,7 +293,10 @@ def _publish_one(
             pseudonymise_key_file=Path(key) if key else None,
             keep_identities=bool(params.get("keep_identities", False)),
             name=str(params.get("name") or ""),
-            source=str(params.get("source") or os.environ.get("DXT_PUBLISH_SOURCE", "")),
+            source=_given(params, "source"),
+            licence=_given(params, "licence") or "CC-BY-4.0",
+            licence_url=_given(params, "licence_url"),
+            cite=_given(params, "cite"),
         ),
     )
     for w in report.operator_warnings():

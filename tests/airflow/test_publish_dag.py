@@ -65,8 +65,11 @@ def test_dxt_publish_parses_and_publishes_two_months(migrated_home, tmp_path):
     assert doc["errors"] == {} and doc["tasks"] == ["publish_months"]
     assert doc["params"] == [
         "backend",
+        "cite",
         "from_month",
         "keep_identities",
+        "licence",
+        "licence_url",
         "out",
         "require_complete",
         "source",
@@ -90,12 +93,25 @@ def test_dxt_publish_parses_and_publishes_two_months(migrated_home, tmp_path):
     assert refused.returncode != 0
     assert "2020-03..2020-04 is not complete" in refused.stdout + refused.stderr
     assert not (tmp_path / "pub").exists()
+    # a licence whose URL is not known fails the run at once, before any month
+    conf = json.dumps({"from_month": "2020-03", "require_complete": False, "licence": "CC-BY-40"})
+    refused = airflow(env, "dags", "test", "dxt_publish", "2020-05-01", "-c", conf, check=False)
+    assert refused.returncode != 0
+    assert "did you mean CC-BY-4.0" in refused.stdout + refused.stderr
+    assert not (tmp_path / "pub").exists()
     conf = json.dumps({"from_month": "2020-03", "to_month": "2020-04", "require_complete": False})
     env["DXT_PUBLISH_SOURCE"] = "the test facility's monitoring"
+    env["DXT_PUBLISH_LICENCE"] = "CC0-1.0"
+    env["DXT_PUBLISH_CITE"] = "Test facility (2020), doi:10.0000/test"
     airflow(env, "dags", "test", "dxt_publish", "2020-05-02", "-c", conf)
     ds = tmp_path / "pub" / "examon" / "2020-03_2020-04"
     readme = (ds / "README.md").read_text()
     assert "- Source: the test facility's monitoring\n" in readme and sim.url not in readme
+    assert "doi:10.0000/test" in readme
+    package = json.loads((ds / "datapackage.json").read_text())
+    assert package["licenses"] == [
+        {"name": "CC0-1.0", "path": "https://creativecommons.org/publicdomain/zero/1.0/"}
+    ]
     assert (ds / "year_month=20-03/plugin=ipmi_pub/metric=ps0_input_power/a_0.parquet").is_file()
     assert (
         ds / "year_month=20-04/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
