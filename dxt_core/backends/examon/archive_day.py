@@ -28,7 +28,7 @@ from dxt_core.reconcile import (
     is_past,
 )
 from dxt_core.records import RawPoints, Record, SeriesBatch
-from dxt_core.windows import day_window
+from dxt_core.windows import day_window, zone
 from dxt_core.writers.base import RecordWriter, SeriesWriter, write_stream
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
 from dxt_core.writers.parquet import ParquetSeriesWriter, ParquetTableWriter
@@ -301,24 +301,29 @@ def day_counter(
     source: KairosDBSource,
     entries: list[CatalogEntry],
     by_parts: dict[tuple[str, ...], CatalogEntry],
+    archive: Archive,
 ) -> Callable[[tuple[str, ...], dt.date], SourceCount]:
-    """(parts, day) -> KairosDB's count: the catalog's counts of a day asked together, once;
-    a metric the server cannot count fails alone, a day it cannot answer fails once."""
-    by_day: dict[dt.date, tuple[dict[str, SourceCount], dict[str, DxtError]]] = {}
-    failed: dict[dt.date, DxtError] = {}
+    """(parts, day) -> KairosDB's count of the archived day, in the zone its manifest records
+    (the connection's when it records none): the catalog's counts of a day asked together,
+    once; a metric the server cannot count fails alone, a day it cannot answer fails once."""
+    Day = tuple[dt.date, str]
+    by_day: dict[Day, tuple[dict[str, SourceCount], dict[str, DxtError]]] = {}
+    failed: dict[Day, DxtError] = {}
 
     def count(parts: tuple[str, ...], d: dt.date) -> SourceCount:
-        if d in failed:
-            raise failed[d]
-        if d not in by_day:
+        doc = archive.read_manifest(DayKey("examon", parts, d)) or {}
+        tz = str(doc.get("time_zone") or source.conn.time_zone)
+        if (d, tz) in failed:
+            raise failed[d, tz]
+        if (d, tz) not in by_day:
             errors: dict[str, DxtError] = {}
             try:
-                counts = source.count_day_many(entries, day_window(d, source.tz), errors=errors)
+                counts = source.count_day_many(entries, day_window(d, zone(tz)), errors=errors)
             except DxtError as exc:
-                failed[d] = exc
+                failed[d, tz] = exc
                 raise
-            by_day[d] = (counts, errors)
-        counts, errors = by_day[d]
+            by_day[d, tz] = (counts, errors)
+        counts, errors = by_day[d, tz]
         key = by_parts[parts].key
         if key in errors:
             raise errors[key]
@@ -339,5 +344,5 @@ def examon_recount(
     def fetch_again(parts: tuple[str, ...], d: dt.date) -> DayReport:
         return archive_examon_day(source, by_parts[parts], d, archive, fmt=fmt)
 
-    count = day_counter(source, list(by_parts.values()), by_parts)
+    count = day_counter(source, list(by_parts.values()), by_parts, archive)
     return Recount(archive, "examon", list(by_parts), count, fetch_again)

@@ -176,7 +176,7 @@ def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
     }
     with KairosDBSource(conn, options=options) as src:
         # the catalog's counts of a day are asked together (a few requests per day)
-        yield day_counter(src, list(by_parts.values()), by_parts)
+        yield day_counter(src, list(by_parts.values()), by_parts, Archive(args.archive))
 
 
 def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:

@@ -184,6 +184,23 @@ def test_reconcile_flags_late_data_and_passes_after_the_refetch(
 
 
 @pytest.mark.slow  # over 3 s here (tests/tiers.py)
+def test_reconcile_counts_the_days_in_the_zone_the_archive_cut_them(
+    sim: SimulatorProcess, catalog: Path, tmp_path: Path
+) -> None:
+    """An archive cut in America/Santiago, reconciled without --tz: counted over Rome's day,
+    its 23-hour day (2021-09-05, midnight DST change) differed, and a false "fewer at the
+    source" would write a K record. The counts follow the zone each manifest records."""
+    common = ["--archive", str(tmp_path), "--catalog", str(catalog)]
+    days = ["--start-day", "2021-09-04", "--end-day", "2021-09-06"]
+    out = dxt("extract", "examon", "--url", sim.url, "--tz", "America/Santiago", *common, *days)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rec = dxt("coverage", "examon", "--reconcile", "--url", sim.url, *common, *days)
+    assert rec.returncode == 0, rec.stdout + rec.stderr
+    assert "6 equal" in rec.stdout, rec.stdout
+    assert not list(tmp_path.rglob("*kept*")), "reconcile wrote a record of fewer rows"
+
+
+@pytest.mark.slow  # over 3 s here (tests/tiers.py)
 def test_a_source_with_fewer_points_keeps_the_archive_shown_k(
     sim: SimulatorProcess, catalog: Path, tmp_path: Path
 ) -> None:
@@ -469,7 +486,8 @@ def test_a_metric_the_server_cannot_count_fails_alone(
             archive_examon_day(src, e, DAY, archive)
         sim.faults(fail_metrics=["state"])  # any datapoints query naming it: HTTP 503
         httpx.post(f"{sim.url}/_sim/stats/reset").raise_for_status()
-        count = day_counter(src, entries, {(e.plugin, e.metric): e for e in entries})
+        by_parts = {(e.plugin, e.metric): e for e in entries}
+        count = day_counter(src, entries, by_parts, archive)
         assert count(("ipmi_pub", "ambient"), DAY).count == NODES * PER_DAY
         with pytest.raises(SourceError, match=r"simulated outage for state.*HTTP 503"):
             count(("nagios_pub", "state"), DAY)
