@@ -26,6 +26,7 @@ from dxt_core.manifests import MANIFEST_SUFFIX, NOT_OVER_DETAIL, not_over_ends
 from dxt_core.refill_commands import (
     JSON_GREP,
     MAX_COMMAND_LINES,
+    airflow_clear,
     day_ranges,
     name_spans,
     print_per_range,
@@ -213,7 +214,7 @@ def _cmd_reconcile(
         print_per_range(
             "or with Airflow (clears the days' metric tasks; they rerun and refetch):",
             sorted({r.day for r in more}),
-            lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
+            lambda a, b: airflow_clear(dag_id, backend.task_id, a, b),
         )
     if more:
         if counts.get("error") and not args.json:

@@ -40,6 +40,7 @@ from dxt_core.coverage import coverage
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.procs import has_proc as _has_proc
 from dxt_core.procs import proc_stat as _proc_stat
+from dxt_core.refill_commands import airflow_day
 from dxt_core.simulate import spawn_simulator
 from dxt_core.windows import days
 
@@ -549,7 +550,7 @@ def prepare_airflow(env: dict[str, str], first: dt.date, last: dt.date) -> tuple
     _airflow(env, "dags", "unpause", DAG_ID)
     create = [
         *("backfill", "create", "--dag-id", DAG_ID),
-        *("--from-date", first.isoformat(), "--to-date", last.isoformat()),
+        *("--from-date", airflow_day(first), "--to-date", airflow_day(last)),
         *("--reprocess-behavior", "failed"),
     ]
     print(f"[3/5] airflow {' '.join(create)}", flush=True)

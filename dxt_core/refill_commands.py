@@ -61,7 +61,7 @@ def print_refill_commands(
         dag_id = args.dag_id or backend.dag_id
 
         def backfill(a: dt.date, b: dt.date) -> str:
-            days = f"--from-date {a} --to-date {b}"
+            days = f"--from-date {airflow_day(a)} --to-date {airflow_day(b)}"
             return f"airflow backfill create --dag-id {dag_id} {days} --reprocess-behavior failed"
 
         made.print_refill("airflow", bad_days, backfill)
@@ -69,7 +69,7 @@ def print_refill_commands(
             "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
             "it reruns that day's metric tasks, which rewrite identical files:",
             bad_days,
-            lambda a, b: f"airflow tasks clear {dag_id} -t {backend.task_id} -s {a} -e {b} -y",
+            lambda a, b: airflow_clear(dag_id, backend.task_id, a, b),
         )
         runs = sorted(made.runs.items())
         for (day, run_id), logical in runs[:MAX_COMMAND_LINES]:
@@ -253,6 +253,22 @@ def _print_not_over(later: Sequence[dt.date], day_zone: str | None) -> None:
     print(
         f"\n{len(later)} missing or corrupt day(s) not over yet {where}, left out of the "
         f"refill commands: {spans}; refill them once they have ended"
+    )
+
+
+def airflow_day(d: dt.date) -> str:
+    """Day ``d`` as Airflow's CLI must be given it: the logical date of its run, midnight UTC
+    (dxt_core.airflow.runs), with the offset written out. A bare date is read in Airflow's
+    ``[core] default_timezone``: under Europe/Rome, ``2021-03-28`` is 2021-03-27 23:00 UTC,
+    and a backfill or clear of that one day finds no run or the day before."""
+    return f"{d.isoformat()}T00:00:00+00:00"
+
+
+def airflow_clear(dag_id: str, task_id: str, first: dt.date, last: dt.date) -> str:
+    """The ``airflow tasks clear`` command that reruns ``task_id`` for ``first``..``last``."""
+    return (
+        f"airflow tasks clear {dag_id} -t {task_id} -s {airflow_day(first)} "
+        f"-e {airflow_day(last)} -y"
     )
 
 

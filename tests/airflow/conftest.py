@@ -48,7 +48,9 @@ def base_env(home: Path, archive: Path, sim_url: str, catalog: Path | None) -> d
     return env
 
 
-def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float = 600):
+def airflow(
+    env: dict[str, str], *args: str, check: bool = True, timeout: float = 600, input: str = ""
+):
     # SQLite has one writer. The busy timeout (dxt_core.airflow.sqlite) makes a wait of most
     # collisions, but a transaction that read first and then writes while another connection
     # commits fails at once (its snapshot is stale): `backfill create` right after unpausing
@@ -59,7 +61,7 @@ def airflow(env: dict[str, str], *args: str, check: bool = True, timeout: float 
         if attempt:
             time.sleep(3)
         out = subprocess.run(
-            [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout
+            [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout, input=input
         )
         if "database is locked" not in out.stderr or out.returncode == 0:
             break

@@ -166,10 +166,8 @@ def test_reconcile_flags_late_data_and_passes_after_the_refetch(
     assert sim.stats()["points_served"] == 2  # one count per metric-day, never the data
     cmd = next(line.strip() for line in late.stdout.splitlines() if "--refetch" in line)
     assert "--metric ambient --plugin ipmi_pub" in cmd
-    assert (
-        f"airflow tasks clear dxt_examon -t archive_metric_day -s {DAY} -e {DAY}" in (late.stdout)
-        or "airflow tasks clear dxt_examon" in late.stdout
-    )
+    utc = f"{DAY}T00:00:00+00:00"  # Airflow reads a bare date in its default_timezone
+    assert f"airflow tasks clear dxt_examon -t archive_metric_day -s {utc} -e {utc}" in late.stdout
 
     words = shlex.split(cmd)
     assert words[:3] == ["dxt", "extract", "examon"]

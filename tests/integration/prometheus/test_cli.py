@@ -114,11 +114,12 @@ def test_coverage_of_a_dag_made_archive_names_the_dag(
     assert cov.returncode == 3, cov.stdout + cov.stderr
     assert "dxt extract" not in cov.stdout
     assert (
-        "airflow backfill create --dag-id dxt_prometheus --from-date 2024-03-30 --to-date "
-        "2024-03-30"
+        "airflow backfill create --dag-id dxt_prometheus --from-date 2024-03-30T00:00:00+00:00 "
+        "--to-date 2024-03-30T00:00:00+00:00"
     ) in cov.stdout
     assert (
-        "airflow tasks clear dxt_prometheus -t archive_metric_day -s 2024-03-30 -e 2024-03-30"
+        "airflow tasks clear dxt_prometheus -t archive_metric_day -s 2024-03-30T00:00:00+00:00 "
+        "-e 2024-03-30T00:00:00+00:00 -y"
     ) in cov.stdout
 
 
