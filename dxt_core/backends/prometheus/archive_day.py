@@ -217,7 +217,7 @@ def day_counter(
         doc = archive.read_manifest(DayKey(SOURCE, parts, d)) or {}
         entry = archived_entry(archive, parts, d)
         tz = zone(str(doc.get("time_zone") or source.conn.time_zone))
-        n, method = source.count(entry.selector, day_window(d, tz), RequestStats())
+        n, method = source.count(entry.selector, day_window(d, tz), RequestStats(), tz=tz)
         return SourceCount(n, method)
 
     return count

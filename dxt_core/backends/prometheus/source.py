@@ -641,8 +641,10 @@ class PrometheusSource:
         stats: RequestStats | None = None,
         series: Sequence[Mapping[str, str]] | None = None,
         labels: set[str] | None = None,
+        tz: dt.tzinfo | None = None,
     ) -> tuple[int, str]:
-        """The samples the server holds for ``selector`` in ``window``, by its own count:
+        """The samples the server holds for ``selector`` in ``window``, by its own count
+        (``tz``: the zone the description gives the time in; default the connection's):
         ``count_over_time(<selector>[d])`` at ``t = end - 1 ms``, per series, summed.
 
         ``d`` is chosen for the server's range ends so that the range is exactly the
@@ -667,7 +669,7 @@ class PrometheusSource:
         d = window.end_ms - window.start_ms - (0 if left_open else 1)
         t = window.end_ms - 1
         # the time in the day's zone (the window's ends are UTC datetimes)
-        local = from_ms(t, self.tz).isoformat(timespec="milliseconds")
+        local = from_ms(t, tz or self.tz).isoformat(timespec="milliseconds")
         method = (
             f"count_over_time({selector}[{d}ms]) at time={api_seconds(t)} ({local}), "
             "summed over series"

@@ -123,6 +123,26 @@ def test_coverage_of_a_dag_made_archive_names_the_dag(
     ) in cov.stdout
 
 
+@pytest.mark.slow  # two dxt processes: 5.5 s measured here
+def test_reconcile_counts_and_describes_the_day_in_the_archives_zone(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    """Reconciled without --tz, a day cut in Australia/Lord_Howe is counted over its own day
+    and the count's description gives the time in that zone (it gave Europe/Rome's)."""
+    day = ["--start-day", "2024-03-31", "--end-day", "2024-03-31"]
+    out = dxt(
+        "extract", "prometheus", "--url", victoriametrics.url, "--tz", "Australia/Lord_Howe",
+        "--metrics", "node_temp_celsius", "--archive", str(tmp_path), "-q", *day,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    rec = dxt(
+        "coverage", "prometheus", "--archive", str(tmp_path), "--reconcile", *day,
+        "--url", victoriametrics.url,
+    )  # fmt: skip
+    assert rec.returncode == 0 and "1 equal" in rec.stdout, rec.stdout + rec.stderr
+    assert "(2024-03-31T23:59:59.999+11:00), summed over series" in rec.stdout, rec.stdout
+
+
 def test_extract_a_catalog_as_parquet(server: ServerProcess, tmp_path: Path) -> None:
     catalog = tmp_path / "catalog.txt"
     catalog.write_text('# units\nnode_temp_celsius\nnode1 = {instance="n1:9100"}\n')
