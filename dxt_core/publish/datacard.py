@@ -301,8 +301,11 @@ def _records(opts: PublishOptions, records: Sequence[Record]) -> list[str]:
         return [*lines, "No data files, so no records.", ""]
     lines += [
         f"Months are grouped into records of at most {opts.max_record_bytes:,} bytes "
-        "(tar files under `records/`, each with its own `SHA256SUMS` and `files.json`); a "
-        "month larger than that is split by unit into `_part1`, `_part2`... records:",
+        "(tar files under `records/`, each with its own listings `<record>.SHA256SUMS` and "
+        "`<record>.files.json`); a month larger than that is split by unit into `_part1`, "
+        "`_part2`... records. Extracted into one folder with this README, the records give "
+        "the dataset's layout, and `sha256sum -c SHA256SUMS` checks every file, the tars "
+        "too when they are kept under `records/` (`--ignore-missing` when they are not):",
         "",
     ]
     for r in records:
@@ -320,8 +323,11 @@ def _footer(
         "",
         "```sh",
         "sha256sum -c SHA256SUMS",
-        "frictionless validate datapackage.json",
+        "frictionless validate datapackage.json --skip-errors byte-count,hash-count",
         "```",
+        "",
+        "(frictionless reads Parquet through pandas, so it cannot count or hash the bytes of "
+        "a file: `sha256sum` checks those.)",
         "",
         "## Reading it",
         "",

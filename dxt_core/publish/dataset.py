@@ -6,7 +6,7 @@ Layout of the output (the data paths are the role's)::
 
     <the role's path of each unit-month>                   one file per unit and month
     records/<name>.tar       months grouped under --max-record-bytes, each with its own
-                             SHA256SUMS and files.json
+                             <name>.SHA256SUMS and <name>.files.json
     README.md  datapackage.json  croissant.json  SHA256SUMS
 
 Months are calendar months of the archive's days (the archive's day zone), as the day files

@@ -5,9 +5,11 @@ into 12 records. Months go into records in order, as many as fit under ``max_byt
 month larger than the limit is split by unit into several records (``<name>_YY-MM_part1``,
 ``_part2``...), and only a single file above the limit makes a record above it (with a
 warning). Every tar holds its
-months' files plus its own ``SHA256SUMS`` and ``files.json``, and is written the same way
-each time: members sorted, mtime fixed (the end of the record's last month), owner 0/0 with
-no names, mode 0644, GNU format.
+months' files plus its own listings, ``<record>.SHA256SUMS`` and ``<record>.files.json``
+(named by the record: the records of a dataset are extracted into one folder, and listings
+of one name would overwrite each other, leaving one record's checksums to check all files),
+and is written the same way each time: members sorted, mtime fixed (the end of the record's
+last month), owner 0/0 with no names, mode 0644, GNU format.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ DEFAULT_MAX_RECORD_BYTES = 50_000_000_000
 _BLOCK = 512
 
 
-def tar_bytes(sizes: Sequence[int]) -> int:
+def tar_bytes(sizes: Sequence[int], names: Sequence[str] = ()) -> int:
     """Size of a GNU tar of files of these sizes (header + padded data each, end marker,
-    rounded to tar's 10240-byte records); names short enough to need no long-name entry."""
+    rounded to tar's 10240-byte records), with the long-name entries ``names`` need."""
     n = sum(_BLOCK + -(-s // _BLOCK) * _BLOCK for s in sizes) + 2 * _BLOCK
+    n += sum(_long_name(name) for name in names)
     return -(-n // 10240) * 10240
 
 
@@ -46,10 +49,27 @@ class Record:
     def file(self) -> str:
         return f"records/{self.name}.tar"
 
+    @property
+    def listings(self) -> tuple[str, str]:
+        """The names of its checksums and file list inside the tar (and once extracted)."""
+        return f"{self.name}.SHA256SUMS", f"{self.name}.files.json"
+
 
 def _size(entries: Sequence[FileEntry]) -> int:
-    """A record's tar size, with room for its SHA256SUMS and files.json."""
-    return tar_bytes([e.bytes for e in entries] + [1 << 16, 1 << 16])
+    """A record's tar size, with room for its two listings: per file a checksum line (64 hex
+    digits, two spaces, the path, a newline) and a files.json entry (the same and its byte
+    count, under 200 bytes of JSON more), plus the record's name and months."""
+    paths = sum(len(e.path.encode()) for e in entries)
+    listings = 2 * paths + 300 * len(entries) + 4096
+    sizes = [e.bytes for e in entries] + [listings // 2, listings // 2]
+    return tar_bytes(sizes, [e.path for e in entries])
+
+
+def _long_name(path: str) -> int:
+    """The bytes a GNU tar adds for a member name over 100 bytes (``tarfile``: a
+    ``././@LongLink`` header and the name, padded to blocks), else 0."""
+    n = len(path.encode())
+    return 0 if n <= 100 else _BLOCK + -(-(n + 1) // _BLOCK) * _BLOCK
 
 
 def _month_name(prefix: str, first: tuple[int, int], last: tuple[int, int]) -> str:
@@ -110,8 +130,8 @@ def _split_month(
         parts.append([e])
         if _size([e]) > max_bytes:
             warnings.append(
-                f"{e.path} alone is {e.bytes:,} bytes: its record is above --max-record-bytes "
-                f"{max_bytes:,} (a file is never cut)"
+                f"{e.path} alone is {e.bytes:,} bytes: its record (with its tar headers and "
+                f"listings) is above --max-record-bytes {max_bytes:,} (a file is never cut)"
             )
     base = _month_name(prefix, month, month)
     return [Record(f"{base}_part{i}", (month,), tuple(p)) for i, p in enumerate(parts, start=1)]
@@ -153,7 +173,7 @@ def write_record(root: Path, record: Record) -> FileEntry:
         for e in entries:
             with (root / e.path).open("rb") as src:
                 tar.addfile(info(e.path, e.bytes), src)
-        for name, data in (("SHA256SUMS", sums), ("files.json", listing)):
+        for name, data in zip(record.listings, (sums, listing), strict=True):
             tar.addfile(info(name, len(data)), io.BytesIO(data))
     h = hashlib.sha256()
     with out.open("rb") as f:

@@ -263,10 +263,9 @@ def test_checksums_records_and_frictionless(published, tmp_path):
         members = tar.getmembers()
         assert {m.mtime for m in members} == {1588291200} and {m.uid for m in members} == {0}
         tar.extractall(tmp_path / "x", filter="data")
-    assert (
-        subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=tmp_path / "x").returncode
-        == 0
-    )
+    sums = f"{record.name[:-4]}.SHA256SUMS"
+    assert {m.name for m in members} >= {sums, f"{record.name[:-4]}.files.json"}
+    assert subprocess.run(["sha256sum", "-c", "--quiet", sums], cwd=tmp_path / "x").returncode == 0
 
 
 def test_reruns_are_byte_identical_and_both_archive_formats_agree(published, archives, tmp_path):
@@ -342,6 +341,30 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
     assert "as recorded" in readme or "as the site recorded them" in readme
     records = sorted(p.name for p in (out / "records").glob("*.tar"))
     assert records == ["examon-dataset_20-03.tar", "examon-dataset_20-04.tar"]
+    # as a user downloads them: the records extracted into one folder, with the metadata;
+    # each record's listings keep their own names (one SHA256SUMS each overwrote the other)
+    got = tmp_path / "downloaded"
+    got.mkdir()
+    for name in records:
+        with tarfile.open(out / "records" / name) as tar:
+            tar.extractall(got, filter="data")
+    assert sorted(p.name for p in got.glob("*.SHA256SUMS")) == [
+        "examon-dataset_20-03.SHA256SUMS",
+        "examon-dataset_20-04.SHA256SUMS",
+    ]
+    for name in ("README.md", "datapackage.json", "croissant.json", "SHA256SUMS"):
+        shutil.copy(out / name, got / name)
+
+    def check() -> int:
+        argv = ["sha256sum", "-c", "--quiet", "--ignore-missing", "SHA256SUMS"]
+        return subprocess.run(argv, cwd=got, capture_output=True).returncode
+
+    assert check() == 0
+    one = next(got.rglob("*.parquet"))
+    data = bytearray(one.read_bytes())
+    data[len(data) // 2] ^= 1
+    one.write_bytes(bytes(data))
+    assert check() != 0
     jobs = pq.read_table(
         out / "year_month=20-03/plugin=job_table/metric=job_info_marconi100/a_0.parquet"
     )

@@ -12,7 +12,7 @@ from dxt_core.errors import ConfigError
 from dxt_core.publish.describe import FileEntry
 from dxt_core.publish.hostlist import expand_hostlist
 from dxt_core.publish.pseudonym import EmbeddedScrubber, Pseudonymiser
-from dxt_core.publish.records import group_months, tar_bytes
+from dxt_core.publish.records import Record, _size, group_months, tar_bytes, write_record
 from dxt_core.publish.series import type_history
 
 
@@ -96,7 +96,7 @@ def test_months_group_into_records_under_the_limit():
     by_month = {
         (2020, 3): month(3, [40_000]),
         (2020, 4): month(4, [40_000]),
-        (2020, 5): month(5, [90_000, 90_000, 90_000, 60_000]),  # over the limit: split
+        (2020, 5): month(5, [120_000, 120_000, 120_000, 60_000]),  # over the limit: split
         (2020, 6): month(6, [10_000]),
     }
     warnings: list[str] = []
@@ -107,8 +107,8 @@ def test_months_group_into_records_under_the_limit():
         "ds_20-05_part2",
         "ds_20-06",
     ]
-    assert [len(r.entries) for r in recs] == [2, 2, 2, 1]
-    assert all(tar_bytes([e.bytes for e in r.entries] + [1 << 16] * 2) <= 400_000 for r in recs)
+    assert [len(r.entries) for r in recs] == [2, 3, 1, 1]
+    assert all(_size(r.entries) <= 400_000 for r in recs)
     assert warnings == []  # no record above the limit
     assert tar_bytes([1]) == 10240 and tar_bytes([10_000]) == 20480
 
@@ -123,3 +123,18 @@ def test_only_a_single_file_above_the_limit_makes_a_record_above_it():
     recs = group_months("ds", {(2020, 5): entries}, 250_000, warnings)
     assert [[e.path[19] for e in r.entries] for r in recs] == [["a"], ["b"], ["c"]]
     assert len(warnings) == 1 and "m=b/a_0.parquet alone is 900,000 bytes" in warnings[0]
+
+
+def test_a_records_size_bound_holds_for_the_tar_it_writes(tmp_path):
+    """The size a record is planned with (files, headers and its two listings) is never below
+    the tar written, however many files and however long their paths."""
+    entries = []
+    for i in range(600):
+        path = f"year_month=20-05/plugin=p{i % 7}/metric={'m' * (i % 90)}{i}/a_0.parquet"
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(b"x" * (i * 37 % 3000))
+        entries.append(FileEntry(path, (tmp_path / path).stat().st_size, "f" * 64))
+    record = Record("ds_20-05", ((2020, 5),), tuple(entries))
+    written = write_record(tmp_path, record)
+    assert written.bytes <= _size(entries)
+    assert _size(entries) - written.bytes < 0.1 * written.bytes  # and not far above it
