@@ -18,6 +18,10 @@ import orjson
 from dxt_core.fsio import atomic_file
 
 PARQUET_MEDIATYPE = "application/vnd.apache.parquet"
+#: Parquet's encodingFormat in croissant.json: the name Croissant 1.0's examples and its
+#: reference reader (mlcroissant, ``EncodingFormat.PARQUET``) know; with the IANA name above,
+#: mlcroissant found no reader for any file and loaded no record.
+CROISSANT_PARQUET = "application/x-parquet"
 
 
 @dataclass(slots=True)
@@ -123,7 +127,7 @@ def datapackage(name: str, title: str, meta: dict[str, Any], entries: Sequence[F
 
 
 _CROISSANT_TYPES = {
-    "datetime": "sc:Date",
+    "datetime": "sc:DateTime",
     "integer": "sc:Integer",
     "number": "sc:Float",
     "boolean": "sc:Boolean",
@@ -230,7 +234,7 @@ def _croissant_files(files: list[FileEntry], tables: list[str]) -> list[dict[str
             "name": _slug(e.path),
             "contentUrl": e.path,
             "contentSize": f"{e.bytes} B",
-            "encodingFormat": PARQUET_MEDIATYPE,
+            "encodingFormat": CROISSANT_PARQUET,
             "sha256": e.sha256,
         }
         for e in files
@@ -240,7 +244,7 @@ def _croissant_files(files: list[FileEntry], tables: list[str]) -> list[dict[str
             "@type": "cr:FileSet",
             "@id": f"{_slug(table)}-files",
             "name": f"{_slug(table)}-files",
-            "encodingFormat": PARQUET_MEDIATYPE,
+            "encodingFormat": CROISSANT_PARQUET,
             "includes": f"year_month=*/{table}/a_0.parquet",
         }
         for table in tables

@@ -79,4 +79,9 @@ def check_dataset(root: Path, rows: int = 2000) -> dict:
     assert {d["@type"] for d in cro["distribution"]} == {"cr:FileObject", "cr:FileSet"}
     files = {d["contentUrl"] for d in cro["distribution"] if d["@type"] == "cr:FileObject"}
     assert files == {r["path"] for r in doc["resources"]}
+    # the Parquet media type mlcroissant (the reference reader) knows: with the IANA name it
+    # found no reader for any file; timestamps are date-times, not dates
+    assert {d["encodingFormat"] for d in cro["distribution"]} == {"application/x-parquet"}
+    types = {f["name"]: f["dataType"] for rs in cro["recordSet"] for f in rs["field"]}
+    assert types.get("timestamp") == "sc:DateTime", types
     return doc
