@@ -129,6 +129,10 @@ def test_layout_types_and_order(published, archives):
                 assert ts[i] >= ts[i - 1]
         meta = pq.ParquetFile(path).metadata
         assert meta.row_group(0).column(0).statistics.has_min_max
+        # and the first sort column's, as the datacard says (a filter on node skips groups)
+        node = meta.schema.names.index("node")
+        stats = meta.row_group(0).column(node).statistics
+        assert stats is not None and stats.has_min_max and stats.min == runs[0], stats
     kinds = {
         m: pq.read_schema(published / f"year_month=20-03/plugin={p}/metric={m}/a_0.parquet")
         .field("value")
