@@ -12,6 +12,7 @@ series lacks one, as in the archive).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,10 +54,10 @@ class PrometheusPublish(PartitionedPublish):
             i = table.schema.get_field_index("value")
             typ = table.schema.field(i).type if i >= 0 else None
             if typ is not None and (pa.types.is_integer(typ) or pa.types.is_string(typ)):
-                try:  # a CSV's text: the server's digits, NaN and +Inf / -Inf
+                # a CSV's text: the server's digits, NaN and +Inf / -Inf; not all numbers:
+                # left as text, typed as text is (and said so by the datacard)
+                with contextlib.suppress(pa.ArrowInvalid):
                     table = table.set_column(i, "value", table.column(i).cast(pa.float64()))
-                except pa.ArrowInvalid:
-                    pass  # not all numbers: typed as text is, and said so by the datacard
             yield table
 
 
