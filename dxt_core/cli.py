@@ -630,6 +630,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+class _LogFormat(logging.Formatter):
+    """Log times in ISO 8601 with the offset (``2026-12-07T10:30:13.201+09:00``): the
+    messages quote UTC and archive-zone times, and a bare local time read beside them was
+    easy to take for one of those."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        when = dt.datetime.fromtimestamp(record.created).astimezone()
+        return when.isoformat(timespec="milliseconds")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -644,10 +654,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv[:2])
         return cmd_simulate(args, argv[2:])
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_to = logging.StreamHandler()
+    log_to.setFormatter(_LogFormat("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_to])
     args.given = argv  # the command as typed (the commands it prints repeat its options)
     # as Ctrl-C: each command says what it did (the demo has its own); an ignored signal
     # stays so (nohup); restored when the command returns (main() called as a function)

@@ -58,3 +58,23 @@ def test_collectd_archive_days_are_refilled_by_the_dag_only(tmp_path: Path) -> N
     assert out.returncode == 3, out.stdout + out.stderr
     assert "dxt extract" not in out.stdout
     assert "airflow backfill create --dag-id dxt_collectd_es --from-date 2017-12-" in out.stdout
+
+
+def test_log_times_carry_their_offset(monkeypatch):
+    """A log line's time said ``2026-12-07 10:30:13,201`` in the machine's zone, beside
+    messages quoting UTC and archive-zone times; it now carries its offset."""
+    import logging
+    import time
+
+    from dxt_core.cli import _LogFormat
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        record = logging.LogRecord("dxt_core.x", logging.WARNING, __file__, 1, "m", None, None)
+        record.created = 1796607013.201  # 2026-12-07T01:30:13.201Z
+        line = _LogFormat("%(asctime)s %(levelname)s %(name)s: %(message)s").format(record)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert line == "2026-12-07T10:30:13.201+09:00 WARNING dxt_core.x: m"
