@@ -188,7 +188,8 @@ def croissant(name: str, title: str, meta: dict[str, Any], entries: Sequence[Fil
         "name": name,
         "description": meta["description"],
         "license": meta.get("licence_url") or meta["licence"],
-        "url": meta.get("url") or "",
+        # where the dataset is published (--url); none given: no url, not an empty one
+        **({"url": meta["url"]} if meta.get("url") else {}),
         "version": meta["version"],
         "citeAs": meta["cite"],
         "temporalCoverage": f"{meta['first_day']}/{meta['last_day']}",

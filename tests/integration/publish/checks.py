@@ -84,4 +84,5 @@ def check_dataset(root: Path, rows: int = 2000) -> dict:
     assert {d["encodingFormat"] for d in cro["distribution"]} == {"application/x-parquet"}
     types = {f["name"]: f["dataType"] for rs in cro["recordSet"] for f in rs["field"]}
     assert types.get("timestamp") == "sc:DateTime", types
+    assert cro.get("url") != "", "an empty url: leave it out when --url is not given"
     return doc
