@@ -60,12 +60,29 @@ def parse_time(text: str, what: str, zone: dt.tzinfo | None = dt.UTC) -> dt.date
         ) from exc
     if t.tzinfo is not None:
         return t
-    if zone is None:
-        return t.astimezone()  # naive = local time (the C library's rules for that date)
     if isinstance(zone, dt.timezone):
         return t.replace(tzinfo=zone)
-    # a zone with DST: resolve the wall time (fold 0 for an ambiguous one)
-    return t.replace(tzinfo=zone).astimezone(dt.UTC).astimezone(zone)
+
+    def at(fold: int) -> dt.datetime:
+        wall = t.replace(fold=fold)
+        # None: local time (the C library's rules for that date), as pytokio's naive times
+        if zone is None:
+            return wall.astimezone()
+        return wall.replace(tzinfo=zone).astimezone(dt.UTC).astimezone(zone)
+
+    first, second = at(0), at(1)
+    where = "this machine's local time" if zone is None else str(zone)
+    if first.replace(tzinfo=None, fold=0) != t and second.replace(tzinfo=None, fold=0) != t:
+        raise ConfigError(
+            f"{what} {text!r} does not exist in {where} (the clocks skipped it): give the "
+            f"time with its offset, e.g. {first.isoformat()}"
+        )
+    if first.utcoffset() != second.utcoffset():
+        raise ConfigError(
+            f"{what} {text!r} happens twice in {where} (the clocks went back): give the one "
+            f"meant with its offset, {first.isoformat()} or {second.isoformat()}"
+        )
+    return first
 
 
 def add_extract_parser(subparsers: Any) -> None:

@@ -149,6 +149,30 @@ def test_naive_times_are_utc_unless_tz_says_otherwise(monkeypatch):
         parse_zone("Mars/Olympus")
 
 
+@pytest.mark.parametrize("zone_name", ["America/Los_Angeles", "local"])
+def test_a_wall_time_the_clocks_skipped_or_repeated_needs_its_offset(monkeypatch, zone_name):
+    """--tz local and --tz <zone> read a time of a DST change alike: one that does not exist
+    (02:30 on 2017-03-12 in Los Angeles) or happens twice (01:30 on 2017-11-05) is refused
+    with the candidates, not moved by an hour one way (a zone) or the other (local)."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    try:
+        zone = parse_zone(zone_name)
+        with pytest.raises(ConfigError, match=r"does not exist in .*give the time with its offset"):
+            parse_time("2017-03-12T02:30:00", "--start", zone)
+        with pytest.raises(ConfigError) as twice:
+            parse_time("2017-11-05T01:30:00", "--start", zone)
+        assert "happens twice" in str(twice.value)
+        assert "2017-11-05T01:30:00-07:00 or 2017-11-05T01:30:00-08:00" in str(twice.value)
+        t = parse_time("2017-03-12T03:30:00", "--start", zone)
+        assert t.astimezone(dt.UTC) == dt.datetime(2017, 3, 12, 10, 30, tzinfo=dt.UTC)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 # --------------------------------------------------------------------------- the HTTP client
 # (answers faked with httpx.MockTransport: a server's answer, not our code)
 
