@@ -185,7 +185,14 @@ def run_publish(context: Mapping[str, Any]) -> dict[str, Any]:
 
     params = context.get("params") or {}
     # a licence that cannot go out fails the run once, before any month (ConfigError)
-    licence_and_url(_given(params, "licence") or "CC-BY-4.0", _given(params, "licence_url"))
+    licence_and_url(
+        _given(params, "licence") or "CC-BY-4.0",
+        _given(params, "licence_url"),
+        (
+            "the licence Param (else DXT_PUBLISH_LICENCE)",
+            "the licence_url Param (else DXT_PUBLISH_LICENCE_URL)",
+        ),
+    )
     root = str(archive_root())
     chosen = params.get("backend")
     found = [registry.get_publisher(str(chosen))] if chosen else registry.publishers()

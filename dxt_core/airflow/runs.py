@@ -82,8 +82,8 @@ def run_day(
         raise ConfigError(
             f"this run of {dag_id} has no logical date and no 'day' param: trigger it with a "
             "day (the trigger form's 'day' field, or -c '{\"day\": \"YYYY-MM-DD\"}'), or use "
-            f"'airflow backfill create --dag-id {dag_id} --from-date DT00:00:00+00:00 --to-date "
-            "DT00:00:00+00:00'"
+            f"'airflow backfill create --dag-id {dag_id} --from-date YYYY-MM-DDT00:00:00+00:00 "
+            "--to-date YYYY-MM-DDT00:00:00+00:00'"
         )
     return utc_date(start)
 

@@ -121,7 +121,12 @@ class PublishOptions:
         self.licence, self.licence_url = licence_and_url(self.licence, self.licence_url)
         if not self.version.strip():
             raise ConfigError("--dataset-version is empty: give the dataset's version, e.g. 1")
-        for what, text in (("--url", self.url), ("--source", self.source)):
+        for what, text in (
+            ("--url", self.url),
+            ("--source", self.source),
+            ("--licence-url", self.licence_url),
+            ("--cite", self.cite),
+        ):
             if has_credentials(text):
                 # the dataset is public: its README and croissant.json would carry them
                 raise ConfigError(
@@ -276,6 +281,13 @@ class DayReader:
         return lambda day: self.open(um, day)
 
 
+#: The version of what a publication writes from the same inputs (layout, file bytes,
+#: descriptions). 2: records' listings named by the record, croissant's media type and
+#: timestamps, the first sort column's statistics, Prometheus values as doubles, the
+#: datacard's check commands (2026-12-07).
+PUBLICATION_FORMAT = 2
+
+
 def _fingerprint(
     role: PublishRole,
     opts: PublishOptions,
@@ -287,6 +299,9 @@ def _fingerprint(
     bytes."""
     doc = {
         "software": __version__,
+        # what the same inputs give: a change of the dataset's bytes or metadata bumps it,
+        # so an output published before is published again (not "unchanged")
+        "format": PUBLICATION_FORMAT,
         "backend": role.backend,
         "months": [opts.from_month, opts.to_month],
         "options": [

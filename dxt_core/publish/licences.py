@@ -37,26 +37,39 @@ KNOWN: Final[dict[str, str]] = {
 #: An SPDX licence expression's parts (specification, annex D): identifiers (letters,
 #: digits, '.', '-', an optional trailing '+'), the operators and parentheses.
 _TOKENS = re.compile(r"\(|\)|[^\s()]+")
-_ID = re.compile(r"[A-Za-z0-9.\-]+\+?")
+_ID = re.compile(r"(DocumentRef-[A-Za-z0-9.\-]+:)?[A-Za-z0-9.\-]+\+?")
 _OPERATORS: Final = frozenset({"AND", "OR", "WITH", "and", "or", "with"})
 
 
 def _is_expression(text: str) -> bool:
     """Whether ``text`` reads as an SPDX identifier or expression (``A``, ``A OR B``,
-    ``(A AND B) WITH C``): identifiers and operators alternate."""
-    words = [t for t in _TOKENS.findall(text) if t not in "()"]
-    return (
-        bool(words)
-        and all(
-            (w in _OPERATORS) if i % 2 else bool(_ID.fullmatch(w)) and w not in _OPERATORS
-            for i, w in enumerate(words)
-        )
-        and len(words) % 2 == 1
-        and text.count("(") == text.count(")")
-    )
+    ``(A AND B) WITH C``): identifiers and operators alternate, parentheses nest and each
+    holds an expression."""
+    tokens = _TOKENS.findall(text)
+    depth, want_id = 0, True
+    for t in tokens:
+        if t == "(":
+            if not want_id:
+                return False
+            depth += 1
+        elif t == ")":
+            if want_id or depth == 0:
+                return False
+            depth -= 1
+        elif want_id:
+            if t in _OPERATORS or not _ID.fullmatch(t):
+                return False
+            want_id = False
+        else:
+            if t not in _OPERATORS:
+                return False
+            want_id = True
+    return bool(tokens) and depth == 0 and not want_id
 
 
-def licence_and_url(licence: str, url: str) -> tuple[str, str]:
+def licence_and_url(
+    licence: str, url: str, names: tuple[str, str] = ("--licence", "--licence-url")
+) -> tuple[str, str]:
     """The licence as its SPDX identifier is spelled, and the URL of its text.
 
     Raises:
@@ -66,7 +79,7 @@ def licence_and_url(licence: str, url: str) -> tuple[str, str]:
     text = licence.strip()
     if not _is_expression(text):
         raise ConfigError(
-            f"--licence {licence!r} is not an SPDX licence identifier: give one such as "
+            f"{names[0]} {licence!r} is not an SPDX licence identifier: give one such as "
             "CC-BY-4.0 or CC0-1.0 (the list: https://spdx.org/licenses/)"
         )
     # SPDX identifiers match case-insensitively (specification, annex D.2)
@@ -76,9 +89,10 @@ def licence_and_url(licence: str, url: str) -> tuple[str, str]:
         return spelled, url.strip()
     if spelled in KNOWN:
         return spelled, KNOWN[spelled]
-    close = difflib.get_close_matches(text.lower(), list(known), n=3, cutoff=0.7)
+    single = len(_TOKENS.findall(text)) == 1  # an expression: no "did you mean" one licence
+    close = difflib.get_close_matches(text.lower(), list(known), n=3, cutoff=0.7) if single else []
     hint = f" (did you mean {', '.join(known[c] for c in close)}?)" if close else ""
     raise ConfigError(
-        f"--licence {text!r}: give the URL of its text with --licence-url{hint}; this tool "
+        f"{names[0]} {text!r}: give the URL of its text with {names[1]}{hint}; this tool "
         f"fills it in only for {', '.join(KNOWN)}"
     )

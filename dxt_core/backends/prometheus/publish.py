@@ -57,7 +57,9 @@ class PrometheusPublish(PartitionedPublish):
                 # a CSV's text: the server's digits, NaN and +Inf / -Inf; not all numbers:
                 # left as text, typed as text is (and said so by the datacard)
                 with contextlib.suppress(pa.ArrowInvalid):
-                    table = table.set_column(i, "value", table.column(i).cast(pa.float64()))
+                    # safe=False: a whole number past 2**53 is a float64's digits anyway
+                    value = table.column(i).cast(pa.float64(), safe=False)
+                    table = table.set_column(i, "value", value)
             yield table
 
 

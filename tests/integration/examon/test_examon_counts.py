@@ -189,12 +189,15 @@ def test_reconcile_counts_the_days_in_the_zone_the_archive_cut_them(
     its 23-hour day (2021-09-05, midnight DST change) differed, and a false "fewer at the
     source" would write a K record. The counts follow the zone each manifest records."""
     common = ["--archive", str(tmp_path), "--catalog", str(catalog)]
-    days = ["--start-day", "2021-09-04", "--end-day", "2021-09-06"]
-    out = dxt("extract", "examon", "--url", sim.url, "--tz", "America/Santiago", *common, *days)
-    assert out.returncode == 0, out.stdout + out.stderr
-    rec = dxt("coverage", "examon", "--reconcile", "--url", sim.url, *common, *days)
-    assert rec.returncode == 0, rec.stdout + rec.stderr
-    assert "6 equal" in rec.stdout, rec.stdout
+    # 2021-09-05 has 23 hours there, 2022-04-02 25 (Rome's: 24): counted over Rome's day,
+    # the first showed "more at the source" and the second "fewer" (a K record written)
+    for first, last in (("2021-09-04", "2021-09-06"), ("2022-04-01", "2022-04-03")):
+        days = ["--start-day", first, "--end-day", last]
+        out = dxt("extract", "examon", "--url", sim.url, "--tz", "America/Santiago", *common, *days)
+        assert out.returncode == 0, out.stdout + out.stderr
+        rec = dxt("coverage", "examon", "--reconcile", "--url", sim.url, *common, *days)
+        assert rec.returncode == 0, rec.stdout + rec.stderr
+        assert "6 equal" in rec.stdout, rec.stdout
     assert not list(tmp_path.rglob("*kept*")), "reconcile wrote a record of fewer rows"
 
 

@@ -247,3 +247,20 @@ def test_a_day_without_timestamps_is_a_clear_error(tmp_path):
     with pytest.raises(ArchiveError, match=r"2020-03-01.parquet: 1 rows have no timestamp"):
         run(tmp_path / "a", tmp_path / "o", 1000)
     assert not list((tmp_path / "o").rglob("*.parquet"))
+
+
+def test_an_output_published_by_an_older_format_is_published_again(tmp_path, monkeypatch):
+    """The same inputs and options into an output an older publication format wrote: its
+    datasets are made again (they were "unchanged" and kept the older files)."""
+    import dxt_core.publish.dataset as dataset
+
+    root = tmp_path / "a"
+    write_day(root, "2020-03-02", table_of([T0], [7], ["a"]))
+    opts = {"archive": root, "out": tmp_path / "o", "from_month": "2020-03", "to_month": "2020-03"}
+    role = get_publisher("examon").publish_role()
+    monkeypatch.setattr(dataset, "PUBLICATION_FORMAT", dataset.PUBLICATION_FORMAT - 1)
+    assert not publish(role, PublishOptions(**opts)).unchanged
+    assert publish(role, PublishOptions(**opts)).unchanged  # the same format: a no-op
+    monkeypatch.undo()
+    assert not publish(role, PublishOptions(**opts)).unchanged
+    assert publish(role, PublishOptions(**opts)).unchanged

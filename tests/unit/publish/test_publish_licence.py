@@ -49,6 +49,11 @@ def test_a_given_url_is_kept(tmp_path):
         ("free for research use", r"not an SPDX licence identifier"),
         ("CC BY 4.0 / see website", r"not an SPDX licence identifier"),
         (" ", r"not an SPDX licence identifier"),
+        (")MIT(", r"not an SPDX licence identifier"),
+        ("MIT ()", r"not an SPDX licence identifier"),
+        ("MIT OR", r"not an SPDX licence identifier"),
+        # an expression: its URL is needed, and no "did you mean" one of its licences
+        ("CC-BY-4.0 OR MIT", r"'CC-BY-4.0 OR MIT': give the URL of its text with --licence-url; "),
     ],
 )
 def test_an_unknown_licence_without_url_or_free_text_is_refused(tmp_path, licence, message):
@@ -67,3 +72,21 @@ def test_the_dataset_carries_the_licence_url_of_its_licence(tmp_path):
     readme = (out / "README.md").read_text()
     assert f"CC0-1.0 ({KNOWN['CC0-1.0']})" in readme
     assert "creativecommons.org/licenses/by/" not in json.dumps(package) + readme
+
+
+def test_expressions_and_document_references_with_their_url_are_kept(tmp_path):
+    for licence in ("CC-BY-4.0 OR MIT", "(MIT AND Apache-2.0) WITH LLVM-exception",
+                    "DocumentRef-site:LicenseRef-telemetry-1"):  # fmt: skip
+        o = options(tmp_path, licence=licence, licence_url="https://example.org/l")
+        assert (o.licence, o.licence_url) == (licence, "https://example.org/l")
+
+
+@pytest.mark.parametrize("field", ["licence_url", "cite"])
+def test_credentials_in_what_the_dataset_says_are_refused(tmp_path, field):
+    """The dataset is public: a user:token URL in --licence-url or --cite (or the DAG's
+    DXT_PUBLISH_LICENCE_URL / DXT_PUBLISH_CITE) would go into its README and metadata."""
+    secret = "https://reader:t0ken@intranet.example/l"
+    given = {"licence": "LicenseRef-x", "licence_url": "https://example.org/l", field: secret}
+    with pytest.raises(ConfigError, match="a published dataset is public") as refused:
+        options(tmp_path, **given)
+    assert "t0ken" not in str(refused.value)
