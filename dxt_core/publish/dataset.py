@@ -177,6 +177,8 @@ class PublishReport:
     leftovers: list[str] = field(default_factory=list)
     #: what a killed publication left half-made (temporary files, unfinished uploads): cleared
     debris: int = 0
+    #: the command that lists the skipped days with the commands refetching them
+    refill: str = ""
 
     @property
     def rows(self) -> int:
@@ -191,6 +193,12 @@ class PublishReport:
             out.append(
                 f"... and {len(self.skipped) - most:,} more unit-days skipped "
                 f"({len(self.skipped):,} in all; README.md lists them by unit and day)"
+            )
+        if self.skipped and self.refill:
+            out.append(
+                f"to refetch the skipped days: {self.refill} (with the options that chose "
+                "the units, e.g. --catalog) lists them with the commands that refetch them; "
+                "then publish again"
             )
         if self.left_out:
             shown = ", ".join(self.left_out[:most])
@@ -279,6 +287,23 @@ class DayReader:
 
     def opener(self, um: UnitMonth) -> Any:
         return lambda day: self.open(um, day)
+
+
+def _coverage_command(
+    role: PublishRole, opts: PublishOptions, months: Sequence[tuple[int, int]]
+) -> str:
+    """``dxt coverage`` over the months published, checking the files (``--verify``)."""
+    import calendar
+    import shlex
+
+    from dxt_core.backends import get_publisher
+
+    (y0, m0), (y1, m1) = months[0], months[-1]
+    last = calendar.monthrange(y1, m1)[1]
+    words = ["dxt", "coverage", get_publisher(role.backend).command]
+    words += ["--archive", redact_value(str(opts.archive))]
+    words += ["--start-day", f"{y0}-{m0:02d}-01", "--end-day", f"{y1}-{m1:02d}-{last:02d}"]
+    return shlex.join([*words, "--verify"])
 
 
 #: The version of what a publication writes from the same inputs (layout, file bytes,
@@ -384,6 +409,7 @@ def _publish(
     )
     scans = {u: [role.scan(tree, u, y, mo) for y, mo in months] for u in role.units(tree)}
     report.left_out = list(tree.left_out)
+    report.refill = _coverage_command(role, opts, months)
     fingerprint = _fingerprint(role, opts, scans, pseudo)
     state = target.state() or {}
     if (

@@ -334,6 +334,13 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
         and "bytes, the manifest says" in res.stdout
     )
     assert "1 unit-days skipped" in res.stdout
+    hint = f"to refetch the skipped days: dxt coverage examon --archive {archive} --start-day "
+    assert hint + "2020-03-01 --end-day 2020-04-30 --verify (with the options" in res.stdout
+    # which does list the day, with its refetch
+    words = hint.split(": ", 1)[1].split() + ["2020-03-01", "--end-day", "2020-04-30"]
+    cov = dxt(*words[1:], "--verify", "--catalog", str(archives / "catalog.csv"), check=False)
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    assert "--metric ambient --plugin ipmi_pub" in cov.stdout and "--refetch" in cov.stdout
     readme = (out / "README.md").read_text()
     assert "| ipmi_pub/ambient | 2020-03 | 1 | 0 | 29 | 1 | 103,680 |" in readme
     assert (
