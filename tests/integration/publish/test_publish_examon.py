@@ -337,7 +337,7 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
     hint = f"to refetch the skipped days: dxt coverage examon --archive {archive} --start-day "
     assert hint + "2020-03-01 --end-day 2020-04-30 --verify (with the options" in res.stdout
     # which does list the day, with its refetch
-    words = hint.split(": ", 1)[1].split() + ["2020-03-01", "--end-day", "2020-04-30"]
+    words = [*hint.split(": ", 1)[1].split(), "2020-03-01", "--end-day", "2020-04-30"]
     cov = dxt(*words[1:], "--verify", "--catalog", str(archives / "catalog.csv"), check=False)
     assert cov.returncode == 3, cov.stdout + cov.stderr
     assert "--metric ambient --plugin ipmi_pub" in cov.stdout and "--refetch" in cov.stdout
