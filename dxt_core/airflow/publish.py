@@ -87,6 +87,10 @@ def publish_dag(*, doc_md: str | None = None) -> Any:
     from dxt_core import backends as registry
     from dxt_core.airflow.assets import source_alias
 
+    def text_param(description: str) -> Any:
+        """An optional text Param (empty: its default, which ``description`` says)."""
+        return Param(None, type=["null", "string"], description=description)
+
     names = [b.name for b in registry.publishers()]
     schedule = AssetAny(*(source_alias(n) for n in names)) if names else None
 
@@ -114,30 +118,20 @@ def publish_dag(*, doc_md: str | None = None) -> Any:
             "to_month": Param(None, **MONTH, description="last month, YYYY-MM (default: from)"),
             "keep_identities": Param(False, type="boolean", description="publish people's names"),
             "require_complete": Param(True, type="boolean", description="wait for whole months"),
-            "out": Param(None, type=["null", "string"], description="default: $DXT_PUBLISH_DIR"),
-            "source": Param(
-                None,
-                type=["null", "string"],
-                description="what the datacard names as the source (default: "
-                "$DXT_PUBLISH_SOURCE, else the source URLs the manifests record)",
+            "out": text_param("default: $DXT_PUBLISH_DIR"),
+            "source": text_param(
+                "what the datacard names as the source (default: $DXT_PUBLISH_SOURCE, else "
+                "the source URLs the manifests record)"
             ),
-            "licence": Param(
-                None,
-                type=["null", "string"],
-                description="the datasets' licence, an SPDX identifier (default: "
-                "$DXT_PUBLISH_LICENCE, else CC-BY-4.0)",
+            "licence": text_param(
+                "the datasets' licence, an SPDX identifier (default: $DXT_PUBLISH_LICENCE, "
+                "else CC-BY-4.0)"
             ),
-            "licence_url": Param(
-                None,
-                type=["null", "string"],
-                description="its text's URL (default: $DXT_PUBLISH_LICENCE_URL, else the known "
-                "one of the licence; needed for others)",
+            "licence_url": text_param(
+                "its text's URL (default: $DXT_PUBLISH_LICENCE_URL, else the known one of "
+                "the licence; needed for others)"
             ),
-            "cite": Param(
-                None,
-                type=["null", "string"],
-                description="how to cite the datasets (default: $DXT_PUBLISH_CITE)",
-            ),
+            "cite": text_param("how to cite the datasets (default: $DXT_PUBLISH_CITE)"),
         },
     )
     def build() -> None:
