@@ -8,7 +8,7 @@ pairs), so no per-point object is ever built: writers format straight from these
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -174,10 +174,15 @@ CLASH_PREFIX = "exported_"
 
 @dataclass(frozen=True, slots=True)
 class SeriesSchema:
-    """Column layout of a metric-day: the metric name and its tag keys (sorted)."""
+    """Column layout of a metric-day: the metric name and its tag keys (sorted).
+
+    ``reserved``: further names a tag column may not have, besides :data:`SERIES_COLUMNS`:
+    the backend's folder keys that no file column repeats (Examon's Parquet folders are
+    ``plugin=<p>/metric=<m>``: a tag ``metric`` would be read as the folder's value)."""
 
     name: str
     tag_keys: tuple[str, ...]
+    reserved: tuple[str, ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -187,21 +192,28 @@ class SeriesSchema:
     def tag_columns(self) -> tuple[str, ...]:
         """The column of each tag key, in order: the key itself, or, for a key that is one
         of :data:`SERIES_COLUMNS` (a Prometheus label ``name``: cAdvisor's container name,
-        systemd's unit), ``exported_<key>``, prefixed again while that is a key too; no
-        two columns of a file have the same name."""
-        if not SERIES_COLUMNS_SET.intersection(self.tag_keys):
-            return self.tag_keys
-        taken = {*SERIES_COLUMNS, *self.tag_keys}
-        out = []
-        for key in self.tag_keys:
-            column = key
-            if key in SERIES_COLUMNS_SET:
-                column = CLASH_PREFIX + key
-                while column in taken:
-                    column = CLASH_PREFIX + column
-                taken.add(column)
-            out.append(column)
-        return tuple(out)
+        systemd's unit) or of ``reserved``, ``exported_<key>``, prefixed again while that is
+        a key too; no two columns of a file have the same name."""
+        return clash_free(self.tag_keys, SERIES_COLUMNS_SET.union(self.reserved))
+
+
+def clash_free(keys: Sequence[str], reserved: Set[str]) -> tuple[str, ...]:
+    """``keys`` as column names beside the ``reserved`` ones: a key that is reserved becomes
+    ``exported_<key>`` (Prometheus's own name for a scraped label that clashes with a
+    target's), prefixed again while that is a key or a column already."""
+    if reserved.isdisjoint(keys):
+        return tuple(keys)
+    taken = {*reserved, *keys}
+    out = []
+    for key in keys:
+        column = key
+        if key in reserved:
+            column = CLASH_PREFIX + key
+            while column in taken:
+                column = CLASH_PREFIX + column
+            taken.add(column)
+        out.append(column)
+    return tuple(out)
 
 
 SeriesStream = Iterator[SeriesBatch]

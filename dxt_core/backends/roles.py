@@ -331,6 +331,12 @@ class PublishRole(Protocol):
         the datacard's and Croissant's names for a unit."""
 
     @property
+    def folder_columns(self) -> tuple[str, ...]:
+        """The :attr:`keys` whose value every day file already holds in a column of that
+        name (Examon's ``plugin`` tag): published as they are. A column named as another
+        key, or ``year_month``, is published as ``exported_<key>``."""
+
+    @property
     def series_order(self) -> tuple[str, ...]:
         """The tag columns a unit's rows are sorted by first (``("node",)``); then
         ``name``, then the other tags by name, then time."""

@@ -61,10 +61,11 @@ from dxt_core.publish.jobs import (
     write_job_month,
 )
 from dxt_core.publish.licences import licence_and_url
-from dxt_core.publish.monthfile import output_columns, write_month
+from dxt_core.publish.monthfile import output_columns, published_names, write_month
 from dxt_core.publish.output import STATE_FILE, STATE_SCHEMA, LocalOut, S3Out, Uploaded, open_out
 from dxt_core.publish.pseudonym import Pseudonymiser
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES, group_months, write_record
+from dxt_core.publish.role import folder_keys
 from dxt_core.publish.series import BUCKET_ROWS, MonthSpool, SeriesTable, type_history, wider
 from dxt_core.publish.tree import ArchiveTree, DayUnusable, open_tree
 from dxt_core.urls import has_credentials, redact_value
@@ -309,8 +310,9 @@ def _coverage_command(
 #: The version of what a publication writes from the same inputs (layout, file bytes,
 #: descriptions). 2: records' listings named by the record, croissant's media type and
 #: timestamps, the first sort column's statistics, Prometheus values as doubles, the
-#: datacard's check commands (2026-12-07).
-PUBLICATION_FORMAT = 2
+#: datacard's check commands (2026-12-07). 3: a tag named as a folder key (``metric``,
+#: ``year_month``) is published as ``exported_<key>`` (2026-12-07).
+PUBLICATION_FORMAT = 3
 
 
 def _fingerprint(
@@ -586,7 +588,7 @@ def _publish_unit(
     report.schemas["/".join(unit)] = {
         "value_type": final or "double",
         "type_changes": history,
-        "tags": [c for c in columns if c != "name"],
+        "tags": [c for c in published_names(columns, folder_keys(role)) if c != "name"],
     }
     for res, _, _ in done:
         res.value_type = final or "double"
@@ -626,7 +628,8 @@ def _publish_month(
     res = UnitResult(um)
     if spool.rows and kind is not None:
         rel = role.data_path(um)
-        month = write_month(spool, buckets, kind, out / rel, cols)
+        names = published_names(cols, folder_keys(role))
+        month = write_month(spool, buckets, kind, out / rel, cols, names)
         res.path, res.rows = rel, month.rows
         res.units, res.sampling_s = month.units, month.sampling_s
     for b in buckets:

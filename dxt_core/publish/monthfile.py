@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from dxt_core.publish.series import (
     SeriesTable,
     route_rows,
 )
+from dxt_core.records import clash_free
 
 #: Rows per row group of a published file.
 ROW_GROUP_ROWS = 262_144
@@ -60,6 +61,14 @@ def output_columns(table: SeriesTable) -> list[str]:
     """``name`` first when there is one, then the other tags sorted."""
     tags = sorted(table.columns)
     return (["name"] if "name" in tags else []) + [t for t in tags if t != "name"]
+
+
+def published_names(columns: Sequence[str], folders: Set[str]) -> list[str]:
+    """The name each tag column is published under: a column named as one of the dataset's
+    ``folders`` keys (``year_month``, ``metric``, ...) becomes ``exported_<key>``; else
+    pandas, pyarrow and DuckDB, reading the dataset's Hive partitions, would give every row
+    the folder's value instead of its own."""
+    return list(clash_free(columns, folders))
 
 
 def output_schema(kind: str, columns: Sequence[str], unit: str = "ms") -> Any:
@@ -145,12 +154,20 @@ class _GroupWriter:
     """Cuts sorted rows into row groups of exactly ``ROW_GROUP_ROWS`` rows."""
 
     def __init__(
-        self, fh: Any, table: SeriesTable, kind: str, columns: list[str], unit: str, rank: Any
+        self,
+        fh: Any,
+        table: SeriesTable,
+        kind: str,
+        columns: list[str],
+        unit: str,
+        rank: Any,
+        names: Sequence[str],
     ) -> None:
         import pyarrow.parquet as pq
 
         pa = _pa()
-        self.schema = output_schema(kind, columns, unit)
+        published = dict(zip(columns, names, strict=True))
+        self.schema = output_schema(kind, names, unit)
         self.kind, self.unit, self.table = kind, unit, table
         self.dicts = _Dictionaries(table, columns, rank)
         self.texts = pa.array(table.texts, pa.string()) if kind == "string" else None
@@ -158,7 +175,7 @@ class _GroupWriter:
         # dictionary passes 1 MiB): telemetry values repeat (power in whole watts), and
         # dictionary pages are then both smaller and faster to write than plain values
         encoding = {"timestamp": "DELTA_BINARY_PACKED"}
-        dictionary = [*columns, "value"]
+        dictionary = [*names, "value"]
         self.writer = pq.ParquetWriter(
             fh,
             self.schema,
@@ -167,7 +184,7 @@ class _GroupWriter:
             use_dictionary=dictionary,
             # the first sort column too: its min/max let a reader skip row groups of other
             # series (a filter on node), as the datacard says
-            write_statistics=["timestamp", "value", *table.order()[:1]],
+            write_statistics=["timestamp", "value", *(published[c] for c in table.order()[:1])],
             column_encoding=encoding,
             version="2.6",
         )
@@ -259,14 +276,20 @@ def _median_interval(ts: Any, rank: Any, unit: str) -> float | None:
 
 
 def write_month(
-    spool: MonthSpool, buckets: list[Bucket], kind: str, out: Path, columns: list[str]
+    spool: MonthSpool,
+    buckets: list[Bucket],
+    kind: str,
+    out: Path,
+    columns: list[str],
+    names: Sequence[str] | None = None,
 ) -> MonthResult:
-    """Phase 2: the spooled rows of one unit-month, sorted into ``out`` (atomic)."""
+    """Phase 2: the spooled rows of one unit-month, sorted into ``out`` (atomic); the tag
+    ``columns`` are published under ``names`` (the same by default)."""
     table = spool.table
     rank = table.ranks()
     plan, resplit = _plan(spool, buckets, rank)
     with atomic_file(out) as fh:
-        w = _GroupWriter(fh, table, kind, columns, spool.unit, rank)
+        w = _GroupWriter(fh, table, kind, columns, spool.unit, rank, names or columns)
         try:
             for bucket in plan:
                 for ts, val, mask, r in _sorted(bucket, kind, table, rank, spool.bucket_rows):
@@ -393,4 +416,11 @@ def _large_series(
         f.remove()
 
 
-__all__ = ["BUCKET_ROWS", "MonthResult", "output_columns", "output_schema", "write_month"]
+__all__ = [
+    "BUCKET_ROWS",
+    "MonthResult",
+    "output_columns",
+    "output_schema",
+    "published_names",
+    "write_month",
+]

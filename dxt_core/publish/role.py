@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dxt_core.errors import ArchiveError
 from dxt_core.publish.archive_scan import (
@@ -25,8 +25,19 @@ from dxt_core.publish.archive_scan import (
 from dxt_core.publish.readers import read_series_csv, read_series_parquet
 from dxt_core.publish.tree import ArchiveTree
 
+if TYPE_CHECKING:
+    from dxt_core.backends.roles import PublishRole
+
 #: Every published file's name inside its partition directory (M100 ExaData's).
 DATA_FILE = "a_0.parquet"
+#: The first partition key of every published path.
+MONTH_KEY = "year_month"
+
+
+def folder_keys(role: PublishRole) -> frozenset[str]:
+    """The partition keys no published column may be named as (:func:`published_names`):
+    ``year_month`` and the role's keys but those its files repeat (``folder_columns``)."""
+    return frozenset({MONTH_KEY, *role.keys}.difference(role.folder_columns))
 
 
 class PartitionedPublish:
@@ -37,6 +48,7 @@ class PartitionedPublish:
 
     backend: ClassVar[str] = ""
     keys: ClassVar[tuple[str, ...]] = ()
+    folder_columns: ClassVar[tuple[str, ...]] = ()
     series_order: ClassVar[tuple[str, ...]] = ("node",)
     time_unit: ClassVar[str] = "ms"
     title: ClassVar[str] = ""
@@ -65,13 +77,13 @@ class PartitionedPublish:
     def layout(self) -> tuple[str, ...]:
         """The one path pattern of :meth:`data_path`: ``year_month=YY-MM/<key>=<<key>>/...``."""
         parts = "/".join(f"{k}=<{k}>" for k in self.keys)
-        return (f"year_month=YY-MM/{parts}/{DATA_FILE}",)
+        return (f"{MONTH_KEY}=YY-MM/{parts}/{DATA_FILE}",)
 
     @property
     def example_glob(self) -> str:
         """Every metric file: ``year_month=*/<key>=*/.../a_0.parquet``."""
         parts = "/".join(f"{k}=*" for k in self.keys)
-        return f"year_month=*/{parts}/{DATA_FILE}"
+        return f"{MONTH_KEY}=*/{parts}/{DATA_FILE}"
 
     def units(self, tree: ArchiveTree) -> list[tuple[str, ...]]:
         return partition_units(tree, self.backend, self.keys)
@@ -94,4 +106,4 @@ class PartitionedPublish:
 
     def data_path(self, um: UnitMonth) -> str:
         parts = "/".join(f"{k}={v}" for k, v in zip(self.keys, um.parts, strict=True))
-        return f"year_month={year_month(um.year, um.month)}/{parts}/{DATA_FILE}"
+        return f"{MONTH_KEY}={year_month(um.year, um.month)}/{parts}/{DATA_FILE}"

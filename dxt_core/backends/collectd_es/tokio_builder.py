@@ -237,6 +237,8 @@ class TokioTimeSeriesBuilder:
         for name in datasets_of(self.families):
             cap = num_nodes * devices_per_server if name.startswith("datatargets/") else num_nodes
             self.datasets[name] = _Dataset(name, cap, window.rows)
+        #: each disk column's (hostname, plugin_instance): two pairs, one column is refused
+        self._disk_pairs: dict[str, tuple[Any, Any]] = {}
         self._start_ms = window.start * 1000
         self._end_ms = window.end * 1000
         self._step_ms = window.timestep * 1000
@@ -332,9 +334,25 @@ class TokioTimeSeriesBuilder:
         if not isinstance(inst, str):
             self._bad(f"_id {hit.get('_id')}: disk document without plugin_instance")
             return None
-        col = f"{host}:{inst}"
+        col = self._disk_column(host, inst)
         d0, d1 = self.datasets[names[0]], self.datasets[names[1]]
         return per[names[0]], d0.column(col), per[names[1]], d1.column(col)
+
+    def _disk_column(self, host: Any, inst: Any) -> str:
+        """A disk series' column, pytokio's ``<hostname>:<plugin_instance>``, refused when
+        another series already has it (a ``:`` in a hostname or device name: ``bb1`` and
+        ``nvme0n1:p1``, ``bb1:nvme0n1`` and ``p1``), which would sum two disks' rates in
+        one column."""
+        col = f"{host}:{inst}"
+        had = self._disk_pairs.setdefault(col, (host, inst))
+        if had != (host, inst):
+            raise ConfigError(
+                f"datatargets: the disks (hostname {had[0]!r}, plugin_instance {had[1]!r}) and "
+                f"(hostname {host!r}, plugin_instance {inst!r}) would share the TOKIO column "
+                f"{col!r} (pytokio's hostname:plugin_instance); archive this window with "
+                "--format jsonl, which keeps every document as it is"
+            )
+        return col
 
     def _put(self, per: dict[str, _Acc]) -> None:
         """Write a page's accumulated (time, column, value) triples into the cells."""
@@ -401,6 +419,8 @@ class TokioTimeSeriesBuilder:
                 key = host * max(len(insts), 1) + inst
                 names = [f"{h}:{d}" for h in hosts for d in insts]
                 ok = rows & (inst >= 0) & read_ok & write_ok
+                for k in np.unique(key[ok]).tolist():
+                    self._disk_column(hosts[k // max(len(insts), 1)], insts[k % max(len(insts), 1)])
                 for kind, (r_name, w_name) in _DISK_TARGETS.items():
                     if kind in ctypes:
                         m = ok & (ctype == ctypes.index(kind))

@@ -30,6 +30,9 @@ class ExamonPublish(PartitionedPublish):
 
     backend = NAME
     keys = ("plugin", "metric")
+    # the plugin tag is the folder's plugin (tags.check_plugin); a tag ``metric`` is
+    # archived as ``exported_metric`` (tags.FOLDER_KEYS)
+    folder_columns = ("plugin",)
     title = "Examon telemetry"
     layout_summary = "one Parquet file per metric and month (M100 ExaData layout)"
     source = "Examon (KairosDB time series and the Examon jobs service)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,16 @@ def _parse_tag_cache(raw: bytes | None) -> dict[str, Any] | None:
 
 #: The tag Examon's publishers put on every series: the plugin that published it.
 PLUGIN_TAG = "plugin"
+#: The Parquet archive's folder keys (``plugin=<p>/metric=<m>``) that no tag repeats: a tag
+#: ``metric`` is written as ``exported_metric`` (in both formats: a day's CSV and Parquet
+#: files have the same columns), else pandas, pyarrow and DuckDB would read every row's
+#: value as the folder's. The ``plugin`` tag holds the folder's value (:func:`check_plugin`).
+FOLDER_KEYS = ("metric",)
+
+
+def examon_schema(metric: str, keys: Iterable[str]) -> SeriesSchema:
+    """The columns of a metric's day files: its tag keys, sorted, none read as a folder."""
+    return SeriesSchema(metric, tuple(sorted(keys)), reserved=FOLDER_KEYS)
 
 
 def check_plugin(entry: CatalogEntry, plugins: set[str], url: str) -> None:
@@ -113,7 +123,7 @@ class TagKeys(KairosDBClient):
         not used.
         """
         keys = self._tag_keys(entry, 0, None, stats)  # checks the plugin too
-        return SeriesSchema(name=entry.metric, tag_keys=tuple(sorted(keys)))
+        return examon_schema(entry.metric, keys)
 
     def cluster_note(self, entry: CatalogEntry, stats: RequestStats | None = None) -> str:
         """For a metric without series of the configured cluster (its plugin's queries
@@ -204,7 +214,7 @@ class TagKeys(KairosDBClient):
             if keys != set(cached["keys"]):
                 note["added"] = sorted(keys - set(cached["keys"]))
                 self._write_tag_cache(cache, entry, keys, True)
-            return SeriesSchema(entry.metric, tuple(sorted(keys))), note
+            return examon_schema(entry.metric, keys), note
         now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
         try:
             keys = self._history_keys(entry, 0, now_ms, stats, depth=0)
@@ -218,12 +228,12 @@ class TagKeys(KairosDBClient):
                 exc,
             )
             self._write_tag_cache(cache, entry, keys, False)
-            return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+            return examon_schema(entry.metric, keys), {
                 "from": "this day's query/tags + cached keys: the query over all time failed",
                 "error": str(exc)[:300],
             }
         self._write_tag_cache(cache, entry, keys, True)
-        return SeriesSchema(entry.metric, tuple(sorted(keys))), {
+        return examon_schema(entry.metric, keys), {
             "from": "query/tags over all time (kept in the archive for the next days)",
             "cache": cache.name,
         }

@@ -90,10 +90,10 @@ def interrupt_second_write(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     real = dataset.write_month
     done: list[str] = []
 
-    def once(spool: Any, buckets: Any, kind: Any, out: Path, columns: Any) -> Any:
+    def once(spool: Any, buckets: Any, kind: Any, out: Path, *columns: Any) -> Any:
         if done:
             raise KeyboardInterrupt
-        res = real(spool, buckets, kind, out, columns)
+        res = real(spool, buckets, kind, out, *columns)
         done.append(str(out))
         return res
 

@@ -224,3 +224,25 @@ def test_without_pyarrow_pages_are_dicts(monkeypatch):
     assert columnar_available()
     monkeypatch.setitem(sys.modules, "pyarrow.json", None)  # as if pyarrow were not installed
     assert not columnar_available()
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_two_disks_of_one_tokio_column_are_a_clear_error(columnar):
+    """pytokio names a disk column ``<hostname>:<plugin_instance>``: the disks (``bb1``,
+    ``nvme0n1:p1``) and (``bb1:nvme0n1``, ``p1``) would share one, their rates summed into
+    one series. Both insertion paths (column-wise pages, hit by hit) refuse it, naming both."""
+    hits = [disk(0, MS0, "bb1", "nvme0n1:p1"), disk(1, MS0 + 10_000, "bb1:nvme0n1", "p1")]
+    page = decode_search_response(response(hits))["hits"]["hits"]
+    assert isinstance(page, ColumnarHits)
+    b = TokioTimeSeriesBuilder(["disk"], TimeGrid.of(T0, T1, 10), num_nodes=8)
+    with pytest.raises(ConfigError) as exc:
+        b.add_page(page if columnar else hits)
+    assert "(hostname 'bb1', plugin_instance 'nvme0n1:p1')" in str(exc.value)
+    assert "(hostname 'bb1:nvme0n1', plugin_instance 'p1')" in str(exc.value)
+    assert "'bb1:nvme0n1:p1'" in str(exc.value) and "--format jsonl" in str(exc.value)
+    # one disk in many documents, and many disks, stay accepted (column-wise where it can)
+    more = [disk(i, MS0 + 10_000 * i, f"bb{i % 2}", f"nvme{i % 3}n1") for i in range(12)]
+    page = decode_search_response(response(more))["hits"]["hits"]
+    ok = build([page if columnar else more], ["disk"])
+    assert len(ok.results()["datatargets/readrates"][0]) == 6
+    assert ok.stats.columnar_pages == (1 if columnar else 0)

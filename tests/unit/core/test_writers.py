@@ -251,3 +251,44 @@ def test_a_tag_named_as_a_fixed_column_gets_a_column_of_its_own(tmp_path):
     table = pq.read_table(path)
     assert table.column_names == list(schema.columns)
     assert table.to_pylist()[0]["exported_exported_name"] == "web"
+
+
+def test_an_examon_tag_named_metric_is_not_read_as_the_parquet_folder(tmp_path):
+    """Examon's Parquet days sit in ``plugin=<p>/metric=<m>/``: a tag ``metric`` is written as
+    ``exported_metric`` (in CSV too: a day's two formats have the same columns), so that a
+    Hive read (pandas, pyarrow, DuckDB) gives each row its own tag and the folder's metric.
+    The ``plugin`` tag is the folder's plugin and keeps its name."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    ds = pytest.importorskip("pyarrow.dataset")
+    from dxt_core.backends.examon.tags import examon_schema
+    from dxt_core.writers.parquet import ParquetSeriesWriter
+
+    schema = examon_schema("temp", {"node", "plugin", "metric"})
+    assert schema.columns == (
+        *("timestamp", "value", "name"),
+        *("exported_metric", "node", "plugin"),
+    )
+    t0 = to_ms(dt.datetime(2020, 3, 9, tzinfo=ROME))
+    series = [
+        Series("temp", {"node": f"n{i}", "plugin": "p", "metric": f"inner{i}"}, [[t0, 1.5]])
+        for i in range(2)
+    ]
+    batch = SeriesBatch(t0, t0 + 3_600_000, series)
+    data, _ = _write([batch], schema)
+    header = next(csv.reader(io.StringIO(gzip.decompress(data).decode())))
+    assert header == list(schema.columns)
+    folder = tmp_path / "examon" / "plugin=p" / "metric=temp"
+    folder.mkdir(parents=True)
+    with (folder / "2020-03-09.parquet").open("wb") as f:
+        w = ParquetSeriesWriter(f)
+        w.open(schema)
+        w.write_batch(batch)
+        w.close()
+    got = ds.dataset(
+        tmp_path / "examon",
+        format="parquet",
+        partitioning=ds.HivePartitioning.discover(infer_dictionary=True),
+    ).to_table()
+    rows = sorted(zip(*(got.column(c).to_pylist() for c in ("node", "metric", "exported_metric"))))
+    assert rows == [("n0", "temp", "inner0"), ("n1", "temp", "inner1")]
+    assert pq.read_table(folder / "2020-03-09.parquet").column_names == list(schema.columns)

@@ -264,3 +264,40 @@ def test_an_output_published_by_an_older_format_is_published_again(tmp_path, mon
     monkeypatch.undo()
     assert not publish(role, PublishOptions(**opts)).unchanged
     assert publish(role, PublishOptions(**opts)).unchanged
+
+
+def test_a_tag_named_as_a_folder_key_is_published_as_exported(tmp_path):
+    """A tag ``metric`` or ``year_month`` (a Prometheus label may be called so) is published
+    as ``exported_<key>``: read through the dataset's Hive partitions (pandas, pyarrow,
+    DuckDB), a column of the folder's name would give every row the folder's value. The
+    ``plugin`` tag is Examon's folder value already and keeps its name."""
+    import pyarrow.dataset as ds
+
+    t = table_of(
+        [T0, T0 + 1],
+        [1.0, 2.0],
+        ["a", "b"],
+        metric=["inner0", "inner1"],
+        year_month=["x", "y"],
+        plugin=[PLUGIN, PLUGIN],
+    )
+    write_day(tmp_path / "a", "2020-03-01", t)
+    rep, path = run(tmp_path / "a", tmp_path / "o", 10_000_000)
+    names = pq.read_schema(path).names
+    assert names == [
+        "timestamp",
+        *("value", "name", "exported_metric", "node", "plugin", "exported_year_month"),
+    ]
+    assert rep.schemas[f"{PLUGIN}/{METRIC}"]["tags"] == [
+        *("exported_metric", "node", "plugin", "exported_year_month"),
+    ]
+    got = ds.dataset(
+        [str(path)],
+        partition_base_dir=str(tmp_path / "o"),
+        format="parquet",
+        partitioning=ds.HivePartitioning.discover(infer_dictionary=True),
+    ).to_table()
+    rows = sorted(zip(*(got.column(c).to_pylist() for c in ("node", "metric", "exported_metric"))))
+    assert rows == [("a", METRIC, "inner0"), ("b", METRIC, "inner1")]
+    assert set(got.column("year_month").to_pylist()) == {"20-03"}
+    assert got.column("exported_year_month").to_pylist() in (["x", "y"], ["y", "x"])
