@@ -137,6 +137,8 @@ class Archive:
         self._by_thread: dict[int, DayWrite] = {}
         self._mutex = threading.Lock()
         self._zones: dict[str, str] = {}
+        #: (device, inode) of the root when this process first wrote a day into it
+        self._root_id: tuple[int, int] | None = None
 
     @property
     def url(self) -> str:
@@ -149,6 +151,36 @@ class Archive:
 
     def directory(self, key: DayKey) -> Path:
         return self.root.joinpath(key.source, *key.parts)
+
+    def check_root(self) -> None:
+        """Before a day is written: the root is the directory the first day of this process
+        was written into. The first write creates a missing root; after it, a root that is
+        gone or another directory (a file system unmounted under the run, the folder removed
+        or moved) is an error, not created again: the days would go to another disk.
+
+        Raises:
+            ArchiveError: the root disappeared or was replaced during the run.
+        """
+        try:
+            st = os.stat(self.root)
+        except FileNotFoundError:
+            st = None
+        except OSError:
+            return  # unreadable, a name too long...: the day's first I/O names it
+        with self._mutex:
+            seen = self._root_id
+            if st is not None and seen is None:
+                self._root_id = (st.st_dev, st.st_ino)
+                return
+        if seen is None:
+            return  # the first day creates the root
+        if st is None or (st.st_dev, st.st_ino) != seen:
+            what = "disappeared" if st is None else "was replaced by another directory"
+            raise ArchiveError(
+                f"archive root {self.root} {what} after this run wrote its first day into it "
+                "(a file system unmounted, the folder removed or moved?): the run writes no "
+                "day elsewhere; mount or restore it, then rerun"
+            )
 
     def holds(self, source: str) -> bool:
         """Something of ``source`` is archived here: a manifest under ``<root>/<source>/``

@@ -50,8 +50,10 @@ from dxt_core.fsio import (
     archive_io,
     fsync_dir,
     is_archive_write_error,
+    json_bytes,
     make_dirs_durable,
     os_error,
+    prepared_file,
     sha256_file,
     write_json_atomic,
 )
@@ -107,13 +109,16 @@ class DayWrite:
 
     # -- life cycle -------------------------------------------------------------------------
     def _start(self) -> None:
+        self.archive.check_root()
         with archive_io(self.directory, "create directory"):
             make_dirs_durable(self.directory)
+        self.archive.check_root()  # the first day's root, now that it exists
         from dxt_core.index import directory_state
 
         # What the directory looked like before this transaction touched it: the index
         # trusts its rows of this directory after the commit only if it did before.
-        self._state_at_begin = directory_state(self.directory)
+        with archive_io(self.directory, "read"):
+            self._state_at_begin = directory_state(self.directory)
         self._lock.acquire()
         try:
             self._clean_stale()
@@ -468,6 +473,32 @@ class DayWrite:
             self.replaced = self.replaced + before
         if self.replaced:
             doc = {**doc, "replaced": self.replaced, "replaced_rows": prev_rows}
+        # the new manifest is written before any file is moved: a full disk stops the commit
+        # here, with the archived day as it was (only renames follow, which need no space)
+        self._written = self.archive.full_manifest(key, doc)
+        prepared = prepared_file(manifest, json_bytes(self._written))
+        try:
+            with archive_io(directory, "update"):
+                if manifest.exists() and (changed or self.replaced or self.damaged_manifest):
+                    # Parked, not deleted: after a crash from here to the new manifest the day
+                    # reads "missing" and the next run still compares with these rows. A
+                    # commit that replaces no file by other bytes leaves it in place (it
+                    # still tells the truth of the files): a refetch of the same bytes never
+                    # shows the day missing.
+                    os.replace(manifest, self._pending)
+                for name, staged in sorted(self._staged.items()):
+                    os.replace(staged, directory / name)
+                self._staged.clear()
+                for name in sorted(self._drop):
+                    with contextlib.suppress(FileNotFoundError):
+                        (directory / name).unlink()
+                fsync_dir(directory)  # the data's renames are on disk before the manifest's
+                os.replace(prepared, manifest)
+                fsync_dir(directory)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                prepared.unlink()
+        if self.replaced:
             log.warning(
                 "%s: replaced the archived %s (%s rows -> %s rows); the old bytes are kept as %s",
                 key,
@@ -476,31 +507,15 @@ class DayWrite:
                 f"{new_rows:,}",
                 ", ".join(str(r["version"]) for r in self.replaced if r.get("version")),
             )
-        with archive_io(directory, "update"):
-            if manifest.exists() and (changed or self.replaced or self.damaged_manifest):
-                # Parked, not deleted: after a crash from here to the new manifest the day
-                # reads "missing" and the next run still compares with these rows. A commit
-                # that replaces no file by other bytes leaves it in place (it still tells the
-                # truth of the files): a refetch of the same bytes never shows the day missing.
-                os.replace(manifest, self._pending)
-            for name, staged in sorted(self._staged.items()):
-                os.replace(staged, directory / name)
-            self._staged.clear()
-            for name in sorted(self._drop):
-                with contextlib.suppress(FileNotFoundError):
-                    (directory / name).unlink()
-            fsync_dir(directory)
-        self._written = self.archive.full_manifest(key, doc)
-        path = self.archive.write_full_manifest(key, self._written, index=False)
         with contextlib.suppress(OSError):
-            st = path.stat()
+            st = manifest.stat()
             self._manifest_stat = (st.st_size, st.st_mtime_ns)
         with archive_io(directory, "update"):
             with contextlib.suppress(FileNotFoundError):
                 self._pending.unlink()
             with contextlib.suppress(FileNotFoundError):
                 self.archive.kept_path(key).unlink()
-        return path
+        return manifest
 
     def _keep(
         self,

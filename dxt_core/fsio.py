@@ -24,7 +24,7 @@ from dxt_core.errors import ArchiveError
 
 # Why an OS call on the archive failed, and what to do about it: one line each.
 _OS_HINTS = {
-    errno.ENOSPC: "the disk is full: free space, then rerun",
+    errno.ENOSPC: "the disk is full (or out of inodes: df -i): free space, then rerun",
     errno.EDQUOT: "the disk quota is exhausted: free space, then rerun",
     errno.EROFS: "the archive is on a read-only file system: remount it read-write or point "
     "DXT_ARCHIVE_ROOT elsewhere",
@@ -54,6 +54,23 @@ def os_error(exc: OSError, path: str | os.PathLike[str], action: str) -> Archive
     reason = exc.strerror or type(exc).__name__
     hint = _OS_HINTS.get(exc.errno or 0)
     return ArchiveError(f"cannot {action} {where}: {reason}" + (f"; {hint}" if hint else ""))
+
+
+def unnumbered_write_error(exc: Exception, path: Path, action: str = "write") -> ArchiveError:
+    """The :class:`ArchiveError` of a write that failed with an error carrying no OS error
+    number (pyarrow's "N requested and M written" on a full disk), naming ``path``: the
+    cause is told from the file system where it shows (read-only, no space or no inodes
+    left), else the error's own words."""
+    number = 0
+    with contextlib.suppress(OSError, ValueError):
+        vfs = os.statvfs(path.parent)
+        if vfs.f_flag & os.ST_RDONLY:
+            number = errno.EROFS
+        elif vfs.f_bavail == 0 or (vfs.f_files and vfs.f_favail == 0):
+            number = errno.ENOSPC
+    if number:
+        return os_error(OSError(number, os.strerror(number)), path, action)
+    return ArchiveError(f"cannot {action} {path}: {exc}")
 
 
 @contextlib.contextmanager
@@ -141,6 +158,33 @@ def atomic_file(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def prepared_file(final: Path, data: bytes) -> Path:
+    """``data`` in a durable temporary file beside ``final``, for the caller to rename onto
+    it (``os.replace``) when the rest of its change is in place: what needs space is
+    written before anything is renamed. On an error the temporary file is removed.
+
+    Raises:
+        ArchiveError: the disk refused the write (full, read-only...), naming ``final``.
+    """
+    with archive_io(final, "write"):
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise os_error(exc, final, "write") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return Path(tmp)
 
 
 def json_bytes(doc: Any) -> bytes:

@@ -396,7 +396,7 @@ class ManifestIndex:
                 )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def set_dir_state(self, source: str, unit: str, state: DirState) -> None:
@@ -426,7 +426,7 @@ class ManifestIndex:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         return len(rows)
 
@@ -677,6 +677,14 @@ def rebuild(root: str | Path) -> RebuildReport:
         raise _index_write_error(exc, tmp) from exc
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already (it does on a full disk,
+    SQLITE_FULL): a ROLLBACK of none would raise and hide the error that caused it."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _index_write_error(exc: sqlite3.Error, path: Path) -> ArchiveError:

@@ -61,9 +61,17 @@ class DayLock:
                 "host": socket.gethostname(),
                 "started": now_iso(),
             }
-            with archive_io(self.path, "write the lock file"):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, orjson.dumps(info), 0)
+            try:
+                with archive_io(self.path, "write the lock file"):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, orjson.dumps(info), 0)
+            except BaseException:
+                # let go of the lock as release() does: a process that retries the day (a
+                # worker) would otherwise find it held by itself until it exits
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+                os.close(fd)
+                raise
             self._fd = fd
             return
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from dxt_core.fsio import atomic_file
+from dxt_core.fsio import atomic_file, unnumbered_write_error
 from dxt_core.publish.series import (
     BUCKET_ROWS,
     MIN_FLUSH_ROWS,
@@ -295,9 +295,13 @@ def write_month(
                 for ts, val, mask, r in _sorted(bucket, kind, table, rank, spool.bucket_rows):
                     w.add(ts, val, mask, r)
                 bucket.remove()
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(Exception):  # the partial file is removed
                 w.writer.close()
+            if isinstance(exc, OSError) and not exc.errno:
+                # pyarrow's own words for a short write ("N requested and M written"),
+                # without the path or the cause
+                raise unnumbered_write_error(exc, out) from exc
             raise
         res = w.close()
         res.bytes = fh.tell()

@@ -26,7 +26,7 @@ from dxt_core.backends.examon.archive_day import archive_examon_day
 from dxt_core.backends.examon.catalog import CatalogEntry
 from dxt_core.backends.examon.connection import ExamonConnection
 from dxt_core.backends.examon.source import KairosDBSource
-from dxt_core.errors import ContentChanged, SourceShrank
+from dxt_core.errors import ArchiveError, ContentChanged, SourceShrank
 from dxt_core.writers.base import WriteResult
 from tests.conftest import SimulatorProcess
 
@@ -195,6 +195,48 @@ def test_a_version_copy_that_meets_a_full_disk_leaves_no_version(tmp_path):
     (version,) = versions.glob(f"{a.path.name}.prev-*")
     assert version.read_bytes() == old
     assert [p.name for p in versions.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def _full_disk_for_manifests(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The disk refuses (ENOSPC) the temporary file of the manifest ``name`` (its copy in
+    .versions/ goes through), as a disk that the data file filled: the OS call is faked,
+    the archive's code runs as it is."""
+    import errno
+    import tempfile
+
+    real = tempfile.mkstemp
+
+    def mkstemp(*a, prefix=None, **k):
+        if prefix == f".{name}.":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*a, prefix=prefix, **k)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_full_disk_at_the_manifest_leaves_the_day_as_it_was(tmp_path, monkeypatch, first):
+    """A full disk when the manifest is written stops the commit before any file moves: a
+    refetch that grew the day leaves the archived day and its manifest (it read "missing",
+    its new data under the final name, the old manifest parked); a first write leaves no
+    data file. Once there is space, the rerun commits."""
+    archive = Archive(tmp_path)
+    if not first:
+        a = toy_day(archive, ["1,10", "2,20"])
+        old, old_manifest = a.path.read_bytes(), a.manifest.read_bytes()
+    day_dir = archive.manifest_path(KEY).parent
+    with monkeypatch.context() as m:
+        _full_disk_for_manifests(m, archive.manifest_path(KEY).name)
+        with pytest.raises(ArchiveError, match=r"manifest\.json.*(No space left|disk is full)"):
+            toy_day(archive, ["1,10", "2,20", "3,30"])
+    left = sorted(p.name for p in day_dir.iterdir() if p.name != ".versions")
+    if first:
+        assert left == []
+    else:
+        assert a.path.read_bytes() == old and a.manifest.read_bytes() == old_manifest
+        assert left == sorted([a.path.name, a.manifest.name])
+    again = toy_day(archive, ["1,10", "2,20", "3,30"])
+    assert again.rows == 3 and json.loads(again.manifest.read_text())["rows"] == 3
 
 
 # -- 9. new directories are fsynced into their parents -----------------------------------------

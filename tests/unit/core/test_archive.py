@@ -501,3 +501,101 @@ def test_a_unit_folder_left_empty_by_a_failed_day_is_not_listed(tmp_path):
     (tmp_path / "examon" / "plugin=x" / "metric=y").mkdir(parents=True)
     assert archive.subdirectories("prometheus") == ["up"]
     assert archive.subdirectories("examon") == ["ipmi_pub"]  # files deeper down count
+
+
+def test_a_lock_file_the_disk_refuses_is_let_go(tmp_path, monkeypatch):
+    """A full disk when the lock file's holder is written fails the day with a clear error
+    and lets go of the lock: the same process can take the day again once there is space
+    (a worker retrying the day found it held by itself), and no lock file is left."""
+    import errno
+
+    from dxt_core.locks import DayLock
+
+    path = tmp_path / ".2020-03-09.lock"
+    real = os.pwrite
+
+    def full(fd, data, offset):  # the OS call refuses, as a full disk does
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(ArchiveError, match=r"\.2020-03-09\.lock.*(No space|disk is full)"):
+        DayLock(path, "the day").acquire()
+    assert not path.exists()
+    fds = os.listdir("/proc/self/fd")
+    assert str(path) not in [os.path.realpath(f"/proc/self/fd/{f}") for f in fds]
+    monkeypatch.setattr(os, "pwrite", real)
+    lock = DayLock(path, "the day")
+    lock.acquire()
+    assert lock.held and path.exists()
+    lock.release()
+    assert not path.exists()
+
+
+def test_a_root_gone_or_replaced_during_the_run_is_not_created_again(tmp_path):
+    """After the first day of a run, an archive root that disappeared (a file system
+    unmounted under the run, the folder removed) or is another directory is an error: the
+    days went on into a new folder of the same name, on another disk. A first write still
+    creates a missing root."""
+    root = tmp_path / "archive"
+    archive = Archive(root)
+    write_day(archive, 5)
+    other = DayKey("toy", ("p", "m"), dt.date(2020, 3, 10))
+    root.rename(tmp_path / "moved")
+    with pytest.raises(ArchiveError, match=r"archive root .*/archive disappeared .*mount or "):
+        write_day(archive, 5, other)
+    assert not root.exists()
+    root.mkdir()
+    with pytest.raises(ArchiveError, match=r"archive root .*/archive was replaced by another"):
+        write_day(archive, 5, other)
+    assert listing(root) == []
+    fresh = Archive(tmp_path / "new")  # another run: its first day creates its root
+    write_day(fresh, 5, other)
+    assert (tmp_path / "new").is_dir()
+
+
+def test_a_day_folder_this_user_may_not_list_is_a_clear_error(tmp_path, monkeypatch):
+    """A day's folder whose listing is refused (chmod 000 for another user) fails the day
+    naming the folder and what to do, not with a bare PermissionError (the OS call is faked:
+    this test may run as root)."""
+    archive = Archive(tmp_path)
+    directory = archive.directory(KEY)
+    directory.mkdir(parents=True)
+    real = os.listdir
+
+    def listdir(path="."):
+        if os.fspath(path) == str(directory):
+            raise PermissionError(13, "Permission denied", str(directory))
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    with pytest.raises(
+        ArchiveError, match=r"cannot read .*/ipmi_pub/ambient: Permission denied; permission"
+    ):
+        write_day(archive, 5)
+
+
+def test_a_write_error_without_an_os_error_number_is_told_from_the_file_system(
+    tmp_path, monkeypatch
+):
+    """pyarrow reports a short write on a full disk as "5760 requested and 1536 written",
+    with no error number nor path: the error names the file and tells the cause from the
+    file system (the statvfs answer is faked: a full disk, then inodes exhausted, then
+    space left)."""
+    from dxt_core.fsio import unnumbered_write_error
+
+    target = tmp_path / "year_month=20-03" / "a_0.parquet"
+    exc = OSError("5760 requested and 1536 written")
+    real = os.statvfs(tmp_path)
+    fields = {n: getattr(real, n) for n in dir(real) if n.startswith("f_")}
+
+    def fake(**over):
+        return type("V", (), {**fields, **over})()
+
+    for over in ({"f_bavail": 0}, {"f_files": 100, "f_favail": 0}):
+        monkeypatch.setattr(os, "statvfs", lambda p, o=over: fake(**o))
+        err = unnumbered_write_error(exc, target)
+        assert str(err).startswith(f"cannot write {target}: No space left on device; the disk")
+        assert "df -i" in str(err)
+    monkeypatch.setattr(os, "statvfs", lambda p: fake(f_bavail=1000, f_favail=1000, f_flag=0))
+    err = unnumbered_write_error(exc, target)
+    assert str(err) == f"cannot write {target}: 5760 requested and 1536 written"

@@ -181,7 +181,7 @@ def test_index_rebuild_on_a_full_file_system_is_one_error_line(archive, tmp_path
     assert "Traceback" not in out.stderr
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith(f"dxt: error: cannot write the index {root}/{INDEX_NAME}"), line
-    assert "the disk is full: free space, then rerun" in line, line
+    assert "the disk is full (or out of inodes: df -i): free space, then rerun" in line, line
 
 
 def test_index_rebuild_on_a_read_only_file_system_is_one_error_line(archive):
@@ -192,3 +192,30 @@ def test_index_rebuild_on_a_read_only_file_system_is_one_error_line(archive):
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("dxt: error: cannot write the index "), line
     assert "read-only file system" in line, line
+
+
+def test_a_full_index_database_reports_the_full_disk_not_a_failed_rollback(tmp_path):
+    """SQLite rolls a transaction back itself when the database is full (SQLITE_FULL): a
+    ROLLBACK after it raised "cannot rollback - no transaction is active", which replaced
+    the cause in every warning and error. The database is made full for real
+    (``max_page_count``)."""
+    import sqlite3
+
+    from dxt_core.index import IndexEntry, ManifestIndex
+
+    idx = ManifestIndex(tmp_path)
+    idx.upsert([IndexEntry("s", "u", "2020-01-01", "archived", "m")])
+    conn = idx._connection()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    many = [
+        IndexEntry("s", "u", f"2020-02-{i:04d}", "archived", "m" * 200, detail="x" * 1000)
+        for i in range(500)
+    ]
+    with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        idx.upsert(many)
+    assert not conn.in_transaction
+    import datetime as dt
+
+    days = idx.entries("s", dt.date(2020, 1, 1), dt.date(2020, 12, 31))
+    assert [day for _, day, *_ in days] == ["2020-01-01"]
