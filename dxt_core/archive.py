@@ -176,11 +176,13 @@ class Archive:
             return  # the first day creates the root
         if st is None or (st.st_dev, st.st_ino) != seen:
             what = "disappeared" if st is None else "was replaced by another directory"
-            raise ArchiveError(
+            err = ArchiveError(
                 f"archive root {self.root} {what} after this run wrote its first day into it "
                 "(a file system unmounted, the folder removed or moved?): the run writes no "
                 "day elsewhere; mount or restore it, then rerun"
             )
+            err.run_wide = True
+            raise err
 
     def holds(self, source: str) -> bool:
         """Something of ``source`` is archived here: a manifest under ``<root>/<source>/``

@@ -48,12 +48,20 @@ _WRITE_ERRNOS = frozenset(
 )
 
 
+#: Errors of the archive's whole file system: a run stops at the first (``run_wide``), as
+#: every metric-day after it would fail the same way.
+_RUN_WIDE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
 def os_error(exc: OSError, path: str | os.PathLike[str], action: str) -> ArchiveError:
-    """An :class:`ArchiveError` with a one-line cause naming the path, from an OS error."""
+    """An :class:`ArchiveError` with a one-line cause naming the path, from an OS error; a
+    full or read-only file system is ``run_wide``."""
     where = exc.filename if isinstance(exc.filename, str) and exc.filename else os.fspath(path)
     reason = exc.strerror or type(exc).__name__
     hint = _OS_HINTS.get(exc.errno or 0)
-    return ArchiveError(f"cannot {action} {where}: {reason}" + (f"; {hint}" if hint else ""))
+    err = ArchiveError(f"cannot {action} {where}: {reason}" + (f"; {hint}" if hint else ""))
+    err.run_wide = exc.errno in _RUN_WIDE_ERRNOS
+    return err
 
 
 def unnumbered_write_error(exc: Exception, path: Path, action: str = "write") -> ArchiveError:

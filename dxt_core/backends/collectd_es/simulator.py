@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         "not (pytokio's archive_collectdes output, e.g. sample_collectdes-full.json.gz); "
         "without --as, load and exit",
     )
-    p.add_argument("--port", type=port_number, default=0)
+    p.add_argument("--port", type=port_number, default=0, help="port (default 0: a free one)")
     p.add_argument("--user", help="require Basic auth (password in DXT_STANDIN_PASSWORD)")
     a = p.parse_args(argv)
     if a.load is None and a.flavour is None:

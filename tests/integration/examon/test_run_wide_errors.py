@@ -95,3 +95,42 @@ def test_the_units_in_flight_do_not_repeat_the_run_wide_error(
     assert out.stderr.count(said) == 1, out.stderr  # before: once per unit in flight, too
     (failed,) = [x for x in out.stderr.splitlines() if x.startswith("FAILED ")]
     assert failed.endswith(": the run-wide error below"), failed
+
+
+def test_a_full_archive_disk_stops_the_run_at_the_first(
+    locked_sim: SimulatorProcess, small_catalog: Path, tmp_path: Path
+) -> None:
+    """A full file system fails every metric-day the same way: the run stops at the first,
+    said once (it failed each of the catalog's metric-days before, one line each). The
+    archive is a tmpfs of 64 KiB filled up, mounted in a private mount namespace (skipped
+    where this process may not mount)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    small = tmp_path / "small"
+    small.mkdir()
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {small}"],
+        capture_output=True,
+    )
+    if probe.returncode != 0:
+        pytest.skip("cannot mount a tmpfs in a private mount namespace here")
+    cmd = [DXT, "extract", "examon", "--url", locked_sim.url, "--user", "alice"]
+    cmd += ["--catalog", str(small_catalog), *DAY, "--end-day", "2020-03-12"]
+    cmd += ["--workers", "1", "-q", "--archive", f"{small}/archive"]
+    script = (
+        f"mount -t tmpfs -o size=64k tmpfs {small} && "
+        f"(head -c 1000000 /dev/zero > {small}/filler 2>/dev/null || true) && "
+        f"exec {' '.join(cmd)}"
+    )
+    env = dict(os.environ, DXT_EXAMON_PASSWORD="s3cret")
+    out = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "No space left on device; the disk is full" in out.stderr, out.stderr
+    assert "stopped: every other metric-day would fail the same way" in out.stderr
+    assert out.stderr.count("FAILED") == 1, out.stderr
+    assert "not started (stopped at a run-wide error)" in out.stdout

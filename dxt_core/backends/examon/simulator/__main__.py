@@ -29,7 +29,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve a deterministic KairosDB 1.2 + Examon jobs API for tests.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    p.add_argument("--port", type=port_number, default=8083, help="port; 0 picks a free one")
+    p.add_argument(
+        "--port",
+        type=port_number,
+        default=8083,
+        help="port (default %(default)s); 0 picks a free one",
+    )
     p.add_argument("--catalog", help="metric,plugin CSV (default: the shipped M100 catalog)")
     p.add_argument("--nodes", type=int, default=8, help="compute nodes (default %(default)s)")
     p.add_argument("--interval", type=int, default=20, help="sample period in seconds")

@@ -43,7 +43,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve a deterministic Grid'5000 reference + Kwollect metrics API.",
     )
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=port_number, default=8084, help="port; 0 picks a free one")
+    p.add_argument(
+        "--port",
+        type=port_number,
+        default=8084,
+        help="port (default %(default)s); 0 picks a free one",
+    )
     p.add_argument("--nodes", type=int, default=4, help="nodes per cluster (default 4, >= 3)")
     p.add_argument("--delay", type=seconds, default=0.0, help="seconds before every metrics answer")
     p.add_argument(
