@@ -31,6 +31,7 @@ from dxt_core.fsio import (
     archive_io,
     atomic_file,
     create_once,
+    fsync_dir,
     now_iso,
     os_error,
     read_json_object,
@@ -318,6 +319,14 @@ class Archive:
             from dxt_core.index import record_commit  # the index follows every commit
 
             record_commit(self.root, key, path, full)
+        return path
+
+    def place_manifest(self, key: DayKey, prepared: Path) -> Path:
+        """Move a day's new manifest, written and fsynced beside it (``prepared``), into place
+        and make the rename durable: the last step of a day's commit."""
+        path = self.manifest_path(key)
+        os.replace(prepared, path)
+        fsync_dir(path.parent)
         return path
 
     def full_manifest(self, key: DayKey, doc: dict[str, Any]) -> dict[str, Any]:

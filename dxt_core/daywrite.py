@@ -493,8 +493,7 @@ class DayWrite:
                     with contextlib.suppress(FileNotFoundError):
                         (directory / name).unlink()
                 fsync_dir(directory)  # the data's renames are on disk before the manifest's
-                os.replace(prepared, manifest)
-                fsync_dir(directory)
+                self.archive.place_manifest(key, prepared)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 prepared.unlink()
