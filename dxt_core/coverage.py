@@ -158,7 +158,9 @@ def _from_manifests(
 def _row(archive: Archive, key: DayKey, status: Status, detail: str) -> CoverageRow:
     kept = status == "archived" and detail.startswith("kept:")
     if status == "corrupt":
-        detail = _relative_detail(archive, key, detail)
+        from dxt_core.scan import relative_detail
+
+        detail = relative_detail(archive, key, detail)
     return CoverageRow(key.parts, key.day, status, detail, kept)
 
 
@@ -209,19 +211,6 @@ def _verified(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _relative_detail(archive: Archive, key: DayKey, detail: str) -> str:
-    """``detail`` (of :meth:`Archive.status`) as the index's check words it: the day's data
-    file by its name (``data file <name> ...``), any other path relative to the archive's
-    root, so that every way of finding a corrupt day says it the same."""
-    directory = f"{archive.directory(key)}/"
-    if detail.startswith(directory):
-        detail = "data file " + detail[len(directory) :]
-    root = str(archive.root)
-    if root in detail:
-        detail = detail.replace(f"{root}/", "").replace(root, "")
-    return detail
 
 
 def _from_index(

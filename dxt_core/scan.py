@@ -381,13 +381,26 @@ def _state_from_disk(
     archive: Archive, source: str, parts: Sequence[str], day: dt.date, check_sizes: bool
 ) -> tuple[State, str]:
     """What :meth:`Archive.status` says (it compares sizes), with kept days told apart."""
-    status, detail = archive.status(DayKey(source, tuple(parts), day))
+    key = DayKey(source, tuple(parts), day)
+    status, detail = archive.status(key)
     if status == "archived" and detail.startswith("kept:"):
         return "kept", ""
-    directory = f"{archive.directory(DayKey(source, tuple(parts), day))}/"
-    if status == "corrupt" and detail.startswith(directory):
-        # As the index's own check words it (a stale unit is read from disk)
-        detail = "data file " + detail[len(directory) :]
-    if status == "corrupt" and str(archive.root) in detail:
-        detail = detail.replace(f"{archive.root}/", "").replace(str(archive.root), "")
+    if status == "corrupt":  # as the index's own check words it (a stale unit is read from disk)
+        detail = relative_detail(archive, key, detail)
     return status, detail
+
+
+def relative_detail(archive: Archive, key: DayKey, detail: str) -> str:
+    """``detail`` (of :meth:`Archive.status`) as the index's check words it: a file of the
+    day's folder by its name (``data file <name> ...``, ``manifest <name> ...``), any other
+    path relative to the archive's root, so that every way of finding a corrupt day says it
+    the same."""
+    directory = f"{archive.directory(key)}/"
+    if detail.startswith(directory):
+        rest = detail[len(directory) :]
+        what = "manifest" if rest.split(":", 1)[0].endswith(MANIFEST_SUFFIX) else "data file"
+        detail = f"{what} {rest}"
+    root = str(archive.root)
+    if root in detail:
+        detail = detail.replace(f"{root}/", "").replace(root, "")
+    return detail

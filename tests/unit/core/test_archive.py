@@ -599,3 +599,26 @@ def test_a_write_error_without_an_os_error_number_is_told_from_the_file_system(
     monkeypatch.setattr(os, "statvfs", lambda p: fake(f_bavail=1000, f_favail=1000, f_flag=0))
     err = unnumbered_write_error(exc, target)
     assert str(err) == f"cannot write {target}: 5760 requested and 1536 written"
+
+
+def test_a_manifest_this_user_may_not_read_is_named_a_manifest(tmp_path, monkeypatch):
+    """Coverage words a day's unreadable file by its name, with what it is: the manifest
+    was called a "data file" (the read is refused by a faked OS call: this test may run as
+    root)."""
+    import pathlib
+
+    archive = Archive(tmp_path)
+    write_day(archive, 3)
+    manifest = archive.manifest_path(KEY)
+    real = pathlib.Path.read_bytes
+
+    def read_bytes(self):
+        if self == manifest:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=True)
+    assert row.status == "corrupt"
+    assert row.detail.startswith(f"manifest {manifest.name}: the manifest cannot be read"), row
+    assert "give this user read access" in row.detail
