@@ -360,8 +360,7 @@ class DayWrite:
         """
         staged = self.staging_path(extension)
         try:
-            with archive_io(staged, "write"):
-                raw = open(staged, "wb", buffering=buffer_size)  # noqa: SIM115
+            raw = open(staged, "wb", buffering=buffer_size)  # noqa: SIM115
             with raw as fh:
                 yield fh
                 fh.flush()
@@ -371,12 +370,16 @@ class DayWrite:
             with contextlib.suppress(OSError):
                 staged.unlink()
             if is_archive_write_error(exc, os.fspath(staged)) or exc.filename == os.fspath(staged):
-                raise os_error(exc, self.archive.data_path(self.key, extension), "write") from exc
+                raise self.write_error(exc, extension) from exc
             raise
         except BaseException:
             with contextlib.suppress(OSError):
                 staged.unlink()
             raise
+
+    def write_error(self, exc: OSError, extension: str) -> ArchiveError:
+        """The error of a staged data file the disk refused, naming the day's file."""
+        return os_error(exc, self.archive.data_path(self.key, extension), "write")
 
     def discard(self, extension: str) -> None:
         """Drop what was staged for ``<day>.<extension>``; the archived file (if any) stays."""

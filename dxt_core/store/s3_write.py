@@ -265,6 +265,15 @@ class S3DayWrite(DayWrite):
         self._drop.discard(name)
         return staged
 
+    def write_error(self, exc: OSError, extension: str) -> ArchiveError:
+        """As a directory archive's, saying that the disk is the local staging area's."""
+        err = super().write_error(exc, extension)
+        err.args = (
+            f"{err}; this is where the S3 archive stages a day before its upload "
+            "(DXT_S3_STAGING: set it to a folder on a disk with room)",
+        )
+        return err
+
     def _clean_stale(self) -> None:
         """Remove the staging directories of this day left by dead processes of this host."""
         for stale in self.directory.glob(f".{self.key.day.isoformat()}.*.staging"):

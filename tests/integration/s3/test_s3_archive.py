@@ -866,3 +866,32 @@ def test_begin_makes_no_request_and_the_zone_is_checked_at_commit(bucket, s3_ser
     objs = objects(c, bucket)
     assert objs[f"z/toy/m/{DAY}.csv.gz"] == first and check_manifests(objs, "z") == 1
     assert not [k for k in objs if k.startswith("z/.dxt/locks/")]
+
+
+def test_a_full_staging_disk_names_the_s3_staging_folder(bucket, s3_server, s3_env, monkeypatch):
+    """A day of an S3 archive is staged on a local disk first: when that disk is full, the
+    error says it is the staging folder and how to move it (DXT_S3_STAGING), not only "the
+    disk is full" with a path that looks like the archive's (the write is refused by a faked
+    OS call, ENOSPC). Nothing reaches the bucket."""
+    import builtins
+    import errno
+
+    root, key = f"s3://{bucket}/full", DayKey("toy", ("m",), DAY)
+    day = Archive(root).begin(key)
+    real = builtins.open
+
+    def full_open(file, mode="r", *a, **k):
+        if "w" in mode and str(file).endswith(f"{DAY}.csv.gz"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(file))
+        return real(file, mode, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", full_open)
+    with pytest.raises(ArchiveError) as exc:
+        with day.open("csv.gz") as fh:
+            fh.write(b"x")
+    monkeypatch.undo()
+    day.abort()
+    text = str(exc.value)
+    assert "No space left on device; the disk is full" in text
+    assert "stages a day before its upload (DXT_S3_STAGING" in text and exc.value.run_wide
+    assert not [k for k in objects(s3_server.client(), bucket) if k.startswith("full/")]
