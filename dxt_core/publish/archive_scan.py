@@ -29,7 +29,8 @@ import datetime as dt
 import functools
 import re
 import sys
-from collections.abc import Callable, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -346,3 +347,22 @@ def checked(check: dict[str, Any]) -> tuple[str, str]:
 def used_copy(why: str) -> bool:
     """A skipped copy whose day was read from another format's good copy."""
     return why.endswith("was used)")
+
+
+def folding_clashes(units: Iterable[Sequence[str]]) -> list[str]:
+    """A warning for each unit whose path is another's but for letter case or Unicode
+    normalisation (``Temp`` and ``temp``, ``café`` in NFC and NFD): distinct folders on Linux,
+    one folder where a dataset's records are unpacked on a file system that ignores case or
+    normalises names (macOS, Windows), the second taking the first's place."""
+    seen: dict[str, tuple[str, ...]] = {}
+    out = []
+    for unit in sorted(tuple(u) for u in units):
+        folded = "/".join(unicodedata.normalize("NFC", p).casefold() for p in unit)
+        first = seen.setdefault(folded, unit)
+        if first != unit:
+            out.append(
+                f"units {'/'.join(first)!r} and {'/'.join(unit)!r} differ only in letter case or "
+                "Unicode form: unpacked on a file system that ignores case or normalises names "
+                "(macOS, Windows), one's folder takes the other's place; unpack on Linux"
+            )
+    return out

@@ -41,6 +41,7 @@ from dxt_core.publish.archive_scan import (
     DayFile,
     UnitMonth,
     checked,
+    folding_clashes,
     month_range,
     used_copy,
 )
@@ -425,6 +426,7 @@ def _publish(
     for ums in scans.values():
         for um in ums:
             report.skipped += [f"skipped {um.name} {day}: {why}" for day, why in um.skipped]
+    report.warnings += folding_clashes(u for u, ums in scans.items() if any(m.days for m in ums))
     jobs = {k: v for k, v in scans.items() if any(u.job_table for u in v)}
     # The job tables first (small): refuse before writing anything if identities need a
     # choice, the output not even created.

@@ -301,3 +301,24 @@ def test_a_tag_named_as_a_folder_key_is_published_as_exported(tmp_path):
     assert rows == [("a", METRIC, "inner0"), ("b", METRIC, "inner1")]
     assert set(got.column("year_month").to_pylist()) == {"20-03"}
     assert got.column("exported_year_month").to_pylist() in (["x", "y"], ["y", "x"])
+
+
+def test_units_differing_only_in_case_or_unicode_form_are_warned_of(tmp_path, monkeypatch):
+    """``Temp``/``temp`` and ``café`` in NFC and NFD are distinct folders here, and one folder
+    where the records are unpacked on macOS or Windows: the publication says so (the
+    operator's summary and the datacard), and still publishes each."""
+    import sys
+    import unicodedata
+
+    engine = sys.modules[__name__]
+    names = ["Temp", "temp", unicodedata.normalize("NFC", "café"), "caf" + "e\u0301", "other"]
+    for name in names:
+        monkeypatch.setattr(engine, "METRIC", name)
+        write_day(tmp_path / "a", "2020-03-01", table_of([T0], [1.0], ["a"]))
+    rep, _ = run(tmp_path / "a", tmp_path / "o", 10_000_000)
+    clashes = [w for w in rep.warnings if "differ only in letter case or Unicode form" in w]
+    assert len(clashes) == 2, rep.warnings
+    assert any("'p/Temp' and 'p/temp'" in w for w in clashes)
+    assert len(rep.units) == 5
+    card = (tmp_path / "o" / "README.md").read_text()
+    assert card.count("differ only in letter case or Unicode form") == 2
