@@ -137,7 +137,8 @@ def _archive(
                 report = archive_kwollect_day(
                     client, u["site"], u["metric"], u["nodes"], day, archive, config.time_zone
                 )
-                print(report.summary() + _dropped(report.stats))
+                if not args.quiet:
+                    print(report.summary() + _dropped(report.stats))
                 return report
 
             return Unit(DayKey("kwollect", (u["site"], u["metric"]), day), run)
@@ -230,6 +231,12 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
     k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
+    k.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="(--archive) no line per metric-day: the failures and the run's summary only",
+    )
     k.add_argument(
         "--max-points",
         type=int,

@@ -151,6 +151,13 @@ def test_the_manifest_holds_the_count_and_reconcile_recounts(sim, tmp_path):
               "--start-day", "2024-11-26", "--end-day", "2024-11-26")  # fmt: skip
     assert rec.returncode == 0, rec.stdout + rec.stderr
     assert "1 equal" in rec.stdout and "Kwollect has no count" in rec.stdout
+    # -q, as for the other backends: the run's summary, no line per metric-day
+    day_line = next(x for x in out.stdout.splitlines() if "2024-11-26" in x and "rows" in x)
+    quiet = dxt("extract", "kwollect", "--api-url", sim.url, "--nodes", "nova-1.lyon",
+                "--metrics", "bmc_node_power_watt", "--archive", str(archive),
+                "--start-day", "2024-11-26", "--refetch", "-q")  # fmt: skip
+    assert quiet.returncode == 0, quiet.stderr
+    assert day_line not in quiet.stdout and "archived 1 metric-day" in quiet.stdout, quiet.stdout
 
 
 BACKUP = ["--nodes", "nova-1.lyon", "--start", "2024-11-26T00:00:00+01:00",
