@@ -224,6 +224,29 @@ class Archive:
         """``<root>/.dxt-days-<source>.json``: the zone the source's days are cut in."""
         return self.root / f".dxt-days-{source}.json"
 
+    def recorded_day_zone(self, source: str) -> tuple[str, str] | None:
+        """The zone ``source``'s days are cut in, as recorded at the root, with where it is
+        recorded; None when no day of it is archived yet (or the archive predates the
+        record)."""
+        if not self.root.is_dir():
+            return None  # nothing archived yet (a root that is a file is said by the run)
+        path = self.days_record_path(source)
+        doc = read_json_object(path, "day definition", _DAYS_RECORD_ADVICE)
+        zone_then = doc.get("time_zone") if doc else None
+        return (zone_then, str(path)) if isinstance(zone_then, str) else None
+
+    def refuse_other_day_zone(self, source: str, time_zone: str) -> None:
+        """Before a run looks at any day: refuse one whose days are cut in another zone than
+        the archive's (its days would be skipped as "already archived", being the archive's
+        days of another zone). Writes nothing.
+
+        Raises:
+            ConfigError: the archive's days are in another zone (``run_wide``).
+        """
+        found = self.recorded_day_zone(source)
+        if found is not None and found[0] != time_zone:
+            raise zone_mismatch(self.url, source, found[0], found[1], time_zone)
+
     def check_day_zone(self, key: DayKey, time_zone: str) -> dict[str, Any]:
         """Refuse a run whose days are cut in another zone than the archive's.
 

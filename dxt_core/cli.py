@@ -35,7 +35,7 @@ from dxt_core.refill_commands import (
 )
 from dxt_core.runner import INTERRUPTED_EXIT, STOP_SIGNALS, UNAVAILABLE_EXIT
 from dxt_core.urls import redact_text, without_credentials
-from dxt_core.windows import days, parse_day
+from dxt_core.windows import check_day_order, days, parse_day
 
 log = masking.logger("dxt_core.cli")
 
@@ -109,12 +109,13 @@ def coverage_backend(args: argparse.Namespace, archive: Archive) -> registry.Bac
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
+    first, last = parse_day(args.start_day), parse_day(args.end_day)
+    check_day_order(first, last)  # before the archive is read (an index repair)
     archive = Archive(args.archive)
     backend = coverage_backend(args, archive)
     _check_backend_options(args, backend)
     cli = backend.cli_role()
     units = cli.coverage_units(args)
-    first, last = parse_day(args.start_day), parse_day(args.end_day)
     day_list = list(days(first, last))
     check_archive_holds(archive, backend.name, units)
     # an index repair (units changed outside dxt) and a --verify pass say how they go

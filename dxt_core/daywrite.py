@@ -579,7 +579,10 @@ class DayWrite:
             ),
             "",
         )
-        raise content_changed(self.key, rows, old, new, kept=str(path))
+        then = (self.previous or {}).get("columns")
+        raise content_changed(
+            self.key, rows, old, new, kept=str(path), columns=(then, doc.get("columns"))
+        )
 
     def _save_versions(
         self,
@@ -735,16 +738,35 @@ def keep_archived_day(
 
 
 def content_changed(
-    key: DayKey, rows: int, old: str, new: str, *, kept: str, what: str = "file"
+    key: DayKey,
+    rows: int,
+    old: str,
+    new: str,
+    *,
+    kept: str,
+    what: str = "file",
+    columns: tuple[Any, Any] = (None, None),
 ) -> ContentChanged:
     """The error of a rerun that read as many rows as the archive holds (``rows``) but other
     bytes (sha256 ``old`` archived, ``new`` read now): the archived ``what`` (``file``, or
-    ``object``) at ``kept`` stays."""
+    ``object``) at ``kept`` stays. ``columns``: the archived manifest's and the new one's;
+    when they differ, an older version named the columns otherwise, and the message says so
+    rather than blame the source."""
+    sums = f"sha256 {old[:12]} archived, {new[:12] or 'none'} read now"
+    then, now = columns
+    if isinstance(then, list) and isinstance(now, list) and then != now:
+        cause = (
+            f"as many rows as the archive ({rows:,}) in other columns ({sums}): the archived "
+            f"{what} has {', '.join(map(str, then))}, this version writes "
+            f"{', '.join(map(str, now))} (an older version of dxt-archive named them otherwise)"
+        )
+        take = "rewrite it in this version's columns"
+    else:
+        cause = f"the source has as many rows as the archive ({rows:,}) but other values ({sums})"
+        take = "take the new values"
     return ContentChanged(
-        f"{key}: the source has as many rows as the archive ({rows:,}) but other values "
-        f"(sha256 {old[:12]} archived, {new[:12] or 'none'} read now); kept the archived "
-        f"{what} {kept}; rerun with replace (--replace, or the DAG param replace) to take the "
-        f"new values (the replaced {what} is kept in .versions/)",
+        f"{key}: {cause}; kept the archived {what} {kept}; rerun with replace (--replace, or "
+        f"the DAG param replace) to {take} (the replaced {what} is kept in .versions/)",
         rows=rows,
         archive_sha256=old,
         source_sha256=new,

@@ -40,7 +40,7 @@ from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable, run_wide
 from dxt_core.http import RetryPolicy
 from dxt_core.manifests import not_over_mark
-from dxt_core.windows import parse_day
+from dxt_core.windows import check_day_order, parse_day
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,7 @@ def day_range(args: Any) -> tuple[dt.date, dt.date]:
     when not given)."""
     first = parse_day(args.start_day)
     last = parse_day(args.end_day) if args.end_day else first
+    check_day_order(first, last)
     # a day begins somewhere on Earth at most 14 hours before it does in UTC
     latest = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=14)).date()
     for flag, day in (("--start-day", first), ("--end-day", last)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -94,6 +95,14 @@ def days(first: dt.date, last: dt.date) -> Iterator[dt.date]:
         d += dt.timedelta(days=1)
 
 
+def check_day_order(first: dt.date, last: dt.date) -> None:
+    """``--start-day`` and ``--end-day`` in order, else a ConfigError naming both options."""
+    if last < first:
+        raise ConfigError(
+            f"--end-day {last} is before --start-day {first}: give the first day first"
+        )
+
+
 #: The days :func:`parse_day` takes.
 FIRST_DAY, LAST_DAY = dt.date(1970, 1, 2), dt.date(9999, 12, 30)
 
@@ -101,6 +110,8 @@ FIRST_DAY, LAST_DAY = dt.date(1970, 1, 2), dt.date(9999, 12, 30)
 def parse_day(text: str) -> dt.date:
     """A ``YYYY-MM-DD`` day, or a ConfigError showing the expected form."""
     try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+            raise ValueError(text)  # fromisoformat takes 20200309 and 2020-W11-1 too
         day = dt.date.fromisoformat(text.strip())
     except ValueError as exc:
         raise ConfigError(f"bad day {text!r}: expected YYYY-MM-DD, e.g. 2020-03-09") from exc

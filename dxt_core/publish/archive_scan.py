@@ -99,6 +99,13 @@ def month_range(first: str, last: str) -> list[tuple[int, int]]:
     a, b = parse_month(first, "--from-month"), parse_month(last, "--to-month")
     if b < a:
         raise ConfigError(f"--to-month {last} is before --from-month {first}")
+    if (b[0] - a[0]) * 12 + b[1] - a[1] >= 1200:
+        raise ConfigError(
+            f"--from-month {first} to --to-month {last} spans 100 years or more: the folders' "
+            f"year_month=YY-MM (M100 ExaData's) would name two of its months alike "
+            f"({year_month(*a)} is {a[0]}-{a[1]:02d} and {a[0] + 100}-{a[1]:02d}); publish "
+            "each century into its own --out"
+        )
     out = []
     y, m = a
     while (y, m) <= b:

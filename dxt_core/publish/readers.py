@@ -17,11 +17,12 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from dxt_core.errors import ArchiveError
+from dxt_core.records import SERIES_COLUMNS_SET, clash_free
 
 #: Rows per batch read from a day file.
 BATCH_ROWS = 262_144
@@ -29,13 +30,27 @@ BATCH_ROWS = 262_144
 SERIES_CSV_HEADER = ("timestamp", "value", "name")
 
 
-def read_series_parquet(path: Path, batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
-    """A series Parquet day file in batches; string columns read as dictionaries."""
+def current_names(names: Sequence[str], reserved: Sequence[str] = ()) -> list[str]:
+    """A series day file's columns as this version names them: ``timestamp,value,name`` and
+    the tags through :func:`~dxt_core.records.clash_free` (a tag ``name``, ``value`` or
+    ``timestamp``, or one of the backend's ``reserved`` folder keys, is ``exported_<tag>``).
+    The files of this version are named so already; older ones held such a tag under its own
+    name (twice ``name`` in one file: a Prometheus label ``name``), or a tag ``metric`` that
+    newer days of the same unit call ``exported_metric``."""
+    return [*names[:3], *clash_free(names[3:], SERIES_COLUMNS_SET.union(reserved))]
+
+
+def read_series_parquet(
+    path: Path, batch_rows: int = BATCH_ROWS, reserved: Sequence[str] = ()
+) -> Iterator[Any]:
+    """A series Parquet day file in batches; string columns read as dictionaries; the
+    columns named as this version names them (:func:`current_names`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         schema = pq.read_schema(path)
+        names = current_names(schema.names, reserved)
         strings = [
             f.name
             for f in schema
@@ -56,10 +71,10 @@ def read_series_parquet(path: Path, batch_rows: int = BATCH_ROWS) -> Iterator[An
             pending.append(batch)
             rows += batch.num_rows
             if rows >= batch_rows:
-                yield pa.Table.from_batches(pending)
+                yield pa.Table.from_batches(pending).rename_columns(names)
                 pending, rows = [], 0
         if pending:
-            yield pa.Table.from_batches(pending)
+            yield pa.Table.from_batches(pending).rename_columns(names)
     except (OSError, pa.ArrowException) as exc:
         raise ArchiveError(f"{path}: unreadable Parquet ({exc}); rerun its day") from exc
 
@@ -72,17 +87,21 @@ def csv_header(path: Path) -> list[str]:
         raise ArchiveError(f"{path}: unreadable gzip CSV ({exc}); rerun its day") from exc
 
 
-def read_series_csv(path: Path, unit: str = "ms", backend: str = "series") -> Iterator[Any]:
+def read_series_csv(
+    path: Path, unit: str = "ms", backend: str = "series", reserved: Sequence[str] = ()
+) -> Iterator[Any]:
     """A series gzip CSV day file (``timestamp,value,name,<tags>``) in batches: times as
-    UTC timestamps, ``value`` as text, the other columns as dictionary strings."""
+    UTC timestamps, ``value`` as text, the other columns as dictionary strings, named as
+    this version names them (:func:`current_names`)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    header = csv_header(path)
-    if tuple(header[:3]) != SERIES_CSV_HEADER:
+    found = csv_header(path)
+    if tuple(found[:3]) != SERIES_CSV_HEADER:
         raise ArchiveError(
-            f"{path}: header {header[:3]} is not timestamp,value,name: not a {backend} metric file"
+            f"{path}: header {found[:3]} is not timestamp,value,name: not a {backend} metric file"
         )
+    header = current_names(found, reserved)
     d = pa.dictionary(pa.int32(), pa.string())
     types: dict[str, Any] = {c: d for c in header}
     types["timestamp"] = pa.timestamp(unit, tz="UTC")
@@ -90,7 +109,7 @@ def read_series_csv(path: Path, unit: str = "ms", backend: str = "series") -> It
     try:
         reader = pcsv.open_csv(
             pa.input_stream(str(path), compression="gzip"),
-            read_options=pcsv.ReadOptions(block_size=1 << 22),
+            read_options=pcsv.ReadOptions(block_size=1 << 22, column_names=header, skip_rows=1),
             convert_options=pcsv.ConvertOptions(column_types=types, strings_can_be_null=False),
         )
         for batch in reader:

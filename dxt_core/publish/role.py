@@ -49,6 +49,9 @@ class PartitionedPublish:
     backend: ClassVar[str] = ""
     keys: ClassVar[tuple[str, ...]] = ()
     folder_columns: ClassVar[tuple[str, ...]] = ()
+    #: names no tag column of the archive's day files has (``exported_<tag>`` instead),
+    #: besides timestamp, value and name: the backend's ``SeriesSchema.reserved``
+    archive_reserved: ClassVar[tuple[str, ...]] = ()
     series_order: ClassVar[tuple[str, ...]] = ("node",)
     time_unit: ClassVar[str] = "ms"
     title: ClassVar[str] = ""
@@ -99,9 +102,11 @@ class PartitionedPublish:
 
     def read_day(self, day: DayFile, path: Path) -> Iterator[Any]:
         if day.fmt == "parquet":
-            return read_series_parquet(path)
+            return read_series_parquet(path, reserved=self.archive_reserved)
         if day.fmt == "csv":
-            return read_series_csv(path, self.time_unit, self.title or self.backend)
+            return read_series_csv(
+                path, self.time_unit, self.title or self.backend, self.archive_reserved
+            )
         raise ArchiveError(f"{path}: a {day.fmt} file, which {self.backend} does not publish")
 
     def data_path(self, um: UnitMonth) -> str:

@@ -145,6 +145,19 @@ class S3Archive(Archive):
             self._zone_to_check[key.source] = time_zone
         return {"time_zone": time_zone, "day": DAY_DEFINITION}
 
+    def recorded_day_zone(self, source: str) -> tuple[str, str] | None:
+        """As a directory archive's: ``<prefix>/.dxt-days-<source>.json`` (one GET)."""
+        k = self.location.key(f".dxt-days-{source}.json")
+        got = self.store.get(k)
+        if got is None:
+            return None
+        try:
+            recorded = orjson.loads(got[0])
+        except orjson.JSONDecodeError:
+            return None  # said when a day is committed (check_zone_now)
+        zone_then = recorded.get("time_zone") if isinstance(recorded, dict) else None
+        return (zone_then, self.store.url(k)) if isinstance(zone_then, str) else None
+
     def check_zone_now(self, source: str) -> None:
         """The zone :meth:`check_day_zone` was given for ``source``, against the record
         ``<prefix>/.dxt-days-<source>.json`` (created once, ``If-None-Match: *``)."""

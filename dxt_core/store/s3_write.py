@@ -60,9 +60,9 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.archive import DayKey
-from dxt_core.daywrite import DayWrite, keep_archived_day
+from dxt_core.daywrite import DayWrite, content_changed, keep_archived_day
 from dxt_core.daywrite import source_count_grew as _source_count_grew
-from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged
+from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError
 from dxt_core.fsio import json_bytes as _dumps
 from dxt_core.fsio import now_iso as _now
 from dxt_core.locks import DayLock
@@ -430,7 +430,7 @@ class S3DayWrite(DayWrite):
         intact = [n for n in changed if plan.actual[n] == old_sha.get(n)]
         grew = _source_count_grew(prev, doc)
         if intact and new_rows == plan.prev_rows and not self.replace and not grew:
-            self._refuse_s3_change(intact[0], plan, new_rows)
+            self._refuse_s3_change(intact[0], plan, new_rows, doc.get("columns"))
         plan.replaced = [
             {
                 "file": n,
@@ -442,18 +442,12 @@ class S3DayWrite(DayWrite):
         ]
         return plan
 
-    def _refuse_s3_change(self, name: str, plan: _Plan, rows: int) -> None:
+    def _refuse_s3_change(self, name: str, plan: _Plan, rows: int, columns: Any) -> None:
         old, new = plan.actual[name], str(plan.new_sha.get(name) or "")
         url = self.archive.store.url(f"{self.prefix}/{name}")
-        raise ContentChanged(
-            f"{self.key}: the source has as many rows as the archive ({rows:,}) but other "
-            f"values (sha256 {old[:12]} archived, {new[:12] or 'none'} read now); kept the "
-            f"archived object {url}; rerun with replace (--replace, or the DAG param "
-            "replace) to take the new values (the replaced object is kept in .versions/)",
-            rows=rows,
-            archive_sha256=old,
-            source_sha256=new,
-            path=url,
+        then = (self.previous or {}).get("columns")
+        raise content_changed(
+            self.key, rows, old, new, kept=url, what="object", columns=(then, columns)
         )
 
     def _claim(self, plan: _Plan) -> str:

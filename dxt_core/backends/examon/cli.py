@@ -72,6 +72,7 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
     entries = _entries(args)
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
+    archive.refuse_other_day_zone("examon", conn.time_zone)
     windows = WindowPolicy(**window_options(args))
 
     # One source for the run, shared by the worker threads (as Kwollect's client is): its

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dxt_core.backends.examon.tags import FOLDER_KEYS
 from dxt_core.publish.archive_scan import UnitMonth
 from dxt_core.publish.role import PartitionedPublish
 from dxt_core.publish.tree import ArchiveTree
@@ -33,6 +34,7 @@ class ExamonPublish(PartitionedPublish):
     # the plugin tag is the folder's plugin (tags.check_plugin); a tag ``metric`` is
     # archived as ``exported_metric`` (tags.FOLDER_KEYS)
     folder_columns = ("plugin",)
+    archive_reserved = FOLDER_KEYS  # days archived before it hold the tag as ``metric``
     title = "Examon telemetry"
     layout_summary = "one Parquet file per metric and month (M100 ExaData layout)"
     source = "Examon (KairosDB time series and the Examon jobs service)"

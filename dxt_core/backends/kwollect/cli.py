@@ -122,6 +122,7 @@ def _archive(
     )
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
+    archive.refuse_other_day_zone("kwollect", config.time_zone)
     with KwollectClient(args.api_url, auth, **options) as client:
         # a node the reference API does not list: a typo ("empty" days for ever) or a node
         # retired since (its past days may hold data): said once here, and in each manifest

@@ -71,6 +71,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
     conn: PrometheusConnection = SPEC.from_cli(args)
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
+    archive.refuse_other_day_zone(SOURCE, conn.time_zone)
     windows = WindowPolicy(**window_options(args))
     with PrometheusSource(conn, retry=retry_policy(args), windows=windows) as src:
         entries = _entries(args, src)

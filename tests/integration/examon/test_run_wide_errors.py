@@ -74,7 +74,8 @@ def test_another_zone_and_a_file_root_stop_at_once(
     assert done.returncode == 0, done.stdout + done.stderr
     other_zone = dxt(*base, "--tz", "UTC", "--archive", str(tmp_path / "a"), password="s3cret")
     assert other_zone.returncode == 2, other_zone.stdout + other_zone.stderr
-    assert other_zone.stderr.count("FAILED") == 1, other_zone.stderr
+    # refused before any metric-day (it failed the first, said once, before)
+    assert other_zone.stderr.count("FAILED") == 0, other_zone.stderr
     assert "Run with time zone Europe/Rome" in other_zone.stderr
     afile = tmp_path / "afile"
     afile.write_text("not an archive")
@@ -134,3 +135,22 @@ def test_a_full_archive_disk_stops_the_run_at_the_first(
     assert "stopped: every other metric-day would fail the same way" in out.stderr
     assert out.stderr.count("FAILED") == 1, out.stderr
     assert "not started (stopped at a run-wide error)" in out.stdout
+
+
+def test_days_archived_in_another_zone_are_not_skipped_as_done(
+    locked_sim: SimulatorProcess, small_catalog: Path, tmp_path: Path
+) -> None:
+    """A rerun over days the archive holds, in another zone, was told "already archived
+    (skipped)", exit 0: they are the archive's Rome days, not the UTC days asked for. The run
+    is refused before any request, as when a day is missing."""
+    base = ["extract", "examon", "--url", locked_sim.url, "--user", "alice"]
+    base += ["--catalog", str(small_catalog), *DAY, "--workers", "1", "-q"]
+    root = str(tmp_path / "a")
+    done = dxt(*base, "--archive", root, "--limit", "1", password="s3cret")
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = _requests(locked_sim)
+    again = dxt(*base, "--tz", "UTC", "--archive", root, "--limit", "1", password="s3cret")
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "already archived" not in again.stdout
+    assert "are [local midnight" in again.stderr or "Run with time zone Europe/Rome" in again.stderr
+    assert _requests(locked_sim) == before

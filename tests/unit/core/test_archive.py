@@ -622,3 +622,29 @@ def test_a_manifest_this_user_may_not_read_is_named_a_manifest(tmp_path, monkeyp
     assert row.status == "corrupt"
     assert row.detail.startswith(f"manifest {manifest.name}: the manifest cannot be read"), row
     assert "give this user read access" in row.detail
+
+
+def test_a_rerun_that_names_the_columns_otherwise_says_so(tmp_path):
+    """A day an older version archived with other column names (a tag ``name`` or ``metric``
+    before it became ``exported_<tag>``) is refused on a plain refetch, as any change of
+    bytes; the message said the source had other values, it now says the columns differ."""
+    archive = Archive(tmp_path)
+
+    def commit(columns: list[str], payload: bytes) -> None:
+        with archive.begin(KEY) as day:
+            with day.open("csv.gz") as fh:
+                fh.write(payload)
+            day.commit(
+                {"status": "archived", "file": f"{DAY}.csv.gz", "rows": 1, "columns": columns,
+                 "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+            )  # fmt: skip
+
+    commit(["timestamp", "value", "name", "metric"], b"old")
+    with pytest.raises(ContentChanged) as exc:
+        commit(["timestamp", "value", "name", "exported_metric"], b"new")
+    text = str(exc.value)
+    assert "in other columns" in text and "this version writes timestamp, value, name, exp" in text
+    assert "an older version of dxt-archive named them otherwise" in text
+    assert "to rewrite it in this version's columns" in text
+    with pytest.raises(ContentChanged, match=r"the source has as many rows .* but other values"):
+        commit(["timestamp", "value", "name", "metric"], b"other")

@@ -78,3 +78,28 @@ def test_log_times_carry_their_offset(monkeypatch):
         monkeypatch.undo()
         time.tzset()
     assert line == "2026-12-07T10:30:13.201+09:00 WARNING dxt_core.x: m"
+
+
+def test_day_and_month_ranges_are_checked_in_the_options_words():
+    """A reversed --start-day/--end-day names both options (on Prometheus it was "empty
+    window" with a day not given); a day is YYYY-MM-DD only (not 20240101 nor a week date);
+    a publication may not span 100 years (year_month=YY-MM would name two months alike)."""
+    import argparse
+
+    import pytest
+
+    from dxt_core.errors import ConfigError
+    from dxt_core.publish.archive_scan import month_range
+    from dxt_core.runner import day_range
+    from dxt_core.windows import parse_day
+
+    args = argparse.Namespace(start_day="2024-01-03", end_day="2023-12-30")
+    with pytest.raises(ConfigError, match=r"--end-day 2023-12-30 is before --start-day 2024-01-03"):
+        day_range(args)
+    for text in ("20240101", "2024-W01-1", "2024-1-1"):
+        with pytest.raises(ConfigError, match=rf"bad day '{text}': expected YYYY-MM-DD"):
+            parse_day(text)
+    assert parse_day(" 2024-02-29 ").isoformat() == "2024-02-29"
+    with pytest.raises(ConfigError, match=r"spans 100 years or more.*99-12 is 1999-12 and 2099-12"):
+        month_range("1999-12", "2099-12")
+    assert len(month_range("1999-12", "2099-11")) == 1200

@@ -322,3 +322,41 @@ def test_units_differing_only_in_case_or_unicode_form_are_warned_of(tmp_path, mo
     assert len(rep.units) == 5
     card = (tmp_path / "o" / "README.md").read_text()
     assert card.count("differ only in letter case or Unicode form") == 2
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_days_of_older_versions_are_read_with_todays_column_names(tmp_path, fmt):
+    """Days archived before a tag ``name`` became ``exported_name`` hold two ``name`` columns
+    (the publication stopped on them with a KeyError); days archived before an Examon tag
+    ``metric`` became ``exported_metric`` hold ``metric``, beside newer days of the unit with
+    ``exported_metric`` (the tag was split over two columns). Both are read as this version
+    names them: one column each."""
+    old_name = pa.Table.from_arrays(
+        [
+            pa.array([T0], pa.timestamp("ms", tz="UTC")),
+            pa.array([1.0]),
+            pa.array([METRIC]),
+            pa.array(["a"]),
+            pa.array(["web"]),
+        ],
+        names=["timestamp", "value", "name", "node", "name"],
+    )
+    old_metric = table_of([T0 + 86_400_000], [2.0], ["a"], metric=["inner0"])
+    new_metric = table_of([T0 + 2 * 86_400_000], [3.0], ["a"], exported_metric=["inner1"])
+    for day, t in (
+        ("2020-03-01", old_name),
+        ("2020-03-02", old_metric),
+        ("2020-03-03", new_metric),
+    ):
+        write_day(tmp_path / "a", day, t, fmt=fmt)
+    rep, path = run(tmp_path / "a", tmp_path / "o", 10_000_000)
+    got = pq.read_table(path)
+    assert got.column_names == [
+        *("timestamp", "value", "name", "exported_metric", "exported_name", "node"),
+    ]
+    rows = [(r["value"], r["exported_name"], r["exported_metric"]) for r in got.to_pylist()]
+    assert sorted(rows, key=lambda r: r[0]) == [
+        (1.0, "web", None),
+        (2.0, None, "inner0"),
+        (3.0, None, "inner1"),
+    ]
