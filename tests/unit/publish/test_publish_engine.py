@@ -349,7 +349,7 @@ def test_days_of_older_versions_are_read_with_todays_column_names(tmp_path, fmt)
         ("2020-03-03", new_metric),
     ):
         write_day(tmp_path / "a", day, t, fmt=fmt)
-    rep, path = run(tmp_path / "a", tmp_path / "o", 10_000_000)
+    _, path = run(tmp_path / "a", tmp_path / "o", 10_000_000)
     got = pq.read_table(path)
     assert got.column_names == [
         *("timestamp", "value", "name", "exported_metric", "exported_name", "node"),
