@@ -414,7 +414,7 @@ def add_series_extract_arguments(
     parser.add_argument(
         "--archive", required=True, help="archive root: a directory or s3://bucket/prefix"
     )
-    parser.add_argument("--format", choices=SERIES_FORMATS, default="csv", help=format_help)
+    parser.add_argument("--format", choices=SERIES_FORMATS, default=None, help=format_help)
     add_window_arguments(parser, **window)
     add_arguments(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

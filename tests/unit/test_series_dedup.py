@@ -221,10 +221,11 @@ def test_both_extract_commands_end_with_the_same_options(
     flags = [a.option_strings[-1] for a in parser._actions if a.option_strings]
     assert flags[-len(SHARED) :] == SHARED  # in this order, after what to extract
     fmt = next(a for a in parser._actions if "--format" in a.option_strings)
-    assert (fmt.choices, fmt.default) == (("csv", "parquet"), "csv")
+    # no default in the parser: each command chooses (csv; Examon: the archive's layout)
+    assert (fmt.choices, fmt.default) == (("csv", "parquet"), None)
     args = parser.parse_args(["--url", DOWN, "--start-day", "2020-03-09", "--archive", "a", "-q"])
     assert (args.workers, args.window_s, args.min_window_s) == (workers, window_s, 300)
-    assert (args.target_points, args.retries, args.format) == (target_points, 4, "csv")
+    assert (args.target_points, args.retries, args.format) == (target_points, 4, None)
     assert args.quiet and not args.refetch and not args.replace and args.end_day is None
     with pytest.raises(SystemExit):
         parser.parse_args(["--url", DOWN, "--start-day", "2020-03-09"])  # --archive required

@@ -73,6 +73,15 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
     archive.refuse_other_day_zone("examon", conn.time_zone)
+    if not args.format and layout_format(archive, args.archive) == "parquet":
+        # days in CSV beside a Parquet archive would split it in two layouts
+        print(
+            "examon/ holds the Parquet layout (plugin=<plugin>/): archiving in Parquet "
+            "(--format csv for the CSV layout beside it)",
+            file=sys.stderr,
+        )
+        args.format = "parquet"
+    args.format = args.format or "csv"
     windows = WindowPolicy(**window_options(args))
 
     # One source for the run, shared by the worker threads (as Kwollect's client is): its
@@ -110,18 +119,27 @@ def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
     return units
 
 
+def layout_format(archive: Archive, where: str) -> str:
+    """The layout of the archive's ``examon/`` folders (``plugin=<p>``: Parquet; ``<p>``, or
+    none yet: CSV).
+
+    Raises:
+        ConfigError: it holds both (``where``: the archive as given).
+    """
+    hive = {n.startswith("plugin=") for n in archive.subdirectories("examon")}
+    if hive == {True, False}:
+        raise ConfigError(
+            f"{redact_url(where)}: examon/ holds both the CSV layout (<plugin>/) "
+            "and the Parquet one (plugin=<plugin>/): give --format csv or --format parquet"
+        )
+    return "parquet" if hive == {True} else "csv"
+
+
 def coverage_format(args: argparse.Namespace) -> str:
-    """``--format``, else the layout of the archive's ``examon/`` folders (``plugin=<p>``:
-    Parquet; ``<p>``: CSV), set on ``args`` for the refill and refetch commands."""
+    """``--format``, else the layout of the archive's ``examon/`` folders, set on ``args``
+    for the refill and refetch commands."""
     if not args.format:
-        names = Archive(args.archive).subdirectories("examon")
-        hive = {n.startswith("plugin=") for n in names}
-        if hive == {True, False}:
-            raise ConfigError(
-                f"{redact_url(args.archive)}: examon/ holds both the CSV layout (<plugin>/) "
-                "and the Parquet one (plugin=<plugin>/): give --format csv or --format parquet"
-            )
-        args.format = "parquet" if hive == {True} else "csv"
+        args.format = layout_format(Archive(args.archive), args.archive)
     return str(args.format)
 
 
@@ -222,8 +240,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     g.add_argument("--plugin", help="the plugin of --metric")
     add_series_extract_arguments(
         e,
-        format_help="csv: <plugin>/<metric>/<day>.csv.gz (default); parquet: Hive partitions "
-        "plugin=<p>/metric=<m>/<day>.parquet, zstd",
+        format_help="csv: <plugin>/<metric>/<day>.csv.gz; parquet: Hive partitions "
+        "plugin=<p>/metric=<m>/<day>.parquet, zstd (default: the layout the archive holds, "
+        "else csv)",
         workers=4,
         window_s=900,
         min_window_help="smallest split window and row block, seconds (default 300)",

@@ -68,6 +68,7 @@ def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:
 
 
 def cmd_extract_prometheus(args: argparse.Namespace) -> int:
+    args.format = args.format or "csv"
     conn: PrometheusConnection = SPEC.from_cli(args)
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)

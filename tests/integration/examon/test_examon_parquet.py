@@ -176,6 +176,18 @@ def test_cli_parquet_and_coverage(examon_sim, small_catalog, tmp_path):
     assert cov.returncode == 3, cov.stdout + cov.stderr
     assert "6 archived" in cov.stdout and "6 missing" in cov.stdout, cov.stdout
     assert "--format parquet --start-day 2020-03-10" in cov.stdout, cov.stdout
+    # without --format, extract follows the layout too: the next day in Parquet (it went
+    # to a CSV layout beside the Parquet one, which coverage then refused to read)
+    more = dxt("extract", "examon", "--url", examon_sim.url, "--jobs-url", examon_sim.url,
+               "--catalog", str(small_catalog), "--start-day", "2020-03-10",
+               "--archive", str(tmp_path), "-q")  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    assert (
+        "examon/ holds the Parquet layout (plugin=<plugin>/): archiving in Parquet" in more.stderr
+    )
+    assert not [p for p in (tmp_path / "examon").iterdir() if not p.name.startswith("plugin=")]
+    cov = dxt("coverage", "--archive", str(tmp_path), "--catalog", str(small_catalog), *days)
+    assert cov.returncode == 0 and "12 archived" in cov.stdout, cov.stdout + cov.stderr
     # both layouts under examon/: the format must be named
     (tmp_path / "examon/ipmi_pub/ambient").mkdir(parents=True)
     (tmp_path / "examon/ipmi_pub/ambient/2020-03-09.csv.gz").write_bytes(b"")  # a folder in use
