@@ -460,9 +460,12 @@ def _print_summary(
         if replaced
         else ""
     )
-    unchanged = sum(1 for r in reports if r.extra.get("unchanged"))
-    if unchanged:  # refetched, and read what the archive held: nothing changed
+    # refetched, and read what the archive held: nothing changed (archived or empty days)
+    unchanged = sum(1 for r in reports if r.extra.get("unchanged") and r.status != "empty")
+    if unchanged:
         rep += f"; {unchanged} of them unchanged (archived so already)"
+    same_empty = sum(1 for r in reports if r.extra.get("unchanged") and r.status == "empty")
+    empties = f"{empty} empty" + (f" ({same_empty} unchanged)" if same_empty else "")
     stopped = (
         f", {outcome.not_started + len(abandoned)} interrupted ({outcome.not_started} not "
         f"started, {len(abandoned)} abandoned in flight)"
@@ -473,7 +476,7 @@ def _print_summary(
     )
     print(
         f"archived {plural(len(reports) - empty, 'metric-day')} ({rows} rows, {size} "
-        f"bytes{rep}), {empty} empty{early}, {len(failures)} failed{stopped}{skip}, into "
+        f"bytes{rep}), {empties}{early}, {len(failures)} failed{stopped}{skip}, into "
         f"{archive.url}",
         file=out,
     )

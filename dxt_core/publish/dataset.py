@@ -181,6 +181,8 @@ class PublishReport:
     debris: int = 0
     #: the command that lists the skipped days with the commands refetching them
     refill: str = ""
+    #: why an output holding a finished publication was published again
+    again: str = ""
 
     @property
     def rows(self) -> int:
@@ -222,7 +224,7 @@ class PublishReport:
             )
         skipped = sum(len([s for s in u.scan.skipped if not used_copy(s[1])]) for u in self.units)
         missing = sum(len(u.scan.missing) for u in self.units)
-        text = ""
+        text = f"{self.again}; " if self.again else ""
         if self.interrupted:
             text = (
                 f"completed the interrupted publication found in {self.out} (published "
@@ -415,14 +417,12 @@ def _publish(
     report.refill = _coverage_command(role, opts, months)
     fingerprint = _fingerprint(role, opts, scans, pseudo)
     state = target.state() or {}
-    if (
-        not opts.force
-        and previous
-        and state.get("fingerprint") == fingerprint
-        and target.intact(state)
-    ):
+    same = state.get("fingerprint") == fingerprint
+    if not opts.force and previous and same and target.intact(state):
         report.unchanged, report.unchanged_files = True, len(previous)
         return report
+    if previous and state and not target.interrupted:
+        report.again = _why_again(state, same, opts.force)
     for ums in scans.values():
         for um in ums:
             report.skipped += [f"skipped {um.name} {day}: {why}" for day, why in um.skipped]
@@ -461,6 +461,22 @@ def _publish(
             f"done (the next run completes this publication in {target.url})"
         )
     return _describe(role, opts, target, previous, report, fingerprint)
+
+
+def _why_again(state: dict[str, Any], same: bool, force: bool) -> str:
+    """Why an output that holds a finished publication is published again, for the summary
+    (``same``: the same inputs and options as it)."""
+    if same:
+        why = "--force" if force else "files of the output were missing or resized"
+        return f"published again: {why}"
+    then = state.get("format")
+    if then != PUBLICATION_FORMAT:
+        was = f"format {then}" if isinstance(then, int) else "an earlier format"
+        return (
+            f"published again: the output was written in {was}, this version writes format "
+            f"{PUBLICATION_FORMAT} (CHANGELOG.md: PUBLICATION_FORMAT)"
+        )
+    return "published again: the archive's days or checks, or the options, changed"
 
 
 def changed_while_publishing(
@@ -544,6 +560,7 @@ def _describe(
         "backend": role.backend,
         "months": [_ym(m) for m in report.months],
         "fingerprint": fingerprint,
+        "format": PUBLICATION_FORMAT,
         "files": len(listed),
         "sizes": sizes,
     }

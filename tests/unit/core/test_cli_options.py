@@ -103,3 +103,25 @@ def test_day_and_month_ranges_are_checked_in_the_options_words():
     with pytest.raises(ConfigError, match=r"spans 100 years or more.*99-12 is 1999-12 and 2099-12"):
         month_range("1999-12", "2099-12")
     assert len(month_range("1999-12", "2099-11")) == 1200
+
+
+def test_the_run_summary_counts_unchanged_days_among_their_own(tmp_path):
+    """A refetch that read what the archive held says so per kind of day: it counted the
+    unchanged empty days among the archived ones ("archived 12 ..., 15 of them unchanged")."""
+    import io
+
+    from dxt_core.archive_day import DayReport
+    from dxt_core.runner import _Outcome, _print_summary
+
+    def report(day: int, status: str, rows: int) -> DayReport:
+        key = DayKey("toy", ("m",), dt.date(2020, 3, day))
+        return DayReport(key, status, rows, rows, None, tmp_path, 0.1, extra={"unchanged": True})  # type: ignore[arg-type]
+
+    reports = [report(d, "archived", 10) for d in (1, 2)] + [
+        report(d, "empty", 0) for d in (3, 4, 5)
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    _print_summary(_Outcome(reports=reports), 0, Archive(tmp_path), out, err)
+    line = out.getvalue()
+    assert line.startswith("archived 2 metric-days (20 rows, 20 bytes; 2 of them unchanged"), line
+    assert "), 3 empty (3 unchanged), 0 failed" in line, line

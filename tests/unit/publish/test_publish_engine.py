@@ -258,12 +258,25 @@ def test_an_output_published_by_an_older_format_is_published_again(tmp_path, mon
     write_day(root, "2020-03-02", table_of([T0], [7], ["a"]))
     opts = {"archive": root, "out": tmp_path / "o", "from_month": "2020-03", "to_month": "2020-03"}
     role = get_publisher("examon").publish_role()
-    monkeypatch.setattr(dataset, "PUBLICATION_FORMAT", dataset.PUBLICATION_FORMAT - 1)
-    assert not publish(role, PublishOptions(**opts)).unchanged
+    now = dataset.PUBLICATION_FORMAT
+    monkeypatch.setattr(dataset, "PUBLICATION_FORMAT", now - 1)
+    first = publish(role, PublishOptions(**opts))
+    assert not first.unchanged and not first.again  # a first publication: no "again"
     assert publish(role, PublishOptions(**opts)).unchanged  # the same format: a no-op
     monkeypatch.undo()
-    assert not publish(role, PublishOptions(**opts)).unchanged
+    again = publish(role, PublishOptions(**opts))
+    assert not again.unchanged
+    # the summary says why (it read as a first publication)
+    assert again.summary().startswith(
+        f"published again: the output was written in format {now - 1}, this version writes "
+        f"format {now}"
+    )
     assert publish(role, PublishOptions(**opts)).unchanged
+    forced = publish(role, PublishOptions(**opts, force=True))
+    assert forced.summary().startswith("published again: --force; published ")
+    write_day(root, "2020-03-03", table_of([T0 + 86_400_000], [8], ["a"]))
+    grown = publish(role, PublishOptions(**opts))
+    assert grown.again == "published again: the archive's days or checks, or the options, changed"
 
 
 def test_a_tag_named_as_a_folder_key_is_published_as_exported(tmp_path):
