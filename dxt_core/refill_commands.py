@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dxt_core.archive import Archive
-from dxt_core.errors import DxtError
+from dxt_core.errors import ConfigError, DxtError
 from dxt_core.manifests import manifest_zone
 from dxt_core.urls import redact_url
 from dxt_core.windows import day_window
@@ -238,7 +238,11 @@ def split_days_over(
     over: list[dt.date] = []
     later: list[dt.date] = []
     for day in day_list:
-        (over if day_window(day, day_zone or _LAST_ZONE).end <= now else later).append(day)
+        try:
+            ended = day_window(day, day_zone or _LAST_ZONE).end <= now
+        except ConfigError:  # a day the zone skipped (Pacific/Apia 2011-12-30): long past
+            ended = True
+        (over if ended else later).append(day)
     return over, later
 
 

@@ -79,10 +79,18 @@ def from_ms(ms: int, tz: dt.tzinfo = _UTC) -> dt.datetime:
 def day_window(day: dt.date, tz: str | ZoneInfo = DEFAULT_TIME_ZONE) -> Window:
     """The window of calendar ``day`` in zone ``tz``: local midnight to next local midnight."""
     z = zone(tz) if isinstance(tz, str) else tz
-    start = dt.datetime.combine(day, dt.time(0), tzinfo=z)
-    end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(0), tzinfo=z)
-    # Normalise to UTC so arithmetic on the ends is absolute time, not wall time.
-    return Window(start.astimezone(_UTC), end.astimezone(_UTC))
+    start = dt.datetime.combine(day, dt.time(0), tzinfo=z).astimezone(_UTC)
+    end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(0), tzinfo=z).astimezone(_UTC)
+    if end <= start:
+        # Pacific/Apia 2011-12-30, Pacific/Kiritimati 1994-12-31: the zone moved across the
+        # date line and its clocks went from the day before to the day after
+        raise ConfigError(
+            f"{day} does not exist in {z}: its clocks went from {day - dt.timedelta(days=1)} "
+            f"to {day + dt.timedelta(days=1)}, so no sample has that date there; leave the day "
+            "out of the range"
+        )
+    # Normalised to UTC, so that arithmetic on the ends is absolute time, not wall time.
+    return Window(start, end)
 
 
 def days(first: dt.date, last: dt.date) -> Iterator[dt.date]:

@@ -125,3 +125,24 @@ def test_the_run_summary_counts_unchanged_days_among_their_own(tmp_path):
     line = out.getvalue()
     assert line.startswith("archived 2 metric-days (20 rows, 20 bytes; 2 of them unchanged"), line
     assert "), 3 empty (3 unchanged), 0 failed" in line, line
+
+
+def test_a_day_its_zone_skipped_is_a_clear_error_and_coverage_goes_on():
+    """Pacific/Apia went from 2011-12-29 to 2011-12-31 (and Pacific/Kiritimati skipped
+    1994-12-31): the day has no instant there. Archiving it said "empty window: end ... is
+    not after start ..."; coverage's refill commands stopped on it (exit 2, no commands)."""
+    import pytest
+
+    from dxt_core.errors import ConfigError
+    from dxt_core.refill_commands import split_days_over
+    from dxt_core.windows import day_window
+
+    with pytest.raises(ConfigError, match=r"2011-12-30 does not exist in Pacific/Apia: its clocks"):
+        day_window(dt.date(2011, 12, 30), "Pacific/Apia")
+    with pytest.raises(ConfigError, match="1994-12-31 does not exist in Pacific/Kiritimati"):
+        day_window(dt.date(1994, 12, 31), "Pacific/Kiritimati")
+    around = [dt.date(2011, 12, 29), dt.date(2011, 12, 30), dt.date(2011, 12, 31)]
+    assert split_days_over(around, "Pacific/Apia") == (around, [])
+    assert day_window(dt.date(2011, 12, 31), "Pacific/Apia").start.isoformat() == (
+        "2011-12-30T10:00:00+00:00"
+    )
