@@ -188,3 +188,14 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a port: 0 (a free one) to 65535")
     return port
+
+
+def add_listen_arguments(parser: Any, port: int) -> None:
+    """A simulator's ``--host`` and ``--port`` (``port`` its default; 0 picks a free one)."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    parser.add_argument(
+        "--port",
+        type=port_number,
+        default=port,
+        help="port (default %(default)s); 0 picks a free one",
+    )

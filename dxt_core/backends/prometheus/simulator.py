@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from dxt_core.simulate.serving import Served, SimHandler, count, port_number
+from dxt_core.simulate.serving import Served, SimHandler, add_listen_arguments, count
 
 STEP_MS = 15_000
 _RANGE = re.compile(r"^(count_over_time\()?([a-zA-Z_:][a-zA-Z0-9_:]*)\[(\d+)ms\]\)?$")
@@ -239,13 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="dxt simulate prometheus",
         description="A small Prometheus / VictoriaMetrics stand-in for fault tests.",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    p.add_argument(
-        "--port",
-        type=port_number,
-        default=9090,
-        help="port (default %(default)s); 0 picks a free one",
-    )
+    add_listen_arguments(p, 9090)
     p.add_argument("--series", type=count, default=3, help="series of sim_metric (default 3)")
     p.add_argument("--flavor", choices=("prometheus", "victoriametrics"), default="prometheus")
     p.add_argument("--bearer-token", help="answer 401 unless this bearer token comes")

@@ -11,7 +11,7 @@ from dxt_core.backends.examon.simulator.faults import Faults
 from dxt_core.backends.examon.simulator.model import SimConfig, load_catalog
 from dxt_core.backends.examon.simulator.server import ExamonSimulator, JobsPortUnavailable
 from dxt_core.errors import ConfigError
-from dxt_core.simulate.serving import port_number, seconds
+from dxt_core.simulate.serving import add_listen_arguments, seconds
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
 
@@ -28,13 +28,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="dxt simulate examon",
         description="Serve a deterministic KairosDB 1.2 + Examon jobs API for tests.",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    p.add_argument(
-        "--port",
-        type=port_number,
-        default=8083,
-        help="port (default %(default)s); 0 picks a free one",
-    )
+    add_listen_arguments(p, 8083)
     p.add_argument("--catalog", help="metric,plugin CSV (default: the shipped M100 catalog)")
     p.add_argument("--nodes", type=int, default=8, help="compute nodes (default %(default)s)")
     p.add_argument("--interval", type=int, default=20, help="sample period in seconds")

@@ -9,7 +9,7 @@ import sys
 from dxt_core.backends.kwollect.simulator.model import SimJob, SimSettings
 from dxt_core.backends.kwollect.simulator.server import KwollectSimulator
 from dxt_core.errors import ConfigError
-from dxt_core.simulate.serving import port_number, seconds
+from dxt_core.simulate.serving import add_listen_arguments, seconds
 
 
 def _parse_job(text: str) -> SimJob:
@@ -42,13 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="dxt simulate kwollect",
         description="Serve a deterministic Grid'5000 reference + Kwollect metrics API.",
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument(
-        "--port",
-        type=port_number,
-        default=8084,
-        help="port (default %(default)s); 0 picks a free one",
-    )
+    add_listen_arguments(p, 8084)
     p.add_argument("--nodes", type=int, default=4, help="nodes per cluster (default 4, >= 3)")
     p.add_argument("--delay", type=seconds, default=0.0, help="seconds before every metrics answer")
     p.add_argument(
