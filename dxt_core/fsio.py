@@ -64,18 +64,41 @@ def os_error(exc: OSError, path: str | os.PathLike[str], action: str) -> Archive
     return err
 
 
+def fs_errno(directory: Path, known: int = 0) -> int:
+    """The OS error number a write into ``directory`` most likely met, for an error that
+    carries none (pyarrow's short write, SQLite's codes), told from the file system: a
+    read-only one (EROFS) first, else ``known`` when the caller knows it, else a file size
+    limit (EFBIG, ulimit -f), no space or no inodes left (ENOSPC), no write permission
+    (EACCES); 0 when nothing shows."""
+    with contextlib.suppress(OSError, ValueError):
+        vfs = os.statvfs(directory)
+        if vfs.f_flag & os.ST_RDONLY:
+            return errno.EROFS
+        if known:
+            return known
+        if resource_fsize_limited():
+            return errno.EFBIG
+        if vfs.f_bavail == 0 or (vfs.f_files and vfs.f_favail == 0):
+            return errno.ENOSPC
+        if not os.access(directory, os.W_OK):
+            return errno.EACCES
+    return known
+
+
+def resource_fsize_limited() -> bool:
+    """This process may write files of a limited size only (ulimit -f)."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return soft != resource.RLIM_INFINITY
+
+
 def unnumbered_write_error(exc: Exception, path: Path, action: str = "write") -> ArchiveError:
     """The :class:`ArchiveError` of a write that failed with an error carrying no OS error
     number (pyarrow's "N requested and M written" on a full disk), naming ``path``: the
-    cause is told from the file system where it shows (read-only, no space or no inodes
-    left), else the error's own words."""
-    number = 0
-    with contextlib.suppress(OSError, ValueError):
-        vfs = os.statvfs(path.parent)
-        if vfs.f_flag & os.ST_RDONLY:
-            number = errno.EROFS
-        elif vfs.f_bavail == 0 or (vfs.f_files and vfs.f_favail == 0):
-            number = errno.ENOSPC
+    cause is told from the file system where it shows (:func:`fs_errno`), else the error's
+    own words."""
+    number = fs_errno(path.parent)
     if number:
         return os_error(OSError(number, os.strerror(number)), path, action)
     return ArchiveError(f"cannot {action} {path}: {exc}")

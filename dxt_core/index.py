@@ -32,7 +32,7 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.errors import ArchiveError
-from dxt_core.fsio import os_error
+from dxt_core.fsio import fs_errno, os_error
 from dxt_core.manifests import MANIFEST_SUFFIX, holes_detail, manifest_files, not_over_detail
 
 if TYPE_CHECKING:
@@ -694,30 +694,10 @@ def _index_write_error(exc: sqlite3.Error, path: Path) -> ArchiveError:
     file system."""
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else 0
-    number = {13: errno.ENOSPC}.get(primary, 0)  # SQLITE_FULL
-    with contextlib.suppress(OSError, ValueError):
-        vfs = os.statvfs(path.parent)
-        if vfs.f_flag & os.ST_RDONLY:
-            number = errno.EROFS
-        elif number:
-            pass
-        elif resource_fsize_limited():
-            number = errno.EFBIG
-        elif vfs.f_bavail == 0:
-            number = errno.ENOSPC
-        elif not os.access(path.parent, os.W_OK):
-            number = errno.EACCES
-        elif primary == 10:  # SQLITE_IOERR
-            number = errno.EIO
+    number = fs_errno(path.parent, {13: errno.ENOSPC}.get(primary, 0))  # SQLITE_FULL
+    if not number and primary == 10:  # SQLITE_IOERR
+        number = errno.EIO
     return os_error(OSError(number, str(exc)), path, "write the index")
-
-
-def resource_fsize_limited() -> bool:
-    """This process may write files of a limited size only (ulimit -f)."""
-    import resource
-
-    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    return soft != resource.RLIM_INFINITY
 
 
 def _rebuild_into(archive_root: Path, tmp: Path, report: RebuildReport) -> None:

@@ -584,6 +584,7 @@ def test_a_write_error_without_an_os_error_number_is_told_from_the_file_system(
     from dxt_core.fsio import unnumbered_write_error
 
     target = tmp_path / "year_month=20-03" / "a_0.parquet"
+    target.parent.mkdir()  # the folder the file was being written in
     exc = OSError("5760 requested and 1536 written")
     real = os.statvfs(tmp_path)
     fields = {n: getattr(real, n) for n in dir(real) if n.startswith("f_")}
