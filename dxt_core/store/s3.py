@@ -27,7 +27,7 @@ import orjson
 
 from dxt_core import masking
 from dxt_core._version import __version__
-from dxt_core.archive import Archive, DayKey
+from dxt_core.archive import Archive, DayKey, zone_mismatch
 from dxt_core.coverage import CoverageRow
 from dxt_core.daywrite import DayWrite
 from dxt_core.errors import ArchiveError, ConfigError
@@ -187,12 +187,8 @@ class S3Archive(Archive):
             ) from exc
         zone_then = recorded.get("time_zone") if isinstance(recorded, dict) else None
         if zone_then != time_zone:
-            raise ConfigError(
-                f"{self.url}: the {source} days of this archive are {DAY_DEFINITION} in "
-                f"{zone_then} ({self.store.url(k)}); this run cuts them in {time_zone}, which "
-                f"would archive overlapping days (rows twice). Run with time zone {zone_then}, "
-                "or archive to another root (--archive DIR)"
-            )
+            # the directory archive's error, run-wide as there (every day would fail alike)
+            raise zone_mismatch(self.url, source, zone_then, self.store.url(k), time_zone)
         self._zones[source] = time_zone
 
     # -- transactions -------------------------------------------------------------------------
