@@ -121,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     entry = CatalogEntry(a.metric, a.plugin)
     day = dt.date.fromisoformat(a.day)
     out = Path(a.out)
+    if a.pipeline.startswith("ours"):
+        from dxt_core.budget import tune_malloc
+
+        tune_malloc()  # as the dxt command does
     if a.pipeline == "ours":
         res = run_ours(a.url, entry, day, out)
     elif a.pipeline == "ours_parquet":

@@ -128,6 +128,9 @@ def run_ours(url: str, fmt: str, out: Path) -> dict[str, object]:
     from dxt_core.backends.prometheus.catalog import CatalogEntry
     from dxt_core.backends.prometheus.connection import PrometheusConnection
     from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
+    from dxt_core.budget import tune_malloc
+
+    tune_malloc()  # as the dxt command does
 
     conn = PrometheusConnection(url, time_zone="UTC", timeout_s=600, compression=_compression())
     policy: dict[str, int] = {}

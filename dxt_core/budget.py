@@ -3,9 +3,9 @@
 A reader (:meth:`dxt_core.http.HttpClient.exchange`) takes bytes from the budget *before* it
 decodes them (one step of at most 1 MiB, the unused part given back), so what the process
 holds in decoded answers (being read, or read and still in a worker's hands) never passes the
-cap, whatever the number of workers. glibc's mmap threshold is fixed at 1 MiB the first time
-a reader starts (:func:`_fixed_mmap_threshold`), so that a freed answer leaves the process at
-once instead of staying in a thread's arena.
+cap, whatever the number of workers. In a dxt run (the ``dxt`` command, an Airflow task)
+glibc's mmap threshold is fixed at 1 MiB (:func:`tune_malloc`), so that a freed answer leaves
+the process at once instead of staying in a thread's arena.
 """
 
 from __future__ import annotations
@@ -84,13 +84,9 @@ class AnswerBudget:
         #: The most the readers and the threads working on answers held at once (for tests
         #: and benchmarks).
         self.peak = 0
-        self._malloc_tuned = False
 
     def start(self) -> int:
         """A new reader: its ticket (tickets are in age order: the oldest is the lowest)."""
-        if not self._malloc_tuned:
-            self._malloc_tuned = True
-            _fixed_mmap_threshold()
         with self._cond:
             ticket = self._next
             self._next += 1
@@ -190,15 +186,26 @@ class AnswerBudget:
 TRIM_THRESHOLD = 8 << 20
 
 
-def _fixed_mmap_threshold() -> None:
-    """Make glibc give large freed buffers back to the system at once.
+_TUNED: list[bool] = []
+
+
+def tune_malloc() -> None:
+    """Make glibc give large freed buffers back to the system at once, in a process that is
+    a dxt run: the ``dxt`` command and an Airflow task call it first; a library user (a
+    notebook) does not get it, since it applies to the whole process (numpy's and pandas'
+    large arrays then fault in their pages afresh each time: a loop over 8 MB arrays took
+    0.48 s before and 0.80 s after, measured).
 
     glibc raises its mmap threshold to the size of the largest block freed (up to 32 MiB),
     after which answer buffers come from per-thread arenas that keep freed memory: four
     workers fetching 60 MiB answers under a 64 MiB budget then grew the process by 214-271
     MiB (tests/faults/test_never_change.py). A fixed threshold (1 MiB) keeps every large
-    buffer in its own mapping, returned when freed: 66-67 MiB. No-op outside glibc.
+    buffer in its own mapping, returned when freed: 66-67 MiB. No-op outside glibc, and after
+    the first call.
     """
+    if _TUNED:
+        return
+    _TUNED.append(True)
     try:
         import ctypes
 

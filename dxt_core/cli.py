@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dxt_core import backends as registry
+from dxt_core import budget, masking, scan
 from dxt_core import coverage as cov
-from dxt_core import masking, scan
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
@@ -643,6 +643,7 @@ class _LogFormat(logging.Formatter):
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    budget.tune_malloc()  # a dxt process: large freed answers leave it at once
     try:
         # `dxt extract BACKEND ...` imports that backend's modules only.
         known = {n for b in registry.backends() for n in (b.name, b.command, *b.aliases)}

@@ -21,7 +21,7 @@ from dxt_core.airflow.hooks import hook_for
 from dxt_core.airflow.runs import day_of, replace_of_context, utc_date
 from dxt_core.archive import Archive
 from dxt_core.backends.roles import Unit
-from dxt_core.budget import holding_answers
+from dxt_core.budget import holding_answers, tune_malloc
 from dxt_core.config import archive_root
 from dxt_core.errors import SourceError, run_wide
 
@@ -52,6 +52,7 @@ def archive_unit(
     archive = Archive(archive_root(), replace=replace_of_context(context))
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
+    tune_malloc()  # this task process is a dxt run
     try:
         with holding_answers():  # the unit's answers are charged until it is done with them
             report = tasks.archive(unit, day_of(context), archive, conn, params)

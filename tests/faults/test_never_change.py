@@ -411,8 +411,10 @@ s.serve_forever()
 _WORKERS = """
 import os, sys, threading, time
 sys.path.insert(0, {repo!r})
-from dxt_core.budget import ANSWER_BUDGET, holding_answers
+from dxt_core.budget import ANSWER_BUDGET, holding_answers, tune_malloc
 from dxt_core.http import HttpClient, RetryPolicy
+
+tune_malloc()  # as the dxt command and an Airflow task do
 
 def status(field):
     # This process's own figures. Not getrusage's ru_maxrss: Linux carries it across exec,
