@@ -86,7 +86,7 @@ from dxt_core.errors import (  # noqa: E402
 )
 
 # Imported from here by several backends' connections (the names live in dxt_core.urls).
-from dxt_core.masking import hide, scrub  # noqa: E402
+from dxt_core.masking import Secret, hide, scrub  # noqa: E402
 from dxt_core.urls import normalise_base_url as normalise_base_url  # noqa: E402
 from dxt_core.urls import origin, split_credentials  # noqa: E402
 from dxt_core.urls import redact_url as redact_url  # noqa: E402
@@ -314,6 +314,8 @@ class HttpClient:
             self.user = user
             self.password = password
         hide(self.password, self.user)
+        if self.password is not None:
+            self.password = Secret(self.password)  # masked in reprs and variable inspectors
         self.base_url = redact_url(clean).rstrip("/")
         if self.deadline_s <= 0 or self.max_answer_bytes <= 0:
             raise ConfigError("deadline_s and max_answer_bytes must be > 0")
@@ -639,8 +641,8 @@ class HttpClient:
                 retry_after_s=failure.retry_after,
             )
         return SourceUnavailable(
-            f"gave up after {plural_attempts}{where}: {failure.text}; the task "
-            "can be retried later (Airflow retries it, or clear it)",
+            f"gave up after {plural_attempts}{where}: {failure.text}; run it again once the "
+            "server answers (an Airflow task is retried on its own)",
             url=url,
             status=failure.status,
         )

@@ -37,6 +37,17 @@ _CREDENTIAL = re.compile(
 )
 
 
+class Secret(str):
+    """A password or token as a string whose ``repr`` is masked: a notebook's variable
+    inspector, a debugger or ``vars()`` of the object holding it show ``'***'``; the value
+    itself (``str()``, formatting, an HTTP auth object) is the secret."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(MASK)
+
+
 def hide(secret: str | None, user: str | None = None) -> None:
     """Register ``secret`` (with ``user``: also the Basic-auth form of the pair) so that
     :func:`scrub` masks it for the rest of the process."""

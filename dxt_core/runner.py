@@ -270,11 +270,16 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 @contextmanager
 def sigint_counted(interrupt: Interrupt, also: Sequence[signal.Signals] = ()) -> Iterator[None]:
     """Route SIGINT (and the signals ``also``) to ``interrupt`` for the block (only the main
-    thread can)."""
+    thread can).
+
+    A signal of ``also`` is taken only where the process already takes it as Ctrl-C (the
+    ``dxt`` command does, :func:`dxt_core.cli.main`): one left to its default stays so (a
+    notebook's kernel ends on SIGTERM, whatever the library is doing), and an ignored one
+    too (nohup)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    taken = [s for s in also if signal.getsignal(s) is not signal.SIG_IGN]  # nohup: stays
+    taken = [s for s in also if signal.getsignal(s) not in (signal.SIG_IGN, signal.SIG_DFL)]
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, *taken)}
     try:
         yield

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import datetime as dt
 import io
 import os
 import shutil
@@ -31,7 +32,7 @@ from typing import IO, Any, BinaryIO, Literal
 import orjson
 
 from dxt_core.backends.kwollect.source import G5kNode, Point, check_component
-from dxt_core.errors import SourceError
+from dxt_core.errors import ConfigError, SourceError
 from dxt_core.fsio import archive_io, atomic_file, fsync_dir, make_dirs_durable, write_json_atomic
 from dxt_core.http import RequestStats
 from dxt_core.records import Record
@@ -223,12 +224,108 @@ def discard_staging(staging: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+#: What makes two backups the same backup (a rerun), beside a stop time no earlier.
+BACKUP_IDENTITY = ("api_url", "start", "format", "nodes", "metrics")
+#: Where an earlier backup replaced by another one (``replace=True``) is kept.
+VERSIONS_DIR = ".versions"
+
+
+def default_backup_dir(start: dt.datetime, stop: dt.datetime) -> Path:
+    """``kwollect-backup/<start>_<stop>`` (UTC, to the second): one directory per window, so
+    that a backup of another experiment never lands on this one's, and a rerun of the same
+    backup (a notebook cell run again) rewrites it."""
+
+    def stamp(t: dt.datetime) -> str:
+        return t.astimezone(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+    return Path("kwollect-backup") / f"{stamp(start)}_{stamp(stop)}"
+
+
+def earlier_backup(root: Path, doc: dict[str, Any], replace: bool) -> dict[str, Any] | None:
+    """The backup ``root`` already holds, when the new one (described by ``doc``: the fields of
+    :data:`BACKUP_IDENTITY` and ``stop``) is another one and ``replace`` lets it take its
+    place: it is set aside in :data:`VERSIONS_DIR` when the new one commits. None when
+    ``root`` holds no backup, or the same one (the same nodes, metrics, format, server and
+    start, a stop no earlier: a rerun, or a running experiment backed up again), which the
+    new one rewrites.
+
+    Raises:
+        ConfigError: ``root`` holds another backup (or a manifest that cannot be read) and
+            ``replace`` is false; names what differs and the ways out.
+    """
+    manifest = root / BACKUP_MANIFEST
+    try:
+        old = orjson.loads(manifest.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        old, why = None, f"its {BACKUP_MANIFEST} cannot be read ({exc})"
+    if isinstance(old, dict) and old.get("schema") == BACKUP_SCHEMA:
+        differ = [k for k in BACKUP_IDENTITY if old.get(k) != doc.get(k)]
+        if _ends_later(old.get("stop"), doc.get("stop")):
+            differ.append("stop (it ends later)")
+        if not differ:
+            return None
+        why = (
+            "it holds another backup: other "
+            + ", ".join(differ)
+            + (
+                f" (it covers {old.get('start')} to {old.get('stop')}, nodes "
+                f"{', '.join(old.get('nodes') or [])})"
+            )
+        )
+    elif old is not None:
+        why = f"its {BACKUP_MANIFEST} is not a Kwollect backup's"
+    if replace:
+        return old if isinstance(old, dict) else {}
+    raise ConfigError(
+        f"backup directory {root}: {why}. Give another backup_dir (the default is one "
+        "directory per window), or replace=True (--replace) to put this backup in its place "
+        f"(the earlier one is kept in {root / VERSIONS_DIR})"
+    )
+
+
+def _ends_later(old: object, new: object) -> bool:
+    try:
+        return dt.datetime.fromisoformat(str(old)) > dt.datetime.fromisoformat(str(new))
+    except ValueError:
+        return old != new
+
+
+def _set_aside(root: Path, old: dict[str, Any]) -> None:
+    """Move the earlier backup (its manifest and the files it lists) into
+    ``<root>/.versions/<now, UTC>/``, under the same relative names."""
+    kept = root / VERSIONS_DIR / dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    names = [BACKUP_MANIFEST] + [
+        f["file"] for f in old.get("files") or [] if isinstance(f, dict) and "file" in f
+    ]
+    for name in names:
+        source = root / name
+        if ".." in Path(name).parts or not source.is_file():
+            continue  # a name outside the backup, or a file gone: nothing to keep
+        target = kept / name
+        with archive_io(target, "keep the earlier backup's file as"):
+            make_dirs_durable(target.parent)
+            os.replace(source, target)
+            fsync_dir(target.parent)
+    with archive_io(root, "sync directory"):
+        fsync_dir(root)
+
+
 def commit_backup(
-    root: Path, staging: Path, doc: dict[str, Any], files: list[dict[str, Any]]
+    root: Path,
+    staging: Path,
+    doc: dict[str, Any],
+    files: list[dict[str, Any]],
+    replaced: dict[str, Any] | None = None,
 ) -> Path:
     """Move the staged ``files`` (each complete) under their final names in ``root``, then
     write ``manifest.json`` listing them; the staging directory is removed. An earlier
-    backup's manifest is removed first: it no longer describes the directory."""
+    backup's manifest is removed first: it no longer describes the directory. ``replaced``
+    (from :func:`earlier_backup`): another backup in ``root``, moved into ``.versions/``
+    first."""
+    if replaced is not None:
+        _set_aside(root, replaced)
     manifest = root / BACKUP_MANIFEST
     with archive_io(manifest, "remove"):
         manifest.unlink(missing_ok=True)

@@ -120,10 +120,23 @@ def known_names(entries: Iterable[Entry]) -> tuple[set[str], bool]:
     return names, open_prom
 
 
+def bundle_names(entries: Iterable[Entry]) -> set[str]:
+    """The catalogue's Prometheus exporter bundles (``prom_default_metrics``): entries that
+    name a set of metrics, each stored under its own name ``prom_<name>``, never their own."""
+    return {str(e.get("name")) for e in entries if _is_prom_bundle(e)}
+
+
 def unknown_metrics(metrics: Sequence[str], entries: Iterable[Entry]) -> list[str]:
-    """The names of ``metrics`` that the catalogue ``entries`` have never heard of."""
+    """The names of ``metrics`` that the catalogue ``entries`` have never heard of (a
+    bundle's name among them: nothing is stored under it)."""
+    entries = list(entries)
     names, open_prom = known_names(entries)
-    return [m for m in metrics if m not in names and not (open_prom and m.startswith(PROM_PREFIX))]
+    bundles = bundle_names(entries)
+    return [
+        m
+        for m in metrics
+        if m in bundles or (m not in names and not (open_prom and m.startswith(PROM_PREFIX)))
+    ]
 
 
 def closest(name: str, entries: Iterable[Entry], n: int = 3) -> list[str]:

@@ -175,7 +175,7 @@ def _backup(args: argparse.Namespace, auth: tuple[str, str] | None, options: dic
         k.deploy()
     if args.end:
         k.stop(_time(args.end))
-    manifest = k.backup(args.backup, metrics=metrics, format=args.format)
+    manifest = k.backup(args.backup, metrics=metrics, format=args.format, replace=args.replace)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # committed: what it holds is said whole
     doc = json.loads(manifest.read_bytes())
     s = k.last_stats
@@ -223,7 +223,12 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--job", help="(--backup) SITE:JOB_ID: nodes and times of an OAR job")
     k.add_argument("--start", help="(--backup) start: ISO 8601 with offset, or epoch")
     k.add_argument("--end", help="(--backup) end, inclusive (default: now)")
-    k.add_argument("--backup", help="experiment backup directory")
+    k.add_argument(
+        "--backup",
+        help="experiment backup directory; one holding another backup (other nodes, metrics, "
+        "format or window) is refused unless --replace is given (the earlier backup is then "
+        "kept in its .versions/)",
+    )
     k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
     k.add_argument(
         "--archive", help="archive root (daily files): a directory or s3://bucket/prefix"

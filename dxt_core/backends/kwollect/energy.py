@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,8 +48,8 @@ class EnergyResult:
 
 
 def integrate_power(
-    times: Sequence[dt.datetime],
-    watts: Sequence[float],
+    times: Iterable[dt.datetime],
+    watts: Iterable[float],
     period_s: float | None = None,
     gap_factor: float = 3.0,
     window: tuple[dt.datetime, dt.datetime] | None = None,
@@ -61,7 +61,20 @@ def integrate_power(
         gap_factor: an interval longer than ``gap_factor * period_s`` is reported as a gap.
         window: the interval the energy is asked for: its seconds before the first sample
             and after the last are reported as ``uncovered``.
+
+    ``times`` and ``watts`` may be lists, pandas Series (by position, whatever their index)
+    or NumPy arrays; times are aware datetimes (pandas Timestamps included), or NumPy
+    ``datetime64`` values, read as UTC (as pandas holds an aware column's ``.values``).
+
+    Raises:
+        ConfigError: lengths differ, a time is naive or not a time, a value is not a number,
+            or the samples are not in chronological order.
     """
+    times = [_aware(t, i) for i, t in enumerate(times)]
+    try:
+        watts = [float(w) for w in watts]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"power values must be numbers ({exc})") from None
     if len(times) != len(watts):
         raise ConfigError(f"{len(times)} timestamps but {len(watts)} values")
     n = len(watts)
@@ -95,6 +108,24 @@ def integrate_power(
         gaps,
         uncovered,
     )
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _aware(t: object, i: int) -> dt.datetime:
+    """Sample ``i``'s time as an aware datetime (see :func:`integrate_power`)."""
+    if isinstance(t, dt.datetime):
+        if t.tzinfo is None:
+            raise ConfigError(
+                f"time {i} ({t.isoformat()}) is naive: give aware times (e.g. "
+                "pandas.to_datetime(..., utc=True), or tzinfo=datetime.UTC)"
+            )
+        return t
+    if type(t).__name__ == "datetime64":
+        microseconds = int(t.astype("datetime64[us]").astype("int64"))  # type: ignore[attr-defined]
+        return _EPOCH + dt.timedelta(microseconds=microseconds)
+    raise ConfigError(f"time {i} ({t!r}) is not a datetime")
 
 
 def _uncovered(

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -38,11 +37,14 @@ from dxt_core.backends.kwollect.backup import (
     BackupInterrupted,
     SiteBackup,
     commit_backup,
+    default_backup_dir,
     discard_staging,
+    earlier_backup,
     new_staging,
 )
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE
 from dxt_core.backends.kwollect.energy import EnergyResult, integrate_power, node_energy
+from dxt_core.backends.kwollect.siterun import BackupPlan, SiteRun, failed, metric_list, summed
 from dxt_core.backends.kwollect.source import (
     DEFAULT_API_URL,
     POWER_METRICS,
@@ -115,6 +117,15 @@ class Kwollect:
         given = list(nodes or []) + list(roles or [])
         if not given:
             raise ConfigError("Kwollect needs at least one node (nodes=[...] or roles=[...])")
+        if not isinstance(api_url, str) or not api_url.strip():
+            raise ConfigError(f"api_url must be the API's URL, not {api_url!r}")
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
+            raise ConfigError(
+                f"max_workers={max_workers!r}: give a whole number of sites fetched at once, "
+                "1 or more (or None: every site at once)"
+            )
         self.nodes: list[G5kNode] = parse_nodes(given, site)
         self.site = site
         self.client = KwollectClient(api_url, auth, **client_options)
@@ -135,9 +146,11 @@ class Kwollect:
         job_id: int | str,
         api_url: str = DEFAULT_API_URL,
         auth: tuple[str, str] | None = None,
-        **options: Any,
+        max_workers: int | None = None,
+        **options: Unpack[ClientOptions],
     ) -> Kwollect:
-        """Nodes, start and stop of a (past or running) OAR job, from the reference API."""
+        """Nodes, start and stop of a (past or running) OAR job, from the reference API;
+        ``max_workers`` and ``options`` as for :class:`Kwollect`."""
         # the job is read with the options given (TLS check, timeout, transport)
         probe = KwollectClient(api_url, auth, **options)
         try:
@@ -150,7 +163,7 @@ class Kwollect:
         started, stopped = job.get("started_at"), job.get("stopped_at")
         if not started:
             raise ConfigError(f"job {job_id} of site {site} has not started yet")
-        k = cls(nodes, api_url, auth, site=site, **options)
+        k = cls(nodes, api_url, auth, site=site, max_workers=max_workers, **options)
         k.start(started)
         if stopped:
             k.stop(stopped)
@@ -171,11 +184,20 @@ class Kwollect:
         return self
 
     def start(self, timestamp: object | None = None) -> Kwollect:
-        """Record the start time (now, or ``timestamp``: datetime, epoch or ISO string)."""
-        self.start_time = (
-            dt.datetime.now(dt.UTC) if timestamp is None else parse_time(timestamp, "start")
-        )
-        self.stop_time = None
+        """Record the start time (now, or ``timestamp``: datetime, epoch or ISO string).
+
+        A recorded stop time is kept when the new start is not after it (a cell run again);
+        one before the new start is dropped, with a warning: call :meth:`stop` again."""
+        t = dt.datetime.now(dt.UTC) if timestamp is None else parse_time(timestamp, "start")
+        if self.stop_time is not None and t > self.stop_time:
+            log.warning(
+                "start %s is after the recorded stop %s: the stop is dropped (the window ends "
+                "now until stop() is called again)",
+                t.isoformat(),
+                self.stop_time.isoformat(),
+            )
+            self.stop_time = None
+        self.start_time = t
         return self
 
     def stop(self, timestamp: object | None = None) -> Kwollect:
@@ -199,6 +221,7 @@ class Kwollect:
         self.stop()
 
     def close(self) -> None:
+        """Close the HTTP connections (a later call opens new ones)."""
         self.client.close()
 
     def window(self) -> tuple[dt.datetime, dt.datetime]:
@@ -219,18 +242,20 @@ class Kwollect:
             )
         return self.start_time, self.stop_time or now
 
-    def _select(self, nodes: Iterable[object] | None) -> list[G5kNode]:
-        """The experiment's nodes, or those of them ``nodes`` names (a subset: a node not
-        in the experiment is refused); checked against the reference API the first time
-        data is asked for when :meth:`deploy` was not called (an unknown node was silently
-        empty)."""
+    def _select(
+        self, nodes: Iterable[object] | None, roles: Iterable[object] | None = None
+    ) -> list[G5kNode]:
+        """The experiment's nodes, or those of them ``nodes`` and ``roles`` (EnOSlib style)
+        name (a subset: a node not in the experiment is refused); checked against the
+        reference API the first time data is asked for when :meth:`deploy` was not called
+        (an unknown node was silently empty)."""
         if not self.deployed:
             self.deploy()
-        if nodes is None:
+        if nodes is None and roles is None:
             return list(self.nodes)
-        if isinstance(nodes, str):
-            nodes = [nodes]
-        chosen = parse_nodes(list(nodes), self.site)
+        given = [nodes] if isinstance(nodes, str) else list(nodes or [])
+        given += [roles] if isinstance(roles, str) else list(roles or [])
+        chosen = parse_nodes(given, self.site)
         outside = [n.fqdn for n in chosen if n not in self.nodes]
         if outside:
             raise ConfigError(
@@ -243,16 +268,16 @@ class Kwollect:
     # -- information ---------------------------------------------------------------------
 
     def available_metrics(
-        self, nodes: Iterable[object] | None = None
+        self, nodes: Iterable[object] | None = None, roles: Iterable[object] | None = None
     ) -> dict[str, list[dict[str, Any]]]:
         """Per node FQDN, the reference API's metric entries that apply to it."""
-        return {n.fqdn: self.client.node_metrics(n) for n in self._select(nodes)}
+        return {n.fqdn: self.client.node_metrics(n) for n in self._select(nodes, roles)}
 
     def get_available_metrics(
-        self, nodes: Iterable[object] | None = None
+        self, nodes: Iterable[object] | None = None, roles: Iterable[object] | None = None
     ) -> dict[str, list[dict[str, Any]]]:
         """EnOSlib's name for :meth:`available_metrics`."""
-        return self.available_metrics(nodes)
+        return self.available_metrics(nodes, roles)
 
     def info(self) -> dict[str, Any]:
         """What this instance covers: API, nodes per site, times (no API call)."""
@@ -269,7 +294,8 @@ class Kwollect:
     def __repr__(self) -> str:
         i = self.info()
         sites = sorted(i["sites"])
-        return f"Kwollect({len(self.nodes)} nodes on {sites}, {i['start']} -> {i['stop']})"
+        nodes = f"{len(self.nodes)} node{'' if len(self.nodes) == 1 else 's'}"
+        return f"Kwollect({nodes} on {sites}, {i['start']} -> {i['stop']})"
 
     # -- fetching ------------------------------------------------------------------------
 
@@ -280,7 +306,7 @@ class Kwollect:
         stopping: threading.Event,
         interrupt: Interrupt,
         grace_s: float = GRACE_S,
-    ) -> _SiteRun:
+    ) -> SiteRun:
         """Run ``work(site, nodes)`` for every site in parallel, until all have ended or
         Ctrl-C stops the run.
 
@@ -292,7 +318,7 @@ class Kwollect:
         (:func:`~dxt_core.runner.sigint_counted`).
         """
         sites = by_site(nodes)
-        run = _SiteRun(sites=list(sites))
+        run = SiteRun(sites=list(sites))
         workers = self.max_workers or max(len(sites), 1)
         release_answers()  # the sites' fetches may wait for the budget this thread holds
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kwollect")
@@ -401,9 +427,7 @@ class Kwollect:
 
         ``nodes`` (or ``roles``, EnOSlib style) restricts the nodes; default: all of them.
         """
-        chosen = self._select(nodes if roles is None else [*(nodes or []), *roles])
-        mets = [metrics] if isinstance(metrics, str) else metrics
-        return self._get_metrics(chosen, mets, check_names=True)
+        return self._get_metrics(self._select(nodes, roles), metric_list(metrics), True)
 
     def _get_metrics(
         self,
@@ -466,7 +490,9 @@ class Kwollect:
         try:
             import pandas as pd
         except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise ConfigError("get_metrics_pandas needs pandas: pip install pandas") from exc
+            raise ConfigError(
+                "get_metrics_pandas needs pandas: pip install 'dxt-archive[analysis]'"
+            ) from exc
         data = self.get_metrics(metrics, nodes, roles)
         rows = [
             (
@@ -492,7 +518,9 @@ class Kwollect:
 
     # -- energy --------------------------------------------------------------------------
 
-    def energy(self, nodes: Iterable[object] | None = None) -> dict[str, dict[str, Any]]:
+    def energy(
+        self, nodes: Iterable[object] | None = None, roles: Iterable[object] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Energy per node from its best power metric (wattmetre > PDU outlet > BMC).
 
         A node's metric is the first of :data:`POWER_METRICS` that has samples in
@@ -502,7 +530,7 @@ class Kwollect:
         seconds of the window before the first sample and after the last, which it does not
         cover (nothing is extrapolated).
         """
-        chosen = self._select(nodes)
+        chosen = self._select(nodes, roles)
         window = self.window()
         # the three power metrics are ours to ask: a site without one is not a typo
         data = self._get_metrics(chosen, list(POWER_METRICS), check_names=False, window=window)
@@ -513,12 +541,14 @@ class Kwollect:
             for node in chosen
         }
 
-    def total_energy(self, nodes: Iterable[object] | None = None) -> dict[str, Any]:
+    def total_energy(
+        self, nodes: Iterable[object] | None = None, roles: Iterable[object] | None = None
+    ) -> dict[str, Any]:
         """The experiment's energy: the sum of :meth:`energy` over its nodes (``joules``),
         with how many nodes it covers, the nodes without a usable power metric (not in
         the sum), and whether it is an estimate (a node's samples have gaps, or leave
         seconds of the window uncovered: ``uncovered_node_seconds``)."""
-        per_node = self.energy(nodes)
+        per_node = self.energy(nodes, roles)
         measured = {n: e for n, e in per_node.items() if e.get("metric")}
         uncovered = sum(
             float(v) for e in measured.values() for v in (e.get("uncovered") or {}).values()
@@ -543,29 +573,51 @@ class Kwollect:
 
     # -- backup --------------------------------------------------------------------------
 
+    def _backup_doc(
+        self,
+        chosen: Sequence[G5kNode],
+        mets: Sequence[str] | None,
+        format: BackupFormat,
+        start: dt.datetime,
+        stop: dt.datetime,
+    ) -> dict[str, Any]:
+        """What a backup's manifest says it covers (the fields of ``BACKUP_IDENTITY``)."""
+        return {
+            "api_url": self.client.safe_url,
+            "start": start.isoformat(),
+            "stop": stop.isoformat(),
+            "bounds": "inclusive",
+            "format": format,
+            "nodes": [n.fqdn for n in chosen],
+            "metrics": list(mets) if mets else None,
+            "job": self.job.get("uid") if self.job else None,
+        }
+
     def backup(
         self,
-        backup_dir: str | Path = "kwollect-backup",
+        backup_dir: str | Path | None = None,
         metrics: Sequence[str] | str | None = None,
         nodes: Iterable[object] | None = None,
         format: BackupFormat = "jsonl",
+        *,
+        roles: Iterable[object] | None = None,
+        replace: bool = False,
     ) -> Path:
         """Stream ``[start, stop]`` to ``<backup_dir>/<node FQDN>/<metric>.<jsonl|csv>.gz``.
 
         JSON Lines keep every point as the API sent it; CSV flattens labels into
-        ``label:<key>`` columns. Files are staged (``<backup_dir>/.staging-*``) and come under
-        their final names at the end, before ``manifest.json`` (written last; returned).
-        A failure commits nothing. Ctrl-C: see :meth:`_commit_sites` (the complete sites are
-        committed, :class:`BackupInterrupted` says what was done).
+        ``label:<key>`` columns. Files are staged and come under their final names at the end,
+        before ``manifest.json`` (written last; returned). A failure commits nothing; Ctrl-C
+        commits the complete sites (:class:`BackupInterrupted` says what was done).
+
+        ``backup_dir`` defaults to ``kwollect-backup/<start>_<stop>`` (UTC): one directory per
+        window. A directory holding another backup (other nodes, metrics, format, server or
+        start, or a later stop) is refused, unless ``replace`` is true: the earlier backup
+        is then moved into ``<backup_dir>/.versions/<time>/`` when this one commits. The same
+        backup again (a cell run twice, a running experiment backed up again) rewrites it.
         """
-        if format not in ("jsonl", "csv"):
-            raise ConfigError(f"unknown backup format {format!r}: use 'jsonl' or 'csv'")
-        root = Path(backup_dir).expanduser()
-        chosen = self._select(nodes)
-        mets = [metrics] if isinstance(metrics, str) else metrics
-        if mets:
-            self.check_metrics(mets, chosen)
-        start, stop = self.window()
+        plan = self._backup_plan(backup_dir, metrics, nodes, roles, format, replace)
+        root, chosen, mets, (start, stop) = plan.root, plan.nodes, plan.metrics, plan.span
         stats = KwollectStats()
         t0 = time.perf_counter()
         stopping = threading.Event()
@@ -608,14 +660,12 @@ class Kwollect:
                 try:
                     run = self._run_sites(chosen, one_site, stopping, interrupt)
                 finally:
-                    self.last_stats = _summed(stats, site_stats.values(), t0)
+                    self.last_stats = summed(stats, site_stats.values(), t0)
                 if run.bugs:
                     raise run.bugs[0]
                 if not run.interrupted:
                     run.raise_errors()
-                written = self._commit_sites(
-                    root, staging, run, chosen, mets, format, stats, (start, stop), site_files_of
-                )
+                written = self._commit_sites(plan, staging, run, stats, site_files_of)
                 return written
         finally:
             gone.set()
@@ -624,16 +674,35 @@ class Kwollect:
                 with contextlib.suppress(OSError):
                     root.rmdir()  # only when empty: the directory this run made for nothing
 
+    def _backup_plan(
+        self,
+        backup_dir: str | Path | None,
+        metrics: Sequence[str] | str | None,
+        nodes: Iterable[object] | None,
+        roles: Iterable[object] | None,
+        format: BackupFormat,
+        replace: bool,
+    ) -> BackupPlan:
+        """What :meth:`backup` is asked for, checked before any of its requests."""
+        if format not in ("jsonl", "csv"):
+            raise ConfigError(f"unknown backup format {format!r}: use 'jsonl' or 'csv'")
+        chosen = self._select(nodes, roles)
+        mets = metric_list(metrics)
+        if mets:
+            self.check_metrics(mets, chosen)
+        start, stop = self.window()
+        root = Path(backup_dir or default_backup_dir(start, stop)).expanduser()
+        doc = self._backup_doc(chosen, mets, format, start, stop)
+        return BackupPlan(
+            root, chosen, mets, (start, stop), doc, earlier_backup(root, doc, replace)
+        )
+
     def _commit_sites(
         self,
-        root: Path,
+        plan: BackupPlan,
         staging: Path,
-        run: _SiteRun,
-        chosen: Sequence[G5kNode],
-        mets: Sequence[str] | None,
-        format: BackupFormat,
+        run: SiteRun,
         stats: KwollectStats,
-        span: tuple[dt.datetime, dt.datetime],
         site_files_of: dict[str, SiteBackup],
     ) -> Path:
         """The end of :meth:`backup`: every site complete, the files committed with their
@@ -642,25 +711,19 @@ class Kwollect:
         sites committed with a manifest marked ``"complete": false`` (none: nothing is
         written, an earlier backup there stays whole), and :class:`BackupInterrupted`
         raised with what was done."""
-        start, stop = span
         complete = [s for s in run.sites if s in run.results]
         files = sorted((f for s in complete for f in run.results[s]), key=lambda f: f["file"])
         doc = {
             "software": {"name": "dxt-archive", "version": __version__},
-            "api_url": self.client.safe_url,
-            "start": start.isoformat(),
-            "stop": stop.isoformat(),
-            "bounds": "inclusive",
-            "format": format,
-            "nodes": [n.fqdn for n in chosen],
-            "metrics": list(mets) if mets else None,
-            "job": self.job.get("uid") if self.job else None,
+            **plan.doc,
             "requests": stats.as_dict(),
             "complete": not run.interrupted,
         }
+        root, chosen, replaced = plan.root, plan.nodes, plan.replaced
+        start, stop = plan.span
         written: Path | None = None
         if not run.interrupted:
-            written = commit_backup(root, staging, doc, files)
+            written = commit_backup(root, staging, doc, files, replaced)
             log.info(
                 "backup of %d files (%d rows) into %s",
                 len(files),
@@ -681,7 +744,7 @@ class Kwollect:
                 )
             return written
         not_done = {
-            s: run.not_done.get(s) or _failed(run.errors.get(s))
+            s: run.not_done.get(s) or failed(run.errors.get(s))
             for s in run.sites
             if s not in run.results
         }
@@ -693,7 +756,7 @@ class Kwollect:
                 "sites_not_backed_up": not_done,
                 "nodes_not_backed_up": missing_nodes,
             }
-            written = commit_backup(root, staging, doc, files)
+            written = commit_backup(root, staging, doc, files, replaced)
         raise BackupInterrupted(
             root,
             written,
@@ -704,38 +767,3 @@ class Kwollect:
             sum(site_files_of[s].rows for s in not_done if s in site_files_of),
             stats,
         )
-
-
-def _summed(stats: KwollectStats, parts: Iterable[KwollectStats], t0: float) -> KwollectStats:
-    """``stats`` with the sites' own added, and the seconds since ``t0``."""
-    for part in list(parts):
-        stats.add(part)
-        stats.outside_window += part.outside_window
-    stats.seconds = time.perf_counter() - t0
-    return stats
-
-
-@dataclass
-class _SiteRun:
-    """How the sites of one fetch ended (see :meth:`Kwollect._run_sites`)."""
-
-    sites: list[str]
-    results: dict[str, Any] = field(default_factory=dict)
-    errors: dict[str, DxtError] = field(default_factory=dict)
-    #: sites stopped by an interrupt: "stopped", "abandoned in flight" or "not started"
-    not_done: dict[str, str] = field(default_factory=dict)
-    bugs: list[BaseException] = field(default_factory=list)
-    interrupted: bool = False
-    #: what interrupted it: "Ctrl-C (SIGINT)", or the stop signal's name
-    reason: str = ""
-
-    def raise_errors(self) -> None:
-        """The sites' errors in one (the only one as it is)."""
-        if len(self.errors) == 1:
-            raise next(iter(self.errors.values()))
-        if self.errors:
-            raise SourceError("; ".join(f"site {s}: {e}" for s, e in self.errors.items()))
-
-
-def _failed(exc: DxtError | None) -> str:
-    return f"failed: {exc}" if exc is not None else "stopped"

@@ -11,6 +11,7 @@ import datetime as dt
 import difflib
 import heapq
 import math
+import numbers
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -236,8 +237,17 @@ def parse_time(value: object, what: str = "timestamp") -> dt.datetime:
             raise ConfigError(
                 f"{what} {value!r} is naive: attach a time zone (e.g. tzinfo=datetime.UTC)"
             )
+        if type(value) is not dt.datetime:  # a pandas Timestamp: its nanoseconds dropped
+            value = dt.datetime(
+                *value.timetuple()[:6], value.microsecond, tzinfo=value.tzinfo, fold=value.fold
+            )
         return value.astimezone(dt.UTC)
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if type(value).__name__ == "datetime64":
+        raise ConfigError(
+            f"{what} {value!r} is a NumPy datetime64, which has no time zone: give an aware "
+            "datetime, e.g. pandas.Timestamp(value, tz='UTC')"
+        )
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
         try:
             return dt.datetime.fromtimestamp(float(value), dt.UTC)
         except (ValueError, OverflowError, OSError) as exc:
@@ -395,9 +405,15 @@ def unknown_metric_error(
 ) -> ConfigError:
     """The error for metric names no catalogue knows, with the closest known names."""
     problems = []
+    bundles = catalog.bundle_names(entries)
     for m in unknown:
         near = catalog.closest(m, entries)
         hint = f"closest known: {', '.join(near)}" if near else "no close name"
+        if m in bundles:
+            hint = (
+                "a bundle of Prometheus exporter metrics: each is stored under its own name, "
+                f"{catalog.PROM_PREFIX}<exporter metric>, e.g. {catalog.PROM_PREFIX}node_load1"
+            )
         problems.append(f"{m!r} ({hint})")
     return ConfigError(
         f"unknown metric {'; '.join(problems)}: in no metric catalogue of {where} "

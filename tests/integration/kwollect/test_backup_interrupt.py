@@ -47,7 +47,7 @@ def slow_lyon(sim):
     sim.reset()
 
 
-def start_backup(sim: KwollectSimProcess, out: Path) -> subprocess.Popen[str]:
+def start_backup(sim: KwollectSimProcess, out: Path, *more: str) -> subprocess.Popen[str]:
     """Three nodes on two sites over 12 h, 5,000 points a request: 22 requests for lyon's
     two nodes, 11 for nancy's one (3 metrics at 1.27 points/s a node: the catalogue's
     period-0 entries, the fan speeds and node exporter's bundles, are not collected without
@@ -56,7 +56,7 @@ def start_backup(sim: KwollectSimProcess, out: Path) -> subprocess.Popen[str]:
         [DXT, "extract", "kwollect", "--api-url", sim.url,
          "--nodes", "nova-1.lyon,nova-2.lyon,gros-1.nancy",
          "--start", "2024-11-26T00:00:00+01:00", "--end", "2024-11-26T12:00:00+01:00",
-         "--max-points", "5000", "--backup", str(out)],
+         "--max-points", "5000", "--backup", str(out), *more],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -176,7 +176,8 @@ def test_ctrl_c_before_any_site_is_complete_leaves_the_earlier_backup_whole(
     assert earlier.returncode == 0, earlier.stderr
     before = (out / "manifest.json").read_bytes()
     sim.configure(site_delay_s={"lyon": 1.0, "nancy": 1.0})  # reset by slow_lyon
-    proc = start_backup(sim, out)
+    # another backup (without --replace it is refused before any request)
+    proc = start_backup(sim, out, "--replace")
     wait_for(lambda: sim.stats()["metrics_requests"].get("nancy", 0) >= 1, "a request", proc)
     seconds, stdout, stderr = interrupt(proc)
     assert proc.returncode == 130, stderr
@@ -186,3 +187,36 @@ def test_ctrl_c_before_any_site_is_complete_leaves_the_earlier_backup_whole(
     assert "not backed up: lyon (stopped), nancy (stopped)" in stdout
     assert (out / "manifest.json").read_bytes() == before
     assert_vouched(out, json.loads(before))
+
+
+_LIBRARY = """
+import sys
+from dxt_core.backends.kwollect.experiment import Kwollect
+k = Kwollect(["nova-1.lyon", "nova-2.lyon", "gros-1.nancy"], api_url=sys.argv[1], max_points=5000)
+k.start("2024-11-26T00:00:00+01:00").stop("2024-11-26T12:00:00+01:00")
+try:
+    k.backup(sys.argv[2])
+except KeyboardInterrupt as exc:
+    print("interrupted:", type(exc).__name__, flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_in_a_library_process_sigterm_ends_it_and_ctrl_c_interrupts(sim, slow_lyon, tmp_path, sig):
+    """A notebook's kernel (the library, not the ``dxt`` command): SIGTERM was taken as Ctrl-C
+    for as long as a fetch ran, so a kernel busy in ``backup()`` survived it. It now ends the
+    process as it would without the library; Ctrl-C still interrupts the backup."""
+    slow_lyon(1.0)
+    out = tmp_path / "b"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LIBRARY, sim.url, str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for(lambda: nancy_served(sim), "nancy's requests", proc)
+    seconds, stdout, stderr = interrupt(proc, sig=sig)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == -signal.SIGTERM, (stdout, stderr)
+        assert seconds < 2, seconds
+    else:
+        assert proc.returncode == 0, stderr
+        assert "interrupted: BackupInterrupted" in stdout, (stdout, stderr)
