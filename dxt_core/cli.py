@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -13,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from dxt_core import backends as registry
 from dxt_core import budget, masking, scan
@@ -643,7 +644,20 @@ class _LogFormat(logging.Formatter):
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    budget.tune_malloc()  # a dxt process: large freed answers leave it at once
+    budget.tune_malloc()
+    stdout, stderr = sys.stdout, sys.stderr
+    with contextlib.ExitStack() as nowhere:
+        # closed by the caller (``>&-``, ``2>&-``): what the command says goes nowhere
+        if sys.stderr is None:
+            sys.stderr = nowhere.enter_context(open(os.devnull, "w"))
+        sys.stdout = _Stdout(stdout or nowhere.enter_context(open(os.devnull, "w")))
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+
+
+def _main(argv: list[str]) -> int:  # a dxt process: large freed answers leave it at once
     try:
         # `dxt extract BACKEND ...` imports that backend's modules only.
         known = {n for b in registry.backends() for n in (b.name, b.command, *b.aliases)}
@@ -678,8 +692,6 @@ def _run(args: argparse.Namespace) -> int:
     """The command of ``args``, its errors said as one line each with their exit status."""
     try:
         rc: int = args.func(args)
-        sys.stdout.flush()  # a reader gone (BrokenPipeError) is seen here, not at exit
-        return rc
     except SourceUnavailable as exc:  # the server is down or unreachable: one status for all
         print(f"dxt: error: {exc}", file=sys.stderr)
         return UNAVAILABLE_EXIT
@@ -692,6 +704,8 @@ def _run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     except OSError as exc:
+        if getattr(sys.stdout, "failed", None) is exc:
+            return _output_lost(exc, None)
         # a file or folder the command needs (permissions, a full disk, a missing file a
         # setting names) that no narrower check caught: said in one line, not a traceback;
         # files are written under temporary names, so nothing partial is under a final name
@@ -707,6 +721,70 @@ def _run(args: argparse.Namespace) -> int:
         said = "".join(f": {x}" for x in [*told, *getattr(exc, "__notes__", [])])
         print(f"dxt: interrupted ({how}) before the command finished{said}", file=sys.stderr)
         return INTERRUPTED_EXIT
+    return _flushed(rc)
+
+
+def _flushed(rc: int) -> int:
+    """``rc`` once standard output is flushed: a reader gone (BrokenPipeError) is seen here,
+    not at exit. The command's own status stands (a failed or interrupted run says so
+    whoever reads it); a command that succeeded but whose output was lost does not."""
+    try:
+        sys.stdout.flush()
+        lost = getattr(sys.stdout, "failed", None)  # a write the command's run went past
+        if lost is not None:
+            raise lost
+        return rc
+    except BrokenPipeError:
+        # the reader went away (``dxt coverage ... | head``): nothing more to say to it; the
+        # interpreter's flush at exit must not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return rc or 141  # 128 + SIGPIPE, as a shell reports a command killed by it
+    except OSError as exc:  # a full disk (> /dev/full), an I/O error
+        return _output_lost(exc, rc)
+
+
+def _output_lost(exc: OSError, rc: int | None) -> int:
+    """Standard output could not be written (not a reader gone: a full disk, an I/O
+    error): said as such, not as the archive's disk."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    done = (
+        f"what it printed is lost; its work is done (its exit status was {rc})"
+        if rc is not None
+        else "the command stopped there"
+    )
+    print(
+        f"dxt: error: standard output could not be written ({exc.strerror or exc}): {done}",
+        file=sys.stderr,
+    )
+    return rc or 2
+
+
+class _Stdout:
+    """``sys.stdout`` while a command runs: a write that fails is remembered, so that its
+    error names standard output (``> /dev/full`` said "No space left on device" as a full
+    archive disk does), and raised as before."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 class Stopped(KeyboardInterrupt):

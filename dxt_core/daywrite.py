@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 import orjson
 
 from dxt_core import masking
+from dxt_core.commitgate import committing
 from dxt_core.errors import ArchiveError, ContentChanged, SourceShrank
 from dxt_core.fsio import (
     archive_io,
@@ -407,7 +408,8 @@ class DayWrite:
         """
         self._check_open()
         try:
-            path = self._commit(doc)
+            with committing():  # not once its run has abandoned it (dxt_core.commitgate)
+                path = self._commit(doc)
             self.unchanged = self.same_as_previous(doc)
         finally:
             self.abort()  # releases the lock; staged files are gone by now on success
@@ -428,9 +430,11 @@ class DayWrite:
     def same_as_previous(self, doc: dict[str, Any]) -> bool:
         """Whether ``doc`` says what the day's previous manifest said: the same status, rows,
         holes and not-over mark, and the same files (names and sha256); nothing replaced.
-        A rerun of an archived day (a cleared task, a refetch) that read the same data."""
+        A rerun of an archived day (a cleared task, a refetch) that read the same data; not
+        the rerun of a commit that did not finish (data found without a manifest: the day was
+        never archived, whatever the bytes)."""
         prev = self.previous
-        if prev is None or self.replaced or self.damaged_manifest:
+        if prev is None or self.replaced or self.damaged_manifest or prev.get("recovered_from"):
             return False
         for field_ in ("status", "holes", NOT_OVER):
             if (prev.get(field_) or None) != (doc.get(field_) or None):

@@ -30,10 +30,11 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
+from dxt_core import commitgate
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import NOT_OVER, DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
@@ -54,6 +55,44 @@ class Unit:
     @property
     def label(self) -> str:
         return self.name or "/".join(self.key.parts)
+
+
+class SafeStream:
+    """A text stream whose failed writes (a reader gone: ``| head``, a terminal hung up, a
+    full disk) are noted in :attr:`failed` instead of raised, so that a run's handling of
+    Ctrl-C, its commits and its exit status never depend on its output being read."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream.stream if isinstance(stream, SafeStream) else stream
+        self.failed: OSError | ValueError | None = None
+
+    def write(self, text: str) -> int:
+        if self.failed is None and self.stream is not None:
+            try:
+                return self.stream.write(text)
+            except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+                self.failed = exc
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failed is None and self.stream is not None:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError) as exc:
+                self.failed = exc
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream is not None and self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+
+def say(text: str) -> None:
+    """A unit's own line on standard output, from its worker thread: a reader gone does not
+    fail a unit whose day is committed (its line is lost with the reader)."""
+    with suppress(OSError, ValueError):
+        print(text, flush=True)
 
 
 class Progress:
@@ -288,9 +327,10 @@ def sigint_counted(interrupt: Interrupt, also: Sequence[signal.Signals] = ()) ->
             signal.signal(s, handler)
 
 
-def _run_unit(u: Unit) -> DayReport:
-    """One unit in a worker thread, which keeps no answer charged once it is done."""
-    with holding_answers():
+def _run_unit(u: Unit, gate: commitgate.Gate) -> DayReport:
+    """One unit in a worker thread, which keeps no answer charged once it is done; its
+    commit goes through the run's gate."""
+    with holding_answers(), gate.entered_by():
         return u.run()
 
 
@@ -302,6 +342,12 @@ class _Outcome:
     failures: list[tuple[Unit, str]] = field(default_factory=list)
     unavailable: int = 0  # failures because the server could not be reached
     abandoned: list[Unit] = field(default_factory=list)
+    #: the units running when the run stopped waiting for them
+    in_flight: dict[Future[DayReport], Unit] = field(default_factory=dict)
+    #: the run's commits (closed when it abandons its units in flight)
+    gate: commitgate.Gate = field(default_factory=commitgate.Gate)
+    #: a commit of an abandoned unit was still under way when the run ended
+    unsettled: bool = False
     not_started: int = 0
     interrupted: bool = False
     #: the first failure that fails every unit the same way (see :func:`run_wide`)
@@ -316,8 +362,8 @@ def run_units(
     refetch: bool = False,
     quiet: bool = False,
     verbose: bool = False,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
     grace_s: float = GRACE_S,
 ) -> int:
     """Run ``units`` (skipping complete ones unless ``refetch``); print FAILED lines and a
@@ -326,12 +372,18 @@ def run_units(
     todo = [u for u in units if refetch or not is_complete(archive, u.key)]
     if todo:
         limit_malloc_arenas()
+    # What the run says must not change what it does: a reader gone or a terminal hung up
+    # (a write that fails) is noted, and the run goes on to its own end and exit status.
+    out = cast(TextIO, SafeStream(out or sys.stdout))
+    err = cast(TextIO, SafeStream(err or sys.stderr))
     progress = Progress(len(todo), stream=err, enabled=None if not quiet else False)
     # The units' fetches may wait for the answer budget: this thread's answers (the
     # catalog's) are out of it before it waits for them.
     release_answers()
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     outcome = _drive(todo, pool, max(1, workers), progress, grace_s, verbose, err)
+    if outcome.in_flight:
+        _settle(outcome, progress, verbose, err)
     _print_summary(outcome, len(units) - len(todo), archive, out, err)
     if outcome.stopped_by is not None and not outcome.interrupted:
         pool.shutdown(wait=True)
@@ -390,7 +442,7 @@ def _drive(
                 and len(running) < workers
             ):
                 u = pending.pop()
-                running[pool.submit(_run_unit, u)] = u
+                running[pool.submit(_run_unit, u, outcome.gate)] = u
             if interrupt.count > announced:
                 announced = interrupt.count
                 if interrupt.count == 1:
@@ -410,10 +462,28 @@ def _drive(
             done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
             for fut in done:
                 _collect(fut, running.pop(fut), outcome, progress, verbose, err)
-    outcome.abandoned = list(running.values())
+    outcome.in_flight = dict(running)
     outcome.not_started = len(pending)
     outcome.interrupted = interrupt.count > 0
     return outcome
+
+
+#: How long an interrupted run waits for the commits under way of the units it abandons.
+COMMIT_WAIT_S = 10.0
+
+
+def _settle(outcome: _Outcome, progress: Progress, verbose: bool, err: TextIO) -> None:
+    """The units still in flight when the run stopped waiting: none of them may commit any
+    more (:mod:`dxt_core.commitgate`), those whose commit was under way finish it and count
+    as done, the rest are abandoned, not archived."""
+    settled = outcome.gate.close(COMMIT_WAIT_S)
+    for fut, u in outcome.in_flight.items():
+        if fut.done() and not isinstance(fut.exception(), commitgate.Abandoned):
+            _collect(fut, u, outcome, progress, verbose, err)
+        else:
+            outcome.abandoned.append(u)
+    if not settled:  # a commit still under way (a stalled upload): it may yet finish
+        outcome.unsettled = True
 
 
 def _collect(
@@ -498,3 +568,9 @@ def _print_summary(
         print(f"FAILED {named}{more}: the run-wide error below", file=err)
     for u in abandoned:
         print(f"INTERRUPTED {u.label} {u.key.day}: abandoned in flight, not archived", file=err)
+    if outcome.unsettled:
+        print(
+            f"a commit was still under way after {COMMIT_WAIT_S:.0f} s: one of the days above "
+            "may be archived after all; dxt coverage says which",
+            file=err,
+        )

@@ -60,6 +60,7 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.archive import DayKey
+from dxt_core.commitgate import committing
 from dxt_core.daywrite import DayWrite, content_changed, keep_archived_day
 from dxt_core.daywrite import source_count_grew as _source_count_grew
 from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError
@@ -367,9 +368,10 @@ class S3DayWrite(DayWrite):
         self._check_open()
         try:
             self.archive.check_zone_now(self.key.source)
-            self._start()
-            _stall(self.archive.root, "read")
-            path = self._commit(doc)
+            with committing():  # not once its run has abandoned it (dxt_core.commitgate)
+                self._start()
+                _stall(self.archive.root, "read")
+                path = self._commit(doc)
             self.unchanged = self.same_as_previous(doc)
             return path
         finally:

@@ -28,7 +28,7 @@ from dxt_core.backends.kwollect.source import (
 from dxt_core.errors import ConfigError, DxtError
 from dxt_core.http import RequestStats
 from dxt_core.manifests import manifest_zone
-from dxt_core.runner import INTERRUPTED_EXIT, Unit, day_range, run_units
+from dxt_core.runner import INTERRUPTED_EXIT, Unit, day_range, run_units, say
 from dxt_core.runner import add_arguments as add_run_arguments
 from dxt_core.urls import redact_url
 from dxt_core.windows import day_window, days, parse_day, zone
@@ -139,7 +139,7 @@ def _archive(
                     client, u["site"], u["metric"], u["nodes"], day, archive, config.time_zone
                 )
                 if not args.quiet:
-                    print(report.summary() + _dropped(report.stats))
+                    say(report.summary() + _dropped(report.stats))
                 return report
 
             return Unit(DayKey("kwollect", (u["site"], u["metric"]), day), run)

@@ -32,7 +32,7 @@ from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.backends.roles import add_series_extract_arguments
 from dxt_core.errors import ConfigError
 from dxt_core.reconcile import Counter
-from dxt_core.runner import Unit, day_range, retry_policy, run_extract, window_options
+from dxt_core.runner import Unit, day_range, retry_policy, run_extract, say, window_options
 from dxt_core.windows import Window, day_window, days, parse_day
 
 
@@ -88,7 +88,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
                 dropped = report.extra.get("dropped_outside_window", 0)
                 if args.verbose or dropped:
                     note = f", {dropped} samples outside the day dropped" if dropped else ""
-                    print(report.summary() + note)
+                    say(report.summary() + note)
                 return report
 
             return Unit(DayKey(SOURCE, prometheus_parts(entry), day), run, entry.name)

@@ -898,3 +898,24 @@ def test_a_full_staging_disk_names_the_s3_staging_folder(bucket, s3_server, s3_e
     assert "No space left on device; the disk is full" in text
     assert "stages a day before its upload (DXT_S3_STAGING" in text and exc.value.run_wide
     assert not [k for k in objects(s3_server.client(), bucket) if k.startswith("full/")]
+
+
+def test_a_day_found_without_its_manifest_is_not_unchanged_when_rewritten(
+    bucket, s3_server, s3_env
+):
+    """A commit killed after its upload, before the manifest (here: the manifest deleted),
+    then the rerun that reads the same data: it was said "unchanged (archived so already)"
+    (the recovered objects' sha256 matched), and an Airflow task then sent no asset event
+    for a day never announced. The rerun now archives the day."""
+    root, key = f"s3://{bucket}/u", DayKey("toy", ("m",), DAY)
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    s3_server.client().delete_object(Bucket=bucket, Key=f"u/toy/m/{DAY}.manifest.json")
+    again, doc2, _ = _csv_day(Archive(root), key, 10)
+    again.commit(doc2)
+    assert again.previous is not None and again.previous.get("recovered_from")
+    assert not again.unchanged
+    # and a rerun once the manifest is there again is unchanged, as before
+    third, doc3, _ = _csv_day(Archive(root), key, 10)
+    third.commit(doc3)
+    assert third.unchanged
