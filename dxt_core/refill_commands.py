@@ -66,16 +66,17 @@ def print_refill_commands(
 
         made.print_refill("airflow", bad_days, backfill)
         print_per_range(
-            "Days whose runs already succeeded (files deleted or corrupt since) need a clear; "
-            "it reruns that day's metric tasks, which rewrite identical files:",
+            "Days whose runs already succeeded (files deleted or corrupt since) need a clear. "
+            + clear_scope(rows, bad_days)
+            + " Airflow lists the task instances and asks before it clears them:",
             bad_days,
             lambda a, b: airflow_clear(dag_id, backend.task_id, a, b),
         )
         runs = sorted(made.runs.items())
         for (day, run_id), logical in runs[:MAX_COMMAND_LINES]:
             print(
-                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical} "
-                f"-y   # {day} was archived by run {run_id} (its 'day' param)"
+                f"  airflow tasks clear {dag_id} -t {backend.task_id} -s {logical} -e {logical}"
+                f"   # {day} was archived by run {run_id} (its 'day' param)"
             )
         if len(runs) > MAX_COMMAND_LINES:
             rest = sorted({str(logical)[:10] for _, logical in runs[MAX_COMMAND_LINES:]})
@@ -269,10 +270,24 @@ def airflow_day(d: dt.date) -> str:
 
 
 def airflow_clear(dag_id: str, task_id: str, first: dt.date, last: dt.date) -> str:
-    """The ``airflow tasks clear`` command that reruns ``task_id`` for ``first``..``last``."""
+    """The ``airflow tasks clear`` command that reruns ``task_id`` for ``first``..``last``:
+    every mapped instance of it (the CLI cannot choose map indexes), so without ``-y``:
+    Airflow lists them and asks."""
     return (
-        f"airflow tasks clear {dag_id} -t {task_id} -s {airflow_day(first)} "
-        f"-e {airflow_day(last)} -y"
+        f"airflow tasks clear {dag_id} -t {task_id} -s {airflow_day(first)} -e {airflow_day(last)}"
+    )
+
+
+def clear_scope(rows: Sequence[Any], days: Sequence[dt.date]) -> str:
+    """What a clear of ``days`` reruns, against what needs it: every unit's task of each day
+    (``rows``: the coverage's, one a unit and day)."""
+    wanted = set(days)
+    units = len({r.parts for r in rows})
+    bad = sum(1 for r in rows if r.day in wanted and r.status in ("missing", "corrupt"))
+    return (
+        f"A clear reruns every metric task of each day ({units:,} a day, "
+        f"{units * len(wanted):,} in all) where {bad:,} need it; the coverage view's Refill "
+        "clears only those mapped tasks."
     )
 
 

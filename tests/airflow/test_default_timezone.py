@@ -35,7 +35,7 @@ def test_the_printed_backfill_and_clear_reach_their_day(migrated_home, tmp_path,
     listing = airflow(env, "dags", "list-runs", "dxt_examon", "-o", "json").stdout
     runs = json.loads(listing[listing.index("[{") :])  # after any line Airflow logs first
     assert [r["logical_date"][:19] for r in runs] == [f"{DAY}T00:00:00"], runs
-    clear = airflow_clear("dxt_examon", "catalog", DAY, DAY).split()[1:-1]  # no -y: list
+    clear = airflow_clear("dxt_examon", "catalog", DAY, DAY).split()[1:]  # no -y: it lists
     listed = airflow(env, *clear, check=False, input="n\n")
     assert "about to delete these 1 tasks" in listed.stdout, listed.stdout
     assert f"dxt_examon.catalog {runs[0]['run_id']} " in listed.stdout, listed.stdout

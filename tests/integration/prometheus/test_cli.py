@@ -119,8 +119,12 @@ def test_coverage_of_a_dag_made_archive_names_the_dag(
     ) in cov.stdout
     assert (
         "airflow tasks clear dxt_prometheus -t archive_metric_day -s 2024-03-30T00:00:00+00:00 "
-        "-e 2024-03-30T00:00:00+00:00 -y"
+        "-e 2024-03-30T00:00:00+00:00\n"
     ) in cov.stdout
+    # a clear reruns every unit's task of the day: said, against what needs it
+    assert "A clear reruns every metric task of each day (1 a day, 1 in all) where 1 need" in (
+        cov.stdout
+    )
 
 
 @pytest.mark.slow  # two dxt processes: 5.5 s measured here

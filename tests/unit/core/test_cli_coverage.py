@@ -157,7 +157,7 @@ def test_refill_commands_follow_how_the_archive_was_made(capsys, catalog, tmp_pa
     assert "airflow backfill create --dag-id dxt_examon --from-date 2024-05-01" in out
     assert (
         "airflow tasks clear dxt_examon -t archive_metric_day -s 2024-06-01T00:00:00+00:00 "
-        "-e 2024-06-01T00:00:00+00:00 -y   # 2024-05-01 was archived by run "
+        "-e 2024-06-01T00:00:00+00:00   # 2024-05-01 was archived by run "
         "manual__2024-06-01T00:00:00+00:00"
     ) in out
     d = Archive(tmp_path / "cli")
