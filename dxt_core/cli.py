@@ -14,10 +14,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from dxt_core import backends as registry
-from dxt_core import budget, masking, scan
+from dxt_core import budget, masking, scan, stdio
 from dxt_core import coverage as cov
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
@@ -27,6 +27,7 @@ from dxt_core.manifests import MANIFEST_SUFFIX, NOT_OVER_DETAIL, not_over_ends
 from dxt_core.refill_commands import (
     JSON_GREP,
     MAX_COMMAND_LINES,
+    RECONCILE_GREP,
     airflow_clear,
     day_ranges,
     name_spans,
@@ -222,7 +223,7 @@ def _cmd_reconcile(
         if counts.get("error") and not args.json:
             print(
                 f"\nexit status 4 (more at the source), and {counts['error']} count(s) FAILED "
-                "(listed above): reconcile those days again"
+                "(listed above): reconcile those days again (a DAMAGED day: refetch it)"
             )
         return 4
     return 3 if counts.get("error") else 0
@@ -237,7 +238,7 @@ def _print_reconciled(
 ) -> None:
     """The text of a reconcile: a line per day that is not plainly equal, the days not
     archived summed up, the counts, the method and what was recorded."""
-    from dxt_core.reconcile import COMPARED
+    from dxt_core.reconcile import COMPARED, DAMAGED_DETAIL
 
     label = {
         "more": "MORE at the source (late data: refetch)",
@@ -246,16 +247,29 @@ def _print_reconciled(
         "missing": "not archived (not counted)",
         "equal": "equal",
     }
+    shown: dict[str, int] = {}
     for r in rows:
         if (r.state == "equal" or r.state == "missing") and not r.detail:
             continue  # the days not archived are summed up below, after the others
+        shown[r.state] = shown.get(r.state, 0) + 1
+        if shown[r.state] > MAX_COMMAND_LINES:
+            continue  # counted, and said below with where to find them
+        what = label.get(r.state, r.state)
+        if r.state == "error" and r.detail.startswith(DAMAGED_DETAIL):
+            what = "DAMAGED in the archive (not compared: refetch it)"
         both = (
             f": archive {r.archive_count:,}, source {r.source_count:,}"
             if r.archive_count is not None and r.source_count is not None
             else ""
         )
         why = f" ({r.detail})" if r.detail else ""
-        print(f"{label.get(r.state, r.state)}: {'/'.join(r.parts)} {r.day}{both}{why}")
+        print(f"{what}: {'/'.join(r.parts)} {r.day}{both}{why}")
+    for state, n in shown.items():
+        if n > MAX_COMMAND_LINES:
+            print(
+                f"  ... and {n - MAX_COMMAND_LINES:,} more {label.get(state, state)} days: "
+                + RECONCILE_GREP.format(status=state)
+            )
     _print_not_archived(args, backend, [r for r in rows if r.state == "missing"])
     print(
         f"\nreconciled {size} days against the source's counts: "
@@ -650,7 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # closed by the caller (``>&-``, ``2>&-``): what the command says goes nowhere
         if sys.stderr is None:
             sys.stderr = nowhere.enter_context(open(os.devnull, "w"))
-        sys.stdout = _Stdout(stdout or nowhere.enter_context(open(os.devnull, "w")))
+        sys.stdout = stdio.Stdout(stdout or nowhere.enter_context(open(os.devnull, "w")))
         try:
             return _main(argv)
         finally:
@@ -705,7 +719,7 @@ def _run(args: argparse.Namespace) -> int:
         return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     except OSError as exc:
         if getattr(sys.stdout, "failed", None) is exc:
-            return _output_lost(exc, None)
+            return stdio.output_lost(exc, None)
         # a file or folder the command needs (permissions, a full disk, a missing file a
         # setting names) that no narrower check caught: said in one line, not a traceback;
         # files are written under temporary names, so nothing partial is under a final name
@@ -721,70 +735,7 @@ def _run(args: argparse.Namespace) -> int:
         said = "".join(f": {x}" for x in [*told, *getattr(exc, "__notes__", [])])
         print(f"dxt: interrupted ({how}) before the command finished{said}", file=sys.stderr)
         return INTERRUPTED_EXIT
-    return _flushed(rc)
-
-
-def _flushed(rc: int) -> int:
-    """``rc`` once standard output is flushed: a reader gone (BrokenPipeError) is seen here,
-    not at exit. The command's own status stands (a failed or interrupted run says so
-    whoever reads it); a command that succeeded but whose output was lost does not."""
-    try:
-        sys.stdout.flush()
-        lost = getattr(sys.stdout, "failed", None)  # a write the command's run went past
-        if lost is not None:
-            raise lost
-        return rc
-    except BrokenPipeError:
-        # the reader went away (``dxt coverage ... | head``): nothing more to say to it; the
-        # interpreter's flush at exit must not raise again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return rc or 141  # 128 + SIGPIPE, as a shell reports a command killed by it
-    except OSError as exc:  # a full disk (> /dev/full), an I/O error
-        return _output_lost(exc, rc)
-
-
-def _output_lost(exc: OSError, rc: int | None) -> int:
-    """Standard output could not be written (not a reader gone: a full disk, an I/O
-    error): said as such, not as the archive's disk."""
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    done = (
-        f"what it printed is lost; its work is done (its exit status was {rc})"
-        if rc is not None
-        else "the command stopped there"
-    )
-    print(
-        f"dxt: error: standard output could not be written ({exc.strerror or exc}): {done}",
-        file=sys.stderr,
-    )
-    return rc or 2
-
-
-class _Stdout:
-    """``sys.stdout`` while a command runs: a write that fails is remembered, so that its
-    error names standard output (``> /dev/full`` said "No space left on device" as a full
-    archive disk does), and raised as before."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.failed: OSError | None = None
-
-    def write(self, text: str) -> int:
-        try:
-            return self.stream.write(text)
-        except OSError as exc:
-            self.failed = exc
-            raise
-
-    def flush(self) -> None:
-        try:
-            self.stream.flush()
-        except OSError as exc:
-            self.failed = exc
-            raise
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
+    return stdio.flushed(rc)
 
 
 class Stopped(KeyboardInterrupt):

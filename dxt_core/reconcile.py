@@ -43,7 +43,7 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
-from dxt_core.errors import ArchiveLocked, CountMismatch, DxtError
+from dxt_core.errors import ArchiveLocked, CountMismatch, DxtError, SourceUnavailable
 from dxt_core.manifests import kept_record
 
 log = masking.logger("dxt_core.reconcile")
@@ -254,17 +254,26 @@ def reconcile(
 
     Days not archived are ``missing`` (coverage's refill commands cover them) and the source
     is not asked about them. A failed count is ``error`` with the reason; it does not stop
-    the others. With ``record_kept`` (the caller may write to the archive), a day the source
-    now has fewer points of gets a ``<day>.kept.json`` sidecar, so coverage shows it as
-    ``K``, and every comparison made is recorded in its month's check record
-    (:func:`checks_parts`).
+    the others, unless the source could not be reached for :data:`UNREACHABLE_AFTER` counts
+    in a row (:class:`SourceUnavailable`, after the comparisons made are recorded). With
+    ``record_kept`` (the caller may write to the archive), a day the source now has fewer
+    points of gets a ``<day>.kept.json`` sidecar, so coverage shows it as ``K``, and every
+    comparison made is recorded in its month's check record (:func:`checks_parts`).
     """
     day_list, unit_list = list(days), [tuple(p) for p in units]
     rows: list[ReconcileRow] = []
+    unreachable: list[SourceUnavailable] = []  # the counts failing so in a row
     try:
         for parts in unit_list:
             for day in day_list:
-                rows.append(_compare(archive, DayKey(source, parts, day), counter, record_kept))
+                row, down = _compare(archive, DayKey(source, parts, day), counter, record_kept)
+                rows.append(row)
+                if down is not None:
+                    unreachable.append(down)
+                elif row.state in COMPARED:
+                    unreachable.clear()
+                if len(unreachable) >= UNREACHABLE_AFTER:
+                    _stop_unreachable(archive, source, rows, unreachable, record_kept, now)
     except KeyboardInterrupt as exc:
         # Ctrl-C (or a stop signal): the comparisons made so far are kept, recorded, and
         # said; the rows go with the exception (``reconciled``) for the caller to show
@@ -286,24 +295,59 @@ def reconcile(
     return rows
 
 
-def _compare(archive: Archive, key: DayKey, counter: Counter, record_kept: bool) -> ReconcileRow:
-    """One (unit, day) of :func:`reconcile` compared with the source's count."""
+#: The start of a row's detail when the archived day is damaged (not compared).
+DAMAGED_DETAIL = "not compared: the archived day is damaged"
+
+#: Counts failing in a row because the source could not be reached, after which a reconcile
+#: stops: the next ones would fail the same way, each after its retries.
+UNREACHABLE_AFTER = 5
+
+
+def _stop_unreachable(
+    archive: Archive,
+    source: str,
+    rows: list[ReconcileRow],
+    failed: list[SourceUnavailable],
+    record_kept: bool,
+    now: dt.datetime | None,
+) -> None:
+    """Stop a reconcile whose source cannot be reached: what was compared is recorded, and
+    the error says how far it got (exit status 4, as for a server that cannot be reached)."""
+    recorded = ""
+    if record_kept:
+        done = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
+        recorded = f"; {sum(r.recorded for r in done)} comparisons recorded"
+    compared = sum(1 for r in rows if r.state in COMPARED)
+    raise SourceUnavailable(
+        f"stopped: the source could not be reached for {len(failed)} metric-days in a row "
+        f"(the last: {failed[-1]}); {compared} of the {len(rows)} metric-days looked at were "
+        f"compared{recorded}. Check the URL and that the server is up, then reconcile again"
+    )
+
+
+def _compare(
+    archive: Archive, key: DayKey, counter: Counter, record_kept: bool
+) -> tuple[ReconcileRow, SourceUnavailable | None]:
+    """One (unit, day) of :func:`reconcile` compared with the source's count, and the error
+    when the source could not be reached for it."""
     parts, day = key.parts, key.day
     try:
         doc = archive.read_manifest(key)
     except DxtError as exc:
-        return ReconcileRow(parts, day, "error", None, None, detail=str(exc))
+        return ReconcileRow(parts, day, "error", None, None, detail=str(exc)), None
     have = archived_count(doc)
     if have is None:
-        return ReconcileRow(parts, day, "missing", None, None)
+        return ReconcileRow(parts, day, "missing", None, None), None
     status, why = archive.status(key)
     if status == "corrupt":  # the manifest's count is not what the archive holds
-        detail = f"not compared: the archived day is damaged ({why}); refetch it"
-        return ReconcileRow(parts, day, "error", have, None, detail=detail)
+        detail = f"{DAMAGED_DETAIL} ({why}); refetch it"
+        return ReconcileRow(parts, day, "error", have, None, detail=detail), None
     try:
         sc = counter(parts, day)
+    except SourceUnavailable as exc:
+        return ReconcileRow(parts, day, "error", have, None, detail=str(exc)), exc
     except DxtError as exc:
-        return ReconcileRow(parts, day, "error", have, None, detail=str(exc))
+        return ReconcileRow(parts, day, "error", have, None, detail=str(exc)), None
     detail = ""
     if sc.count == have:
         state: State = "equal"
@@ -316,7 +360,7 @@ def _compare(archive: Archive, key: DayKey, counter: Counter, record_kept: bool)
         rows_only = have - hole_points((doc or {}).get("holes") or ())
         if record_kept and doc is not None and sc.count < rows_only:
             detail = _record_kept(archive, key, doc, have, sc)
-    return ReconcileRow(parts, day, state, have, sc.count, sc.method, detail)
+    return ReconcileRow(parts, day, state, have, sc.count, sc.method, detail), None
 
 
 def _record_checks(

@@ -98,8 +98,10 @@ def _with_recorded_url(args: argparse.Namespace, made: _Made) -> argparse.Namesp
 #: groups of units not archived); the rest is counted and said where to find.
 MAX_COMMAND_LINES = 20
 
-#: How ``--json`` output is searched for the rows of one status (one row a line).
+#: How ``--json`` output is searched for the rows of one status (one row a line); a
+#: reconcile's rows say their ``state`` (:data:`RECONCILE_GREP`).
 JSON_GREP = 'dxt coverage ... --json | grep \'"status": "{status}"\''
+RECONCILE_GREP = 'dxt coverage ... --reconcile --json | grep \'"state": "{status}"\''
 
 
 def _print_refetch_corrupt(args: argparse.Namespace, cli: Any, rows: Sequence[Any]) -> None:
@@ -122,6 +124,7 @@ def print_unit_commands(args: argparse.Namespace, cli: Any, rows: Sequence[Any],
     by_unit: dict[tuple[str, ...], list[dt.date]] = {}
     for r in rows:
         by_unit.setdefault(r.parts, []).append(r.day)
+    grep = RECONCILE_GREP if rows and hasattr(rows[0], "state") else JSON_GREP
     todo = [
         (parts, a, b)
         for parts, day_list in sorted(by_unit.items())
@@ -137,7 +140,7 @@ def print_unit_commands(args: argparse.Namespace, cli: Any, rows: Sequence[Any],
             f"  ... and {len(rest)} more, the same command for each of {len(units)} more "
             f"unit(s) and run of days ({day_count} metric-days, "
             f"{min(a for _, a, _ in rest)}..{max(b for _, _, b in rest)}); the {what} rows "
-            f"name each unit and day: {JSON_GREP.format(status=what)}"
+            f"name each unit and day: {grep.format(status=what)}"
         )
 
 
