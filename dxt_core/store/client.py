@@ -703,7 +703,9 @@ def _new_client(**overrides: Any) -> Any:
     config = Config(
         retries={"mode": "standard", "max_attempts": 5},
         max_pool_connections=POOL_CONNECTIONS,
-        # Our own SHA-256 per part and object; no extra CRC32 on every request.
+        # Our own SHA-256 per part and object; no extra CRC32 on every request. These two
+        # options first exist in botocore 1.36.0 (1.35.99 refuses them: TypeError), hence
+        # boto3>=1.36.0 in pyproject.toml (test_packaging.py checks it).
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )

@@ -20,3 +20,34 @@ def test_license_is_an_spdx_string_with_license_files():
     (req,) = [r for r in meta["build-system"]["requires"] if r.startswith("setuptools")]
     found = re.fullmatch(r"setuptools>=(\d+)(\.\d+)*", req)
     assert found and int(found.group(1)) >= 77, req
+
+
+#: The first botocore with the Config options dxt_core/store/client.py sets
+#: (request_checksum_calculation, response_checksum_validation): botocore 1.35.99 refuses them
+#: with a TypeError, 1.36.0 takes them (both installed and tried). boto3 X.Y.Z requires
+#: botocore X.Y.*, so the boto3 minimum must be at least this version too.
+FIRST_BOTOCORE_WITH_CHECKSUM_OPTIONS = (1, 36, 0)
+CLIENT_CONFIG_OPTIONS = ("request_checksum_calculation", "response_checksum_validation")
+
+
+def _boto3_minimums(meta):
+    extras = meta["project"]["optional-dependencies"]
+    found = []
+    for extra in ("s3", "dev"):
+        (req,) = [r for r in extras[extra] if re.match(r"boto3\b", r)]
+        m = re.fullmatch(r"boto3>=(\d+)\.(\d+)\.(\d+)", req)
+        assert m, f"[{extra}] {req}: expected boto3>=X.Y.Z"
+        found.append((extra, tuple(int(g) for g in m.groups())))
+    return found
+
+
+def test_the_boto3_minimum_has_the_config_options_the_s3_client_sets():
+    from botocore.config import Config
+
+    source = (ROOT / "dxt_core" / "store" / "client.py").read_text()
+    for option in CLIENT_CONFIG_OPTIONS:
+        assert f"{option}=" in source, option  # still set: else this test can go
+        assert option in Config.OPTION_DEFAULTS, option  # the installed botocore has it
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for extra, minimum in _boto3_minimums(meta):
+        assert minimum >= FIRST_BOTOCORE_WITH_CHECKSUM_OPTIONS, (extra, minimum)
