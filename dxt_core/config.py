@@ -142,7 +142,9 @@ def archive_root(env: Mapping[str, str] | None = None) -> Path | str:
     try:
         where = parse_root(root)
     except ConfigError as exc:
-        raise ConfigError(f"{ENV_ARCHIVE_ROOT}: {exc}") from None
+        error = ConfigError(f"{ENV_ARCHIVE_ROOT}: {exc}")
+        error.run_wide = exc.run_wide  # boto3 missing: no unit of the run would do better
+        raise error from None
     return where if isinstance(where, Path) else root
 
 

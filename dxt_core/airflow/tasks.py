@@ -9,8 +9,9 @@ Airflow connection), the day, the archive and the run's Params.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dxt_core import backends as registry
@@ -26,6 +27,24 @@ from dxt_core.config import archive_root
 from dxt_core.errors import SourceError, run_wide
 
 log = masking.logger("dxt_core.airflow")
+
+
+@contextlib.contextmanager
+def not_retried_if_run_wide() -> Iterator[None]:
+    """An error that fails every unit the same way (:func:`~dxt_core.errors.run_wide`: refused
+    credentials, another day zone, an s3:// root without boto3) fails the task for good: a
+    retry fails the same way (and a retry of every mapped task with refused credentials could
+    lock the account)."""
+    try:
+        yield
+    except Exception as exc:
+        if run_wide(exc):
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(
+                f"{exc} (not retried: every retry would fail the same way)"
+            ) from exc
+        raise
 
 
 def list_units(backend: str, conn_id: str, max_map_length: int | None) -> list[Unit]:
@@ -49,23 +68,14 @@ def archive_unit(
     """Archive one unit-day; returns the report (pushed as one XCom) and adds the day's
     event to the unit's asset group."""
     tasks = registry.get(backend).dag_tasks()
-    archive = Archive(archive_root(), replace=replace_of_context(context))
+    with not_retried_if_run_wide():  # an s3:// root without boto3, too
+        archive = Archive(archive_root(), replace=replace_of_context(context))
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
     tune_malloc()  # this task process is a dxt run
-    try:
-        with holding_answers():  # the unit's answers are charged until it is done with them
-            report = tasks.archive(unit, day_of(context), archive, conn, params)
-    except Exception as exc:
-        if run_wide(exc):
-            # refused credentials, another day zone: a retry fails the same way (and a retry
-            # of every mapped task with refused credentials could lock the account)
-            from airflow.sdk.exceptions import AirflowFailException
-
-            raise AirflowFailException(
-                f"{exc} (not retried: every retry would fail the same way)"
-            ) from exc
-        raise
+    with not_retried_if_run_wide(), holding_answers():
+        # the unit's answers are charged until it is done with them
+        report = tasks.archive(unit, day_of(context), archive, conn, params)
     doc = report.as_dict()
     if doc.get("unchanged"):  # a rerun that read what was archived: the asset did not change
         log.info("%s: no asset event (the day is unchanged)", report.summary().split(":")[0])
@@ -96,7 +106,8 @@ def reconcile_recent(backend: str, context: Mapping[str, Any], conn_id: str) -> 
     wanted = n_days
     if start is not None:
         n_days = max(0, min(n_days, (day - utc_date(start)).days))
-    archive = Archive(archive_root())
+    with not_retried_if_run_wide():
+        archive = Archive(archive_root())
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
     report = tasks.reconcile(day, n_days, archive, conn, params)

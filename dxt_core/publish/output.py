@@ -357,7 +357,9 @@ def open_out(out: str | Path) -> LocalOut | S3Out:
     try:
         where = parse_root(str(out))
     except ConfigError as exc:
-        raise ConfigError(f"--out {redact_value(str(out))}: {exc}") from None
+        error = ConfigError(f"--out {redact_value(str(out))}: {exc}")
+        error.run_wide = exc.run_wide
+        raise error from None
     if isinstance(where, S3Location):
         return S3Out(where)
     return LocalOut(where)

@@ -9,6 +9,7 @@ would turn ``s3://dxt/m100`` into ``./s3:/dxt/m100`` and write there).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Callable
@@ -101,7 +102,53 @@ def parse_root(root: str | os.PathLike[str]) -> Path | S3Location:
     prefix = unquote(parts.path).strip("/")
     if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
         raise ConfigError(f"archive root {shown!r}: the prefix has an empty, . or .. part")
+    require_s3_extra()
     return S3Location(bucket, prefix)
+
+
+#: The first boto3 (and botocore: boto3 X.Y.Z requires botocore X.Y.*) whose client takes the
+#: Config options :mod:`dxt_core.store.client` sets (pyproject.toml's ``s3`` extra).
+BOTO3_MINIMUM = (1, 36, 0)
+_s3_extra_found = False
+
+
+def require_s3_extra() -> None:
+    """Raise a run-wide ConfigError unless boto3 (the ``s3`` extra) is installed and recent
+    enough, so an s3:// root fails at once with the fix, not with a ``botocore`` traceback
+    at the first request of every unit. Cheap: botocore's top-level import (about 1 ms) and
+    a look for boto3 (not imported: 0.2 s, paid at the first commit)."""
+    global _s3_extra_found
+    if _s3_extra_found:
+        return
+    problem = _s3_extra_problem()
+    if problem is not None:
+        error = ConfigError(f"s3:// archive roots need boto3: {problem}")
+        error.run_wide = True  # every unit of the run would fail the same way
+        raise error
+    _s3_extra_found = True
+
+
+def _s3_extra_problem() -> str | None:
+    install = "pip install 'dxt-archive[s3]'"
+    try:
+        import botocore
+    except ModuleNotFoundError as exc:
+        if (exc.name or "botocore").partition(".")[0] == "botocore":
+            return install
+        return f"botocore failed to import ({type(exc).__name__}: {exc}); {install}"
+    except ImportError as exc:
+        return f"botocore failed to import ({type(exc).__name__}: {exc}); {install}"
+    if importlib.util.find_spec("boto3") is None:
+        return install
+    version = str(getattr(botocore, "__version__", ""))
+    numbers = tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+    if numbers and numbers < BOTO3_MINIMUM:
+        want = ".".join(map(str, BOTO3_MINIMUM))
+        return (
+            f"{want} or later (botocore {version} is installed, without the checksum "
+            f"options the client sets): pip install -U 'dxt-archive[s3]'"
+        )
+    return None
 
 
 def is_url(root: object) -> bool:
