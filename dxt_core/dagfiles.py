@@ -12,6 +12,7 @@ unless ``--force``, which keeps the old one beside it as ``<name>.py.bak``.
 from __future__ import annotations
 
 import argparse
+import configparser
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,13 +66,68 @@ def dag_files() -> dict[str, str]:
 
 
 def default_folder() -> Path:
-    """Airflow's DAG folder: ``AIRFLOW__CORE__DAGS_FOLDER``, else ``$AIRFLOW_HOME/dags``
-    (``AIRFLOW_HOME`` defaults to ``~/airflow``), as Airflow reads them."""
+    """Airflow's DAG folder, as Airflow finds it (:func:`airflow_dags_folder`)."""
+    return airflow_dags_folder()[0]
+
+
+def _expand(value: str) -> str:
+    """``$VARS`` and ``~`` expanded until nothing changes, as Airflow's ``expand_env_var``
+    does to the environment variable and to the config file's value."""
+    while True:
+        expanded = os.path.expanduser(os.path.expandvars(value))
+        if expanded == value:
+            return expanded
+        value = expanded
+
+
+def airflow_dags_folder() -> tuple[Path, str]:
+    """Airflow's DAG folder and where it was found, in Airflow's own precedence:
+    ``AIRFLOW__CORE__DAGS_FOLDER``; else ``[core] dags_folder`` of the config file
+    (``$AIRFLOW_CONFIG``, else ``$AIRFLOW_HOME/airflow.cfg``); else ``$AIRFLOW_HOME/dags``
+    (``AIRFLOW_HOME`` defaults to ``~/airflow``). Read without importing Airflow.
+
+    Raises:
+        ConfigError: the config file exists but cannot be read or parsed, or its value
+            holds ``{AIRFLOW_HOME}``, which Airflow 3 reads literally.
+    """
     given = os.environ.get("AIRFLOW__CORE__DAGS_FOLDER", "").strip()
     if given:
-        return Path(given).expanduser()
-    home = os.environ.get("AIRFLOW_HOME", "").strip() or "~/airflow"
-    return Path(home).expanduser() / "dags"
+        return Path(_expand(given)), "from AIRFLOW__CORE__DAGS_FOLDER"
+    home = _expand(os.environ.get("AIRFLOW_HOME", "").strip() or "~/airflow")
+    config = os.environ.get("AIRFLOW_CONFIG")
+    cfg = Path(_expand(config) if config is not None else os.path.join(home, "airflow.cfg"))
+    value = _config_dags_folder(cfg)
+    if value:
+        return Path(value), f"from [core] dags_folder in {cfg}"
+    return Path(home) / "dags", f"the default, $AIRFLOW_HOME/dags ({cfg} sets no dags_folder)"
+
+
+def _config_dags_folder(cfg: Path) -> str | None:
+    """``[core] dags_folder`` of Airflow's config file, expanded as Airflow does (``%(...)s``
+    interpolation, then ``$VARS`` and ``~``); None when the file or the option is absent."""
+    if not cfg.is_file():
+        return None
+    parser = configparser.ConfigParser(strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # as Airflow: case kept
+    try:
+        with cfg.open(encoding="utf-8") as fh:
+            parser.read_file(fh)
+        value = parser.get("core", "dags_folder", fallback=None)
+    except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+        raise ConfigError(
+            f"cannot read Airflow's config file {cfg}: {problem}; fix it, or give the DAG "
+            "folder with --to (or AIRFLOW__CORE__DAGS_FOLDER)"
+        ) from None
+    if value is None or not value.strip():
+        return None
+    if "{AIRFLOW_HOME}" in value:
+        raise ConfigError(
+            f"{cfg}: [core] dags_folder = {value.strip()!r}: Airflow 3 does not replace "
+            "{AIRFLOW_HOME} in its config file (it would look in a folder of that name); "
+            "write the path, or $AIRFLOW_HOME/..., or give the DAG folder with --to"
+        )
+    return _expand(value.strip())
 
 
 @dataclass
@@ -118,7 +174,11 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def cmd_dags_write(args: argparse.Namespace) -> int:
-    folder = Path(args.to).expanduser() if args.to else default_folder()
+    if args.to:
+        folder, why = Path(args.to).expanduser(), "from --to"
+    else:
+        folder, why = airflow_dags_folder()
+    print(f"DAG folder {folder} ({why})")
     done = write_dag_files(folder, force=args.force)
     for name in done.written:
         print(f"wrote {folder / name}")
@@ -147,9 +207,11 @@ def add_dags_parser(sub: Any) -> None:
     w = actions.add_parser(
         "write",
         help="write the DAG files (those already there and equal are left alone)",
-        description="Write the DAG files into --to, default Airflow's DAG folder "
-        "(AIRFLOW__CORE__DAGS_FOLDER, else $AIRFLOW_HOME/dags, else ~/airflow/dags). A file "
-        "that differs from this version's is kept and named (exit status 1) unless --force, "
+        description="Write the DAG files into --to, default Airflow's DAG folder as Airflow "
+        "finds it: AIRFLOW__CORE__DAGS_FOLDER, else [core] dags_folder in $AIRFLOW_CONFIG "
+        "(default $AIRFLOW_HOME/airflow.cfg), else $AIRFLOW_HOME/dags (AIRFLOW_HOME "
+        "defaults to ~/airflow); the first line says which folder and why. A file that "
+        "differs from this version's is kept and named (exit status 1) unless --force, "
         "which keeps the old one as <name>.py.bak.",
     )
     w.add_argument("--to", help="the DAG folder (made if missing)")
