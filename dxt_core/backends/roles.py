@@ -289,6 +289,10 @@ class SeriesTasks(BackendTasks[C]):
             )
             error.run_wide = True
             raise error
+        if chosen == "parquet":  # without pyarrow every unit-day would fail alike
+            from dxt_core.writers.parquet import require_pyarrow
+
+            require_pyarrow("Parquet output")
         return chosen
 
 

@@ -27,11 +27,14 @@ from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult, block
 
 def require_pyarrow(what: str) -> None:
     """A clear error, naming the extra to install, when pyarrow is missing: ``what``
-    (Parquet output, ``dxt publish``) needs it."""
+    (Parquet output, ``dxt publish``) needs it. The error is run-wide: every unit of the run
+    would fail the same way, so a run checks it once, before any request."""
     try:
         import pyarrow  # noqa: F401
     except ImportError as exc:
-        raise ConfigError(f"{what} needs pyarrow: pip install 'dxt-archive[parquet]'") from exc
+        error = ConfigError(f"{what} needs pyarrow: pip install 'dxt-archive[parquet]'")
+        error.run_wide = True
+        raise error from exc
 
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, day_range, retry_policy, run_extract, window_options
 from dxt_core.urls import redact_url
 from dxt_core.windows import DEFAULT_TIME_ZONE, days, parse_day
+from dxt_core.writers.parquet import require_pyarrow
 
 
 def _given(args: argparse.Namespace, *flags: str) -> str:
@@ -82,6 +83,8 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
         )
         args.format = "parquet"
     args.format = args.format or "csv"
+    if args.format == "parquet":  # once, before any request (not per metric-day)
+        require_pyarrow("Parquet output")
     windows = WindowPolicy(**window_options(args))
 
     # One source for the run, shared by the worker threads (as Kwollect's client is): its

@@ -34,6 +34,7 @@ from dxt_core.errors import ConfigError
 from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, day_range, retry_policy, run_extract, say, window_options
 from dxt_core.windows import Window, day_window, days, parse_day
+from dxt_core.writers.parquet import require_pyarrow
 
 
 def _entries(
@@ -69,6 +70,8 @@ def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:
 
 def cmd_extract_prometheus(args: argparse.Namespace) -> int:
     args.format = args.format or "csv"
+    if args.format == "parquet":  # once, before any request (not per metric-day)
+        require_pyarrow("Parquet output")
     conn: PrometheusConnection = SPEC.from_cli(args)
     first, last = day_range(args)
     archive = Archive(args.archive, replace=args.replace)
