@@ -26,13 +26,24 @@ from dxt_core.writers.base import RecordWriter, SeriesWriter, WriteResult, block
 
 
 def require_pyarrow(what: str) -> None:
-    """A clear error, naming the extra to install, when pyarrow is missing: ``what``
-    (Parquet output, ``dxt publish``) needs it. The error is run-wide: every unit of the run
-    would fail the same way, so a run checks it once, before any request."""
+    """A clear error when pyarrow cannot be imported: ``what`` (Parquet output, ``dxt
+    publish``) needs it. Missing (the extra to install), or installed but failing to import
+    (a pyarrow built for another NumPy: its own words). The error is run-wide: every unit of
+    the run would fail the same way, so a run checks it once, before any request."""
     try:
         import pyarrow  # noqa: F401
-    except ImportError as exc:
-        error = ConfigError(f"{what} needs pyarrow: pip install 'dxt-archive[parquet]'")
+    except Exception as exc:
+        # only pyarrow itself (or a module of its own) not found means it is not installed
+        name = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if (name or "").partition(".")[0] == "pyarrow":
+            error = ConfigError(f"{what} needs pyarrow: pip install 'dxt-archive[parquet]'")
+        else:
+            words = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            error = ConfigError(
+                f"{what} needs pyarrow, which is installed but failed to import: "
+                f"{type(exc).__name__}: {words or '(no message)'}; reinstall it, or a pyarrow "
+                "that works with the installed NumPy (pip install -U 'dxt-archive[parquet]')"
+            )
         error.run_wide = True
         raise error from exc
 

@@ -27,7 +27,7 @@ from dxt_core.writers.base import WriteResult
 from dxt_core.writers.columnar import STAMP, Stamps
 from dxt_core.writers.compress import GzipStream
 from dxt_core.writers.csv_gzip import close_block_ordered, csv_field
-from dxt_core.writers.parquet import BlockParquet, HashingFile
+from dxt_core.writers.parquet import BlockParquet, HashingFile, require_pyarrow
 
 #: Rows assembled at once (about 500 KB of CSV): bounds the writer's memory per step, and
 #: keeps its buffers under glibc's fixed mmap threshold (1 MiB, dxt_core.budget), so they are
@@ -252,9 +252,10 @@ class ParquetDayWriter(BlockParquet):
         row_group_ms: int,
         compression: str = "zstd",
     ) -> None:
+        require_pyarrow("Parquet output")  # missing or failing to import, said apart
         arrow = columnar.arrow()
-        if arrow is None:
-            raise ConfigError("Parquet output needs pyarrow: pip install 'dxt-archive[parquet]'")
+        if arrow is None:  # pragma: no cover - pyarrow imports but pyarrow.compute does not
+            raise ConfigError("Parquet output needs pyarrow.compute, which failed to import")
         if row_group_ms % block_ms:
             raise ConfigError("row_group_ms must be a whole number of blocks")
         self._pa = arrow[0]

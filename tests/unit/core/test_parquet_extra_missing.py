@@ -1,8 +1,9 @@
 """Parquet output without pyarrow (the ``parquet`` extra) fails the run once, before any
 request, with exit status 2 (it failed every metric-day one by one: 20 FAILED lines, exit
-status 1; in Airflow every mapped task failed and was retried). The environment is faked in
-a subprocess: a directory first on ``sys.path`` holds a ``pyarrow`` package that raises as an
-absent one does."""
+status 1; in Airflow every mapped task failed and was retried). A pyarrow that is installed
+but fails to import (built for another NumPy) is said as such, with its own words, not as
+missing. The environment is faked in a subprocess: a directory first on ``sys.path`` holds a
+``pyarrow`` package that raises as an absent or a broken one does."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import pytest
 from tests.conftest import ROOT
 
 MISSING = 'raise ModuleNotFoundError("No module named \'pyarrow\'", name="pyarrow")\n'
+BROKEN = 'raise ImportError("pyarrow requires NumPy 2.0 or newer")\n'
+# a module pyarrow needs is missing: pyarrow is there, and broken
+DEPENDENCY = "import numpy.no_such_part_of_numpy\n"
 NEEDS = "Parquet output needs pyarrow: pip install 'dxt-archive[parquet]'"
 
 
@@ -66,6 +70,26 @@ def test_prometheus_parquet_without_pyarrow_stops_before_any_request(tmp_path):
     assert run.stderr.strip() == f"dxt: error: {NEEDS}"
 
 
+@pytest.mark.parametrize(
+    ("init", "words"),
+    [
+        (BROKEN, "ImportError: pyarrow requires NumPy 2.0 or newer"),
+        (DEPENDENCY, "ModuleNotFoundError: No module named 'numpy.no_such_part_of_numpy'"),
+    ],
+    ids=["numpy-too-old", "a-dependency-missing"],
+)
+def test_a_pyarrow_that_fails_to_import_is_said_as_such(tmp_path, init, words):
+    run = _dxt(
+        tmp_path, init, "extract", "prometheus", "--url", "http://127.0.0.1:9",
+        "--metrics", "up", "--start-day", "2024-05-01", "--archive", "archive",
+        "--format", "parquet",
+    )  # fmt: skip
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Parquet output needs pyarrow, which is installed but failed to import: " in run.stderr
+    assert words in run.stderr
+    assert NEEDS not in run.stderr
+
+
 def test_an_airflow_run_in_parquet_without_pyarrow_fails_run_wide(tmp_path):
     code = textwrap.dedent(
         """
@@ -86,3 +110,28 @@ def test_an_airflow_run_in_parquet_without_pyarrow_fails_run_wide(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.splitlines() == [f"True {NEEDS}"] * 2
+
+
+def test_the_prometheus_parquet_writer_says_a_broken_pyarrow_too(tmp_path):
+    """Library use (no command to check first): the day writer says it the same way."""
+    code = textwrap.dedent(
+        """
+        import io
+        from dxt_core.backends.prometheus.layout import ParquetDayWriter
+        from dxt_core.errors import ConfigError
+        try:
+            ParquetDayWriter(io.BytesIO(), 300_000, 0, 3_600_000)
+        except ConfigError as exc:
+            print(exc)
+        """
+    )
+    path = f"{_fake_pyarrow(tmp_path, BROKEN)}{os.pathsep}{ROOT}"
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.startswith(
+        "Parquet output needs pyarrow, which is installed but failed to import: ImportError: "
+        "pyarrow requires NumPy 2.0 or newer"
+    ), run.stdout
