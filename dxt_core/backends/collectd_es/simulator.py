@@ -53,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(
         prog="dxt simulate collectd-es",
-        description="Answer as another Elasticsearch/OpenSearch version in front of noida-db.",
+        description="Answer as another Elasticsearch/OpenSearch version in front of noida-db. "
+        "noida-db is a development dependency, not installed with dxt-archive: pip install "
+        "noida-db (or pip install -e '.[dev]' in a checkout), then start it with 'noida-db "
+        "start --only elasticsearch' (docs/collectd_es.md) and give its URL as --upstream.",
     )
     p.add_argument("--upstream", required=True, help="noida-db URL")
     p.add_argument(
