@@ -51,3 +51,20 @@ def test_the_boto3_minimum_has_the_config_options_the_s3_client_sets():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     for extra, minimum in _boto3_minimums(meta):
         assert minimum >= FIRST_BOTOCORE_WITH_CHECKSUM_OPTIONS, (extra, minimum)
+
+
+def test_the_description_names_every_built_in_backends_source():
+    from dxt_core import backends
+
+    description = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    # each built-in backend's source, as its docs name it
+    sources = {
+        "examon": ["Examon"],
+        "kwollect": ["Kwollect"],
+        "collectd_es": ["collectd", "Elasticsearch"],
+        "prometheus": ["Prometheus", "VictoriaMetrics"],
+    }
+    assert sorted(sources) == sorted(backends.BUILTIN)
+    for name, words in sources.items():
+        for word in words:
+            assert word in description, (name, word)
