@@ -69,6 +69,7 @@ from dxt_core.manifests import (
     rows_of,
     unmanifested_data,
 )
+from dxt_core.samecontent import keep_same_content
 
 if TYPE_CHECKING:
     from dxt_core.archive import Archive, DayKey
@@ -468,7 +469,11 @@ class DayWrite:
             and not self.replace
             and not source_count_grew(prev, doc)
         ):
-            self._refuse_change(intact, doc, new_rows)
+            same = keep_same_content(intact, self._staged, doc)  # another pyarrow's bytes
+            changed = [c for c in changed if c[0] not in same]
+            intact = [c for c in intact if c[0] not in same]
+            if intact:
+                self._refuse_change(intact, doc, new_rows)
         manifest = self.archive.manifest_path(key)
         with archive_io(directory, "update"):
             if changed or self.damaged_manifest:

@@ -77,6 +77,7 @@ from dxt_core.manifests import (
 )
 from dxt_core.manifests import is_plain_name as _plain_name
 from dxt_core.manifests import rows_of as _rows
+from dxt_core.samecontent import keep_same_content
 from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
 
 if TYPE_CHECKING:
@@ -432,7 +433,11 @@ class S3DayWrite(DayWrite):
         intact = [n for n in changed if plan.actual[n] == old_sha.get(n)]
         grew = _source_count_grew(prev, doc)
         if intact and new_rows == plan.prev_rows and not self.replace and not grew:
-            self._refuse_s3_change(intact[0], plan, new_rows, doc.get("columns"))
+            same = self._same_content(intact, plan, doc)  # another pyarrow's bytes
+            changed = [n for n in changed if n not in same]
+            intact = [n for n in intact if n not in same]
+            if intact:
+                self._refuse_s3_change(intact[0], plan, new_rows, doc.get("columns"))
         plan.replaced = [
             {
                 "file": n,
@@ -443,6 +448,21 @@ class S3DayWrite(DayWrite):
             for n in changed
         ]
         return plan
+
+    def _same_content(self, names: list[str], plan: _Plan, doc: dict[str, Any]) -> set[str]:
+        """The archived Parquet objects of ``names`` whose staged replacement holds the same
+        content in other bytes (:mod:`dxt_core.samecontent`): kept as they are."""
+        same: set[str] = set()
+        for name in (n for n in names if n.endswith(".parquet")):
+            archived = self._stage / f".archived.{name}"
+            try:
+                self.archive.store.download(plan.listing[name].key, archived)
+                same |= keep_same_content([(name, plan.actual[name], archived)], self._staged, doc)
+            finally:
+                archived.unlink(missing_ok=True)
+            if name in same:
+                plan.new_sha[name] = plan.actual[name]
+        return same
 
     def _refuse_s3_change(self, name: str, plan: _Plan, rows: int, columns: Any) -> None:
         old, new = plan.actual[name], str(plan.new_sha.get(name) or "")

@@ -919,3 +919,46 @@ def test_a_day_found_without_its_manifest_is_not_unchanged_when_rewritten(
     third, doc3, _ = _csv_day(Archive(root), key, 10)
     third.commit(doc3)
     assert third.unchanged
+
+
+def test_the_same_parquet_content_in_other_bytes_keeps_the_archived_object(
+    bucket, s3_server, s3_env
+):
+    """Another pyarrow writes the same day in other bytes (each file names its writer): the
+    rerun was refused as "other values"; the archived object now stays, the day unchanged.
+    Here the other writer is pyarrow with another compression."""
+    import io
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+
+    def body(values: list[float], compression: str) -> bytes:
+        out = io.BytesIO()
+        pq.write_table(pa.table({"value": values}), out, compression=compression)
+        return out.getvalue()
+
+    root, key = f"s3://{bucket}/pq-same", DayKey("toy", ("m",), DAY)
+
+    def commit(data: bytes):
+        day = Archive(root).begin(key)
+        with day.open("parquet") as fh:
+            fh.write(data)
+        doc = {"status": "archived", "file": f"{DAY}.parquet", "rows": 2, "bytes": len(data),
+               "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        day.commit(doc)
+        return day
+
+    first = body([1.0, 2.0], "zstd")
+    commit(first)
+    again = commit(body([1.0, 2.0], "snappy"))
+    assert again.unchanged
+    objs = objects(s3_server.client(), bucket)
+    assert objs[f"pq-same/toy/m/{DAY}.parquet"] == first
+    assert json.loads(objs[f"pq-same/toy/m/{DAY}.manifest.json"])["sha256"] == (
+        hashlib.sha256(first).hexdigest()
+    )
+    assert not [k for k in objs if "/.versions/" in k]
+    from dxt_core.errors import ContentChanged
+
+    with pytest.raises(ContentChanged, match="as many rows as the archive"):
+        commit(body([1.0, 3.0], "snappy"))
