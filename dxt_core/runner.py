@@ -350,8 +350,11 @@ class _Outcome:
     unsettled: bool = False
     not_started: int = 0
     interrupted: bool = False
-    #: the first failure that fails every unit the same way (see :func:`run_wide`)
+    #: the first failure that fails every unit the same way (see :func:`run_wide`), or the
+    #: server not reached for :data:`UNREACHABLE_AFTER` units in a row (``unreachable``)
     stopped_by: str | None = None
+    unreachable: bool = False
+    unreachable_in_a_row: int = 0
 
 
 def run_units(
@@ -387,13 +390,17 @@ def run_units(
     _print_summary(outcome, len(units) - len(todo), archive, out, err)
     if outcome.stopped_by is not None and not outcome.interrupted:
         pool.shutdown(wait=True)
+        fix = (
+            "check the URL and that the server is up, then rerun the same command"
+            if outcome.unreachable
+            else "fix it and rerun the same command"
+        )
         print(
             f"dxt: error: {outcome.stopped_by}\nstopped: every other metric-day would fail the "
-            f"same way ({plural(outcome.not_started, 'metric-day')} not started); fix it and "
-            "rerun the same command",
+            f"same way ({plural(outcome.not_started, 'metric-day')} not started); {fix}",
             file=err,
         )
-        return 2
+        return UNAVAILABLE_EXIT if outcome.unreachable else 2
     if not outcome.interrupted:
         pool.shutdown(wait=True)
         failures = outcome.failures
@@ -468,6 +475,11 @@ def _drive(
     return outcome
 
 
+#: Units failing in a row because the server could not be reached (each after its retries),
+#: after which a run stops: a refill against a server that is down, or a stale URL, failed
+#: every metric-day one by one (a year's refill: about 2 hours before it said so).
+UNREACHABLE_AFTER = 5
+
 #: How long an interrupted run waits for the commits under way of the units it abandons.
 COMMIT_WAIT_S = 10.0
 
@@ -497,12 +509,22 @@ def _collect(
     """The result of one finished unit, into ``outcome``."""
     try:
         outcome.reports.append(fut.result())
+        outcome.unreachable_in_a_row = 0
         progress.step(True, u.label)
     except Exception as exc:  # one unit's failure must not stop the others
         outcome.failures.append((u, one_line(exc)))
-        outcome.unavailable += isinstance(exc, SourceUnavailable)
+        down = isinstance(exc, SourceUnavailable)
+        outcome.unavailable += down
+        outcome.unreachable_in_a_row = outcome.unreachable_in_a_row + 1 if down else 0
         if outcome.stopped_by is None and run_wide(exc):
             outcome.stopped_by = one_line(exc)
+        elif outcome.stopped_by is None and outcome.unreachable_in_a_row >= UNREACHABLE_AFTER:
+            # the next ones would fail the same way, each after its retries
+            outcome.stopped_by = (
+                f"the server could not be reached for {UNREACHABLE_AFTER} metric-days in a row "
+                f"(the last: {one_line(exc)})"
+            )
+            outcome.unreachable = True
         progress.step(False, u.label)
         if verbose and not isinstance(exc, DxtError):
             traceback.print_exception(exc, file=err)

@@ -164,3 +164,23 @@ def test_an_archive_run_whose_summary_cannot_be_written_says_so(examon_sim, tmp_
         "lost; its work is done (its exit status was 0)" in out.stderr
     )
     assert _manifests(tmp_path / "a") == {f"{DAY}.manifest.json"}
+
+
+def test_a_run_against_a_server_that_cannot_be_reached_stops_after_five(tmp_path):
+    """A refill against a server that is down (or a stale URL from old manifests) failed
+    every metric-day one by one, each after its retries: a year's refill took about two
+    hours to say "could not be reached". It stops after five in a row, exit status 4."""
+    from tests.conftest import free_port
+
+    catalog = tmp_path / "three.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\nfan0,ipmi_pub\n")
+    out = subprocess.run(
+        [DXT, "extract", "examon", "--url", f"http://127.0.0.1:{free_port()}", "--catalog",
+         str(catalog), "--archive", str(tmp_path / "a"), "--start-day", DAY, "--end-day",
+         "2020-03-12", "--workers", "1", "--retries", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "the server could not be reached for 5 metric-days in a row" in out.stderr
+    assert "7 metric-days not started" in out.stderr  # 3 metrics x 4 days, 5 tried
+    assert "5 failed, 7 not started (stopped at a run-wide error)" in out.stdout
