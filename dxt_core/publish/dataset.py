@@ -32,7 +32,7 @@ import orjson
 
 from dxt_core import masking
 from dxt_core._version import __version__
-from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.fsio import sha256_file
 from dxt_core.paths import check_path_component
 from dxt_core.publish.archive_scan import (
@@ -386,8 +386,27 @@ def publish(role: PublishRole, opts: PublishOptions) -> PublishReport:
     months = month_range(opts.from_month, opts.to_month)
     tree = open_tree(opts.archive)
     target = open_out(opts.out)
+    progress: list[PublishReport] = []
     try:
-        return _publish(role, opts, months, tree, target)
+        return _publish(role, opts, months, tree, target, progress)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: what was done, and what to do
+        done = progress[0] if progress else None
+        try:
+            began = (target.state() or {}).get("in_progress") is True
+        except (DxtError, OSError):
+            began = True  # cannot tell: the safe advice
+        units = len(done.units) if done else 0
+        exc.add_note(
+            f"{units} unit{'' if units == 1 else 's'} of {len(months)} month(s) published "
+            "before it stopped"
+            + (
+                f"; {target.url} is marked in progress: run the same command again to "
+                "complete this publication"
+                if began
+                else f"; nothing reached {target.url}"
+            )
+        )
+        raise
     finally:
         target.close()
 
@@ -398,6 +417,7 @@ def _publish(
     months: list[tuple[int, int]],
     tree: ArchiveTree,
     target: LocalOut | S3Out,
+    progress: list[PublishReport],
 ) -> PublishReport:
     previous = target.previous()
     pseudo = (
@@ -412,6 +432,7 @@ def _publish(
         interrupted=target.interrupted,
         debris=target.debris,
     )
+    progress.append(report)
     scans = {u: [role.scan(tree, u, y, mo) for y, mo in months] for u in role.units(tree)}
     report.left_out = list(tree.left_out)
     report.refill = _coverage_command(role, opts, months)

@@ -289,21 +289,26 @@ def write_month(
     rank = table.ranks()
     plan, resplit = _plan(spool, buckets, rank)
     with atomic_file(out) as fh:
-        w = _GroupWriter(fh, table, kind, columns, spool.unit, rank, names or columns)
+        w: _GroupWriter | None = None
         try:
+            w = _GroupWriter(fh, table, kind, columns, spool.unit, rank, names or columns)
             for bucket in plan:
                 for ts, val, mask, r in _sorted(bucket, kind, table, rank, spool.bucket_rows):
                     w.add(ts, val, mask, r)
                 bucket.remove()
+            res = w.close()
         except BaseException as exc:
-            with contextlib.suppress(Exception):  # the partial file is removed
-                w.writer.close()
+            # the partial file is removed; its writer closed here, once (left to the garbage
+            # collector, a writer stopped by Ctrl-C printed "Exception ignored in
+            # ParquetWriter.__del__ ... write to closed file")
+            if w is not None:
+                with contextlib.suppress(Exception):
+                    w.writer.close()
             if isinstance(exc, OSError) and not exc.errno:
                 # pyarrow's own words for a short write ("N requested and M written"),
                 # without the path or the cause
                 raise unnumbered_write_error(exc, out) from exc
             raise
-        res = w.close()
         res.bytes = fh.tell()
     res.resplit = resplit
     if "units" in table.columns:

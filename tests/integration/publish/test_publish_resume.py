@@ -191,9 +191,14 @@ def test_an_interrupted_first_publication_is_completed_by_the_rerun(
     """Defect 2: the rerun publishes into what the interrupted first run left."""
     a, _ = archives
     out = tmp_path / "out"
-    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt) as stopped:
         interrupt_second_write(m)
         run(a, out)
+    # what it says (the command prints it: it said only "interrupted")
+    assert (
+        f"1 unit of 1 month(s) published before it stopped; {out} is marked in progress: run "
+        "the same command again to complete this publication"
+    ) in getattr(stopped.value, "__notes__", []), getattr(stopped.value, "__notes__", None)
     # what a killed run (SIGKILL: no clean-up) would leave besides: an atomic write's
     # temporary file and the scratch directory
     (out / ".datapackage.json.k3j2l1.tmp").write_bytes(b"half")
