@@ -456,7 +456,7 @@ def _drive(
                     print(
                         f"\ninterrupted ({interrupt.what}): starting no more; "
                         f"{plural(len(running), 'metric-day')} in flight get {grace_s:.0f} s to "
-                        "finish (Ctrl-C again to abort now)",
+                        f"finish ({interrupt.what} again to abort now)",
                         file=err,
                         flush=True,
                     )

@@ -95,6 +95,7 @@ def test_first_ctrl_c_lets_the_flight_land_and_counts_every_metric_day(
     assert p.returncode == 130, err
     assert took < 10, took  # the 5 s grace and the summary
     assert f"interrupted ({what}): starting no more" in err
+    assert f"({what} again to abort now)" in err  # it said "Ctrl-C again" for a SIGTERM
     s = _summary(out)
     assert s["interrupted"] == s["not_started"] + s["abandoned"] > 0
     assert s["archived"] + s["empty"] + s["failed"] + s["interrupted"] == DAYS * METRICS
