@@ -462,6 +462,11 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
         f"{index_path(Archive(args.archive).root)}: {report.manifests} manifests"
         f"{' (' + per_source + ')' if per_source else ''}, {report.corrupt} unreadable, "
         f"{report.seconds:.1f} s"
+        + (
+            f"; removed {report.leftovers} temporary index(es) that killed rebuilds left"
+            if report.leftovers
+            else ""
+        )
     )
     _print_unreadable(report.unreadable, report.corrupt)
     return 0

@@ -158,10 +158,19 @@ class DayWrite:
             f"._{day}.*.tmp",  # temporary manifests and sidecars of Hive layouts
             f"..{day}.*.tmp",  # temporary files of writers given a staging path
         )
+        removed = 0
         for pattern in patterns:
             for stale in self.directory.glob(pattern):
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
+                    removed += 1
+        if removed:  # said: a run killed here before (it was never committed)
+            log.warning(
+                "%s: removed %d temporary file(s) an earlier run of this day left when it was "
+                "killed or crashed (never committed)",
+                self.key,
+                removed,
+            )
 
     @property
     def _pending(self) -> Path:

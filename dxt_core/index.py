@@ -34,6 +34,7 @@ from dxt_core import masking
 from dxt_core.errors import ArchiveError
 from dxt_core.fsio import fs_errno, os_error
 from dxt_core.manifests import MANIFEST_SUFFIX, holes_detail, manifest_files, not_over_detail
+from dxt_core.procs import killed_leftovers, owned_prefix
 
 if TYPE_CHECKING:
     from dxt_core.archive import DayKey
@@ -592,6 +593,8 @@ class RebuildReport:
     #: the first :data:`NAMED_UNREADABLE` unreadable manifests: their path in the archive
     #: and why
     unreadable: list[str] = field(default_factory=list)
+    #: temporary indexes of killed rebuilds (of this host) removed first
+    leftovers: int = 0
 
 
 #: How many unreadable manifests a rebuild names (the rest are counted).
@@ -668,7 +671,8 @@ def rebuild(root: str | Path) -> RebuildReport:
         what = "is not a directory" if archive_root.exists() else "does not exist"
         raise ArchiveError(f"archive root {archive_root} {what}: check --archive")
     report = RebuildReport()
-    tmp = archive_root / f"{INDEX_NAME}.{os.getpid()}.tmp"
+    report.leftovers = _sweep_killed_rebuilds(archive_root)
+    tmp = archive_root / f"{owned_prefix(INDEX_NAME + '.')}tmp"
     try:
         _rebuild_into(archive_root, tmp, report)
     except OSError as exc:
@@ -677,6 +681,17 @@ def rebuild(root: str | Path) -> RebuildReport:
         raise _index_write_error(exc, tmp) from exc
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _sweep_killed_rebuilds(root: Path) -> int:
+    """Remove the temporary indexes that rebuilds of this host left when killed. Returns how
+    many."""
+    removed = 0
+    for tmp in killed_leftovers(root, f"{INDEX_NAME}."):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed += 1
+    return removed
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

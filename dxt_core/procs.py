@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -251,3 +253,37 @@ class StandaloneWatch:
             if st is None or st[0] in ("Z", "X") or st[1] != self.proc.pid:
                 return name
         return None
+
+
+def pid_alive(pid: int) -> bool:
+    """A process of this host with this pid exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+#: This host in a file name (letters, digits, ``_`` and ``-``).
+HOST_TAG = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
+def owned_prefix(prefix: str) -> str:
+    """``<prefix><host>.<pid>.``: a temporary name that says which process of which host
+    owns it, so that a later run can tell one a killed process left (:func:`killed_leftovers`)."""
+    return f"{prefix}{HOST_TAG}.{os.getpid()}."
+
+
+def killed_leftovers(directory: Path, prefix: str) -> list[Path]:
+    """The entries of ``directory`` named by :func:`owned_prefix` of ``prefix`` whose process
+    (of this host: another host's, sharing the directory, are not ours to judge) is gone."""
+    start = f"{prefix}{HOST_TAG}."
+    out = []
+    with contextlib.suppress(OSError):
+        for entry in directory.iterdir():
+            pid = entry.name[len(start) :].split(".", 1)[0]
+            if entry.name.startswith(start) and pid.isdigit() and not pid_alive(int(pid)):
+                out.append(entry)
+    return out

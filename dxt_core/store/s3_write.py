@@ -77,6 +77,7 @@ from dxt_core.manifests import (
 )
 from dxt_core.manifests import is_plain_name as _plain_name
 from dxt_core.manifests import rows_of as _rows
+from dxt_core.procs import pid_alive
 from dxt_core.samecontent import keep_same_content
 from dxt_core.store.client import ObjectInfo, PreconditionFailed, S3Client
 
@@ -130,16 +131,6 @@ def _lease_s() -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigError(f"DXT_S3_LOCK_LEASE_S must be whole seconds above 0, not {raw!r}")
     return int(raw)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class S3DayLock(DayLock):
@@ -231,7 +222,7 @@ def _stale(holder: dict[str, Any]) -> bool:
     """The holder is gone: a dead pid on this host, or a lease that ran out."""
     pid = holder.get("pid")
     same_host = holder.get("host") == socket.gethostname()
-    if same_host and isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid):
+    if same_host and isinstance(pid, int) and pid != os.getpid() and not pid_alive(pid):
         return True
     try:
         expires = dt.datetime.fromisoformat(str(holder.get("expires")))
@@ -280,7 +271,7 @@ class S3DayWrite(DayWrite):
         """Remove the staging directories of this day left by dead processes of this host."""
         for stale in self.directory.glob(f".{self.key.day.isoformat()}.*.staging"):
             pid = stale.name.split(".")[-2].split("-")[0]
-            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
                 shutil.rmtree(stale, ignore_errors=True)
 
     def abort(self) -> None:

@@ -31,14 +31,18 @@ from typing import IO, Any, BinaryIO, Literal
 
 import orjson
 
+from dxt_core import masking
 from dxt_core.backends.kwollect.source import G5kNode, Point, check_component
 from dxt_core.errors import ConfigError, SourceError
 from dxt_core.fsio import archive_io, atomic_file, fsync_dir, make_dirs_durable, write_json_atomic
 from dxt_core.http import RequestStats
+from dxt_core.procs import killed_leftovers, owned_prefix
 from dxt_core.records import Record
 from dxt_core.writers.base import RecordWriter, WriteResult
 from dxt_core.writers.compress import GzipStream
 from dxt_core.writers.jsonl_gzip import JsonlGzipWriter
+
+log = masking.logger("dxt_core.backends.kwollect.backup")
 
 BACKUP_MANIFEST = "manifest.json"
 BACKUP_SCHEMA = "dxt-archive/kwollect-backup/1"
@@ -213,10 +217,22 @@ def write_backup_manifest(root: Path, doc: dict[str, Any], files: list[dict[str,
 
 def new_staging(root: Path) -> Path:
     """A new staging directory in ``root`` (created with its parents), where a backup's
-    files are written until :func:`commit_backup` moves them under their final names."""
+    files are written until :func:`commit_backup` moves them under their final names. Those
+    that killed backups of this host left (their process gone) are removed first, and said."""
     with archive_io(root, "create directory"):
         make_dirs_durable(root)
-        return Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=root))
+        left = killed_leftovers(root, STAGING_PREFIX)
+        for old in left:
+            discard_staging(old)
+        if left:
+            log.warning(
+                "%s: removed %d staging director%s that killed backups left (nothing of them "
+                "was committed)",
+                root,
+                len(left),
+                "y" if len(left) == 1 else "ies",
+            )
+        return Path(tempfile.mkdtemp(prefix=owned_prefix(STAGING_PREFIX), dir=root))
 
 
 def discard_staging(staging: Path) -> None:

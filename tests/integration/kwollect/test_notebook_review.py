@@ -109,3 +109,25 @@ def test_a_bundle_name_is_not_a_metric(sim):
     k = experiment(sim)
     with pytest.raises(ConfigError, match=r"'prom_default_metrics' .a bundle of Prometheus"):
         k.get_metrics("prom_default_metrics")
+
+
+def test_the_staging_a_killed_backup_left_is_removed_and_said(sim, tmp_path, caplog):
+    """A backup killed (SIGKILL, power loss) left ``.staging-*`` with its half-written files;
+    the next backup succeeded and left it there, unsaid."""
+    import subprocess
+    import sys
+
+    from dxt_core.procs import HOST_TAG
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    root = tmp_path / "b"
+    dead = root / f".staging-{HOST_TAG}.{gone}.abc123"
+    live = root / f".staging-{HOST_TAG}.{os.getppid()}.def456"  # a backup running now
+    for d in (dead, live):
+        (d / "nova-1.lyon.grid5000.fr").mkdir(parents=True)
+        (d / "nova-1.lyon.grid5000.fr" / f"{WATT}.jsonl.gz").write_bytes(b"half")
+    with caplog.at_level("WARNING"):
+        experiment(sim).backup(root, metrics=WATT)
+    assert "removed 1 staging directory that killed backups left" in caplog.text
+    assert not dead.exists() and live.exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import os
 import sqlite3
 from pathlib import Path
 
@@ -226,3 +227,25 @@ def test_every_data_file_of_a_manifest_is_checked(tmp_path):
     grid = scan_states(a, "collectd_es", [("disk",)], [D1])
     assert grid.rows == ["C"] and grid.details[(0, 0)] == f"data file {D1}.hdf5 is missing"
     assert [r.status for r in coverage(a, "collectd_es", [("disk",)], [D1])] == ["corrupt"]
+
+
+def test_rebuild_removes_what_killed_rebuilds_left_and_says_so(archive):
+    """A rebuild killed (SIGKILL) left ``.dxt-index.sqlite.<pid>.tmp``, named by a pid no
+    later run looked at: it stayed, as large as the index. The next rebuild removes this
+    host's whose process is gone, and counts them; a live one's (another rebuild now) stays."""
+    import socket
+    import subprocess
+    import sys
+
+    from dxt_core.procs import HOST_TAG as _HOST
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = archive.root / f"{INDEX_NAME}.{_HOST}.{gone.stdout.strip()}.tmp"
+    live = archive.root / f"{INDEX_NAME}.{_HOST}.{os.getppid()}.tmp"
+    other = archive.root / f"{INDEX_NAME}.{socket.gethostname()}x.123.tmp"
+    for f in (dead, live, other):
+        f.write_bytes(b"half an index")
+    report = rebuild(archive.root)
+    assert report.leftovers == 1
+    assert not dead.exists() and live.exists() and other.exists()

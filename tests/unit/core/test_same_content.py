@@ -67,3 +67,17 @@ def test_other_values_in_as_many_rows_are_still_refused(tmp_path):
     commit(archive, parquet([1.0, 2.0, 3.0], "zstd"))
     with pytest.raises(ContentChanged, match="as many rows as the archive"):
         commit(archive, parquet([1.0, 2.0, 4.0], "snappy"))
+
+
+def test_the_temporary_files_of_a_killed_run_are_removed_and_said(tmp_path, caplog):
+    """What a run killed mid-write left (staged files under hidden names) was removed by the
+    next run of the day without a word."""
+    archive = Archive(tmp_path)
+    directory = archive.directory(KEY)
+    directory.mkdir(parents=True)
+    (directory / f".{KEY.day}.parquet.staged.tmp").write_bytes(b"half")
+    (directory / f"._{KEY.day}.manifest.json.x1.tmp").write_bytes(b"{")
+    with caplog.at_level("WARNING"):
+        commit(archive, parquet([1.0, 2.0, 3.0], "zstd"))
+    assert "removed 2 temporary file(s) an earlier run of this day left" in caplog.text
+    assert not list(directory.glob(".*.tmp"))
