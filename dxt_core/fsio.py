@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from dxt_core.errors import ArchiveError
+from dxt_core.procs import killed_leftovers, owned_prefix
 
 # Why an OS call on the archive failed, and what to do about it: one line each.
 _OS_HINTS = {
@@ -149,6 +150,17 @@ def is_archive_write_error(exc: OSError, *names: str) -> bool:
     return (exc.filename is None or exc.filename in names) and exc.errno in _WRITE_ERRNOS
 
 
+def sweep_killed(final: Path) -> int:
+    """Remove the temporary files of :func:`atomic_file` for ``final`` that writers of this
+    host left when killed (their process gone). Returns how many (for the caller to say)."""
+    removed = 0
+    for tmp in killed_leftovers(final.parent, f".{final.name}."):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed += 1
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_file(
     final: Path, buffer_size: int = 1 << 20, *, sync_dir: bool = True
@@ -165,7 +177,10 @@ def atomic_file(
     with archive_io(final.parent, "create directory"):
         make_dirs_durable(final.parent)
     with archive_io(final, "write"):
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+        # <host>.<pid> in the name: what a killed writer left can be told (sweep_killed)
+        fd, tmp = tempfile.mkstemp(
+            prefix=owned_prefix(f".{final.name}."), suffix=".tmp", dir=final.parent
+        )
     try:
         with os.fdopen(fd, "wb", buffering=buffer_size) as fh:
             yield fh
@@ -200,7 +215,10 @@ def prepared_file(final: Path, data: bytes) -> Path:
         ArchiveError: the disk refused the write (full, read-only...), naming ``final``.
     """
     with archive_io(final, "write"):
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+        # <host>.<pid> in the name: what a killed writer left can be told (sweep_killed)
+        fd, tmp = tempfile.mkstemp(
+            prefix=owned_prefix(f".{final.name}."), suffix=".tmp", dir=final.parent
+        )
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

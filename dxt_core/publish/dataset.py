@@ -231,6 +231,8 @@ class PublishReport:
                 f"again; {len(self.leftovers)} files it left that this one does not hold "
                 f"removed, {self.debris} half-made files or unfinished uploads cleared); "
             )
+        elif self.debris:
+            text += f"removed {self.debris} half-made copies that killed publications left; "
         text += (
             f"published {len(self.files)} files ({self.rows:,} rows) for "
             f"{len({u.scan.parts for u in self.units if u.path})} units x "

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from dxt_core.errors import ConfigError
+from dxt_core.procs import killed_leftovers, owned_prefix
 from dxt_core.publish.describe import dumps, write_bytes
 from dxt_core.store import S3Location, client_factory, parse_root
 from dxt_core.store.client import json_object
@@ -220,13 +221,19 @@ class S3Out:
         base = os.environ.get("DXT_PUBLISH_STAGING", "").strip() or None
         if base:
             Path(base).mkdir(parents=True, exist_ok=True)
-        self.root = Path(tempfile.mkdtemp(prefix="dxt-publish-out-", dir=base))
+        # what killed publications of this host left there (each up to a whole dataset)
+        self.swept = 0
+        for old in killed_leftovers(Path(base or tempfile.gettempdir()), "dxt-publish-out-"):
+            shutil.rmtree(old, ignore_errors=True)
+            self.swept += 1
+        self.root = Path(tempfile.mkdtemp(prefix=owned_prefix("dxt-publish-out-"), dir=base))
         #: bytes of the previous SHA256SUMS and state record (unchanged: not uploaded)
         self._known: dict[str, bytes] = {}
         #: the prefix holds a publication that was interrupted (set by :meth:`previous`)
         self.interrupted = False
-        #: its unfinished multipart uploads (a killed upload's parts cost storage): aborted
-        self.debris = 0
+        #: its unfinished multipart uploads (a killed upload's parts cost storage): aborted;
+        #: and the local copies killed publications left (above): removed
+        self.debris = self.swept
         self._backend = ""
         self._state: dict[str, Any] | None = None
         self._state_read = False
@@ -253,7 +260,7 @@ class S3Out:
         }
         self.interrupted = _is_in_progress(self.state())
         if self.interrupted:
-            self.debris = self.store.abort_uploads(prefix)
+            self.debris += self.store.abort_uploads(prefix)
         if not names:
             return {}
         if self.interrupted:

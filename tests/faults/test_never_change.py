@@ -207,7 +207,7 @@ def _full_disk_for_manifests(monkeypatch: pytest.MonkeyPatch, name: str) -> None
     real = tempfile.mkstemp
 
     def mkstemp(*a, prefix=None, **k):
-        if prefix == f".{name}.":
+        if prefix is not None and prefix.startswith(f".{name}."):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(*a, prefix=prefix, **k)
 

@@ -55,6 +55,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from dxt_core import masking
 from dxt_core.backends.collectd_es.query import FAMILIES, Hit
 from dxt_core.backends.collectd_es.tokio_builder import (
     DATASETS,
@@ -68,8 +69,10 @@ from dxt_core.backends.collectd_es.tokio_builder import (
     natural_key,
 )
 from dxt_core.errors import ArchiveError, ConfigError
-from dxt_core.fsio import atomic_file
+from dxt_core.fsio import atomic_file, sweep_killed
 from dxt_core.writers.base import RecordWriter, WriteResult
+
+log = masking.logger("dxt_core.backends.collectd_es.tokio_hdf5")
 
 
 class TokioHdf5Writer(RecordWriter[TimeGrid, Sequence[Hit]]):
@@ -176,6 +179,8 @@ def write_tokio_hdf5(
     final = Path(path)
     existing = None if replace or not final.exists() else final
     image = tokio_image(builder, existing, init, now, final)
+    if swept := sweep_killed(final):
+        log.warning("%s: removed %d temporary file(s) that killed writers of it left", final, swept)
     with atomic_file(final) as fh:
         fh.write(image.data)
     return HdfWriteResult(

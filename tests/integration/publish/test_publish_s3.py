@@ -39,6 +39,15 @@ def download(client, bucket_name: str, prefix: str, to: Path) -> None:
         (to / rel).write_bytes(body)
 
 
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout)
+
+
 def publish(archive: str, out: str, *extra: str, check: bool = True):
     return dxt(
         *("publish", "examon", "--archive", archive, "--out", out),
@@ -48,7 +57,13 @@ def publish(archive: str, out: str, *extra: str, check: bool = True):
     )
 
 
-def test_from_an_s3_archive_to_s3_and_to_disk(bucket, s3_env, s3_server, tmp_path):  # noqa: F811
+def test_from_an_s3_archive_to_s3_and_to_disk(
+    bucket,  # noqa: F811
+    s3_env,  # noqa: F811
+    s3_server,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
     catalog = tmp_path / "catalog.csv"
     catalog.write_text(CATALOG)
     sim = SimulatorProcess(["--catalog", str(catalog), "--nodes", "3"])
@@ -63,8 +78,19 @@ def test_from_an_s3_archive_to_s3_and_to_disk(bucket, s3_env, s3_server, tmp_pat
     finally:
         sim.stop()
     c = s3_server.client()
+    # the local copy a publication killed before its upload left (up to a whole dataset): it
+    # stayed there, and no run said so
+    from dxt_core.procs import HOST_TAG
+
+    staging = tmp_path / "staging"
+    monkeypatch.setenv("DXT_PUBLISH_STAGING", str(staging))
+    killed = staging / f"dxt-publish-out-{HOST_TAG}.{_dead_pid()}.k1ll3d"
+    killed.mkdir(parents=True)
+    (killed / "half.parquet").write_bytes(b"half")
     res = publish(f"s3://{bucket}/archive", f"s3://{bucket}/ds")
     assert "published 4 files" in res.stdout and "uploaded 10 objects" in res.stdout, res.stdout
+    assert "removed 1 half-made copies that killed publications left" in res.stdout
+    assert not killed.exists() and not list(staging.glob("dxt-publish-out-*"))
     assert not Path("s3:").exists() and not (tmp_path / "s3:").exists()  # issue 22's bug
     got = objects(c, bucket, "ds/")
     sums = dict(reversed(line.split("  ", 1)) for line in got["SHA256SUMS"].decode().splitlines())

@@ -421,3 +421,26 @@ def test_a_sub_millisecond_timestamp_is_cut_to_its_millisecond_whatever_its_page
     b.add_page([{k: v for k, v in h.items() if k != "sort"} for h in page(late)])
     assert (b.stats.inserted, b.stats.out_of_range) == (1, 0)
     assert b.results()["dataservers/cpuuser"][1][-1, 0] == 1.0
+
+
+def test_what_a_killed_writer_of_the_file_left_is_removed_and_said(tmp_path, caplog):
+    """An export killed while it wrote ``out.hdf5`` left ``.out.hdf5.<random>.tmp`` (the whole
+    image), which no later run removed or named."""
+    import subprocess
+    import sys
+
+    from dxt_core.procs import HOST_TAG
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    t = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    b = TokioTimeSeriesBuilder(["cpu"], TimeGrid.of(t, t + dt.timedelta(seconds=30), 10), 4)
+    b.add_page([cpu_hit("bb1", t, "user", 1.0, 0)])
+    out = tmp_path / "out.hdf5"
+    left = tmp_path / f".out.hdf5.{HOST_TAG}.{gone}.x1y2.tmp"
+    left.write_bytes(b"half an image")
+    with caplog.at_level("WARNING"):
+        write_tokio_hdf5(out, b)
+    assert "removed 1 temporary file(s) that killed writers of it left" in caplog.text
+    assert not left.exists() and out.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hdf5"]
