@@ -161,12 +161,7 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--timeout {args.timeout:g}: give the request timeout in seconds, above 0"
         )
-    from dxt_core.backends.collectd_es.archive_day import es_pages, export_window, saved_pages
-    from dxt_core.backends.collectd_es.source import (
-        CollectdEsConnection,
-        CollectdEsSource,
-        ExportStats,
-    )
+    from dxt_core.backends.collectd_es.source import ExportStats
 
     zone = parse_zone(args.tz)
     start = parse_time(args.start, "START", zone)
@@ -193,27 +188,15 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
         "allow_empty": args.allow_empty,
     }
     stats = ExportStats()
-    if args.input:
-        provider = saved_pages(Path(args.input), args.host_prefix, args.input)
-        report = export_window(provider, families, start, end, **kwargs)
-    else:
-        if not args.url:
-            raise ConfigError("give --url http://host:9200 (or --input FILE for saved hits)")
-        conn = CollectdEsConnection.from_env(
-            args.url,
-            index=args.index,
-            host_prefix=args.host_prefix,
-            verify_certs=not args.no_verify_certs,
-            timeout_s=args.timeout,
+    try:
+        report = _export(args, families, start, end, kwargs, stats)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: written whole or not at all
+        was = "is as it was" if out.exists() else "was not created"
+        exc.add_note(
+            f"nothing was written: {out} {was} (it is written whole at the end); "
+            f"{stats.requests} searches made; run the same command again"
         )
-        with CollectdEsSource(
-            conn,
-            page_size=args.page_size,
-            slices=args.slices,
-            keep_alive=args.keep_alive,
-            use_pit=not args.no_pit,
-        ) as src:
-            report = export_window(es_pages(src, stats), families, start, end, **kwargs)
+        raise
     print(f"wrote {out}: {report.summary()}")
     if not args.input:
         s = stats
@@ -227,6 +210,41 @@ def cmd_extract_collectd_es(args: argparse.Namespace) -> int:
     if report.hits == 0:
         print(f"warning: no document in the window; {out} holds no data", file=sys.stderr)
     return 0
+
+
+def _export(
+    args: argparse.Namespace,
+    families: list[str],
+    start: dt.datetime,
+    end: dt.datetime,
+    kwargs: dict[str, Any],
+    stats: Any,
+) -> Any:
+    """The export of :func:`cmd_extract_collectd_es`: from the saved hits (``--input``) or
+    the server."""
+    from dxt_core.backends.collectd_es.archive_day import es_pages, export_window, saved_pages
+    from dxt_core.backends.collectd_es.source import CollectdEsConnection, CollectdEsSource
+
+    if args.input:
+        provider = saved_pages(Path(args.input), args.host_prefix, args.input)
+        return export_window(provider, families, start, end, **kwargs)
+    if not args.url:
+        raise ConfigError("give --url http://host:9200 (or --input FILE for saved hits)")
+    conn = CollectdEsConnection.from_env(
+        args.url,
+        index=args.index,
+        host_prefix=args.host_prefix,
+        verify_certs=not args.no_verify_certs,
+        timeout_s=args.timeout,
+    )
+    with CollectdEsSource(
+        conn,
+        page_size=args.page_size,
+        slices=args.slices,
+        keep_alive=args.keep_alive,
+        use_pit=not args.no_pit,
+    ) as src:
+        return export_window(es_pages(src, stats), families, start, end, **kwargs)
 
 
 add_parser = add_extract_parser  # the name before the backend registry
