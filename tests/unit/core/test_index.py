@@ -249,3 +249,23 @@ def test_rebuild_removes_what_killed_rebuilds_left_and_says_so(archive):
     report = rebuild(archive.root)
     assert report.leftovers == 1
     assert not dead.exists() and live.exists() and other.exists()
+
+
+def test_coverage_without_an_index_over_many_days_says_how_to_make_it_fast(tmp_path, caplog):
+    """Without the index (an archive copied, or written by an old version) coverage reads
+    every manifest: 48 s a year of the Marconi100 catalog, and nothing said why."""
+    from dxt_core.coverage import SAY_NO_INDEX_FROM, coverage
+
+    archive = Archive(tmp_path)
+    (tmp_path / "examon").mkdir()
+    units = [("ipmi_pub", f"m{i}") for i in range(100)]
+    days = [D1 + dt.timedelta(days=i) for i in range(SAY_NO_INDEX_FROM // 100)]
+    with caplog.at_level("WARNING"):
+        rows = coverage(archive, "examon", units, days)
+    assert len(rows) == SAY_NO_INDEX_FROM
+    assert f"no manifest index in {tmp_path}" in caplog.text
+    assert f"dxt index rebuild --archive {tmp_path}" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        coverage(archive, "examon", units[:1], days[:10])
+    assert "no manifest index" not in caplog.text  # a small one is fast anyway
