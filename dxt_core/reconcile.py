@@ -63,8 +63,9 @@ CHECKS_SCHEMA = "dxt-checks/1"
 #: The outcomes a comparison records (missing and error days asked nothing of the source).
 COMPARED: tuple[State, ...] = ("equal", "more", "fewer")
 
-#: Reads an internal record of an archive: ``read(name, *parts)`` (``Archive.read_internal``,
-#: or a publish tree's).
+#: Reads an internal record of an archive: ``read(name, *parts)`` (``Archive.read_internal``;
+#: a publish tree reads and parses each month's record once for every unit, through
+#: ``dxt_core.publish.archive_scan.month_checks``).
 ReadInternal = Callable[..., "bytes | None"]
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
@@ -32,6 +32,8 @@ from dxt_core.store.client import json_object
 
 if TYPE_CHECKING:
     from dxt_core.store.s3 import S3Archive
+
+T = TypeVar("T")
 
 
 class DayUnusable(ArchiveError):
@@ -70,9 +72,11 @@ class ArchiveTree(Protocol):
         """A local copy of ``rel`` to read, checked against ``size`` and ``sha256``
         (:class:`DayUnusable` when it does not match); removed afterwards if it was copied."""
 
-    def read_internal(self, name: str, *parts: str) -> bytes | None:
+    def internal(self, parse: Callable[[bytes | None], T], name: str, *parts: str) -> T:
         """An internal record of the archive (:meth:`~dxt_core.archive.Archive.read_internal`:
-        the reconcile's check records), read once per tree; None when there is none."""
+        the reconcile's check records; None when there is none) as ``parse`` gives it, read
+        and parsed once per tree: one month's check record serves every unit, and the tree
+        keeps what ``parse`` made of it, not its bytes."""
 
 
 #: Directory listings a tree keeps (a scan goes unit by unit: a unit's directories are listed
@@ -96,6 +100,21 @@ class _Listings:
         self._kept[rel] = listing
         while len(self._kept) > LISTINGS_KEPT:
             self._kept.popitem(last=False)
+
+
+class _Parsed:
+    """The internal records a tree read, as their parser gave them, by parser and path."""
+
+    def __init__(self, read: Callable[..., bytes | None]) -> None:
+        self._read = read
+        self._kept: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, parse: Callable[[bytes | None], T], name: str, parts: tuple[str, ...]) -> T:
+        key = (parse, name, *parts)
+        if key not in self._kept:
+            self._kept[key] = parse(self._read(name, *parts))
+        got: T = self._kept[key]
+        return got
 
 
 class LocalListing(Mapping[str, int]):
@@ -147,8 +166,8 @@ class LocalTree:
         self.root = root
         self.left_out: list[str] = []
         self._files = _Listings()
-        #: internal records read (one month's check record serves every unit)
-        self._internal: dict[tuple[str, ...], bytes | None] = {}
+        #: internal records read and parsed (one month's check record serves every unit)
+        self._internal = _Parsed(Archive(root).read_internal)
 
     @property
     def url(self) -> str:
@@ -170,11 +189,8 @@ class LocalTree:
             self._files.put(rel, got)
         return got
 
-    def read_internal(self, name: str, *parts: str) -> bytes | None:
-        key = (name, *parts)
-        if key not in self._internal:
-            self._internal[key] = Archive(self.root).read_internal(name, *parts)
-        return self._internal[key]
+    def internal(self, parse: Callable[[bytes | None], T], name: str, *parts: str) -> T:
+        return self._internal.get(parse, name, parts)
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         try:
@@ -224,7 +240,7 @@ class S3Tree:
         self.store = archive.store
         self.left_out: list[str] = []
         self._files = _Listings()
-        self._internal: dict[tuple[str, ...], bytes | None] = {}
+        self._internal = _Parsed(archive.read_internal)
 
     @property
     def url(self) -> str:
@@ -248,11 +264,8 @@ class S3Tree:
             self._files.put(rel, got)
         return got
 
-    def read_internal(self, name: str, *parts: str) -> bytes | None:
-        key = (name, *parts)
-        if key not in self._internal:
-            self._internal[key] = self.archive.read_internal(name, *parts)
-        return self._internal[key]
+    def internal(self, parse: Callable[[bytes | None], T], name: str, *parts: str) -> T:
+        return self._internal.get(parse, name, parts)
 
     def read_json(self, rel: str) -> dict[str, Any] | None:
         got = self.store.get(self.location.key(rel))

@@ -14,9 +14,11 @@ import os
 import tracemalloc
 from pathlib import Path
 
+from dxt_core.archive import Archive
 from dxt_core.backends import get_publisher
 from dxt_core.publish.archive_scan import (
     CHECK_FIELDS,
+    COMPARED,
     KEPT_FIELDS,
     MANIFEST_FIELDS,
     month_days,
@@ -24,6 +26,7 @@ from dxt_core.publish.archive_scan import (
 )
 from dxt_core.publish.datacard import day_ranges
 from dxt_core.publish.tree import LocalListing, LocalTree
+from dxt_core.reconcile import CHECKS_SCHEMA
 
 #: what the archive writes besides the fields that shape the dataset (a manifest of the
 #: scale review's archive is ~1.7 kB of JSON; this pads one to ~20 kB)
@@ -205,3 +208,75 @@ def test_a_day_replaced_between_its_check_and_its_read_stops_the_publication(tmp
         with tree.fetch(rel, len(data), sha, tmp_path) as path:
             (d / "new.tmp").write_bytes(data)  # the same bytes, another file: a commit
             os.replace(d / "new.tmp", path)
+
+
+def write_checks(root: Path, month: str, units: dict[str, dict[str, dict]]) -> None:
+    """A reconcile's check record of one month, as the archive holds it."""
+    path = root / ".dxt-checks" / "examon" / f"{month}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"schema": CHECKS_SCHEMA, "source": "examon", "month": month, "units": units}
+    path.write_text(json.dumps(doc))
+
+
+def check(state: str, at: str) -> dict:
+    return {"state": state, "archive_count": 1, "source_count": 1, "method": "KairosDB count",
+            "checked_at": at, "checks": 1}  # fmt: skip
+
+
+def test_a_months_check_record_is_parsed_once_for_every_unit(tmp_path, monkeypatch):
+    """The check record of a month holds every unit (~7 MB for Examon's 811): a publication
+    decodes it once, not once per unit (811 decodes, 24.5 s of a month's 28 s at scale), and
+    each unit gets the same days as reading the record for it alone gives."""
+    import types
+
+    import orjson
+    import pytest
+
+    pytest.importorskip("pyarrow")
+    from dxt_core import reconcile
+    from dxt_core.publish import PublishOptions, publish
+
+    months = [(2025, 1), (2025, 2)]
+    units = [("p", f"m{i}") for i in range(6)]
+    for u in units:
+        make_unit(tmp_path, u, days_of(*months)[:-3])  # 2025-02-26..28 not archived
+    for y, m in months:
+        at = f"{y}-{m + 1:02d}-05T00:00:00Z"
+        write_checks(tmp_path, f"{y}-{m:02d}", {
+            "p/m0": {f"{y}-{m:02d}-01": check("equal", at), f"{y}-{m:02d}-02": check("more", at),
+                     f"{y}-{m:02d}-03": check("error", at), f"{y}-{m:02d}-28": check("equal", at),
+                     "not a day": check("equal", at)},
+            "p/m3": {f"{y}-{m:02d}-09": check("fewer", at)},
+            "p/gone": {f"{y}-{m:02d}-01": check("equal", at)},
+        })  # fmt: skip
+    decoded: list[int] = []
+
+    def loads(data):
+        decoded.append(len(data))
+        return orjson.loads(data)
+
+    counting = types.SimpleNamespace(loads=loads, JSONDecodeError=orjson.JSONDecodeError)
+    monkeypatch.setattr(reconcile, "orjson", counting)  # the check records' decoder only
+    role = get_publisher("examon").publish_role()
+    tree = LocalTree(tmp_path)
+    scans = {u: [role.scan(tree, u, y, m) for y, m in months] for u in units}
+    assert len(decoded) == len(months)
+    for u, ums in scans.items():  # as the record read for one unit alone gives
+        for um in ums:
+            alone = reconcile.unit_checks(Archive(tmp_path).read_internal, "examon", u,
+                                          um.year, um.month)  # fmt: skip
+            held = {str(d.day) for d in um.days}
+            want = {dt.date.fromisoformat(d): {k: v[k] for k in CHECK_FIELDS}
+                    for d, v in alone.items() if v["state"] in COMPARED and d in held}  # fmt: skip
+            assert um.checks == want
+    assert [sorted(str(d) for d in um.checks) for um in scans[("p", "m0")]] == [
+        ["2025-01-01", "2025-01-02", "2025-01-28"], ["2025-02-01", "2025-02-02"]
+    ]  # fmt: skip
+    decoded.clear()
+    publish(role, PublishOptions(tmp_path, tmp_path / "out", "2025-01", "2025-02",
+                                 records=False))  # fmt: skip
+    assert len(decoded) == len(months)  # one publication: each month's record once
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "3 checked (2 equal, 1 more; last 2025-02-05)" in card
+    assert "2 checked (1 equal, 1 more; last 2025-03-05)" in card
+    assert "1 checked (1 fewer; last 2025-03-05)" in card
