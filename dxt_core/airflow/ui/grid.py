@@ -26,7 +26,7 @@ from dxt_core.errors import ConfigError, DxtError
 from dxt_core.index import ManifestIndex, unit_of
 from dxt_core.manifests import NOT_OVER_DETAIL
 from dxt_core.reconcile import day_check
-from dxt_core.scan import STATE_CODES, scan_states
+from dxt_core.scan import STATE_CODES, StateGrid, scan_states
 from dxt_core.windows import days as day_range
 
 #: Airflow task instance state -> one character per cell.
@@ -405,8 +405,7 @@ def build_grid(
     archive = archive or Archive(archive_root())
     units = source_units(spec, archive)
     t1 = time.perf_counter()
-    states = scan_states(archive, spec.source, units.parts, days)
-    told = hole_cells(archive, spec.source, units.parts, days)
+    states, told = archive_cells(archive, spec.source, units.parts, days)
     t2 = time.perf_counter()
     af = airflow_states(session, spec, units, days, keep_tasks=False)
     t3 = time.perf_counter()
@@ -447,6 +446,16 @@ def build_grid(
             "airflow": round(t3 - t2, 3),
         },
     }
+
+
+def archive_cells(
+    archive: Archive, source: str, parts: Sequence[tuple[str, ...]], days: Sequence[dt.date]
+) -> tuple[StateGrid, dict[tuple[int, int], str]]:
+    """The archive's side of the grid and of a refill plan: each cell's state, with each data
+    file's size compared with its manifest's as ``dxt coverage`` does (one ``stat`` per file:
+    a file cut short is corrupt, not archived), and :func:`hole_cells`' details."""
+    states = scan_states(archive, source, parts, days, check_sizes=True)
+    return states, hole_cells(archive, source, parts, days)
 
 
 def hole_cells(

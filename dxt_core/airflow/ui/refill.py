@@ -25,14 +25,14 @@ from dxt_core.airflow.ui.grid import (
     _runs,
     _task_instances,
     airflow_states,
-    hole_cells,
+    archive_cells,
     source_units,
 )
 from dxt_core.archive import Archive
 from dxt_core.config import archive_root
 from dxt_core.errors import ConfigError
 from dxt_core.manifests import not_over_ends
-from dxt_core.scan import STATE_CODES, scan_states
+from dxt_core.scan import STATE_CODES
 
 #: The most distinct days one refill plan may name (a plan over 100,000 days once took the
 #: API server to 1.1 GB); the grid's own range limit.
@@ -296,9 +296,7 @@ def refill_plan(
     af = airflow_states(session, spec, units, days)
     now = now or dt.datetime.now(dt.UTC)
     if cells is None:
-        grid = scan_states(archive, spec.source, units.parts, days)
-        told = {**hole_cells(archive, spec.source, units.parts, days), **grid.details}
-        wanted = _bad_cells(grid.rows, af.rows, days, start_day, _ended_since(told, now))
+        wanted = every_bad_cell(archive, spec, units, days, af, start_day, now)
         if only_units is not None:
             pos = units.position()
             unknown = [n for n in only_units if n not in pos]
@@ -328,6 +326,23 @@ def refill_plan(
         backfill = _BackfillContext(dag, af, max_active_runs, sqlite, paused)
         _plan_backfill(session, spec, plan, buckets, units, backfill, skip)
     return plan
+
+
+def every_bad_cell(
+    archive: Archive,
+    spec: SourceSpec,
+    units: Units,
+    days: Sequence[dt.date],
+    af: AirflowStates,
+    start_day: dt.date | None,
+    now: dt.datetime,
+) -> list[tuple[int, int]]:
+    """The (unit, day) cells "Select all missing and failed" plans: missing, corrupt (a data
+    file gone, or of another size than its manifest's, :func:`archive_cells`) or failed, and
+    archived before their day ended when that day is over by ``now``; from ``start_day`` on."""
+    grid, holes = archive_cells(archive, spec.source, units.parts, days)
+    told = {**holes, **grid.details}
+    return _bad_cells(grid.rows, af.rows, days, start_day, _ended_since(told, now))
 
 
 def _ended_since(details: dict[tuple[int, int], str], now: dt.datetime) -> set[tuple[int, int]]:
