@@ -11,11 +11,12 @@ is read. An S3 archive answers from a listing and an index object per unit.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -159,14 +160,58 @@ def _remote_states(
     return grid
 
 
+class _DayNames:
+    """The files of a unit directory that belong to the days asked (``[_]<day>...``: their
+    manifests, kept sidecars and data files), from one listing: what a scan holds per unit
+    follows the range asked, not the archive's age (all names of three years of 811 units
+    were 1.7 M strings, 232 MB, for a question about one day). A name of no day asked (a data
+    file named otherwise, or after another day) is looked up on disk."""
+
+    __slots__ = ("days", "directory", "names")
+
+    def __init__(self, directory: Path, listing: Iterable[str], days: frozenset[str]) -> None:
+        self.directory = directory
+        self.days = days
+        self.names = frozenset(_in_days(listing, days))
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if name in self.names:
+            return True
+        if _day_of(name) in self.days or not name or "/" in name or name in (".", ".."):
+            return False
+        return os.path.lexists(self.directory / name)
+
+
+def _in_days(listing: Iterable[str], days: frozenset[str]) -> Iterator[str]:
+    """The names of ``listing`` whose day is one of ``days``: sorted, then the names from the
+    first day to the last bisected out (with and without the ``_`` prefix), so the names of
+    other days are not looked at one by one (a year's 800 per unit, 811 units)."""
+    if not days:
+        return
+    names = sorted(listing)
+    first, last = min(days), max(days)
+    for prefix in ("", "_"):
+        lo = bisect.bisect_left(names, prefix + first)
+        hi = bisect.bisect_left(names, prefix + last + "\U0010ffff", lo)
+        yield from (n for n in names[lo:hi] if _day_of(n) in days)
+
+
+def _day_of(name: str) -> str:
+    """The day a file of a unit directory belongs to by its name (``[_]YYYY-MM-DD...``)."""
+    return name[1:11] if name[:1] == "_" else name[:10]
+
+
 @dataclass
 class _Layout:
-    """Where each unit's days are: its name, directory, listing and directory state, and the
-    names of its manifests and kept sidecars by day (``_``-prefixed in Hive layouts)."""
+    """Where each unit's days are: its name, directory, the names of its files of the days
+    asked (:class:`_DayNames`) and directory state, and the names of its manifests and kept
+    sidecars by day (``_``-prefixed in Hive layouts)."""
 
     names: list[str]
     directories: list[Path]
-    listings: list[set[str]]
+    listings: list[_DayNames]
     states: list[DirState | None]
     manifests: list[list[str]]
     kepts: list[list[str]]
@@ -183,16 +228,17 @@ class _Layout:
             for h in (False, True)
         }
         kinds = [by_kind[any("=" in p for p in parts)] for parts in units]
-        directories = [archive.root.joinpath(source, *parts) for parts in units]
-        found = [_state_and_listing(d) for d in directories]
-        return cls(
-            names=[unit_of(p) for p in units],
-            directories=directories,
-            listings=[listing for _, listing in found],
-            states=[state for state, _ in found],
-            manifests=[k[0] for k in kinds],
-            kepts=[k[1] for k in kinds],
+        days = frozenset(day_names)
+        lay = cls(
+            [unit_of(p) for p in units], [], [], [], [k[0] for k in kinds], [k[1] for k in kinds]
         )
+        for parts in units:  # one directory's whole listing at a time
+            directory = archive.root.joinpath(source, *parts)
+            state, listing = _state_and_listing(directory)
+            lay.directories.append(directory)
+            lay.listings.append(_DayNames(directory, listing, days))
+            lay.states.append(state)
+        return lay
 
 
 #: The cells' codes as bytes, and the code of a cell not answered yet.
@@ -215,7 +261,7 @@ def _cells_from_index(
     unit_pos = {name: i for i, name in enumerate(lay.names)}
     # Rows come in primary-key order, unit by unit: look the unit up once per run of rows.
     current, u = None, None
-    listing: set[str] = set()
+    listing: Container[str] = frozenset()
     manifests: list[str] = []
     kepts: list[str] = []
     row = bytearray()
@@ -281,12 +327,17 @@ def _repair(
 
     try:
         for u in stale:
-            state = lay.states[u]
-            if state is None:  # a unit without a directory is never stale
+            if lay.states[u] is None:  # a unit without a directory is never stale
                 continue
+            # its whole listing (the layout keeps the names of the days asked only)
+            state, listing = _state_and_listing(lay.directories[u])
+            if state is None:  # gone since
+                continue
+            lay.states[u] = state
+            lay.listings[u] = _DayNames(lay.directories[u], listing, lay.listings[u].days)
             rows = idx.unit_stats(source, lay.names[u])
             since = stored.get(lay.names[u])
-            names, vanished = _changed(lay.directories[u], lay.listings[u], rows, since)
+            names, vanished = _changed(lay.directories[u], listing, rows, since)
             entries = [
                 e.as_tuple() for e in unit_entries(lay.directories[u], source, units[u], names)
             ]
@@ -357,7 +408,7 @@ def _changed(
 
 
 def _files_problem(
-    directory: Path, listing: set[str], names: str, sizes: str, check_sizes: bool
+    directory: Path, listing: Container[str], names: str, sizes: str, check_sizes: bool
 ) -> str:
     """Why the data files of an archived day are not as its manifest says ("" if they are)."""
     if "/" not in names and not check_sizes:  # the usual single file, fast
