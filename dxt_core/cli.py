@@ -21,9 +21,10 @@ from dxt_core import budget, masking, scan, stdio
 from dxt_core import coverage as cov
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
+from dxt_core.coverage_table import mark, not_over, table_lines
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.jsonrows import print_json_rows
-from dxt_core.manifests import MANIFEST_SUFFIX, NOT_OVER_DETAIL, not_over_ends
+from dxt_core.manifests import MANIFEST_SUFFIX, not_over_ends
 from dxt_core.refill_commands import (
     JSON_GREP,
     MAX_COMMAND_LINES,
@@ -152,7 +153,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     for r in rows:
         counts[r.status] += 1
     _print_coverage_table(rows, day_list, args.show_all)
-    partial = sum(1 for r in rows if _not_over(r))
+    partial = sum(1 for r in rows if not_over(r))
     print(
         f"\n{len(units)} units x {len(day_list)} days: "
         + ", ".join(f"{v} {k}" for k, v in counts.items())
@@ -366,17 +367,6 @@ def _coverage_again(args: argparse.Namespace, backend: Any, first: dt.date, last
     )
 
 
-_MARK = {
-    "archived": "#",
-    "empty": "o",
-    "missing": ".",
-    "corrupt": "X",
-    "kept": "K",
-    "holes": "h",
-    "not over": "~",
-}
-
-
 def _needs_refill(r: Any) -> bool:
     """Whether row ``r``'s day needs a refill: missing, corrupt, or archived before it
     ended, and ended since (one still running is fetched again by the next run)."""
@@ -386,38 +376,13 @@ def _needs_refill(r: Any) -> bool:
     return ends is not None and ends <= dt.datetime.now(dt.UTC)
 
 
-def _not_over(r: Any) -> bool:
-    """Whether row ``r`` is a day archived (or found empty) before it ended."""
-    return r.status in ("archived", "empty") and r.detail.startswith(NOT_OVER_DETAIL)
-
-
-def _mark(r: Any) -> str:
-    if r.kept:
-        return "kept"
-    if r.status == "archived" and r.detail.startswith("holes:"):
-        return "holes"
-    return "not over" if _not_over(r) else str(r.status)
-
-
 def _print_coverage_table(rows: Sequence[Any], day_list: Sequence[dt.date], show_all: bool) -> None:
-    by_unit: dict[tuple[str, ...], list[str]] = {}
-    for r in rows:
-        by_unit.setdefault(r.parts, []).append(_mark(r))
-    print(
-        "legend: # archived  h archived with holes (unreadable points, retried)  o empty  "
-        "~ archived before its day ended (what the source held then)  . missing  X corrupt  "
-        "K kept (the source once had fewer rows; the archive was kept)   "
-        f"days {day_list[0]}..{day_list[-1]}"
-    )
-    for parts, statuses in by_unit.items():
-        if not show_all and all(s in ("archived", "empty") for s in statuses):
-            continue
-        marks = "".join(_MARK[s] for s in statuses)
-        print(f"{'/'.join(parts):<60} {marks}")
+    for line in table_lines(rows, day_list, show_all):
+        print(line)
     shown = 0
     rest: dict[str, int] = {}
     for r in rows:
-        what = _mark(r)
+        what = mark(r)
         if what in ("kept", "corrupt", "holes", "not over"):
             if shown < MAX_COMMAND_LINES:
                 print(f"{what}: {'/'.join(r.parts)} {r.day}: {r.detail}")
