@@ -5,8 +5,9 @@ A CLI run interrupted twice, or past its grace period, abandons the units still 
 gate, a unit could still reach its commit while the summary was being printed (a slow
 terminal, a pipe), and the day was archived after all. A run gives each unit's thread its
 :class:`Gate` (:meth:`Gate.entered_by`); :meth:`Gate.close` stops every commit of the run that
-has not begun (:class:`Abandoned`) and waits for those under way, so that the run counts them
-as done: every day it then calls abandoned is one no commit will touch. A commit outside a
+has not begun (:class:`Abandoned`); the run then waits for the units whose commit began
+(:attr:`Gate.committed`) and counts them as done: every day it calls abandoned is one no commit
+touched. A commit outside a
 run (an Airflow task, a library call) has no gate.
 """
 
@@ -33,15 +34,18 @@ class Gate:
         self._cond = threading.Condition()
         self._active = 0
         self._closed = False
+        #: the units (their tokens, :meth:`entered_by`) that began a commit
+        self.committed: set[object] = set()
 
     @contextmanager
-    def entered_by(self) -> Iterator[None]:
-        """The calling thread's commits, for the block, go through this gate."""
-        _CURRENT.gate = self
+    def entered_by(self, token: object = None) -> Iterator[None]:
+        """The calling thread's commits, for the block, go through this gate; one that
+        begins is noted in :attr:`committed` as ``token`` (the unit)."""
+        _CURRENT.gate, _CURRENT.token = self, token
         try:
             yield
         finally:
-            _CURRENT.gate = None
+            _CURRENT.gate = _CURRENT.token = None
 
     @contextmanager
     def _commit(self) -> Iterator[None]:
@@ -49,6 +53,7 @@ class Gate:
             if self._closed:
                 raise Abandoned("the run was interrupted and abandoned this day: not committed")
             self._active += 1
+            self.committed.add(getattr(_CURRENT, "token", None))
         try:
             yield
         finally:
@@ -56,12 +61,10 @@ class Gate:
                 self._active -= 1
                 self._cond.notify_all()
 
-    def close(self, timeout_s: float) -> bool:
-        """No commit of the run begins any more; wait up to ``timeout_s`` seconds for those
-        under way. True when none is under way any more."""
+    def close(self) -> None:
+        """No commit of the run begins any more (those under way go on)."""
         with self._cond:
             self._closed = True
-            return self._cond.wait_for(lambda: self._active == 0, timeout=timeout_s)
 
 
 @contextmanager

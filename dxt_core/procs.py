@@ -16,8 +16,8 @@ fixture interrupted before its teardown leaves nothing running.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -266,8 +266,20 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-#: This host in a file name (letters, digits, ``_`` and ``-``).
-HOST_TAG = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+def _host_tag() -> str:
+    """``h`` and 8 hex digits of this host's name and pid namespace: bounded in length (a
+    temporary name stays short), and two containers sharing a host name but not their pids
+    tell each other's files apart."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return "h" + hashlib.sha256(f"{socket.gethostname()}|{namespace}".encode()).hexdigest()[:8]
+
+
+#: This host (and pid namespace) in a file name: with ``.<pid>.``, at most 18 characters
+#: (pids have at most 7 digits on Linux; ``dxt_core.paths.UNIT_NAME_RESERVE`` counts them).
+HOST_TAG = _host_tag()
 
 
 def owned_prefix(prefix: str) -> str:

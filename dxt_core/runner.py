@@ -330,7 +330,7 @@ def sigint_counted(interrupt: Interrupt, also: Sequence[signal.Signals] = ()) ->
 def _run_unit(u: Unit, gate: commitgate.Gate) -> DayReport:
     """One unit in a worker thread, which keeps no answer charged once it is done; its
     commit goes through the run's gate."""
-    with holding_answers(), gate.entered_by():
+    with holding_answers(), gate.entered_by(u):
         return u.run()
 
 
@@ -385,8 +385,6 @@ def run_units(
     release_answers()
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     outcome = _drive(todo, pool, max(1, workers), progress, grace_s, verbose, err)
-    if outcome.in_flight:
-        _settle(outcome, progress, verbose, err)
     _print_summary(outcome, len(units) - len(todo), archive, out, err)
     if outcome.stopped_by is not None and not outcome.interrupted:
         pool.shutdown(wait=True)
@@ -469,7 +467,9 @@ def _drive(
             done, _ = wait(list(running), timeout=0.2, return_when=FIRST_COMPLETED)
             for fut in done:
                 _collect(fut, running.pop(fut), outcome, progress, verbose, err)
-    outcome.in_flight = dict(running)
+        outcome.in_flight = dict(running)
+        if running:  # still counting signals: a further one ends the wait below
+            _settle(outcome, interrupt, progress, verbose, err)
     outcome.not_started = len(pending)
     outcome.interrupted = interrupt.count > 0
     return outcome
@@ -484,18 +484,28 @@ UNREACHABLE_AFTER = 5
 COMMIT_WAIT_S = 10.0
 
 
-def _settle(outcome: _Outcome, progress: Progress, verbose: bool, err: TextIO) -> None:
-    """The units still in flight when the run stopped waiting: none of them may commit any
-    more (:mod:`dxt_core.commitgate`), those whose commit was under way finish it and count
-    as done, the rest are abandoned, not archived."""
-    settled = outcome.gate.close(COMMIT_WAIT_S)
+def _settle(
+    outcome: _Outcome, interrupt: Interrupt, progress: Progress, verbose: bool, err: TextIO
+) -> None:
+    """The units still in flight when the run stopped waiting: none of them may begin a
+    commit any more (:mod:`dxt_core.commitgate`); those that began one are waited for (up to
+    :data:`COMMIT_WAIT_S`, or until one more signal) and count as done, the rest are
+    abandoned, not archived."""
+    gate, signals = outcome.gate, interrupt.count
+    gate.close()
+    deadline = time.monotonic() + COMMIT_WAIT_S
+    while interrupt.count == signals and time.monotonic() < deadline:
+        began = [f for f, u in outcome.in_flight.items() if u in gate.committed and not f.done()]
+        if not began:
+            break
+        wait(began, timeout=0.1)
     for fut, u in outcome.in_flight.items():
         if fut.done() and not isinstance(fut.exception(), commitgate.Abandoned):
             _collect(fut, u, outcome, progress, verbose, err)
         else:
             outcome.abandoned.append(u)
-    if not settled:  # a commit still under way (a stalled upload): it may yet finish
-        outcome.unsettled = True
+            # its commit began: it may yet end (a stalled upload, one more signal)
+            outcome.unsettled |= u in gate.committed
 
 
 def _collect(
@@ -592,7 +602,7 @@ def _print_summary(
         print(f"INTERRUPTED {u.label} {u.key.day}: abandoned in flight, not archived", file=err)
     if outcome.unsettled:
         print(
-            f"a commit was still under way after {COMMIT_WAIT_S:.0f} s: one of the days above "
+            "a commit was still under way when the run stopped waiting: one of the days above "
             "may be archived after all; dxt coverage says which",
             file=err,
         )

@@ -184,3 +184,66 @@ def test_a_run_against_a_server_that_cannot_be_reached_stops_after_five(tmp_path
     assert "the server could not be reached for 5 metric-days in a row" in out.stderr
     assert "7 metric-days not started" in out.stderr  # 3 metrics x 4 days, 5 tried
     assert "5 failed, 7 not started (stopped at a run-wide error)" in out.stdout
+
+
+_AFTER_COMMIT = textwrap.dedent(
+    """
+    import datetime as dt, gzip, hashlib, io, signal, sys, threading, time
+    from dxt_core.archive import Archive, DayKey
+    from dxt_core.archive_day import DayReport
+    from dxt_core.runner import Unit, run_units
+
+    archive = Archive(sys.argv[1])
+    after_s, signals = float(sys.argv[2]), int(sys.argv[3])
+
+    def run():
+        key = DayKey("toy", ("m",), dt.date(2020, 3, 9))
+        body = gzip.compress(b"timestamp,value\\n1,1\\n", mtime=0)
+        w = archive.begin(key)
+        with w.open("csv.gz") as fh:
+            fh.write(body)
+        m = w.commit({"status": "archived", "file": "2020-03-09.csv.gz", "rows": 1,
+                      "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})
+        time.sleep(after_s)  # the work after the commit: the index, the report, its line
+        return DayReport(key, "archived", 1, len(body), None, m, after_s)
+
+    class Through(io.StringIO):  # what the run says, as it says it (os._exit ends it)
+        def write(self, text):
+            sys.__stdout__.write(text)
+            sys.__stdout__.flush()
+            return len(text)
+
+    for at in (0.5, 0.8, 1.5)[:signals]:
+        threading.Timer(at, lambda: signal.raise_signal(signal.SIGINT)).start()
+    sys.exit(run_units([Unit(DayKey("toy", ("m",), dt.date(2020, 3, 9)), run)], archive,
+                       workers=1, quiet=True, out=Through(), err=Through()))
+    """
+)
+
+
+def test_a_day_whose_commit_began_is_counted_archived_and_a_third_signal_ends_the_wait(tmp_path):
+    """Two Ctrl-C while a day's commit is done but its unit still works (the index, the
+    report): it was reported "abandoned in flight, not archived" although it was archived.
+    It is waited for and counted; and a third signal ends that wait at once (it waited for
+    every fetch to end, and lost the summary), saying the day may be archived."""
+    waited = subprocess.run(
+        [sys.executable, "-c", _AFTER_COMMIT, str(tmp_path / "a"), "2.0", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert waited.returncode == 130, waited.stdout + waited.stderr
+    assert "archived 1 metric-day (1 rows" in waited.stdout, waited.stdout
+    assert "0 interrupted (0 not started, 0 abandoned in flight)" in waited.stdout
+    assert "INTERRUPTED" not in waited.stdout
+    t0 = time.monotonic()
+    cut = subprocess.run(
+        [sys.executable, "-c", _AFTER_COMMIT, str(tmp_path / "b"), "30", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cut.returncode == 130, cut.stdout + cut.stderr
+    assert time.monotonic() - t0 < 8, cut.stdout  # not the 30 s after the commit
+    assert "INTERRUPTED m 2020-03-09: abandoned in flight, not archived" in cut.stdout
+    assert "a commit was still under way when the run stopped waiting" in cut.stdout

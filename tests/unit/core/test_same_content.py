@@ -81,3 +81,28 @@ def test_the_temporary_files_of_a_killed_run_are_removed_and_said(tmp_path, capl
         commit(archive, parquet([1.0, 2.0, 3.0], "zstd"))
     assert "removed 2 temporary file(s) an earlier run of this day left" in caplog.text
     assert not list(directory.glob(".*.tmp"))
+
+
+def test_values_are_compared_as_stored_nan_and_signed_zero():
+    """NaN never equalled NaN, so a Prometheus day with a NaN sample was refused after a
+    pyarrow upgrade all the same; -0.0 equalled 0.0, so other values were kept as the same."""
+    from dxt_core.samecontent import parquet_content_equal
+
+    def file(values, compression, tmp):
+        path = tmp / f"{compression}-{len(list(tmp.iterdir()))}.parquet"
+        path.write_bytes(parquet(values, compression))
+        return path
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        nan = float("nan")
+        assert parquet_content_equal(
+            file([1.0, nan, 3.0], "zstd", tmp), file([1.0, nan, 3.0], "snappy", tmp)
+        )
+        assert not parquet_content_equal(
+            file([1.0, -0.0, 3.0], "zstd", tmp), file([1.0, 0.0, 3.0], "snappy", tmp)
+        )
+        assert not parquet_content_equal(file([1.0], "zstd", tmp), tmp / "not-there.parquet")
