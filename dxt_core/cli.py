@@ -189,9 +189,9 @@ def _cmd_reconcile(
     try:
         with cli.reconcile_counter(args) as counter:
             rows = reconcile(archive, backend.name, units, day_list, counter)
-    except KeyboardInterrupt as exc:
+    except (KeyboardInterrupt, SourceUnavailable) as exc:
+        done: list[Any] = getattr(exc, "reconciled", [])
         if args.json:  # the rows compared so far, in a whole document that says it stopped
-            done: list[Any] = getattr(exc, "reconciled", [])
             stopped = exc
 
             def then_stop() -> Iterator[dict[str, Any]]:
@@ -199,6 +199,11 @@ def _cmd_reconcile(
                 raise stopped
 
             print_json_rows(then_stop(), dict)
+        elif isinstance(exc, SourceUnavailable) and done:  # what was found before it stopped
+            found = {r.state: 0 for r in done}
+            for r in done:
+                found[r.state] += 1
+            _print_reconciled(args, backend, done, found, f"{len(done)} of the")
         raise
     counts: dict[str, int] = {}
     for r in rows:

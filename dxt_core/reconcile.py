@@ -316,14 +316,16 @@ def _stop_unreachable(
     the error says how far it got (exit status 4, as for a server that cannot be reached)."""
     recorded = ""
     if record_kept:
-        done = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
-        recorded = f"; {sum(r.recorded for r in done)} comparisons recorded"
+        rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
+        recorded = f"; {sum(r.recorded for r in rows)} comparisons recorded"
     compared = sum(1 for r in rows if r.state in COMPARED)
-    raise SourceUnavailable(
+    error = SourceUnavailable(
         f"stopped: the source could not be reached for {len(failed)} metric-days in a row "
         f"(the last: {failed[-1]}); {compared} of the {len(rows)} metric-days looked at were "
         f"compared{recorded}. Check the URL and that the server is up, then reconcile again"
     )
+    error.reconciled = rows  # type: ignore[attr-defined]  # for the caller to show
+    raise error
 
 
 def _compare(

@@ -397,7 +397,7 @@ def publish(role: PublishRole, opts: PublishOptions) -> PublishReport:
             began = (target.state() or {}).get("in_progress") is True
         except (DxtError, OSError):
             began = True  # cannot tell: the safe advice
-        units = len(done.units) if done else 0
+        units = len({u.scan.parts for u in done.units}) if done else 0
         exc.add_note(
             f"{units} unit{'' if units == 1 else 's'} of {len(months)} month(s) published "
             "before it stopped"

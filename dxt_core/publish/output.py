@@ -225,7 +225,7 @@ class S3Out:
         self.swept = 0
         for old in killed_leftovers(Path(base or tempfile.gettempdir()), "dxt-publish-out-"):
             shutil.rmtree(old, ignore_errors=True)
-            self.swept += 1
+            self.swept += not old.exists()  # another user's stays: not counted as removed
         self.root = Path(tempfile.mkdtemp(prefix=owned_prefix("dxt-publish-out-"), dir=base))
         #: bytes of the previous SHA256SUMS and state record (unchanged: not uploaded)
         self._known: dict[str, bytes] = {}

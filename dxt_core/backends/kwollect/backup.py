@@ -312,12 +312,16 @@ def _set_aside(root: Path, old: dict[str, Any]) -> None:
     """Move the earlier backup (its manifest and the files it lists) into
     ``<root>/.versions/<now, UTC>/``, under the same relative names."""
     kept = root / VERSIONS_DIR / dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    names = [BACKUP_MANIFEST] + [
-        f["file"] for f in old.get("files") or [] if isinstance(f, dict) and "file" in f
-    ]
-    for name in names:
-        source = root / name
-        if ".." in Path(name).parts or not source.is_file():
+    listed = [f["file"] for f in old.get("files") or [] if isinstance(f, dict) and "file" in f]
+    if old.get("schema") != BACKUP_SCHEMA:  # a manifest unread or another tool's: keep all
+        listed = [
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        ]
+    for name in dict.fromkeys([BACKUP_MANIFEST, *listed]):
+        source = root / str(name)
+        if ".." in Path(name).parts or Path(name).is_absolute() or not source.is_file():
             continue  # a name outside the backup, or a file gone: nothing to keep
         target = kept / name
         with archive_io(target, "keep the earlier backup's file as"):

@@ -131,3 +131,18 @@ def test_the_staging_a_killed_backup_left_is_removed_and_said(sim, tmp_path, cap
         experiment(sim).backup(root, metrics=WATT)
     assert "removed 1 staging directory that killed backups left" in caplog.text
     assert not dead.exists() and live.exists()
+
+
+def test_replacing_a_directory_whose_manifest_is_not_a_backups_keeps_every_file(sim, tmp_path):
+    """With replace=True over a manifest that cannot be read (or another tool's), only the
+    manifest was kept: the files of the same names were overwritten, none kept."""
+    root = tmp_path / "other"
+    node = root / "nova-1.lyon.grid5000.fr"
+    node.mkdir(parents=True)
+    (root / "manifest.json").write_text("{not json")
+    (node / f"{WATT}.jsonl.gz").write_bytes(b"someone else's")
+    experiment(sim).backup(root, metrics=WATT, replace=True)
+    (kept,) = (root / ".versions").iterdir()
+    assert (kept / "manifest.json").read_text() == "{not json"
+    assert (kept / "nova-1.lyon.grid5000.fr" / f"{WATT}.jsonl.gz").read_bytes() == b"someone else's"
+    assert listed(root) == {f"nova-1.lyon.grid5000.fr/{WATT}.jsonl.gz": 6}
