@@ -16,7 +16,9 @@
   to finish, those still running then are abandoned (their staging is never committed: an
   atomic commit puts a file under its final name whole or not at all); the summary counts
   every unit (done, failed, interrupted: not started or abandoned) and the exit status is
-  130. Ctrl-C twice: the same summary at once, the units in flight abandoned.
+  130. Ctrl-C twice: the same summary at once, the units in flight abandoned, except those
+  whose commit began (waited for, up to :data:`COMMIT_WAIT_S` or one more signal, and
+  counted as done): an abandoned unit never commits (:mod:`dxt_core.commitgate`).
 """
 
 from __future__ import annotations
