@@ -151,8 +151,9 @@ def is_archive_write_error(exc: OSError, *names: str) -> bool:
 
 
 def sweep_killed(final: Path) -> int:
-    """Remove the temporary files of :func:`atomic_file` for ``final`` that writers of this
-    host left when killed (their process gone). Returns how many (for the caller to say)."""
+    """Remove the temporary files of :func:`atomic_file` (``owned``) for ``final`` that
+    writers of this host left when killed (their process gone). Returns how many (for the
+    caller to say)."""
     removed = 0
     for tmp in killed_leftovers(final.parent, f".{final.name}."):
         with contextlib.suppress(OSError):
@@ -163,7 +164,7 @@ def sweep_killed(final: Path) -> int:
 
 @contextlib.contextmanager
 def atomic_file(
-    final: Path, buffer_size: int = 1 << 20, *, sync_dir: bool = True
+    final: Path, buffer_size: int = 1 << 20, *, sync_dir: bool = True, owned: bool = False
 ) -> Iterator[BinaryIO]:
     """Open a temporary file beside ``final``; rename it to ``final`` only on success.
 
@@ -172,15 +173,15 @@ def atomic_file(
     archive's disk (read-only, full, names too long, a file where a directory should be)
     become an :class:`ArchiveError` naming the path. ``buffer_size`` is the write buffer:
     large for one big file, small when many files are open at once (a backup keeps one per
-    node and metric).
+    node and metric). ``owned``: the temporary name carries this host's tag and pid, so that
+    what a killed writer left can be told and removed (:func:`sweep_killed`); not for files
+    named after units (their names leave no room: ``dxt_core.paths.UNIT_NAME_RESERVE``).
     """
     with archive_io(final.parent, "create directory"):
         make_dirs_durable(final.parent)
     with archive_io(final, "write"):
-        # <host>.<pid> in the name: what a killed writer left can be told (sweep_killed)
-        fd, tmp = tempfile.mkstemp(
-            prefix=owned_prefix(f".{final.name}."), suffix=".tmp", dir=final.parent
-        )
+        prefix = owned_prefix(f".{final.name}.") if owned else f".{final.name}."
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=final.parent)
     try:
         with os.fdopen(fd, "wb", buffering=buffer_size) as fh:
             yield fh
@@ -215,10 +216,7 @@ def prepared_file(final: Path, data: bytes) -> Path:
         ArchiveError: the disk refused the write (full, read-only...), naming ``final``.
     """
     with archive_io(final, "write"):
-        # <host>.<pid> in the name: what a killed writer left can be told (sweep_killed)
-        fd, tmp = tempfile.mkstemp(
-            prefix=owned_prefix(f".{final.name}."), suffix=".tmp", dir=final.parent
-        )
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -37,9 +37,9 @@ def check_path_component(value: str, what: str) -> str | None:
 
 #: Bytes the archive adds to a unit's name in a file name of its own: the longest is the
 #: temporary file of Examon's tag-key cache of a Hive-partitioned (Parquet) metric,
-#: ``.metric=<metric>.json.<host tag>.<pid>.<8 random characters>.tmp`` (``atomic_file``:
-#: ``owned_prefix``, then ``tempfile.mkstemp``).
-UNIT_NAME_RESERVE = len(".metric=.json..12345678.tmp") + len("h12345678.1234567")
+#: ``.metric=<metric>.json.<8 random characters>.tmp`` (``tempfile.mkstemp``; the files named
+#: after units are not written with ``atomic_file(owned=True)``, which adds a host tag).
+UNIT_NAME_RESERVE = len(".metric=.json.12345678.tmp")
 
 
 def check_unit_name(value: str, what: str) -> str | None:

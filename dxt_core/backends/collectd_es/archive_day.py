@@ -32,7 +32,7 @@ from dxt_core.backends.collectd_es.source import (
 from dxt_core.backends.collectd_es.tasks import OUTPUT_FORMATS, check_formats
 from dxt_core.backends.collectd_es.tokio_hdf5 import TimeGrid, TokioHdf5Writer
 from dxt_core.errors import ArchiveError, ConfigError, DxtError
-from dxt_core.fsio import atomic_file
+from dxt_core.fsio import atomic_file, sweep_killed
 from dxt_core.http import RequestStats
 from dxt_core.reconcile import SourceCount, check_source_count, is_past
 from dxt_core.writers.base import RecordWriter, WriteResult
@@ -257,17 +257,22 @@ def export_window(
                 init_end or end,
                 "the new file's range (--init-start/--init-end)",
             )
+    for out in (p for p in (jsonl_path, hdf5_path) if p is not None):
+        if swept := sweep_killed(out):  # what killed exports of this host left
+            log.warning(
+                "%s: removed %d temporary file(s) that killed writers of it left", out, swept
+            )
     try:
         with contextlib.ExitStack() as files:
             outs = Outputs()
             if jsonl_path is not None:
-                outs.jsonl = hits_writer(files.enter_context(atomic_file(jsonl_path)))
+                outs.jsonl = hits_writer(files.enter_context(atomic_file(jsonl_path, owned=True)))
             if hdf5_path is not None:
                 init = None
                 if init_start is not None or init_end is not None:
                     init = TimeGrid.of(init_start or start, init_end or end, timestep)
                 outs.hdf5 = TokioHdf5Writer(
-                    files.enter_context(atomic_file(hdf5_path)),
+                    files.enter_context(atomic_file(hdf5_path, owned=True)),
                     fams,
                     num_nodes=num_nodes,
                     devices_per_server=ssds_per_node,

@@ -181,7 +181,7 @@ def write_tokio_hdf5(
     image = tokio_image(builder, existing, init, now, final)
     if swept := sweep_killed(final):
         log.warning("%s: removed %d temporary file(s) that killed writers of it left", final, swept)
-    with atomic_file(final) as fh:
+    with atomic_file(final, owned=True) as fh:
         fh.write(image.data)
     return HdfWriteResult(
         path=final,

@@ -614,8 +614,8 @@ class Kwollect:
         window. A directory holding another backup (other nodes, metrics, format, server or
         start, or a later stop) is refused, unless ``replace`` is true: the earlier backup
         is then moved into ``<backup_dir>/.versions/<time>/`` when this one commits. The same
-        backup again (a cell run twice, a running experiment backed up again into the same
-        ``backup_dir``) rewrites it.
+        backup again (a cell run twice, a running experiment into its ``backup_dir``) rewrites
+        it.
         """
         plan = self._backup_plan(backup_dir, metrics, nodes, roles, format, replace)
         root, chosen, mets, (start, stop) = plan.root, plan.nodes, plan.metrics, plan.span
