@@ -612,10 +612,8 @@ class Kwollect:
 
         ``backup_dir`` defaults to ``kwollect-backup/<start>_<stop>`` (UTC): one directory per
         window. A directory holding another backup (other nodes, metrics, format, server or
-        start, or a later stop) is refused, unless ``replace`` is true: the earlier backup
-        is then moved into ``<backup_dir>/.versions/<time>/`` when this one commits. The same
-        backup again (a cell run twice, a running experiment into its ``backup_dir``) rewrites
-        it.
+        start, or a later stop) is refused, unless ``replace``: the earlier one then goes to
+        ``.versions/<time>/`` when this one commits. The same backup again rewrites it.
         """
         plan = self._backup_plan(backup_dir, metrics, nodes, roles, format, replace)
         root, chosen, mets, (start, stop) = plan.root, plan.nodes, plan.metrics, plan.span

@@ -17,7 +17,7 @@ def test_the_longest_accepted_unit_name_makes_temporary_names_that_fit(tmp_path)
     longest = max(n for n in range(1, 256) if check_unit_name("m" * n, "metric") is None)
     assert check_unit_name("m" * (longest + 1), "metric") is not None
     # Examon's tag-key cache of a Parquet metric: the longest file name made of a unit's
-    path = tmp_path / f".metric={'m' * longest}.json"
+    path = tmp_path / f"metric={'m' * longest}.json"
     write_json_atomic(path, {"tags": []})
     assert path.is_file()
     assert len(owned_prefix("")) <= len(HOST_TAG) + 1 + 7 + 1
