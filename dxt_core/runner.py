@@ -316,12 +316,16 @@ def sigint_counted(interrupt: Interrupt, also: Sequence[signal.Signals] = ()) ->
     A signal of ``also`` is taken only where the process already takes it as Ctrl-C (the
     ``dxt`` command does, :func:`dxt_core.cli.main`): one left to its default stays so (a
     notebook's kernel ends on SIGTERM, whatever the library is doing), and an ignored one
-    too (nohup)."""
+    too (nohup). An ignored SIGINT stays ignored as well: a shell starts a script's
+    background job (``dxt extract ... &``) so, and the Ctrl-C that stops the script is not
+    meant for it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     taken = [s for s in also if signal.getsignal(s) not in (signal.SIG_IGN, signal.SIG_DFL)]
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, *taken)}
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        taken.insert(0, signal.SIGINT)
+    previous = {s: signal.signal(s, interrupt) for s in taken}
     try:
         yield
     finally:

@@ -59,6 +59,11 @@ def _clean_up() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread():
+        # a run started with SIGINT ignored (a script's background job, some CI runners)
+        # would pass that on to every process it starts, and a dxt run keeps an ignored
+        # SIGINT ignored: the tests that stop one with Ctrl-C need it taken
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _interrupt)
     atexit.register(_clean_up)

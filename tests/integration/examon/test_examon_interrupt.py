@@ -108,6 +108,37 @@ def test_first_ctrl_c_lets_the_flight_land_and_counts_every_metric_day(
     assert f"{s['archived'] + s['empty']} already archived" in again.stdout
 
 
+def _ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.slow
+def test_a_background_job_keeps_ignoring_ctrl_c(slow_sim, small_catalog, tmp_path):
+    """A shell starts a script's background job (``dxt extract ... &``) with SIGINT ignored,
+    so that the Ctrl-C stopping the script leaves it running: the run took it all the same
+    and stopped with exit 130."""
+    slow_sim.faults(delay_s=0.3)
+    archive = tmp_path / "archive"
+    cmd = _command(slow_sim, small_catalog, archive)
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring_sigint,
+    )
+    time.sleep(3)
+    p.send_signal(signal.SIGINT)
+    time.sleep(2)
+    assert p.poll() is None, p.communicate()[1]
+    p.send_signal(signal.SIGTERM)  # the way to stop it stays
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert "interrupted (SIGTERM)" in err
+    assert "Ctrl-C" not in err.replace("(SIGTERM again", "")
+    assert _summary(out)["interrupted"] > 0
+
+
 @pytest.mark.slow
 def test_second_ctrl_c_aborts_at_once(slow_sim, small_catalog, tmp_path):
     slow_sim.faults(delay_s=3.0)  # in flight for far longer than the grace
