@@ -26,11 +26,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from dxt_core import masking
 from dxt_core._version import __version__
-from dxt_core.backends.kwollect import catalog
+from dxt_core.backends.kwollect import catalog, frame
 from dxt_core.backends.kwollect.backup import (
     BACKUP_MANIFEST,
     BackupFormat,
@@ -66,6 +66,8 @@ from dxt_core.prefetch import prefetched
 from dxt_core.runner import GRACE_S, STOP_SIGNALS, Interrupt, sigint_counted
 
 log = masking.logger("dxt_core.backends.kwollect.experiment")
+
+C = TypeVar("C", bound=frame.Collector)
 
 __all__ = [
     "BACKUP_MANIFEST",
@@ -436,6 +438,20 @@ class Kwollect:
         check_names: bool,
         window: tuple[dt.datetime, dt.datetime] | None = None,
     ) -> dict[str, list[Point]]:
+        merged: dict[str, list[Point]] = {}
+        for part in self._collect(chosen, mets, check_names, window, frame.PointLists):
+            merged.update(part.points)
+        return {n.fqdn: merged.get(n.fqdn, []) for n in chosen}
+
+    def _collect(
+        self,
+        chosen: list[G5kNode],
+        mets: Sequence[str] | None,
+        check_names: bool,
+        window: tuple[dt.datetime, dt.datetime] | None,
+        collector: type[C],
+    ) -> list[C]:
+        """Each site's points into a ``collector`` of its own, batch by batch as they come."""
         if mets and check_names:
             self.check_metrics(mets, chosen)
         stats = KwollectStats()
@@ -443,22 +459,16 @@ class Kwollect:
         stopping = threading.Event()
         window = window or self.window()  # one "now" for every site
 
-        def one_site(site: str, site_nodes: list[G5kNode]) -> dict[str, list[Point]]:
-            names = {n.name: n.fqdn for n in site_nodes}
-            out: dict[str, list[Point]] = {fqdn: [] for fqdn in names.values()}
+        def one_site(site: str, site_nodes: list[G5kNode]) -> C:
+            into = collector({n.name: n.fqdn for n in site_nodes})
             for batch in self.iter_site_points(site, site_nodes, mets, stats, stopping, window):
-                for p in batch:
-                    fqdn = names.get(p.get("device_id", ""))
-                    if fqdn is not None:
-                        out[fqdn].append(p)
-            return out
+                into.add(batch)
+            return into
 
-        merged: dict[str, list[Point]] = {}
-        for part in self._each_site(chosen, one_site, stopping).values():
-            merged.update(part)
+        parts = list(self._each_site(chosen, one_site, stopping).values())
         stats.seconds = time.perf_counter() - t0
         self.last_stats = stats
-        return {n.fqdn: merged.get(n.fqdn, []) for n in chosen}
+        return parts
 
     def check_metrics(self, metrics: Sequence[str], nodes: Sequence[G5kNode]) -> None:
         """Refuse names that no catalogue of any site of ``nodes`` knows (issue: a typo
@@ -487,34 +497,10 @@ class Kwollect:
         """The same points as a pandas DataFrame: node, timestamp (UTC), device_id,
         metric_id, value, labels (dicts). Needs pandas (``pip install dxt-archive[analysis]``).
         """
-        try:
-            import pandas as pd
-        except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise ConfigError(
-                "get_metrics_pandas needs pandas: pip install 'dxt-archive[analysis]'"
-            ) from exc
-        data = self.get_metrics(metrics, nodes, roles)
-        rows = [
-            (
-                node,
-                p["timestamp"],
-                p.get("device_id"),
-                p.get("metric_id"),
-                p.get("value"),
-                p.get("labels"),
-            )
-            for node, points in data.items()
-            for p in points
-        ]
-        df = pd.DataFrame(
-            rows, columns=["node", "timestamp", "device_id", "metric_id", "value", "labels"]
-        )
-        # one dtype whatever the points (an empty frame's were object and seconds)
-        stamps = pd.to_datetime(df["timestamp"], utc=True, format="ISO8601")
-        df["timestamp"] = stamps.astype("datetime64[us, UTC]")
-        if df.empty:
-            df = df.astype({"node": str, "device_id": str, "metric_id": str, "value": "float64"})
-        return df
+        frame.pandas()  # before any request
+        chosen = self._select(nodes, roles)
+        parts = self._collect(chosen, metric_list(metrics), True, None, frame.PointColumns)
+        return frame.to_frame(parts, [n.fqdn for n in chosen])
 
     # -- energy --------------------------------------------------------------------------
 
