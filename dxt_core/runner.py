@@ -43,7 +43,7 @@ from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable, run_wide
 from dxt_core.http import RetryPolicy
 from dxt_core.manifests import not_over_mark
-from dxt_core.windows import check_day_order, parse_day
+from dxt_core.windows import check_day_order, parse_day, zone
 
 
 @dataclass(frozen=True)
@@ -170,19 +170,24 @@ def add_day_arguments(parser: Any) -> None:
     parser.add_argument("--end-day", help="last day, YYYY-MM-DD (default: the start day)")
 
 
-def day_range(args: Any) -> tuple[dt.date, dt.date]:
+def day_range(args: Any, time_zone: str | None = None) -> tuple[dt.date, dt.date]:
     """The days :func:`add_day_arguments` took: the start day, and the end day (the start day
-    when not given)."""
+    when not given). A day that has not begun in ``time_zone`` (the archive's days' zone),
+    or without one anywhere on Earth, is refused: it would be archived as empty."""
     first = parse_day(args.start_day)
     last = parse_day(args.end_day) if args.end_day else first
     check_day_order(first, last)
-    # a day begins somewhere on Earth at most 14 hours before it does in UTC
-    latest = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=14)).date()
+    if time_zone is not None:
+        latest = dt.datetime.now(zone(time_zone)).date()
+        where = f"in {time_zone}, the zone of the archive's days"
+    else:  # a day begins somewhere on Earth at most 14 hours before it does in UTC
+        latest = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=14)).date()
+        where = "at the earliest zone"
     for flag, day in (("--start-day", first), ("--end-day", last)):
         if day > latest:
             raise ConfigError(
-                f"{flag} {day}: that day has not begun yet (today is {latest} at the "
-                "earliest zone): nothing to archive; give a day that has begun"
+                f"{flag} {day}: that day has not begun yet (today is {latest} {where}): "
+                "nothing to archive; give a day that has begun"
             )
     return first, last
 

@@ -71,7 +71,7 @@ def cmd_extract_examon(args: argparse.Namespace) -> int:
     conn: ExamonConnection = SPEC.from_cli(args)
     options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
     entries = _entries(args)
-    first, last = day_range(args)
+    first, last = day_range(args, conn.time_zone)
     archive = Archive(args.archive, replace=args.replace)
     archive.refuse_other_day_zone("examon", conn.time_zone)
     if not args.format and layout_format(archive, args.archive) == "parquet":

@@ -60,6 +60,7 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
             "give --archive DIR (daily archive of sites' metrics) or --backup DIR (one "
             "experiment's nodes and window), not both"
         )
+    _refuse_other_mode(args)
     check_options(options, cli=True)  # before any request: each flag and its range
     if args.no_verify_tls:
         options["verify_tls"] = False
@@ -89,6 +90,33 @@ def cmd_extract_kwollect(args: argparse.Namespace) -> int:
         return INTERRUPTED_EXIT
 
 
+#: The options of one mode that the other would ignore (a CSV asked of the daily archive
+#: gave its gzip JSON Lines, a --start-day given to a backup was not its window).
+_MODE_ONLY = {
+    "--backup": (("job", "--job"), ("start", "--start"), ("end", "--end"), ("format", "--format")),
+    "--archive": (
+        ("clusters", "--clusters"),
+        ("start_day", "--start-day"),
+        ("end_day", "--end-day"),
+        ("tz", "--tz"),
+    ),
+}
+
+
+def _refuse_other_mode(args: argparse.Namespace) -> None:
+    if not (args.archive or args.backup):
+        return  # which mode is said below
+    mode = "--archive" if args.archive else "--backup"
+    other = "--backup" if args.archive else "--archive"
+    given = [flag for key, flag in _MODE_ONLY[other] if getattr(args, key) is not None]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)}: {'options' if len(given) > 1 else 'an option'} of {other} "
+            f"only, which {mode} would ignore; leave {'them' if len(given) > 1 else 'it'} out"
+            + (" (the daily archive is gzip JSON Lines)" if "--format" in given else "")
+        )
+
+
 def _archive(
     args: argparse.Namespace, auth: tuple[str, str] | None, options: dict[str, Any]
 ) -> int:
@@ -116,11 +144,11 @@ def _archive(
     config = KwollectArchiveConfig(
         nodes=tuple(parse_nodes(_split(args.nodes))),
         clusters=tuple(clusters),
-        time_zone=args.tz,
+        time_zone=args.tz or DEFAULT_TIME_ZONE,
         source="command line",
         **kwargs,
     )
-    first, last = day_range(args)
+    first, last = day_range(args, config.time_zone)
     archive = Archive(args.archive, replace=args.replace)
     archive.refuse_other_day_zone("kwollect", config.time_zone)
     with KwollectClient(args.api_url, auth, **options) as client:
@@ -175,7 +203,9 @@ def _backup(args: argparse.Namespace, auth: tuple[str, str] | None, options: dic
         k.deploy()
     if args.end:
         k.stop(_time(args.end))
-    manifest = k.backup(args.backup, metrics=metrics, format=args.format, replace=args.replace)
+    manifest = k.backup(
+        args.backup, metrics=metrics, format=args.format or "jsonl", replace=args.replace
+    )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # committed: what it holds is said whole
     doc = json.loads(manifest.read_bytes())
     s = k.last_stats
@@ -229,14 +259,16 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "format or window) is refused unless --replace is given (the earlier backup is then "
         "kept in its .versions/)",
     )
-    k.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="backup format")
+    k.add_argument(
+        "--format", choices=("jsonl", "csv"), help="(--backup) backup format (default jsonl)"
+    )
     k.add_argument(
         "--archive", help="archive root (daily files): a directory or s3://bucket/prefix"
     )
     add_run_arguments(k)
     k.add_argument("--start-day", help="(--archive) first day, YYYY-MM-DD")
     k.add_argument("--end-day", help="(--archive) last day (default: the start day)")
-    k.add_argument("--tz", default=DEFAULT_TIME_ZONE, help="zone of days (default %(default)s)")
+    k.add_argument("--tz", help=f"(--archive) zone of days (default {DEFAULT_TIME_ZONE})")
     k.add_argument(
         "-q",
         "--quiet",

@@ -73,7 +73,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
     if args.format == "parquet":  # once, before any request (not per metric-day)
         require_pyarrow("Parquet output")
     conn: PrometheusConnection = SPEC.from_cli(args)
-    first, last = day_range(args)
+    first, last = day_range(args, conn.time_zone)
     archive = Archive(args.archive, replace=args.replace)
     archive.refuse_other_day_zone(SOURCE, conn.time_zone)
     windows = WindowPolicy(**window_options(args))

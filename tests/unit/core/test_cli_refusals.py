@@ -57,3 +57,49 @@ def test_kwollect_archive_and_backup_together_are_refused(capsys, tmp_path) -> N
     )  # fmt: skip
     assert rc == 2 and "not both" in said, said
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("backend", ["examon", "prometheus", "kwollect"])
+def test_a_day_that_has_not_begun_in_the_archive_zone_is_refused(capsys, tmp_path, backend):
+    """A day already begun east of the archive's zone, not in it, was archived as empty
+    (exit 0, "not over"); the check took the earliest zone on Earth for every archive."""
+    now = dt.datetime.now(dt.UTC)
+    day = (now + dt.timedelta(hours=14)).date()  # begun at UTC+14, not at UTC-12
+    today_there = (now - dt.timedelta(hours=12)).date()
+    which = {
+        "examon": ("--url", URL, "--limit", "1"),
+        "prometheus": ("--url", URL, "--metrics", "m"),
+        "kwollect": ("--api-url", URL, "--clusters", "lyon/nova"),
+    }[backend]
+    rc, said = _run(
+        capsys, "extract", backend, *which, "--tz", "Etc/GMT+12", "--start-day", str(day),
+        "--archive", str(tmp_path),
+    )  # fmt: skip
+    assert rc == 2, said
+    assert (
+        f"--start-day {day}: that day has not begun yet (today is {today_there} in "
+        "Etc/GMT+12, the zone of the archive's days)"
+    ) in said
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("mode", "given", "named"),
+    [
+        (("--archive", "A", "--clusters", "lyon/nova", "--start-day", "2024-11-26"),
+         ("--format", "csv"), "--format: an option of --backup only"),
+        (("--archive", "A", "--clusters", "lyon/nova", "--start-day", "2024-11-26"),
+         ("--start", "2024-11-26T00:00:00+00:00", "--job", "lyon:1"),
+         "--job, --start: options of --backup only"),
+        (("--backup", "B", "--nodes", "nova-1.lyon", "--start", "2024-11-26T00:00:00+00:00"),
+         ("--start-day", "2024-11-26", "--tz", "UTC"),
+         "--start-day, --tz: options of --archive only"),
+    ],
+)  # fmt: skip
+def test_kwollect_refuses_the_options_of_the_other_mode(capsys, tmp_path, mode, given, named):
+    """``--archive ... --format csv`` wrote gzip JSON Lines, and a backup's ``--start-day``
+    was ignored, both with exit 0."""
+    argv = [str(tmp_path / a) if a in ("A", "B") else a for a in mode]
+    rc, said = _run(capsys, "extract", "kwollect", "--api-url", URL, *argv, *given)
+    assert rc == 2 and named in said, said
+    assert not any(tmp_path.iterdir())
