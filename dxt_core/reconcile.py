@@ -291,6 +291,10 @@ def reconcile(
         )
         exc.reconciled = rows  # type: ignore[attr-defined]
         raise
+    if unreachable and not any(r.state in COMPARED for r in rows):
+        # fewer counts than UNREACHABLE_AFTER, none of them answered: the server is down
+        # for this reconcile as for a longer one (exit status 4, not "counts failed")
+        _stop_unreachable(archive, source, rows, unreachable, record_kept, now, ended=True)
     if record_kept:
         rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
     return rows
@@ -311,18 +315,26 @@ def _stop_unreachable(
     failed: list[SourceUnavailable],
     record_kept: bool,
     now: dt.datetime | None,
+    ended: bool = False,
 ) -> None:
-    """Stop a reconcile whose source cannot be reached: what was compared is recorded, and
-    the error says how far it got (exit status 4, as for a server that cannot be reached)."""
+    """Stop a reconcile whose source cannot be reached (or, ``ended``, one that could not
+    reach it for any count it asked): what was compared is recorded, and the error says how
+    far it got (exit status 4, as for a server that cannot be reached)."""
     recorded = ""
     if record_kept:
         rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))
         recorded = f"; {sum(r.recorded for r in rows)} comparisons recorded"
     compared = sum(1 for r in rows if r.state in COMPARED)
+    what = (
+        f"the source could not be reached for any of the {len(failed)} metric-days it was "
+        "asked about"
+        if ended
+        else f"stopped: the source could not be reached for {len(failed)} metric-days in a row"
+    )
     error = SourceUnavailable(
-        f"stopped: the source could not be reached for {len(failed)} metric-days in a row "
-        f"(the last: {failed[-1]}); {compared} of the {len(rows)} metric-days looked at were "
-        f"compared{recorded}. Check the URL and that the server is up, then reconcile again"
+        f"{what} (the last: {failed[-1]}); {compared} of the {len(rows)} metric-days looked at "
+        f"were compared{recorded}. Check the URL and that the server is up, then reconcile "
+        "again"
     )
     error.reconciled = rows  # type: ignore[attr-defined]  # for the caller to show
     raise error

@@ -62,6 +62,21 @@ def test_a_server_that_cannot_be_reached_stops_the_reconcile(archived) -> None:
     assert len(doc["rows"]) == 5 and "could not be reached for 5 metric-days" in doc["error"]
 
 
+def test_a_short_reconcile_whose_server_cannot_be_reached_exits_4(archived) -> None:
+    """Under 5 days the reconcile never stopped, and exited 3 (counts failed) for a server
+    that was down, where a longer one exits 4: a script could not tell the two apart."""
+    catalog, root = archived
+    dead = f"http://127.0.0.1:{free_port()}"
+    out = dxt(
+        "coverage", "examon", "--archive", str(root), "--catalog", str(catalog),
+        "--start-day", str(FIRST), "--end-day", str(FIRST + dt.timedelta(days=1)),
+        "--reconcile", "--url", dead,
+    )  # fmt: skip
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "could not be reached for any of the 2 metric-days it was asked about" in out.stderr
+    assert out.stdout.count("count FAILED") == 2, out.stdout
+
+
 def test_a_reconcile_lists_at_most_20_lines_of_a_kind_and_names_damaged_days(
     examon_sim: SimulatorProcess, archived
 ) -> None:
