@@ -92,6 +92,20 @@ def test_refuses_a_job_table_with_identities_without_a_choice(archives, tmp_path
     assert "--keep-identities" in out.stderr and not (tmp_path / "o").exists()
 
 
+def test_months_with_nothing_archived_are_refused(archives, tmp_path):
+    """A range of months holding no archived day was published as a dataset of nothing (a
+    README, checksums and descriptions of no file), exit 0."""
+    out = dxt(
+        *("publish", "examon", "--archive", str(archives / "csv"), "--out", str(tmp_path / "o")),
+        *("--from-month", "2021-01", "--to-month", "2021-02", "--keep-identities"),
+        check=False,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "nothing to publish:" in out.stderr and "2021-01..2021-02" in out.stderr
+    assert "dxt coverage examon --archive" in out.stderr and "nothing was written" in out.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_layout_types_and_order(published, archives):
     files = sorted(str(p.relative_to(published)) for p in published.rglob("*.parquet"))
     want = sorted(
