@@ -483,8 +483,9 @@ def zone_mismatch(
     err = ConfigError(
         f"{archive_url}: the {source} days of this archive are {DAY_DEFINITION} in "
         f"{zone_then} ({where}); this run cuts them in {time_zone}, which would archive "
-        f"overlapping days (rows twice). Run with time zone {zone_then}, or archive to another "
-        "root (--archive DIR)"
+        f"overlapping days (rows twice). Run with time zone {zone_then} (--tz {zone_then}; "
+        "under Airflow the connection's time_zone extra), or archive to another root "
+        "(--archive DIR)"
     )
     err.run_wide = True
     return err

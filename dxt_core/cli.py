@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import itertools
 import logging
 import os
 import re
@@ -117,6 +118,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     archive = Archive(args.archive)
     backend = coverage_backend(args, archive)
     _check_backend_options(args, backend)
+    _check_given_zone(args, archive, backend.name)
     cli = backend.cli_role()
     units = cli.coverage_units(args)
     day_list = list(days(first, last))
@@ -563,6 +565,24 @@ def _check_backend_options(args: argparse.Namespace, backend: Any) -> None:
                 f"{option} is an option of 'dxt coverage {'/'.join(sorted(who))}', not of "
                 f"'dxt coverage {backend.command}': drop it"
             )
+
+
+def _check_given_zone(args: argparse.Namespace, archive: Archive, source: str) -> None:
+    """``--tz`` other than the zone the archive's days are cut in is an error: coverage and
+    reconcile take each day in the zone it was archived in (``--tz UTC`` on a Rome archive
+    was accepted and ignored)."""
+    known = getattr(args, "option_strings", [])
+    typed = any(
+        _full_option(w.split("=", 1)[0], known) == "--tz"
+        for w in itertools.takewhile(lambda w: w != "--", getattr(args, "given", []))
+    )
+    found = archive.recorded_day_zone(source) if typed else None
+    given = getattr(args, "conn_time_zone", None)
+    if found is not None and given is not None and found[0] != given:
+        raise ConfigError(
+            f"--tz {given}: the {source} days of {archive.url} are cut in {found[0]} "
+            f"({found[1]}); coverage takes each day in the zone it was archived in: drop --tz"
+        )
 
 
 def _full_option(typed: str, known: Sequence[str]) -> str:

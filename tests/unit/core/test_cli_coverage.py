@@ -210,6 +210,24 @@ def test_refill_and_refetch_commands_keep_the_zone_the_days_were_cut_in(capsys, 
     assert rc == 3 and "--tz" not in out and f"--url http://examon:8083 --catalog {catalog}" in out
 
 
+def test_a_tz_other_than_the_archive_zone_is_refused(capsys, catalog, tmp_path):
+    """``dxt coverage examon --tz UTC`` on a Rome archive was accepted and ignored (each day
+    is taken in the zone it was archived in)."""
+    from dxt_core.archive import DayKey as Key
+
+    a = Archive(tmp_path)
+    a.check_day_zone(Key("examon", ("ipmi_pub", "ambient"), DAY), "Europe/Rome")  # recorded
+    archive_empty_day(tmp_path, ("ipmi_pub", "ambient"), {"time_zone": "Europe/Rome"})
+    argv = ["coverage", "examon", "--archive", str(tmp_path), "--catalog", str(catalog),
+            "--start-day", "2024-05-01", "--end-day", "2024-05-01"]  # fmt: skip
+    assert main([*argv, "--tz", "UTC"]) == 2
+    err = capsys.readouterr().err
+    assert "--tz UTC: the examon days of" in err and "are cut in Europe/Rome" in err
+    assert "drop --tz" in err
+    assert main([*argv, "--tz", "Europe/Rome"]) == 3  # the archive's own zone: as without
+    assert main(argv) == 3
+
+
 def test_an_option_of_another_backend_is_refused(capsys, catalog, tmp_path):
     """``dxt coverage examon --sites lyon`` was accepted, and --sites ignored."""
     archive_empty_day(tmp_path, ("ipmi_pub", "ambient"))
