@@ -335,9 +335,10 @@ class Kwollect:
                             run.not_done[futures[fut]] = "not started"
                     pending = {f for f in pending if not f.cancelled()}
                     print(
-                        "\ninterrupted: starting no more requests; the requests in flight "
-                        f"of {len(pending)} site{'' if len(pending) == 1 else 's'} get "
-                        f"{grace_s:.0f} s to end (Ctrl-C again to stop now)",
+                        f"\ninterrupted ({interrupt.what}): starting no more requests; the "
+                        f"requests in flight of {len(pending)} site"
+                        f"{'' if len(pending) == 1 else 's'} get {grace_s:.0f} s to end "
+                        f"({interrupt.what} again to stop now)",
                         file=sys.stderr,
                         flush=True,
                     )

@@ -132,7 +132,9 @@ def test_ctrl_c_stops_and_commits_the_complete_sites_only(sim, slow_lyon, tmp_pa
     assert proc.returncode == 130, stderr
     # lyon's request in flight (1 s) ends, none starts: well before its 18 others
     assert seconds < 4, seconds
-    assert "interrupted: starting no more requests" in stderr and "Traceback" not in stderr
+    what = "Ctrl-C" if sig == signal.SIGINT else "SIGTERM"  # it said Ctrl-C for both
+    assert f"interrupted ({what}): starting no more requests" in stderr
+    assert f"({what} again to stop now)" in stderr and "Traceback" not in stderr
     m = json.loads((out / "manifest.json").read_text())
     assert m["complete"] is False
     assert m["interrupted"]["sites_complete"] == ["nancy"]
