@@ -18,13 +18,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dxt_core import backends as registry
-from dxt_core import budget, masking, scan, stdio
+from dxt_core import budget, jsonrows, masking, scan, stdio
 from dxt_core import coverage as cov
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
 from dxt_core.coverage_table import mark, not_over, table_lines
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
-from dxt_core.jsonrows import print_json_rows
 from dxt_core.manifests import MANIFEST_SUFFIX, not_over_ends
 from dxt_core.refill_commands import (
     JSON_GREP,
@@ -149,7 +148,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                     "detail": r.detail,
                 }
 
-        print_json_rows(json_rows(), lambda: counts)
+        jsonrows.print_json_rows(json_rows(), lambda: counts)
         return 3 if refill[0] else 0
     rows = list(cov.iter_coverage(archive, backend.name, units, day_list, args.verify, check))
     for r in rows:
@@ -200,7 +199,7 @@ def _cmd_reconcile(
                 yield from (r.as_dict() for r in done)
                 raise stopped
 
-            print_json_rows(then_stop(), dict)
+            jsonrows.print_json_rows(then_stop(), dict)
         elif isinstance(exc, SourceUnavailable) and done:  # what was found before it stopped
             found = {r.state: 0 for r in done}
             for r in done:
@@ -212,7 +211,7 @@ def _cmd_reconcile(
         counts[r.state] = counts.get(r.state, 0) + 1
     more = [r for r in rows if r.state == "more"]
     if args.json:
-        print_json_rows((r.as_dict() for r in rows), lambda: counts)
+        jsonrows.print_json_rows((r.as_dict() for r in rows), lambda: counts)
     else:
         _print_reconciled(args, backend, rows, counts, f"{len(units)} units x {len(day_list)}")
     if more and not args.json:
@@ -698,15 +697,15 @@ def _main(argv: list[str]) -> int:  # a dxt process: large freed answers leave i
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The command of ``args``, its errors said as one line each with their exit status."""
+    """The command of ``args``, its errors said as one line each with their exit status
+    (with ``--json``, in a document on stdout too when it had not begun one)."""
+    jsonrows.new_command()
     try:
         rc: int = args.func(args)
     except SourceUnavailable as exc:  # the server is down or unreachable: one status for all
-        print(f"dxt: error: {exc}", file=sys.stderr)
-        return UNAVAILABLE_EXIT
+        return _failed(args, str(exc), UNAVAILABLE_EXIT)
     except DxtError as exc:
-        print(f"dxt: error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(args, str(exc), 2)
     except BrokenPipeError:
         # the reader went away (``dxt coverage ... | head``): nothing more to say to it; the
         # interpreter's flush at exit must not raise again
@@ -719,8 +718,7 @@ def _run(args: argparse.Namespace) -> int:
         # setting names) that no narrower check caught: said in one line, not a traceback;
         # files are written under temporary names, so nothing partial is under a final name
         where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
-        print(f"dxt: error: {exc.strerror or exc}{': ' + where if where else ''}", file=sys.stderr)
-        return 2
+        return _failed(args, f"{exc.strerror or exc}{': ' + where if where else ''}", 2)
     except KeyboardInterrupt as exc:
         # an archive run handles Ctrl-C itself and says what it did; any other command stops
         # here: its files are written under temporary names and renamed when whole, so what
@@ -729,8 +727,17 @@ def _run(args: argparse.Namespace) -> int:
         told = [*([] if isinstance(exc, Stopped) or not str(exc) else [str(exc)])]
         said = "".join(f": {x}" for x in [*told, *getattr(exc, "__notes__", [])])
         print(f"dxt: interrupted ({how}) before the command finished{said}", file=sys.stderr)
+        if getattr(args, "json", False):
+            jsonrows.failed_before_rows(f"interrupted ({how})")
         return INTERRUPTED_EXIT
     return stdio.flushed(rc)
+
+
+def _failed(args: argparse.Namespace, said: str, rc: int) -> int:
+    print(f"dxt: error: {said}", file=sys.stderr)
+    if getattr(args, "json", False):
+        jsonrows.failed_before_rows(said)
+    return rc
 
 
 class Stopped(KeyboardInterrupt):

@@ -8,6 +8,24 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 
+class _state:
+    #: a document was begun on stdout by this command (:func:`print_json_rows`)
+    began = False
+
+
+def failed_before_rows(said: str) -> None:
+    """A ``--json`` command that failed before its document began: the document all the
+    same, with no rows and the error (a reader of stdout got nothing at all), once."""
+    if not _state.began:
+        _state.began = True
+        sys.stdout.write('{"rows": [],\n"error": ' + json.dumps(said) + "}\n")
+
+
+def new_command() -> None:
+    """No document begun yet (``dxt_core.cli.main`` called again in one process)."""
+    _state.began = False
+
+
 def print_json_rows(rows: Iterable[dict[str, Any]], counts: Callable[[], dict[str, int]]) -> None:
     """``{"rows": [...], "counts": {...}}`` on stdout, one row a line (``grep`` picks rows
     out), written as ``rows`` yields them: the counts, taken once the rows are written, come
@@ -18,6 +36,7 @@ def print_json_rows(rows: Iterable[dict[str, Any]], counts: Callable[[], dict[st
     exception goes on: a reader never gets a truncated document, and the exit status says
     it failed."""
     out = sys.stdout
+    _state.began = True
     out.write('{"rows": [')
     chunk: list[str] = []
     sep = "\n"

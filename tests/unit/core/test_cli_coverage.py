@@ -5,6 +5,7 @@ Without a backend named, coverage reports on the one backend the archive holds (
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -72,7 +73,8 @@ def test_root_without_that_source(capsys, catalog, tmp_path, layout):
     rc, out, err = coverage(capsys, root, catalog, "--json", backend="examon")
     assert rc == 2
     assert f"archive root {root} holds no examon archive" in err
-    assert out == ""
+    # no rows, no counts (nothing was checked): the error, for a reader of stdout too
+    assert json.loads(out) == {"rows": [], "error": err.strip().removeprefix("dxt: error: ")}
 
 
 @pytest.mark.parametrize("layout", ["empty-dir", "no-manifest"])
@@ -239,3 +241,26 @@ def test_an_option_of_another_backend_is_refused(capsys, catalog, tmp_path):
     # abbreviated, as argparse takes them
     rc, _, err = coverage(capsys, tmp_path, catalog, "--sit=lyon", backend="examon")
     assert rc == 2 and "--sites is an option of 'dxt coverage kwollect'" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--start-day", "2024-05-02", "--end-day", "2024-05-01"], "before"),
+        (["--archive", "/nonexistent/dxt-archive", "--start-day", "2024-05-01"], "does not exist"),
+    ],
+    ids=["day order", "no archive"],
+)
+def test_json_failing_before_its_rows_still_gives_a_document(capsys, catalog, tmp_path, argv, said):
+    """``--json`` that failed before its first row left stdout empty: a script parsing it
+    got nothing to parse."""
+    archive_empty_day(tmp_path, ("ipmi_pub", "ambient"))
+    base = {"--archive": str(tmp_path), "--start-day": "2024-05-01", "--end-day": "2024-05-01"}
+    given = dict(zip(argv[::2], argv[1::2], strict=True))
+    words = [w for k, v in {**base, **given}.items() for w in (k, v)]
+    rc = main(["coverage", "examon", "--catalog", str(catalog), "--json", *words])
+    out, err = capsys.readouterr()
+    assert rc == 2, err
+    doc = json.loads(out)
+    assert doc["rows"] == [] and said in doc["error"] and doc["error"] in err
+    assert "counts" not in doc
