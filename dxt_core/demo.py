@@ -295,6 +295,8 @@ def airflow_env(
             # A local demo: the UI listens on loopback only and needs no login.
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            # the connection form's Test button (Airflow 3 ships it disabled)
+            "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
             # standalone starts its scheduler before its API server, and the backfill is
             # made before either: the first tasks may call the execution API before it

@@ -534,8 +534,16 @@ class RecentReport:
             return "reconcile: off (0 days)"
         span = f"{self.days[0]}..{self.days[-1]}"
         c = self.counts()
-        # "missing" days are not archived: the source is not asked about them
-        parts = ", ".join(f"{v} {k}" for k, v in sorted(c.items())) or "no units"
+        # "missing" days are not archived: the source is not asked about them. Said "when
+        # counted": in a catch-up the runs of those days may be archiving them meanwhile,
+        # and the note stays on this run
+        parts = (
+            ", ".join(
+                f"{v} {k}" + (" (not archived when counted)" if k == "missing" else "")
+                for k, v in sorted(c.items())
+            )
+            or "no units"
+        )
         text = f"reconcile {span} ({len(self.rows)} metric-days, counts at the source): {parts}"
         if self.refetched:
             grown = "; ".join(
@@ -634,7 +642,6 @@ def reconcile_recent(
         report.unrecorded = sum(r.state in COMPARED and not r.recorded for r in report.rows)
     report.counts_only = refetch is None
     if refetch is None:
-        log.info("%s", report.note())
         return report
     for row in report.rows:
         holes: list[Any] = []
@@ -655,8 +662,7 @@ def reconcile_recent(
         else:  # a day with holes: fetched again, the holes retried
             extra = getattr(done, "extra", None) or {}
             report.holes_retried.append((row.parts, row.day, int(extra.get("holes", 0) or 0)))
-    log.info("%s", report.note())
-    return report
+    return report  # its note is logged by the caller, which may add to it
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from dxt_core import procs
@@ -166,6 +167,17 @@ def test_demo_runs_again_in_its_folder_and_sigterm_stops_everything_it_started(t
         for part in ("examon.simulator", "airflow standalone", "airflow scheduler", "api_server"):
             assert part in names, names
         assert not port_is_free(port)
+        # the connection form's Test button works (Airflow 3 ships it disabled: "Testing
+        # connections is disabled in Airflow configuration"); our probe names the server
+        closed = free_port()
+        tested = httpx.post(
+            f"http://127.0.0.1:{port}/api/v2/connections/test",
+            json={"connection_id": "t", "conn_type": "examon", "host": "127.0.0.1", "port": closed},
+            timeout=180,
+        )
+        assert tested.status_code == 200, tested.text
+        assert tested.json()["status"] is False, tested.text
+        assert f"127.0.0.1:{closed}" in tested.json()["message"], tested.text
 
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)

@@ -215,7 +215,8 @@ def test_the_run_note_says_what_the_reconcile_found(server):
     # writes that); when the run ends the reconcile's note is added. The run that archived
     # DAY reconciled the three days before it, none archived then.
     assert notes["2024-06-01"] == (
-        "Reconcile 2024-04-28..2024-04-30 (9 metric-days, counts at the source): 9 missing."
+        "Reconcile 2024-04-28..2024-04-30 (9 metric-days, counts at the source): 9 missing "
+        "(not archived when counted)."
     )
     # the next run (no 'day', logical date D0) archives D0 and reconciles the three days before
     assert notes[D0].startswith("Reconcile 2024-04-27..2024-04-29 (9 metric-days")

@@ -73,7 +73,7 @@ def test_counts_only_flags_late_data_and_fetches_nothing(tmp_path: Path) -> None
     ]  # missing days are in the counts only
     assert doc["note"] == (
         f"reconcile {d1}..{d2} (4 metric-days, counts at the source): 1 equal, 1 fewer, "
-        "1 missing, 1 more; counts only, nothing refetched"
+        "1 missing (not archived when counted), 1 more; counts only, nothing refetched"
     )
 
 
