@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
 
+from dxt_core.archive import Archive, DayKey
 from dxt_core.backends import get_publisher
 from dxt_core.errors import ConfigError
 from dxt_core.publish.dataset import PublishOptions, publish
@@ -62,7 +64,9 @@ def test_an_unknown_licence_without_url_or_free_text_is_refused(tmp_path, licenc
 
 
 def test_the_dataset_carries_the_licence_url_of_its_licence(tmp_path):
-    (tmp_path / "a" / "examon").mkdir(parents=True)
+    key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9))
+    with Archive(tmp_path / "a").begin(key) as day:  # a month to publish: one empty day
+        day.commit({"status": "empty", "time_zone": "Europe/Rome"})
     publish(get_publisher("examon").publish_role(), options(tmp_path, licence="CC0-1.0",
                                                             keep_identities=True))  # fmt: skip
     out = tmp_path / "o"
