@@ -424,6 +424,19 @@ def add_series_extract_arguments(
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
+def check_series_extract_options(args: Any) -> None:
+    """Refuse the numbers :func:`add_series_extract_arguments` took that cannot be meant
+    (``--workers``, ``--retries``, the window options), for a command that asks its server
+    something before :func:`dxt_core.runner.run_extract` (which checks ``--workers`` again):
+    bad arguments are refused before any request, as ``dxt extract examon`` refuses them."""
+    from dxt_core.runner import retry_policy, window_options
+
+    window_options(args)
+    retry_policy(args)
+    if args.workers < 1:  # the words of run_extract's own check
+        raise ConfigError(f"--workers {args.workers}: give 1 or more (metric-days at once)")
+
+
 class ZonedConnection(Protocol):
     """What :class:`SourceSeriesTasks` reads of its connection."""
 

@@ -29,7 +29,7 @@ from dxt_core.backends.prometheus.catalog import (
 )
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
-from dxt_core.backends.roles import add_series_extract_arguments
+from dxt_core.backends.roles import add_series_extract_arguments, check_series_extract_options
 from dxt_core.errors import ConfigError
 from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, day_range, retry_policy, run_extract, say, window_options
@@ -74,6 +74,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
         require_pyarrow("Parquet output")
     conn: PrometheusConnection = SPEC.from_cli(args)
     first, last = day_range(args, conn.time_zone)
+    check_series_extract_options(args)  # before the server is asked for names
     archive = Archive(args.archive, replace=args.replace)
     archive.refuse_other_day_zone(SOURCE, conn.time_zone)
     windows = WindowPolicy(**window_options(args))

@@ -49,6 +49,34 @@ def test_workers_below_one_are_refused(capsys, tmp_path, workers) -> None:
     assert rc == 2 and f"--workers {workers}: give 1 or more" in said, said
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "refusal"),
+    [
+        ("--workers", "0", "--workers 0: give 1 or more"),
+        ("--retries", "-1", "--retries -1: give 0 (no retry) or more"),
+        ("--timeout", "0", "(--timeout on the command line) must be above 0"),
+        ("--target-points", "0", "--target-points 0: give 1 or more"),
+        ("--min-window-s", "0", "--min-window-s 0: give 1 second or more"),
+        ("--window-s", "10", "--window-s 10 is below --min-window-s 300"),
+        ("--in-flight", "-1", "CLI --in-flight"),
+    ],
+)
+def test_prometheus_refuses_bad_numbers_before_asking_the_server(
+    capsys, tmp_path, option, value, refusal
+) -> None:
+    """Without --metrics the command first asks the server for its metric names: a number
+    that cannot be meant is refused before that (exit 2), not after the retries of an
+    unreachable server (exit 4) nor after the server's line is printed."""
+    rc, said = _run(
+        capsys, "extract", "prometheus", "--url", URL, "--start-day", "2020-03-09",
+        "--archive", str(tmp_path / "ap"), *(() if option == "--retries" else ("--retries", "0")),
+        option, value,
+    )  # fmt: skip
+    assert rc == 2 and refusal in said, said
+    assert "units" not in said and "unreachable" not in said and "gave up" not in said, said
+    assert not (tmp_path / "ap").exists()
+
+
 def test_kwollect_archive_and_backup_together_are_refused(capsys, tmp_path) -> None:
     rc, said = _run(
         capsys, "extract", "kwollect", "--api-url", URL, "--clusters", "nancy/gros",
