@@ -41,6 +41,7 @@ from dxt_core.errors import ConfigError, DxtError
 from dxt_core.procs import has_proc as _has_proc
 from dxt_core.procs import proc_stat as _proc_stat
 from dxt_core.refill_commands import airflow_day
+from dxt_core.runner import INTERRUPTED_EXIT
 from dxt_core.simulate import spawn_simulator
 from dxt_core.windows import days
 
@@ -516,7 +517,8 @@ def run_demo(args: argparse.Namespace) -> int:
         except Stopped as stop:
             with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
                 print(f"\nstopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
-            return 128 + stop.signum
+            # 130 whichever signal it was, as every other command exits (README, exit status)
+            return INTERRUPTED_EXIT
 
 
 def create_backfill(env: dict[str, str], create: list[str]) -> bool:

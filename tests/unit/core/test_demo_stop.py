@@ -208,3 +208,31 @@ def test_the_demo_kept_running_stops_when_a_component_of_standalone_exited(tmp_p
         assert "Airflow keeps running; press Ctrl-C" in capsys.readouterr().out
     finally:
         procs.stop(proc, 5)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_demo_stopped_by_a_signal_exits_130_as_every_command_does(tmp_path, sig):
+    # README: every command exits 130 for Ctrl-C, SIGTERM or SIGHUP (it was 128 + signum)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [DXT, "demo", "--dir", str(tmp_path / "demo"), "--port", str(port), "--exit"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # stopped once it has started something to stop
+            if "simulator at" in line:
+                break
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 130, err
+    assert f"stopped by {sig.name}" in err
