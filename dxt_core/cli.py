@@ -600,9 +600,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
         "verifiable files.",
         epilog="exit status, the same for every backend: 0 done; 1 some units failed; 2 bad "
-        "input or configuration; 3 (coverage) missing or corrupt days; 4 the server could not "
-        "be reached (coverage --reconcile: late data, more at the source; a count that "
-        "failed is 3); 130 interrupted (Ctrl-C).",
+        "input or configuration, or standard output that could not be written (> /dev/full); "
+        "3 (coverage) missing or corrupt days; 4 the server could not be reached (at all, or "
+        "for 5 metric-days in a row of an extract or 5 counts in a row of coverage "
+        "--reconcile, which then stop; "
+        "--reconcile also exits 4 for late data, more at the source; a count that failed is 3, "
+        "unless another day grew); 130 interrupted (Ctrl-C, SIGTERM or SIGHUP); 141 standard "
+        "output's reader went away (| head). A command still writing its results (coverage) "
+        "stops at such an output error with 141 or 2; one that had finished (an extract run "
+        "always does) keeps its own status unless it was 0.",
     )
     p.add_argument("--version", action="version", version=f"dxt-archive {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log each request")

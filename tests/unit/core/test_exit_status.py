@@ -50,3 +50,31 @@ def test_an_unreachable_server_exits_4(args, tmp_path):
     )
     assert out.returncode == 4, (out.returncode, out.stderr[-2000:])
     assert "Connection refused" in out.stderr
+
+
+def _statuses(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"(?<![\d./:-])(?:[0-4]|1[34][01]) (?=[a-z(])", text))
+
+
+def test_dxt_help_and_the_readme_list_the_same_exit_statuses() -> None:
+    """README's exit status paragraph and the epilog of ``dxt --help`` name the same statuses:
+    130 for SIGTERM and SIGHUP too, 141 and 2 for standard output (dxt_core/stdio.py), 4 of a
+    reconcile that cannot reach its server."""
+    from pathlib import Path
+
+    from dxt_core.cli import build_parser
+
+    epilog = " ".join((build_parser().epilog or "").split())
+    readme = " ".join((Path(__file__).parents[3] / "README.md").read_text().split())
+    paragraph = readme[readme.index("Exit status, the same for every backend") :]
+    paragraph = paragraph[: paragraph.index("`dxt coverage` prints the refill")]
+    assert (
+        _statuses(epilog) == _statuses(paragraph) == {"0 ", "1 ", "2 ", "3 ", "4 ", "130 ", "141 "}
+    )
+    for said in (epilog, paragraph):
+        assert "Ctrl-C, SIGTERM or SIGHUP" in said, said
+        assert "| head" in said and "> /dev/full" in said, said
+        assert "5 counts in a row" in said and "reconcile" in said, said
+        assert "keeps its own status unless it was 0" in said, said
