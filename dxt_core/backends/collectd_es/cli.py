@@ -96,8 +96,8 @@ def add_extract_parser(subparsers: Any) -> None:
         "over [START, END) into gzip JSON Lines or a TOKIO Time Series HDF5 file. An existing "
         "HDF5 file is updated (atomically) when its range covers the window and its layout "
         "is the writer's. A window without any document is an error (exit status 2) and "
-        "writes nothing, unless --allow-empty. Credentials: environment "
-        f"{ENV_USER} and {ENV_PASSWORD}.",
+        "writes nothing, unless --allow-empty. Credentials: --user and --password, each else "
+        f"the environment's {ENV_USER} and {ENV_PASSWORD} (better for the password).",
     )
     e.add_argument(
         "start", metavar="START", help="window start, ISO 8601 (no offset: in --tz, UTC)"
@@ -118,6 +118,8 @@ def add_extract_parser(subparsers: Any) -> None:
         "as pytokio read them) or an IANA name",
     )
     e.add_argument("--url", help="Elasticsearch or OpenSearch URL, e.g. http://es.example.org:9200")
+    e.add_argument("--user", help=f"HTTP Basic user (else environment {ENV_USER})")
+    e.add_argument("--password", help=f"HTTP Basic password (better: environment {ENV_PASSWORD})")
     e.add_argument("--index", default=DEFAULT_INDEX, help="index pattern (default %(default)s)")
     e.add_argument("--host-prefix", default=DEFAULT_HOST_PREFIX, help="hostname prefix (bb)")
     e.add_argument(
@@ -146,7 +148,13 @@ def add_extract_parser(subparsers: Any) -> None:
         help="read with scrolls, not a point in time (otherwise chosen from the server version)",
     )
     e.add_argument("--timeout", type=float, default=60.0, help="request timeout, s")
-    e.add_argument("--no-verify-certs", action="store_true", help="skip TLS verification")
+    e.add_argument(
+        "--no-verify-tls",
+        "--no-verify-certs",
+        dest="no_verify_tls",
+        action="store_true",
+        help="do not verify TLS certificates (--no-verify-certs: the same, pytokio's name)",
+    )
     e.add_argument(
         "--allow-empty",
         action="store_true",
@@ -230,11 +238,14 @@ def _export(
         return export_window(provider, families, start, end, **kwargs)
     if not args.url:
         raise ConfigError("give --url http://host:9200 (or --input FILE for saved hits)")
-    conn = CollectdEsConnection.from_env(
+    user, password = cli_credentials(args)
+    conn = CollectdEsConnection(
         args.url,
+        user=user,
+        password=password,
         index=args.index,
         host_prefix=args.host_prefix,
-        verify_certs=not args.no_verify_certs,
+        verify_certs=not args.no_verify_tls,
         timeout_s=args.timeout,
     )
     with CollectdEsSource(
@@ -284,6 +295,30 @@ def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-verify-tls", action="store_true", help="(--reconcile) do not verify TLS"
     )
+    # pytokio's name, as the extract takes it; this backend's own (refused for the others)
+    parser.add_argument(
+        "--no-verify-certs",
+        dest="no_verify_tls",
+        action="store_true",
+        help="(collectd-es) the same as --no-verify-tls (pytokio's name)",
+    )
+
+
+def cli_credentials(args: argparse.Namespace, said: str = "") -> tuple[str | None, str | None]:
+    """``--user`` and ``--password``, each else ``PYTOKIO_ES_USER`` / ``PYTOKIO_ES_PASSWORD``
+    (as pytokio and the DAG read them); both or neither (``said`` starts the refusal)."""
+    from dxt_core.backends.collectd_es.connection import SPEC
+
+    user, password = SPEC.credentials(
+        getattr(args, "user", None) or None, getattr(args, "password", None) or None
+    )
+    if (user is None) != (password is None):
+        given, missing = ("user", "password") if password is None else ("password", "user")
+        raise ConfigError(
+            f"{said}a {given} without a {missing}: give --user and --password (or "
+            f"{ENV_USER} and {ENV_PASSWORD} in the environment), or neither"
+        )
+    return user, password
 
 
 #: the request timeout of a count when --timeout is not given (the extract's default)
@@ -295,19 +330,11 @@ def reconcile_connection(args: argparse.Namespace) -> Any:
     ``--host-prefix``, ``--user``/``--password`` (each else ``PYTOKIO_ES_USER`` /
     ``PYTOKIO_ES_PASSWORD``, as ``dxt extract collectd-es`` and the DAG read them),
     ``--timeout`` and ``--no-verify-tls``."""
-    from dxt_core.backends.collectd_es.connection import SPEC, CollectdEsConnection
+    from dxt_core.backends.collectd_es.connection import CollectdEsConnection
 
     if not args.url:
         raise ConfigError("--reconcile needs the server: --url http://host:9200")
-    user, password = SPEC.credentials(
-        getattr(args, "user", None) or None, getattr(args, "password", None) or None
-    )
-    if (user is None) != (password is None):
-        given, missing = ("user", "password") if password is None else ("password", "user")
-        raise ConfigError(
-            f"--reconcile: a {given} without a {missing}: give --user and --password (or "
-            f"{ENV_USER} and {ENV_PASSWORD} in the environment), or neither"
-        )
+    user, password = cli_credentials(args, "--reconcile: ")
     timeout = getattr(args, "conn_timeout", None)
     if timeout is not None and not timeout > 0:
         raise ConfigError(f"--timeout {timeout:g}: give the request timeout in seconds, above 0")

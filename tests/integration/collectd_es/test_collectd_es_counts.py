@@ -252,5 +252,60 @@ def test_reconcile_over_tls_verifies_unless_no_verify_tls(
         rc, out = reconcile(front.url, "--no-verify-tls")
         assert rc == 0 and "1 equal" in out, out
         assert [e["status"] for e in counts_of(standin)] == [200]
+        rc, out = reconcile(front.url, "--no-verify-certs")  # pytokio's name, as the extract's
+        assert rc == 0 and "1 equal" in out, out
+        assert [e["status"] for e in counts_of(standin)] == [200, 200]
     finally:
         front.close()
+
+
+@pytest.fixture
+def extract(monkeypatch, capsys, tmp_path):
+    """``dxt extract collectd-es --url URL`` of the sample hour's disk documents to JSON Lines
+    with OPTIONS...: (exit status, stdout + stderr); no credentials in the environment."""
+    from dxt_core.backends.collectd_es.connection import ENV_PASSWORD, ENV_USER
+    from dxt_core.cli import main
+
+    for name in (ENV_USER, ENV_PASSWORD):
+        monkeypatch.delenv(name, raising=False)
+
+    def run(url: str, *options: str) -> tuple[int, str]:
+        capsys.readouterr()
+        rc = main(["extract", "collectd-es", "--url", url, "--families", "disk", "--format",
+                   "jsonl", "--out", str(tmp_path / "hits.jsonl.gz"), T0.isoformat(),
+                   T1.isoformat(), *options])  # fmt: skip
+        out = capsys.readouterr()
+        return rc, out.out + out.err
+
+    return run
+
+
+def test_extract_over_tls_takes_no_verify_tls_and_pytokios_no_verify_certs(
+    es_standin, tls_context, extract
+):
+    """Every backend's extract takes --no-verify-tls; collectd-es also pytokio's name."""
+    standin = es_standin("elasticsearch-8.15.3")
+    front = TlsFront(standin.url, tls_context)
+    try:
+        rc, out = extract(front.url)
+        assert rc == 2 and "TLS certificate check failed" in out and "--no-verify-tls" in out
+        for option in ("--no-verify-tls", "--no-verify-certs"):
+            rc, out = extract(front.url, option)
+            assert rc == 0 and "wrote" in out and "7038" in out, out
+    finally:
+        front.close()
+
+
+def test_extract_takes_user_and_password_else_the_environment(es_standin, extract, monkeypatch):
+    """--user/--password, as the reconcile and every other backend's extract take them; each
+    else PYTOKIO_ES_USER/PYTOKIO_ES_PASSWORD; both or neither; never echoed."""
+    from dxt_core.backends.collectd_es.connection import ENV_PASSWORD
+
+    standin = es_standin("elasticsearch-8.15.3", user="reader", password="s3cr3t")
+    rc, out = extract(standin.url, "--user", "reader", "--password", "s3cr3t")
+    assert rc == 0 and "7038" in out and "s3cr3t" not in out, out
+    rc, out = extract(standin.url, "--user", "reader")
+    assert rc == 2 and "a user without a password: give --user and --password" in out, out
+    monkeypatch.setenv(ENV_PASSWORD, "s3cr3t")
+    rc, out = extract(standin.url, "--user", "reader")  # the password from the environment
+    assert rc == 0 and "7038" in out, out
