@@ -642,7 +642,7 @@ class HttpClient:
             )
         return SourceUnavailable(
             f"gave up after {plural_attempts}{where}: {failure.text}; run it again once the "
-            "server answers (an Airflow task is retried on its own)",
+            "server answers",
             url=url,
             status=failure.status,
         )

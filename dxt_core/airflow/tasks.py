@@ -47,10 +47,28 @@ def not_retried_if_run_wide() -> Iterator[None]:
         raise
 
 
+#: What a task's error adds when the server stayed unreachable through every retry (the
+#: ``dxt`` command says "run it again"; a task does not need to be).
+RETRIED_ON_ITS_OWN = "(an Airflow task is retried on its own)"
+
+
+@contextlib.contextmanager
+def said_retried_on_its_own() -> Iterator[None]:
+    """A retryable source error (:class:`~dxt_core.errors.SourceUnavailable`: the server
+    unreachable or overloaded through every retry) says that Airflow retries the task."""
+    try:
+        yield
+    except SourceError as exc:
+        if exc.retryable and not run_wide(exc) and exc.args and isinstance(exc.args[0], str):
+            exc.args = (f"{exc.args[0]} {RETRIED_ON_ITS_OWN}", *exc.args[1:])
+        raise
+
+
 def list_units(backend: str, conn_id: str, max_map_length: int | None) -> list[Unit]:
     """The units of one run, in map index order (the units task's return value)."""
     tasks = registry.get(backend).dag_tasks()
-    return tasks.units(lambda: hook_for(backend, conn_id).connection(), max_map_length)
+    with said_retried_on_its_own():
+        return tasks.units(lambda: hook_for(backend, conn_id).connection(), max_map_length)
 
 
 def day_end(
@@ -58,7 +76,8 @@ def day_end(
 ) -> dt.datetime:
     """When the run's archive day may be archived: its end in the backend's zone + settle."""
     tasks = registry.get(backend).dag_tasks()
-    zone = tasks.time_zone(lambda: hook_for(backend, conn_id).connection())
+    with said_retried_on_its_own():
+        zone = tasks.time_zone(lambda: hook_for(backend, conn_id).connection())
     return runs.day_end(day_of(context), zone, settle_s)
 
 
@@ -73,7 +92,7 @@ def archive_unit(
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
     tune_malloc()  # this task process is a dxt run
-    with not_retried_if_run_wide(), holding_answers():
+    with said_retried_on_its_own(), not_retried_if_run_wide(), holding_answers():
         # the unit's answers are charged until it is done with them
         report = tasks.archive(unit, day_of(context), archive, conn, params)
     doc = report.as_dict()
@@ -110,7 +129,8 @@ def reconcile_recent(backend: str, context: Mapping[str, Any], conn_id: str) -> 
         archive = Archive(archive_root())
     conn = hook_for(backend, conn_id).connection()
     params = context.get("params") or {}
-    report = tasks.reconcile(day, n_days, archive, conn, params)
+    with said_retried_on_its_own():
+        report = tasks.reconcile(day, n_days, archive, conn, params)
     report.before_start = wanted - n_days
     doc = report.as_dict()
     log.info("%s", doc["note"])

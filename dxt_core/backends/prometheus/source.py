@@ -450,7 +450,7 @@ class PrometheusSource:
             if attempt == attempts:
                 raise SourceUnavailable(
                     f"{cut} after {attempts} attempts; nothing of the window is archived "
-                    "(run it again later; an Airflow task is retried on its own)",
+                    "(run it again later)",
                     url=self._http.url("api/v1/export"),
                 )
             if stats is not None:

@@ -52,6 +52,22 @@ def test_an_unreachable_server_exits_4(args, tmp_path):
     assert "Connection refused" in out.stderr
 
 
+def test_the_dxt_command_says_run_it_again_without_naming_airflow(tmp_path):
+    """An unreachable server's error tells the command's user to run it again; that an
+    Airflow task is retried on its own is said under Airflow only (dxt_core.airflow.tasks)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "dxt_core.cli", "extract", "prometheus", "--url", DOWN,
+         "--metrics", "m", "--retries", "0", "--start-day", "2020-03-09", "--archive",
+         str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 4, (out.returncode, out.stderr[-2000:])
+    assert "run it again once the server answers" in out.stderr, out.stderr
+    assert "Airflow" not in out.stdout + out.stderr, out.stderr
+
+
 def _statuses(text: str) -> set[str]:
     import re
 
