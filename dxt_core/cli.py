@@ -444,15 +444,17 @@ def cmd_index_rebuild(args: argparse.Namespace) -> int:
 
 
 def _print_unreadable(named: Sequence[str], count: int) -> None:
-    """The unreadable manifests an index rebuild named (the first ones), and where they show."""
+    """The unreadable manifests an index rebuild named (the first ones), and where they show:
+    on stderr, as the other commands' diagnostics (the summary, on stdout, counts them)."""
     for line in named:
-        print(f"  unreadable: {line}")
+        print(f"  unreadable: {line}", file=sys.stderr)
     if count > len(named):
-        print(f"  ... and {count - len(named)} more")
+        print(f"  ... and {count - len(named)} more", file=sys.stderr)
     if count:
         print(
             "Their days show as corrupt (X) in 'dxt coverage', which prints the commands that "
-            "refetch them."
+            "refetch them.",
+            file=sys.stderr,
         )
 
 

@@ -31,7 +31,7 @@ from urllib.parse import quote
 import orjson
 
 from dxt_core import masking
-from dxt_core.errors import ArchiveError
+from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import fs_errno, os_error
 from dxt_core.manifests import MANIFEST_SUFFIX, holes_detail, manifest_files, not_over_detail
 from dxt_core.procs import killed_leftovers, owned_prefix
@@ -670,6 +670,12 @@ def rebuild(root: str | Path) -> RebuildReport:
     if not archive_root.is_dir():
         what = "is not a directory" if archive_root.exists() else "does not exist"
         raise ArchiveError(f"archive root {archive_root} {what}: check --archive")
+    if not _is_an_archive(archive_root):
+        raise ConfigError(
+            f"no manifests found under {archive_root} (no *{MANIFEST_SUFFIX}, no day-zone "
+            "record .dxt-days-*.json, no index): not an archive, so no index is written; "
+            "check --archive"
+        )
     report = RebuildReport()
     report.leftovers = _sweep_killed_rebuilds(archive_root)
     tmp = archive_root / f"{owned_prefix(INDEX_NAME + '.')}tmp"
@@ -681,6 +687,14 @@ def rebuild(root: str | Path) -> RebuildReport:
         raise _index_write_error(exc, tmp) from exc
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _is_an_archive(root: Path) -> bool:
+    """Whether ``root`` holds an index, a day-zone record (:meth:`Archive.days_record_path`)
+    or a manifest (the walk stops at the first)."""
+    if (root / INDEX_NAME).exists() or any(root.glob(".dxt-days-*.json")):
+        return True
+    return next(scan_manifests(root), None) is not None
 
 
 def _sweep_killed_rebuilds(root: Path) -> int:
@@ -732,7 +746,9 @@ def _rebuild_into(archive_root: Path, tmp: Path, report: RebuildReport) -> None:
                     report.corrupt += 1
                     if len(report.unreadable) < NAMED_UNREADABLE:
                         where = "/".join((entry.source, entry.unit, entry.manifest))
-                        report.unreadable.append(f"{where}: {entry.detail}")
+                        # the detail starts with the manifest's name: named once
+                        why = entry.detail.removeprefix(f"{entry.manifest}: ")
+                        report.unreadable.append(f"{where}: {why}")
                 report.sources[entry.source] = report.sources.get(entry.source, 0) + 1
                 batch.append(entry.as_tuple())
                 if len(batch) >= 10_000:

@@ -80,6 +80,7 @@ def test_a_full_or_closed_standard_output_is_said_not_taken_for_the_archive(tmp_
     a complete run); ``>&-`` raised AttributeError."""
     root = tmp_path / "archive"
     root.mkdir()
+    (root / ".dxt-days-examon.json").write_text('{"time_zone": "UTC"}')  # an archive, empty
     cov = [DXT, "index", "rebuild", "--archive", str(root)]  # one line on standard output
     with open("/dev/full", "w") as full:
         out = subprocess.run(cov, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)

@@ -184,13 +184,34 @@ def test_dxt_index_rebuild_and_coverage_use_it(archive, tmp_path, capsys):
     assert dxt_main([*args, "--verify"]) == 3
     counts = json.loads(capsys.readouterr().out)["counts"]
     assert counts == {"archived": 2, "empty": 0, "missing": 1, "corrupt": 1}
-    # a rebuild names the unreadable manifest and says where its day shows (it said "1
-    # unreadable", exit 0, nothing more)
+    # a rebuild names the unreadable manifest once, on stderr, and says where its day shows
+    # (it said "1 unreadable", exit 0, nothing more; then it named the file twice, on stdout)
     assert dxt_main(["index", "rebuild", "--archive", str(archive.root)]) == 0
-    out = capsys.readouterr().out
-    assert "3 manifests (3 examon), 1 unreadable" in out
-    assert "  unreadable: examon/ipmi_pub/ambient/2024-05-02.manifest.json: " in out, out
-    assert "show as corrupt (X) in 'dxt coverage'" in out
+    said = capsys.readouterr()
+    assert "3 manifests (3 examon), 1 unreadable" in said.out
+    assert "unreadable:" not in said.out and "corrupt (X)" not in said.out, said.out
+    named = "  unreadable: examon/ipmi_pub/ambient/2024-05-02.manifest.json: unreadable manifest"
+    assert named in said.err, said.err
+    assert said.err.count("2024-05-02.manifest.json") == 1, said.err
+    assert "show as corrupt (X) in 'dxt coverage'" in said.err
+
+
+def test_dxt_index_rebuild_refuses_a_directory_that_is_not_an_archive(tmp_path, capsys):
+    """No manifest, no day-zone record, no index: a mistyped --archive, said as coverage says
+    it (exit 2), and no .dxt-index.sqlite left there (one was made, exit 0)."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "x").mkdir()
+    (tmp_path / "notes" / "x" / "readme.txt").write_text("not an archive")
+    assert dxt_main(["index", "rebuild", "--archive", str(tmp_path)]) == 2
+    said = capsys.readouterr()
+    assert f"no manifests found under {tmp_path}" in said.err and "check --archive" in said.err
+    assert said.out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
+    # a root whose days' zone is recorded is an archive (every day of it removed): indexed
+    (tmp_path / ".dxt-days-examon.json").write_text('{"time_zone": "UTC"}')
+    assert dxt_main(["index", "rebuild", "--archive", str(tmp_path)]) == 0
+    assert f"{INDEX_NAME}: 0 manifests, 0 unreadable" in capsys.readouterr().out
+    assert (tmp_path / INDEX_NAME).exists()
 
 
 def test_concurrent_writers_wait_for_each_other(tmp_path):

@@ -213,6 +213,7 @@ def test_main_called_as_a_function_leaves_the_signal_handlers_as_it_found_them(t
     from dxt_core.cli import main
 
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    (tmp_path / ".dxt-days-examon.json").write_text('{"time_zone": "UTC"}')  # an archive
     assert main(["index", "rebuild", "--archive", str(tmp_path)]) == 0
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == before
     got: list[int] = []
