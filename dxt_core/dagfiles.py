@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,11 @@ def cmd_dags_write(args: argparse.Namespace) -> int:
         print(f"wrote {folder / name}")
     for name in done.replaced:
         print(f"replaced {folder / name} (the old file is {name}.bak)")
-    for name in done.kept:
-        print(f"KEPT {folder / name}: it differs from this version's; --force replaces it")
+    for name in done.kept:  # a diagnostic, on stderr as extract's FAILED lines
+        print(
+            f"KEPT {folder / name}: it differs from this version's; --force replaces it",
+            file=sys.stderr,
+        )
     print(
         f"{len(done.written)} written, {len(done.replaced)} replaced, "
         f"{len(done.unchanged)} unchanged, {len(done.kept)} kept as they were, in {folder}"

@@ -38,7 +38,9 @@ def test_write_then_unchanged_then_a_changed_file_is_kept_or_replaced_with_a_cop
     mine.write_text(mine.read_text() + "# my change\n")
     kept = dxt("dags", "write", "--to", str(folder))
     assert kept.returncode == 1, kept.stdout
-    assert f"KEPT {mine}: it differs from this version's; --force replaces it" in kept.stdout
+    # the diagnostic on stderr (as extract's FAILED lines), the summary on stdout
+    assert f"KEPT {mine}: it differs from this version's; --force replaces it" in kept.stderr
+    assert "KEPT" not in kept.stdout and "1 kept as they were" in kept.stdout, kept.stdout
     assert mine.read_text().endswith("# my change\n")
     forced = dxt("dags", "write", "--to", str(folder), "--force")
     assert forced.returncode == 0 and "1 replaced, 4 unchanged" in forced.stdout
