@@ -645,7 +645,29 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         add_dags_parser(sub)
         add_demo_parser(sub)
+    _verbose_after_the_command(p)
     return p
+
+
+def _verbose_after_the_command(parser: argparse.ArgumentParser) -> None:
+    """``-v/--verbose`` taken after the command too (``dxt extract examon ... -v``), on every
+    subcommand but ``simulate`` (whose options are the simulator's): the same flag, given
+    either place. Its default is not set there (SUPPRESS): a subcommand's default would
+    overwrite the ``-v`` given before it."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for name, child in action.choices.items():
+            if name == "simulate" or "--verbose" in child._option_string_actions:
+                continue  # an alias's parser is the same object: done once
+            child.add_argument(
+                "-v",
+                "--verbose",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="log each request (as dxt -v)",
+            )
+            _verbose_after_the_command(child)
 
 
 class _LogFormat(logging.Formatter):

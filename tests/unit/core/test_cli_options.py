@@ -146,3 +146,22 @@ def test_a_day_its_zone_skipped_is_a_clear_error_and_coverage_goes_on():
     assert day_window(dt.date(2011, 12, 31), "Pacific/Apia").start.isoformat() == (
         "2011-12-30T10:00:00+00:00"
     )
+
+
+def test_verbose_is_taken_before_or_after_the_command(examon_sim, tmp_path):
+    """``-v`` logs each request whichever side of the command it is given (after it was
+    "unrecognized arguments: -v"); without it, none is logged."""
+    base = ["extract", "examon", "--url", examon_sim.url, "--metric", "ambient", "--plugin"]
+    base += ["ipmi_pub", "--start-day", "2020-03-09", "-q"]
+    runs = {
+        "after": dxt(*base, "--archive", str(tmp_path / "a"), "-v"),
+        "after, long": dxt(*base, "--archive", str(tmp_path / "b"), "--verbose"),
+        "before": dxt("-v", *base, "--archive", str(tmp_path / "c")),
+        "none": dxt(*base, "--archive", str(tmp_path / "d")),
+    }
+    for how, out in runs.items():
+        assert out.returncode == 0, (how, out.stderr)
+        logged = "INFO httpx: HTTP Request: POST" in out.stderr
+        assert logged == (how != "none"), (how, out.stderr[-2000:])
+    index = dxt("index", "rebuild", "--archive", str(tmp_path / "a"), "-v")
+    assert index.returncode == 0, index.stderr
