@@ -92,6 +92,42 @@ class ObjectInfo:
     etag: str
 
 
+#: The IAM permissions the archive needs on its bucket (docs/deploy.md lists the same).
+PERMISSIONS = (
+    "s3:ListBucket",
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:ListBucketMultipartUploads",
+    "s3:AbortMultipartUpload",
+)
+#: The permission each S3 operation the archive makes needs (AWS's "Actions, resources and
+#: condition keys for Amazon S3"): named in the error of a refused one (AccessDenied).
+OPERATION_PERMISSION = {
+    "ListObjectsV2": "s3:ListBucket",
+    "HeadBucket": "s3:ListBucket",
+    "GetObject": "s3:GetObject",
+    "HeadObject": "s3:GetObject",
+    "PutObject": "s3:PutObject",
+    "CreateMultipartUpload": "s3:PutObject",
+    "UploadPart": "s3:PutObject",
+    "CompleteMultipartUpload": "s3:PutObject",
+    "CopyObject": "s3:GetObject (on the source) and s3:PutObject",
+    "DeleteObject": "s3:DeleteObject",
+    "ListMultipartUploads": "s3:ListBucketMultipartUploads",
+    "AbortMultipartUpload": "s3:AbortMultipartUpload",
+}
+
+
+def access_hint(operation: str | None) -> str:
+    """What to give the credentials when S3 refused ``operation`` (AccessDenied)."""
+    every = ", ".join(PERMISSIONS)
+    needed = OPERATION_PERMISSION.get(operation or "")
+    if needed is None:
+        return f"give these credentials {every} on the bucket"
+    return f"{operation} needs {needed}: give it to these credentials (dxt needs {every})"
+
+
 def _env_size(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -202,10 +238,11 @@ class S3Client:
             if code == "NoSuchKey" and action in ("write", "complete the upload of", "delete"):
                 # a write or a delete answers it only for If-Match on an object that is gone
                 return self._refused(action, key)
+            if code in ("403", "Forbidden") or (status == 403 and not code):
+                code = "AccessDenied"  # a HEAD's answer has no body, hence no code
             hint = {
                 "NoSuchBucket": "create the bucket, or fix the archive root",
-                "AccessDenied": "give these credentials s3:GetObject, s3:PutObject, "
-                "s3:DeleteObject and s3:ListBucket on the bucket",
+                "AccessDenied": access_hint(getattr(exc, "operation_name", None)),
                 "InvalidAccessKeyId": "check AWS_ACCESS_KEY_ID (or the Airflow connection)",
                 "SignatureDoesNotMatch": "check AWS_SECRET_ACCESS_KEY (or the connection)",
                 "NotImplemented": "this S3 server lacks a feature the archive needs "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration.s3.iam import iam_s3  # noqa: F401
 from tests.s3_fixtures import CREDENTIALS, S3Server, bucket, s3_env, s3_server  # noqa: F401
 
 

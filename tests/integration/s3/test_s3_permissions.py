@@ -1,0 +1,135 @@
+"""What the archive needs of the bucket's IAM policy, and what it says when S3 refuses an
+operation: on a moto_server that enforces IAM (tests/integration/s3/iam.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import re
+
+import pytest
+
+from dxt_core import Archive
+from dxt_core.archive import DayKey
+from dxt_core.errors import ArchiveError
+from dxt_core.store.client import PERMISSIONS
+from tests.conftest import ROOT
+from tests.integration.s3.iam import IamS3, as_user
+
+pytestmark = [pytest.mark.integration]
+
+DAY = dt.date(2020, 3, 9)
+KEY = DayKey("toy", ("m",), DAY)
+
+
+def documented_permissions() -> list[str]:
+    """The permissions docs/deploy.md says the credentials need."""
+    text = " ".join((ROOT / "docs" / "deploy.md").read_text().split())
+    said = re.search(r"the credentials need (.*?) on it\b", text)
+    assert said, "docs/deploy.md no longer says which permissions the credentials need"
+    return re.findall(r"`(s3:\w+)`", said.group(1))
+
+
+def commit_day(root: str, rows: int, value: str, *, replace: bool = False) -> bytes:
+    """A CSV day of ``rows`` rows, its values ``value`` and noise (a file of several parts
+    at the 1 KiB part size of these tests)."""
+    noise = hashlib.sha256(value.encode()).hexdigest()
+    body = gzip.compress(
+        "".join(
+            f"{i},{value},{hashlib.sha256(f'{noise}{i}'.encode()).hexdigest()}\n"
+            for i in range(rows)
+        ).encode(),
+        mtime=0,
+    )
+    day = Archive(root, replace=replace).begin(KEY)
+    with day.open("csv.gz") as fh:
+        fh.write(body)
+    day.commit(
+        {
+            "status": "archived",
+            "file": f"{DAY}.csv.gz",
+            "rows": rows,
+            "bytes": len(body),
+            "sha256": hashlib.sha256(body).hexdigest(),
+        }
+    )
+    return body
+
+
+@pytest.fixture()
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files over 1 KiB go up in 1 KiB parts (the test server allows them)."""
+    monkeypatch.setenv("DXT_S3_MULTIPART_THRESHOLD", "1024")
+    monkeypatch.setenv("DXT_S3_PART_SIZE", "1024")
+
+
+def leftover_upload(iam: IamS3, bucket: str, key: str) -> None:
+    """An unfinished multipart upload, as a killed run leaves one."""
+    with iam.setup():
+        iam.admin().create_multipart_upload(Bucket=bucket, Key=key)
+
+
+def uploads(iam: IamS3, bucket: str) -> list[str]:
+    with iam.setup():
+        return [
+            u["Key"] for u in iam.admin().list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+        ]
+
+
+def test_the_documented_permissions_are_enough_for_every_commit(
+    iam_s3, monkeypatch, tmp_path, small_parts
+):
+    documented = documented_permissions()
+    assert sorted(documented) == sorted(PERMISSIONS)
+    bucket = iam_s3.new_bucket()
+    as_user(monkeypatch, iam_s3.user(bucket, documented), tmp_path / "staging")
+    root = f"s3://{bucket}/p"
+    leftover_upload(iam_s3, bucket, f"p/toy/m/{DAY}.csv.gz")  # a killed run's
+    commit_day(root, 50, "1")  # a new day, in parts; the leftover upload aborted
+    assert uploads(iam_s3, bucket) == []
+    commit_day(root, 50, "1")  # a byte-identical rerun
+    new = commit_day(root, 50, "2", replace=True)  # the old bytes copied to .versions/
+    archive = Archive(root)
+    assert archive.status(KEY, verify=True) == ("archived", "")
+    assert archive.unit_states("toy", [("m",)], [DAY]) == [[("archived", "", False)]]
+    assert archive.rebuild_index("toy") == (1, 0)
+    with iam_s3.setup():
+        got = iam_s3.admin().get_object(Bucket=bucket, Key=f"p/toy/m/{DAY}.csv.gz")
+        assert got["Body"].read() == new
+
+
+@pytest.mark.parametrize(
+    ("missing", "refused", "leftover"),
+    [
+        ("s3:ListBucketMultipartUploads", "ListMultipartUploads", False),
+        ("s3:AbortMultipartUpload", "AbortMultipartUpload", True),
+        ("s3:PutObject", "PutObject", False),
+    ],
+)
+def test_a_refused_operation_names_the_permission_it_needs(
+    iam_s3, monkeypatch, tmp_path, missing, refused, leftover
+):
+    bucket = iam_s3.new_bucket()
+    env = iam_s3.user(bucket, [p for p in PERMISSIONS if p != missing])
+    as_user(monkeypatch, env, tmp_path / "staging")
+    if leftover:
+        leftover_upload(iam_s3, bucket, f"p/toy/m/{DAY}.csv.gz")
+    with pytest.raises(ArchiveError) as err:
+        commit_day(f"s3://{bucket}/p", 10, "1")
+    message = str(err.value)
+    assert f"s3://{bucket}/p/" in message
+    assert "AccessDenied" in message
+    assert f"{refused} needs {missing}: give it to these credentials" in message
+    assert env["AWS_SECRET_ACCESS_KEY"] not in message
+
+
+def test_a_refused_head_says_access_denied_with_the_permission(iam_s3, monkeypatch, tmp_path):
+    from dxt_core.store import parse_root
+    from dxt_core.store.client import S3Client
+
+    bucket = iam_s3.new_bucket()
+    as_user(monkeypatch, iam_s3.user(bucket, ["s3:ListBucket"]), tmp_path)
+    store = S3Client(parse_root(f"s3://{bucket}/p"))  # type: ignore[arg-type]
+    with pytest.raises(ArchiveError, match=r"AccessDenied .*HeadObject needs s3:GetObject"):
+        store.head("p/x")
