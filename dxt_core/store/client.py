@@ -190,6 +190,8 @@ class S3Client:
         #: "checksum": trust S3's SHA-256 of what it stored, else an ETag that is the MD5 of
         #: the bytes uploaded (read back when it gives neither); "read": read every uploaded
         #: object back and hash it.
+        #: what this client's warnings said already (one warning per run for a repeated one)
+        self._said: set[str] = set()
         self.verify = os.environ.get("DXT_S3_VERIFY", "checksum").strip() or "checksum"
         if self.verify not in ("checksum", "read"):
             raise ConfigError(f"DXT_S3_VERIFY={self.verify!r}: checksum or read")
@@ -204,6 +206,14 @@ class S3Client:
                     self._made = self._make()
                 made = self._made
         return made
+
+    def say_once(self, what: str) -> bool:
+        """True the first time ``what`` is asked (then False): a repeated warning is said
+        once per client, that is once per run."""
+        with self._making:
+            first = what not in self._said
+            self._said.add(what)
+        return first
 
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

@@ -88,6 +88,8 @@ log = masking.logger("dxt_core.store.s3")
 
 #: The status of the marker that stands under a manifest's key while its day is committed.
 WRITING = "writing"
+#: The key of a lock object's record that says its holder is done (it could not delete it).
+RELEASED = "released"
 #: A lock older than this is stale even if its holder cannot be checked (another host).
 LOCK_LEASE_S = 6 * 3600
 #: Test hook: ``DXT_S3_TEST_STALL_AT=<phase>`` stops every commit of the process at that
@@ -176,10 +178,12 @@ class S3DayLock(DayLock):
         except orjson.JSONDecodeError:
             holder = {}
         holder = holder if isinstance(holder, dict) else {}
-        if _stale(holder):
+        released = RELEASED in holder  # its holder could not delete it (release)
+        if released or _stale(holder):
             try:
                 self._etag = self.store.put(self.key, self._body(), if_match=etag)
-                log.warning("%s: took over the stale lock of %s", self.what, _who(holder))
+                if not released:
+                    log.warning("%s: took over the stale lock of %s", self.what, _who(holder))
                 return
             except PreconditionFailed:
                 pass  # someone else took it over first
@@ -195,11 +199,36 @@ class S3DayLock(DayLock):
         )
 
     def release(self) -> None:
+        """Delete the lock object (only while it is this run's: ``If-Match``). When S3
+        refuses the delete (a policy without s3:DeleteObject on the locks, a fault), the
+        object is overwritten by a "released" record, which the next writer takes over at
+        once, wherever it runs; said once per run (per client) at WARNING."""
         etag, self._etag = self._etag, None
         if etag is None:
             return
-        with contextlib.suppress(ArchiveError):
+        try:
             self.store.delete(self.key, if_match=etag)
+            return
+        except PreconditionFailed:
+            return  # another writer took it over (a lease run out): it is theirs now
+        except ArchiveError as exc:
+            failed = exc
+        url = self.store.url(self.key)
+        record = {RELEASED: _now(), "pid": os.getpid(), "host": socket.gethostname()}
+        try:
+            self.store.put(self.key, orjson.dumps(record), if_match=etag)
+            then = "wrote a 'released' record in its place: the next run takes the lock over"
+        except PreconditionFailed:
+            return  # taken over meanwhile: it is the other writer's lock now
+        except ArchiveError as exc:
+            then = (
+                f"nor mark it released ({exc}): the day stays locked for other hosts until "
+                f"its lease runs out; delete {url} to free it"
+            )
+        if self.store.say_once("lock release"):
+            log.warning("%s: could not delete its lock %s (%s); %s", self.what, url, failed, then)
+        else:
+            log.debug("%s: could not delete its lock %s; %s", self.what, url, then)
 
 
 #: Why an object or the manifest is not as this commit left it, said in its errors.

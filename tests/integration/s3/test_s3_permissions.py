@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import hashlib
+import logging
 import re
 
 import pytest
@@ -133,3 +134,39 @@ def test_a_refused_head_says_access_denied_with_the_permission(iam_s3, monkeypat
     store = S3Client(parse_root(f"s3://{bucket}/p"))  # type: ignore[arg-type]
     with pytest.raises(ArchiveError, match=r"AccessDenied .*HeadObject needs s3:GetObject"):
         store.head("p/x")
+
+
+def test_a_lock_its_writer_may_not_delete_is_said_and_marked_released(
+    iam_s3, monkeypatch, tmp_path, caplog
+):
+    bucket = iam_s3.new_bucket()
+    env = iam_s3.user(bucket, PERMISSIONS, deny=[("s3:DeleteObject", "p/.dxt/locks/*")])
+    as_user(monkeypatch, env, tmp_path / "staging")
+    root = f"s3://{bucket}/p"
+    lock = f"s3://{bucket}/p/.dxt/locks/toy/m/{DAY}.lock"
+    archive = Archive(root)
+    with caplog.at_level(logging.DEBUG, logger="dxt_core.store.s3"):
+        for day in (DAY, DAY + dt.timedelta(days=1)):  # two days of one run: said once
+            write = archive.begin(DayKey("toy", ("m",), day))
+            with write.open("csv.gz") as fh:
+                fh.write(b"x\n")
+            write.commit(
+                {
+                    "status": "archived",
+                    "file": f"{day}.csv.gz",
+                    "rows": 1,
+                    "bytes": 2,
+                    "sha256": hashlib.sha256(b"x\n").hexdigest(),
+                }
+            )
+    said = [r for r in caplog.records if r.levelno == logging.WARNING and "lock" in r.message]
+    assert len(said) == 1, [r.message for r in said]
+    assert lock in said[0].message and "DeleteObject needs s3:DeleteObject" in said[0].message
+    assert "the next run takes the lock over" in said[0].message
+    assert env["AWS_SECRET_ACCESS_KEY"] not in said[0].message
+    # another host reruns the day at once: not "being archived by", not "took over the stale lock"
+    monkeypatch.setattr("socket.gethostname", lambda: "another-host")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dxt_core.store.s3"):
+        commit_day(root, 1, "1", replace=True)
+    assert not [r.message for r in caplog.records if "stale lock" in r.message]
