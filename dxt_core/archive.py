@@ -49,6 +49,7 @@ from dxt_core.manifests import (
     Status,
     holes_detail,
     is_plain_name,
+    kept_applies,
     kept_detail,
     manifest_files,
     not_over_detail,
@@ -457,7 +458,7 @@ class Archive:
                 if digest != f.get("sha256"):
                     return "corrupt", f"{data} does not match the manifest's sha256"
         kept = self.read_kept(key)
-        if kept is not None:
+        if kept is not None and kept_applies(kept, doc):
             return "archived", kept_detail(kept)
         return "archived", holes_detail(doc)
 

@@ -191,6 +191,30 @@ def kept_detail(kept: dict[str, Any]) -> str:
     )
 
 
+def kept_applies(kept: dict[str, Any], manifest: dict[str, Any]) -> bool:
+    """Whether a ``<day>.kept.json`` record still describes the day of ``manifest``.
+
+    A commit removes the record (the day it kept is no longer the archived one); when that
+    removal failed (a bucket policy refusing s3:DeleteObject, a read-only file) the record
+    stays beside a newer day. It no longer applies when the manifest names other bytes than
+    the file it kept (``archive_sha256``), or was written after it (``written_at`` later than
+    its ``at``). Without either to compare (an older record or manifest), it applies."""
+    was, now = kept.get("archive_sha256"), manifest.get("sha256")
+    if isinstance(was, str) and isinstance(now, str) and was != now:
+        return False
+    at, written = _instant(kept.get("at")), _instant(manifest.get("written_at"))
+    return at is None or written is None or written <= at
+
+
+def _instant(value: Any) -> dt.datetime | None:
+    """An ISO time with its zone, else None."""
+    try:
+        when = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
 def count_rows(path: Path) -> int | None:
     """The rows of an archived data file, counted from the file itself (None when its
     format is not one this function reads): the protection of a day whose manifest is gone.

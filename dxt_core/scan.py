@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import orjson
+
 from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.index import (
@@ -31,7 +33,7 @@ from dxt_core.index import (
     unit_entries,
     unit_of,
 )
-from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX
+from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, kept_applies
 
 log = masking.logger("dxt_core.index")
 
@@ -289,12 +291,30 @@ def _cells_from_index(
                 grid.details[(u, d)] = problem
                 row[d] = _C
             else:
-                row[d] = _K if kepts[d] in listing else _A
+                kept = kepts[d] in listing
+                row[d] = (
+                    _K if kept and _kept_applies(lay.directories[u], kepts[d], manifests[d]) else _A
+                )
         elif status == "empty":
             row[d] = _E
         else:
             grid.details[(u, d)] = "unreadable manifest"
             row[d] = _C
+
+
+def _kept_applies(directory: Path, kept: str, manifest: str) -> bool:
+    """The day's kept record still describes its manifest (:func:`kept_applies`: not one
+    that a replace failed to remove), both read from disk; unreadable: it applies."""
+    docs = []
+    for name in (kept, manifest):
+        try:
+            doc = orjson.loads((directory / name).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return True
+        if not isinstance(doc, dict):
+            return True
+        docs.append(doc)
+    return kept_applies(docs[0], docs[1])
 
 
 def _repair(

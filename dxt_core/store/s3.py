@@ -43,6 +43,7 @@ from dxt_core.manifests import (
     NOT_OVER,
     VERSIONS_DIR,
     Status,
+    kept_applies,
     manifest_files,
     not_over_mark,
 )
@@ -354,9 +355,10 @@ class S3Archive(Archive):
                 return "corrupt", f"{url} has {obj.size} bytes, manifest says {f.get('bytes')}"
             if verify and self.store.sha256_of(obj.key) != f.get("sha256"):
                 return "corrupt", f"{url} does not match the manifest's sha256"
-        kept_name = self.kept_path(key).name
-        if kept_name in listing:
-            return "archived", _kept_detail(self.read_kept(key) or {})
+        if self.kept_path(key).name in listing:
+            kept = self.read_kept(key) or {}
+            if kept_applies(kept, doc):  # not a record a replace failed to delete
+                return "archived", _kept_detail(kept)
         return "archived", _holes_detail(doc)
 
     def _writing_status(

@@ -637,8 +637,8 @@ class S3DayWrite(DayWrite):
                 store.delete(kept)
             except ArchiveError as exc:
                 log.warning(
-                    "%s: committed, but its old 'kept' record %s is still there (%s): "
-                    "coverage says the day was kept until it is deleted",
+                    "%s: committed, but its old 'kept' record %s is still there (%s); "
+                    "coverage ignores it (the manifest is newer): delete it",
                     key,
                     store.url(kept),
                     exc,

@@ -13,7 +13,7 @@ import pytest
 
 from dxt_core import Archive
 from dxt_core.archive import DayKey
-from dxt_core.errors import ArchiveError
+from dxt_core.errors import ArchiveError, SourceShrank
 from dxt_core.store.client import PERMISSIONS
 from tests.conftest import ROOT
 from tests.integration.s3.iam import IamS3, as_user
@@ -170,3 +170,23 @@ def test_a_lock_its_writer_may_not_delete_is_said_and_marked_released(
     with caplog.at_level(logging.WARNING, logger="dxt_core.store.s3"):
         commit_day(root, 1, "1", replace=True)
     assert not [r.message for r in caplog.records if "stale lock" in r.message]
+
+
+def test_a_kept_record_a_replace_could_not_delete_is_not_reported_kept(
+    iam_s3, monkeypatch, tmp_path
+):
+    bucket = iam_s3.new_bucket()
+    env = iam_s3.user(bucket, PERMISSIONS, deny=[("s3:DeleteObject", "p/toy/m/*.kept.json")])
+    as_user(monkeypatch, env, tmp_path / "staging")
+    root = f"s3://{bucket}/p"
+    commit_day(root, 10, "1")
+    with pytest.raises(SourceShrank):
+        commit_day(root, 5, "1")
+    archive = Archive(root)
+    assert archive.status(KEY)[1].startswith("kept:")
+    assert archive.unit_states("toy", [("m",)], [DAY])[0][0][2] is True
+    commit_day(root, 5, "1", replace=True)  # its delete of the kept record is refused
+    with iam_s3.setup():
+        iam_s3.admin().head_object(Bucket=bucket, Key=f"p/toy/m/{DAY}.kept.json")  # still there
+    assert archive.status(KEY) == ("archived", "")
+    assert archive.unit_states("toy", [("m",)], [DAY]) == [[("archived", "", False)]]

@@ -22,6 +22,7 @@ from dxt_core.archive import Archive, DayKey
 from dxt_core.coverage import coverage
 from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError, ContentChanged, SourceShrank
 from dxt_core.fsio import atomic_file
+from dxt_core.scan import scan_states
 
 DAY = dt.date(2020, 3, 9)
 KEY = DayKey("examon", ("ipmi_pub", "ambient"), DAY)
@@ -110,6 +111,25 @@ def test_replace_overwrites_and_keeps_the_previous_version(tmp_path):
     assert not archive.kept_path(KEY).exists()
     (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=True)
     assert row.status == "archived" and not row.kept
+
+
+def test_a_kept_record_left_beside_a_replaced_day_is_not_reported_kept(tmp_path):
+    """A replace whose removal of the kept record failed (S3: a policy refusing its delete;
+    tests/integration/s3/test_s3_permissions.py) leaves a record older than the manifest:
+    the day is the replace's, not a kept one, in a directory archive as in a bucket."""
+    archive = Archive(tmp_path)
+    write_day(archive, 100)
+    with pytest.raises(SourceShrank):
+        write_day(archive, 60)
+    record = archive.kept_path(KEY).read_bytes()
+    assert archive.status(KEY)[1].startswith("kept:")
+    write_day(Archive(tmp_path, replace=True), 60)
+    archive.kept_path(KEY).write_bytes(record)  # as if its removal had failed
+    assert archive.status(KEY) == ("archived", "")
+    for verify in (False, True):  # from the manifest index, and from the files
+        (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=verify)
+        assert (row.status, row.detail, row.kept) == ("archived", "", False)
+    assert scan_states(archive, "examon", [KEY.parts], [DAY]).rows == ["A"]
 
 
 def test_replace_with_an_empty_source_removes_the_file_but_keeps_a_version(tmp_path):
