@@ -319,7 +319,15 @@ class S3DayWrite(DayWrite):
             for pre in (f"{self.prefix}/{day}", f"{self.prefix}/_{day}"):
                 n = store.abort_uploads(pre)
                 if n:
-                    log.info("%s: aborted %d unfinished upload(s) of a crashed run", self.key, n)
+                    log.warning(
+                        "%s: aborted %d unfinished multipart upload(s) under %s, left by an "
+                        "interrupted run (their parts cost storage until aborted; a bucket "
+                        "lifecycle rule AbortIncompleteMultipartUpload removes those of days "
+                        "never rerun: docs/archive.md)",
+                        self.key,
+                        n,
+                        store.url(pre),
+                    )
             got = store.get(self._manifest_key)  # a failed read raises: nothing is changed
             doc, self._manifest_etag = None, (got[1] if got else None)
             if got is not None:
