@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from dxt_core import procs
-from dxt_core.store.client import OPERATION_PERMISSION
+from dxt_core.store.permissions import OPERATION_PERMISSION
 from tests.s3_fixtures import CREDENTIALS, FOREIGN, S3Server, start_s3_server
 
 

@@ -14,7 +14,7 @@ import pytest
 from dxt_core import Archive
 from dxt_core.archive import DayKey
 from dxt_core.errors import ArchiveError, SourceShrank
-from dxt_core.store.client import PERMISSIONS
+from dxt_core.store.permissions import PERMISSIONS
 from tests.conftest import ROOT
 from tests.integration.s3.iam import IamS3, as_user
 
