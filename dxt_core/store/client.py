@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -157,6 +158,8 @@ class S3Client:
         #: object back and hash it.
         #: what this client's warnings said already (one warning per run for a repeated one)
         self._said: set[str] = set()
+        #: (key, sha256 of the body) of this client's conditional writes -> the threads
+        self._writing: dict[tuple[str, bytes], set[int]] = {}
         self.verify = os.environ.get("DXT_S3_VERIFY", "checksum").strip() or "checksum"
         if self.verify not in ("checksum", "read"):
             raise ConfigError(f"DXT_S3_VERIFY={self.verify!r}: checksum or read")
@@ -293,21 +296,45 @@ class S3Client:
         stored but whose answer was lost (a cut connection, a timeout) is refused by its own
         write, so a refusal is checked against the object before it is believed.
         """
+        if if_match is None and not if_none_match:
+            return self._put(key, body)
+        mine = (key, hashlib.sha256(body).digest())
+        with self._making:  # what this client's threads write (set before it is sent)
+            self._writing.setdefault(mine, set()).add(threading.get_ident())
+            while len(self._writing) > 4096:
+                del self._writing[next(iter(self._writing))]
         try:
             return self._put(key, body, if_match=if_match, if_none_match=if_none_match)
         except PreconditionFailed:
-            if if_match is None and not if_none_match:
-                raise
             got = self.get(key)
             if got is None or got[0] != body:
                 raise
-            log.warning(
-                "%s: a conditional write was refused, but the object holds what it wrote "
-                "(an earlier attempt whose answer was lost, or another writer's identical "
-                "write): nothing to do",
-                self.url(key),
-            )
+            self._same_bytes(key, mine, if_none_match)
             return got[1]
+
+    def _same_bytes(self, key: str, mine: tuple[str, bytes], create: bool) -> None:
+        """Say a refused conditional write whose object holds its bytes already: written by
+        another thread of this client (debug), created meanwhile by another writer with the
+        same content (info: a record any writer writes alike), else a lost answer."""
+        with self._making:
+            others = self._writing.get(mine, set()) - {threading.get_ident()}
+        if others or create:
+            by = "another thread of this run" if others else "another writer"
+            log.log(
+                logging.DEBUG if others else logging.INFO,
+                "%s: %s meanwhile with the same content by %s (or by an earlier attempt "
+                "of this write): nothing to do",
+                self.url(key),
+                "created" if create else "written",
+                by,
+            )
+            return
+        log.warning(
+            "%s: a conditional write was refused, but the object holds what it wrote "
+            "(an earlier attempt whose answer was lost, or another writer's identical "
+            "write): nothing to do",
+            self.url(key),
+        )
 
     def _put(
         self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False
