@@ -608,8 +608,8 @@ class HttpClient:
             raise SourceError(
                 f"TLS certificate check failed ({tls}){where}; fix the server's "
                 "certificate, or, if you trust this network, turn the check off (the "
-                "connection's verify_tls extra false, verify_certs for collectd-es; on the "
-                "command line --no-verify-tls)",
+                "connection's verify_tls extra false, or verify_certs where the connection "
+                "names it so; on the command line --no-verify-tls)",
                 url=redact_url(str(exc.request.url)) if _has_request(exc) else url,
             ) from None
         return _Failure(scrub(f"connection error ({type(exc).__name__}: {exc})"))
