@@ -54,7 +54,16 @@ def _check_root(archive: Archive) -> None:
         raise ConfigError(f"archive root {root} is not a directory: check --archive")
 
 
-def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[str]]) -> None:
+#: The coverage options that choose a backend's units (each backend declares some of them).
+UNIT_OPTIONS = ("--catalog", "--format", "--sites", "--metrics", "--families")
+
+
+def check_archive_holds(
+    archive: Archive,
+    source: str,
+    units: Sequence[Sequence[str]],
+    choosers: Sequence[str] = UNIT_OPTIONS,
+) -> None:
     """Raise ConfigError unless ``archive`` holds something of ``source`` for ``units``.
 
     Without this, a mistyped --archive path reads as "everything missing" and the refill
@@ -78,8 +87,7 @@ def check_archive_holds(archive: Archive, source: str, units: Sequence[Sequence[
         example = f" (e.g. {root.joinpath(source, *units[0])})" if units else ""
         raise ConfigError(
             f"none of the {len(units)} units asked for has a directory under {top}{example}: "
-            "check the options that choose them (--catalog, --format, --sites, --metrics, "
-            "--families)"
+            f"check the options that choose them ({', '.join(choosers)})"
         )
 
 
@@ -121,7 +129,9 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     cli = backend.cli_role()
     units = cli.coverage_units(args)
     day_list = list(days(first, last))
-    check_archive_holds(archive, backend.name, units)
+    owners: dict[str, set[str]] = getattr(args, "option_owners", None) or {}
+    choosers = [o for o in UNIT_OPTIONS if backend.command in owners.get(o, ())]
+    check_archive_holds(archive, backend.name, units, choosers or UNIT_OPTIONS)
     # an index repair (units changed outside dxt) and a --verify pass say how they go
     scan.repair_notice = cov.stderr_notice
     check = cov.verify_options(args)

@@ -264,3 +264,13 @@ def test_json_failing_before_its_rows_still_gives_a_document(capsys, catalog, tm
     doc = json.loads(out)
     assert doc["rows"] == [] and said in doc["error"] and doc["error"] in err
     assert "counts" not in doc
+
+
+def test_units_not_found_names_the_options_of_that_backend(capsys, tmp_path):
+    """A Kwollect archive of other metrics than the default (power) ones: the hint named
+    --catalog, --format and --families, which ``dxt coverage kwollect`` refuses."""
+    archive_empty_day(tmp_path, ("lyon", "prom_node_load1"), source="kwollect")
+    rc = main(["coverage", "kwollect", "--archive", str(tmp_path), "--start-day", "2024-05-01",
+               "--end-day", "2024-05-01"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and "check the options that choose them (--sites, --metrics)" in err, err
