@@ -214,7 +214,9 @@ def _cmd_reconcile(
             found = {r.state: 0 for r in done}
             for r in done:
                 found[r.state] += 1
-            _print_reconciled(args, backend, done, found, f"{len(done)} of the")
+            total = len(units) * len(day_list)
+            size = f"{len(done)} of the {total} metric-days (it stopped there)"
+            _print_reconciled(args, backend, done, found, size)
         raise
     counts: dict[str, int] = {}
     for r in rows:
@@ -223,7 +225,8 @@ def _cmd_reconcile(
     if args.json:
         jsonrows.print_json_rows((r.as_dict() for r in rows), lambda: counts)
     else:
-        _print_reconciled(args, backend, rows, counts, f"{len(units)} units x {len(day_list)}")
+        size = f"{len(units)} units x {len(day_list)} days"
+        _print_reconciled(args, backend, rows, counts, size)
     if more and not args.json:
         dag_id = args.dag_id or backend.dag_id
         print(
@@ -289,7 +292,7 @@ def _print_reconciled(
             )
     _print_not_archived(args, backend, [r for r in rows if r.state == "missing"])
     print(
-        f"\nreconciled {size} days against the source's counts: "
+        f"\nreconciled {size} against the source's counts: "
         + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     )
     method = next((r.method for r in rows if r.method), "")
