@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import itertools
 import logging
 import os
 import re
@@ -22,6 +21,13 @@ from dxt_core import budget, jsonrows, masking, scan, stdio
 from dxt_core import coverage as cov
 from dxt_core._version import __version__
 from dxt_core.archive import Archive
+from dxt_core.coverage_checks import (
+    UNIT_OPTIONS,
+    check_archive_holds,
+    check_backend_options,
+    check_given_zone,
+    check_root,
+)
 from dxt_core.coverage_table import mark, not_over, table_lines
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable
 from dxt_core.manifests import MANIFEST_SUFFIX, not_over_ends
@@ -43,54 +49,6 @@ from dxt_core.windows import check_day_order, days, parse_day
 log = masking.logger("dxt_core.cli")
 
 
-def _check_root(archive: Archive) -> None:
-    """Raise ConfigError unless a directory archive's root is a directory."""
-    if archive.remote:
-        return
-    root = archive.root
-    if not root.exists():
-        raise ConfigError(f"archive root {root} does not exist: check --archive")
-    if not root.is_dir():
-        raise ConfigError(f"archive root {root} is not a directory: check --archive")
-
-
-#: The coverage options that choose a backend's units (each backend declares some of them).
-UNIT_OPTIONS = ("--catalog", "--format", "--sites", "--metrics", "--families")
-
-
-def check_archive_holds(
-    archive: Archive,
-    source: str,
-    units: Sequence[Sequence[str]],
-    choosers: Sequence[str] = UNIT_OPTIONS,
-) -> None:
-    """Raise ConfigError unless ``archive`` holds something of ``source`` for ``units``.
-
-    Without this, a mistyped --archive path reads as "everything missing" and the refill
-    commands would ask to fetch it all again.
-    """
-    _check_root(archive)
-    if not archive.holds(source):
-        where, lacks = (
-            (archive.url, f"object under {archive.url}/{source}/")
-            if archive.remote
-            else (str(archive.root), f"*{MANIFEST_SUFFIX} under {archive.root / source}")
-        )
-        raise ConfigError(
-            f"archive root {where} holds no {source} archive (no {lacks}): check --archive"
-        )
-    if archive.remote:
-        return
-    root = archive.root
-    top = root / source
-    if not any(root.joinpath(source, *parts).is_dir() for parts in units):
-        example = f" (e.g. {root.joinpath(source, *units[0])})" if units else ""
-        raise ConfigError(
-            f"none of the {len(units)} units asked for has a directory under {top}{example}: "
-            f"check the options that choose them ({', '.join(choosers)})"
-        )
-
-
 def coverage_backend(args: argparse.Namespace, archive: Archive) -> registry.Backend:
     """The backend ``dxt coverage`` reports on: the one named, else the one registered
     backend the archive holds data of.
@@ -101,7 +59,7 @@ def coverage_backend(args: argparse.Namespace, archive: Archive) -> registry.Bac
     """
     if args.backend:
         return registry.get(args.backend)
-    _check_root(archive)
+    check_root(archive)
     every = registry.backends()
     held = [b for b in every if archive.holds(b.name)]
     if len(held) == 1:
@@ -124,14 +82,14 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     check_day_order(first, last)  # before the archive is read (an index repair)
     archive = Archive(args.archive)
     backend = coverage_backend(args, archive)
-    _check_backend_options(args, backend)
-    _check_given_zone(args, archive, backend.name)
+    check_backend_options(args, backend)
+    check_given_zone(args, archive, backend.name)
     cli = backend.cli_role()
     units = cli.coverage_units(args)
     day_list = list(days(first, last))
     owners: dict[str, set[str]] = getattr(args, "option_owners", None) or {}
-    choosers = [o for o in UNIT_OPTIONS if backend.command in owners.get(o, ())]
-    check_archive_holds(archive, backend.name, units, choosers or UNIT_OPTIONS)
+    mine = [o for o in UNIT_OPTIONS if backend.command in owners.get(o, ())] or UNIT_OPTIONS
+    check_archive_holds(archive, backend.name, units, mine)
     # an index repair (units changed outside dxt) and a --verify pass say how they go
     scan.repair_notice = cov.stderr_notice
     check = cov.verify_options(args)
@@ -215,7 +173,8 @@ def _cmd_reconcile(
             for r in done:
                 found[r.state] += 1
             total = len(units) * len(day_list)
-            size = f"{len(done)} of the {total} metric-days (it stopped there)"
+            cut = " (it stopped there)" if len(done) < total else ""
+            size = f"{len(done)} of the {total} metric-days{cut}"
             _print_reconciled(args, backend, done, found, size)
         raise
     counts: dict[str, int] = {}
@@ -565,49 +524,6 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
     )
 
 
-def _check_backend_options(args: argparse.Namespace, backend: Any) -> None:
-    """An option another backend's coverage declares, typed for this one, is an error (it
-    was accepted and ignored: ``dxt coverage examon --sites lyon``)."""
-    owners: dict[str, set[str]] = getattr(args, "option_owners", None) or {}
-    for word in getattr(args, "given", []):
-        if word == "--":
-            break
-        option = _full_option(word.split("=", 1)[0], getattr(args, "option_strings", []))
-        who = owners.get(option)
-        if who and backend.command not in who:
-            raise ConfigError(
-                f"{option} is an option of 'dxt coverage {'/'.join(sorted(who))}', not of "
-                f"'dxt coverage {backend.command}': drop it"
-            )
-
-
-def _check_given_zone(args: argparse.Namespace, archive: Archive, source: str) -> None:
-    """``--tz`` other than the zone the archive's days are cut in is an error: coverage and
-    reconcile take each day in the zone it was archived in (``--tz UTC`` on a Rome archive
-    was accepted and ignored)."""
-    known = getattr(args, "option_strings", [])
-    typed = any(
-        _full_option(w.split("=", 1)[0], known) == "--tz"
-        for w in itertools.takewhile(lambda w: w != "--", getattr(args, "given", []))
-    )
-    found = archive.recorded_day_zone(source) if typed else None
-    given = getattr(args, "conn_time_zone", None)
-    if found is not None and given is not None and found[0] != given:
-        raise ConfigError(
-            f"--tz {given}: the {source} days of {archive.url} are cut in {found[0]} "
-            f"({found[1]}); coverage takes each day in the zone it was archived in: drop --tz"
-        )
-
-
-def _full_option(typed: str, known: Sequence[str]) -> str:
-    """The option ``typed`` stands for: itself, or the one option it abbreviates (argparse
-    takes a unique prefix: ``--site`` for ``--sites``)."""
-    if typed in known or not typed.startswith("--"):
-        return typed
-    found = [o for o in known if o.startswith(typed)]
-    return found[0] if len(found) == 1 else typed
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``dxt`` parser; with ``only``, just that backend's ``extract`` (fast start)."""
     p = argparse.ArgumentParser(
@@ -729,6 +645,8 @@ def _main(argv: list[str]) -> int:  # a dxt process: large freed answers leave i
     # stays so (nohup); restored when the command returns (main() called as a function)
     taken: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
+        # SIGINT as it was too: a command may ignore it while it prints its summary
+        taken[signal.SIGINT] = signal.getsignal(signal.SIGINT)
         for stop in STOP_SIGNALS:
             if signal.getsignal(stop) is signal.SIG_DFL:
                 taken[stop] = signal.signal(stop, _stopped_by)
@@ -736,7 +654,8 @@ def _main(argv: list[str]) -> int:  # a dxt process: large freed answers leave i
         return _run(args)
     finally:
         for number, handler in taken.items():
-            signal.signal(number, handler)
+            if handler is not None:  # None: not set from Python, left as it is
+                signal.signal(number, handler)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -291,9 +291,10 @@ def reconcile(
         )
         exc.reconciled = rows  # type: ignore[attr-defined]
         raise
-    if unreachable and not any(r.state in COMPARED for r in rows):
-        # fewer counts than UNREACHABLE_AFTER, none of them answered: the server is down
-        # for this reconcile as for a longer one (exit status 4, not "counts failed")
+    if unreachable and len(unreachable) == sum(r.state != "missing" for r in rows):
+        # fewer counts than UNREACHABLE_AFTER, every one of them unanswered (none refused,
+        # none compared, no day damaged): the server is down for this reconcile as for a
+        # longer one (exit status 4, not "counts failed")
         _stop_unreachable(archive, source, rows, unreachable, record_kept, now, ended=True)
     if record_kept:
         rows = _record_checks(archive, source, rows, now or dt.datetime.now(dt.UTC))

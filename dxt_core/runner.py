@@ -179,7 +179,7 @@ def day_range(args: Any, time_zone: str | None = None) -> tuple[dt.date, dt.date
     check_day_order(first, last)
     if time_zone is not None:
         latest = dt.datetime.now(zone(time_zone)).date()
-        where = f"in {time_zone}, the zone of the archive's days"
+        where = f"in {time_zone}, the zone its days are cut in"
     else:  # a day begins somewhere on Earth at most 14 hours before it does in UTC
         latest = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=14)).date()
         where = "at the earliest zone"

@@ -60,7 +60,8 @@ def said_retried_on_its_own() -> Iterator[None]:
         yield
     except SourceError as exc:
         if exc.retryable and not run_wide(exc) and exc.args and isinstance(exc.args[0], str):
-            exc.args = (f"{exc.args[0]} {RETRIED_ON_ITS_OWN}", *exc.args[1:])
+            said, sep, where = exc.args[0].partition(" | from ")  # before the URL it names
+            exc.args = (f"{said} {RETRIED_ON_ITS_OWN}{sep}{where}", *exc.args[1:])
         raise
 
 

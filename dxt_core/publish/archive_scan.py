@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dxt_core.errors import ConfigError
-from dxt_core.manifests import KEPT_SUFFIX, MANIFEST_SUFFIX, NOT_OVER, manifest_files, not_over_mark
+from dxt_core.manifests import (
+    KEPT_SUFFIX,
+    MANIFEST_SUFFIX,
+    NOT_OVER,
+    kept_applies,
+    manifest_files,
+    not_over_mark,
+)
 from dxt_core.publish.tree import ArchiveTree
 from dxt_core.reconcile import CHECKS_NAME, COMPARED, checks_parts, parse_checks
 
@@ -329,6 +336,8 @@ def _kept(tree: ArchiveTree, day: DayFile, um: UnitMonth) -> None:
     kname = f"{prefix}{day.day.isoformat()}{KEPT_SUFFIX}"
     if kname in tree.files(directory):
         doc = tree.read_json(f"{directory}/{kname}")
+        if doc and not kept_applies(doc, {"sha256": day.sha256}):
+            return  # left beside the day that replaced the one it kept (coverage: archived)
         um.kept.append((day.day, slim(doc, KEPT_FIELDS) if doc else {"unreadable": True}))
 
 

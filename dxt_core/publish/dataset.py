@@ -438,8 +438,9 @@ def _publish(
     scans = {u: [role.scan(tree, u, y, mo) for y, mo in months] for u in role.units(tree)}
     report.left_out = list(tree.left_out)
     report.refill = _coverage_command(role, opts, months)
-    if not any(um.days or um.empty for ums in scans.values() for um in ums):
-        # a dataset of nothing (a README, checksums and descriptions of no file), exit 0
+    if not any(um.days or um.empty or um.skipped for ums in scans.values() for um in ums):
+        # a dataset of nothing (a README, checksums and descriptions of no file), exit 0; a
+        # month whose days were all skipped (damaged) is published, saying why
         raise ConfigError(
             f"nothing to publish: {redact_value(str(opts.archive))} holds no archived day of "
             f"{len(scans)} {role.backend} unit(s) in {opts.from_month}..{opts.to_month}; check "

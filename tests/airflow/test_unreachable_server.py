@@ -26,4 +26,6 @@ def test_an_unreachable_server_fails_the_task_saying_airflow_retries_it(migrated
     assert "Connection refused" in log, log[-3000:]
     assert "run it again once the server answers" in log, log[-3000:]
     assert "(an Airflow task is retried on its own)" in log, log[-3000:]
+    # said with what failed, before the URL the error names
+    assert "(an Airflow task is retried on its own) | from http" in log, log[-3000:]
     assert not list(archive.rglob("*.csv.gz"))

@@ -99,6 +99,8 @@ _MODE_ONLY = {
         ("start_day", "--start-day"),
         ("end_day", "--end-day"),
         ("tz", "--tz"),
+        ("refetch", "--refetch"),
+        ("quiet", "--quiet"),
     ),
 }
 
@@ -108,7 +110,7 @@ def _refuse_other_mode(args: argparse.Namespace) -> None:
         return  # which mode is said below
     mode = "--archive" if args.archive else "--backup"
     other = "--backup" if args.archive else "--archive"
-    given = [flag for key, flag in _MODE_ONLY[other] if getattr(args, key) is not None]
+    given = [flag for key, flag in _MODE_ONLY[other] if getattr(args, key) not in (None, False)]
     if given:
         raise ConfigError(
             f"{', '.join(given)}: {'options' if len(given) > 1 else 'an option'} of {other} "

@@ -71,7 +71,10 @@ class PointColumns:
                 values.append(p.get("value"))
         utc = self.pd.to_datetime(stamps, utc=True, format="ISO8601")
         self.stamps.append(utc.as_unit("us").asi8)
-        self.values.append(np.array(values, dtype=np.float64))
+        try:
+            self.values.append(np.array(values, dtype=np.float64))
+        except (TypeError, ValueError):  # a value that is not a number: kept as it came
+            self.values.append(np.array(values, dtype=object))
 
 
 def pandas() -> Any:

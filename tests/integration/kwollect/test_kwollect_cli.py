@@ -236,3 +236,21 @@ def test_an_unknown_node_is_named_with_its_cluster(sim, tmp_path, mode):
         assert f"warning: {problem} -- the reference API does not list it" in out.stderr
         (manifest,) = (tmp_path / "out").rglob("*.manifest.json")
         assert json.loads(manifest.read_text())["unlisted_nodes"] == [problem]
+
+
+def test_a_backup_run_in_process_leaves_ctrl_c_as_it_found_it(sim, tmp_path, capsys):
+    """``main()`` ignores Ctrl-C while a backup prints its summary and did not restore it: a
+    notebook or script calling it could no longer be interrupted afterwards (a run keeps an
+    ignored SIGINT ignored)."""
+    import signal
+
+    from dxt_core.cli import main
+
+    before = signal.getsignal(signal.SIGINT)
+    rc = main([
+        "extract", "kwollect", "--api-url", sim.url, "--nodes", "nova-1.lyon",
+        "--start", "2024-11-26T15:00:00+01:00", "--end", "2024-11-26T15:00:10+01:00",
+        "--metrics", "wattmetre_power_watt", "--backup", str(tmp_path / "b"),
+    ])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before

@@ -130,6 +130,25 @@ def test_a_kept_record_left_beside_a_replaced_day_is_not_reported_kept(tmp_path)
         (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=verify)
         assert (row.status, row.detail, row.kept) == ("archived", "", False)
     assert scan_states(archive, "examon", [KEY.parts], [DAY]).rows == ["A"]
+    assert _published_kept(tmp_path) == []  # the dataset's datacard said "1 kept"
+
+
+def _published_kept(root: Path) -> list[dt.date]:
+    """The kept days ``dxt publish`` finds in March 2020 of the archive's one unit."""
+    from dxt_core.backends import get_publisher
+    from dxt_core.publish.tree import open_tree
+
+    role, tree = get_publisher("examon").publish_role(), open_tree(root)
+    (unit,) = role.units(tree)
+    return [day for day, _ in role.scan(tree, unit, 2020, 3).kept]
+
+
+def test_a_kept_day_is_published_as_kept(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 100)
+    with pytest.raises(SourceShrank):
+        write_day(archive, 60)
+    assert _published_kept(tmp_path) == [DAY]
 
 
 def test_replace_with_an_empty_source_removes_the_file_but_keeps_a_version(tmp_path):

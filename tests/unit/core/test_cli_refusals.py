@@ -106,7 +106,7 @@ def test_a_day_that_has_not_begun_in_the_archive_zone_is_refused(capsys, tmp_pat
     assert rc == 2, said
     assert (
         f"--start-day {day}: that day has not begun yet (today is {today_there} in "
-        "Etc/GMT+12, the zone of the archive's days)"
+        "Etc/GMT+12, the zone its days are cut in)"
     ) in said
     assert not any(tmp_path.iterdir())
 
@@ -122,6 +122,8 @@ def test_a_day_that_has_not_begun_in_the_archive_zone_is_refused(capsys, tmp_pat
         (("--backup", "B", "--nodes", "nova-1.lyon", "--start", "2024-11-26T00:00:00+00:00"),
          ("--start-day", "2024-11-26", "--tz", "UTC"),
          "--start-day, --tz: options of --archive only"),
+        (("--backup", "B", "--nodes", "nova-1.lyon", "--start", "2024-11-26T00:00:00+00:00"),
+         ("--refetch", "-q"), "--refetch, --quiet: options of --archive only"),
     ],
 )  # fmt: skip
 def test_kwollect_refuses_the_options_of_the_other_mode(capsys, tmp_path, mode, given, named):

@@ -339,3 +339,30 @@ def test_days_before_the_start_date_are_said_left_out_not_missing() -> None:
         "reconcile: nothing (3 days before this one, all before the DAG's start date)"
     )
     assert RecentReport().note() == "reconcile: off (0 days)"
+
+
+def test_a_short_reconcile_is_unavailable_only_when_no_count_was_answered(tmp_path) -> None:
+    """Under UNREACHABLE_AFTER counts, a reconcile stops as unreachable (exit 4) when every
+    count it asked went unanswered; one the server refused is an answer (exit 3, as before)."""
+    from dxt_core.errors import SourceUnavailable
+
+    archive = Archive(tmp_path)
+    d1, d2 = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
+    for d in (d1, d2):
+        archived(archive, UNITS[0], d, 10)
+
+    def down(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+        raise SourceUnavailable("connection refused", url="http://source")
+
+    def refused_then_down(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+        if day == d1:
+            raise SourceError("HTTP 400: bad query", url="http://source")
+        return down(parts, day)
+
+    with pytest.raises(SourceUnavailable, match="for any of the 2 metric-days it was asked"):
+        reconcile(archive, "toy", UNITS, [d1, d2], down, record_kept=False)
+    rows = reconcile(archive, "toy", UNITS, [d1, d2], refused_then_down, record_kept=False)
+    assert [(r.day, r.state) for r in rows if r.state != "missing"] == [
+        (d1, "error"),
+        (d2, "error"),
+    ]

@@ -94,3 +94,18 @@ def test_credentials_in_what_the_dataset_says_are_refused(tmp_path, field):
     with pytest.raises(ConfigError, match="a published dataset is public") as refused:
         options(tmp_path, **given)
     assert "t0ken" not in str(refused.value)
+
+
+def test_a_month_whose_days_are_all_damaged_is_published_with_them_skipped(tmp_path):
+    """Refusing months with nothing archived must not refuse one whose days are damaged: it
+    is published, its days said skipped (they were called "no archived day")."""
+    key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9))
+    with Archive(tmp_path / "a").begin(key) as day:
+        with day.open("csv.gz") as fh:
+            fh.write(b"not what the manifest says")
+        day.commit({"status": "archived", "file": "2020-03-09.csv.gz", "rows": 1, "bytes": 99,
+                    "sha256": "0" * 64, "time_zone": "Europe/Rome"})  # fmt: skip
+    report = publish(get_publisher("examon").publish_role(),
+                     options(tmp_path, keep_identities=True))  # fmt: skip
+    assert [s.split(":")[0] for s in report.skipped] == ["skipped ipmi_pub/ambient 2020-03-09"]
+    assert (tmp_path / "o" / "datapackage.json").is_file()
