@@ -201,6 +201,7 @@ def test_a_stopped_reconcile_says_how_far_it_got_and_keeps_its_comparisons(
         assert {r["state"] for r in doc["rows"]} == {"equal"}
 
 
+@pytest.mark.slow  # 4.9-7.3 s measured (a whole run of 50 metric-days)
 def test_an_ignored_sighup_stays_ignored(slow_sim, small_catalog, tmp_path):
     """``nohup dxt extract ...``: SIGHUP is ignored when the command starts, and a closed
     terminal must not stop the run."""
