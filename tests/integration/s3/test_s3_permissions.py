@@ -18,7 +18,7 @@ from dxt_core.store.permissions import PERMISSIONS
 from tests.conftest import ROOT
 from tests.integration.s3.iam import IamS3, as_user
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a moto_server with IAM: 2-3 s a test
 
 DAY = dt.date(2020, 3, 9)
 KEY = DayKey("toy", ("m",), DAY)

@@ -148,6 +148,7 @@ def test_a_day_its_zone_skipped_is_a_clear_error_and_coverage_goes_on():
     )
 
 
+@pytest.mark.slow  # 4.3 s: two extracts from the simulator
 def test_verbose_is_taken_before_or_after_the_command(examon_sim, tmp_path):
     """``-v`` logs each request whichever side of the command it is given (after it was
     "unrecognized arguments: -v"); without it, none is logged."""

@@ -210,6 +210,7 @@ def test_the_demo_kept_running_stops_when_a_component_of_standalone_exited(tmp_p
         procs.stop(proc, 5)
 
 
+@pytest.mark.slow  # 1.4 s each: a real demo started until its simulator is up
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_demo_stopped_by_a_signal_exits_130_as_every_command_does(tmp_path, sig):
     # README: every command exits 130 for Ctrl-C, SIGTERM or SIGHUP (it was 128 + signum)
