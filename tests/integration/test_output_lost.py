@@ -135,6 +135,7 @@ _GATE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 3-6 s on 2 cores (the fast tier's limit is 3 s)
 def test_a_day_abandoned_by_its_run_is_never_committed_after(tmp_path):
     """Two Ctrl-C: the run abandons the day still waiting on its server; while its summary
     goes out to a slow terminal, that day reaches its commit, which the run's gate refuses."""
@@ -222,6 +223,7 @@ _AFTER_COMMIT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 3-6 s on 2 cores (the fast tier's limit is 3 s)
 def test_a_day_whose_commit_began_is_counted_archived_and_a_third_signal_ends_the_wait(tmp_path):
     """Two Ctrl-C while a day's commit is done but its unit still works (the index, the
     report): it was reported "abandoned in flight, not archived" although it was archived.

@@ -436,6 +436,7 @@ def test_cli_extract_and_coverage(examon_sim, small_catalog, tmp_path):
     assert ok.returncode == 0 and json.loads(ok.stdout)["counts"]["archived"] == 12
 
 
+@pytest.mark.slow  # 3-6 s on 2 cores (the fast tier's limit is 3 s)
 def test_cli_keeps_connections_alive_across_metric_days(examon_sim, small_catalog, tmp_path):
     """One source for the whole run: ten KairosDB metric-days on two workers reuse the
     workers' connections instead of opening one per metric-day (a TLS handshake each, on a

@@ -99,6 +99,7 @@ def test_too_much_data_is_split_and_gives_the_same_points(sim):
         assert ts == sorted(ts)
 
 
+@pytest.mark.slow  # 3-6 s on 2 cores (the fast tier's limit is 3 s)
 def test_read_timeout_counts_as_too_much_data_and_is_split(sim):
     # The real API answers "too much data" only after its query timeout: a client whose read
     # timeout is shorter sees no answer at all, and must split the request too.

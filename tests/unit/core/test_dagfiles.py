@@ -103,6 +103,7 @@ def test_dags_write_goes_where_airflow_cfg_says_and_says_why(tmp_path):
     assert not (home / "dags").exists()
 
 
+@pytest.mark.slow  # 3-6 s on 2 cores (the fast tier's limit is 3 s)
 def test_the_folder_is_the_one_airflow_itself_reads(tmp_path):
     pytest.importorskip("airflow")
     home = tmp_path / "h"

@@ -82,6 +82,7 @@ def test_the_error_is_run_wide_and_kept_by_the_archive_root_setting(tmp_path):
     ]
 
 
+@pytest.mark.slow  # 3-6 s on 2 cores (the fast tier's limit is 3 s)
 def test_an_airflow_archive_task_fails_without_retries(tmp_path):
     out = _python(
         """
