@@ -520,17 +520,21 @@ class S3Archive(Archive):
     def rebuild_index(self, source: str | None = None) -> tuple[int, int]:
         """Rewrite every unit's index object from a listing and its manifests; returns
         (manifests, unreadable), and keeps the first unreadable ones' URLs in
-        ``unreadable`` (at most :data:`dxt_core.index.NAMED_UNREADABLE`)."""
+        ``unreadable`` (at most :data:`dxt_core.index.NAMED_UNREADABLE`). A prefix holding no
+        manifest and nothing of ``.dxt/`` is not an archive (a mistyped ``--archive``): a
+        :class:`ConfigError`, as a directory's rebuild says it, and nothing is written."""
         from dxt_core.index import NAMED_UNREADABLE
 
         base = f"{self.location.prefix}/" if self.location.prefix else ""
         prefix = f"{base}{source}/" if source else base
         per_unit: dict[tuple[str, ...], dict[str, Any]] = {}
         n = bad = 0
+        internal = False  # a day-zone record or an index object: an archive, its days gone
         self.unreadable = []
         for o in self.store.list(prefix, recursive=True):
             rel = o.key[len(base) :]
             if rel.startswith(INTERNAL + "/") or f"/{VERSIONS_DIR}/" in rel:
+                internal = internal or rel.startswith(INTERNAL + "/")
                 continue
             if not rel.endswith(MANIFEST_SUFFIX):
                 continue
@@ -549,6 +553,12 @@ class S3Archive(Archive):
                 continue
             n += 1
             per_unit.setdefault(tuple(dirs), {})[day] = _index_entry(doc, got[1] if got else "")
+        if source is None and not (n or bad or internal):
+            raise ConfigError(
+                f"no manifests found under {self.store.url(prefix)} (no *{MANIFEST_SUFFIX}, no "
+                f"{INTERNAL}/ records or index objects): not an archive, so no index is "
+                "written; check --archive"
+            )
         for unit, entries in per_unit.items():
             k = self.internal_key("index", *unit) + ".json"
             self.store.put(k, _dumps({"schema": INDEX_SCHEMA, "days": entries}))

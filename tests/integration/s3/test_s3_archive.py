@@ -237,6 +237,13 @@ def test_coverage_reads_one_listing_and_one_index_object_per_unit(
         *("--start-day", "2020-03-09", "--end-day", "2020-03-09"),
     )
     assert out.returncode != 0 and f"s3://{bucket}/typo holds no examon archive" in out.stderr
+    # and an index rebuild of it refuses, as of a directory that is no archive (it said "0
+    # manifests", exit 0), writing nothing there
+    out = dxt(s3_env, tmp_path, "index", "rebuild", "--archive", f"s3://{bucket}/typo")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"no manifests found under s3://{bucket}/typo/" in out.stderr, out.stderr
+    assert "check --archive" in out.stderr and out.stdout == ""
+    assert "Contents" not in c.list_objects_v2(Bucket=bucket, Prefix="typo")
 
 
 def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env, monkeypatch):
