@@ -160,33 +160,28 @@ class S3DayLock(DayLock):
         return orjson.dumps(info)
 
     def acquire(self) -> None:
-        try:
-            self._etag = self.store.put(self.key, self._body(), if_none_match=True)
-            return
-        except PreconditionFailed:
-            pass
-        got = self.store.get(self.key)
-        if got is None:  # released between our two calls: try once more
+        holder: dict[str, Any] = {}
+        for _ in range(3):  # freed or taken over between two calls: look again (bounded)
             try:
                 self._etag = self.store.put(self.key, self._body(), if_none_match=True)
                 return
             except PreconditionFailed:
-                got = self.store.get(self.key) or (b"{}", "")
-        raw, etag = got
-        try:
-            holder = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            holder = {}
-        holder = holder if isinstance(holder, dict) else {}
-        released = RELEASED in holder  # its holder could not delete it (release)
-        if released or _stale(holder):
+                pass
+            got = self.store.get(self.key)
+            if got is None:  # released between our two calls: try once more
+                continue
+            raw, etag = got
+            holder = _holder(raw)
+            released = RELEASED in holder  # its holder could not delete it (release)
+            if not (released or _stale(holder)):
+                break
             try:
                 self._etag = self.store.put(self.key, self._body(), if_match=etag)
                 if not released:
                     log.warning("%s: took over the stale lock of %s", self.what, _who(holder))
                 return
             except PreconditionFailed:
-                pass  # someone else took it over first
+                continue  # another writer took it over first: read who holds it now
         expires = holder.get("expires")
         until = f", its lease runs until {expires}" if expires else ""
         raise ArchiveLocked(
@@ -245,6 +240,15 @@ def _who(holder: dict[str, Any]) -> str:
         f"pid {holder.get('pid', '?')} on host {holder.get('host', '?')} since "
         f"{holder.get('started', '?')}"
     )
+
+
+def _holder(raw: bytes) -> dict[str, Any]:
+    """A lock object's record ({} when it is not a JSON object)."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _stale(holder: dict[str, Any]) -> bool:

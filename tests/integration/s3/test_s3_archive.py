@@ -246,6 +246,49 @@ def test_coverage_reads_one_listing_and_one_index_object_per_unit(
     assert "Contents" not in c.list_objects_v2(Bucket=bucket, Prefix="typo")
 
 
+def test_the_loser_of_a_race_for_a_released_lock_names_the_winner(bucket, s3_env, monkeypatch):
+    """A lock its writer could not delete is left as a "released" record, which the next
+    writer takes over. Two writers reading it at once: the one whose takeover lost named the
+    host that had released it as the one "archiving" the day, not the writer that holds it."""
+    import socket
+
+    from dxt_core.store import parse_root
+    from dxt_core.store.client import S3Client
+    from dxt_core.store.s3_write import RELEASED, S3DayLock
+
+    key = f"p/.dxt/locks/toy/m/{DAY}.lock"
+    released = {RELEASED: "2020-03-10T00:00:00+00:00", "pid": 1, "host": "host-that-released"}
+    S3Client(parse_root(f"s3://{bucket}/p")).put(key, json.dumps(released).encode())
+    winner = S3DayLock(S3Client(parse_root(f"s3://{bucket}/p")), key, "toy/m 2020-03-09")
+
+    class Racing(S3Client):
+        """The loser's client: right after its read of the lock, the winner takes it over.
+        (Its refused create reads the object first, to tell a lost answer: the second read
+        of the released record is the lock's own.)"""
+
+        raced = False
+        reads = 0
+
+        def get(self, k, *args, **kwargs):
+            got = super().get(k, *args, **kwargs)
+            if got is not None and RELEASED.encode() in got[0]:
+                Racing.reads += 1
+            if Racing.reads == 2 and not Racing.raced:
+                Racing.raced = True
+                with monkeypatch.context() as m:
+                    m.setattr(socket, "gethostname", lambda: "host-of-the-winner")
+                    winner.acquire()
+            return got
+
+    loser = S3DayLock(Racing(parse_root(f"s3://{bucket}/p")), key, "toy/m 2020-03-09")
+    with pytest.raises(ArchiveLocked) as ei:
+        loser.acquire()
+    assert Racing.raced and winner.held and not loser.held
+    assert "on host host-of-the-winner" in str(ei.value), ei.value
+    assert "host-that-released" not in str(ei.value)
+    winner.release()
+
+
 def test_two_writers_on_one_day_only_one_commits(bucket, s3_server, s3_env, monkeypatch):
     root = f"s3://{bucket}/w"
     key = DayKey("toy", ("m",), DAY)
