@@ -28,6 +28,7 @@ from dxt_core.reconcile import (
     is_past,
 )
 from dxt_core.records import RawPoints, Record, SeriesBatch
+from dxt_core.urls import redact_url
 from dxt_core.windows import day_window, zone
 from dxt_core.writers.base import RecordWriter, SeriesWriter, write_stream
 from dxt_core.writers.csv_gzip import GzipCsvTableWriter, GzipCsvWriter
@@ -121,8 +122,14 @@ class _ExamonDay:
             },
             "format": self.ext,
         }
+        # what else chose the day's data, for a refill to ask the same (dxt coverage's
+        # commands): the cluster tag filtered on, and the jobs service that was asked
+        cluster = source.tag_filter(self.entry).get("cluster")
+        if cluster:
+            doc["cluster"] = cluster[0]
         if self.plugin.job_table:
             doc["job_table"] = True
+            doc["jobs_url"] = redact_url(source.conn.jobs_url or source.conn.default_jobs_url())
         return doc
 
     def write(self, staging: Staging) -> None:

@@ -153,17 +153,77 @@ def refill_options(
 ) -> str:
     """The ``dxt extract examon`` options that refill this archive: the server and zone of
     its manifests (``source_url``, without credentials; the zone its days are cut in, when
-    not the default) and the catalog given to coverage."""
+    not the default), the cluster filtered on and the jobs service asked that the manifests
+    of the units to refill record (else coverage's ``--cluster``, ``--jobs-url``), and the
+    catalog and plugin options given to coverage."""
     url = manifest.get("source_url") if manifest else None
     opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
     tz = manifest.get("time_zone") if manifest else None
     if isinstance(tz, str) and tz and tz != DEFAULT_TIME_ZONE:
         opts += f" --tz {tz}"
+    for flag, values in _recorded_options(args, manifest, units).items():
+        if len(values) == 1:
+            opts += f" {flag} {shlex.quote(values.pop())}"
+        elif values:  # units made with different ones: one command cannot refill them all
+            opts += f" {flag} {flag.removeprefix('--').replace('-', '_').upper()}"
+            print(
+                f"dxt: the archive's days were made with {flag} {', '.join(sorted(values))}: "
+                f"refill each unit with its own {flag} (its manifests record it)",
+                file=sys.stderr,
+            )
     if args.catalog:
         opts += f" --catalog {args.catalog}"
+    if getattr(args, "plugin_options", None):
+        opts += f" --plugin-options {shlex.quote(args.plugin_options)}"
     if args.format != "csv":
         opts += f" --format {args.format}"
     return opts
+
+
+#: Manifest fields (``cluster``, ``jobs_url``) that chose a day's data, with the option that
+#: asks for the same and the destination of coverage's own option.
+_RECORDED = {"cluster": ("--cluster", "conn_cluster"), "jobs_url": ("--jobs-url", "conn_jobs_url")}
+#: At most this many manifests are read for them.
+_RECORDED_READS = 200
+
+
+def _recorded_options(
+    args: argparse.Namespace,
+    manifest: dict[str, object] | None,
+    units: Mapping[tuple[str, ...], dt.date | None] | None,
+) -> dict[str, set[str]]:
+    """Per option of :data:`_RECORDED`: coverage's own value when given, else the values that
+    ``manifest`` and the manifests of ``units`` (a day of each; at most
+    :data:`_RECORDED_READS`) record."""
+    docs = [manifest or {}]
+    if units:
+        archive = Archive(args.archive)
+        for parts, day in list(units.items())[:_RECORDED_READS]:
+            if day is not None:
+                with contextlib.suppress(DxtError):
+                    docs.append(archive.read_manifest(DayKey("examon", parts, day)) or {})
+    url = (manifest or {}).get("source_url")
+    defaults = _defaults(args, url if isinstance(url, str) else None)
+    found: dict[str, set[str]] = {}
+    for name, (flag, dest) in _RECORDED.items():
+        given = getattr(args, dest, None)
+        values = {given} if given else {d[name] for d in docs if isinstance(d.get(name), str)}
+        strs = {str(v) for v in values}
+        # the default alone needs no option; beside another value it must be said
+        found[flag] = set() if not given and strs == {defaults[name]} else strs
+    return found
+
+
+def _defaults(args: argparse.Namespace, url: str | None) -> dict[str, str | None]:
+    """What ``dxt extract examon`` uses when not given ``--cluster`` or ``--jobs-url`` (the
+    plugin options given to coverage, else the shipped ones; the URL's host on port 5000):
+    a recorded value equal to it needs no option."""
+    given = getattr(args, "plugin_options", None)
+    options = ExamonOptions.from_toml(given) if given else None
+    jobs = None
+    with contextlib.suppress(DxtError):
+        jobs = ExamonConnection(url).default_jobs_url() if url else None
+    return {"cluster": (options or ExamonOptions()).cluster, "jobs_url": jobs}
 
 
 def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
@@ -210,12 +270,26 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
     except DxtError:
         doc = None
     tz = (doc or {}).get("time_zone")
+    # the cluster and jobs service the day was made with, unless coverage was given its own
+    url = getattr(args, "url", None)
+    defaults = _defaults(args, url if isinstance(url, str) else None)
+    recorded = {
+        dest: doc[name]
+        for name, (_, dest) in _RECORDED.items()
+        if doc
+        and isinstance(doc.get(name), str)
+        and doc[name] != defaults[name]
+        and not getattr(args, dest, None)
+    }
+    args = argparse.Namespace(**{**vars(args), **recorded})
     words = ["dxt", "extract", "examon"]
     if isinstance(tz, str) and tz:
         # the day's zone is the manifest's, whatever --tz this command was given
         words += [*SPEC.cli_words(args, skip=("time_zone",)), "--tz", tz]
     else:
         words += SPEC.cli_words(args)
+    if getattr(args, "plugin_options", None):
+        words += ["--plugin-options", args.plugin_options]
     words += ["--archive", args.archive]
     words += ["--metric", d["metric"], "--plugin", d["plugin"], "--format", coverage_format(args)]
     words += ["--start-day", first, "--end-day", last, "--refetch"]

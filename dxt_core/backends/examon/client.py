@@ -120,7 +120,7 @@ class KairosDBClient:
         )
 
     # -- queries ---------------------------------------------------------------------------
-    def _tag_filter(self, entry: CatalogEntry) -> dict[str, list[str]]:
+    def tag_filter(self, entry: CatalogEntry) -> dict[str, list[str]]:
         if self.options.for_plugin(entry.plugin).cluster_tag:
             return {"cluster": [self.options.cluster]}
         return {}
@@ -128,7 +128,7 @@ class KairosDBClient:
     def _body(
         self, entry: CatalogEntry, start_ms: int, end_ms: int, tag_keys: tuple[str, ...] | None
     ) -> dict[str, Any]:
-        metric: dict[str, Any] = {"name": entry.metric, "tags": self._tag_filter(entry)}
+        metric: dict[str, Any] = {"name": entry.metric, "tags": self.tag_filter(entry)}
         if tag_keys is not None:
             metric["group_by"] = [{"name": "tag", "tags": list(tag_keys)}]
             metric["order"] = "asc"

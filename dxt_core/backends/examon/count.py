@@ -145,7 +145,7 @@ class KairosDBCounts(ExamonJobs):
         body = self._body(batch[0], window.start_ms, window.end_ms, None)
         aggregators = _count_aggregator(window.end_ms - window.start_ms)
         body["metrics"] = [
-            {"name": e.metric, "tags": self._tag_filter(e), "aggregators": aggregators}
+            {"name": e.metric, "tags": self.tag_filter(e), "aggregators": aggregators}
             for e in batch
         ]
         path = self.api_path("datapoints/query", stats)

@@ -132,7 +132,7 @@ class TagKeys(KairosDBClient):
         metric-day of the plugin as empty; a metric another cluster has and this one has
         not is empty indeed: the note, in the log and the day's manifest, tells them apart.
         Asked once per metric and source (``query/tags`` over all time, unfiltered)."""
-        wanted = self._tag_filter(entry).get("cluster")
+        wanted = self.tag_filter(entry).get("cluster")
         notes: dict[str, str] = self.__dict__.setdefault("_cluster_notes", {})
         if not wanted:
             return ""
@@ -166,7 +166,7 @@ class TagKeys(KairosDBClient):
         body: dict[str, Any] = {
             "start_absolute": start_ms,
             "cache_time": 0,
-            "metrics": [{"name": entry.metric, "tags": self._tag_filter(entry)}],
+            "metrics": [{"name": entry.metric, "tags": self.tag_filter(entry)}],
         }
         if end_ms is not None:
             body["end_absolute"] = end_ms - 1
@@ -264,7 +264,7 @@ class TagKeys(KairosDBClient):
                 "schema": TAG_CACHE_SCHEMA,
                 "metric": entry.metric,
                 "plugin": entry.plugin,
-                "tags_filter": self._tag_filter(entry),
+                "tags_filter": self.tag_filter(entry),
                 "keys": sorted(grown),
                 # complete: the keys of the whole history were read once
                 "complete": complete or bool((old or {}).get("complete")),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as dt
 import gzip
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -412,11 +414,14 @@ def test_cli_extract_and_coverage(examon_sim, small_catalog, tmp_path):
     )
     assert cov.returncode == 3
     assert "12 archived" in cov.stdout and "6 missing" in cov.stdout
-    # made by dxt extract (each manifest says so): the refill is a dxt extract command
-    assert (
-        f"dxt extract examon --url {examon_sim.url} --catalog {small_catalog} "
-        f"--start-day 2020-03-08 --end-day 2020-03-08 --archive {tmp_path}"
-    ) in cov.stdout
+    # made by dxt extract (each manifest says so): the refill is a dxt extract command, with
+    # the jobs service the job table's manifests record (without it, the job table's days
+    # failed against the default port 5000)
+    refill = (
+        f"dxt extract examon --url {examon_sim.url} --jobs-url {examon_sim.url} --catalog "
+        f"{small_catalog} --start-day 2020-03-08 --end-day 2020-03-08 --archive {tmp_path}"
+    )
+    assert refill in cov.stdout
     assert "airflow backfill" not in cov.stdout
     made = json.loads((tmp_path / "examon/ipmi_pub/ambient/2020-03-09.manifest.json").read_text())
     assert made["made_by"] == {"tool": "dxt"}
@@ -675,3 +680,49 @@ def test_a_day_an_older_version_archived_before_it_ended_is_fetched_again(examon
     assert "already archived" not in again.stdout, again.stdout
     assert "day_not_over" not in json.loads(manifest.read_text())
     assert json.loads(manifest.read_text())["written_at"] > f"{day}T23:59"
+
+
+def test_the_refill_asks_for_the_cluster_the_days_were_made_with(examon_sim, tmp_path):
+    """Days archived with ``--cluster m100b``: coverage's refill command had no ``--cluster``,
+    so it archived the default cluster's series (marconi100) beside them, exit 0. Each
+    manifest records the cluster filtered on; the refill and refetch commands ask for it."""
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\n")
+    root = tmp_path / "a"
+    common = ["--url", examon_sim.url, "--archive", str(root), "-q"]
+    days = ["--start-day", "2020-03-09", "--end-day", "2020-03-10"]
+    made = _dxt(
+        "extract", "examon", *common, "--catalog", str(catalog), "--cluster", "m100b", *days
+    )
+    assert made.returncode == 0 and "4 empty" in made.stdout, made.stdout + made.stderr
+    ambient = root / "examon/ipmi_pub/ambient"
+    assert json.loads((ambient / "2020-03-09.manifest.json").read_text())["cluster"] == "m100b"
+    for f in ambient.glob("2020-03-10.*"):
+        f.unlink()
+    cov = _dxt("coverage", "--archive", str(root), "--catalog", str(catalog), *days)
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
+    assert f"--url {examon_sim.url} --cluster m100b --catalog" in line, line
+    refill = subprocess.run(
+        [*shlex.split(line), "-q"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert refill.returncode == 0, refill.stdout + refill.stderr
+    again = json.loads((ambient / "2020-03-10.manifest.json").read_text())
+    assert again["status"] == "empty" and again["cluster"] == "m100b", again  # not marconi100's
+    # a unit made with another cluster: no one command refills both, and it is said
+    pcie = ["--metric", "pcie", "--plugin", "ipmi_pub", "--replace", "--refetch"]
+    _dxt("extract", "examon", *common, *pcie, "--cluster", "marconi100", *days)
+    for f in [*ambient.glob("2020-03-10.*"), *(root / "examon/ipmi_pub/pcie").glob("2020-03-10.*")]:
+        f.unlink()
+    cov = _dxt("coverage", "--archive", str(root), "--catalog", str(catalog), *days)
+    assert "--cluster CLUSTER --catalog" in cov.stdout, cov.stdout
+    assert (
+        "made with --cluster m100b, marconi100" in cov.stderr and "its own --cluster" in cov.stderr
+    )
+    # a corrupt day's refetch command asks for its manifest's cluster too
+    from dxt_core.backends.examon.cli import refetch_command
+
+    args = argparse.Namespace(archive=str(root), url=examon_sim.url, format=None, catalog=None)
+    line = refetch_command(args, ("ipmi_pub", "ambient"), "2020-03-09", "2020-03-09")
+    assert "--cluster m100b" in line and "--jobs-url" not in line, line
