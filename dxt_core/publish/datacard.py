@@ -34,8 +34,8 @@ def _source_counts(manifests: Sequence[dict[str, Any]]) -> str:
 def _after_archiving(um: UnitMonth) -> str:
     """What the archive records of comparisons with the source made after a day was
     archived: the reconcile's last outcome per day (and the day of the latest check), days
-    replaced (the source then held more points: a reconcile refetch or a rerun) and days
-    kept (it held fewer: the archive kept its rows)."""
+    replaced (:func:`_why_replaced`) and days kept (the source held fewer: the archive kept
+    its rows)."""
     replaced = [d for d in um.days if d.manifest.get("replaced")]
     parts = []
     if um.checks:
@@ -44,7 +44,7 @@ def _after_archiving(um: UnitMonth) -> str:
         outcomes = ", ".join(f"{n} {s}" for s, n in states.items() if n)
         parts.append(f"{len(seen)} checked ({outcomes}; last {max(d for _, d in seen)})")
     if replaced:
-        parts.append(f"{len(replaced)} replaced (source grew)")
+        parts.append(f"{len(replaced)} replaced ({_why_replaced(replaced)})")
     if um.kept:
         by_reconcile = sum(1 for _, k in um.kept if str(k.get("by", "")).startswith("reconcile"))
         parts.append(
@@ -53,6 +53,28 @@ def _after_archiving(um: UnitMonth) -> str:
             + ")"
         )
     return ", ".join(parts) or "none recorded"
+
+
+def _why_replaced(days: Sequence[Any]) -> str:
+    """Why days were replaced, from their rows against the rows they replaced
+    (``replaced_rows``): the source grew (a reconcile's refetch, a rerun), the same count
+    (a damaged file refetched, values the source changed) or fewer (``--replace`` after the
+    source's retention); "rows not recorded" for a manifest without the count."""
+    kinds = {"source grew": 0, "same rows": 0, "source held fewer": 0, "rows not recorded": 0}
+    for d in days:
+        rows, before = d.manifest.get("rows"), d.manifest.get("replaced_rows")
+        if not isinstance(rows, int) or not isinstance(before, int):
+            kinds["rows not recorded"] += 1
+        elif rows > before:
+            kinds["source grew"] += 1
+        elif rows == before:
+            kinds["same rows"] += 1
+        else:
+            kinds["source held fewer"] += 1
+    said = [(k, n) for k, n in kinds.items() if n]
+    if len(said) == 1:
+        return said[0][0]
+    return ", ".join(f"{n} {k}" for k, n in said)
 
 
 def _holes(manifests: Sequence[dict[str, Any]]) -> int:

@@ -138,3 +138,28 @@ def test_a_records_size_bound_holds_for_the_tar_it_writes(tmp_path):
     written = write_record(tmp_path, record)
     assert written.bytes <= _size(entries)
     assert _size(entries) - written.bytes < 0.1 * written.bytes  # and not far above it
+
+
+def test_the_datacard_says_why_days_were_replaced():
+    """Every replaced day was published as "replaced (source grew)": a damaged file
+    refetched (the same rows) and a --replace after the source's retention (fewer rows) too."""
+    import datetime as dt
+
+    from dxt_core.publish.archive_scan import DayFile, UnitMonth
+    from dxt_core.publish.datacard import _after_archiving
+
+    def day(n: int, **manifest) -> DayFile:
+        return DayFile(dt.date(2020, 3, n), "csv", f"{n}.csv.gz", 1, "0" * 64, manifest)
+
+    def said(*days: DayFile) -> str:
+        return _after_archiving(UnitMonth(("ipmi_pub", "ambient"), 2020, 3, days=list(days)))
+
+    grew = day(1, rows=20, replaced=1, replaced_rows=10)
+    same = day(2, rows=10, replaced=1, replaced_rows=10)
+    fewer = day(3, rows=5, replaced=1, replaced_rows=10)
+    assert said(grew, day(4, rows=10)) == "1 replaced (source grew)"
+    assert said(same) == "1 replaced (same rows)"
+    assert said(fewer) == "1 replaced (source held fewer)"
+    assert said(grew, same, fewer, day(5, replaced=1)) == (
+        "4 replaced (1 source grew, 1 same rows, 1 source held fewer, 1 rows not recorded)"
+    )
