@@ -25,7 +25,7 @@ from dxt_core.errors import ConfigError, DxtError
 from dxt_core.paths import check_unit_name
 from dxt_core.reconcile import Counter
 from dxt_core.runner import Unit, day_range, retry_policy, run_extract, window_options
-from dxt_core.urls import redact_url
+from dxt_core.urls import redact_url, without_credentials
 from dxt_core.windows import DEFAULT_TIME_ZONE, days, parse_day
 from dxt_core.writers.parquet import require_pyarrow
 
@@ -208,7 +208,7 @@ def _recorded_options(
     for name, (flag, dest) in _RECORDED.items():
         given = getattr(args, dest, None)
         values = {given} if given else {d[name] for d in docs if isinstance(d.get(name), str)}
-        strs = {str(v) for v in values}
+        strs = {without_credentials(str(v)) for v in values}  # a --jobs-url's, given
         # the default alone needs no option; beside another value it must be said
         found[flag] = set() if not given and strs == {defaults[name]} else strs
     return found
