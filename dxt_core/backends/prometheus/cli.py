@@ -119,15 +119,18 @@ def refill_options(
     given to coverage, else ``units`` (those with missing or corrupt days) by name: without
     them the command would archive what the server lists, which a ``NAME = SELECTOR`` unit,
     or a metric the server no longer lists for the day, is not."""
-    url = manifest.get("source_url") if manifest else None
-    opts = f"--url {url}" if isinstance(url, str) and url else "--url URL"
+    # the URL given to coverage, else the manifests' (stored without credentials), with the
+    # connection options given to coverage (--user, --auth, --no-verify-tls; no password)
+    url = getattr(args, "url", None) or (manifest or {}).get("source_url") or None
+    given = argparse.Namespace(**{**vars(args), "url": url})
+    opts = shlex.join(SPEC.cli_words(given, skip=("time_zone",)))
     tz = manifest.get("time_zone") if manifest else None
     if isinstance(tz, str) and tz:
         opts += f" --tz {tz}"
     if getattr(args, "catalog", None):
-        opts += f" --catalog {args.catalog}"
+        opts += f" --catalog {shlex.quote(args.catalog)}"
     elif getattr(args, "metrics", None):
-        opts += f" --metrics {args.metrics}"
+        opts += f" --metrics {shlex.quote(args.metrics)}"
     elif units:
         archive = Archive(args.archive)
         entries = [

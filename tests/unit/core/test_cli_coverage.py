@@ -274,3 +274,23 @@ def test_units_not_found_names_the_options_of_that_backend(capsys, tmp_path):
                "--end-day", "2024-05-01"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and "check the options that choose them (--sites, --metrics)" in err, err
+
+
+def test_the_refill_command_keeps_the_connection_options_given_and_quotes_paths(capsys, tmp_path):
+    """The refill command took only the manifests' URL: coverage's --user, --grafana-proxy
+    and --no-verify-tls were dropped (the command then failed, 401 or TLS), --url given to
+    coverage was ignored, and a catalog path with a space was split into two words."""
+    catalog = tmp_path / "my catalog.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\npcie,ipmi_pub\n")
+    made = {"source_url": "http://examon:8083", "made_by": {"tool": "dxt"}}
+    archive_empty_day(tmp_path / "a", ("ipmi_pub", "ambient"), made)
+    rc, out, _ = coverage(capsys, tmp_path / "a", catalog)
+    assert rc == 3
+    assert f"--url http://examon:8083 --catalog '{catalog}' --start-day" in out, out
+    given = ["--user", "alice", "--grafana-proxy", "--no-verify-tls"]
+    rc, out, _ = coverage(capsys, tmp_path / "a", catalog, *given, "--url", "https://g:3000")
+    assert rc == 3
+    line = next(x for x in out.splitlines() if x.startswith("  dxt extract examon"))
+    assert line.startswith(
+        "  dxt extract examon --url https://g:3000 --user alice --grafana-proxy --no-verify-tls"
+    ), line
