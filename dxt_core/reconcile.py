@@ -184,7 +184,8 @@ def check_source_count(
     hint = (
         "the source gained points while the day was read (late data): rerun the day"
         if count.count > got
-        else "the answer was cut short or points were lost on the way: rerun the day; if it "
+        else "more points were read than the source counts (points removed meanwhile, by "
+        "retention or a delete, or points its count does not see): rerun the day; if it "
         "persists, report it with this message"
     )
     method = count.method  # a long selector's method is long: its start and length

@@ -127,6 +127,9 @@ def archive_prometheus_day(
         staging.manifest["dropped_outside_window"] = counts.dropped_outside_window
         report_extra["source_count"] = expected
         report_extra["dropped_outside_window"] = counts.dropped_outside_window
+        if counts.stale_markers:  # VictoriaMetrics' staleness markers, which are not samples
+            staging.manifest["stale_markers_left_out"] = counts.stale_markers
+            report_extra["stale_markers_left_out"] = counts.stale_markers
         # the servers' range ends differ: a server taken for another kind counts otherwise
         how = "detected" if source.conn.flavor == "auto" else "named by the flavor setting"
         check_source_count(

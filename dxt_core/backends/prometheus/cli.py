@@ -90,8 +90,15 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
             def run() -> DayReport:
                 report = archive_prometheus_day(src, entry, day, archive, fmt=args.format)
                 dropped = report.extra.get("dropped_outside_window", 0)
-                if args.verbose or dropped:
-                    note = f", {dropped} samples outside the day dropped" if dropped else ""
+                stale = report.extra.get("stale_markers_left_out", 0)
+                if args.verbose or dropped or stale:
+                    note = (
+                        f", {dropped} samples of the day before or after left out"
+                        if dropped
+                        else ""
+                    )
+                    if stale:
+                        note += f", {stale} staleness markers left out (not samples)"
                     say(report.summary() + note)
                 return report
 

@@ -673,6 +673,21 @@ def inside(cols: Columns) -> tuple[Columns, int]:
     return cols.take_rows(keep), cols.rows - kept
 
 
+def without_nan(cols: Columns) -> tuple[Columns, int]:
+    """The rows whose value is not NaN, and how many were dropped: VictoriaMetrics stores no
+    NaN but Prometheus' staleness markers (it skips every other NaN when it ingests a sample:
+    lib/storage/storage.go, "Skip NaNs other than Prometheus staleness marker"), and exports
+    them (``null``); they mark a series' end, not a sample, so Prometheus' range selection
+    skips them and ``count_over_time`` on both servers does not count them."""
+    if not cols.rows:
+        return cols, 0
+    keep = np.frombuffer(cols.text, np.uint8)[cols.offsets[:-1]] != ord("n")  # "nan,"
+    kept = int(keep.sum())
+    if kept == cols.rows:
+        return cols, 0
+    return cols.take_rows(keep), cols.rows - kept
+
+
 def count_of(data: Any, where: str, url: str, labels: set[str] | None = None) -> int:
     """The sum of a ``count_over_time`` answer's per-series counts; ``labels`` (when given)
     gets the label names of the series counted (``__name__`` aside: the function drops it)."""

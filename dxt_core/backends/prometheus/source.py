@@ -44,6 +44,7 @@ from dxt_core.backends.prometheus.columns import (
     decode_export,
     decode_matrix,
     inside,
+    without_nan,
 )
 from dxt_core.backends.prometheus.connection import PrometheusConnection
 from dxt_core.backends.prometheus.labels import LabelCache, LabelCheck
@@ -116,6 +117,8 @@ class QueryCounts:
     """What a metric-day's queries dropped, reported with it."""
 
     dropped_outside_window: int = 0
+    #: VictoriaMetrics' staleness markers, which its export sends as NaN (not samples)
+    stale_markers: int = 0
 
 
 @dataclass(slots=True)
@@ -471,7 +474,11 @@ class PrometheusSource:
         where = self._where(selector, start_ms, end_ms)
         if self.server().kind == VICTORIAMETRICS:
             url = self._http.url("api/v1/export")
-            cols = decode_export(raw, where, url, self._label_cache)
+            cols, stale = without_nan(decode_export(raw, where, url, self._label_cache))
+            if stale:
+                log.info("%s: left out %d staleness markers (not samples)", where, stale)
+                if counts is not None:
+                    counts.stale_markers += stale
         else:
             cols = decode_matrix(raw, where, self._http.url("api/v1/query"), self._label_cache)
         cols, dropped = inside(concat([cols], start_ms, end_ms))

@@ -164,6 +164,51 @@ def test_the_columns_are_those_of_the_series_with_samples_that_day(
     )
 
 
+def test_staleness_markers_are_not_samples_on_either_server(
+    prom_blocks: Path, tmp_path: Path
+) -> None:
+    """A series that ends (a job over, a target gone) gets a staleness marker from Prometheus
+    and vmagent. VictoriaMetrics exports it as a NaN (null) that its count_over_time does not
+    count: every day holding one failed ("read 27 points, but the source counts 24"), on
+    every rerun. It is left out, as Prometheus' range selection leaves it out, and said."""
+    import struct
+
+    import httpx
+
+    from tests.integration.prometheus import servers
+
+    stale = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]  # value.StaleNaN
+    t0 = int(dt.datetime(2024, 4, 1, 10, tzinfo=dt.timezone(dt.timedelta(hours=2))).timestamp())
+    points = [(t0 * 1000 + i * 60_000, stale if i % 10 == 9 else float(i)) for i in range(30)]
+    written = [({"__name__": "node_gone_total", "instance": "a:9100", "job": "gone"}, points)]
+    prom = servers.start_prometheus(
+        tmp_path / "p", prom_blocks, servers.WRITABLE_FLAGS, config_extra=servers.WRITABLE_CONFIG
+    )
+    vm = servers.start_victoriametrics(tmp_path / "vm", load=False)
+    gone = CatalogEntry("node_gone_total", "node_gone_total")
+    files, manifests = {}, {}
+    try:
+        for s in (prom, vm):
+            servers.remote_write(s.url, written)
+        httpx.get(vm.url + "/internal/force_flush", timeout=30).raise_for_status()
+        for s in (prom, vm):
+            with source(s) as src:
+                r = archive_prometheus_day(
+                    src, gone, dt.date(2024, 4, 1), Archive(tmp_path / s.kind)
+                )
+            assert r.status == "archived" and r.rows == 27, (s.kind, r)
+            files[s.kind] = r.path.read_bytes()  # type: ignore[union-attr]
+            manifests[s.kind] = json.loads(r.path.with_name("2024-04-01.manifest.json").read_text())  # type: ignore[union-attr]
+    finally:
+        prom.stop()
+        vm.stop()
+    assert files["prometheus"] == files["victoriametrics"]
+    assert manifests["victoriametrics"]["stale_markers_left_out"] == 3
+    assert "stale_markers_left_out" not in manifests["prometheus"]
+    rows = gzip.decompress(files["victoriametrics"]).decode().splitlines()
+    assert len(rows) == 28 and not any(",nan," in r for r in rows)
+
+
 def test_a_server_taken_for_another_kind_fails_its_count_naming_the_flavor(
     victoriametrics: ServerProcess, tmp_path: Path
 ) -> None:

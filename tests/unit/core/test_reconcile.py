@@ -366,3 +366,18 @@ def test_a_short_reconcile_is_unavailable_only_when_no_count_was_answered(tmp_pa
         (d1, "error"),
         (d2, "error"),
     ]
+
+
+def test_more_rows_than_the_source_counts_is_not_called_an_answer_cut_short():
+    """Reading more points than the source counts was explained as "the answer was cut short
+    or points were lost", which cannot give more points."""
+    from dxt_core.errors import CountMismatch
+    from dxt_core.reconcile import SourceCount, check_source_count
+
+    with pytest.raises(CountMismatch) as more:
+        check_source_count("u 2024-04-01", 27, SourceCount(24, "count_over_time"), past=True)
+    assert "more points were read than the source counts" in str(more.value)
+    assert "cut short" not in str(more.value)
+    with pytest.raises(CountMismatch) as fewer:
+        check_source_count("u 2024-04-01", 24, SourceCount(27, "count_over_time"), past=True)
+    assert "late data" in str(fewer.value)
