@@ -43,11 +43,16 @@ def list_series(
     span: Sequence[tuple[str, str]],
     stats: RequestStats | None = None,
     url: str = "",
+    victoriametrics: bool = False,
 ) -> list[dict[str, str]]:
     """Label sets of the series ``selector`` matches over ``span`` (the ``start`` and ``end``
     parameters), split by label values while the server refuses (``stats.splits`` counts
-    the splits)."""
-    return _listed(get, selector, list(span), stats, {}, url)
+    the splits); ``victoriametrics``: the split's label names as MetricsQL takes them."""
+
+    def narrowed(sel: str, label: str, values: list[str], negate: bool = False) -> str:
+        return with_matcher(sel, label, values, negate, victoriametrics)
+
+    return _listed(get, selector, list(span), stats, {}, url, narrowed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,7 @@ def _listed(
     stats: RequestStats | None,
     known: dict[str, _Known],
     url: str,
+    narrowed: Callable[..., str] = with_matcher,
 ) -> list[dict[str, str]]:
     try:
         return _labelsets(
@@ -113,8 +119,10 @@ def _listed(
     inside = {**known, label: _Known(frozenset(chosen), was.without)}
     rest = {**known, label: _Known(was.within, was.without | set(chosen))}
     return [
-        *_listed(get, with_matcher(selector, label, chosen), span, stats, inside, url),
-        *_listed(get, with_matcher(selector, label, chosen, negate=True), span, stats, rest, url),
+        *_listed(get, narrowed(selector, label, chosen), span, stats, inside, url, narrowed),
+        *_listed(
+            get, narrowed(selector, label, chosen, negate=True), span, stats, rest, url, narrowed
+        ),
     ]
 
 

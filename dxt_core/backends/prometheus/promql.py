@@ -47,10 +47,20 @@ def _regex_quote(value: str) -> str:
     return _string(re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value))
 
 
-def _label(name: str) -> str:
-    """A label name in a selector: quoted when it is not a classic one (UTF-8 names, which
-    only servers that accept the quoted form, Prometheus 3, can hold)."""
-    return name if _LABEL.match(name) else f'"{_string(name)}"'
+def _label(name: str, victoriametrics: bool = False) -> str:
+    """A label name in a selector: as it is when it is a classic one; else, for
+    VictoriaMetrics, each other character escaped with a backslash (MetricsQL's identifiers:
+    VictoriaMetrics/metricsql lexer.go ``scanIdent``; VictoriaMetrics 1.79 refuses the
+    quoted form, 422, and holds such names, ``k8s.pod`` say, as it was sent them), and
+    quoted for Prometheus (only Prometheus 3, which takes that form, can hold them)."""
+    if _LABEL.match(name):
+        return name
+    if victoriametrics:
+        return "".join(
+            c if c.isascii() and (c.isalpha() or c == "_" or (i and c.isdigit())) else f"\\{c}"
+            for i, c in enumerate(name)
+        )
+    return f'"{_string(name)}"'
 
 
 def selector_of(metric: str) -> str:
@@ -61,11 +71,19 @@ def selector_of(metric: str) -> str:
     return metric if is_metric_name(metric) else f'{{__name__="{_string(metric)}"}}'
 
 
-def with_matcher(selector: str, label: str, values: Sequence[str], negate: bool = False) -> str:
+def with_matcher(
+    selector: str,
+    label: str,
+    values: Sequence[str],
+    negate: bool = False,
+    victoriametrics: bool = False,
+) -> str:
     """``selector`` narrowed to series whose ``label`` is one of ``values`` ("" = absent),
-    or with ``negate`` none of them."""
+    or with ``negate`` none of them; ``victoriametrics``: the label name as MetricsQL takes
+    it (:func:`_label`)."""
     alternatives = "|".join(_regex_quote(v) for v in values)
-    matcher = f'{_label(label)}{"!~" if negate else "=~"}"{alternatives}"'
+    op = "!~" if negate else "=~"
+    matcher = f'{_label(label, victoriametrics)}{op}"{alternatives}"'
     s = selector.strip()
     if label == "__name__" and s.startswith("{"):
         # first: VictoriaMetrics 1.79 answers nothing for a second name matcher after

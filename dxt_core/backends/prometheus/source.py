@@ -381,7 +381,8 @@ class PrometheusSource:
         def get(path: str, params: Sequence[tuple[str, str]], context: str) -> Any:
             return self._api(path, params, stats=stats, context=context)
 
-        return list_series(get, selector, span, stats, self._http.url("api/v1/series"))
+        url = self._http.url("api/v1/series")
+        return list_series(get, selector, span, stats, url, self._is_vm())
 
     def schema(
         self, selector: str, window: Window, stats: RequestStats | None = None
@@ -462,6 +463,14 @@ class PrometheusSource:
             self._http.sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
+    def _is_vm(self) -> bool:
+        return self.server().kind == VICTORIAMETRICS
+
+    def _narrowed(self, selector: str, label: str, values: Sequence[str]) -> str:
+        """``selector`` narrowed to ``label``'s ``values``, as this server's parser takes a
+        label name that is not a classic one (:func:`.promql.with_matcher`)."""
+        return with_matcher(selector, label, values, victoriametrics=self._is_vm())
+
     def decode(
         self,
         raw: bytes,
@@ -527,7 +536,7 @@ class PrometheusSource:
                 sub = [s for s in series if s.get(label, "") in chosen]
                 parts.append(
                     self.fetch(
-                        with_matcher(selector, label, part), start_ms, end_ms, sub, stats, counts
+                        self._narrowed(selector, label, part), start_ms, end_ms, sub, stats, counts
                     )
                 )
             return concat(parts, start_ms, end_ms)
@@ -706,7 +715,7 @@ class PrometheusSource:
             return [(selector, series)]
         return [
             (
-                with_matcher(selector, "__name__", [n]),
+                self._narrowed(selector, "__name__", [n]),
                 [s for s in series if s.get("__name__", "") == n],
             )
             for n in names
@@ -755,7 +764,7 @@ class PrometheusSource:
                 chosen = set(part)
                 sub = [x for x in series if x.get(label, "") in chosen]
                 total += self._count(
-                    with_matcher(selector, label, part),
+                    self._narrowed(selector, label, part),
                     *(start_ms, end_ms, left_open, stats, sub, labels),
                 )
             return total

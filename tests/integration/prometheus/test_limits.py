@@ -4,6 +4,7 @@ archive splits by time, then by series, and still writes every sample once."""
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,6 +126,36 @@ def test_a_refused_day_is_split_and_complete(
     assert report.rows == 3 * 23 * 240  # type: ignore[attr-defined]
     assert manifest["source_count"]["count"] == report.rows  # type: ignore[attr-defined,index]
     assert manifest["requests"]["splits"] > 0  # type: ignore[index]
+
+
+def test_a_day_split_by_a_dotted_label_name_on_victoriametrics(
+    vm_samples: ServerProcess, tmp_path: Path
+) -> None:
+    """VictoriaMetrics holds label names such as ``k8s.pod`` (OpenTelemetry's), as it was
+    sent them. A day split by such a label was asked with the quoted form
+    ``{"k8s.pod"=~"p1"}``, which VictoriaMetrics 1.79 refuses (422: unexpected token): the
+    day failed for good. MetricsQL takes the name with its dot escaped."""
+    from dxt_core.windows import day_window
+
+    day = dt.date(2024, 4, 2)
+    window = day_window(day, data.TIME_ZONE)
+    step = 10_000  # 3 series x 8,640 samples: over the server's 20,000, each under it
+    written = [
+        (
+            {"__name__": "hpc_pod_cpu", "k8s.pod": pod, "job": "k8s"},
+            [(t, float(i % 97)) for i, t in enumerate(range(window.start_ms, window.end_ms, step))],
+        )
+        for pod in ("p1", "p2", "p3")
+    ]
+    servers.vm_import(vm_samples.url, written)
+    one_day = WindowPolicy(initial_s=86_400, min_s=86_400, max_s=90_000, target_points=10**9)
+    conn = PrometheusConnection(vm_samples.url, time_zone=data.TIME_ZONE)
+    with PrometheusSource(conn, windows=one_day) as src:
+        entry = CatalogEntry("hpc_pod_cpu", "hpc_pod_cpu")
+        report = archive_prometheus_day(src, entry, day, Archive(tmp_path))
+    assert report.rows == 3 * 8640 and report.stats.splits > 0, report
+    header = gzip.decompress(report.path.read_bytes()).split(b"\n", 1)[0]  # type: ignore[union-attr]
+    assert header == b"timestamp,value,name,job,k8s.pod"
 
 
 def test_victoriametrics_unique_series_limit_splits_by_series(
