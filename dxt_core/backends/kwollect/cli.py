@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from dxt_core.archive import Archive, DayKey
+from dxt_core.archive import MANIFEST_SUFFIX, Archive, DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.backends.kwollect.backup import BackupInterrupted
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, SPEC, KwollectArchiveConfig
@@ -387,17 +387,30 @@ def refill_options(
     archive = Archive(args.archive)
     bad = dict(units or {})
     docs: list[dict[str, Any]] = [manifest] if manifest else []
-    nodes: dict[str, dict[str, None]] = {}
+    # each unit's own nodes: its manifest in the range, else its latest one
+    own: dict[tuple[str, ...], tuple[str, ...]] = {}
     for parts, day in sorted(bad.items()):
-        doc = _read(archive, parts, day) if day else None
+        doc = (_read(archive, parts, day) if day else None) or _latest(archive, parts)
         if doc:
             docs.append(doc)
-            nodes.setdefault(parts[0], {}).update(dict.fromkeys(_node_names(doc, parts[0])))
+            own[parts] = tuple(_node_names(doc, parts[0]))
     sites = sorted({parts[0] for parts in bad})
-    for site in [s for s in sites if not nodes.get(s)]:
-        names = _site_nodes(args, archive, site, bad, manifest)
-        if names:
-            nodes[site] = dict.fromkeys(names)
+    nodes: dict[str, tuple[str, ...]] = {}
+    for site in sites:
+        sets = {own[p] for p in bad if p[0] == site and own.get(p)}
+        if len(sets) > 1:  # one command would archive every metric on every node
+            print(
+                f"dxt: {site}'s metrics were archived on different nodes ("
+                + "; ".join(f"{p[1]}: {','.join(own[p])}" for p in sorted(bad) if own.get(p))
+                + "): refill each metric with its own --nodes (its manifests name them)",
+                file=sys.stderr,
+            )
+        elif sets:  # a unit never archived takes the nodes of the site's others
+            nodes[site] = sets.pop()
+        else:
+            names = _site_nodes(args, archive, site, bad, manifest)
+            if names:
+                nodes[site] = tuple(names)
     words = _connection_words(args, docs)
     if sites:
         words += [
@@ -421,6 +434,20 @@ def _read(archive: Archive, parts: tuple[str, ...], day: dt.date) -> dict[str, A
     except (DxtError, OSError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def _latest(archive: Archive, parts: tuple[str, ...]) -> dict[str, Any] | None:
+    """The latest readable manifest of ``parts`` outside the range (a directory archive;
+    None on S3, where that would take a listing per unit)."""
+    if archive.remote:
+        return None
+    folder = archive.directory(DayKey("kwollect", parts, dt.date(2000, 1, 1)))
+    for path in sorted(folder.glob(f"*{MANIFEST_SUFFIX}"), reverse=True)[:5]:
+        with contextlib.suppress(ValueError):
+            doc = _read(archive, parts, dt.date.fromisoformat(path.name.lstrip("_")[:10]))
+            if doc:
+                return doc
+    return None
 
 
 def _node_names(doc: Mapping[str, Any], site: str) -> list[str]:

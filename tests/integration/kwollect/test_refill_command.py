@@ -228,3 +228,23 @@ def test_the_url_given_wins_and_a_url_none_records_is_a_placeholder(tmp_path):
         "--api-url", "https://api.example.org/other", "--user", "bob", "--no-verify-tls",
     ]  # fmt: skip
     assert "pw" not in " ".join(words).replace("power", "")
+
+
+def test_metrics_archived_on_different_nodes_are_not_refilled_on_all_of_them(tmp_path, capsys):
+    """BMC archived on nova-1, the network counter on nova-2 and nova-3: one refill command
+    with the union of their nodes archived both metrics on all three, exit 0. And a metric
+    with no manifest in the range took its sibling's nodes, not its own."""
+    net = "network_ifacein_bytes_total"
+    for d in DAYS:
+        write_manifest(tmp_path, "lyon", BMC, d, nodes=["nova-1"])
+        write_manifest(tmp_path, "lyon", net, d, nodes=["nova-2", "nova-3"])
+    day = dt.date.fromisoformat(DAYS[0])
+    args = coverage_args(tmp_path, metrics=f"{BMC},{net}", sites="lyon")
+    words = shlex.split(refill_options(args, None, {("lyon", BMC): day, ("lyon", net): day}))
+    assert words[words.index("--nodes") + 1] == "LYON_NODES", words
+    err = capsys.readouterr().err
+    assert "lyon's metrics were archived on different nodes" in err
+    assert f"{BMC}: nova-1.lyon; {net}: nova-2.lyon,nova-3.lyon" in err
+    # only BMC to refill, no manifest of it in the range: its own latest manifest names nova-1
+    words = shlex.split(refill_options(args, None, {("lyon", BMC): None}))
+    assert words[words.index("--nodes") + 1] == "nova-1.lyon", words
