@@ -101,6 +101,9 @@ def from_names(text: str | None, where: str = "--metrics") -> list[CatalogEntry]
     found = [entry(x, where) for x in (text or "").split(",") if x.strip()]
     if text is not None and text.strip() and not found:
         raise ConfigError(f"{where} {text!r} names no metric: give names separated by commas")
+    twice = sorted({e.name for e in found if sum(f.name == e.name for f in found) > 1})
+    if twice:  # two units of one metric-day: the second was refused by the first's lock
+        raise ConfigError(f"{where} names {', '.join(map(repr, twice))} twice: name each once")
     return found
 
 

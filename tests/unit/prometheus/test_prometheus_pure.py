@@ -111,6 +111,10 @@ def test_catalog(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="names no metric"):  # it archived 0 units, rc 0
         from_names(" , ")
     assert from_names("") == from_names(None) == []  # not given
+    # a name given twice made two units of each day: the second failed on the first's lock,
+    # "being archived by pid <its own>", exit 1
+    with pytest.raises(ConfigError, match="names 'up' twice: name each once"):
+        from_names("up,node_load1,up")
 
 
 def test_connection_extras() -> None:
