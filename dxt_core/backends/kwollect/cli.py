@@ -37,7 +37,9 @@ ENV_PASSWORD = SPEC.password_env
 
 
 def _split(text: str | None) -> list[str]:
-    return [x.strip() for x in (text or "").split(",") if x.strip()]
+    """A comma-separated option's items, each once (a metric given twice made two units of
+    each day: "archived 2 metric-days", one of them twice)."""
+    return list(dict.fromkeys(x.strip() for x in (text or "").split(",") if x.strip()))
 
 
 def _auth(args: argparse.Namespace) -> tuple[str, str] | None:

@@ -254,3 +254,16 @@ def test_a_backup_run_in_process_leaves_ctrl_c_as_it_found_it(sim, tmp_path, cap
     ])  # fmt: skip
     assert rc == 0, capsys.readouterr().err
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_metric_or_node_given_twice_is_archived_once(sim, tmp_path):
+    """--metrics bmc,bmc made two units of each day: "archived 2 metric-days", one of them
+    twice ("unchanged")."""
+    bmc = "bmc_node_power_watt"
+    out = dxt("extract", "kwollect", "--api-url", sim.url, "--nodes", "nova-1.lyon,nova-1.lyon",
+              "--metrics", f"{bmc},{bmc}", "--archive", str(tmp_path), "--start-day",
+              "2024-11-26")  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "archived 1 metric-day " in out.stdout and "unchanged" not in out.stdout, out.stdout
+    doc = json.loads((tmp_path / f"kwollect/lyon/{bmc}/2024-11-26.manifest.json").read_text())
+    assert doc["nodes"] == ["nova-1"]
