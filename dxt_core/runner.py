@@ -53,6 +53,9 @@ class Unit:
     key: DayKey
     run: Callable[[], DayReport]
     name: str = ""
+    #: manifest fields a complete day must hold as given (a unit whose definition, say its
+    #: selector, changed since the day was archived is not skipped as complete: its run says)
+    expects: tuple[tuple[str, Any], ...] = ()
 
     @property
     def label(self) -> str:
@@ -134,15 +137,18 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def is_complete(archive: Archive, key: DayKey) -> bool:
+def is_complete(archive: Archive, key: DayKey, expects: Sequence[tuple[str, Any]] = ()) -> bool:
     """True when ``key`` is archived (size matches its manifest) or recorded empty, no
-    unreadable window (``holes``, see dxt_core.reconcile) waits to be retried, and the day was
-    over when it was archived (:func:`dxt_core.manifests.not_over_mark`)."""
+    unreadable window (``holes``, see dxt_core.reconcile) waits to be retried, the day was
+    over when it was archived (:func:`dxt_core.manifests.not_over_mark`), and its manifest
+    holds ``expects`` (a field it lacks, written before it was recorded, is taken as held)."""
     try:
         status, _ = archive.status(key)
         if status in ("archived", "empty"):
             doc = archive.read_manifest(key) or {}
             if not_over_mark(doc) is not None or (status == "archived" and doc.get("holes")):
+                return False
+            if any(doc.get(k, v) != v for k, v in expects):
                 return False
     except DxtError:
         return False
@@ -383,7 +389,7 @@ def run_units(
     """Run ``units`` (skipping complete ones unless ``refetch``); print FAILED lines and a
     summary; return the exit status (see the module docstring for Ctrl-C)."""
     refetch = refetch or archive.replace
-    todo = [u for u in units if refetch or not is_complete(archive, u.key)]
+    todo = [u for u in units if refetch or not is_complete(archive, u.key, u.expects)]
     if todo:
         limit_malloc_arenas()
     # What the run says must not change what it does: a reader gone or a terminal hung up

@@ -28,6 +28,7 @@ from dxt_core.backends.prometheus.catalog import (
     load_catalog,
 )
 from dxt_core.backends.prometheus.connection import SPEC, PrometheusConnection
+from dxt_core.backends.prometheus.promql import shown
 from dxt_core.backends.prometheus.source import PrometheusSource, WindowPolicy
 from dxt_core.backends.roles import add_series_extract_arguments, check_series_extract_options
 from dxt_core.errors import ConfigError
@@ -63,6 +64,20 @@ def _entries(
     return entries
 
 
+def _refuse_another_selector(archive: Archive, entry: CatalogEntry, day: dt.date) -> None:
+    """A unit archived from another selector than this run's (a catalog line changed, or
+    ``--metrics NAME`` over a ``NAME = SELECTOR`` unit) was skipped as complete: the day held
+    other series than asked, and nothing said so. It fails, naming both."""
+    doc = archive.read_manifest(DayKey(SOURCE, prometheus_parts(entry), day)) or {}
+    was = doc.get("selector")
+    if isinstance(was, str) and was != entry.selector:
+        raise ConfigError(
+            f"{entry.name} {day} was archived from the selector {shown(was)}; this run asks "
+            f"{shown(entry.selector)}: give the new selector another unit name (NAME = "
+            "SELECTOR in the catalog), or --refetch to archive it in the old one's place"
+        )
+
+
 def _span(args: argparse.Namespace, source: PrometheusSource) -> Window:
     first, last = day_range(args)
     return Window(day_window(first, source.tz).start, day_window(last, source.tz).end)
@@ -88,6 +103,8 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
 
         def unit(entry: CatalogEntry, day: dt.date) -> Unit:
             def run() -> DayReport:
+                if not args.refetch and not args.replace:
+                    _refuse_another_selector(archive, entry, day)
                 report = archive_prometheus_day(src, entry, day, archive, fmt=args.format)
                 dropped = report.extra.get("dropped_outside_window", 0)
                 stale = report.extra.get("stale_markers_left_out", 0)
@@ -102,7 +119,8 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
                     say(report.summary() + note)
                 return report
 
-            return Unit(DayKey(SOURCE, prometheus_parts(entry), day), run, entry.name)
+            key = DayKey(SOURCE, prometheus_parts(entry), day)
+            return Unit(key, run, entry.name, expects=(("selector", entry.selector),))
 
         units = [unit(e, d) for d in days(first, last) for e in entries]
         return run_extract(units, archive, args)

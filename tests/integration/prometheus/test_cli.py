@@ -299,3 +299,26 @@ def test_listed_names_that_cannot_name_a_folder_are_left_out_and_others_archived
         assert "2 metric name(s) listed by" in caplog.text and "'x=y'" in caplog.text
     finally:
         vm.stop()
+
+
+def test_a_unit_archived_from_another_selector_is_not_skipped_as_complete(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    """node_temp_celsius archived from a catalog line narrowing it to one instance; a run of
+    --metrics node_temp_celsius (every series) said "1 already archived (skipped)", and
+    coverage and reconcile called the day complete: the other series were never archived."""
+    catalog = tmp_path / "catalog.txt"
+    catalog.write_text('node_temp_celsius = node_temp_celsius{instance="n1:9100"}\n')
+    common = ["--url", victoriametrics.url, "--tz", "Europe/Rome", "--start-day", "2024-03-30",
+              "--archive", str(tmp_path / "a"), "-q"]  # fmt: skip
+    made = dxt("extract", "prometheus", *common, "--catalog", str(catalog))
+    assert made.returncode == 0, made.stdout + made.stderr
+    whole = dxt("extract", "prometheus", *common, "--metrics", "node_temp_celsius")
+    assert whole.returncode == 1, whole.stdout + whole.stderr
+    assert "already archived" not in whole.stdout
+    said = whole.stdout + whole.stderr
+    assert 'archived from the selector node_temp_celsius{instance="n1:9100"}' in said, said
+    assert "--refetch to archive it in the old one's place" in said
+    # the same selector again is skipped as before
+    again = dxt("extract", "prometheus", *common, "--catalog", str(catalog))
+    assert again.returncode == 0 and "1 already archived (skipped" in again.stdout, again.stdout
