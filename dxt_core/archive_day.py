@@ -88,6 +88,7 @@ class DayReport:
             *([f"replacing {plural(c['replaced'], 'archived file')}"] if "replaced" in c else []),
             *(["before the day ended"] if NOT_OVER in c else []),
             *(["unchanged: archived so already"] if self.extra.get("unchanged") else []),
+            *(["restored: its file was missing or damaged"] if self.extra.get("restored") else []),
         ]
         return f" ({', '.join(said)})" if said else ""
 
@@ -305,8 +306,8 @@ def _commit(
     path = day.commit(doc)
     if day.replaced:  # the archived bytes this commit replaced, kept in .versions/
         extra["replaced"] = day.replaced
-    if day.unchanged:  # a rerun that read what was archived: the same bytes, nothing new
-        extra["unchanged"] = True
+    # the same bytes again: over intact files (unchanged), over a missing one (restored)
+    extra.update({k: True for k in ("unchanged", "restored") if getattr(day, k, False)})
     report = DayReport(key, "archived", rows, res.bytes, main.final, path, seconds, stats, extra)
     log.info("%s -> %s", report.summary(), archive.url_of(main.final))
     return report

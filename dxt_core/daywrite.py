@@ -63,6 +63,7 @@ from dxt_core.manifests import (
     MANIFEST_SUFFIX,
     NOT_OVER,
     VERSIONS_DIR,
+    files_intact,
     is_plain_name,
     kept_record,
     manifest_files,
@@ -100,6 +101,8 @@ class DayWrite:
         self.replaced: list[dict[str, Any]] = []
         #: the commit wrote what the archive held already (:meth:`same_as_previous`)
         self.unchanged = False
+        #: the commit wrote the bytes its manifest already gave over a missing or damaged file
+        self.restored = False
         self._state_at_begin: tuple[int, int] | None = None
         self._written: dict[str, Any] = {}
         #: The parked manifest of an interrupted commit that had replaced files already.
@@ -417,10 +420,13 @@ class DayWrite:
                 ``replace`` is off; the archived day is unchanged.
         """
         self._check_open()
+        intact = files_intact(self.directory, self.previous)
         try:
             with committing():  # not once its run has abandoned it (dxt_core.commitgate)
                 path = self._commit(doc)
-            self.unchanged = self.same_as_previous(doc)
+            same = self.same_as_previous(doc)
+            self.unchanged = same and intact
+            self.restored = same and not intact
         finally:
             self.abort()  # releases the lock; staged files are gone by now on success
         from dxt_core.index import record_commit

@@ -298,3 +298,21 @@ def manifest_zone(doc: Any) -> str | None:
     except ConfigError:
         return None
     return name
+
+
+def files_intact(directory: Path, manifest: dict[str, Any] | None) -> bool:
+    """Whether ``manifest``'s data files are in ``directory`` with the sizes it gives (true
+    of a manifest that names none). A rerun that writes the same bytes over a missing or
+    damaged file restored it: it is not "unchanged"."""
+    if not manifest or manifest.get("status") != "archived":
+        return True
+    for f in manifest_files(manifest):
+        name = f.get("file")
+        if not is_plain_name(name):
+            return False
+        try:
+            if (directory / str(name)).stat().st_size != f.get("bytes"):
+                return False
+        except OSError:
+            return False
+    return True

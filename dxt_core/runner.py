@@ -588,6 +588,9 @@ def _print_summary(
     unchanged = sum(1 for r in reports if r.extra.get("unchanged") and r.status != "empty")
     if unchanged:
         rep += f"; {unchanged} of them unchanged (archived so already)"
+    restored = sum(1 for r in reports if r.extra.get("restored"))
+    if restored:
+        rep += f"; {restored} of them restored (their files were missing or damaged)"
     same_empty = sum(1 for r in reports if r.extra.get("unchanged") and r.status == "empty")
     empties = f"{empty} empty" + (f" ({same_empty} unchanged)" if same_empty else "")
     stopped = (

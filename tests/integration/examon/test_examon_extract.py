@@ -726,3 +726,25 @@ def test_the_refill_asks_for_the_cluster_the_days_were_made_with(examon_sim, tmp
     args = argparse.Namespace(archive=str(root), url=examon_sim.url, format=None, catalog=None)
     line = refetch_command(args, ("ipmi_pub", "ambient"), "2020-03-09", "2020-03-09")
     assert "--cluster m100b" in line and "--jobs-url" not in line, line
+
+
+def test_a_rerun_that_writes_a_missing_file_again_says_restored(examon_sim, tmp_path):
+    """A day whose data file was deleted, rerun: the file was written again and the run said
+    "archived (unchanged: archived so already)"."""
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\n")
+    run = ["extract", "examon", "--url", examon_sim.url, "--catalog", str(catalog),
+           "--archive", str(tmp_path / "a"), "--start-day", "2020-03-09", "-v"]  # fmt: skip
+    assert _dxt(*run).returncode == 0
+    data = tmp_path / "a/examon/ipmi_pub/ambient/2020-03-09.csv.gz"
+    first = data.read_bytes()
+    data.unlink()
+    again = _dxt(*run)
+    assert again.returncode == 0, again.stdout + again.stderr
+    said = again.stdout + again.stderr
+    assert "restored: its file was missing or damaged" in said, said
+    assert "1 of them restored" in again.stdout and "unchanged" not in said
+    assert data.read_bytes() == first
+    third = _dxt(*run, "--refetch")  # intact now: a refetch of the same data is unchanged
+    said = third.stdout + third.stderr
+    assert "unchanged: archived so already" in said and "restored" not in said, said
