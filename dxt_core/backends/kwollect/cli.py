@@ -304,13 +304,17 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
 
 def coverage_units(args: argparse.Namespace) -> list[tuple[str, ...]]:
     """(site, metric) units: ``--sites`` (default: the sites the archive holds) x
-    ``--metrics`` (default: the power metrics)."""
+    ``--metrics`` (default: the metrics the archive holds for those sites, else the power
+    metrics). The power metrics as the default made coverage call every power metric the
+    archive never held "missing", and its refill command archive them."""
     from dxt_core.backends.kwollect.source import POWER_METRICS
 
+    archive = Archive(args.archive)
     sites = _split(args.sites)
     if not sites:
-        sites = Archive(args.archive).subdirectories("kwollect")
-    metrics = _split(args.metrics) or list(POWER_METRICS)
+        sites = archive.subdirectories("kwollect")
+    held = sorted({m for s in sites for m in archive.subdirectories("kwollect", s)})
+    metrics = _split(args.metrics) or held or list(POWER_METRICS)
     return [(s, m) for s in sites for m in metrics]
 
 
@@ -320,7 +324,9 @@ def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:
 
 def add_coverage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sites", help="(kwollect) comma-separated sites (default: archived)")
-    parser.add_argument("--metrics", help="(kwollect) comma-separated metrics (default: power)")
+    parser.add_argument(
+        "--metrics", help="(kwollect) comma-separated metrics (default: archived, else power)"
+    )
 
 
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:

@@ -267,13 +267,19 @@ def test_json_failing_before_its_rows_still_gives_a_document(capsys, catalog, tm
 
 
 def test_units_not_found_names_the_options_of_that_backend(capsys, tmp_path):
-    """A Kwollect archive of other metrics than the default (power) ones: the hint named
-    --catalog, --format and --families, which ``dxt coverage kwollect`` refuses."""
+    """A Kwollect archive of other metrics than those asked: the hint named --catalog,
+    --format and --families, which ``dxt coverage kwollect`` refuses."""
     archive_empty_day(tmp_path, ("lyon", "prom_node_load1"), source="kwollect")
-    rc = main(["coverage", "kwollect", "--archive", str(tmp_path), "--start-day", "2024-05-01",
-               "--end-day", "2024-05-01"])  # fmt: skip
+    days = ["--start-day", "2024-05-01", "--end-day", "2024-05-01"]
+    rc = main(["coverage", "kwollect", "--archive", str(tmp_path), *days,
+               "--metrics", "bmc_node_power_watt"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and "check the options that choose them (--sites, --metrics)" in err, err
+    # without --metrics, the metrics the archive holds: it called the default power metrics
+    # (never archived) missing, and its refill command archived them
+    rc = main(["coverage", "kwollect", "--archive", str(tmp_path), *days])
+    out = capsys.readouterr().out
+    assert rc == 0 and "1 units x 1 days: 0 archived, 1 empty, 0 missing" in out, out
 
 
 def test_the_refill_command_keeps_the_connection_options_given_and_quotes_paths(capsys, tmp_path):
