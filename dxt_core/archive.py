@@ -13,6 +13,7 @@ Coverage (the state of many days at once) is :func:`dxt_core.coverage.coverage`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import os
@@ -26,7 +27,7 @@ import orjson
 
 from dxt_core._version import __version__
 from dxt_core.daywrite import DayWrite
-from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.fsio import (
     archive_io,
     atomic_file,
@@ -373,6 +374,22 @@ class Archive:
             ArchiveError: the manifest is damaged (the message says what to do).
         """
         return read_json_object(self.manifest_path(key), "manifest", DAMAGED_MANIFEST_ADVICE)
+
+    def latest_manifest(self, source: str, parts: Sequence[str]) -> dict[str, Any] | None:
+        """The latest readable manifest of the unit (of its last 5 days that have one), for
+        what a refill must ask as its days were made; None when it has none (and on S3,
+        where that would take a listing per unit)."""
+        if self.remote:
+            return None
+        folder = self.root.joinpath(source, *parts)
+        names = sorted((p.name for p in folder.glob(f"*{MANIFEST_SUFFIX}")), reverse=True)
+        for name in names[:5]:
+            with contextlib.suppress(ValueError, DxtError):
+                day = dt.date.fromisoformat(name.lstrip("_")[:10])
+                doc = self.read_manifest(DayKey(source, tuple(parts), day))
+                if doc:
+                    return doc
+        return None
 
     def read_kept(self, key: DayKey) -> dict[str, Any] | None:
         """The record of the last rerun that kept the archived day, if any."""

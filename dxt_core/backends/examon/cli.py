@@ -210,9 +210,9 @@ def _recorded_options(
     if units:
         archive = Archive(args.archive)
         for parts, day in list(units.items())[:_RECORDED_READS]:
-            if day is not None:
-                with contextlib.suppress(DxtError):
-                    docs.append(archive.read_manifest(DayKey("examon", parts, day)) or {})
+            with contextlib.suppress(DxtError):  # else its latest day's (all missing here)
+                doc = archive.read_manifest(DayKey("examon", parts, day)) if day else None
+                docs.append(doc or archive.latest_manifest("examon", parts) or {})
     url = (manifest or {}).get("source_url")
     defaults = _defaults(args, url if isinstance(url, str) else None)
     found: dict[str, set[str]] = {}

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from dxt_core.archive import MANIFEST_SUFFIX, Archive, DayKey
+from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import DayReport
 from dxt_core.backends.kwollect.backup import BackupInterrupted
 from dxt_core.backends.kwollect.connection import DEFAULT_TIME_ZONE, SPEC, KwollectArchiveConfig
@@ -398,7 +398,9 @@ def refill_options(
     # each unit's own nodes: its manifest in the range, else its latest one
     own: dict[tuple[str, ...], tuple[str, ...]] = {}
     for parts, day in sorted(bad.items()):
-        doc = (_read(archive, parts, day) if day else None) or _latest(archive, parts)
+        doc = (_read(archive, parts, day) if day else None) or archive.latest_manifest(
+            "kwollect", parts
+        )
         if doc:
             docs.append(doc)
             own[parts] = tuple(_node_names(doc, parts[0]))
@@ -442,20 +444,6 @@ def _read(archive: Archive, parts: tuple[str, ...], day: dt.date) -> dict[str, A
     except (DxtError, OSError):
         return None
     return doc if isinstance(doc, dict) else None
-
-
-def _latest(archive: Archive, parts: tuple[str, ...]) -> dict[str, Any] | None:
-    """The latest readable manifest of ``parts`` outside the range (a directory archive;
-    None on S3, where that would take a listing per unit)."""
-    if archive.remote:
-        return None
-    folder = archive.directory(DayKey("kwollect", parts, dt.date(2000, 1, 1)))
-    for path in sorted(folder.glob(f"*{MANIFEST_SUFFIX}"), reverse=True)[:5]:
-        with contextlib.suppress(ValueError):
-            doc = _read(archive, parts, dt.date.fromisoformat(path.name.lstrip("_")[:10]))
-            if doc:
-                return doc
-    return None
 
 
 def _node_names(doc: Mapping[str, Any], site: str) -> list[str]:

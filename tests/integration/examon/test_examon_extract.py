@@ -748,3 +748,22 @@ def test_a_rerun_that_writes_a_missing_file_again_says_restored(examon_sim, tmp_
     third = _dxt(*run, "--refetch")  # intact now: a refetch of the same data is unchanged
     said = third.stdout + third.stderr
     assert "unchanged: archived so already" in said and "restored" not in said, said
+
+
+def test_the_refill_of_a_job_table_missing_in_the_range_asks_its_jobs_service(examon_sim, tmp_path):
+    """Every day of the job table in the range missing: no manifest of it was read, so the
+    refill command had no --jobs-url and asked port 5000 (exit 4, or another service)."""
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\nambient,ipmi_pub\njob_info_marconi100,job_table\n")
+    root = tmp_path / "a"
+    made = _dxt("extract", "examon", "--url", examon_sim.url, "--jobs-url", examon_sim.url,
+                "--catalog", str(catalog), "--archive", str(root), "--start-day", "2020-03-09",
+                "--end-day", "2020-03-11", "-q")  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    for f in (root / "examon/job_table/job_info_marconi100").glob("2020-03-1[01].*"):
+        f.unlink()
+    cov = _dxt("coverage", "--archive", str(root), "--catalog", str(catalog), "--start-day",
+               "2020-03-10", "--end-day", "2020-03-11")  # fmt: skip
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
+    assert f"--jobs-url {examon_sim.url} " in line, line
