@@ -98,8 +98,7 @@ def cmd_extract_prometheus(args: argparse.Namespace) -> int:
         answers = "gzip answers" if src.compressed else "answers uncompressed"
         print(f"{src.server().describe()} at {conn.safe_url} ({answers}): {len(entries)} units")
         for e in entries:  # a typo fails the run at once, naming the closest names
-            if e.is_metric:
-                src.check_known(e.selector, _span(args, src))
+            src.check_known(e.selector, _span(args, src))
 
         def unit(entry: CatalogEntry, day: dt.date) -> Unit:
             def run() -> DayReport:

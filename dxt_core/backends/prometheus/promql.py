@@ -15,6 +15,16 @@ def is_metric_name(text: str) -> bool:
     return bool(_METRIC.match(text))
 
 
+_LEADING_NAME = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{")
+
+
+def leading_name(selector: str) -> str | None:
+    """The metric name a selector begins with (``hpc_temp`` of ``hpc_temp{job="n"}``), else
+    None (``{__name__=~"..."}``, or a bare name: :func:`is_metric_name`)."""
+    m = _LEADING_NAME.match(selector)
+    return m.group(1) if m else None
+
+
 def shown(selector: str, limit: int = 300) -> str:
     """``selector`` as error messages and logs show it: whole up to ``limit`` characters,
     else its start and its length (a split into thousands of label values is 100 KB)."""

@@ -57,6 +57,7 @@ from dxt_core.backends.prometheus.policy import (
 from dxt_core.backends.prometheus.promql import (
     api_seconds,
     is_metric_name,
+    leading_name,
     shown,
     split_label,
     with_matcher,
@@ -354,7 +355,12 @@ class PrometheusSource:
             QueryRejected: unknown name; the message names the closest known names.
         """
         if not is_metric_name(metric):
-            return  # a selector: may rightly match nothing on some days
+            # a selector may rightly match nothing on some days, but not name a metric the
+            # server never stored: a typo there archived "empty" forever too
+            named = leading_name(metric)
+            if named is None:
+                return
+            metric = named
         names = self.metric_names(window)
         if metric in names:
             return

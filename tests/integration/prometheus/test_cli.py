@@ -170,6 +170,16 @@ def test_a_typo_fails_the_run_naming_the_closest_names(
     assert out.returncode == 2
     assert "no metric named 'node_jobs_totl' (closest known names: node_jobs_total)" in out.stderr
     assert not list(tmp_path.rglob("*.json"))
+    # the name a selector begins with too: it archived "empty" for every day, exit 0
+    catalog = tmp_path / "catalog.txt"
+    catalog.write_text('jobs = node_jobs_totl{job="slurm"}\n')
+    out = dxt(
+        "extract", "prometheus", "--url", server.url, "--catalog", str(catalog),
+        "--start-day", "2024-03-30", "--archive", str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "no metric named 'node_jobs_totl' (closest known names: node_jobs_total)" in out.stderr
+    assert not list(tmp_path.rglob("*.json"))
 
 
 def test_password_from_the_environment_is_never_printed(
