@@ -354,13 +354,21 @@ class ConnectionSpec(Generic[T]):
                 )
 
     def cli_words(
-        self, args: argparse.Namespace, url_flag: str = "--url", skip: tuple[str, ...] = ()
+        self,
+        args: argparse.Namespace,
+        url_flag: str = "--url",
+        skip: tuple[str, ...] = (),
+        recorded_url: object = None,
     ) -> list[str]:
         """The options of :meth:`add_cli_arguments` that ``args`` gave, as words of a command
-        to print (a refetch): the URL without its credentials, ``--user`` when given, never
-        the password (the command reads it from the environment, as documented); the
-        extras named in ``skip`` are left for the caller to give."""
-        words = [url_flag, redact_url(args.url) if getattr(args, "url", None) else "URL"]
+        to print (a refetch, a refill): the URL without its credentials (the one given, else
+        ``recorded_url``: a manifest's ``source_url``), ``--user`` when given, never the
+        password (the command reads it from the environment, as documented); the extras
+        named in ``skip`` are left for the caller to give."""
+        url = getattr(args, "url", None) or (
+            recorded_url if isinstance(recorded_url, str) else None
+        )
+        words = [url_flag, redact_url(url) if url else "URL"]
         if getattr(args, "user", None):
             words += ["--user", str(args.user)]
         for e in self.extras:

@@ -156,7 +156,11 @@ def refill_options(
     not the default), the cluster filtered on and the jobs service asked that the manifests
     of the units to refill record (else coverage's ``--cluster``, ``--jobs-url``), and the
     catalog and plugin options given to coverage."""
-    opts = shlex.join(_connection_words(args, manifest, skip=("cluster", "jobs_url")))
+    # the URL given to coverage, else the manifests'; the connection options given to it
+    # (--user, --grafana-proxy, --no-verify-tls, ...); the cluster and jobs URL below
+    recorded = (manifest or {}).get("source_url")
+    skip = ("time_zone", "cluster", "jobs_url")
+    opts = shlex.join(SPEC.cli_words(args, skip=skip, recorded_url=recorded))
     tz = manifest.get("time_zone") if manifest else None
     if isinstance(tz, str) and tz and tz != DEFAULT_TIME_ZONE:
         opts += f" --tz {tz}"
@@ -177,18 +181,6 @@ def refill_options(
     if args.format != "csv":
         opts += f" --format {args.format}"
     return opts
-
-
-def _connection_words(
-    args: argparse.Namespace, manifest: Mapping[str, object] | None, skip: tuple[str, ...] = ()
-) -> list[str]:
-    """The connection options of a refill command: the URL given to coverage, else the one
-    the manifests record (``source_url``, stored without credentials), and the options given
-    to coverage (``--user``, ``--grafana-proxy``, ``--no-verify-tls``, ...; never a
-    password); the zone and the ``skip`` ones are the caller's."""
-    url = getattr(args, "url", None) or (manifest or {}).get("source_url") or None
-    given = argparse.Namespace(**{**vars(args), "url": url})
-    return SPEC.cli_words(given, skip=("time_zone", *skip))
 
 
 #: Manifest fields (``cluster``, ``jobs_url``) that chose a day's data, with the option that

@@ -145,9 +145,8 @@ def refill_options(
     or a metric the server no longer lists for the day, is not."""
     # the URL given to coverage, else the manifests' (stored without credentials), with the
     # connection options given to coverage (--user, --auth, --no-verify-tls; no password)
-    url = getattr(args, "url", None) or (manifest or {}).get("source_url") or None
-    given = argparse.Namespace(**{**vars(args), "url": url})
-    opts = shlex.join(SPEC.cli_words(given, skip=("time_zone",)))
+    recorded = (manifest or {}).get("source_url")
+    opts = shlex.join(SPEC.cli_words(args, skip=("time_zone",), recorded_url=recorded))
     tz = manifest.get("time_zone") if manifest else None
     if isinstance(tz, str) and tz:
         opts += f" --tz {tz}"
