@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from dxt_core import masking
@@ -130,6 +131,8 @@ class _ExamonDay:
         if self.plugin.job_table:
             doc["job_table"] = True
             doc["jobs_url"] = redact_url(source.conn.jobs_url or source.conn.default_jobs_url())
+        if source.options.source:  # the Parquet value and column types it declares
+            doc["plugin_options"] = str(Path(source.options.source).absolute())
         return doc
 
     def write(self, staging: Staging) -> None:

@@ -153,9 +153,9 @@ def refill_options(
 ) -> str:
     """The ``dxt extract examon`` options that refill this archive: the server and zone of
     its manifests (``source_url``, without credentials; the zone its days are cut in, when
-    not the default), the cluster filtered on and the jobs service asked that the manifests
-    of the units to refill record (else coverage's ``--cluster``, ``--jobs-url``), and the
-    catalog and plugin options given to coverage."""
+    not the default), the cluster filtered on, the jobs service asked and the plugin options
+    file read that the manifests of the units to refill record (else coverage's
+    ``--cluster``, ``--jobs-url``, ``--plugin-options``), and the catalog given to coverage."""
     # the URL given to coverage, else the manifests'; the connection options given to it
     # (--user, --grafana-proxy, --no-verify-tls, ...); the cluster and jobs URL below
     recorded = (manifest or {}).get("source_url")
@@ -176,16 +176,18 @@ def refill_options(
             )
     if args.catalog:
         opts += f" --catalog {shlex.quote(args.catalog)}"
-    if getattr(args, "plugin_options", None):
-        opts += f" --plugin-options {shlex.quote(args.plugin_options)}"
     if args.format != "csv":
         opts += f" --format {args.format}"
     return opts
 
 
-#: Manifest fields (``cluster``, ``jobs_url``) that chose a day's data, with the option that
-#: asks for the same and the destination of coverage's own option.
-_RECORDED = {"cluster": ("--cluster", "conn_cluster"), "jobs_url": ("--jobs-url", "conn_jobs_url")}
+#: Manifest fields (``cluster``, ``jobs_url``, ``plugin_options``) that chose a day's data,
+#: with the option that asks for the same and the destination of coverage's own option.
+_RECORDED = {
+    "cluster": ("--cluster", "conn_cluster"),
+    "jobs_url": ("--jobs-url", "conn_jobs_url"),
+    "plugin_options": ("--plugin-options", "plugin_options"),
+}
 #: At most this many manifests are read for them.
 _RECORDED_READS = 200
 
@@ -226,7 +228,11 @@ def _defaults(args: argparse.Namespace, url: str | None) -> dict[str, str | None
     jobs = None
     with contextlib.suppress(DxtError):
         jobs = ExamonConnection(url).default_jobs_url() if url else None
-    return {"cluster": (options or ExamonOptions()).cluster, "jobs_url": jobs}
+    return {
+        "cluster": (options or ExamonOptions()).cluster,
+        "jobs_url": jobs,
+        "plugin_options": None,  # none: the shipped defaults
+    }
 
 
 def describe_parts(parts: tuple[str, ...]) -> dict[str, str]:

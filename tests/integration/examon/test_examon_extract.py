@@ -767,3 +767,46 @@ def test_the_refill_of_a_job_table_missing_in_the_range_asks_its_jobs_service(ex
     assert cov.returncode == 3, cov.stdout + cov.stderr
     line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
     assert f"--jobs-url {examon_sim.url} " in line, line
+
+
+def test_the_refill_reads_the_plugin_options_the_days_were_made_with(examon_sim, tmp_path):
+    """Parquet days made with ``--plugin-options`` (``value_type = "int64"``): coverage's
+    refill command had no ``--plugin-options`` unless coverage was given it, so the refill
+    wrote the missing days as double beside int64 days (one dataset no longer reads as one
+    table), exit 0. Each manifest records the options file; the commands read it."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    options = tmp_path / "my options.toml"
+    options.write_text('[plugins.slurm_pub]\ncluster_tag = true\nvalue_type = "int64"\n')
+    catalog = tmp_path / "c.csv"
+    catalog.write_text("metric,plugin\nnum_nodes,slurm_pub\n")
+    root = tmp_path / "a"
+    days = ["--start-day", "2020-03-09", "--end-day", "2020-03-10"]
+    made = _dxt("extract", "examon", "--url", examon_sim.url, "--archive", str(root), "-q",
+                "--catalog", str(catalog), "--plugin-options", str(options), "--format",
+                "parquet", *days)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    unit = root / "examon/plugin=slurm_pub/metric=num_nodes"
+    doc = json.loads((unit / "_2020-03-09.manifest.json").read_text())
+    assert doc["plugin_options"] == str(options), doc
+    for f in unit.glob("*2020-03-10.*"):
+        f.unlink()
+    cov = _dxt("coverage", "--archive", str(root), "--catalog", str(catalog), *days)
+    assert cov.returncode == 3, cov.stdout + cov.stderr
+    line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
+    assert f"--plugin-options '{options}' --catalog" in line, line
+    refill = subprocess.run(
+        [*shlex.split(line), "-q"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert refill.returncode == 0, refill.stdout + refill.stderr
+    for day in ("2020-03-09", "2020-03-10"):
+        assert str(pq.read_schema(unit / f"{day}.parquet").field("value").type) == "int64", day
+    # coverage's own --plugin-options wins over the recorded one
+    other = tmp_path / "other.toml"
+    other.write_text('cluster = "marconi100"\n')
+    for f in unit.glob("*2020-03-10.*"):
+        f.unlink()
+    cov = _dxt("coverage", "--archive", str(root), "--catalog", str(catalog),
+               "--plugin-options", str(other), *days)  # fmt: skip
+    line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
+    assert f"--plugin-options {other} --catalog" in line and "my options" not in line, line
