@@ -38,15 +38,22 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 import orjson
 
 from dxt_core import masking
+from dxt_core.commit_rules import (
+    check_staged,
+    content_changed,
+    keep_archived_day,
+    left_behind,
+    source_count_grew,
+)
 from dxt_core.commitgate import committing
-from dxt_core.errors import ArchiveError, ContentChanged, SourceShrank
+from dxt_core.errors import ArchiveError
 from dxt_core.fsio import (
     archive_io,
     fsync_dir,
@@ -65,7 +72,6 @@ from dxt_core.manifests import (
     VERSIONS_DIR,
     files_intact,
     is_plain_name,
-    kept_record,
     manifest_files,
     rows_of,
     unmanifested_data,
@@ -489,6 +495,7 @@ class DayWrite:
             intact = [c for c in intact if c[0] not in same]
             if intact:
                 self._refuse_change(intact, doc, new_rows)
+        changed += self._left_behind(prev_files, doc)
         manifest = self.archive.manifest_path(key)
         with archive_io(directory, "update"):
             if changed or self.damaged_manifest:
@@ -591,6 +598,20 @@ class DayWrite:
                 out.append((str(name), old, path))
         return out
 
+    def _left_behind(
+        self, prev_files: list[dict[str, Any]], doc: dict[str, Any]
+    ) -> list[tuple[str, str, Path]]:
+        """The archived files the new manifest no longer names (:func:`left_behind`), on
+        disk: removed by this commit after their copy in ``.versions/``."""
+        out = []
+        for name in left_behind(prev_files, doc):
+            path = self.directory / name
+            if name not in self._staged and path.is_file():
+                with archive_io(path, "read"):
+                    out.append((name, sha256_file(path), path))
+                self._drop.add(name)
+        return out
+
     def _refuse_change(
         self, changed: list[tuple[str, str, Path]], doc: dict[str, Any], rows: int
     ) -> NoReturn:
@@ -689,110 +710,3 @@ def _copy_complete(src: Path, dst: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def source_count_grew(prev: dict[str, Any] | None, doc: dict[str, Any]) -> bool:
-    """The source says it holds more points than when the day was archived (the
-    ``source_count`` field of both manifests, when they have it)."""
-    old = (prev or {}).get("source_count")
-    new = doc.get("source_count")
-    if isinstance(old, bool) or isinstance(new, bool):
-        return False
-    return isinstance(old, int) and isinstance(new, int) and new > old
-
-
-# --------------------------------------------------------------------------------------------
-# The rules of a commit, for every archive (the directory one here, the S3 one in
-# dxt_core/store/s3.py): where the archived bytes live differs, the rule and its words do not.
-# --------------------------------------------------------------------------------------------
-
-
-def check_staged(key: DayKey, doc: dict[str, Any], staged: Mapping[str, Path]) -> None:
-    """The data files ``doc`` names are the ones ``staged`` in this transaction (a file
-    written under its final name would already have replaced the archived one).
-
-    Raises:
-        ArchiveError: ``doc`` names a file not staged, or whose staged copy is gone.
-    """
-    for f in manifest_files(doc) if doc.get("status") == "archived" else []:
-        name = f.get("file")
-        if not isinstance(name, str) or name not in staged:
-            raise ArchiveError(
-                f"{key}: the manifest names {name!r}, which was not written through this "
-                "archive transaction (use DayWrite.open or DayWrite.staging_path)"
-            )
-        if not staged[name].exists():
-            raise ArchiveError(f"{key}: staged file for {name} is missing")
-
-
-def keep_archived_day(
-    archive: Archive,
-    key: DayKey,
-    prev: dict[str, Any],
-    doc: dict[str, Any],
-    *,
-    archive_rows: int,
-    source_rows: int,
-    kept: str,
-) -> NoReturn:
-    """The never-shrink rule's outcome: the archived day (manifest ``prev``) stays, the
-    attempt (manifest ``doc``) is recorded as the day's ``<day>.kept.json``
-    (:meth:`Archive.write_kept`; coverage shows it), and
-    :class:`~dxt_core.errors.SourceShrank` names ``kept``, where the archived file is (a
-    path, or an object's URL).
-    """
-    archive.write_kept(
-        key,
-        kept_record(
-            key,
-            prev,
-            archive_rows=archive_rows,
-            source_rows=source_rows,
-            source_status=doc.get("status"),
-        ),
-    )
-    raise SourceShrank(
-        f"{key}: source has fewer rows than the archive ({archive_rows:,} -> "
-        f"{source_rows:,}); kept the archived file {kept}; rerun with replace (--replace, or "
-        "the DAG param replace) to overwrite it (the replaced file is kept in .versions/)",
-        archive_rows=archive_rows,
-        source_rows=source_rows,
-        path=kept,
-    )
-
-
-def content_changed(
-    key: DayKey,
-    rows: int,
-    old: str,
-    new: str,
-    *,
-    kept: str,
-    what: str = "file",
-    columns: tuple[Any, Any] = (None, None),
-) -> ContentChanged:
-    """The error of a rerun that read as many rows as the archive holds (``rows``) but other
-    bytes (sha256 ``old`` archived, ``new`` read now): the archived ``what`` (``file``, or
-    ``object``) at ``kept`` stays. ``columns``: the archived manifest's and the new one's;
-    when they differ, an older version named the columns otherwise, and the message says so
-    rather than blame the source."""
-    sums = f"sha256 {old[:12]} archived, {new[:12] or 'none'} read now"
-    then, now = columns
-    if isinstance(then, list) and isinstance(now, list) and then != now:
-        cause = (
-            f"as many rows as the archive ({rows:,}) in other columns ({sums}): the archived "
-            f"{what} has {', '.join(map(str, then))}, this version writes "
-            f"{', '.join(map(str, now))} (an older version of dxt-archive named them otherwise)"
-        )
-        take = "rewrite it in this version's columns"
-    else:
-        cause = f"the source has as many rows as the archive ({rows:,}) but other values ({sums})"
-        take = "take the new values"
-    return ContentChanged(
-        f"{key}: {cause}; kept the archived {what} {kept}; rerun with replace (--replace, or "
-        f"the DAG param replace) to {take} (the replaced {what} is kept in .versions/)",
-        rows=rows,
-        archive_sha256=old,
-        source_sha256=new,
-        path=kept,
-    )

@@ -60,9 +60,10 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.archive import DayKey
+from dxt_core.commit_rules import content_changed, keep_archived_day, left_behind
+from dxt_core.commit_rules import source_count_grew as _source_count_grew
 from dxt_core.commitgate import committing
-from dxt_core.daywrite import DayWrite, content_changed, keep_archived_day
-from dxt_core.daywrite import source_count_grew as _source_count_grew
+from dxt_core.daywrite import DayWrite
 from dxt_core.errors import ArchiveError, ArchiveLocked, ConfigError
 from dxt_core.fsio import json_bytes as _dumps
 from dxt_core.fsio import now_iso as _now
@@ -470,6 +471,11 @@ class S3DayWrite(DayWrite):
             intact = [n for n in intact if n not in same]
             if intact:
                 self._refuse_s3_change(intact[0], plan, new_rows, doc.get("columns"))
+        for n in left_behind(prev_files, doc):  # another format's: kept, then removed
+            if n in listing and n not in self._staged and n not in changed:
+                self._drop.add(n)
+                plan.actual[n] = self._object_sha(listing[n])
+                changed.append(n)
         plan.replaced = [
             {
                 "file": n,

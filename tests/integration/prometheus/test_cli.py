@@ -332,3 +332,32 @@ def test_a_unit_archived_from_another_selector_is_not_skipped_as_complete(
     # the same selector again is skipped as before
     again = dxt("extract", "prometheus", *common, "--catalog", str(catalog))
     assert again.returncode == 0 and "1 already archived (skipped" in again.stdout, again.stdout
+
+
+def test_a_refetch_in_another_format_keeps_the_old_file_in_versions(
+    victoriametrics: ServerProcess, tmp_path: Path
+) -> None:
+    """``--refetch --format parquet`` over CSV days wrote ``<day>.parquet`` and left
+    ``<day>.csv.gz`` beside it, outside .versions/ and named by no manifest: a reader of
+    the folder got both."""
+    common = ["--url", victoriametrics.url, "--tz", "Europe/Rome", "--start-day", "2024-03-30",
+              "--archive", str(tmp_path / "a"), "--metrics", "node_temp_celsius"]  # fmt: skip
+    made = dxt("extract", "prometheus", *common, "-q")
+    assert made.returncode == 0, made.stdout + made.stderr
+    unit = tmp_path / "a/prometheus/node_temp_celsius"
+    old = (unit / "2024-03-30.csv.gz").read_bytes()
+    again = dxt("extract", "prometheus", *common, "--refetch", "--format", "parquet")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted(p.name for p in unit.iterdir()) == [
+        ".versions",
+        "2024-03-30.manifest.json",
+        "2024-03-30.parquet",
+    ]
+    (kept,) = (unit / ".versions").glob("2024-03-30.csv.gz.prev-*")
+    assert kept.read_bytes() == old
+    said = again.stdout + again.stderr
+    assert "replaced the archived 2024-03-30.csv.gz" in said, said
+    cov = dxt("coverage", "prometheus", "--archive", str(tmp_path / "a"), "--verify",
+              "--metrics", "node_temp_celsius", "--start-day", "2024-03-30",
+              "--end-day", "2024-03-30")  # fmt: skip
+    assert cov.returncode == 0, cov.stdout + cov.stderr

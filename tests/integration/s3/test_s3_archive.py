@@ -1012,3 +1012,28 @@ def test_the_same_parquet_content_in_other_bytes_keeps_the_archived_object(
 
     with pytest.raises(ContentChanged, match="as many rows as the archive"):
         commit(body([1.0, 3.0], "snappy"))
+
+
+def test_a_day_archived_again_in_another_format_keeps_the_old_object_in_versions(
+    bucket, s3_server, s3_env
+):
+    """The bucket's form of the directory archive's rule (tests/unit/core/test_archive.py):
+    the CSV object no manifest names any more is kept in .versions/ and deleted."""
+    root, key = f"s3://{bucket}/fmt", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    body = b"PAR1 ten rows"
+    day = Archive(root).begin(key)
+    with day.open("parquet") as fh:
+        fh.write(body)
+    day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 10,
+                "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+    objs = objects(s3_server.client(), bucket)
+    sha = hashlib.sha256(first).hexdigest()
+    assert f"fmt/toy/m/{DAY}.csv.gz" not in objs, sorted(objs)
+    assert objs[f"fmt/toy/m/.versions/{DAY}.csv.gz.prev-{sha[:8]}"] == first
+    assert objs[f"fmt/toy/m/{DAY}.parquet"] == body
+    assert json.loads(objs[f"fmt/toy/m/{DAY}.manifest.json"])["replaced"][0]["file"] == (
+        f"{DAY}.csv.gz"
+    )
+    assert check_manifests(objs, "fmt") == 1

@@ -688,3 +688,27 @@ def test_a_rerun_that_names_the_columns_otherwise_says_so(tmp_path):
     assert "to rewrite it in this version's columns" in text
     with pytest.raises(ContentChanged, match=r"the source has as many rows .* but other values"):
         commit(["timestamp", "value", "name", "metric"], b"other")
+
+
+def test_a_day_archived_again_in_another_format_keeps_the_old_file_in_versions(tmp_path):
+    """A day archived as CSV, then again as Parquet (``--refetch --format parquet``): the new
+    manifest names ``<day>.parquet`` only, and ``<day>.csv.gz`` stayed beside it with no
+    manifest describing it (a glob of the folder read both). It is kept in .versions/ and
+    removed, and the manifest says so."""
+    archive = Archive(tmp_path)
+    write_day(archive, 3)
+    old = archive.data_path(KEY, "csv.gz").read_bytes()
+    body = b"PAR1 three rows"
+    with archive.begin(KEY) as day:
+        with day.open("parquet") as fh:
+            fh.write(body)
+        day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
+                    "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+        assert not day.unchanged and not day.restored
+    d = archive.directory(KEY)
+    sha8 = hashlib.sha256(old).hexdigest()[:8]
+    assert listing(d) == [".versions", f"{DAY}.manifest.json", f"{DAY}.parquet"]
+    assert (d / f".versions/{DAY}.csv.gz.prev-{sha8}").read_bytes() == old
+    doc = archive.read_manifest(KEY)
+    assert [r["file"] for r in doc["replaced"]] == [f"{DAY}.csv.gz"], doc
+    assert archive.status(KEY, verify=True)[0] == "archived"
