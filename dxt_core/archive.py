@@ -377,19 +377,19 @@ class Archive:
 
     def latest_manifest(self, source: str, parts: Sequence[str]) -> dict[str, Any] | None:
         """The latest readable manifest of the unit (of its last 5 days that have one), for
-        what a refill must ask as its days were made; None when it has none (and on S3,
-        where that would take a listing per unit)."""
-        if self.remote:
-            return None
-        folder = self.root.joinpath(source, *parts)
-        names = sorted((p.name for p in folder.glob(f"*{MANIFEST_SUFFIX}")), reverse=True)
-        for name in names[:5]:
+        what a refill must ask as its days were made; None when it has none."""
+        for name in self.manifest_names(source, parts)[:5]:
             with contextlib.suppress(ValueError, DxtError):
                 day = dt.date.fromisoformat(name.lstrip("_")[:10])
                 doc = self.read_manifest(DayKey(source, tuple(parts), day))
-                if doc:
+                if doc and doc.get("status") in ("archived", "empty"):
                     return doc
         return None
+
+    def manifest_names(self, source: str, parts: Sequence[str]) -> list[str]:
+        """The names of the unit's manifests, latest day first."""
+        folder = self.root.joinpath(source, *parts)
+        return sorted((p.name for p in folder.glob(f"*{MANIFEST_SUFFIX}")), reverse=True)
 
     def read_kept(self, key: DayKey) -> dict[str, Any] | None:
         """The record of the last rerun that kept the archived day, if any."""

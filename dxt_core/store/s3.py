@@ -428,6 +428,12 @@ class S3Archive(Archive):
         days = doc.get("days") if doc is not None else None
         return days if isinstance(days, dict) else {}
 
+    def manifest_names(self, source: str, parts: Sequence[str]) -> list[str]:
+        """The names of the unit's manifests, latest day first: one listing of its prefix."""
+        probe = self.key_of(self.directory(DayKey(source, tuple(parts), dt.date(2000, 1, 1))))
+        names = (o.key.rsplit("/", 1)[-1] for o in self.store.list(probe + "/"))
+        return sorted((n for n in names if n.endswith(MANIFEST_SUFFIX)), reverse=True)
+
     # -- coverage -----------------------------------------------------------------------------
     def units(self, source: str) -> list[tuple[str, ...]]:
         """The units of ``source`` that have an index object (one LIST request per 1,000

@@ -277,6 +277,7 @@ class S3DayWrite(DayWrite):
         self._manifest_etag: str | None = None
         self._interrupted: dict[str, Any] | None = None
         self._kept: list[dict[str, Any]] | None = None
+        self._intact = True  # the previous manifest's objects were there, as it gives them
         # Staged files in a directory of this transaction's own: another process of this
         # host may be writing the same day into the same staging root (a lock taken over).
         self._stage = (
@@ -406,7 +407,9 @@ class S3DayWrite(DayWrite):
                 self._start()
                 _stall(self.archive.root, "read")
                 path = self._commit(doc)
-            self.unchanged = self.same_as_previous(doc)
+            same = self.same_as_previous(doc)
+            self.unchanged = same and self._intact  # the same bytes over a missing or
+            self.restored = same and not self._intact  # damaged object restored it
             return path
         finally:
             self.abort()
@@ -437,6 +440,10 @@ class S3DayWrite(DayWrite):
             if not self._staged[name].exists():
                 raise ArchiveError(f"{key}: staged file for {name} is missing")
         listing = {o.key.rsplit("/", 1)[-1]: o for o in store.list(self.prefix + "/")}
+        self._intact = all(
+            str(f.get("file")) in listing and listing[str(f.get("file"))].size == f.get("bytes")
+            for f in prev_files
+        )
         existing = [
             str(f["file"])
             for f in prev_files

@@ -1037,3 +1037,32 @@ def test_a_day_archived_again_in_another_format_keeps_the_old_object_in_versions
         f"{DAY}.csv.gz"
     )
     assert check_manifests(objs, "fmt") == 1
+
+
+def test_a_rerun_over_a_deleted_object_says_restored_not_unchanged(bucket, s3_server, s3_env):
+    """The same bytes written again over a data object deleted from the bucket: the
+    directory archive says "restored", the bucket said "unchanged"."""
+    root, key = f"s3://{bucket}/rs", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key=f"rs/toy/m/{DAY}.csv.gz")
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    assert day.restored and not day.unchanged
+    assert objects(c, bucket)[f"rs/toy/m/{DAY}.csv.gz"] == first
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    assert day.unchanged and not day.restored
+
+
+def test_the_latest_manifest_of_a_unit_is_read_from_the_bucket(bucket, s3_server, s3_env):
+    """What a refill asks of a unit with no manifest in its range (Kwollect's nodes, the
+    Examon job table's service) comes from the unit's latest manifest: on S3 there was none."""
+    root = f"s3://{bucket}/lm"
+    for n, day in enumerate((DAY, DAY + dt.timedelta(days=1)), start=1):
+        d, doc, _ = _csv_day(Archive(root), DayKey("toy", ("m",), day), n)
+        d.commit({**doc, "nodes": [f"n{n}"]})
+    latest = Archive(root).latest_manifest("toy", ("m",))
+    assert latest is not None and latest["nodes"] == ["n2"], latest
+    assert Archive(root).latest_manifest("toy", ("other",)) is None
