@@ -135,7 +135,8 @@ def add_extract_parser(subparsers: Any) -> None:
     e.add_argument("--format", choices=OUTPUT_FORMATS, default="hdf5", help="output (hdf5)")
     e.add_argument(
         "--input",
-        help="saved pytokio JSON (list of pages of hits), .gz ok; read one page at a time",
+        help="saved pytokio JSON (list of pages of hits) or archived JSON Lines (one hit per "
+        "line), .gz ok; read one page at a time",
     )
     sized(
         "--slices", "parallel readers, each a @timestamp range of the window (default %(default)s)"

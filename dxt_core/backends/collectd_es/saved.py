@@ -1,6 +1,7 @@
 """Saved exports as a page source (``dxt extract collectd-es --input``): pytokio's saved
-format, a JSON list of pages of hits (gzip or not), read one page at a time, and the hits of
-one family and window selected from them as the server would answer the query."""
+format, a JSON list of pages of hits, or the archive's JSON Lines, one hit per line (gzip or
+not), read one page at a time, and the hits of one family and window selected from them as
+the server would answer the query."""
 
 from __future__ import annotations
 
@@ -92,7 +93,11 @@ def iter_saved_pages(path: str | Path) -> Iterator[Page]:
         gz = fh.read(2) == b"\x1f\x8b"
         fh.seek(0)
         scan = _PageScanner(p, gzip.GzipFile(fileobj=fh, mode="rb") if gz else fh)
-        if scan.next_byte() != ord("["):
+        first = scan.next_byte()
+        if first == ord("{"):  # one hit per line: the archive's own JSON Lines
+            yield from _json_lines_pages(p, gz)
+            return
+        if first != ord("["):
             yield from _whole_file_pages(p)  # not a list: the whole-file reader says why
             return
         scan.pos += 1
@@ -124,6 +129,49 @@ def iter_saved_pages(path: str | Path) -> Iterator[Page]:
                 f"{p}: not JSON (data after the list of pages); expected pytokio's saved "
                 "format, a list of pages of hits"
             )
+
+
+#: Hits per page of a JSON Lines input.
+JSON_LINES_PAGE = 10_000
+
+
+def _json_lines_pages(p: Path, gz: bool) -> Iterator[Page]:
+    """The hits of a JSON Lines file, one ``{"_index", "_id", "_source"}`` per line (what
+    ``--format jsonl`` and the DAG archive), in pages of :data:`JSON_LINES_PAGE`: the raw
+    archive converts to HDF5 once the index has aged out. A file whose first line is not a
+    hit (one search response, say) goes to the whole-file reader, which says what it is."""
+    page: Page = []
+    with p.open("rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw as fh:
+        n = 0
+        try:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    hit = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    if n == 1:
+                        yield from _whole_file_pages(p)
+                        return
+                    raise ConfigError(
+                        f"{p}: line {n}: not JSON ({exc}); expected one hit per line "
+                        '({"_index", "_id", "_source"}), as dxt archives them'
+                    ) from exc
+                if not isinstance(hit, dict) or not isinstance(hit.get("_source"), dict):
+                    if n == 1:
+                        yield from _whole_file_pages(p)
+                        return
+                    raise ConfigError(f"{p}: line {n} has no _source object")
+                page.append(hit)
+                if len(page) == JSON_LINES_PAGE:
+                    yield page
+                    page = []
+        except (OSError, EOFError) as exc:
+            raise ConfigError(
+                f"{p}: corrupt gzip after line {n} ({exc}); re-save the input"
+            ) from exc
+    if page:
+        yield page
 
 
 class _PageScanner:

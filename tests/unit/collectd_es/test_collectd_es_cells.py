@@ -444,3 +444,46 @@ def test_what_a_killed_writer_of_the_file_left_is_removed_and_said(tmp_path, cap
     assert "removed 1 temporary file(s) that killed writers of it left" in caplog.text
     assert not left.exists() and out.is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hdf5"]
+
+
+def test_a_file_pytokio_wrote_with_datasets_that_got_no_data_is_updated(tmp_path):
+    """pytokio's archive_collectdes writes a dataset that got no data with ``columns =
+    numpy.array([])``, an empty float64 attribute (tokio/connectors/hdf5.py): every file of
+    a family the window had no documents of. dxt refused to update it ("attribute columns is
+    not a list of names"), though docs/collectd_es.md says pytokio's own files are taken.
+    The fixture is pytokio 0.13.0's own output for the sample hour (tests/data/pytokio)."""
+    theirs = DATA / "archive_collectdes-0.13.0-output.hdf5"
+    with h5py.File(theirs) as f:
+        empty = f["dataservers/cpuload"].attrs["columns"]
+        assert empty.dtype == np.float64 and empty.shape == (0,)  # as pytokio wrote it
+    out = tmp_path / "theirs.hdf5"
+    out.write_bytes(theirs.read_bytes())
+    rc = main(["extract", "collectd-es", "--input", str(SAMPLE_JSON), "2017-12-13T08:30:00",
+               "2017-12-13T09:00:00", "--num-nodes", "16", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    assert_same_as_pytokio(out)  # the disk datasets: the second half written again, the same
+    with h5py.File(out) as f:
+        assert f["dataservers/cpuload"].attrs["columns"].size == 0  # still no names, no data
+
+
+def test_the_archived_json_lines_convert_to_hdf5_again(tmp_path, capsys):
+    """Once the index has aged out the raw JSON Lines are the only copy: nothing read them
+    back ("not JSON (unexpected content after document: line 2)"), so a lost HDF5 file, or
+    one at another timestep, could not be made again. ``--input`` reads them."""
+    window = ["2017-12-13T08:00:00", "2017-12-13T09:00:00", "--num-nodes", "16"]
+    raw = tmp_path / "hits.jsonl.gz"
+    assert main(["extract", "collectd-es", "--input", str(SAMPLE_JSON), *window,
+                 "--format", "jsonl", "--out", str(raw)]) == 0  # fmt: skip
+    out = tmp_path / "again.hdf5"
+    assert main(["extract", "collectd-es", "--input", str(raw), *window, "--out", str(out)]) == 0
+    assert_same_as_pytokio(out)
+    plain = tmp_path / "hits.jsonl"
+    plain.write_bytes(gzip.decompress(raw.read_bytes()))
+    lines = plain.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 7038
+    plain.write_bytes(b"".join(lines[:2]) + b"{broken\n" + b"".join(lines[3:]))
+    capsys.readouterr()
+    assert main(["extract", "collectd-es", "--input", str(plain), *window,
+                 "--out", str(tmp_path / "x.hdf5")]) == 2  # fmt: skip
+    assert f"{plain}: line 3: not JSON" in capsys.readouterr().err
+    assert not (tmp_path / "x.hdf5").exists()
