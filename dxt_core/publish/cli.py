@@ -107,6 +107,12 @@ def _add_datacard_arguments(p: argparse.ArgumentParser) -> None:
         "monitoring servers",
     )
     p.add_argument("--dataset-version", default="1", help="dataset version, default %(default)s")
+    p.add_argument(
+        "--date-published",
+        default="",
+        help="publication date, YYYY-MM-DD (Croissant's datePublished, the datacard); default "
+        "none, so that the same inputs give the same bytes on any day",
+    )
 
 
 def cmd_publish(args: argparse.Namespace) -> int:

@@ -125,6 +125,7 @@ def _header(
         else f"- Source URL(s): {', '.join(meta['sources']) or 'not recorded'}",
         f"- Period: {y0}-{m0:02d} to {y1}-{m1:02d} (archived days {meta['first_day']} to "
         f"{meta['last_day']})",
+        *([f"- Published: {meta['date_published']}"] if meta.get("date_published") else []),
         f"- Days and months: calendar days of the archive's zone ({zones}); a day is "
         "[local midnight, next local midnight), so a month holds the days whose local date "
         "falls in it.",

@@ -21,6 +21,7 @@ interrupted there is published again and completed.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -102,6 +103,9 @@ class PublishOptions:
     #: addresses public).
     source: str = ""
     version: str = "1"
+    #: The publication date (YYYY-MM-DD) the descriptions give (Croissant's datePublished,
+    #: the datacard); empty: none, so that the same inputs give the same bytes on any day.
+    date_published: str = ""
     records: bool = True
     #: Rows sorted in memory at once; smaller buckets mean less memory, more files.
     bucket_rows: int = BUCKET_ROWS
@@ -123,6 +127,11 @@ class PublishOptions:
         self.licence, self.licence_url = licence_and_url(self.licence, self.licence_url)
         if not self.version.strip():
             raise ConfigError("--dataset-version is empty: give the dataset's version, e.g. 1")
+        if self.date_published and not _is_iso_day(self.date_published):
+            raise ConfigError(
+                f"--date-published {self.date_published!r} is not a date YYYY-MM-DD, e.g. "
+                "2026-12-07"
+            )
         for what, text in (
             ("--url", self.url),
             ("--source", self.source),
@@ -135,6 +144,14 @@ class PublishOptions:
                     f"{what} holds a URL with a user name or password ({redact_value(text)!r}): "
                     "a published dataset is public; give the address without them"
                 )
+
+
+def _is_iso_day(text: str) -> bool:
+    """``text`` is a calendar day written YYYY-MM-DD."""
+    try:
+        return dt.date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        return False
 
 
 @dataclass(slots=True)
@@ -350,6 +367,7 @@ def _fingerprint(
             sorted(opts.pseudonymise_columns),
             # only when given: publications made before the option keep their fingerprint
             *([opts.source] if opts.source else []),
+            *([f"published {opts.date_published}"] if opts.date_published else []),
         ],
         # the pseudonym of a constant (as public as every pseudonym): another key, other
         # pseudonyms, so another fingerprint
@@ -734,6 +752,7 @@ def _meta(role: PublishRole, opts: PublishOptions, report: PublishReport) -> dic
         "licence_url": opts.licence_url,
         "cite": cite,
         "url": opts.url,
+        "date_published": opts.date_published,
         "first_day": min(days).isoformat() if days else f"{y0}-{m0:02d}-01",
         "last_day": max(days).isoformat() if days else f"{y1}-{m1:02d}-01",
         "zones": zones,

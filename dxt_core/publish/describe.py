@@ -191,6 +191,7 @@ def croissant(name: str, title: str, meta: dict[str, Any], entries: Sequence[Fil
         # where the dataset is published (--url); none given: no url, not an empty one
         **({"url": meta["url"]} if meta.get("url") else {}),
         "version": meta["version"],
+        **({"datePublished": meta["date_published"]} if meta.get("date_published") else {}),
         "citeAs": meta["cite"],
         "temporalCoverage": f"{meta['first_day']}/{meta['last_day']}",
         "distribution": _croissant_files(files, sorted(groups)),

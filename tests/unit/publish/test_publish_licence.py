@@ -109,3 +109,23 @@ def test_a_month_whose_days_are_all_damaged_is_published_with_them_skipped(tmp_p
                      options(tmp_path, keep_identities=True))  # fmt: skip
     assert [s.split(":")[0] for s in report.skipped] == ["skipped ipmi_pub/ambient 2020-03-09"]
     assert (tmp_path / "o" / "datapackage.json").is_file()
+
+
+def test_a_publication_date_is_given_when_asked_and_checked(tmp_path):
+    """Croissant recommends ``datePublished`` (mlcroissant's one warning on our datasets);
+    without ``--date-published`` none is written, so the same inputs give the same bytes."""
+    key = DayKey("examon", ("ipmi_pub", "ambient"), dt.date(2020, 3, 9))
+    with Archive(tmp_path / "a").begin(key) as day:
+        day.commit({"status": "empty", "time_zone": "Europe/Rome"})
+    role = get_publisher("examon").publish_role()
+    publish(role, options(tmp_path, keep_identities=True))
+    out = tmp_path / "o"
+    assert "datePublished" not in json.loads((out / "croissant.json").read_text())
+    assert "Published:" not in (out / "README.md").read_text()
+    again = publish(role, options(tmp_path, keep_identities=True, date_published="2026-12-07"))
+    assert not again.unchanged  # another date: published again
+    assert json.loads((out / "croissant.json").read_text())["datePublished"] == "2026-12-07"
+    assert "- Published: 2026-12-07" in (out / "README.md").read_text()
+    for bad in ("07/12/2026", "2026-12-7", "2026-13-01", "2026-12-07T10:00"):
+        with pytest.raises(ConfigError, match=r"--date-published .* not a date YYYY-MM-DD"):
+            options(tmp_path, date_published=bad)
