@@ -682,6 +682,15 @@ def test_a_day_an_older_version_archived_before_it_ended_is_fetched_again(examon
     assert json.loads(manifest.read_text())["written_at"] > f"{day}T23:59"
 
 
+def _run_as_printed(line: str) -> None:
+    """A command coverage printed, run as a shell would split it (``-q`` added)."""
+    refill = subprocess.run(
+        [*shlex.split(line), "-q"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert refill.returncode == 0, refill.stdout + refill.stderr
+
+
 def test_the_refill_asks_for_the_cluster_the_days_were_made_with(examon_sim, tmp_path):
     """Days archived with ``--cluster m100b``: coverage's refill command had no ``--cluster``,
     so it archived the default cluster's series (marconi100) beside them, exit 0. Each
@@ -703,11 +712,7 @@ def test_the_refill_asks_for_the_cluster_the_days_were_made_with(examon_sim, tmp
     assert cov.returncode == 3, cov.stdout + cov.stderr
     line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
     assert f"--url {examon_sim.url} --cluster m100b --catalog" in line, line
-    refill = subprocess.run(
-        [*shlex.split(line), "-q"], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
-    )  # fmt: skip
-    assert refill.returncode == 0, refill.stdout + refill.stderr
+    _run_as_printed(line)
     again = json.loads((ambient / "2020-03-10.manifest.json").read_text())
     assert again["status"] == "empty" and again["cluster"] == "m100b", again  # not marconi100's
     # a unit made with another cluster: no one command refills both, and it is said
@@ -794,11 +799,7 @@ def test_the_refill_reads_the_plugin_options_the_days_were_made_with(examon_sim,
     assert cov.returncode == 3, cov.stdout + cov.stderr
     line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
     assert f"--plugin-options '{options}' --catalog" in line, line
-    refill = subprocess.run(
-        [*shlex.split(line), "-q"], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
-    )  # fmt: skip
-    assert refill.returncode == 0, refill.stdout + refill.stderr
+    _run_as_printed(line)
     for day in ("2020-03-09", "2020-03-10"):
         assert str(pq.read_schema(unit / f"{day}.parquet").field("value").type) == "int64", day
     # coverage's own --plugin-options wins over the recorded one
