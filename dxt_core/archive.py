@@ -18,7 +18,7 @@ import datetime as dt
 import fcntl
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from dxt_core.manifests import (
     MANIFEST_SCHEMA,
     MANIFEST_SUFFIX,
     Status,
+    day_complete,
     holes_detail,
     is_plain_name,
     kept_applies,
@@ -435,15 +436,48 @@ class Archive:
         sidecar, where coverage reads it: atomically on disk (an object store overrides it)."""
         write_json_atomic(self.kept_path(key), record)
 
-    def status(self, key: DayKey, verify: bool = False) -> tuple[Status, str]:
-        """The state of one day and, for corrupt days, why.
+    def complete_days(
+        self,
+        source: str,
+        parts: Sequence[str],
+        days: Sequence[dt.date],
+        expects: Sequence[tuple[str, Any]] = (),
+    ) -> set[dt.date]:
+        """The unit's ``days`` that need no rerun (:func:`~dxt_core.manifests.day_complete`)."""
+        keys = [DayKey(source, tuple(parts), day) for day in days]
+        return {
+            key.day
+            for key, status, doc in self.day_states(keys, tuple(k for k, _ in expects))
+            if doc is not None and day_complete(status, doc, expects)
+        }
 
-        A manifest may only name files in its own directory: any other name reads corrupt.
-        """
+    def day_states(
+        self, keys: Sequence[DayKey], fields: Sequence[str]
+    ) -> Iterator[tuple[DayKey, Status, dict[str, Any] | None]]:
+        """Each day of ``keys`` (one unit's) with its status and its manifest, each manifest
+        read once (a day whose manifest cannot be read is left out). ``fields``: the manifest
+        fields the caller reads beside the status and the not-over mark and holes (an object
+        store answers from its index where that holds them)."""
+        for key in keys:
+            with contextlib.suppress(DxtError):  # unreadable: not complete
+                doc = self.read_manifest(key)
+                yield key, self.status_of(key, doc)[0], doc
+
+    def status(self, key: DayKey, verify: bool = False) -> tuple[Status, str]:
+        """The state of one day and, for corrupt days, why."""
         try:
             doc = self.read_manifest(key)
         except ArchiveError as exc:
             return "corrupt", str(exc)
+        return self.status_of(key, doc, verify)
+
+    def status_of(
+        self, key: DayKey, doc: dict[str, Any] | None, verify: bool = False
+    ) -> tuple[Status, str]:
+        """The state of one day whose manifest is ``doc`` (None: none).
+
+        A manifest may only name files in its own directory: any other name reads corrupt.
+        """
         if doc is None:
             return "missing", ""
         if doc.get("status") == "empty":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +32,10 @@ KEPT_SCHEMA = "dxt-archive/kept/1"
 MANIFEST_SUFFIX = ".manifest.json"
 KEPT_SUFFIX = ".kept.json"
 VERSIONS_DIR = ".versions"
+#: Manifest fields that say which data a unit's day holds (Prometheus' ``selector``), which a
+#: rerun compares with what it asks (:func:`day_complete`'s ``expects``); the S3 index keeps
+#: them, so that planning a rerun reads no manifest.
+IDENTITY_FIELDS = ("selector",)
 DAYS_SCHEMA = "dxt-archive/days/1"
 #: How a day is cut out of time, recorded with the zone (see :meth:`Archive.check_day_zone`).
 DAY_DEFINITION = "[local midnight, next local midnight)"
@@ -153,6 +158,19 @@ def not_over_mark(doc: dict[str, Any]) -> dict[str, Any] | None:
     if end is None or written is None or written >= end:
         return None
     return {"ends": end.isoformat(), "inferred": "written_at before query_window.end"}
+
+
+def day_complete(status: str, doc: dict[str, Any], expects: Sequence[tuple[str, Any]] = ()) -> bool:
+    """Whether a day of ``status`` whose manifest (or S3 index entry) is ``doc`` needs no
+    rerun: archived (size matching its manifest) or recorded empty, no unreadable window
+    (``holes``) waiting to be retried, over when it was archived (:func:`not_over_mark`),
+    and ``doc`` holds ``expects`` (a field it lacks, written before it was recorded, is
+    taken as held)."""
+    if status not in ("archived", "empty"):
+        return False
+    if not_over_mark(doc) is not None or (status == "archived" and doc.get("holes")):
+        return False
+    return not any(doc.get(k, v) != v for k, v in expects)
 
 
 def _aware(text: object) -> dt.datetime | None:

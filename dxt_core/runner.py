@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -42,7 +43,6 @@ from dxt_core.archive_day import NOT_OVER, DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable, run_wide
 from dxt_core.http import RetryPolicy
-from dxt_core.manifests import not_over_mark
 from dxt_core.windows import check_day_order, parse_day, zone
 
 
@@ -143,16 +143,24 @@ def is_complete(archive: Archive, key: DayKey, expects: Sequence[tuple[str, Any]
     over when it was archived (:func:`dxt_core.manifests.not_over_mark`), and its manifest
     holds ``expects`` (a field it lacks, written before it was recorded, is taken as held)."""
     try:
-        status, _ = archive.status(key)
-        if status in ("archived", "empty"):
-            doc = archive.read_manifest(key) or {}
-            if not_over_mark(doc) is not None or (status == "archived" and doc.get("holes")):
-                return False
-            if any(doc.get(k, v) != v for k, v in expects):
-                return False
+        return bool(archive.complete_days(key.source, key.parts, [key.day], expects))
     except DxtError:
         return False
-    return status in ("archived", "empty")
+
+
+def incomplete(archive: Archive, units: Sequence[Unit]) -> list[Unit]:
+    """``units`` less the complete ones (:func:`is_complete`), in their order, each unit's
+    days asked at once (on S3: one listing and one index read per unit, not a listing and
+    two reads per day)."""
+    days: dict[tuple[str, tuple[str, ...], tuple[tuple[str, Any], ...]], list[dt.date]] = {}
+    for u in units:
+        days.setdefault((u.key.source, u.key.parts, tuple(u.expects)), []).append(u.key.day)
+    done: set[tuple[str, tuple[str, ...], dt.date]] = set()
+    for (source, parts, expects), asked in days.items():
+        with contextlib.suppress(DxtError):  # unreadable: every day of the unit is run
+            complete = archive.complete_days(source, parts, asked, expects)
+            done |= {(source, parts, d) for d in complete}
+    return [u for u in units if (u.key.source, u.key.parts, u.key.day) not in done]
 
 
 def add_arguments(parser: Any, unit: str = "metric-days") -> None:
@@ -389,7 +397,7 @@ def run_units(
     """Run ``units`` (skipping complete ones unless ``refetch``); print FAILED lines and a
     summary; return the exit status (see the module docstring for Ctrl-C)."""
     refetch = refetch or archive.replace
-    todo = [u for u in units if refetch or not is_complete(archive, u.key, u.expects)]
+    todo = list(units) if refetch else incomplete(archive, units)
     if todo:
         limit_malloc_arenas()
     # What the run says must not change what it does: a reader gone or a terminal hung up

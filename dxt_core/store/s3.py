@@ -30,7 +30,7 @@ from dxt_core._version import __version__
 from dxt_core.archive import Archive, DayKey, zone_mismatch
 from dxt_core.coverage import CoverageRow
 from dxt_core.daywrite import DayWrite
-from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.errors import ArchiveError, ConfigError, DxtError
 from dxt_core.fsio import json_bytes as _dumps
 from dxt_core.fsio import now_iso as _now
 from dxt_core.fsio import parse_json_object
@@ -38,6 +38,7 @@ from dxt_core.manifests import (
     DAMAGED_MANIFEST_ADVICE,
     DAY_DEFINITION,
     DAYS_SCHEMA,
+    IDENTITY_FIELDS,
     KEPT_SUFFIX,
     MANIFEST_SUFFIX,
     NOT_OVER,
@@ -486,6 +487,33 @@ class S3Archive(Archive):
             out.append(row)
         return out
 
+    def day_states(
+        self, keys: Sequence[DayKey], fields: Sequence[str]
+    ) -> Iterator[tuple[DayKey, Status, dict[str, Any] | None]]:
+        """:meth:`Archive.day_states` from one listing of the unit and its index object; a
+        manifest is read only where the index does not tell (an entry older than the
+        manifest, or without one of ``fields``). Day by day, :meth:`status` and then the
+        manifest cost a listing and two reads each."""
+        if not keys:
+            return
+        listing, index = self._unit_listing(keys[0].source, keys[0].parts, [k.day for k in keys])
+        for key in keys:
+            with contextlib.suppress(DxtError):  # unreadable: left out
+                status, _ = self._status(key, listing, index, False)
+                if status not in ("archived", "empty"):
+                    yield key, status, None
+                    continue
+                m = listing.get(self.manifest_path(key).name)
+                entry = index.get(key.day.isoformat())
+                told = (
+                    isinstance(entry, dict)
+                    and m is not None
+                    and entry.get("etag") == m.etag
+                    and NOT_OVER in entry
+                    and all(k in entry for k in fields)
+                )
+                yield key, status, entry if told else self.read_manifest(key)
+
     def _unit_listing(
         self, source: str, parts: tuple[str, ...], days: Sequence[dt.date]
     ) -> tuple[dict[str, ObjectInfo], dict[str, Any]]:
@@ -587,6 +615,9 @@ def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
         # key was written before coverage told such days: its manifest is read instead
         NOT_OVER: not_over_mark(manifest),
     }
+    for name in IDENTITY_FIELDS:  # compared by a rerun's planning (complete_days)
+        if name in manifest:
+            entry[name] = manifest[name]
     if isinstance(manifest.get("files"), list):
         entry["files"] = [
             {"file": f.get("file"), "bytes": f.get("bytes"), "sha256": f.get("sha256")}

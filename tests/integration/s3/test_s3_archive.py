@@ -1066,3 +1066,43 @@ def test_the_latest_manifest_of_a_unit_is_read_from_the_bucket(bucket, s3_server
     latest = Archive(root).latest_manifest("toy", ("m",))
     assert latest is not None and latest["nodes"] == ["n2"], latest
     assert Archive(root).latest_manifest("toy", ("other",)) is None
+
+
+def test_a_rerun_skips_complete_days_with_one_listing_and_one_index_read_per_unit(
+    bucket, s3_server, s3_env, request
+):
+    """``dxt extract`` over a range skips the complete days first: per day, a listing of
+    the unit's whole prefix and two reads of the manifest (3 x 365 days: 137 s on
+    moto_server, measured). Now one listing and one index read per unit, and the same
+    days are skipped; a day not over, with holes, or from another selector is not."""
+    from dxt_core.runner import Unit, incomplete, is_complete
+
+    root = f"s3://{bucket}/plan"
+    days = [DAY + dt.timedelta(days=i) for i in range(6)]
+    for i, day in enumerate(days[:5]):
+        d, doc, _ = _csv_day(Archive(root), DayKey("toy", ("m",), day), 10)
+        extra = [{}, {"selector": "up"}, {"selector": "down"}, {"holes": [{"points": 1}]},
+                 {"day_not_over": {"ends": "2020-03-14T00:00:00+00:00"}}][i]  # fmt: skip
+        d.commit({**doc, **extra, **({"selector": "up"} if i > 2 else {})})
+    archive = Archive(root)
+    units = [Unit(DayKey("toy", ("m",), day), lambda: None, expects=(("selector", "up"),))
+             for day in days]  # fmt: skip
+    calls: list[str] = []
+
+    def count(model, **kw):
+        calls.append(model.name)
+
+    events = archive.store._client.meta.events
+    events.register("before-call.s3", count)
+    request.addfinalizer(lambda: events.unregister("before-call.s3", count))
+    todo = incomplete(archive, units)
+    # the first day lacks the field (taken as held), the second holds it; the third has
+    # another selector, the fourth holes, the fifth was not over, the sixth is missing
+    assert [u.key.day for u in todo] == days[2:], todo
+    # the listing, the index object, and the one manifest without a selector (the index
+    # keeps the others')
+    assert sorted(calls) == ["GetObject", "GetObject", "ListObjectsV2"], calls
+    # the same answers day by day
+    assert [is_complete(archive, u.key, u.expects) for u in units] == [
+        True, True, False, False, False, False,
+    ]  # fmt: skip
