@@ -129,7 +129,10 @@ def _header(
         f"- Days and months: calendar days of the archive's zone ({zones}); a day is "
         "[local midnight, next local midnight), so a month holds the days whose local date "
         "falls in it.",
-        f"- Timestamps: UTC, {precision} precision (`timestamp[{unit}, tz=UTC]`).",
+        f"- Timestamps: UTC, {precision} precision (`timestamp[{unit}, tz=UTC]`), as the "
+        "source recorded each sample: different series (nodes) are not sampled at the same "
+        "instant, so aggregate across them per time step (DuckDB `time_bucket`, pandas "
+        "`dt.floor`), not by equal timestamps.",
         "",
         "## Layout",
         "",
@@ -288,7 +291,9 @@ def _jobs(report: PublishReport) -> list[str]:
         lines += [
             f"`{k}`: one row per job that started that day; times are UTC timestamps, "
             "`nodes` is the list of node names (Slurm host lists expanded), so it joins "
-            "exactly with the `node` column of the metric files.",
+            "exactly with the `node` column of the metric files. A job is in the month it "
+            "started in: one that runs past the month's end has its last samples in the "
+            "next month's metric files (read the months together).",
             "",
             f"Columns: {cols}.",
             "",
@@ -324,8 +329,9 @@ def _records(opts: PublishOptions, records: Sequence[Record]) -> list[str]:
         return [*lines, "No data files, so no records.", ""]
     lines += [
         f"Months are grouped into records of at most {opts.max_record_bytes:,} bytes "
-        "(tar files under `records/`, each with its own listings `<record>.SHA256SUMS` and "
-        "`<record>.files.json`); a month larger than that is split by unit into `_part1`, "
+        "(tar files under `records/`, each with its own listings `_<record>.SHA256SUMS` and "
+        "`_<record>.files.json`, which dataset readers pass over as they pass over names "
+        "starting with `_`); a month larger than that is split by unit into `_part1`, "
         "`_part2`... records. Extracted into one folder with this README, the records give "
         "the dataset's layout, and `sha256sum -c SHA256SUMS` checks every file, the tars "
         "too when they are kept under `records/` (`--ignore-missing` when they are not):",
@@ -358,6 +364,9 @@ def _footer(
         "import duckdb",
         f'duckdb.sql("SELECT {by}, avg(value) FROM read_parquet('
         f"'{role.example_glob}', hive_partitioning = true) GROUP BY {by}\")",
+        "",
+        "import pyarrow.dataset as ds  # the whole folder; the listings are not Parquet",
+        'data = ds.dataset(".", format="parquet", partitioning="hive", exclude_invalid_files=True)',
         "```",
         "",
         "## How to cite",

@@ -6,7 +6,7 @@ Layout of the output (the data paths are the role's)::
 
     <the role's path of each unit-month>                   one file per unit and month
     records/<name>.tar       months grouped under --max-record-bytes, each with its own
-                             <name>.SHA256SUMS and <name>.files.json
+                             _<name>.SHA256SUMS and _<name>.files.json
     README.md  datapackage.json  croissant.json  SHA256SUMS
 
 Months are calendar months of the archive's days (the archive's day zone), as the day files
@@ -333,8 +333,9 @@ def _coverage_command(
 #: descriptions). 2: records' listings named by the record, croissant's media type and
 #: timestamps, the first sort column's statistics, Prometheus values as doubles, the
 #: datacard's check commands (2026-12-07). 3: a tag named as a folder key (``metric``,
-#: ``year_month``) is published as ``exported_<key>`` (2026-12-07).
-PUBLICATION_FORMAT = 3
+#: ``year_month``) is published as ``exported_<key>`` (2026-12-07). 4: no Arrow schema stored,
+#: so tags and identities read as plain strings, not Categorical (2026-12-07).
+PUBLICATION_FORMAT = 4
 
 
 def _fingerprint(

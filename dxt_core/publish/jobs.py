@@ -191,6 +191,7 @@ def write_job_month(
             write_statistics=True,
             version="2.6",
             row_group_size=max(1, min(table.num_rows, 262_144)),
+            store_schema=False,  # identities read as plain strings (monthfile.py says why)
         )
     rows: int = table.num_rows
     return rows

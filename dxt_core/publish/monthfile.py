@@ -187,6 +187,11 @@ class _GroupWriter:
             write_statistics=["timestamp", "value", *(published[c] for c in table.order()[:1])],
             column_encoding=encoding,
             version="2.6",
+            # no Arrow schema in the file: readers take the tags as the Parquet file types
+            # them, plain strings (dictionary-encoded pages all the same), as M100 ExaData
+            # has them; pandas read the stored dictionary type as Categorical, on which
+            # PM100's groupby(...).sum() fails from pandas 2 on
+            store_schema=False,
         )
         self.carry: list[tuple[Any, Any, Any, Any]] = []
         self.carry_rows = 0

@@ -51,8 +51,10 @@ class Record:
 
     @property
     def listings(self) -> tuple[str, str]:
-        """The names of its checksums and file list inside the tar (and once extracted)."""
-        return f"{self.name}.SHA256SUMS", f"{self.name}.files.json"
+        """The names of its checksums and file list inside the tar (and once extracted):
+        starting with ``_``, which pyarrow and pandas pass over, so that a Hive read of the
+        folder a record is extracted into reads its Parquet files only."""
+        return f"_{self.name}.SHA256SUMS", f"_{self.name}.files.json"
 
 
 def _size(entries: Sequence[FileEntry]) -> int:

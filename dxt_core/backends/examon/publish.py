@@ -31,9 +31,12 @@ class ExamonPublish(PartitionedPublish):
 
     backend = NAME
     keys = ("plugin", "metric")
-    # the plugin tag is the folder's plugin (tags.check_plugin); a tag ``metric`` is
-    # archived as ``exported_metric`` (tags.FOLDER_KEYS)
-    folder_columns = ("plugin",)
+    # The plugin tag holds the folder's plugin (tags.check_plugin), and is published as
+    # ``exported_plugin`` all the same: a file's plain-string column named as a Hive key
+    # that pandas infers as a dictionary (pyarrow.parquet's "hive") refuses a read of the
+    # dataset's root ("Field plugin has incompatible types"). A tag ``metric`` is archived
+    # as ``exported_metric`` (tags.FOLDER_KEYS).
+    folder_columns = ()
     archive_reserved = FOLDER_KEYS  # days archived before it hold the tag as ``metric``
     title = "Examon telemetry"
     layout_summary = "one Parquet file per metric and month (M100 ExaData layout)"

@@ -9,10 +9,12 @@ import gzip
 import hashlib
 import hmac
 import json
+import os
 import shutil
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,7 +125,15 @@ def test_layout_types_and_order(published, archives):
         t = pq.read_table(path)
         assert t.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
         assert t.schema.field("value").type == pa.float64()
-        assert pa.types.is_dictionary(t.schema.field("node").type)
+        # plain strings, as M100 ExaData has them: pandas read the stored dictionary type
+        # as Categorical, on which PM100's groupby(["timestamp"]).sum() fails (pandas >= 2)
+        assert t.schema.field("node").type == pa.string()
+        node = pq.ParquetFile(path).schema_arrow.get_field_index("node")
+        assert "RLE_DICTIONARY" in pq.ParquetFile(path).metadata.row_group(0).column(node).encodings
+        df = t.to_pandas()
+        assert str(df["node"].dtype) in ("object", "str", "string"), df.dtypes
+        summed = df[["timestamp", "node", "value"]].groupby(["timestamp"]).sum()
+        assert len(summed) == len(t.column("timestamp").unique())
         manifests = [
             json.loads(
                 (archives / "csv/examon/ipmi_pub/ambient" / f"{d}.manifest.json").read_text()
@@ -281,9 +291,29 @@ def test_checksums_records_and_frictionless(published, tmp_path):
         members = tar.getmembers()
         assert {m.mtime for m in members} == {1588291200} and {m.uid for m in members} == {0}
         tar.extractall(tmp_path / "x", filter="data")
-    sums = f"{record.name[:-4]}.SHA256SUMS"
-    assert {m.name for m in members} >= {sums, f"{record.name[:-4]}.files.json"}
+    sums = f"_{record.name[:-4]}.SHA256SUMS"
+    assert {m.name for m in members} >= {sums, f"_{record.name[:-4]}.files.json"}
     assert subprocess.run(["sha256sum", "-c", "--quiet", sums], cwd=tmp_path / "x").returncode == 0
+    # an extracted record reads as one Hive dataset (its listings were read as Parquet:
+    # "Could not read schema from '....SHA256SUMS'", on every pyarrow)
+    pd = pytest.importorskip("pandas")
+    df = pd.read_parquet(tmp_path / "x", filters=[("metric", "==", "ps0_input_power")])
+    assert len(df) > 0 and set(df["year_month"].astype(str)) == {"20-03", "20-04"}
+    # the datacard's reading recipe, in the published folder (README.md and JSON beside)
+    readme = (published / "README.md").read_text()
+    assert 'ds.dataset(".", format="parquet", partitioning="hive", exclude_invalid_files=True)' in (
+        readme
+    )
+    ds = pytest.importorskip("pyarrow.dataset")
+    cwd = os.getcwd()
+    try:
+        os.chdir(published)
+        whole = ds.dataset(".", format="parquet", partitioning="hive", exclude_invalid_files=True)
+        assert whole.count_rows() == sum(
+            pq.ParquetFile(f).metadata.num_rows for f in published.glob("year_month=*/*/*/*")
+        )
+    finally:
+        os.chdir(cwd)
 
 
 def test_reruns_are_byte_identical_and_both_archive_formats_agree(published, archives, tmp_path):
@@ -374,8 +404,8 @@ def test_skipped_days_and_records_per_month(archives, tmp_path):
         with tarfile.open(out / "records" / name) as tar:
             tar.extractall(got, filter="data")
     assert sorted(p.name for p in got.glob("*.SHA256SUMS")) == [
-        "examon-dataset_20-03.SHA256SUMS",
-        "examon-dataset_20-04.SHA256SUMS",
+        "_examon-dataset_20-03.SHA256SUMS",
+        "_examon-dataset_20-04.SHA256SUMS",
     ]
     for name in ("README.md", "datapackage.json", "croissant.json", "SHA256SUMS"):
         shutil.copy(out / name, got / name)
@@ -440,3 +470,39 @@ def test_source_named_by_the_publisher_replaces_the_servers_urls(published, arch
     # the data are the same; the datacard (and what describes it) differs
     same = {k for k in digests(out) if k.endswith(".parquet")}
     assert same and all(digests(out)[k] == digests(published)[k] for k in same)
+
+
+def test_the_docs_pm100_energy_query_runs_as_written(published):
+    """docs/publish.md's "PM100-style" query joined ps0 only and one month: a quarter of
+    each job's energy, less for jobs running into the next month. Run as written in the
+    dataset's folder, it gives ps0 + ps1 over every month, as computed here without SQL."""
+    import re
+
+    text = (Path(__file__).resolve().parents[3] / "docs/publish.md").read_text()
+    sql = re.search(r"```sql\n(-- DuckDB, in the dataset's folder.*?)```", text, re.S)
+    assert sql is not None
+    cwd = os.getcwd()
+    try:
+        os.chdir(published)
+        got = dict(duckdb.sql(sql.group(1)).fetchall())
+    finally:
+        os.chdir(cwd)
+    jobs = [j for f in sorted(published.glob("year_month=*/plugin=job_table/*/a_0.parquet"))
+            for j in pq.read_table(f).to_pylist()]  # fmt: skip
+    samples = [s for f in sorted(published.glob("year_month=*/plugin=ipmi_pub/metric=ps*/a_0.parquet"))
+               for s in pq.read_table(f, columns=["node", "timestamp", "value"]).to_pylist()]  # fmt: skip
+    by_node: dict[str, list[tuple[Any, float]]] = {}
+    for s in samples:
+        by_node.setdefault(s["node"], []).append((s["timestamp"], s["value"]))
+    want = {}
+    for j in jobs:
+        e = sum(v for n in j["nodes"] for t, v in by_node.get(n, [])
+                if j["start_time"] <= t < j["end_time"])  # fmt: skip
+        if any(
+            j["start_time"] <= t < j["end_time"] for n in j["nodes"] for t, _ in by_node.get(n, [])
+        ):
+            want[j["job_id"]] = e * 20
+    assert got.keys() == want.keys() and len(want) > 10
+    assert all(abs(got[k] - want[k]) <= 1e-6 * max(1.0, want[k]) for k in want)
+    spans = [j for j in jobs if j["start_time"].month == 3 and j["end_time"].month == 4]
+    assert any(j["job_id"] in want for j in spans)  # a job across the month's end is counted
