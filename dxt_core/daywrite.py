@@ -606,7 +606,8 @@ class DayWrite:
         out = []
         for name in left_behind(prev_files, doc):
             path = self.directory / name
-            if name not in self._staged and path.is_file():
+            # a file this commit removes already (an empty day's) is counted once
+            if name not in self._staged and name not in self._drop and path.is_file():
                 with archive_io(path, "read"):
                     out.append((name, sha256_file(path), path))
                 self._drop.add(name)

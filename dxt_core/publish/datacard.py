@@ -363,11 +363,13 @@ def _footer(
         "```python",
         "import duckdb",
         f'duckdb.sql("SELECT {by}, avg(value) FROM read_parquet('
-        f"'{role.example_glob}', hive_partitioning = true) GROUP BY {by}\")",
-        "",
-        "import pyarrow.dataset as ds  # the whole folder; the listings are not Parquet",
-        'data = ds.dataset(".", format="parquet", partitioning="hive", exclude_invalid_files=True)',
+        f"'{role.example_glob}', hive_partitioning = true, union_by_name = true) "
+        f'GROUP BY {by}").df()',
         "```",
+        "",
+        "A glob chooses the files: the folder also holds this README and the descriptions, "
+        "and metrics differ in their columns (`union_by_name` takes the union; pyarrow and "
+        "pandas take the first file's columns), so read the job table apart.",
         "",
         "## How to cite",
         "",

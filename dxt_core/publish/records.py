@@ -5,7 +5,7 @@ into 12 records. Months go into records in order, as many as fit under ``max_byt
 month larger than the limit is split by unit into several records (``<name>_YY-MM_part1``,
 ``_part2``...), and only a single file above the limit makes a record above it (with a
 warning). Every tar holds its
-months' files plus its own listings, ``<record>.SHA256SUMS`` and ``<record>.files.json``
+months' files plus its own listings, ``_<record>.SHA256SUMS`` and ``_<record>.files.json``
 (named by the record: the records of a dataset are extracted into one folder, and listings
 of one name would overwrite each other, leaving one record's checksums to check all files),
 and is written the same way each time: members sorted, mtime fixed (the end of the record's

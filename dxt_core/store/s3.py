@@ -492,8 +492,8 @@ class S3Archive(Archive):
     ) -> Iterator[tuple[DayKey, Status, dict[str, Any] | None]]:
         """:meth:`Archive.day_states` from one listing of the unit and its index object; a
         manifest is read only where the index does not tell (an entry older than the
-        manifest, or without one of ``fields``). Day by day, :meth:`status` and then the
-        manifest cost a listing and two reads each."""
+        manifest, written by an older version, or without one of ``fields``). Day by day,
+        :meth:`status` and then the manifest cost a listing and two reads each."""
         if not keys:
             return
         listing, index = self._unit_listing(keys[0].source, keys[0].parts, [k.day for k in keys])
@@ -509,6 +509,7 @@ class S3Archive(Archive):
                     isinstance(entry, dict)
                     and m is not None
                     and entry.get("etag") == m.etag
+                    and entry.get("v") == INDEX_ENTRY_VERSION
                     and NOT_OVER in entry
                     and all(k in entry for k in fields)
                 )
@@ -599,9 +600,17 @@ class S3Archive(Archive):
         return n, bad
 
 
+#: The version of an index entry: 2 since 2026-12-07, whose not-over mark is the manifest's
+#: or inferred from its ``written_at`` (:func:`~dxt_core.manifests.not_over_mark`); the
+#: 2026-12-05/06 ``dxt index rebuild`` wrote ``None`` for a manifest older than the mark, so
+#: a rerun's planning reads the manifest of an entry without ``v``.
+INDEX_ENTRY_VERSION = 2
+
+
 def _index_entry(manifest: dict[str, Any], etag: str) -> dict[str, Any]:
     """A committed manifest's entry in its unit's index object."""
     entry: dict[str, Any] = {
+        "v": INDEX_ENTRY_VERSION,
         "etag": etag,
         "status": manifest.get("status"),
         "rows": manifest.get("rows"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ def _whole_file_pages(p: Path) -> list[Page]:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise ConfigError(f"{p}: corrupt gzip ({exc}); re-save the input") from exc
     try:
         doc = orjson.loads(raw)
@@ -142,7 +143,7 @@ def _json_lines_pages(p: Path, gz: bool) -> Iterator[Page]:
     hit (one search response, say) goes to the whole-file reader, which says what it is."""
     page: Page = []
     with p.open("rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw as fh:
-        n = 0
+        n, first = 0, True
         try:
             for n, line in enumerate(fh, start=1):
                 if not line.strip():
@@ -150,7 +151,7 @@ def _json_lines_pages(p: Path, gz: bool) -> Iterator[Page]:
                 try:
                     hit = orjson.loads(line)
                 except orjson.JSONDecodeError as exc:
-                    if n == 1:
+                    if first:  # the first hit's line: maybe no JSON Lines at all
                         yield from _whole_file_pages(p)
                         return
                     raise ConfigError(
@@ -158,15 +159,16 @@ def _json_lines_pages(p: Path, gz: bool) -> Iterator[Page]:
                         '({"_index", "_id", "_source"}), as dxt archives them'
                     ) from exc
                 if not isinstance(hit, dict) or not isinstance(hit.get("_source"), dict):
-                    if n == 1:
+                    if first:
                         yield from _whole_file_pages(p)
                         return
                     raise ConfigError(f"{p}: line {n} has no _source object")
+                first = False
                 page.append(hit)
                 if len(page) == JSON_LINES_PAGE:
                     yield page
                     page = []
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise ConfigError(
                 f"{p}: corrupt gzip after line {n} ({exc}); re-save the input"
             ) from exc
@@ -191,7 +193,7 @@ class _PageScanner:
             return False
         try:
             chunk = self.stream.read(_CHUNK)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise ConfigError(f"{self.path}: corrupt gzip ({exc}); re-save the input") from exc
         if not chunk:
             self.eof = True

@@ -131,8 +131,10 @@ class _ExamonDay:
         if self.plugin.job_table:
             doc["job_table"] = True
             doc["jobs_url"] = redact_url(source.conn.jobs_url or source.conn.default_jobs_url())
-        if source.options.source:  # the Parquet value and column types it declares
-            doc["plugin_options"] = str(Path(source.options.source).absolute())
+        # the options file read (the Parquet value and column types it declares); "": the
+        # shipped defaults, so that a refill of days made both ways can tell them apart
+        src = source.options.source
+        doc["plugin_options"] = str(Path(src).absolute()) if src else ""
         return doc
 
     def write(self, staging: Staging) -> None:

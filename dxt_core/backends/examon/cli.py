@@ -169,8 +169,9 @@ def refill_options(
             opts += f" {flag} {shlex.quote(values.pop())}"
         elif values:  # units made with different ones: one command cannot refill them all
             opts += f" {flag} {flag.removeprefix('--').replace('-', '_').upper()}"
+            said = ", ".join(sorted(v or "(none: the defaults)" for v in values))
             print(
-                f"dxt: the archive's days were made with {flag} {', '.join(sorted(values))}: "
+                f"dxt: the archive's days were made with {flag} {said}: "
                 f"refill each unit with its own {flag} (its manifests record it)",
                 file=sys.stderr,
             )
@@ -231,7 +232,7 @@ def _defaults(args: argparse.Namespace, url: str | None) -> dict[str, str | None
     return {
         "cluster": (options or ExamonOptions()).cluster,
         "jobs_url": jobs,
-        "plugin_options": None,  # none: the shipped defaults
+        "plugin_options": "",  # the shipped defaults, as the manifests record them
     }
 
 

@@ -811,3 +811,15 @@ def test_the_refill_reads_the_plugin_options_the_days_were_made_with(examon_sim,
                "--plugin-options", str(other), *days)  # fmt: skip
     line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
     assert f"--plugin-options {other} --catalog" in line and "my options" not in line, line
+    # a unit made with the shipped options beside it: one command cannot refill both
+    both = tmp_path / "both.csv"
+    both.write_text("metric,plugin\nnum_nodes,slurm_pub\nambient,ipmi_pub\n")
+    made = _dxt("extract", "examon", "--url", examon_sim.url, "--archive", str(root), "-q",
+                "--metric", "ambient", "--plugin", "ipmi_pub", "--format", "parquet", *days)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    for f in root.glob("examon/plugin=*/metric=*/*2020-03-10.*"):
+        f.unlink()
+    cov = _dxt("coverage", "--archive", str(root), "--catalog", str(both), *days)
+    line = next(x for x in cov.stdout.splitlines() if x.startswith("  dxt extract examon"))
+    assert "--plugin-options PLUGIN_OPTIONS --catalog" in line, line
+    assert f"made with --plugin-options (none: the defaults), {options}" in cov.stderr, cov.stderr

@@ -1106,3 +1106,26 @@ def test_a_rerun_skips_complete_days_with_one_listing_and_one_index_read_per_uni
     assert [is_complete(archive, u.key, u.expects) for u in units] == [
         True, True, False, False, False, False,
     ]  # fmt: skip
+
+
+def test_planning_reads_the_manifest_of_an_index_entry_an_older_version_wrote(
+    bucket, s3_server, s3_env
+):
+    """The 2026-12-05/06 ``dxt index rebuild`` wrote ``day_not_over: None`` for a manifest
+    older than the mark, though written before its day ended: trusted by the planning, such
+    a day was never fetched again. An entry without this version's ``v`` is not trusted."""
+    from dxt_core.runner import is_complete
+
+    root, key = f"s3://{bucket}/old", DayKey("toy", ("m",), DAY)
+    d, doc, _ = _csv_day(Archive(root), key, 10)
+    d.commit({**doc, "query_window": {"end": "2099-01-01T00:00:00+00:00"}})
+    assert not is_complete(Archive(root), key)  # not over: inferred from written_at
+    c = s3_server.client()
+    index_key = "old/.dxt/index/toy/m.json"
+    index = json.loads(c.get_object(Bucket=bucket, Key=index_key)["Body"].read())
+    entry = index["days"][DAY.isoformat()]
+    assert entry["v"] == 2 and entry["day_not_over"] is not None
+    entry.pop("v")
+    entry["day_not_over"] = None  # as the older rebuild wrote it
+    c.put_object(Bucket=bucket, Key=index_key, Body=json.dumps(index).encode())
+    assert not is_complete(Archive(root), key)

@@ -487,3 +487,22 @@ def test_the_archived_json_lines_convert_to_hdf5_again(tmp_path, capsys):
                  "--out", str(tmp_path / "x.hdf5")]) == 2  # fmt: skip
     assert f"{plain}: line 3: not JSON" in capsys.readouterr().err
     assert not (tmp_path / "x.hdf5").exists()
+
+
+def test_json_lines_input_edges_are_named(tmp_path):
+    """A search response after a blank line went to the JSON Lines reader ("line 2 has no
+    _source object") instead of the whole-file reader's own words; a gzip whose deflate
+    data is corrupt raised zlib.error, not a message naming the file."""
+    p = tmp_path / "resp.json"
+    p.write_text('\n{"took": 3, "hits": {"hits": []}}\n')
+    with pytest.raises(ConfigError, match=r"top level is dict, expected a list of pages"):
+        load_saved_pages(p)
+    raw = tmp_path / "hits.jsonl.gz"
+    body = gzip.compress(b"".join(json.dumps(cpu_hit("bb1", T0, "idle", 1.0, i)).encode()
+                                  + b"\n" for i in range(2000)), mtime=0)  # fmt: skip
+    broken = bytearray(body)
+    for i in range(40, 60):  # inside the deflate stream
+        broken[i] ^= 0xFF
+    raw.write_bytes(bytes(broken))
+    with pytest.raises(ConfigError, match=r"hits\.jsonl\.gz: (corrupt gzip|line \d+)"):
+        load_saved_pages(raw)

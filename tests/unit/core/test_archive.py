@@ -712,3 +712,13 @@ def test_a_day_archived_again_in_another_format_keeps_the_old_file_in_versions(t
     doc = archive.read_manifest(KEY)
     assert [r["file"] for r in doc["replaced"]] == [f"{DAY}.csv.gz"], doc
     assert archive.status(KEY, verify=True)[0] == "archived"
+
+
+def test_a_replaced_day_found_empty_names_its_file_once(tmp_path):
+    """``--replace`` of a day the source now holds empty: its file was named twice in the
+    manifest's ``replaced`` (and in the warning), once as removed and once as left behind."""
+    archive = Archive(tmp_path)
+    write_day(archive, 10)
+    write_day(Archive(tmp_path, replace=True), 0)
+    doc = archive.read_manifest(KEY)
+    assert doc["status"] == "empty" and [r["file"] for r in doc["replaced"]] == [f"{DAY}.csv.gz"]
