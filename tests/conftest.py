@@ -37,6 +37,20 @@ pytest_plugins = ["tests.tiers", "tests.cleanup"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Airflow sets up logging when it is first imported (``airflow/settings.py``
+    ``initialize()`` -> ``configure_logging`` -> ``dictConfig`` of the root logger), which
+    replaces the root logger's handlers, ``caplog``'s among them. Code under test that first
+    imports it in the middle of a test (``dxt_core.config``'s ``[dxt]`` fallback reads
+    Airflow's conf once ``dxt_core.airflow`` is imported) would leave that test's ``caplog``
+    empty. Each process imports it here, once, before any test, rather than by the chance of
+    which test module happens to import it while collecting."""
+    try:
+        import airflow  # noqa: F401
+    except ImportError:  # the tests that need Airflow skip without it
+        pass
+
+
 @pytest.fixture(autouse=True)
 def _root_logger_left_as_found() -> Iterator[None]:
     """Importing ``airflow`` in a test process adds a StreamHandler to the root logger, bound

@@ -774,6 +774,7 @@ def test_the_refill_of_a_job_table_missing_in_the_range_asks_its_jobs_service(ex
     assert f"--jobs-url {examon_sim.url} " in line, line
 
 
+@pytest.mark.slow  # six commands, 6-10 s on this machine
 def test_the_refill_reads_the_plugin_options_the_days_were_made_with(examon_sim, tmp_path):
     """Parquet days made with ``--plugin-options`` (``value_type = "int64"``): coverage's
     refill command had no ``--plugin-options`` unless coverage was given it, so the refill

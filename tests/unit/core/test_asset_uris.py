@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("airflow.sdk")
-
-from dxt_core.airflow.assets import archive_asset
-
 
 def test_each_group_has_its_own_uri_and_plain_names_keep_theirs():
+    # imported here, not at collection: importing Airflow takes about 1.5 s of CPU, which
+    # every test worker would pay while collecting, for this one test
+    pytest.importorskip("airflow.sdk")
+    from dxt_core.airflow.assets import archive_asset
+
     groups = ["a", "a?b", "a#b", "a%3Fb", "a%b", "ipmi_pub", "job:rate5m"]
     assets = [archive_asset("examon", g) for g in groups]
     assert len({a.uri for a in assets}) == len(groups), [a.uri for a in assets]
