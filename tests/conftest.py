@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -45,10 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     Airflow's conf once ``dxt_core.airflow`` is imported) would leave that test's ``caplog``
     empty. Each process imports it here, once, before any test, rather than by the chance of
     which test module happens to import it while collecting."""
-    try:
+    with contextlib.suppress(ImportError):  # the tests that need Airflow skip without it
         import airflow  # noqa: F401
-    except ImportError:  # the tests that need Airflow skip without it
-        pass
 
 
 @pytest.fixture(autouse=True)
