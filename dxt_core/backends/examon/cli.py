@@ -165,16 +165,21 @@ def refill_options(
     if isinstance(tz, str) and tz and tz != DEFAULT_TIME_ZONE:
         opts += f" --tz {tz}"
     for flag, values in _recorded_options(args, manifest, units).items():
-        if len(values) == 1:
+        unknown = _UNKNOWN in values
+        values.discard(_UNKNOWN)
+        if len(values) == 1 and not unknown:
             opts += f" {flag} {shlex.quote(values.pop())}"
-        elif values:  # units made with different ones: one command cannot refill them all
-            opts += f" {flag} {flag.removeprefix('--').replace('-', '_').upper()}"
+        elif values or unknown:  # one command cannot refill them all, or cannot know how
+            opts += f" {flag} {_placeholder(flag)}"
             said = ", ".join(sorted(v or "(none: the defaults)" for v in values))
-            print(
-                f"dxt: the archive's days were made with {flag} {said}: "
-                f"refill each unit with its own {flag} (its manifests record it)",
-                file=sys.stderr,
-            )
+            if unknown:
+                _say_unknown(flag, f"; the others were made with {flag} {said}" if said else "")
+            else:
+                print(
+                    f"dxt: the archive's days were made with {flag} {said}: "
+                    f"refill each unit with its own {flag} (its manifests record it)",
+                    file=sys.stderr,
+                )
     if args.catalog:
         opts += f" --catalog {shlex.quote(args.catalog)}"
     if args.format != "csv":
@@ -191,6 +196,58 @@ _RECORDED = {
 }
 #: At most this many manifests are read for them.
 _RECORDED_READS = 200
+#: What a manifest written before they were recorded (before 2026-12-07) says of one that
+#: applies to its unit: nothing, so no command may assume the default.
+_UNKNOWN = "\0unknown"
+#: The options :func:`_say_unknown` has explained (once a process).
+_said_unknown: set[str] = set()
+
+
+def _placeholder(flag: str) -> str:
+    """The word a printed command holds where the user must give ``flag``'s value."""
+    return flag.removeprefix("--").replace("-", "_").upper()
+
+
+def _say_unknown(flag: str, others: str = "") -> None:
+    if flag in _said_unknown:
+        return
+    _said_unknown.add(flag)
+    print(
+        f"dxt: manifests of these days were written by a dxt older than 2026-12-07, which did "
+        f"not record the {flag} their data was chosen with{others}: give coverage the {flag} "
+        f"the days were made with ({_placeholder(flag)} in the command below), or a refill "
+        "with another one archives other series under the same day",
+        file=sys.stderr,
+    )
+
+
+def _say_older_options() -> None:
+    if "--plugin-options" in _said_unknown:
+        return
+    _said_unknown.add("--plugin-options")
+    print(
+        "dxt: manifests of these days were written by a dxt older than 2026-12-07, which did "
+        "not record the --plugin-options file they were made with: taken as the shipped "
+        "options; give coverage --plugin-options FILE if they were made with one",
+        file=sys.stderr,
+    )
+
+
+def _doc_value(doc: Mapping[str, object], name: str, options: ExamonOptions) -> str | None:
+    """What ``doc`` records of :data:`_RECORDED` field ``name``: its value; :data:`_UNKNOWN`
+    when the manifest is older than the fields (no ``plugin_options``) and the field
+    chose which series or records it holds (the cluster of a cluster-tagged plugin, the
+    jobs service of a job table); else None (nothing to ask for; an older manifest's
+    options file, which :func:`_say_older_options` says is taken as the shipped one)."""
+    value = doc.get(name)
+    if isinstance(value, str):
+        return value
+    if not doc or "plugin_options" in doc:  # recorded: nothing applied
+        return None
+    plugin = doc.get("plugin")
+    opts = options.for_plugin(plugin if isinstance(plugin, str) else "")
+    applies = {"cluster": opts.cluster_tag, "jobs_url": opts.job_table or "job_table" in doc}
+    return _UNKNOWN if applies.get(name) else None
 
 
 def _recorded_options(
@@ -210,27 +267,38 @@ def _recorded_options(
                 docs.append(doc or archive.latest_manifest("examon", parts) or {})
     url = (manifest or {}).get("source_url")
     defaults = _defaults(args, url if isinstance(url, str) else None)
+    options = _given_options(args)
+    if not getattr(args, "plugin_options", None) and any(
+        d and "plugin_options" not in d for d in docs
+    ):
+        _say_older_options()
     found: dict[str, set[str]] = {}
     for name, (flag, dest) in _RECORDED.items():
         given = getattr(args, dest, None)
-        values = {given} if given else {d[name] for d in docs if isinstance(d.get(name), str)}
-        strs = {without_credentials(str(v)) for v in values}  # a --jobs-url's, given
+        recorded = (_doc_value(d, name, options) for d in docs)
+        values = {given} if given else {v for v in recorded if v is not None}
+        # a --jobs-url's credentials, given
+        strs = {v if v == _UNKNOWN else without_credentials(str(v)) for v in values}
         # the default alone needs no option; beside another value it must be said
         found[flag] = set() if not given and strs == {defaults[name]} else strs
     return found
+
+
+def _given_options(args: argparse.Namespace) -> ExamonOptions:
+    """Coverage's ``--plugin-options``, else the shipped ones."""
+    given = getattr(args, "plugin_options", None)
+    return ExamonOptions.from_toml(given) if given else ExamonOptions()
 
 
 def _defaults(args: argparse.Namespace, url: str | None) -> dict[str, str | None]:
     """What ``dxt extract examon`` uses when not given ``--cluster`` or ``--jobs-url`` (the
     plugin options given to coverage, else the shipped ones; the URL's host on port 5000):
     a recorded value equal to it needs no option."""
-    given = getattr(args, "plugin_options", None)
-    options = ExamonOptions.from_toml(given) if given else None
     jobs = None
     with contextlib.suppress(DxtError):
         jobs = ExamonConnection(url).default_jobs_url() if url else None
     return {
-        "cluster": (options or ExamonOptions()).cluster,
+        "cluster": _given_options(args).cluster,
         "jobs_url": jobs,
         "plugin_options": "",  # the shipped defaults, as the manifests record them
     }
@@ -260,15 +328,48 @@ def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def reconcile_counter(args: argparse.Namespace) -> Iterator[Counter]:
-    """A function (parts, day) -> the source's count, over one KairosDB client."""
-    conn: ExamonConnection = SPEC.from_cli(args)
-    options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
+    """A function (parts, day) -> the source's count, over one KairosDB client: with the
+    cluster, jobs service and plugin options the catalog's days were archived with (their
+    manifests record them), unless coverage was given its own. Counts taken with other
+    ones would compare other series with the archive (a day of another cluster counted 0
+    and marked kept)."""
     by_parts: dict[tuple[str, ...], CatalogEntry] = {
         examon_parts(e, coverage_format(args)): e for e in load_catalog(args.catalog)
     }
+    args = _as_recorded(args, by_parts)
+    conn: ExamonConnection = SPEC.from_cli(args)
+    options = ExamonOptions.from_toml(args.plugin_options) if args.plugin_options else None
     with KairosDBSource(conn, options=options) as src:
         # the catalog's counts of a day are asked together (a few requests per day)
         yield day_counter(src, list(by_parts.values()), by_parts, Archive(args.archive))
+
+
+def _as_recorded(
+    args: argparse.Namespace, units: Mapping[tuple[str, ...], CatalogEntry]
+) -> argparse.Namespace:
+    """``args`` with the cluster, jobs service and plugin options that the manifests of
+    ``units`` record, where coverage was not given them. Raises ConfigError when they
+    record different ones, or are older than these fields and one applies."""
+    found = _recorded_options(args, None, dict.fromkeys(units))
+    chosen: dict[str, str] = {}
+    for flag, dest in _RECORDED.values():
+        values = found[flag]
+        if getattr(args, dest, None) or not values:
+            continue
+        if len(values) > 1 or _UNKNOWN in values:
+            made = ", ".join(sorted(v or "(none: the defaults)" for v in values - {_UNKNOWN}))
+            why = (
+                f"were made with {flag} {made}" if _UNKNOWN not in values else
+                f"have manifests older than 2026-12-07 that do not record the {flag} their "
+                "data was chosen with" + (f" (the others: {made})" if made else "")
+            )  # fmt: skip
+            raise ConfigError(
+                f"the catalog's days {why}: counts taken with another would compare other "
+                f"series with the archive; give --reconcile the {flag} of the days (one "
+                "catalog at a time if they differ)"
+            )
+        chosen[dest] = values.pop()
+    return argparse.Namespace(**{**vars(args), **chosen})
 
 
 def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str, last: str) -> str:
@@ -283,14 +384,16 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
     # the cluster and jobs service the day was made with, unless coverage was given its own
     url = getattr(args, "url", None)
     defaults = _defaults(args, url if isinstance(url, str) else None)
-    recorded = {
-        dest: doc[name]
-        for name, (_, dest) in _RECORDED.items()
-        if doc
-        and isinstance(doc.get(name), str)
-        and doc[name] != defaults[name]
-        and not getattr(args, dest, None)
-    }
+    options = _given_options(args)
+    recorded: dict[str, str] = {}
+    for name, (flag, dest) in _RECORDED.items():
+        value = _doc_value(doc or {}, name, options)
+        if value is None or value == defaults[name] or getattr(args, dest, None):
+            continue
+        if value == _UNKNOWN:  # an older manifest: the user must say it
+            _say_unknown(flag)
+            value = _placeholder(flag)
+        recorded[dest] = value
     args = argparse.Namespace(**{**vars(args), **recorded})
     words = ["dxt", "extract", "examon"]
     if isinstance(tz, str) and tz:
