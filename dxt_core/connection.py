@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from dxt_core.config import as_bool, check_extras, url_from_host
 from dxt_core.errors import ConfigError
 from dxt_core.masking import hide
-from dxt_core.urls import check_no_query, redact_url, without_credentials
+from dxt_core.urls import check_no_query, redact_url
 from dxt_core.windows import zone
 
 T = TypeVar("T")
@@ -378,7 +378,10 @@ class ConnectionSpec(Generic[T]):
             if value is True:
                 words.append(e.cli_flag)
             elif value is not None and value is not False:
-                words += [e.cli_flag, without_credentials(str(value))]  # jobs_url, say
+                # a URL (jobs_url, say) without credentials nor a query (a token), as the
+                # server's URL above
+                shown = str(value)
+                words += [e.cli_flag, redact_url(shown) if "://" in shown else shown]
         return words
 
     def credentials(

@@ -86,7 +86,7 @@ from dxt_core.errors import (  # noqa: E402
 )
 
 # Imported from here by several backends' connections (the names live in dxt_core.urls).
-from dxt_core.masking import Secret, hide, scrub  # noqa: E402
+from dxt_core.masking import Secret, excerpt, hide, scrub  # noqa: E402
 from dxt_core.urls import normalise_base_url as normalise_base_url  # noqa: E402
 from dxt_core.urls import origin, split_credentials  # noqa: E402
 from dxt_core.urls import redact_url as redact_url  # noqa: E402
@@ -191,7 +191,7 @@ TooLarge = Callable[[int, bytes], bool]
 def error_text(body: bytes, limit: int = 500) -> str:
     """The server's error message: KairosDB's ``{"errors": [...]}`` or the start of the body,
     without a credential it echoes (:func:`dxt_core.masking.scrub`: it goes to log lines)."""
-    return scrub(_error_text(body, limit))
+    return scrub(_error_text(body, limit + 4096))[:limit]  # masked before it is cut
 
 
 def _error_text(body: bytes, limit: int) -> str:
@@ -770,7 +770,8 @@ def json_answer(body: bytes, url: str, what: str = "") -> Any:
     except orjson.JSONDecodeError as exc:
         asked = f"{what}: " if what else ""
         raise SourceError(
-            f"{asked}answer is not valid JSON ({exc}): {body[:200]!r}{html_hint(body)}", url=url
+            f"{asked}answer is not valid JSON ({exc}): {excerpt(body, 200)!r}{html_hint(body)}",
+            url=url,
         ) from exc
 
 

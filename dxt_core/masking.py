@@ -94,3 +94,30 @@ def logger(name: str) -> logging.Logger:
     if _SCRUBBED not in log.filters:
         log.addFilter(_SCRUBBED)
     return log
+
+
+#: How far past a quote's cut :func:`excerpt` masks, so that a secret the cut falls in is
+#: recognised whole.
+_MARGIN = 4096
+
+
+def excerpt(data: bytes | str, limit: int) -> str:
+    """The start of ``data`` (a server's answer) to quote in a message: masked as
+    :func:`scrub` does *before* it is cut to ``limit`` characters (a secret cut in two is no
+    longer recognised, and its first part would show) and before any ``repr`` (which escapes
+    a quote or a backslash of a secret, so that it no longer matches)."""
+    if isinstance(data, bytes):
+        data = data[: (limit + _MARGIN) * 4].decode("utf-8", "replace")
+    return scrub(data[: limit + _MARGIN])[:limit]
+
+
+def excerpt_near(data: bytes, pos: int, before: int, after: int) -> str:
+    """``before`` bytes of ``data`` up to ``pos`` and ``after`` from it (where a parser
+    stopped), masked as :func:`excerpt` masks. Where masking changed the bytes around it,
+    the masked start of that stretch, as masking shortens the text."""
+    start = max(0, pos - before)
+    plain = data[start : pos + after].decode("utf-8", "replace")
+    wide = data[max(0, start - _MARGIN) : pos + after + _MARGIN].decode("utf-8", "replace")
+    if scrub(wide) == wide:
+        return plain
+    return excerpt(data[start:], before + after)

@@ -78,6 +78,7 @@ def test_the_dxt_refill_stops_at_the_last_day_over_in_the_archives_zone(
             "source_url": "http://examon:8083",
             "made_by": {"tool": "dxt"},
             "day_definition": {"time_zone": "Europe/Rome", "day": "local midnight"},
+            "plugin_options": "",  # a manifest of today's dxt (an older one's is said)
         },
     )
     argv = ("examon", "--archive", str(tmp_path), "--catalog", str(catalog))

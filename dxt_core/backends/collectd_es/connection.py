@@ -44,7 +44,7 @@ from dxt_core.errors import (
     SourceUnavailable,
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, json_answer
-from dxt_core.masking import scrub
+from dxt_core.masking import excerpt
 from dxt_core.urls import check_no_query
 
 log = masking.logger("dxt_core.backends.collectd_es.connection")
@@ -258,20 +258,20 @@ def error_parts(body: bytes) -> tuple[str, str]:
     """(``error.type``, a one-line reason with the root cause) of an error answer, without
     a credential it quotes (:func:`dxt_core.masking.scrub`: reasons go to log lines)."""
     kind, reason = _error_parts(body)
-    return kind, scrub(reason)
+    return kind, excerpt(reason, 500)  # masked before it is cut
 
 
 def _error_parts(body: bytes) -> tuple[str, str]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        text = body[:300].decode("utf-8", "replace").strip()
+        text = excerpt(body, 300).strip()
         return "", text or "(empty body)"
     err = doc.get("error") if isinstance(doc, dict) else None
     if isinstance(err, str):  # {"error": "Content-Type header [...] is not supported"}
         return "", err
     if not isinstance(err, dict):
-        return "", str(doc)[:300]
+        return "", excerpt(str(doc), 300)
     kind = str(err.get("type", ""))
     reason = str(err.get("reason", ""))
     causes = [err.get("caused_by")]
@@ -284,7 +284,7 @@ def _error_parts(body: bytes) -> tuple[str, str]:
             if sub.strip(": ") and sub not in reason:
                 reason = f"{reason} ({sub})"
                 break
-    return kind, reason[:500]
+    return kind, reason
 
 
 def context_missing(status: int, body: bytes) -> bool:

@@ -94,6 +94,7 @@ from dxt_core.backends.collectd_es.slices import (
 from dxt_core.budget import release_answers
 from dxt_core.errors import ConfigError, SourceError, SourceUnavailable
 from dxt_core.http import RequestStats, RetryPolicy, json_answer
+from dxt_core.masking import excerpt
 from dxt_core.reconcile import SourceCount
 
 log = masking.logger("dxt_core.backends.collectd_es.source")
@@ -241,7 +242,7 @@ class CollectdEsSource:
         pit_id = r.get("id") if api == "_pit" else r.get("pit_id")
         if not isinstance(pit_id, str) or not pit_id:
             raise SourceError(
-                f"{what}: the answer holds no point in time id: {data[:200]!r}",
+                f"{what}: the answer holds no point in time id: {excerpt(data, 200)!r}",
                 url=self.client.url(path),
             )
         pit = _Pit(api, pit_id)

@@ -15,7 +15,7 @@ from dxt_core.connection import (
     verify_tls_extra,
 )
 from dxt_core.errors import ConfigError
-from dxt_core.urls import normalise_base_url, redact_url, split_credentials
+from dxt_core.urls import check_no_query, normalise_base_url, redact_url, split_credentials
 
 if TYPE_CHECKING:
     from dxt_core.backends.examon.source import KairosDBSource
@@ -57,6 +57,9 @@ class ExamonConnection:
         self.url = normalise_base_url(self.url, "Examon URL")
         zone(self.time_zone)
         if self.jobs_url:
+            # a query (a token) would be dropped from the requests and quoted in the
+            # commands dxt prints: refused, as the server's URL's is
+            check_no_query(self.jobs_url, "the Examon jobs URL")
             self.jobs_url = normalise_base_url(self.jobs_url, "Examon jobs URL")
         if self.jobs_api not in JOBS_APIS:
             raise ConfigError(

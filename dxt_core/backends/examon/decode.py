@@ -19,6 +19,7 @@ from dxt_core.backends.examon.json_numbers import bad_pair as _bad_pair
 from dxt_core.backends.examon.json_numbers import valid_numbers as _valid_numbers
 from dxt_core.errors import SourceError
 from dxt_core.http import html_hint
+from dxt_core.masking import excerpt, excerpt_near
 from dxt_core.records import RawPoints, Series
 
 _VALUES_KEY = b'"values":['
@@ -29,7 +30,7 @@ def _loads_answer(raw: bytes, url: str, where: str = "") -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         pos = exc.pos
-        near = raw[max(0, pos - 60) : pos + 20] if pos else raw[:200]
+        near = excerpt_near(raw, pos, 60, 20) if pos else excerpt(raw, 200)
         raise SourceError(
             f"{where + ': ' if where else ''}the answer is not valid JSON ({exc}) near "
             f"{near!r}; nothing of it is archived{html_hint(raw)}",
@@ -42,7 +43,9 @@ def _checked_points(values: Any, url: str, where: str) -> list[Any]:
     if values is None:
         return []
     if not isinstance(values, list):
-        raise SourceError(f"{where}: 'values' is not a list: {str(values)[:100]!r}", url=url)
+        raise SourceError(
+            f"{where}: 'values' is not a list: {excerpt(str(values), 100)!r}", url=url
+        )
     for p in values:
         if (
             not isinstance(p, list)

@@ -66,6 +66,7 @@ from dxt_core.backends.kwollect.requests import (  # re-exported: see __all__
 )
 from dxt_core.errors import ConfigError, DxtError, SourceError, SourceUnavailable, WindowTooLarge
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, redact_url
+from dxt_core.masking import excerpt
 from dxt_core.reconcile import SourceCount
 from dxt_core.urls import check_no_query
 
@@ -543,7 +544,7 @@ class KwollectClient:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise SourceError(
-                f"site {req.site}: answer is not valid JSON ({exc}): {body[:200]!r}",
+                f"site {req.site}: answer is not valid JSON ({exc}): {excerpt(body, 200)!r}",
                 url=self.http.url(path),
             ) from exc
         if not isinstance(data, list):

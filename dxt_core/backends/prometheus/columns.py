@@ -37,6 +37,7 @@ import orjson
 
 from dxt_core.backends.prometheus.labels import LabelCache, LabelKey, label_key
 from dxt_core.errors import SourceError
+from dxt_core.masking import excerpt
 
 #: Bytes of a plain decimal value (and the commas between values).
 PLAIN = b"0123456789.-,"
@@ -578,7 +579,7 @@ def _loads(raw: bytes, url: str, where: str) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise SourceError(
-            f"{where}: the answer is not valid JSON ({exc}): {raw[:200]!r}; is this a "
+            f"{where}: the answer is not valid JSON ({exc}): {excerpt(raw, 200)!r}; is this a "
             "Prometheus API URL?",
             url=url,
         ) from exc

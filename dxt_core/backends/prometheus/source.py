@@ -71,6 +71,7 @@ from dxt_core.errors import (
     WindowTooLarge,
 )
 from dxt_core.http import RequestStats, RetryPolicy
+from dxt_core.masking import excerpt
 from dxt_core.prefetch import InFlight
 from dxt_core.records import SeriesSchema
 from dxt_core.urls import wants_gzip
@@ -243,13 +244,13 @@ class PrometheusSource:
         except orjson.JSONDecodeError as exc:
             raise SourceError(
                 f"answer is not valid JSON ({exc}){' (' + context + ')' if context else ''}: "
-                f"{body[:200]!r}; is this a Prometheus API URL?",
+                f"{excerpt(body, 200)!r}; is this a Prometheus API URL?",
                 url=self._http.url(path),
             ) from exc
         if not isinstance(doc, dict) or doc.get("status") != "success" or "data" not in doc:
             err = doc.get("error") if isinstance(doc, dict) else None
             raise SourceError(
-                f"the server did not answer success: {str(err or doc)[:300]}"
+                f"the server did not answer success: {excerpt(str(err or doc), 300)}"
                 f"{' (' + context + ')' if context else ''}",
                 url=self._http.url(path),
             )

@@ -223,3 +223,74 @@ def test_main_called_as_a_function_leaves_the_signal_handlers_as_it_found_them(t
     t.start()
     t.join()
     assert got == [0]  # off the main thread: no handler is installed (it raised ValueError)
+
+
+def _pad_echo(pad: int, secret: str, status: int = 401):
+    """A server whose error answer quotes ``secret`` after ``pad`` characters of text."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, text="E" * pad + " token=" + secret + " end")
+
+    return handler
+
+
+@pytest.mark.parametrize("pad", [180, 280, 290, 470, 478, 485, 495])
+def test_a_secret_where_a_quote_is_cut_shows_no_part_of_itself(pad: int) -> None:
+    """The answer's start was cut (to 500, 300 or 200 characters) before it was masked: a
+    secret the cut fell in was no longer recognised, and all but its end was shown."""
+    hide(TOKEN)
+    c = PromHttp(
+        "http://vm.example:8428",
+        retry=RetryPolicy(attempts=1),
+        transport=httpx.MockTransport(_pad_echo(pad, TOKEN)),
+    )
+    with pytest.raises(DxtError) as err:
+        c.get_json("api/v1/status/buildinfo")
+    assert TOKEN[:8] not in str(err.value), str(err.value)[-120:]
+    from dxt_core.backends.collectd_es.connection import error_parts
+
+    _, reason = error_parts(("E" * pad + " token=" + TOKEN).encode())
+    assert TOKEN[:8] not in reason, reason[-80:]
+
+
+def test_a_quoted_answer_is_masked_before_its_repr() -> None:
+    """An answer that is not JSON was quoted as ``repr(bytes)``, which escapes a quote or a
+    backslash of the password it echoes: masking no longer matched it."""
+    password = "Zq7'quote\\SECRET"
+    hide(password)
+    answer = f'{{"status":"success","data":"{password}"'.encode()
+    c = HttpClient(
+        "http://kairos.example:8083",
+        retry=RetryPolicy(attempts=1),
+        transport=httpx.MockTransport(lambda req: httpx.Response(200, content=answer)),
+    )
+    with pytest.raises(SourceError) as err:
+        c.get_json("api/v1/version")
+    assert "not valid JSON" in str(err.value) and "quote" not in str(err.value), str(err.value)
+    from dxt_core.backends.examon.decode import _loads_answer
+
+    broken = b'{"queries":[{"results":[{"name":"' + password.encode() + b'", "values": [[1,}'
+    with pytest.raises(SourceError) as err:
+        _loads_answer(broken, "http://kairos.example:8083", "a window")
+    assert "quote" not in str(err.value) and "SECRET" not in str(err.value), str(err.value)
+    with pytest.raises(SourceError) as err:  # the stretch near the error, when nothing is masked
+        _loads_answer(b'{"queries": [1, 2, }', "http://kairos.example:8083", "a window")
+    assert "near b'" not in str(err.value) and "[1, 2, }" in str(err.value), str(err.value)
+
+
+def test_a_jobs_url_with_a_query_is_refused_and_never_printed() -> None:
+    """``--jobs-url http://h:5000/?token=...``: the token was dropped from the requests in
+    silence, and the refill and refetch commands quoted it."""
+    import argparse
+
+    from dxt_core.backends.examon.connection import SPEC, ExamonConnection
+
+    with pytest.raises(ConfigError) as err:
+        ExamonConnection("http://kairos.example:8083", jobs_url=f"http://h:5000/?token={TOKEN}")
+    assert "query" in str(err.value) and TOKEN not in str(err.value)
+    args = argparse.Namespace(url="http://kairos.example:8083", user=None)
+    for e in SPEC.extras:
+        setattr(args, e.dest, None)
+    args.conn_jobs_url = f"http://u:{PASSWORD}@h:5000/?token={TOKEN}"
+    words = SPEC.cli_words(args)
+    assert "http://h:5000/" in words and not any(TOKEN in w or "S3cr3t" in w for w in words)
