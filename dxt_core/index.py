@@ -21,6 +21,7 @@ import errno
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from dxt_core.archive import DayKey
 
 log = masking.logger("dxt_core.index")
+#: Held while an index of an older schema is rebuilt (:meth:`ManifestIndex._rebuild_older`).
+_REBUILDING = threading.Lock()
 
 INDEX_NAME = ".dxt-index.sqlite"
 #: Version 4 added each manifest's size and mtime (``msize``, ``mtime_ns``), version 5 the
@@ -306,7 +309,20 @@ class ManifestIndex:
 
     def _rebuild_older(self) -> None:
         """Replace an index of an older schema by one rebuilt from the manifests (once; a
-        reader of an index it cannot write reads the manifests instead)."""
+        reader of an index it cannot write reads the manifests instead). One thread of the
+        process rebuilds it; the others wait and find it rebuilt (each rebuilt it, into
+        the process's one temporary file, and removed it under the others: "disk I/O
+        error", on the first run after an upgrade with --workers)."""
+        with _REBUILDING:
+            conn = self._open_writable()
+            try:
+                older = self._older_schema(conn)
+            finally:
+                conn.close()
+            if older:
+                self._rebuild_now()
+
+    def _rebuild_now(self) -> None:
         log.warning(
             "%s was written by an older version (index schema older than %s): rebuilding it "
             "from the manifests (once)",

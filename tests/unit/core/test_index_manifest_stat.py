@@ -112,6 +112,39 @@ def test_an_index_of_the_older_schema_is_rebuilt_by_itself(archive):
     assert states(archive)[D1][0] == "corrupt"
 
 
+def test_threads_that_find_an_older_index_rebuild_it_once(archive, caplog):
+    """The first run after an upgrade, with --workers: each worker thread found the older
+    index and rebuilt it into the process's one temporary file, removing it under the others
+    ("disk I/O error ... check the disk"; 3-6 rebuilds in one run)."""
+    import threading
+
+    (archive.root / INDEX_NAME).unlink()
+    conn = sqlite3.connect(archive.root / INDEX_NAME)
+    conn.executescript(OLD_SCHEMA)
+    conn.close()
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        start.wait()
+        try:
+            ManifestIndex(archive.root).exists()
+        except BaseException as exc:  # noqa: BLE001  (reported below)
+            errors.append(exc)
+
+    with caplog.at_level("WARNING", logger="dxt_core"):
+        threads = [threading.Thread(target=read) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    rebuilt = [r for r in caplog.records if "rebuilding it from the manifests" in r.getMessage()]
+    assert len(rebuilt) == 1, [r.getMessage() for r in caplog.records]
+    assert not [r for r in caplog.records if "disk I/O" in r.getMessage()]
+    assert states(archive)[D1] == ("archived", "")
+
+
 # -- dxt index rebuild on a disk that refuses the write ----------------------------------------
 
 
