@@ -129,7 +129,7 @@ def test_threads_that_find_an_older_index_rebuild_it_once(archive, caplog):
         start.wait()
         try:
             ManifestIndex(archive.root).exists()
-        except BaseException as exc:  # noqa: BLE001  (reported below)
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     with caplog.at_level("WARNING", logger="dxt_core"):
