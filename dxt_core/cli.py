@@ -43,7 +43,7 @@ from dxt_core.refill_commands import (
     print_unit_commands,
 )
 from dxt_core.runner import INTERRUPTED_EXIT, STOP_SIGNALS, UNAVAILABLE_EXIT
-from dxt_core.urls import redact_text, without_credentials
+from dxt_core.urls import redact_text, redact_url
 from dxt_core.windows import check_day_order, days, parse_day
 
 log = masking.logger("dxt_core.cli")
@@ -304,7 +304,7 @@ def _print_not_archived(args: argparse.Namespace, backend: Any, missing: Sequenc
 #: Options of ``dxt coverage --reconcile`` that its plain coverage does not take again: the
 #: reconcile itself and its output, the days (replaced), the connection (never quoted).
 _RECONCILE_ONLY = {"--reconcile", "--json", "-v", "--verbose"}
-_WITH_VALUE = {"--start-day", "--end-day", "--url", "--user", "--password"}
+_WITH_VALUE = {"--start-day", "--end-day", "--user", "--password"}
 
 
 def _abbreviates(typed: str, options: set[str]) -> str:
@@ -315,6 +315,15 @@ def _abbreviates(typed: str, options: set[str]) -> str:
         return ""
     hits = [o for o in options if o.startswith(typed)]
     return hits[0] if len(hits) == 1 else ""
+
+
+def _shown_word(word: str) -> str:
+    """A word of a command as typed, to print: a URL (``--url``'s, ``--jobs-url=...``)
+    without credentials or query, as the refill commands show it."""
+    name, eq, value = word.partition("=")
+    if eq and name.startswith("--") and "://" in value:
+        return f"{name}={redact_url(value)}"
+    return redact_url(word) if "://" in word and not word.startswith("-") else word
 
 
 def _coverage_again(args: argparse.Namespace, backend: Any, first: dt.date, last: dt.date) -> str:
@@ -339,7 +348,7 @@ def _coverage_again(args: argparse.Namespace, backend: Any, first: dt.date, last
         if dropped:
             skip = dropped in _WITH_VALUE and "=" not in word
             continue
-        kept.append(without_credentials(word))
+        kept.append(_shown_word(word))
     return redact_text(
         "dxt " + shlex.join([*kept, "--start-day", str(first), "--end-day", str(last)])
     )

@@ -271,9 +271,12 @@ def test_the_coverage_it_suggests_repeats_no_credential(capsys, tmp_path, monkey
         *([password, "Pw-SECRET-7781"] if "=" not in password else [password]),
     ]
     jobs = ["--jobs-url", "http://arch:it's SECRET-7781@127.0.0.1:21102"]
-    rc, out = run(capsys, root, catalog, 3, "--reconcile", *secret, *jobs)
+    url = ["--url=http://arch:SECRET-7781@127.0.0.1:21101"]
+    rc, out = run(capsys, root, catalog, 3, "--reconcile", *secret, *jobs, *url)
     (summary,) = [line for line in out.splitlines() if line.startswith("not archived")]
     assert "SECRET" not in out and "--jobs-url http://127.0.0.1:21102 " in summary, summary
+    # the server's URL is kept (its refill commands name it: "--url URL" without it)
+    assert "--url=http://127.0.0.1:21101 " in summary, summary
     corrupt(root, units[0], day(0))
     rc, out = run(capsys, root, catalog, 3, *jobs)
     assert rc != 0 and "--refetch" in out and "--jobs-url http://127.0.0.1:21102 " in out
