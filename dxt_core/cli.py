@@ -617,6 +617,11 @@ class _LogFormat(logging.Formatter):
         when = dt.datetime.fromtimestamp(record.created).astimezone()
         return when.isoformat(timespec="milliseconds")
 
+    def format(self, record: logging.LogRecord) -> str:
+        # the whole line masked, its traceback and other libraries' records (httpx's request
+        # lines under -v) included: dxt_core's loggers mask only their own messages
+        return masking.scrub(super().format(record))
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -92,6 +92,9 @@ from dxt_core.urls import origin, split_credentials  # noqa: E402
 from dxt_core.urls import redact_url as redact_url  # noqa: E402
 
 log = masking.logger("dxt_core.http")
+# httpx's own request lines (INFO: an Airflow task's log, dxt -v) quote each URL it asks,
+# a redirect's with the credentials its Location holds: masked as dxt_core's are
+masking.logger("httpx")
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})

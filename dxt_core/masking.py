@@ -35,6 +35,9 @@ _HEADER = re.compile(r"(?i)((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)[^\"'
 _CREDENTIAL = re.compile(
     r"(?i)\b(basic|bearer)(\s+)(?=[A-Za-z._~-]*[0-9+/=])[A-Za-z0-9+/=._~-]{8,}"
 )
+#: A password in a URL (``scheme://user:password@host``), registered or not (a redirect's
+#: ``Location``, a URL an error quotes).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+@")
 
 
 class Secret(str):
@@ -69,6 +72,7 @@ def scrub(text: str) -> str:
         if secret in text:
             text = text.replace(secret, MASK)
     text = _HEADER.sub(rf"\1{MASK}", text)
+    text = _USERINFO.sub(rf"\1{MASK}@", text)
     return _CREDENTIAL.sub(rf"\1\2{MASK}", text)
 
 
@@ -81,7 +85,13 @@ class _Scrubbed(logging.Filter):
         masked = scrub(message)
         if masked != message:
             record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            # its traceback, as a formatter writes it (they reuse exc_text), masked too
+            record.exc_text = scrub(_TRACEBACKS.formatException(record.exc_info))
         return True
+
+
+_TRACEBACKS = logging.Formatter()
 
 
 _SCRUBBED = _Scrubbed()

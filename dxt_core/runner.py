@@ -37,7 +37,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, TextIO, cast
 
-from dxt_core import commitgate
+from dxt_core import commitgate, masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.archive_day import NOT_OVER, DayReport, plural
 from dxt_core.budget import holding_answers, release_answers
@@ -134,7 +134,7 @@ def one_line(exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc.strerror or exc} ({exc.filename})"
     else:
         text = f"{type(exc).__name__}: {exc}"
-    return " ".join(text.split())
+    return " ".join(masking.scrub(text).split())  # ours are masked; another's may quote one
 
 
 def is_complete(archive: Archive, key: DayKey, expects: Sequence[tuple[str, Any]] = ()) -> bool:
@@ -562,7 +562,8 @@ def _collect(
             outcome.unreachable = True
         progress.step(False, u.label)
         if verbose and not isinstance(exc, DxtError):
-            traceback.print_exception(exc, file=err)
+            trace = "".join(traceback.format_exception(exc))
+            print(masking.scrub(trace), file=err, end="")
 
 
 #: Units named on the line of the units that failed with a run-wide error.

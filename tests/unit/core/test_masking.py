@@ -294,3 +294,46 @@ def test_a_jobs_url_with_a_query_is_refused_and_never_printed() -> None:
     args.conn_jobs_url = f"http://u:{PASSWORD}@h:5000/?token={TOKEN}"
     words = SPEC.cli_words(args)
     assert "http://h:5000/" in words and not any(TOKEN in w or "S3cr3t" in w for w in words)
+
+
+def test_a_redirect_with_credentials_is_masked_in_httpx_log_lines(caplog) -> None:
+    """A server redirecting to ``http://user:password@host/...``: httpx's own INFO line
+    (``dxt -v``, an Airflow task's log) quoted the URL whole; only dxt_core's loggers were
+    masked."""
+    import dxt_core.http  # noqa: F401  (masks httpx's logger)
+
+    where = "http://vmuser:Zq7REDIRsecret@other.example:8428/api/v1/export"
+    with caplog.at_level("INFO", logger="httpx"):
+        logging.getLogger("httpx").info('HTTP Request: GET %s "HTTP/1.1 200 OK"', where)
+    assert "Zq7REDIRsecret" not in caplog.text and "http://vmuser:***@other" in caplog.text
+
+
+def test_the_command_line_log_masks_tracebacks_too() -> None:
+    """A record with ``exc_info`` (the Airflow plugin's, an unexpected error under -v): the
+    message was masked, its traceback was not."""
+    from dxt_core.cli import _LogFormat
+
+    hide("Zq7SECRETpw")
+    try:
+        raise RuntimeError("login refused for Zq7SECRETpw")
+    except RuntimeError:
+        import sys
+
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    line = _LogFormat("%(levelname)s %(message)s").format(record)
+    assert "RuntimeError" in line and "Zq7SECRETpw" not in line, line
+
+
+def test_a_dxt_core_log_line_with_a_traceback_masks_the_traceback(caplog) -> None:
+    """``log.warning(..., exc_info=True)`` (the Airflow plugin's listener): the message was
+    masked, the traceback a handler formats was not."""
+    from dxt_core.masking import logger
+
+    hide("Zq7TRACEsecret")
+    with caplog.at_level("WARNING", logger="dxt_core.test"):
+        try:
+            raise RuntimeError("refused Zq7TRACEsecret")
+        except RuntimeError:
+            logger("dxt_core.test").warning("could not note it", exc_info=True)
+    text = logging.Formatter().format(caplog.records[-1])
+    assert "RuntimeError" in text and "Zq7TRACEsecret" not in text, text
