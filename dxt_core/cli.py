@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from dxt_core import backends as registry
 from dxt_core import budget, jsonrows, masking, scan, stdio
@@ -533,9 +533,26 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
     )
 
 
+#: In a usage error, the value given with ``--option=`` (a mistyped or ambiguous
+#: ``--pass=...``) and the word after an option naming a password, token, secret or key.
+_TYPED_VALUE = re.compile(r"(--[\w-]+=)[^\s,']+")
+_TYPED_SECRET = re.compile(r"(?i)(--[\w-]*(?:pass|token|secret|key)[\w-]* )(?!-)[^\s,']+")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors repeat no value typed for a mistyped password
+    option (``unrecognized arguments: --passwd <the password>``)."""
+
+    def error(self, message: str) -> NoReturn:
+        masked = _TYPED_SECRET.sub(
+            rf"\1{masking.MASK}", _TYPED_VALUE.sub(rf"\1{masking.MASK}", message)
+        )
+        super().error(masking.scrub(masked))
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``dxt`` parser; with ``only``, just that backend's ``extract`` (fast start)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="dxt",
         description="dxt-archive: archive HPC monitoring telemetry into plain, compressed, "
         "verifiable files.",

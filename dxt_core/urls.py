@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from dxt_core.errors import ConfigError
@@ -186,3 +186,20 @@ def check_no_query(url: str, what: str) -> None:
             "which dxt cannot keep (it asks its own paths below the server's address): remove "
             "it (a password holding ? or # is fine)"
         )
+
+
+def redacted_repr(obj: Any) -> str:
+    """The ``repr`` of a connection dataclass with each URL as :func:`redact_url` shows it
+    (no ``user:password@``, no query), the fields declared ``repr=False`` left out as
+    dataclasses leave them: a notebook's variable view or a debugger shows no password a
+    URL holds."""
+    import dataclasses
+
+    shown = []
+    for f in dataclasses.fields(obj):
+        if f.repr:
+            value = getattr(obj, f.name)
+            if isinstance(value, str) and "://" in value:
+                value = redact_url(value)
+            shown.append(f"{f.name}={value!r}")
+    return f"{type(obj).__name__}({', '.join(shown)})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from dxt_core.backends import publishers
 from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES
@@ -13,7 +14,7 @@ from dxt_core.publish.records import DEFAULT_MAX_RECORD_BYTES
 SKIPPED_PRINTED = 20
 
 
-def add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_publish_parser(sub: argparse._SubParsersAction[Any]) -> None:
     layouts = "; ".join(
         f"{b.command}: {' and '.join(b.publish_role().layout)}" for b in publishers()
     )

@@ -45,7 +45,7 @@ from dxt_core.errors import (
 )
 from dxt_core.http import HttpClient, RequestStats, RetryPolicy, json_answer
 from dxt_core.masking import excerpt
-from dxt_core.urls import check_no_query
+from dxt_core.urls import check_no_query, redacted_repr
 
 log = masking.logger("dxt_core.backends.collectd_es.connection")
 
@@ -69,6 +69,9 @@ class CollectdEsConnection:
     host_prefix: str = DEFAULT_HOST_PREFIX
     verify_certs: bool = True
     timeout_s: float = 60.0
+
+    def __repr__(self) -> str:  # its URLs without credentials
+        return redacted_repr(self)
 
     def __post_init__(self) -> None:
         after_scheme = self.url.split("://", 1)[-1]

@@ -15,7 +15,13 @@ from dxt_core.connection import (
     verify_tls_extra,
 )
 from dxt_core.errors import ConfigError
-from dxt_core.urls import check_no_query, normalise_base_url, redact_url, split_credentials
+from dxt_core.urls import (
+    check_no_query,
+    normalise_base_url,
+    redact_url,
+    redacted_repr,
+    split_credentials,
+)
 
 if TYPE_CHECKING:
     from dxt_core.backends.examon.source import KairosDBSource
@@ -52,6 +58,9 @@ class ExamonConnection:
     jobs_api: str = "v1"
     timeout_s: float = 120.0
     verify_tls: bool = True
+
+    def __repr__(self) -> str:  # its URLs without credentials
+        return redacted_repr(self)
 
     def __post_init__(self) -> None:
         self.url = normalise_base_url(self.url, "Examon URL")

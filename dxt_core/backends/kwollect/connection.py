@@ -44,6 +44,7 @@ from dxt_core.connection import (
     verify_tls_extra,
 )
 from dxt_core.errors import ConfigError
+from dxt_core.urls import redacted_repr
 from dxt_core.windows import zone
 
 ENV_CONFIG = "DXT_KWOLLECT_CONFIG"
@@ -205,6 +206,9 @@ class KwollectConnection:
     api_url: str = DEFAULT_API_URL
     auth: tuple[str, str] | None = field(default=None, repr=False)
     options: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # its URLs without credentials
+        return redacted_repr(self)
 
     def client(self) -> KwollectClient:
         return KwollectClient(self.api_url, self.auth, **self.options)

@@ -23,7 +23,7 @@ from dxt_core.connection import (
 )
 from dxt_core.errors import ConfigError
 from dxt_core.http import normalise_base_url, redact_url
-from dxt_core.urls import COMPRESSIONS
+from dxt_core.urls import COMPRESSIONS, redacted_repr
 from dxt_core.windows import DEFAULT_TIME_ZONE, zone
 
 FLAVORS = ("auto", "prometheus", "victoriametrics")
@@ -71,6 +71,9 @@ class PrometheusConnection:
     in_flight: int = 0
     compression: str = "auto"
     range_ends: str = "auto"
+
+    def __repr__(self) -> str:  # its URLs without credentials
+        return redacted_repr(self)
 
     def __post_init__(self) -> None:
         self.url = normalise_base_url(self.url, "Prometheus URL")

@@ -337,3 +337,39 @@ def test_a_dxt_core_log_line_with_a_traceback_masks_the_traceback(caplog) -> Non
             logger("dxt_core.test").warning("could not note it", exc_info=True)
     text = logging.Formatter().format(caplog.records[-1])
     assert "RuntimeError" in text and "Zq7TRACEsecret" not in text, text
+
+
+def test_a_connection_repr_shows_no_password_a_url_holds() -> None:
+    """``repr`` of a connection made from an Airflow connection whose host held
+    ``user:password@`` (a notebook's variable view, a debugger, a log of the object) showed
+    the URL whole; ``password`` alone was kept out."""
+    from dxt_core.backends.examon.connection import ExamonConnection
+    from dxt_core.backends.prometheus.connection import SPEC
+
+    prom = SPEC.from_fields(conn_id="c", host="admin:Zq7SECRETpw@h.example")
+    examon = ExamonConnection(
+        "http://a:Zq7SECRETpw@k.example:8083", jobs_url="http://b:Zq7SECRETpw@k.example:5000"
+    )
+    for conn in (prom, examon):
+        assert "Zq7SECRETpw" not in repr(conn) and "k.example" in repr(examon), repr(conn)
+    assert repr(examon).startswith("ExamonConnection(url='http://k.example:8083', user=None")
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        (["--passwd", "Zq7SECRETpw"], "unrecognized arguments: --passwd ***"),
+        (["--token", "Zq7SECRETpw"], "unrecognized arguments: --token ***"),
+        (["--p=Zq7SECRETpw"], "ambiguous option: --p=*** could match"),
+    ],
+)
+def test_a_mistyped_password_option_is_not_repeated(capsys, typed, said) -> None:
+    """argparse repeats what it could not take: a mistyped ``--passwd <the password>`` or an
+    ambiguous ``--p=<the password>`` put the password on stderr."""
+    from dxt_core.cli import main
+
+    argv = ["extract", "examon", "--url", "http://kairos.example:8083", "--archive", "/nowhere"]
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--start-day", "2024-01-01", *typed])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err and "Zq7SECRETpw" not in err, err
