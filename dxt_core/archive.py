@@ -20,6 +20,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ from dxt_core.manifests import (
     kept_detail,
     manifest_files,
     not_over_detail,
+    stray_data,
+    stray_detail,
 )
 from dxt_core.paths import check_path_component
 from dxt_core.store import is_url, parse_root
@@ -464,12 +467,44 @@ class Archive:
                 yield key, self.status_of(key, doc)[0], doc
 
     def status(self, key: DayKey, verify: bool = False) -> tuple[Status, str]:
-        """The state of one day and, for corrupt days, why."""
+        """The state of one day and, for corrupt days, why; ``verify``: every data file
+        hashed, and data of the day that its manifest does not name found."""
+        if verify:
+            return next(self.verify_checks(key.source, [key.parts], [key.day]))[1]()
         try:
             doc = self.read_manifest(key)
         except ArchiveError as exc:
             return "corrupt", str(exc)
         return self.status_of(key, doc, verify)
+
+    def verify_checks(
+        self, source: str, units: Sequence[tuple[str, ...]], days: Sequence[dt.date]
+    ) -> Iterator[tuple[DayKey, Callable[[], tuple[Status, str]]]]:
+        """Each (unit, day)'s check with every data file hashed and the day's data files
+        that its manifest does not name looked for (:func:`stray_data`), to run on any
+        thread; a unit's directory is listed once, as its first day is taken."""
+        for parts in units:
+            try:
+                names = frozenset(os.listdir(self.root.joinpath(source, *parts)))
+            except (FileNotFoundError, NotADirectoryError):
+                names = frozenset()
+            for day in days:
+                key = DayKey(source, parts, day)
+                yield key, partial(self._verified_status, key, names)
+
+    def _verified_status(self, key: DayKey, names: frozenset[str]) -> tuple[Status, str]:
+        try:
+            doc = self.read_manifest(key)
+        except ArchiveError as exc:
+            return "corrupt", str(exc)
+        status, detail = self.status_of(key, doc, True)
+        if status in ("archived", "empty"):
+            directory = self.directory(key)
+            # the listing came before the check: a file moved away since is not a stray
+            strays = [n for n in stray_data(names, key.day, doc) if (directory / n).exists()]
+            if strays:
+                return "corrupt", stray_detail(str(directory), strays, key.day)
+        return status, detail
 
     def status_of(
         self, key: DayKey, doc: dict[str, Any] | None, verify: bool = False

@@ -489,7 +489,14 @@ def add_coverage_parser(sub: Any, backend_options: bool = True) -> None:
     )
     c.add_argument("--start-day", required=True)
     c.add_argument("--end-day", required=True)
-    c.add_argument("--verify", action="store_true", help="also check every file's sha256")
+    c.add_argument(
+        "--verify",
+        action="store_true",
+        help=(
+            "also check every file's sha256, and look for data files of a day that its "
+            "manifest does not name"
+        ),
+    )
     c.add_argument("--workers", type=int, default=cov.VERIFY_WORKERS, help=cov.WORKERS_HELP)
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--all", dest="show_all", action="store_true", help="list complete units too")

@@ -135,8 +135,7 @@ def iter_coverage(
                 archive.root,
             )
     if verify:
-        keys = (DayKey(source, parts, day) for parts in unit_list for day in day_list)
-        checks = ((key, partial(archive.status, key, True)) for key in keys)
+        checks = archive.verify_checks(source, unit_list, day_list)
         total = len(unit_list) * len(day_list)
         return _verified(checks, total, options or VerifyOptions(), partial(_row, archive))
     return _from_manifests(archive, source, unit_list, day_list)

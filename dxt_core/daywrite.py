@@ -74,6 +74,7 @@ from dxt_core.manifests import (
     is_plain_name,
     manifest_files,
     rows_of,
+    stray_data,
     unmanifested_data,
 )
 from dxt_core.samecontent import keep_same_content
@@ -603,8 +604,13 @@ class DayWrite:
     ) -> list[tuple[str, str, Path]]:
         """The archived files the new manifest no longer names (:func:`left_behind`), on
         disk: removed by this commit after their copy in ``.versions/``."""
+        try:  # and the day's data files no manifest names (dxt_core.manifests.stray_data)
+            listed = os.listdir(self.directory)
+        except FileNotFoundError:
+            listed = []
+        strays = [{"file": n} for n in stray_data(listed, self.key.day, self.previous)]
         out = []
-        for name in left_behind(prev_files, doc):
+        for name in left_behind(prev_files + strays, doc):
             path = self.directory / name
             # a file this commit removes already (an empty day's) is counted once
             if name not in self._staged and name not in self._drop and path.is_file():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -254,20 +254,49 @@ def count_rows(path: Path) -> int | None:
     return None
 
 
+def day_data_names(names: Iterable[str], day: dt.date) -> list[str]:
+    """The names of ``day``'s data files among a unit directory's (or S3 prefix's)
+    ``names``: ``<day>.<ext>``, its manifest and kept sidecar left out (hidden temporary
+    files and locks start with a dot, Hive layouts' sidecars with ``_``), sorted."""
+    prefix = f"{day.isoformat()}."
+    return sorted(
+        n for n in names if n.startswith(prefix) and not n.endswith((MANIFEST_SUFFIX, KEPT_SUFFIX))
+    )
+
+
+def stray_data(names: Iterable[str], day: dt.date, doc: dict[str, Any] | None) -> list[str]:
+    """The data files of ``day`` among ``names`` that its manifest ``doc`` does not name (an
+    empty day's names none): left by an older dxt (a refetch in another format before
+    2026-12-07) or put there by hand. A reader's glob (``*.csv.gz``) takes them as archived
+    data; ``coverage --verify`` reports the day, and its next commit keeps them in
+    ``.versions/`` and removes them."""
+    archived = doc is not None and doc.get("status") == "archived"
+    named = {f.get("file") for f in manifest_files(doc)} if doc and archived else set()
+    return [n for n in day_data_names(names, day) if n not in named]
+
+
+def stray_detail(where: str, names: Sequence[str], day: dt.date) -> str:
+    """A corrupt day's detail for its stray data files (:func:`stray_data`), ``where`` the
+    unit directory's path or prefix URL."""
+    more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+    return (
+        f"{where}/{names[0]}{more}: data of {day.isoformat()} that its manifest does not name "
+        "(an older run's file, or one put there by hand; globs read it as archived data); "
+        "the day's refill keeps it in .versions/ and removes it"
+    )
+
+
 def unmanifested_data(directory: Path, day: dt.date) -> dict[str, Any] | None:
     """What the archive holds for ``day`` in ``directory`` when no manifest says so: its data
     files (``<day>.<ext>``), their rows counted from the files, as a manifest-like document
     (``recovered_from``), or None when there are none. Such files are archived data: the
     never-shrink rule and the versions apply to them as to any other."""
-    prefix = f"{day.isoformat()}."
     try:
-        names = sorted(os.listdir(directory))
+        names = day_data_names(os.listdir(directory), day)
     except FileNotFoundError:
         return None
     files: list[dict[str, Any]] = []
     for name in names:
-        if not name.startswith(prefix) or name.endswith((MANIFEST_SUFFIX, KEPT_SUFFIX)):
-            continue
         path = directory / name
         if not path.is_file():
             continue

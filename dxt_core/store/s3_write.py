@@ -75,6 +75,7 @@ from dxt_core.manifests import (
     VERSIONS_DIR,
     count_rows,
     manifest_files,
+    stray_data,
 )
 from dxt_core.manifests import is_plain_name as _plain_name
 from dxt_core.manifests import rows_of as _rows
@@ -478,7 +479,9 @@ class S3DayWrite(DayWrite):
             intact = [n for n in intact if n not in same]
             if intact:
                 self._refuse_s3_change(intact[0], plan, new_rows, doc.get("columns"))
-        for n in left_behind(prev_files, doc):  # another format's: kept, then removed
+        # another format's, or a file no manifest names (stray_data): kept, then removed
+        strays = [{"file": n} for n in stray_data(listing, key.day, prev)]
+        for n in left_behind(prev_files + strays, doc):
             if n in listing and n not in self._staged and n not in changed:
                 self._drop.add(n)
                 plan.actual[n] = self._object_sha(listing[n])

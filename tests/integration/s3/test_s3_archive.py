@@ -1039,6 +1039,36 @@ def test_a_day_archived_again_in_another_format_keeps_the_old_object_in_versions
     assert check_manifests(objs, "fmt") == 1
 
 
+def test_an_object_of_the_day_no_manifest_names_is_found_by_verify_and_removed_by_the_refill(
+    bucket, s3_server, s3_env
+):
+    """The bucket's form of tests/unit/core/test_archive.py's rule: ``<day>.parquet`` put
+    beside a day whose manifest names ``<day>.csv.gz`` (an older dxt's refetch, or by hand)
+    is read by a reader's glob; ``coverage --verify`` says the day corrupt, naming the
+    object, and the day's refill keeps it in .versions/ and deletes it."""
+    root, key = f"s3://{bucket}/stray", DayKey("toy", ("m",), DAY)
+    day, doc, first = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    c.put_object(Bucket=bucket, Key=f"stray/toy/m/{DAY}.parquet", Body=b"PAR1 stray")
+    c.put_object(Bucket=bucket, Key=f"stray/toy/m/{DAY + dt.timedelta(days=1)}.parquet", Body=b"x")
+    (plain,) = coverage_rows(Archive(root), "toy", [("m",)], [DAY])
+    assert plain.status == "archived"  # without --verify: the listing and the index
+    (row,) = coverage_rows(Archive(root), "toy", [("m",)], [DAY], verify=True)
+    assert row.status == "corrupt", row
+    assert row.detail.startswith(f"s3://{bucket}/stray/toy/m/{DAY}.parquet: data of {DAY}"), row
+    assert Archive(root).status(key, verify=True)[0] == "corrupt"
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    objs = objects(c, bucket)
+    sha8 = hashlib.sha256(b"PAR1 stray").hexdigest()[:8]
+    assert f"stray/toy/m/{DAY}.parquet" not in objs and objs[f"stray/toy/m/{DAY}.csv.gz"] == first
+    assert objs[f"stray/toy/m/.versions/{DAY}.parquet.prev-{sha8}"] == b"PAR1 stray"
+    assert f"stray/toy/m/{DAY + dt.timedelta(days=1)}.parquet" in objs
+    (row,) = coverage_rows(Archive(root), "toy", [("m",)], [DAY], verify=True)
+    assert row.status == "archived", row
+
+
 def test_a_rerun_over_a_deleted_object_says_restored_not_unchanged(bucket, s3_server, s3_env):
     """The same bytes written again over a data object deleted from the bucket: the
     directory archive says "restored", the bucket said "unchanged"."""

@@ -714,6 +714,54 @@ def test_a_day_archived_again_in_another_format_keeps_the_old_file_in_versions(t
     assert archive.status(KEY, verify=True)[0] == "archived"
 
 
+def test_a_data_file_no_manifest_names_is_found_by_verify_and_removed_by_the_refill(tmp_path):
+    """A data file of the day beside its manifest that names another (an older dxt's
+    refetch in another format left ``<day>.csv.gz`` beside ``<day>.parquet``; or a file put
+    there by hand): a glob of the folder reads it as archived data. Coverage with
+    ``--verify`` says the day corrupt, naming the file; the day's next commit (its refill)
+    keeps it in .versions/ and removes it; then verify says archived."""
+    archive = Archive(tmp_path)
+    body = b"PAR1 three rows"
+    with archive.begin(KEY) as day:
+        with day.open("parquet") as fh:
+            fh.write(body)
+        doc = {"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
+               "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
+        day.commit(doc)
+    d = archive.directory(KEY)
+    stray = b"timestamp,value\nold rows\n"
+    (d / f"{DAY}.csv.gz").write_bytes(stray)
+    (d / f"{DAY + dt.timedelta(days=1)}.csv.gz").write_bytes(b"another day's: not this one's")
+    (d / f".{DAY}.csv.gz.staged.tmp").write_bytes(b"a staging file: not data")
+    assert archive.status(KEY)[0] == "archived"  # without verify: what the manifest says
+    status, detail = archive.status(KEY, verify=True)
+    assert status == "corrupt" and f"{d}/{DAY}.csv.gz: data of {DAY}" in detail, detail
+    assert "its manifest does not name" in detail and ".versions/" in detail
+    (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=True)
+    assert row.status == "corrupt" and row.detail.startswith(f"data file {DAY}.csv.gz: "), row
+    with archive.begin(KEY) as day:  # the refill: the same day again
+        with day.open("parquet") as fh:
+            fh.write(body)
+        day.commit(doc)
+    sha8 = hashlib.sha256(stray).hexdigest()[:8]
+    assert (d / f".versions/{DAY}.csv.gz.prev-{sha8}").read_bytes() == stray
+    assert not (d / f"{DAY}.csv.gz").exists()
+    assert (d / f"{DAY + dt.timedelta(days=1)}.csv.gz").exists()
+    assert [r["file"] for r in archive.read_manifest(KEY)["replaced"]] == [f"{DAY}.csv.gz"]
+    assert archive.status(KEY, verify=True) == ("archived", "")
+
+
+def test_a_stray_data_file_beside_an_empty_day_is_found_and_removed(tmp_path):
+    archive = Archive(tmp_path)
+    write_day(archive, 0)
+    d = archive.directory(KEY)
+    (d / f"{DAY}.jsonl.gz").write_bytes(b"{}\n")
+    assert archive.status(KEY, verify=True)[0] == "corrupt"
+    write_day(archive, 0)
+    assert listing(d) == [".versions", f"{DAY}.manifest.json"]
+    assert archive.status(KEY, verify=True)[0] == "empty"
+
+
 def test_a_replaced_day_found_empty_names_its_file_once(tmp_path):
     """``--replace`` of a day the source now holds empty: its file was named twice in the
     manifest's ``replaced`` (and in the warning), once as removed and once as left behind."""
