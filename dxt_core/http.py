@@ -86,7 +86,7 @@ from dxt_core.errors import (  # noqa: E402
 )
 
 # Imported from here by several backends' connections (the names live in dxt_core.urls).
-from dxt_core.masking import Secret, excerpt, hide, scrub  # noqa: E402
+from dxt_core.masking import Secret, excerpt, hide, hide_proxies, scrub  # noqa: E402
 from dxt_core.urls import normalise_base_url as normalise_base_url  # noqa: E402
 from dxt_core.urls import origin, split_credentials  # noqa: E402
 from dxt_core.urls import redact_url as redact_url  # noqa: E402
@@ -317,6 +317,7 @@ class HttpClient:
             self.user = user
             self.password = password
         hide(self.password, self.user)
+        hide_proxies()
         if self.password is not None:
             self.password = Secret(self.password)  # masked in reprs and variable inspectors
         self.base_url = redact_url(clean).rstrip("/")

@@ -66,6 +66,24 @@ def hide(secret: str | None, user: str | None = None) -> None:
             _secrets = tuple(sorted(new.union(_secrets), key=len, reverse=True))
 
 
+def hide_proxies() -> None:
+    """Register the credentials of the proxies the environment names (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY``, any case: what httpx and boto3 read), as the password
+    and its Basic-auth form a proxy sees in ``Proxy-Authorization``. A URL quoting them is
+    masked anyway (:data:`_USERINFO`); this covers the bare password an error might quote."""
+    from urllib.parse import unquote, urlsplit
+    from urllib.request import getproxies
+
+    for url in getproxies().values():
+        try:
+            parts = urlsplit(url)
+            password, user = parts.password, parts.username
+        except ValueError:  # a malformed variable: the client that reads it says so
+            continue
+        if password:
+            hide(unquote(password), unquote(user or ""))
+
+
 def scrub(text: str) -> str:
     """``text`` with every registered secret and every credential it quotes masked."""
     for secret in _secrets:

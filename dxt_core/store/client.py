@@ -734,6 +734,9 @@ def make_client(**overrides: Any) -> Any:
 
 
 def _new_client(**overrides: Any) -> Any:
+    from dxt_core.masking import hide_proxies
+
+    hide_proxies()  # boto3 reads the proxy variables too
     try:
         import boto3
         from botocore.config import Config

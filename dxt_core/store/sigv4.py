@@ -38,7 +38,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from dxt_core.errors import ConfigError
-from dxt_core.masking import hide
+from dxt_core.masking import hide, hide_proxies
 from dxt_core.urls import redact_url, split_credentials
 
 #: sha256 of the empty body (of every request but a PUT)
@@ -76,6 +76,7 @@ class Credentials:
     def __post_init__(self) -> None:
         hide(self.secret_key)
         hide(self.token)
+        hide_proxies()  # the client reads HTTPS_PROXY as boto3 does
 
 
 #: where the credentials of the environment's endpoint go (not in its URL)

@@ -373,3 +373,52 @@ def test_a_mistyped_password_option_is_not_repeated(capsys, typed, said) -> None
         main([*argv, "--start-day", "2024-01-01", *typed])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and said in err and "Zq7SECRETpw" not in err, err
+
+
+def test_a_proxy_that_quotes_its_credentials_shows_them_masked(monkeypatch) -> None:
+    """HTTP_PROXY with a user and password: the client sends them to the proxy
+    (``Proxy-Authorization``); a proxy whose error page quotes the password bare (not in a
+    URL, not after a header name) reached the error unmasked. A real proxy process is not
+    needed: a real socket server stands as the proxy and answers as a refusing one."""
+    import http.server
+    import threading
+
+    proxy_password = "Pr0xy-Pass;word"
+    seen: list[str] = []
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            auth = self.headers.get("Proxy-Authorization", "")
+            seen.append(auth)
+            user, _, password = base64.b64decode(auth.split()[-1]).decode().partition(":")
+            body = f"upstream refused for user {user} (password {password})".encode()
+            self.send_response(502)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        port = server.server_address[1]
+        monkeypatch.setenv("HTTP_PROXY", f"http://puser:Pr0xy-Pass%3Bword@127.0.0.1:{port}")
+        c = HttpClient(
+            "http://kairos.example:8083",
+            retry=RetryPolicy(attempts=1, backoff_s=0, jitter=0),
+            sleep=lambda s: None,
+        )
+        with pytest.raises(DxtError) as err:
+            c.get_json("api/v1/version")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen and seen[0] == "Basic " + _basic("puser", proxy_password)  # it went there
+    text = str(err.value)
+    assert "upstream refused for user puser (password ***)" in text, text
+    assert proxy_password not in text
