@@ -149,12 +149,15 @@ def test_archive_a_day_then_a_rerun_is_byte_identical(adapter, root):
     for f in doc.get("files") or [doc]:
         assert len(after[f["file"]]) == f["bytes"]
         assert hashlib.sha256(after[f["file"]]).hexdigest() == f["sha256"]
+    # ... and it names every data file of the day (coverage --verify reports any other)
+    assert Archive(root.url).status(first.key, verify=True)[0] == "archived"
 
 
 def test_an_empty_day_gets_an_empty_manifest(adapter, root):
     report = archive_day(adapter, root, day=adapter.empty_day)
     assert report.status == "empty" and report.rows == 0 and report.path is None
     assert manifest(root, report)["status"] == "empty"
+    assert Archive(root.url).status(report.key, verify=True)[0] == "empty"
 
 
 def test_an_unknown_unit_is_a_clear_error(adapter, root):
