@@ -60,16 +60,30 @@ def scale(days: Sequence[dt.date]) -> tuple[str, Callable[[dt.date], dt.date]]:
     return "month", lambda d: d.replace(day=1)
 
 
-def _ruler(starts: Sequence[dt.date]) -> str:
-    """Each year written from its first column (when it fits before the next)."""
+def _ruler(starts: Sequence[dt.date], first: dt.date) -> str:
+    """Each year written from its first column. A column's year is that of its first day in
+    the range (``first`` or later: a week from Monday 2024-12-30 of a range from 2025-01-01 is
+    2025's); a year of fewer columns than its label needs gives way to the next (the week
+    of 2025-12-29 before 2026's: 2026 is written, not 2025 alone), and a label that would be
+    cut at the line's end is left out."""
+    runs: list[list[int]] = []  # [year, first column, past its last]
+    for i, s in enumerate(starts):
+        year = max(s, first).year
+        if runs and runs[-1][0] == year:
+            runs[-1][2] = i + 1
+        else:
+            runs.append([year, i, i + 1])
     out = [" "] * len(starts)
     free = 0
-    for i, s in enumerate(starts):
-        if i >= free and (i == 0 or s.year != starts[i - 1].year):
-            label = str(s.year)
-            out[i : i + len(label)] = label
-            free = i + len(label) + 1
-    return "".join(out[: len(starts)]).rstrip()
+    for k, (year, a, b) in enumerate(runs):
+        label = str(year)
+        at = max(a, free)
+        short = b - at < len(label) + 1 and k + 1 < len(runs)
+        if short or at + len(label) > len(starts):
+            continue
+        out[at : at + len(label)] = label
+        free = at + len(label) + 1
+    return "".join(out).rstrip()
 
 
 def table_lines(rows: Sequence[Any], days: Sequence[dt.date], show_all: bool) -> Iterator[str]:
@@ -85,7 +99,7 @@ def table_lines(rows: Sequence[Any], days: Sequence[dt.date], show_all: bool) ->
             f"of its worst day (X . ~ K h o #); --json, or a range of at most {DAYS_AT_MOST} "
             "days, for each day"
         )
-        yield f"{'':<{NAME_WIDTH}} {_ruler(starts)}"
+        yield f"{'':<{NAME_WIDTH}} {_ruler(starts, days[0])}"
     by_unit: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
         by_unit.setdefault(r.parts, []).append(mark(r))

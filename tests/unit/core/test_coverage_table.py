@@ -44,3 +44,23 @@ def test_a_quarter_is_one_mark_per_day_as_before():
     assert len(lines) == 2 and lines[0].startswith("legend:")
     assert lines[1] == f"{'ipmi_pub/ambient':<{NAME_WIDTH}} ###X" + "#" * (DAYS_AT_MOST - 4)
     assert list(table_lines(rows_of(day_list, {}), day_list, False)) == lines[:1]
+
+
+def ruler(first: dt.date, last: dt.date) -> str:
+    day_list = list(days(first, last))
+    lines = list(table_lines(rows_of(day_list, {}), day_list, show_all=True))
+    return lines[2][NAME_WIDTH + 1 :]
+
+
+def test_the_ruler_names_the_years_of_the_range():
+    """A range from 2025-01-01 (a Wednesday) showed 2024 alone: its first week starts on
+    Monday 2024-12-30. One from 2025-12-29 showed 2025 alone: the first week's label
+    crowded out 2026's."""
+    assert ruler(dt.date(2025, 1, 1), dt.date(2025, 5, 30)) == "2025"
+    assert ruler(dt.date(2025, 12, 29), dt.date(2026, 5, 30)) == " 2026"
+    assert ruler(dt.date(2025, 9, 1), dt.date(2026, 5, 30)) == "2025" + " " * 14 + "2026"
+    assert ruler(dt.date(2025, 7, 1), dt.date(2026, 1, 2)) == "2025"  # 2026's would be cut
+    assert (
+        ruler(dt.date(2022, 1, 1), dt.date(2024, 12, 31))
+        == "2022" + " " * 8 + "2023" + " " * 8 + "2024"
+    )
