@@ -224,6 +224,7 @@ def _print_reconciled(
         "fewer": "fewer at the source (retention; archive kept: K)",
         "error": "count FAILED",
         "missing": "not archived (not counted)",
+        "not over": "not over (archived before its day ended; not counted)",
         "equal": "equal",
     }
     shown: dict[str, int] = {}

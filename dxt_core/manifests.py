@@ -173,6 +173,14 @@ def day_complete(status: str, doc: dict[str, Any], expects: Sequence[tuple[str, 
     return not any(doc.get(k, v) != v for k, v in expects)
 
 
+def not_over_until(doc: dict[str, Any]) -> dt.datetime | None:
+    """When the day of ``doc``, archived (or found empty) before it ended, ends (its
+    :data:`NOT_OVER` mark's ``ends``); None for a day archived after its end, or a mark
+    that does not say."""
+    mark = not_over_mark(doc)
+    return _aware(mark.get("ends")) if isinstance(mark, dict) else None
+
+
 def _aware(text: object) -> dt.datetime | None:
     """An ISO 8601 time with its offset, else None."""
     if not isinstance(text, str):

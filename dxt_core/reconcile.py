@@ -44,7 +44,7 @@ import orjson
 from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.errors import ArchiveLocked, CountMismatch, DxtError, SourceUnavailable
-from dxt_core.manifests import kept_record
+from dxt_core.manifests import kept_record, not_over_until
 
 log = masking.logger("dxt_core.reconcile")
 
@@ -52,7 +52,9 @@ log = masking.logger("dxt_core.reconcile")
 RECONCILE_DAYS_ENV = "DXT_{backend}_RECONCILE_DAYS"
 DEFAULT_RECONCILE_DAYS = 3
 
-State = Literal["equal", "more", "fewer", "missing", "unknown", "error"]
+#: "not over": archived before its day ended, and the day has not ended yet: its count still
+#: grows, so it is not asked (compared once the day has ended).
+State = Literal["equal", "more", "fewer", "missing", "not over", "unknown", "error"]
 
 #: The archive's internal record of the comparisons made after archiving (``Archive.
 #: internal_path``: ``<root>/.dxt-checks/<source>/<YYYY-MM>.json`` on disk,
@@ -268,7 +270,8 @@ def reconcile(
     try:
         for parts in unit_list:
             for day in day_list:
-                row, down = _compare(archive, DayKey(source, parts, day), counter, record_kept)
+                key = DayKey(source, parts, day)
+                row, down = _compare(archive, key, counter, record_kept, now)
                 rows.append(row)
                 if down is not None:
                     unreachable.append(down)
@@ -292,7 +295,8 @@ def reconcile(
         )
         exc.reconciled = rows  # type: ignore[attr-defined]
         raise
-    if unreachable and len(unreachable) == sum(r.state != "missing" for r in rows):
+    asked = sum(r.state not in ("missing", "not over") for r in rows)
+    if unreachable and len(unreachable) == asked:
         # fewer counts than UNREACHABLE_AFTER, every one of them unanswered (none refused,
         # none compared, no day damaged): the server is down for this reconcile as for a
         # longer one (exit status 4, not "counts failed")
@@ -343,7 +347,11 @@ def _stop_unreachable(
 
 
 def _compare(
-    archive: Archive, key: DayKey, counter: Counter, record_kept: bool
+    archive: Archive,
+    key: DayKey,
+    counter: Counter,
+    record_kept: bool,
+    now: dt.datetime | None = None,
 ) -> tuple[ReconcileRow, SourceUnavailable | None]:
     """One (unit, day) of :func:`reconcile` compared with the source's count, and the error
     when the source could not be reached for it."""
@@ -355,6 +363,11 @@ def _compare(
     have = archived_count(doc)
     if have is None:
         return ReconcileRow(parts, day, "missing", None, None), None
+    ends = not_over_until(doc or {})
+    if ends is not None and not is_past(ends, now):
+        # the source's count grows until the day ends: "more" would not be late data
+        detail = f"the day ends at {ends.isoformat()}; it is compared once it has ended"
+        return ReconcileRow(parts, day, "not over", have, None, detail=detail), None
     status, why = archive.status(key)
     if status == "corrupt":  # the manifest's count is not what the archive holds
         detail = f"{DAMAGED_DETAIL} ({why}); refetch it"

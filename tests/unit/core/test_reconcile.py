@@ -381,3 +381,29 @@ def test_more_rows_than_the_source_counts_is_not_called_an_answer_cut_short():
     with pytest.raises(CountMismatch) as fewer:
         check_source_count("u 2024-04-01", 24, SourceCount(27, "count_over_time"), past=True)
     assert "late data" in str(fewer.value)
+
+
+def test_a_day_archived_before_it_ended_is_not_counted_until_it_has(tmp_path: Path) -> None:
+    """A day archived before its end (``day_not_over``), reconciled while it still runs:
+    the source's count had grown (as it does all day) and the day was said "MORE at the
+    source (late data: refetch)", exit 4. It is "not over" and not asked; once the day
+    has ended it is compared (then more is late data: the refetch fetches the whole day)."""
+    archive = Archive(tmp_path)
+    key = DayKey("toy", UNITS[0], DAY)
+    archived(archive, UNITS[0], DAY, 24)
+    doc = archive.read_manifest(key)
+    assert doc is not None
+    ends = dt.datetime(2024, 5, 5, tzinfo=dt.UTC)
+    archive.write_manifest(key, {**doc, "day_not_over": {"ends": ends.isoformat(), "zone": "UTC"}})
+    asked: list[object] = []
+
+    def count(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+        asked.append((parts, day))
+        return SourceCount(26, "faked count")
+
+    during = ends - dt.timedelta(hours=6)
+    (row,) = reconcile(archive, "toy", [UNITS[0]], [DAY], count, now=during, record_kept=False)
+    assert (row.state, row.archive_count, row.source_count) == ("not over", 24, None)
+    assert "compared once it has ended" in row.detail and not asked
+    (row,) = reconcile(archive, "toy", [UNITS[0]], [DAY], count, now=ends, record_kept=False)
+    assert (row.state, row.archive_count, row.source_count) == ("more", 24, 26) and asked
