@@ -472,6 +472,17 @@ class DayWrite:
 
         return files(prev) == files(doc)
 
+    def carried_replacement(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """``doc`` with the previous manifest's record of what its content replaced
+        (``replaced``, ``replaced_rows``) when this commit rewrites that same content and
+        replaces nothing itself: a refetch that found the day unchanged erased the record
+        (the versions stayed in .versions/, named by nothing; the datacard's count of days
+        replaced went down)."""
+        prev = self.previous or {}
+        if "replaced" not in prev or "replaced" in doc or not self.same_as_previous(doc):
+            return doc
+        return {**doc, **{k: prev[k] for k in ("replaced", "replaced_rows") if k in prev}}
+
     def _commit(self, doc: dict[str, Any]) -> Path:
         key, directory = self.key, self.directory
         new_rows = rows_of(doc)
@@ -508,6 +519,8 @@ class DayWrite:
             self.replaced = self.replaced + before
         if self.replaced:
             doc = {**doc, "replaced": self.replaced, "replaced_rows": prev_rows}
+        else:
+            doc = self.carried_replacement(doc)
         # the new manifest is written before any file is moved: a full disk stops the commit
         # here, with the archived day as it was (only renames follow, which need no space)
         self._written = self.archive.full_manifest(key, doc)

@@ -638,8 +638,8 @@ class S3DayWrite(DayWrite):
     def _finish(self, doc: dict[str, Any], plan: _Plan, etag: str) -> Path:
         """The manifest, last (conditional on the marker), then the index object."""
         key, archive, store = self.key, self.archive, self.archive.store
-        full = archive.full_manifest(key, doc)
         replaced = plan.replaced + self._replaced_before(plan)
+        full = archive.full_manifest(key, doc if replaced else self.carried_replacement(doc))
         self.replaced = replaced  # reported in the day's report, as a local commit's
         if replaced:
             full["replaced"] = replaced

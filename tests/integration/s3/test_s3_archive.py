@@ -1069,6 +1069,24 @@ def test_an_object_of_the_day_no_manifest_names_is_found_by_verify_and_removed_b
     assert row.status == "archived", row
 
 
+def test_an_unchanged_rerun_keeps_the_record_of_what_the_day_replaced(bucket, s3_server, s3_env):
+    """The bucket's form of tests/unit/core/test_archive.py's rule: a day replaced, then
+    fetched again unchanged, still says what it replaced."""
+    root, key = f"s3://{bucket}/keep-rec", DayKey("toy", ("m",), DAY)
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    day, doc, _ = _csv_day(Archive(root, replace=True), key, 10, value="2")
+    day.commit(doc)
+    first = Archive(root).read_manifest(key)
+    assert first is not None and first["replaced"][0]["file"] == f"{DAY}.csv.gz"
+    day, doc, _ = _csv_day(Archive(root), key, 10, value="2")
+    day.commit(doc)
+    assert day.unchanged
+    again = Archive(root).read_manifest(key)
+    assert again is not None and again["replaced"] == first["replaced"], again
+    assert again["replaced_rows"] == first["replaced_rows"]
+
+
 def test_a_rerun_over_a_deleted_object_says_restored_not_unchanged(bucket, s3_server, s3_env):
     """The same bytes written again over a data object deleted from the bucket: the
     directory archive says "restored", the bucket said "unchanged"."""

@@ -762,6 +762,24 @@ def test_a_stray_data_file_beside_an_empty_day_is_found_and_removed(tmp_path):
     assert archive.status(KEY, verify=True)[0] == "empty"
 
 
+def test_a_rerun_of_the_same_content_keeps_the_record_of_what_it_replaced(tmp_path):
+    """A day replaced (a refill over a damaged file), then fetched again unchanged: the
+    second commit rewrote the manifest without ``replaced``, so nothing named the version
+    kept in .versions/ and the datacard counted one replaced day fewer."""
+    write_day(Archive(tmp_path), 3, payload=b"old rows")
+    write_day(Archive(tmp_path, replace=True), 3, payload=b"new rows")
+    first = Archive(tmp_path).read_manifest(KEY)
+    assert first is not None and [r["file"] for r in first["replaced"]] == [f"{DAY}.csv.gz"]
+    write_day(Archive(tmp_path), 3, payload=b"new rows")  # unchanged
+    again = Archive(tmp_path).read_manifest(KEY)
+    assert again is not None and again["replaced"] == first["replaced"], again
+    assert again["replaced_rows"] == first["replaced_rows"] == 3
+    write_day(Archive(tmp_path, replace=True), 4, payload=b"newer rows")  # replaced again
+    last = Archive(tmp_path).read_manifest(KEY)
+    assert last is not None and last["replaced"] != first["replaced"]
+    assert [r["sha256"] for r in last["replaced"]] == [hashlib.sha256(b"new rows").hexdigest()]
+
+
 def test_a_replaced_day_found_empty_names_its_file_once(tmp_path):
     """``--replace`` of a day the source now holds empty: its file was named twice in the
     manifest's ``replaced`` (and in the warning), once as removed and once as left behind."""
