@@ -162,11 +162,33 @@ def refill_options(
         ]
         if any(not e.is_metric for e in entries):
             opts += " --catalog CATALOG"  # the file that named the selector units
+            _say_catalog(entries)
         else:
             opts += f" --metrics {','.join(e.name for e in entries)}"
     if manifest and manifest.get("format") == "parquet":
         opts += " --format parquet"
     return opts
+
+
+#: The selector units a CATALOG placeholder has been explained for (once each per process).
+_said_catalog: set[str] = set()
+
+
+def _say_catalog(entries: list[CatalogEntry]) -> None:
+    """Why a command below says ``--catalog CATALOG``: a ``NAME = SELECTOR`` unit comes from
+    a catalog file, which coverage was not given; the lines it needs, as recorded."""
+    lines = [f"{e.name} = {e.selector}" for e in entries if not e.is_metric]
+    new = [line for line in lines if line not in _said_catalog]
+    if not new:
+        return
+    _said_catalog.update(new)
+    print(
+        "dxt: CATALOG in the commands below: a catalog file holding "
+        + "; ".join(f"the line {line!r}" for line in new)
+        + " (the selector the days' manifests record); give coverage --catalog FILE to "
+        "have the file named there",
+        file=sys.stderr,
+    )
 
 
 def add_reconcile_arguments(parser: argparse.ArgumentParser) -> None:
@@ -198,6 +220,8 @@ def refetch_command(args: argparse.Namespace, parts: tuple[str, ...], first: str
         words += ["--metrics", entry.name]
     else:  # a NAME = SELECTOR unit comes from a catalog file
         words += ["--catalog", getattr(args, "catalog", None) or "CATALOG"]
+        if not getattr(args, "catalog", None):
+            _say_catalog([entry])
     if archived_format(archive, parts, day, "csv") == "parquet":
         words += ["--format", "parquet"]
     words += ["--archive", args.archive, "--start-day", first, "--end-day", last, "--refetch"]

@@ -88,6 +88,9 @@ def test_coverage_refills_selector_units_from_their_catalog(
         f"dxt extract prometheus --url {victoriametrics.url} --tz Europe/Rome --catalog CATALOG "
         f"--format parquet --start-day 2024-03-30 --end-day 2024-03-30 --archive {archive}"
     ) in cov.stdout, cov.stdout
+    # the placeholder is said, with the catalog line the manifests record (it was not)
+    assert "dxt: CATALOG in the commands below: a catalog file holding the line" in cov.stderr
+    assert "'temps = {__name__=" in cov.stderr and 'node="n1"}' in cov.stderr, cov.stderr
 
 
 def test_coverage_of_a_dag_made_archive_names_the_dag(
