@@ -426,6 +426,10 @@ def run_units(
         return UNAVAILABLE_EXIT if outcome.unreachable else 2
     if not outcome.interrupted:
         pool.shutdown(wait=True)
+        if workers > 1 and len(todo) > 1:  # days of one unit committed side by side
+            from dxt_core.scan import refresh_index
+
+            refresh_index(archive, (u.key for u in todo))
         failures = outcome.failures
         if failures and outcome.unavailable == len(failures) and not outcome.reports:
             print(

@@ -324,6 +324,7 @@ def _repair(
     lay: _Layout,
     stored: dict[str, DirState],
     fresh: list[bool],
+    quiet: bool = False,
 ) -> None:
     """Bring the index's rows of the units whose directories changed since they were indexed
     up to date, reading only their manifests that changed (:func:`_changed`), and mark them
@@ -331,7 +332,8 @@ def _repair(
     stays stale, and its cells are read from its manifests."""
     stale = [u for u, ok in enumerate(fresh) if not ok]
     t0 = time.perf_counter()
-    _tell(
+    tell = (lambda _: None) if quiet else _tell
+    tell(
         f"{len(stale)} unit{'s' if len(stale) != 1 else ''} of {source} changed since the "
         f"index saw {'them' if len(stale) != 1 else 'it'}: repairing the index (one stat "
         "per manifest, the changed ones read)"
@@ -375,7 +377,37 @@ def _repair(
         f"{time.perf_counter() - t0:.1f} s"
     )
     log.info("%s: %s", idx.path, said)
-    _tell(said)
+    tell(said)
+
+
+def refresh_index(archive: Archive, keys: Iterable[DayKey]) -> None:
+    """Bring the index of the units of ``keys`` up to date after a run that committed their
+    days on several threads at once: a commit records its directory's new state only when
+    no other commit changed the directory during its transaction, so days of one unit
+    committed side by side left the unit stale, and the next coverage said the index had
+    not seen it ("changed since the index saw it: repairing"). Quiet, and never raises: a
+    unit left stale is repaired by the next reader."""
+    if archive.remote:
+        return
+    by_source: dict[str, list[tuple[str, ...]]] = {}
+    for key in keys:
+        if key.parts not in by_source.setdefault(key.source, []):
+            by_source[key.source].append(key.parts)
+    try:
+        with ManifestIndex(archive.root) as idx:
+            if not idx.exists() or idx.read_only:
+                return
+            for source, units in by_source.items():
+                lay = _Layout.of(archive, source, units, [])
+                stored = idx.dir_states(source)
+                fresh = [
+                    st is None or stored.get(n) == st
+                    for n, st in zip(lay.names, lay.states, strict=True)
+                ]
+                if not all(fresh):
+                    _repair(idx, source, units, lay, stored, fresh, quiet=True)
+    except (sqlite3.Error, OSError) as exc:
+        log.info("%s: the index was not brought up to date (%s)", archive.root, exc)
 
 
 def _tell(message: str) -> None:
