@@ -255,9 +255,11 @@ def _print_reconciled(
         f"\nreconciled {size} against the source's counts: "
         + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     )
-    method = next((r.method for r in rows if r.method), "")
-    if method:
-        print(f"counted with: {method}")
+    methods = list(dict.fromkeys(r.method for r in rows if r.method))
+    if methods:  # a job table is counted otherwise; a selector, a DST day's length differ
+        n = len(methods) - 1
+        others = f" (and {n} other way{'s' if n > 1 else ''}: --json gives each day's)" if n else ""
+        print(f"counted with: {methods[0]}{others}")
     compared = [r for r in rows if r.state in COMPARED]
     if compared:
         recorded = sum(r.recorded for r in compared)

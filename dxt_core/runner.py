@@ -482,7 +482,8 @@ def _drive(
                 if interrupt.count == 1:
                     print(
                         f"\ninterrupted ({interrupt.what}): starting no more; "
-                        f"{plural(len(running), 'metric-day')} in flight get {grace_s:.0f} s to "
+                        f"{plural(len(running), 'metric-day')} in flight "
+                        f"{'gets' if len(running) == 1 else 'get'} {grace_s:.0f} s to "
                         f"finish ({interrupt.what} again to abort now)",
                         file=err,
                         flush=True,

@@ -362,7 +362,7 @@ def open_out(out: str | Path) -> LocalOut | S3Out:
     """The output ``--out`` names: a directory (or ``file://``) or an ``s3://`` prefix;
     another scheme is refused (never taken for a folder name)."""
     try:
-        where = parse_root(str(out))
+        where = parse_root(str(out), "the output")
     except ConfigError as exc:
         error = ConfigError(f"--out {redact_value(str(out))}: {exc}")
         error.run_wide = exc.run_wide

@@ -50,8 +50,9 @@ class S3Location:
         return self.url
 
 
-def parse_root(root: str | os.PathLike[str]) -> Path | S3Location:
-    """The archive root ``root`` names: a local path or an S3 location.
+def parse_root(root: str | os.PathLike[str], what: str = "archive root") -> Path | S3Location:
+    """The archive root ``root`` names: a local path or an S3 location (``what``: the
+    thing named, as messages say it: a publication's output is not an archive root).
 
     Raises:
         ConfigError: an unknown scheme, a malformed ``s3://`` URL or an empty root; the
@@ -61,7 +62,8 @@ def parse_root(root: str | os.PathLike[str]) -> Path | S3Location:
         return root
     text = os.fspath(root).strip()
     if not text:
-        raise ConfigError("archive root is empty: set DXT_ARCHIVE_ROOT or pass --archive DIR")
+        fix = ": set DXT_ARCHIVE_ROOT or pass --archive DIR" if what == "archive root" else ""
+        raise ConfigError(f"{what} is empty{fix}")
     m = _SCHEME.match(text)
     if m is None:
         return Path(text)
@@ -71,37 +73,37 @@ def parse_root(root: str | os.PathLike[str]) -> Path | S3Location:
         return Path(text)
     if not text[m.end() :].startswith("/"):
         raise ConfigError(
-            f"archive root {shown!r} looks like a URL with one slash after {scheme}:; write "
+            f"{what} {shown!r} looks like a URL with one slash after {scheme}:; write "
             f"{scheme}://... (a shell or Path() may have dropped one), or a local path"
         )
     if shown != text:
         raise ConfigError(
-            f"archive root {shown!r}: an archive URL holds no credentials; set "
+            f"{what} {shown!r}: a URL here holds no credentials; set "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or the Airflow "
             "connection DXT_S3_CONN_ID names)"
         )
     if scheme == "file":
         parts = urlsplit(text)
         if parts.netloc not in ("", "localhost"):
-            raise ConfigError(f"archive root {shown!r}: file:// URLs name a local path only")
+            raise ConfigError(f"{what} {shown!r}: file:// URLs name a local path only")
         return Path(unquote(parts.path))
     if scheme != "s3":
         raise ConfigError(
-            f"archive root {shown!r}: unknown scheme {scheme}://; an archive root is a local "
-            "path, file:///path or s3://bucket/prefix (S3, Ceph RGW, MinIO)"
+            f"{what} {shown!r}: unknown scheme {scheme}://; it is a local path, "
+            "file:///path or s3://bucket/prefix (S3, Ceph RGW, MinIO)"
         )
     parts = urlsplit(text)
     bucket = parts.netloc
     if parts.query or parts.fragment:
-        raise ConfigError(f"archive root {shown!r}: an s3:// URL has no ?query or #fragment")
+        raise ConfigError(f"{what} {shown!r}: an s3:// URL has no ?query or #fragment")
     if not _BUCKET.match(bucket):
         raise ConfigError(
-            f"archive root {shown!r}: {bucket!r} is not a valid bucket name (3 to 63 lower-case "
+            f"{what} {shown!r}: {bucket!r} is not a valid bucket name (3 to 63 lower-case "
             "letters, digits, dots and hyphens)"
         )
     prefix = unquote(parts.path).strip("/")
     if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
-        raise ConfigError(f"archive root {shown!r}: the prefix has an empty, . or .. part")
+        raise ConfigError(f"{what} {shown!r}: the prefix has an empty, . or .. part")
     require_s3_extra()
     return S3Location(bucket, prefix)
 

@@ -300,3 +300,26 @@ def test_the_refill_command_keeps_the_connection_options_given_and_quotes_paths(
     assert line.startswith(
         "  dxt extract examon --url https://g:3000 --user alice --grafana-proxy --no-verify-tls"
     ), line
+
+
+def test_a_reconcile_counted_in_several_ways_says_so(capsys):
+    """A job table is counted from its records, the metrics with KairosDB's count
+    aggregator (over a day of 23 h on the spring DST day): "counted with:" named the first
+    day's way alone."""
+    import argparse
+
+    from dxt_core.cli import _print_reconciled
+    from dxt_core.reconcile import ReconcileRow
+
+    day, dst = dt.date(2024, 3, 30), dt.date(2024, 3, 31)
+    rows = [
+        ReconcileRow(("ipmi_pub", "ambient"), day, "equal", 5, 5, "count aggregator, 24 h"),
+        ReconcileRow(("ipmi_pub", "ambient"), dst, "equal", 5, 5, "count aggregator, 23 h"),
+        ReconcileRow(("jobs", "job_info"), day, "equal", 2, 2, "records of the jobs API"),
+    ]
+    args = argparse.Namespace(json=False)
+    _print_reconciled(args, None, rows, {"equal": 3}, "2 units x 2 days")
+    out = capsys.readouterr().out
+    assert "counted with: count aggregator, 24 h (and 2 other ways: --json gives each day's)" in out
+    _print_reconciled(args, None, rows[:1], {"equal": 1}, "1 units x 1 days")
+    assert "counted with: count aggregator, 24 h\n" in capsys.readouterr().out

@@ -69,8 +69,10 @@ def test_an_archive_or_output_url_of_another_scheme_is_refused(tmp_path):
         open_tree("gs://bucket/x")
     from dxt_core.publish.output import open_out
 
-    with pytest.raises(ConfigError, match=r"--out gs://b/x: .*unknown scheme gs://"):
+    with pytest.raises(ConfigError, match=r"--out gs://b/x: .*unknown scheme gs://") as err:
         open_out("gs://b/x")
+    assert "archive root" not in str(err.value)  # the output is not an archive root
+    assert "the output 'gs://b/x': unknown scheme" in str(err.value)
     assert not (tmp_path / "gs:").exists()
 
 
