@@ -84,6 +84,12 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
+#: The longest window a started, unstopped instance takes up to now: a longer one is
+#: refused (a start with a mistyped year fetched years of points, for minutes, into memory);
+#: ``stop()`` says "now" explicitly.
+IMPLICIT_STOP_AT_MOST = dt.timedelta(days=7)
+
+
 class Kwollect:
     """Metrics of a set of Grid'5000 nodes between a start and a stop time.
 
@@ -241,6 +247,14 @@ class Kwollect:
                 "stop %s is in the future: the metrics end now (%s); ask again after it",
                 self.stop_time.isoformat(),
                 now.isoformat(timespec="seconds"),
+            )
+        if self.stop_time is None and now - self.start_time > IMPLICIT_STOP_AT_MOST:
+            days = (now - self.start_time).total_seconds() / 86400
+            raise ConfigError(
+                f"no stop time: the window would end now, {days:,.1f} days after its start "
+                f"{self.start_time.isoformat()} (a mistyped start?), and fetch all of it; "
+                "say where it ends: stop() for now, stop(timestamp=...), or --end on the "
+                "command line"
             )
         return self.start_time, self.stop_time or now
 
@@ -534,7 +548,8 @@ class Kwollect:
         """The experiment's energy: the sum of :meth:`energy` over its nodes (``joules``),
         with how many nodes it covers, the nodes without a usable power metric (not in
         the sum), and whether it is an estimate (a node's samples have gaps, or leave
-        seconds of the window uncovered: ``uncovered_node_seconds``)."""
+        seconds of the window uncovered: ``uncovered_node_seconds``; or a node is not in
+        the sum)."""
         per_node = self.energy(nodes, roles)
         measured = {n: e for n, e in per_node.items() if e.get("metric")}
         uncovered = sum(
@@ -544,7 +559,10 @@ class Kwollect:
             "joules": math.fsum(float(e["joules"]) for e in measured.values()),
             "nodes": len(measured),
             "nodes_without_power": sorted(set(per_node) - set(measured)),
-            "estimate": uncovered > 0 or any(e.get("gaps") for e in measured.values()),
+            # a node left out: the experiment used more than the sum says
+            "estimate": uncovered > 0
+            or len(measured) < len(per_node)
+            or any(e.get("gaps") for e in measured.values()),
             "uncovered_node_seconds": uncovered,
             "per_node": per_node,
         }

@@ -409,7 +409,10 @@ def unknown_metric_error(
     for m in unknown:
         near = catalog.closest(m, entries)
         hint = f"closest known: {', '.join(near)}" if near else "no close name"
-        if m in bundles:
+        if "," in m:  # metrics="a,b": one string, where the Python API takes a list
+            listed = ", ".join(repr(x.strip()) for x in m.split(",") if x.strip())
+            hint = f"one name holding commas: give the metrics as a list, [{listed}]"
+        elif m in bundles:
             hint = (
                 "a bundle of Prometheus exporter metrics: each is stored under its own name, "
                 f"{catalog.PROM_PREFIX}<exporter metric>, e.g. {catalog.PROM_PREFIX}node_load1"

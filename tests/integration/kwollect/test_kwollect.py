@@ -325,6 +325,39 @@ def test_notebook_mistakes_are_said(sim, tmp_path, caplog):
     )
 
 
+def test_a_start_without_a_stop_long_ago_is_refused_before_any_fetch(sim):
+    """A notebook's start with a mistyped year and no stop() fetched two years of points
+    up to now, for minutes, into memory (336 MB in 8 s, measured): a window ending "now"
+    over 7 days after its start is refused, naming the fix; stop() makes "now" explicit;
+    metrics given as one comma-separated string are told to be a list."""
+    k = Kwollect("nova-1.lyon", api_url=sim.url).start(
+        dt.datetime.now(UTC) - dt.timedelta(days=700)
+    )
+    with pytest.raises(ConfigError, match=r"no stop time: .* 700\.0 days after its start"):
+        k.window()  # (first: a fetch of the 700 days would take minutes)
+    with pytest.raises(ConfigError, match="no stop time"):
+        k.get_metrics_pandas(WATT)
+    with pytest.raises(ConfigError, match=r"stop\(\) for now, stop\(timestamp=\.\.\.\)"):
+        k.backup()
+    assert sim.stats()["metrics_requests"] == {}  # refused before any fetch
+    recent = dt.datetime.now(UTC) - dt.timedelta(minutes=2)
+    k.start(recent)  # a start after... the window ends now, 2 minutes on: fetched
+    assert k.window()[0] == recent
+    # a node without a usable power metric is left out of the sum: an estimate, said so
+    both = Kwollect(["nova-1.lyon", "taurus-3.lyon"], api_url=sim.url)
+    total = both.start(T0).stop(T0 + dt.timedelta(seconds=5)).total_energy()
+    assert total["nodes_without_power"] == ["taurus-3.lyon.grid5000.fr"]
+    assert (
+        total["uncovered_node_seconds"] == 0
+        and not total["per_node"]["nova-1.lyon.grid5000.fr"]["gaps"]
+    )
+    assert total["estimate"] is True
+    with pytest.raises(ConfigError, match=r"give the metrics as a list, \['wattmetre_power"):
+        Kwollect("nova-1.lyon", api_url=sim.url).start(T0).stop(T0).get_metrics(
+            f"{WATT},bmc_node_power_watt"
+        )
+
+
 def test_the_frame_holds_the_points_of_get_metrics_node_by_node(sim):
     """get_metrics_pandas builds its columns as the answers come (it held every point as a
     dict, then a tuple: 1.2 KB a point at peak): the same rows as get_metrics, each node's
