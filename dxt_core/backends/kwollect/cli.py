@@ -256,7 +256,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--metrics", help="comma-separated metrics (default: all; archive: power)")
     k.add_argument("--job", help="(--backup) SITE:JOB_ID: nodes and times of an OAR job")
     k.add_argument("--start", help="(--backup) start: ISO 8601 with offset, or epoch")
-    k.add_argument("--end", help="(--backup) end, inclusive (default: now)")
+    k.add_argument(
+        "--end", help="(--backup) end, inclusive (default: now, if at most 7 days after --start)"
+    )
     k.add_argument(
         "--backup",
         help="experiment backup directory; one holding another backup (other nodes, metrics, "
