@@ -25,11 +25,14 @@ from typing import Any, BinaryIO, Literal
 from dxt_core import masking
 from dxt_core.archive import Archive, DayKey
 from dxt_core.budget import holding_answers
+from dxt_core.commit_rules import is_replacement
 from dxt_core.daywrite import DayWrite
 from dxt_core.http import RequestStats
 from dxt_core.manifests import NOT_OVER as NOT_OVER
 from dxt_core.provenance import MADE_BY, made_by
 from dxt_core.writers.base import WriteResult
+
+STRAYS_REMOVED = "strays_removed"  # caveats(): data files no manifest named, kept and removed
 
 log = masking.logger("dxt_core.archive_day")
 
@@ -45,10 +48,15 @@ def caveats(report: Mapping[str, Any]) -> dict[str, Any]:
     """What makes a day other than plainly archived or empty, from its report's fields (a
     :class:`DayReport`'s ``extra``, or its ``as_dict()``): ``holes`` (unreadable windows
     left), ``replaced`` (how many archived files it replaced, kept in .versions/),
+    ``strays_removed`` (how many data files no manifest named it kept there and removed),
     ``day_not_over`` (archived before the day ended)."""
     out: dict[str, Any] = {}
     for key in ("holes", "replaced", NOT_OVER):
         value = report.get(key)
+        if key == "replaced" and isinstance(value, list):
+            strays = sum(1 for r in value if isinstance(r, dict) and not is_replacement(r))
+            value = len(value) - strays
+            out.update({STRAYS_REMOVED: strays} if strays else {})
         if value:
             out[key] = len(value) if isinstance(value, list) else value
     return out
@@ -86,6 +94,11 @@ class DayReport:
         said = [
             *([f"with {plural(int(c['holes']), 'hole')}"] if "holes" in c else []),
             *([f"replacing {plural(c['replaced'], 'archived file')}"] if "replaced" in c else []),
+            *(
+                [f"removing {plural(c[STRAYS_REMOVED], 'data file')} no manifest named"]
+                if STRAYS_REMOVED in c
+                else []
+            ),
             *(["before the day ended"] if NOT_OVER in c else []),
             *(["unchanged: archived so already"] if self.extra.get("unchanged") else []),
             *(["restored: its file was missing or damaged"] if self.extra.get("restored") else []),

@@ -129,3 +129,36 @@ def left_behind(prev_files: list[dict[str, Any]], doc: dict[str, Any]) -> list[s
         for f in prev_files
         if is_plain_name(f.get("file")) and f.get("file") not in named
     )
+
+
+UNNAMED = "unnamed"  # a ``replaced`` record's mark: the file was a stray, no manifest named it
+
+
+def stray_names(prev_files: list[dict[str, Any]], strays: list[str]) -> set[str]:
+    """The day's data files (``strays``: :func:`dxt_core.manifests.stray_data`) that the
+    previous manifest does not name either: their removal replaces no archived data."""
+    named = {f.get("file") for f in prev_files}
+    return {n for n in strays if n not in named}
+
+
+def is_replacement(record: Mapping[str, Any]) -> bool:
+    """A ``replaced`` record of archived bytes (not of a stray file a commit removed)."""
+    return not record.get(UNNAMED)
+
+
+def replaced_words(
+    key: DayKey, replaced: list[dict[str, Any]], rows: tuple[int, int] | None = None
+) -> str:
+    """The warning of a commit that kept files in ``.versions/``: the archived files it
+    replaced (with the rows before and after, when known) and the stray files it removed."""
+    named = [str(r["file"]) for r in replaced if is_replacement(r)]
+    strays = [str(r["file"]) for r in replaced if not is_replacement(r)]
+    said = []
+    if named:
+        counts = f" ({rows[0]:,} rows -> {rows[1]:,} rows)" if rows else ""
+        said.append(f"replaced the archived {', '.join(named)}{counts}")
+    if strays:
+        what = "a data file" if len(strays) == 1 else "data files"
+        said.append(f"removed {', '.join(strays)}, {what} of the day its manifest did not name")
+    versions = ", ".join(str(r["version"]) for r in replaced if r.get("version"))
+    return f"{key}: {'; '.join(said)}; the old bytes are kept as {versions}"

@@ -46,11 +46,14 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.commit_rules import (
+    UNNAMED,
     check_staged,
     content_changed,
     keep_archived_day,
     left_behind,
+    replaced_words,
     source_count_grew,
+    stray_names,
 )
 from dxt_core.commitgate import committing
 from dxt_core.errors import ArchiveError
@@ -101,6 +104,7 @@ class DayWrite:
         self._lock = archive.day_lock(key)
         self._staged: dict[str, Path] = {}  # final file name -> staged path
         self._drop: set[str] = set()  # final file names this commit removes
+        self._unnamed: set[str] = set()  # of them, data files no manifest named (strays)
         self.previous: dict[str, Any] | None = None
         #: Why the day's manifest could not be read, when it could not.
         self.damaged_manifest = ""
@@ -546,14 +550,7 @@ class DayWrite:
             with contextlib.suppress(FileNotFoundError):
                 prepared.unlink()
         if self.replaced:
-            log.warning(
-                "%s: replaced the archived %s (%s rows -> %s rows); the old bytes are kept as %s",
-                key,
-                ", ".join(str(r["file"]) for r in self.replaced),
-                f"{prev_rows:,}",
-                f"{new_rows:,}",
-                ", ".join(str(r["version"]) for r in self.replaced if r.get("version")),
-            )
+            log.warning("%s", replaced_words(key, self.replaced, (prev_rows, new_rows)))
         with contextlib.suppress(OSError):
             st = manifest.stat()
             self._manifest_stat = (st.st_size, st.st_mtime_ns)
@@ -621,9 +618,10 @@ class DayWrite:
             listed = os.listdir(self.directory)
         except FileNotFoundError:
             listed = []
-        strays = [{"file": n} for n in stray_data(listed, self.key.day, self.previous)]
+        strays = stray_data(listed, self.key.day, self.previous)
+        self._unnamed = stray_names(prev_files, strays)
         out = []
-        for name in left_behind(prev_files + strays, doc):
+        for name in left_behind(prev_files + [{"file": n} for n in strays], doc):
             path = self.directory / name
             # a file this commit removes already (an empty day's) is counted once
             if name not in self._staged and name not in self._drop and path.is_file():
@@ -681,6 +679,7 @@ class DayWrite:
                     "sha256": sha,
                     "bytes": dst.stat().st_size,
                     "version": f"{VERSIONS_DIR}/{dst.name}",
+                    **({UNNAMED: True} if name in self._unnamed else {}),
                 }
             )
         tag = tag or hashlib.sha256(day.encode()).hexdigest()[:8]

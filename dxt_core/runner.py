@@ -39,7 +39,7 @@ from typing import Any, TextIO, cast
 
 from dxt_core import commitgate, masking
 from dxt_core.archive import Archive, DayKey
-from dxt_core.archive_day import NOT_OVER, DayReport, plural
+from dxt_core.archive_day import NOT_OVER, STRAYS_REMOVED, DayReport, caveats, plural
 from dxt_core.budget import holding_answers, release_answers
 from dxt_core.errors import ConfigError, DxtError, SourceUnavailable, run_wide
 from dxt_core.http import RetryPolicy
@@ -591,13 +591,20 @@ def _print_summary(
         else ""
     )
     skip = f", {skipped} already archived (skipped; --refetch to redo)" if skipped else ""
-    replaced = sum(1 for r in reports if r.extra.get("replaced"))
+    said = [caveats(r.extra) for r in reports]
+    replaced = sum(1 for c in said if c.get("replaced"))
     # archived bytes these commits replaced (a grown day, --replace): said with the days
     rep = (
         f"; {replaced} of them replaced an archived day, its old files kept in .versions/"
         if replaced
         else ""
     )
+    cleaned = sum(1 for c in said if c.get(STRAYS_REMOVED))
+    if cleaned:  # data files no manifest named (coverage --verify names them): kept, removed
+        rep += (
+            f"; {cleaned} of them removed data files their manifest did not name, kept in "
+            ".versions/"
+        )
     # refetched, and read what the archive held: nothing changed (archived or empty days)
     unchanged = sum(1 for r in reports if r.extra.get("unchanged") and r.status != "empty")
     if unchanged:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dxt_core._version import __version__
+from dxt_core.commit_rules import is_replacement
 from dxt_core.manifests import NOT_OVER
 from dxt_core.publish.archive_scan import checked, used_copy
 from dxt_core.reconcile import COMPARED
@@ -36,7 +37,8 @@ def _after_archiving(um: UnitMonth) -> str:
     archived: the reconcile's last outcome per day (and the day of the latest check), days
     replaced (:func:`_why_replaced`) and days kept (the source held fewer: the archive kept
     its rows)."""
-    replaced = [d for d in um.days if d.manifest.get("replaced")]
+    replaced = [d for d in um.days if _replacements(d.manifest)]
+    cleaned = sum(1 for d in um.days if _replacements(d.manifest, strays=True))
     parts = []
     if um.checks:
         seen = [checked(c) for c in um.checks.values()]
@@ -45,6 +47,8 @@ def _after_archiving(um: UnitMonth) -> str:
         parts.append(f"{len(seen)} checked ({outcomes}; last {max(d for _, d in seen)})")
     if replaced:
         parts.append(f"{len(replaced)} replaced ({_why_replaced(replaced)})")
+    if cleaned:
+        parts.append(f"{cleaned} with stray data files removed (no manifest named them)")
     if um.kept:
         by_reconcile = sum(1 for _, k in um.kept if str(k.get("by", "")).startswith("reconcile"))
         parts.append(
@@ -53,6 +57,15 @@ def _after_archiving(um: UnitMonth) -> str:
             + ")"
         )
     return ", ".join(parts) or "none recorded"
+
+
+def _replacements(manifest: dict[str, Any], strays: bool = False) -> list[Any]:
+    """A manifest's ``replaced`` records of archived bytes (not of strays it removed), or
+    with ``strays``, its records of data files no manifest named that it removed."""
+    records = manifest.get("replaced")
+    if not isinstance(records, list):
+        return [records] if records and not strays else []
+    return [r for r in records if (isinstance(r, dict) and not is_replacement(r)) == strays]
 
 
 def _why_replaced(days: Sequence[Any]) -> str:

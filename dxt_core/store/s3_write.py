@@ -60,7 +60,14 @@ import orjson
 
 from dxt_core import masking
 from dxt_core.archive import DayKey
-from dxt_core.commit_rules import content_changed, keep_archived_day, left_behind
+from dxt_core.commit_rules import (
+    UNNAMED,
+    content_changed,
+    keep_archived_day,
+    left_behind,
+    replaced_words,
+    stray_names,
+)
 from dxt_core.commit_rules import source_count_grew as _source_count_grew
 from dxt_core.commitgate import committing
 from dxt_core.daywrite import DayWrite
@@ -480,8 +487,9 @@ class S3DayWrite(DayWrite):
             if intact:
                 self._refuse_s3_change(intact[0], plan, new_rows, doc.get("columns"))
         # another format's, or a file no manifest names (stray_data): kept, then removed
-        strays = [{"file": n} for n in stray_data(listing, key.day, prev)]
-        for n in left_behind(prev_files + strays, doc):
+        strays = stray_data(listing, key.day, prev)
+        unnamed = stray_names(prev_files, strays)
+        for n in left_behind(prev_files + [{"file": n} for n in strays], doc):
             if n in listing and n not in self._staged and n not in changed:
                 self._drop.add(n)
                 plan.actual[n] = self._object_sha(listing[n])
@@ -492,6 +500,7 @@ class S3DayWrite(DayWrite):
                 "sha256": plan.actual[n],
                 "bytes": listing[n].size,
                 "version": f"{VERSIONS_DIR}/{n}.prev-{plan.actual[n][:8]}",
+                **({UNNAMED: True} if n in unnamed else {}),
             }
             for n in changed
         ]
@@ -644,12 +653,7 @@ class S3DayWrite(DayWrite):
         if replaced:
             full["replaced"] = replaced
             full["replaced_rows"] = plan.prev_rows
-            log.warning(
-                "%s: replaced the archived %s; the old bytes are kept as %s",
-                key,
-                ", ".join(r["file"] for r in replaced),
-                ", ".join(r["version"] for r in replaced),
-            )
+            log.warning("%s", replaced_words(key, replaced, (plan.prev_rows, plan.new_rows)))
         try:
             new_etag = store.put(self._manifest_key, _dumps(full), if_match=etag)
         except PreconditionFailed:

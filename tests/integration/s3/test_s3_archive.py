@@ -1065,6 +1065,8 @@ def test_an_object_of_the_day_no_manifest_names_is_found_by_verify_and_removed_b
     assert f"stray/toy/m/{DAY}.parquet" not in objs and objs[f"stray/toy/m/{DAY}.csv.gz"] == first
     assert objs[f"stray/toy/m/.versions/{DAY}.parquet.prev-{sha8}"] == b"PAR1 stray"
     assert f"stray/toy/m/{DAY + dt.timedelta(days=1)}.parquet" in objs
+    (record,) = json.loads(objs[f"stray/toy/m/{DAY}.manifest.json"])["replaced"]
+    assert record["file"] == f"{DAY}.parquet" and record["unnamed"] is True, record
     (row,) = coverage_rows(Archive(root), "toy", [("m",)], [DAY], verify=True)
     assert row.status == "archived", row
 

@@ -711,10 +711,13 @@ def test_a_day_archived_again_in_another_format_keeps_the_old_file_in_versions(t
     assert (d / f".versions/{DAY}.csv.gz.prev-{sha8}").read_bytes() == old
     doc = archive.read_manifest(KEY)
     assert [r["file"] for r in doc["replaced"]] == [f"{DAY}.csv.gz"], doc
+    assert "unnamed" not in doc["replaced"][0]  # the old manifest named it: a replacement
     assert archive.status(KEY, verify=True)[0] == "archived"
 
 
-def test_a_data_file_no_manifest_names_is_found_by_verify_and_removed_by_the_refill(tmp_path):
+def test_a_data_file_no_manifest_names_is_found_by_verify_and_removed_by_the_refill(
+    tmp_path, caplog
+):
     """A data file of the day beside its manifest that names another (an older dxt's
     refetch in another format left ``<day>.csv.gz`` beside ``<day>.parquet``; or a file put
     there by hand): a glob of the folder reads it as archived data. Coverage with
@@ -747,7 +750,14 @@ def test_a_data_file_no_manifest_names_is_found_by_verify_and_removed_by_the_ref
     assert (d / f".versions/{DAY}.csv.gz.prev-{sha8}").read_bytes() == stray
     assert not (d / f"{DAY}.csv.gz").exists()
     assert (d / f"{DAY + dt.timedelta(days=1)}.csv.gz").exists()
-    assert [r["file"] for r in archive.read_manifest(KEY)["replaced"]] == [f"{DAY}.csv.gz"]
+    (record,) = archive.read_manifest(KEY)["replaced"]
+    assert record["file"] == f"{DAY}.csv.gz" and record["unnamed"] is True, record
+    # said as the removal of a stray, not as a replacement of the archived day
+    assert (
+        f"{KEY}: removed {DAY}.csv.gz, a data file of the day its manifest did not name; "
+        f"the old bytes are kept as .versions/{DAY}.csv.gz.prev-{sha8}"
+    ) in caplog.text
+    assert "replaced the archived" not in caplog.text
     assert archive.status(KEY, verify=True) == ("archived", "")
 
 

@@ -168,3 +168,32 @@ def test_verbose_is_taken_before_or_after_the_command(examon_sim, tmp_path):
         assert logged == (how != "none"), (how, out.stderr[-2000:])
     index = dxt("index", "rebuild", "--archive", str(tmp_path / "a"), "-v")
     assert index.returncode == 0, index.stderr
+
+
+def test_the_run_summary_tells_a_removed_stray_file_from_a_replaced_day(tmp_path):
+    """A refill that removed a data file no manifest named (``coverage --verify`` finds
+    them) said "replaced an archived day", the words of a day whose archived bytes changed."""
+    import io
+
+    from dxt_core.archive_day import DayReport
+    from dxt_core.runner import _Outcome, _print_summary
+
+    def report(day: int, *replaced: dict[str, object]) -> DayReport:
+        key = DayKey("toy", ("m",), dt.date(2020, 3, day))
+        extra = {"replaced": list(replaced)}
+        return DayReport(key, "archived", 10, 10, None, tmp_path, 0.1, extra=extra)
+
+    grown = {"file": "2020-03-01.csv.gz", "version": ".versions/2020-03-01.csv.gz.prev-1"}
+    stray = {"file": "2020-03-02.parquet", "version": ".versions/x", "unnamed": True}
+    out, err = io.StringIO(), io.StringIO()
+    _print_summary(
+        _Outcome(reports=[report(1, grown), report(2, stray)]), 0, Archive(tmp_path), out, err
+    )
+    line = out.getvalue()
+    assert "; 1 of them replaced an archived day, its old files kept in .versions/" in line, line
+    assert "; 1 of them removed data files their manifest did not name, kept in .versions/" in line
+    assert (
+        report(2, stray)
+        .summary()
+        .startswith("toy/m 2020-03-02: archived (removing 1 data file no manifest named), 10 rows")
+    )

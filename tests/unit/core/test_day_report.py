@@ -63,3 +63,10 @@ def test_a_day_with_holes_replacements_or_not_over_says_so_in_its_summary_and_ev
         "day_not_over": extra["day_not_over"],
     }
     assert caveats({"status": "archived", "holes": 0, "replaced": []}) == {}
+    # a data file no manifest named, removed by the day's commit, is not a replacement
+    stray = {"file": "2020-03-09.parquet", "unnamed": True}
+    assert caveats({"replaced": [stray]}) == {"strays_removed": 1}
+    assert caveats({"replaced": [stray, *extra["replaced"]]}) == {
+        "replaced": 1,
+        "strays_removed": 1,
+    }

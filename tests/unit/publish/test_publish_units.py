@@ -163,3 +163,10 @@ def test_the_datacard_says_why_days_were_replaced():
     assert said(grew, same, fewer, day(5, replaced=1)) == (
         "4 replaced (1 source grew, 1 same rows, 1 source held fewer, 1 rows not recorded)"
     )
+    # a day whose commit only removed a data file no manifest named was not replaced
+    stray = [{"file": "7.parquet", "unnamed": True}]
+    cleaned = day(7, rows=10, replaced=stray, replaced_rows=10)
+    assert said(cleaned) == "1 with stray data files removed (no manifest named them)"
+    assert said(cleaned, grew) == (
+        "1 replaced (source grew), 1 with stray data files removed (no manifest named them)"
+    )
