@@ -68,6 +68,7 @@ class SourceError(DxtError):
     retryable = False
 
     def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
+        self.message = message  # without the status and URL: for a message that wraps it
         self.url = url
         self.status = status
         parts = [message]

@@ -714,7 +714,7 @@ def _classify_answer(
             "; credentials are sent to the configured origin only: set the URL the server "
             "redirects to"
             if moved
-            else "; check the user name and password (or the token) of the connection"
+            else "; check the user name and password (or the token) given for this server"
         )
         raise QueryRejected(
             f"authentication failed ({text}){moved}{hint}", url=shown, status=status

@@ -296,8 +296,8 @@ class _SliceReader:
                     raise
                 self._count(sent, t0)
                 raise ContextExpired(
-                    f"the answer to the scroll's next page was lost ({exc}); the server may "
-                    "have moved the scroll on",
+                    f"the answer to the scroll's next page was lost ({exc.message}); the "
+                    "server may have moved the scroll on",
                     url=exc.url,
                 ) from exc
             if not 200 <= status < 300:

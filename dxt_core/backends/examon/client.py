@@ -149,7 +149,7 @@ def rate_limited(call: Callable[..., _T], *args: Any, **kw: Any) -> _T:
         if exc.status == 429 and not isinstance(exc, RateLimited):
             raise RateLimited(
                 f"the server (or a proxy in front of it) limits the request rate and kept "
-                f"refusing ({exc}); run fewer workers at once or retry later",
+                f"refusing ({exc.message}); run fewer workers at once or retry later",
                 url=exc.url,
                 status=exc.status,
             ) from exc

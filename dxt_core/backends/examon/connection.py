@@ -116,7 +116,7 @@ def _jobs_answer(source: KairosDBSource, conn: ExamonConnection) -> str:
         pass  # an answer (404 ...): the service is there
     except SourceUnavailable as exc:
         return (
-            f"the jobs service at {redact_url(url)} does not answer ({exc}): the job-table "
+            f"the jobs service at {redact_url(url)} does not answer ({exc.message}): the job-table "
             "units will fail; set the jobs_url extra (not needed without job tables)"
         )
     except DxtError as exc:

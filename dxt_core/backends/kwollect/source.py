@@ -180,8 +180,8 @@ class KwollectClient:
             return self._ref_http.get_json(path, stats=stats)
         except SourceUnavailable as exc:
             raise SourceUnavailable(
-                f"the Grid'5000 API does not answer ({exc}). Check the API URL ({self.safe_url}) "
-                "and that the service is up, then retry",
+                f"the Grid'5000 API does not answer ({exc.message}). Check the API URL "
+                f"({self.safe_url}) and that the service is up",
                 url=self._ref_http.url(path),
                 status=exc.status,
             ) from exc
@@ -574,8 +574,8 @@ class KwollectClient:
                 f"the Kwollect API does not answer: no answer to a request of "
                 f"{len(req.nodes)} nodes over {(req.stop - req.start).total_seconds():g} s "
                 f"within {self.http.timeout_s:g} s, nor to a one-node, one-second request "
-                f"within {self._probe_http.timeout_s:g} s ({exc}). Check the API URL "
-                f"({self.safe_url}) and that the service is up, then retry; --timeout (the "
+                f"within {self._probe_http.timeout_s:g} s ({exc.message}). Check the API URL "
+                f"({self.safe_url}) and that the service is up; --timeout (the "
                 "connection's extra timeout, timeout_s in the library) sets the wait",
                 url=self.http.url(path),
             ) from exc

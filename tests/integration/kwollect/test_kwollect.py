@@ -550,6 +550,9 @@ def test_basic_auth_and_secret_free_errors(tmp_path):
         with pytest.raises(QueryRejected) as err:
             k.get_metrics(WATT)
         assert "authentication failed" in str(err.value) and "s3cret" not in str(err.value)
+        # said to a notebook user who gave auth=, not in the words of an Airflow connection
+        assert "token) given for this server" in str(err.value), str(err.value)
+        assert "connection" not in str(err.value)
         ok = Kwollect(["nova-1.lyon"], api_url=sim.url, auth=("alice", "pw-s3cret"))
         assert (
             len(

@@ -108,6 +108,7 @@ def test_a_silent_api_costs_two_timeouts_and_says_so(silent):
     elapsed = time.monotonic() - t0
     msg = str(err.value)
     assert "does not answer" in msg and silent.url in msg
+    assert msg.count(" | from ") == 1, msg  # the URL once, not again inside the message
     assert "min_window" not in msg
     if silent.reference:
         # the metrics request, then a tiny probe; not a cascade of splits

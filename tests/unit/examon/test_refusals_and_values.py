@@ -142,3 +142,21 @@ def test_jobs_api_is_checked() -> None:
         examon_connection_from_fields(conn_id="e", host="x", extra={"jobs_api": "2"})
     conn = examon_connection_from_fields(conn_id="e", host="x", extra={"jobs_api": "v2"})
     assert conn.jobs_api == "v2"
+
+
+def test_a_rate_limit_that_outlasted_the_retries_names_its_status_and_url_once():
+    """The 429 the retries gave up on becomes RateLimited; the message quoted the whole
+    error, so "HTTP 429 | from <url>" came twice."""
+    from dxt_core.backends.examon.client import rate_limited
+    from dxt_core.errors import RateLimited, SourceUnavailable
+
+    url = "http://kairos.example:8080/api/v1/datapoints/query"
+
+    def refused() -> None:
+        raise SourceUnavailable("gave up after 5 attempts: rate limited", url=url, status=429)
+
+    with pytest.raises(RateLimited) as err:
+        rate_limited(refused)
+    msg = str(err.value)
+    assert msg.count(url) == 1 and msg.count("HTTP 429") == 1, msg
+    assert "(gave up after 5 attempts: rate limited)" in msg, msg
