@@ -140,6 +140,7 @@ class Kwollect:
         self.max_workers = max_workers
         self.start_time: dt.datetime | None = None
         self.stop_time: dt.datetime | None = None
+        self._dropped_stop: dt.datetime | None = None  # before a later start(): said once
         self.last_stats = KwollectStats()
         self.job: dict[str, Any] | None = None
         #: the nodes were checked against the reference API (deploy(), or the first fetch)
@@ -195,15 +196,11 @@ class Kwollect:
         """Record the start time (now, or ``timestamp``: datetime, epoch or ISO string).
 
         A recorded stop time is kept when the new start is not after it (a cell run again);
-        one before the new start is dropped, with a warning: call :meth:`stop` again."""
+        one before the new start is dropped: a window asked before :meth:`stop` is called
+        again ends now, with a warning (none when ``stop()`` follows, as for a new phase)."""
         t = dt.datetime.now(dt.UTC) if timestamp is None else parse_time(timestamp, "start")
         if self.stop_time is not None and t > self.stop_time:
-            log.warning(
-                "start %s is after the recorded stop %s: the stop is dropped (the window ends "
-                "now until stop() is called again)",
-                t.isoformat(),
-                self.stop_time.isoformat(),
-            )
+            self._dropped_stop = self.stop_time
             self.stop_time = None
         self.start_time = t
         return self
@@ -218,6 +215,7 @@ class Kwollect:
                 f"stop time {t.isoformat()} is before start time {self.start_time.isoformat()}"
             )
         self.stop_time = t
+        self._dropped_stop = None
         return self
 
     def __enter__(self) -> Kwollect:
@@ -248,6 +246,14 @@ class Kwollect:
                 self.stop_time.isoformat(),
                 now.isoformat(timespec="seconds"),
             )
+        if self.stop_time is None and self._dropped_stop is not None:
+            log.warning(
+                "start %s is after the stop %s recorded before it: the stop was dropped and "
+                "the window ends now (call stop() to end it)",
+                self.start_time.isoformat(),
+                self._dropped_stop.isoformat(),
+            )
+            self._dropped_stop = None
         if self.stop_time is None and now - self.start_time > IMPLICIT_STOP_AT_MOST:
             days = (now - self.start_time).total_seconds() / 86400
             raise ConfigError(

@@ -68,6 +68,24 @@ def test_start_run_again_keeps_the_stop():
     assert k.stop_time is None
 
 
+def test_a_new_phase_on_the_same_object_warns_only_when_its_stop_is_missing(caplog):
+    """start(t1).stop(t2), then start(t3).stop(t4) for the next phase: start(t3) warned
+    "the stop is dropped" although stop(t4) followed at once. The warning now comes with
+    the window that ends now, once."""
+    now = dt.datetime.now(dt.UTC)
+    k = Kwollect(["nova-1.lyon"])
+    k.start(now - dt.timedelta(hours=2)).stop(now - dt.timedelta(hours=1))
+    k.start(now - dt.timedelta(minutes=30)).stop(now - dt.timedelta(minutes=10))
+    assert k.window() == (now - dt.timedelta(minutes=30), now - dt.timedelta(minutes=10))
+    assert "dropped" not in caplog.text
+    k.start(now - dt.timedelta(minutes=5))  # no stop() this time: the window ends now
+    start, stop = k.window()
+    assert start == now - dt.timedelta(minutes=5) and stop >= now
+    assert caplog.text.count("the stop was dropped and the window ends now") == 1
+    k.window()
+    assert caplog.text.count("the stop was dropped") == 1, caplog.text  # said once
+
+
 def test_bad_arguments_are_said_when_the_object_is_made():
     with pytest.raises(ConfigError, match="api_url must be"):
         Kwollect(["nova-1.lyon"], api_url=None)  # type: ignore[arg-type]
