@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from dxt_core.backends.kwollect.readback import read_backup
+from dxt_core.errors import ConfigError
 from tests.kwollect_sim import KwollectSimProcess
 
 # slow: each waits on a simulator made slow on purpose and on Ctrl-C timing (2-5 s)
@@ -147,6 +149,11 @@ def test_ctrl_c_stops_and_commits_the_complete_sites_only(sim, slow_lyon, tmp_pa
     assert "backup INTERRUPTED" in stdout and f"lists 3 files ({m['rows']:,} rows" in stdout
     assert "not backed up: lyon (stopped), 2 nodes" in stdout
     assert "Run the backup again to back up everything" in stdout
+    # read back: refused as incomplete, unless asked for (then nancy's points alone)
+    with pytest.raises(ConfigError, match=r"incomplete \(interrupted; not backed up: lyon"):
+        read_backup(out)
+    assert set(read_backup(out, allow_incomplete=True)["node"]) == {NANCY}
+    assert len(read_backup(out, allow_incomplete=True)) == m["rows"]
 
 
 def test_a_second_ctrl_c_abandons_at_once_and_a_third_is_ignored(sim, slow_lyon, tmp_path):

@@ -1,0 +1,197 @@
+"""An experiment's backup read back (:func:`read_backup`): the DataFrame that
+:meth:`~dxt_core.backends.kwollect.experiment.Kwollect.get_metrics_pandas` gave for the same
+window, rebuilt from ``<backup_dir>/manifest.json`` and the files it lists, checked on the way.
+
+The manifest vouches for the backup: a backup stopped by Ctrl-C lists only its complete sites
+and says ``"complete": false``; it is refused unless asked for (``allow_incomplete``), so that
+a notebook never analyses half an experiment by accident. Each file is read whole once, its
+bytes checked against the manifest's sha256 and its points against its row count.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from dxt_core.backends.kwollect.backup import BACKUP_MANIFEST, BACKUP_SCHEMA, POINT_COLUMNS
+from dxt_core.backends.kwollect.frame import PointColumns, to_frame
+from dxt_core.errors import ArchiveError, ConfigError
+from dxt_core.fsio import archive_io
+
+#: Points handed to the frame's columns at once (one batch's strings and arrays in memory).
+BATCH = 50_000
+
+
+def read_backup(
+    path: str | Path,
+    *,
+    metrics: Sequence[str] | str | None = None,
+    nodes: Iterable[str] | None = None,
+    allow_incomplete: bool = False,
+) -> Any:
+    """The points of a backup (``path``: its directory or its ``manifest.json``) as
+    :meth:`~dxt_core.backends.kwollect.experiment.Kwollect.get_metrics_pandas` gives them:
+    node, timestamp (UTC, microseconds), device_id, metric_id, value (float64), labels
+    (dicts); each node's points together, nodes in the backup's order, oldest first.
+
+    ``metrics`` and ``nodes`` (FQDNs) choose among what the backup holds. A CSV backup's
+    labels come back as strings (lists joined with ``;``): CSV kept no types.
+
+    Raises:
+        ConfigError: no backup manifest there, or another tool's; an incomplete backup
+            (interrupted) without ``allow_incomplete``; a metric or node it does not hold.
+        ArchiveError: a listed file missing, or not the bytes or rows the manifest says.
+    """
+    manifest_path = Path(path)
+    if manifest_path.is_dir() or manifest_path.name != BACKUP_MANIFEST:
+        manifest_path = manifest_path / BACKUP_MANIFEST
+    doc = _manifest(manifest_path)
+    if doc.get("complete") is not True and not allow_incomplete:
+        raise ConfigError(f"{manifest_path}: {_incomplete(doc)}")
+    files = _chosen(manifest_path, doc, metrics, nodes)
+    order = [n for n in doc.get("nodes") or [] if isinstance(n, str)]
+    parts = []
+    for entry in files:
+        part = PointColumns({})
+        for batch in _points(manifest_path.parent, entry, doc.get("format")):
+            part.names = {str(p.get("device_id", "")): str(entry["node"]) for p in batch}
+            part.add(batch)
+        parts.append(part)
+    df = to_frame(parts, order + sorted({str(f["node"]) for f in files} - set(order)))
+    # each node's points oldest first (the files are per metric; a stable sort keeps the
+    # order of equal times: the metrics' files in name order)
+    rank = df["node"].map({n: i for i, n in enumerate(df["node"].unique())}).to_numpy()
+    times = np.asarray(df["timestamp"].array.asi8)
+    return df.take(np.lexsort((times, rank))).reset_index(drop=True)
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: no backup manifest there (a backup writes it last: is this the "
+            "directory k.backup() returned, and did the backup finish?)"
+        )
+    with archive_io(path, "read"):
+        raw = path.read_bytes()
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        at = f" (line {line})" if line else ""
+        raise ConfigError(f"{path}{at}: not JSON ({exc}): not a backup manifest") from None
+    if not isinstance(doc, dict) or doc.get("schema") != BACKUP_SCHEMA:
+        found = doc.get("schema") if isinstance(doc, dict) else None
+        raise ConfigError(
+            f"{path}: not a dxt Kwollect backup manifest (schema {found!r}, expected "
+            f"{BACKUP_SCHEMA!r})"
+        )
+    return doc
+
+
+def _incomplete(doc: dict[str, Any]) -> str:
+    """Why a backup is not complete, from its ``interrupted`` entry."""
+    entry = doc.get("interrupted")
+    gone: dict[str, Any] = entry if isinstance(entry, dict) else {}
+    sites = gone.get("sites_not_backed_up") or {}
+    nodes = gone.get("nodes_not_backed_up") or []
+    said = ", ".join(f"{s} ({how})" for s, how in sites.items()) if isinstance(sites, dict) else ""
+    lacks = f"; not backed up: {said}, {len(nodes)} node(s)" if said else ""
+    return (
+        f"the backup is incomplete (interrupted{lacks}): its points would miss those. Run the "
+        "backup again, or pass allow_incomplete=True to read the files it lists"
+    )
+
+
+def _chosen(
+    manifest: Path,
+    doc: dict[str, Any],
+    metrics: Sequence[str] | str | None,
+    nodes: Iterable[str] | None,
+) -> list[dict[str, Any]]:
+    files = [f for f in doc.get("files") or [] if isinstance(f, dict)]
+    for want, key in ((metrics, "metric"), (nodes, "node")):
+        if want is None:
+            continue
+        asked = [want] if isinstance(want, str) else list(want)
+        held = sorted({str(f.get(key)) for f in files})
+        unknown = [a for a in asked if a not in held]
+        if unknown:
+            raise ConfigError(
+                f"{manifest}: the backup holds no {key} {', '.join(map(repr, unknown))}; it "
+                f"holds {', '.join(held) or 'none'}"
+            )
+        files = [f for f in files if f.get(key) in asked]
+    return files
+
+
+def _points(root: Path, entry: dict[str, Any], fmt: object) -> Iterator[list[dict[str, Any]]]:
+    """A listed file's points in batches, once its bytes and rows are checked."""
+    name = str(entry.get("file"))
+    path = root / name
+    if ".." in Path(name).parts or Path(name).is_absolute():
+        raise ArchiveError(f"{root / BACKUP_MANIFEST}: lists {name!r}, outside the backup")
+    if not path.is_file():
+        raise ArchiveError(
+            f"{path}: listed in {BACKUP_MANIFEST} but missing: restore it, or run the backup again"
+        )
+    with archive_io(path, "read"):
+        raw = path.read_bytes()
+    sha = hashlib.sha256(raw).hexdigest()
+    if sha != entry.get("sha256"):
+        raise ArchiveError(
+            f"{path}: not the bytes {BACKUP_MANIFEST} lists (sha256 {sha[:12]}..., listed "
+            f"{str(entry.get('sha256'))[:12]}...): changed or damaged since the backup; "
+            "restore it, or run the backup again"
+        )
+    text = gzip.decompress(raw)
+    points = _csv_points(text) if fmt == "csv" else (orjson.loads(x) for x in text.splitlines())
+    count, batch = 0, []
+    for p in points:
+        batch.append(p)
+        if len(batch) == BATCH:
+            count += len(batch)
+            yield batch
+            batch = []
+    count += len(batch)
+    if count != entry.get("rows"):
+        raise ArchiveError(f"{path}: {count:,} points, {BACKUP_MANIFEST} lists {entry.get('rows')}")
+    if batch:
+        yield batch
+
+
+def _number(text: str) -> Any:
+    """A CSV cell as the frame's value: a number, NaN when empty, else the text."""
+    if not text:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _csv_points(text: bytes) -> Iterator[dict[str, Any]]:
+    """A CSV backup's rows as points: labels from its ``label:<key>`` columns (strings; an
+    empty cell is no label), values as numbers (an empty cell is NaN)."""
+    rows = csv.reader(io.StringIO(text.decode()))
+    header = next(rows, [])
+    keys = [(i, h.removeprefix("label:")) for i, h in enumerate(header) if h.startswith("label:")]
+    at = {c: header.index(c) for c in POINT_COLUMNS}
+    for row in rows:
+        value = row[at["value"]]
+        yield {
+            "timestamp": row[at["timestamp"]],
+            "device_id": row[at["device_id"]],
+            "metric_id": row[at["metric_id"]],
+            "value": _number(value),
+            "labels": {k: row[i] for i, k in keys if row[i]},
+        }
