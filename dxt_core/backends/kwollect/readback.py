@@ -25,6 +25,7 @@ import orjson
 
 from dxt_core.backends.kwollect.backup import BACKUP_MANIFEST, BACKUP_SCHEMA, POINT_COLUMNS
 from dxt_core.backends.kwollect.frame import PointColumns, to_frame
+from dxt_core.backends.kwollect.requests import parse_nodes
 from dxt_core.errors import ArchiveError, ConfigError
 from dxt_core.fsio import archive_io
 
@@ -36,7 +37,7 @@ def read_backup(
     path: str | Path,
     *,
     metrics: Sequence[str] | str | None = None,
-    nodes: Iterable[str] | None = None,
+    nodes: Iterable[object] | None = None,
     allow_incomplete: bool = False,
 ) -> Any:
     """The points of a backup (``path``: its directory or its ``manifest.json``) as
@@ -44,7 +45,8 @@ def read_backup(
     node, timestamp (UTC, microseconds), device_id, metric_id, value (float64), labels
     (dicts); each node's points together, nodes in the backup's order, oldest first.
 
-    ``metrics`` and ``nodes`` (FQDNs) choose among what the backup holds. A CSV backup's
+    ``metrics`` and ``nodes`` (as :class:`Kwollect` takes them: ``nova-1.lyon``, FQDNs,
+    EnOSlib hosts) choose among what the backup holds. A CSV backup's
     labels come back as strings (lists joined with ``;``): CSV kept no types.
 
     Raises:
@@ -116,13 +118,15 @@ def _chosen(
     manifest: Path,
     doc: dict[str, Any],
     metrics: Sequence[str] | str | None,
-    nodes: Iterable[str] | None,
+    nodes: Iterable[object] | None,
 ) -> list[dict[str, Any]]:
     files = [f for f in doc.get("files") or [] if isinstance(f, dict)]
     for want, key in ((metrics, "metric"), (nodes, "node")):
         if want is None:
             continue
         asked = [want] if isinstance(want, str) else list(want)
+        if key == "node":  # as the experiment takes them: nova-1.lyon, EnOSlib hosts too
+            asked = [n.fqdn for n in parse_nodes(asked)]
         held = sorted({str(f.get(key)) for f in files})
         unknown = [a for a in asked if a not in held]
         if unknown:

@@ -82,8 +82,16 @@ def test_metrics_and_nodes_choose_among_what_the_backup_holds(experiment):
         ConfigError, match=r"holds no metric 'wattmetre_power_wat'; it holds .*wattmetre_power_watt"
     ):
         read_backup(jsonl.parent, metrics=["wattmetre_power_wat"])
-    with pytest.raises(ConfigError, match=r"holds no node 'nova-1.lyon'; it holds gros-1"):
-        read_backup(jsonl.parent, nodes=["nova-1.lyon"])
+    # nodes as the experiment takes them: the short form, an EnOSlib host
+    host = type("Host", (), {"address": "nova-1.lyon.grid5000.fr"})()
+    for nodes in (["nova-1.lyon"], [host]):
+        pd.testing.assert_frame_equal(
+            read_backup(jsonl.parent, metrics=["wattmetre_power_watt"], nodes=nodes), watts
+        )
+    with pytest.raises(
+        ConfigError, match=r"holds no node 'nova-3.lyon.grid5000.fr'; it holds gros-1"
+    ):
+        read_backup(jsonl.parent, nodes=["nova-3.lyon"])
 
 
 def test_an_interrupted_backup_is_refused_unless_asked_for(experiment, tmp_path):
