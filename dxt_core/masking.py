@@ -16,7 +16,7 @@ import base64
 import logging
 import re
 import threading
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 #: Shorter values are not registered: masking them would hide ordinary words and numbers of
@@ -56,7 +56,9 @@ def hide(secret: str | None, user: str | None = None) -> None:
     :func:`scrub` masks it for the rest of the process."""
     if not secret:
         return
-    forms = {f for f in (secret, quote(secret, safe="")) if len(f) >= MIN_LENGTH}
+    # as given, percent-encoded (a URL's path or query) and form-encoded (``+`` for a space)
+    encoded = (quote(secret, safe=""), quote_plus(secret, safe=""))
+    forms = {f for f in (secret, *encoded) if len(f) >= MIN_LENGTH}
     if user is not None:
         forms.add(base64.b64encode(f"{user}:{secret}".encode()).decode())
     new = forms

@@ -29,8 +29,15 @@ KEY = DayKey("examon", ("ipmi_pub", "ambient"), DAY)
 HIVE = DayKey("examon", ("plugin=ipmi_pub", "metric=ambient"), DAY)
 
 
-def write_day(archive: Archive, rows: int, key: DayKey = KEY, payload: bytes | None = None):
-    """What a backend does: begin, write the data file staged, commit with the row count."""
+def write_day(
+    archive: Archive,
+    rows: int,
+    key: DayKey = KEY,
+    payload: bytes | None = None,
+    source_count: int | None = None,
+):
+    """What a backend does: begin, write the data file staged, commit with the row count
+    (and the source's own count of the day, when given)."""
     data = payload if payload is not None else b"row\n" * rows
     with archive.begin(key) as day:
         if rows:
@@ -46,6 +53,8 @@ def write_day(archive: Archive, rows: int, key: DayKey = KEY, payload: bytes | N
         else:
             day.remove("csv.gz")
             doc = {"status": "empty", "file": None, "rows": 0, "bytes": 0}
+        if source_count is not None:
+            doc["source_count"] = source_count
         return day.commit(doc)
 
 
@@ -174,6 +183,45 @@ def test_as_many_rows_other_bytes_need_replace_and_more_rows_keep_a_version(tmp_
     write_day(archive, 12)
     assert archive.read_manifest(KEY)["rows"] == 12
     assert len(list((archive.directory(KEY) / ".versions").glob("*.csv.gz.prev-*"))) == 1
+
+
+def test_other_bytes_with_an_unchanged_source_count_are_refused_and_a_grown_one_replaces(
+    tmp_path,
+):
+    """A grown source count (the source holds more than when the day was archived: late
+    points of a value that changed) lets a rerun of as many rows replace the file, kept in
+    .versions/; the same count with other bytes is a change, refused without --replace."""
+    archive = Archive(tmp_path)
+    write_day(archive, 3, payload=b"a\nb\nc\n", source_count=3)
+    with pytest.raises(ContentChanged):
+        write_day(archive, 3, payload=b"a\nB\nc\n", source_count=3)
+    assert archive.data_path(KEY, "csv.gz").read_bytes() == b"a\nb\nc\n"
+    write_day(archive, 3, payload=b"a\nB\nc\n", source_count=4)
+    assert archive.data_path(KEY, "csv.gz").read_bytes() == b"a\nB\nc\n"
+    assert [r["file"] for r in archive.read_manifest(KEY)["replaced"]] == [f"{DAY}.csv.gz"]
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "rows"),
+    [
+        ("csv.gz", b"timestamp,value\n1,2\n3,4\n", 2),
+        ("csv.gz", b"timestamp,value\n1,2\n3,4", 2),  # no final newline (a foreign file)
+        ("jsonl.gz", b"{}\n{}\n", 2),
+        ("jsonl.gz", b"{}\n{}", 2),
+        ("csv.gz", b"timestamp,value\n", 0),
+        ("csv.gz", b"", 0),
+    ],
+)
+def test_rows_are_counted_from_a_file_without_its_final_newline_too(tmp_path, name, body, rows):
+    """The count that protects a day whose manifest is lost (never-shrink): a file without
+    a final newline held one row more than its newlines."""
+    import gzip
+
+    from dxt_core.manifests import count_rows
+
+    path = tmp_path / f"{DAY}.{name}"
+    path.write_bytes(gzip.compress(body))
+    assert count_rows(path) == rows
 
 
 def test_an_empty_day_can_fill_up_later(tmp_path):

@@ -114,6 +114,17 @@ def test_a_manifest_the_index_never_saw_is_read_from_disk(archive):
     assert "unreadable manifest" in grid.details[(1, 1)]
 
 
+def test_a_new_index_does_not_take_over_a_unit_whose_earlier_days_it_never_read(archive):
+    """The index removed (or replaced by an older copy), then a day of a unit that already
+    has days committed: the index must not record the directory as seen, or the earlier
+    days show missing in coverage and refill fetches them again."""
+    (archive.root / INDEX_NAME).unlink()
+    commit(archive, ("ipmi_pub", "pcie"), D2, b"y\n")  # a new index: pcie's day only
+    commit(archive, ("ipmi_pub", "ambient"), D3, b"c\n")  # into the index, not its D1, D2
+    grid = scan_states(archive, "examon", UNITS[:1], DAYS)
+    assert grid.rows == ["AEA"], grid.rows
+
+
 def test_a_failed_index_update_never_fails_the_commit(tmp_path, caplog):
     a = Archive(tmp_path / "archive")
     (a.root / INDEX_NAME).mkdir(parents=True)  # sqlite cannot open a directory

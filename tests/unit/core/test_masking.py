@@ -422,3 +422,18 @@ def test_a_proxy_that_quotes_its_credentials_shows_them_masked(monkeypatch) -> N
     text = str(err.value)
     assert "upstream refused for user puser (password ***)" in text, text
     assert proxy_password not in text
+
+
+def test_a_secret_quoted_in_a_query_or_a_form_is_masked_in_its_encoded_forms() -> None:
+    """An error or a log line quoting a URL whose query holds the password, or a form body:
+    ``pa ss/w0rd!`` is ``pa%20ss%2Fw0rd%21`` there (or ``pa+ss%2Fw0rd%21``), which the
+    bare form does not match; and with an empty user name, the Basic-auth form too."""
+    hide("pa ss/w0rd!")
+    for text in (
+        "GET http://h/q?token=pa%20ss%2Fw0rd%21&x=1 failed",
+        "body: token=pa+ss%2Fw0rd%21",
+    ):
+        assert "w0rd" not in scrub(text) and "***" in scrub(text), scrub(text)
+    hide("longsecret-K2", user="")
+    basic = base64.b64encode(b":longsecret-K2").decode()
+    assert basic not in scrub(f"the proxy said: bad credentials {basic}")

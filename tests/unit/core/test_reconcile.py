@@ -407,3 +407,78 @@ def test_a_day_archived_before_it_ended_is_not_counted_until_it_has(tmp_path: Pa
     assert "compared once it has ended" in row.detail and not asked
     (row,) = reconcile(archive, "toy", [UNITS[0]], [DAY], count, now=ends, record_kept=False)
     assert (row.state, row.archive_count, row.source_count) == ("more", 24, 26) and asked
+
+
+def test_failed_refetches_alone_fail_the_daily_task() -> None:
+    """Every count answered and equal, a refetch failed: the task must fail (and be
+    retried), not end successfully with the failure in its note alone."""
+    from dxt_core.reconcile import RecentReport, ReconcileRow
+
+    d = DAY - dt.timedelta(days=1)
+    report = RecentReport(
+        days=[d],
+        rows=[ReconcileRow(UNITS[0], d, "equal", 10, 10, "faked count")],
+        failed=[(UNITS[1], d, "boom")],
+    )
+    failed = report.failure()
+    assert failed is not None and failed.startswith("1 refetch(es) FAILED (the rest was done)")
+    assert "p/b 2024-05-03: boom" in failed
+
+
+def test_scattered_unreachable_counts_do_not_stop_a_reconcile(tmp_path: Path) -> None:
+    """The source unreachable for one count in two: an answered count between them resets
+    the run, so a reconcile of 10 days is not stopped as "5 metric-days in a row"."""
+    from dxt_core.errors import SourceUnavailable
+
+    archive = Archive(tmp_path)
+    days = [DAY - dt.timedelta(days=n) for n in range(10, 0, -1)]
+    for d in days:
+        archived(archive, UNITS[0], d, 10)
+
+    def flaky(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+        if days.index(day) % 2 == 0:
+            raise SourceUnavailable("connection refused", url="http://source")
+        return SourceCount(10, "faked count")
+
+    rows = reconcile(archive, "toy", [UNITS[0]], days, flaky, record_kept=False)
+    assert [r.state for r in rows] == ["error", "equal"] * 5
+
+
+def test_a_short_unreachable_reconcile_is_unavailable_beside_a_day_not_over(tmp_path) -> None:
+    """Two archived days unanswered and today's (not over, not asked): the source answered
+    no count, so the reconcile is unreachable (exit 4), not "counts failed"."""
+    from dxt_core.errors import SourceUnavailable
+
+    archive = Archive(tmp_path)
+    d1, d2 = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
+    for d in (d1, d2, DAY):
+        archived(archive, UNITS[0], d, 10)
+    key = DayKey("toy", UNITS[0], DAY)
+    doc = archive.read_manifest(key)
+    assert doc is not None
+    ends = dt.datetime(2024, 5, 5, tzinfo=dt.UTC)
+    archive.write_manifest(key, {**doc, "day_not_over": {"ends": ends.isoformat(), "zone": "UTC"}})
+
+    def down(parts: tuple[str, ...], day: dt.date) -> SourceCount:
+        raise SourceUnavailable("connection refused", url="http://source")
+
+    now = ends - dt.timedelta(hours=1)
+    with pytest.raises(SourceUnavailable, match="for any of the 2 metric-days it was asked"):
+        reconcile(archive, "toy", [UNITS[0]], [d1, d2, DAY], down, now=now, record_kept=False)
+
+
+def test_fewer_points_than_rows_and_holes_is_kept_only_below_the_rows(tmp_path: Path) -> None:
+    """A day of 10 rows and a hole of 5 unreadable points: a source count of 12 may be the
+    hole's points gone (fewer, no kept record: the next run retries the hole); 8 is below
+    the rows archived (retention: the archive keeps them, coverage shows K)."""
+    archive = Archive(tmp_path)
+    key = DayKey("toy", UNITS[0], DAY)
+    archived(archive, UNITS[0], DAY, 10)
+    doc = archive.read_manifest(key)
+    assert doc is not None
+    archive.write_manifest(key, {**doc, "holes": [{"points": 5}]})
+    (row,) = reconcile(archive, "toy", [UNITS[0]], [DAY], counter({(UNITS[0], DAY): 12}))
+    assert (row.state, row.archive_count) == ("fewer", 15)
+    assert not archive.kept_path(key).exists()
+    (row,) = reconcile(archive, "toy", [UNITS[0]], [DAY], counter({(UNITS[0], DAY): 8}))
+    assert row.state == "fewer" and archive.kept_path(key).exists()
