@@ -7,7 +7,6 @@ sample at exactly midnight belongs to exactly one day, and DST days last 23 or 2
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -140,16 +139,6 @@ def check_window_sizes(initial_s: int, min_s: int, max_s: int, target_points: in
         )
     if target_points < 1:
         raise ConfigError(f"target_points (--target-points) must be 1 or more, not {target_points}")
-
-
-def split_window(w: Window, parts: int = 2) -> list[Window]:
-    """Split ``w`` into ``parts`` contiguous windows of (nearly) equal length, in order."""
-    if parts < 1:
-        raise ConfigError(f"parts must be >= 1, got {parts}")
-    total = w.duration_ms
-    parts = min(parts, total)
-    bounds = [w.start_ms + (total * i) // parts for i in range(parts + 1)]
-    return [Window(from_ms(a), from_ms(b)) for a, b in itertools.pairwise(bounds)]
 
 
 def next_window_ms(

@@ -1179,3 +1179,21 @@ def test_planning_reads_the_manifest_of_an_index_entry_an_older_version_wrote(
     entry["day_not_over"] = None  # as the older rebuild wrote it
     c.put_object(Bucket=bucket, Key=index_key, Body=json.dumps(index).encode())
     assert not is_complete(Archive(root), key)
+
+
+def test_a_lost_data_object_does_not_block_the_repair(bucket, s3_server, s3_env):
+    """The bucket's form of tests/unit/core/test_archive.py's rule: the manifest says 10
+    rows, its data object is gone (deleted by hand, a lifecycle rule); a rerun that reads
+    fewer rows has nothing left to protect and repairs the day, with no kept record."""
+    root, key = f"s3://{bucket}/lost", DayKey("toy", ("m",), DAY)
+    day, doc, _ = _csv_day(Archive(root), key, 10)
+    day.commit(doc)
+    c = s3_server.client()
+    c.delete_object(Bucket=bucket, Key=f"lost/toy/m/{DAY}.csv.gz")
+    assert Archive(root).status(key)[0] == "corrupt"
+    day, doc, body = _csv_day(Archive(root), key, 4)
+    day.commit(doc)
+    objs = objects(c, bucket)
+    assert objs[f"lost/toy/m/{DAY}.csv.gz"] == body
+    assert f"lost/toy/m/{DAY}.kept.json" not in objs
+    assert Archive(root).status(key, verify=True)[0] == "archived"

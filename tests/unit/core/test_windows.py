@@ -10,7 +10,6 @@ from dxt_core.windows import (
     from_ms,
     next_window_ms,
     parse_day,
-    split_window,
     to_ms,
 )
 
@@ -70,14 +69,12 @@ def test_bad_zone_and_day():
         list(days(dt.date(2020, 1, 2), dt.date(2020, 1, 1)))
 
 
-def test_split_is_contiguous_and_complete():
-    w = day_window(dt.date(2020, 10, 25), "Europe/Rome")
-    for parts in (1, 2, 3, 7):
-        pieces = split_window(w, parts)
-        assert len(pieces) == parts
-        assert pieces[0].start_ms == w.start_ms and pieces[-1].end_ms == w.end_ms
-        for a, b in zip(pieces, pieces[1:]):
-            assert a.end_ms == b.start_ms
+def test_the_first_and_last_days_accepted_are_the_ones_the_error_names():
+    assert parse_day("1970-01-02") == dt.date(1970, 1, 2)
+    assert parse_day(" 9999-12-30 ") == dt.date(9999, 12, 30)
+    for text in ("1970-01-01", "9999-12-31", "0001-01-01"):
+        with pytest.raises(ConfigError, match=r"give a day from 1970-01-02 to 9999-12-30"):
+            parse_day(text)
 
 
 def test_next_window_sizing():
