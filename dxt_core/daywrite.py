@@ -620,14 +620,20 @@ class DayWrite:
             listed = []
         strays = stray_data(listed, self.key.day, self.previous)
         self._unnamed = stray_names(prev_files, strays)
+        gone = left_behind(prev_files + [{"file": n} for n in strays], doc)
+        overwritten = [n for n in self._unnamed if n in self._staged]  # the new file's name
         out = []
-        for name in left_behind(prev_files + [{"file": n} for n in strays], doc):
+        for name in sorted({*gone, *overwritten}):
             path = self.directory / name
-            # a file this commit removes already (an empty day's) is counted once
-            if name not in self._staged and name not in self._drop and path.is_file():
+            # a named file this commit removes or writes already (an empty day's, the new
+            # format's) is counted by _changed_files; a stray never is: its bytes are kept
+            # whether this commit removes it or writes its name (a symlink: what it shows)
+            stray = name in self._unnamed
+            if (stray or (name not in self._staged and name not in self._drop)) and path.is_file():
                 with archive_io(path, "read"):
                     out.append((name, sha256_file(path), path))
-                self._drop.add(name)
+                if name not in self._staged:
+                    self._drop.add(name)
         return out
 
     def _refuse_change(
@@ -718,7 +724,9 @@ def _copy_complete(src: Path, dst: Path) -> None:
     try:
         os.unlink(tmp)
         try:
-            os.link(src, tmp)  # a hard link: no copy, and the final name stays put
+            # a hard link: no copy, and the final name stays put (of a symlink's target:
+            # the bytes it showed, not the link, which may be relative to its directory)
+            os.link(os.path.realpath(src), tmp)
         except OSError:
             with src.open("rb") as fin, open(tmp, "wb") as fout:
                 shutil.copyfileobj(fin, fout, 1 << 20)

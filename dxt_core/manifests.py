@@ -286,11 +286,16 @@ def stray_data(names: Iterable[str], day: dt.date, doc: dict[str, Any] | None) -
 def stray_detail(where: str, names: Sequence[str], day: dt.date) -> str:
     """A corrupt day's detail for its stray data files (:func:`stray_data`), ``where`` the
     unit directory's path or prefix URL."""
-    more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+    if len(names) == 1:
+        return (
+            f"{where}/{names[0]}: data of {day.isoformat()} that its manifest does not name "
+            "(an older run's file, or one put there by hand; globs read it as archived "
+            "data); the day's refill keeps it in .versions/ and removes it"
+        )
     return (
-        f"{where}/{names[0]}{more}: data of {day.isoformat()} that its manifest does not name "
-        "(an older run's file, or one put there by hand; globs read it as archived data); "
-        "the day's refill keeps it in .versions/ and removes it"
+        f"{where}/{names[0]} and {len(names) - 1} more: data of {day.isoformat()} that its "
+        "manifest does not name (older runs' files, or put there by hand; globs read them "
+        "as archived data); the day's refill keeps them in .versions/ and removes them"
     )
 
 

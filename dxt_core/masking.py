@@ -77,6 +77,8 @@ def hide_proxies() -> None:
     from urllib.request import getproxies
 
     for url in getproxies().values():
+        if "://" not in url:  # user:pass@host:port: httpx and botocore take it as http://
+            url = f"http://{url}"
         try:
             parts = urlsplit(url)
             password, user = parts.password, parts.username
@@ -84,6 +86,10 @@ def hide_proxies() -> None:
             continue
         if password:
             hide(unquote(password), unquote(user or ""))
+        elif user:  # a token alone (TOKEN@host, TOKEN:@host): the user part is the secret
+            token = unquote(user)
+            hide(token)
+            hide(base64.b64encode(f"{token}:".encode()).decode())  # its Basic-auth form
 
 
 def scrub(text: str) -> str:

@@ -489,9 +489,12 @@ class S3DayWrite(DayWrite):
         # another format's, or a file no manifest names (stray_data): kept, then removed
         strays = stray_data(listing, key.day, prev)
         unnamed = stray_names(prev_files, strays)
-        for n in left_behind(prev_files + [{"file": n} for n in strays], doc):
-            if n in listing and n not in self._staged and n not in changed:
-                self._drop.add(n)
+        gone = left_behind(prev_files + [{"file": n} for n in strays], doc)
+        overwritten = [n for n in unnamed if n in self._staged]  # a stray of the new name
+        for n in sorted({*gone, *overwritten}):
+            if n in listing and (n in unnamed or n not in self._staged) and n not in changed:
+                if n not in self._staged:
+                    self._drop.add(n)
                 plan.actual[n] = self._object_sha(listing[n])
                 changed.append(n)
         plan.replaced = [

@@ -1197,3 +1197,34 @@ def test_a_lost_data_object_does_not_block_the_repair(bucket, s3_server, s3_env)
     assert objs[f"lost/toy/m/{DAY}.csv.gz"] == body
     assert f"lost/toy/m/{DAY}.kept.json" not in objs
     assert Archive(root).status(key, verify=True)[0] == "archived"
+
+
+def test_a_stray_object_of_the_name_a_commit_writes_is_kept_before_it_is_written_over(
+    bucket, s3_server, s3_env
+):
+    """The bucket's form of tests/unit/core/test_archive.py's rule: a day archived as
+    Parquet with a stray ``<day>.csv.gz`` beside it, refetched as CSV, wrote over the stray
+    with no copy (a plain bucket keeps no noncurrent version)."""
+    root, key = f"s3://{bucket}/over", DayKey("toy", ("m",), DAY)
+    body = b"PAR1 three rows"
+    day = Archive(root).begin(key)
+    with day.open("parquet") as fh:
+        fh.write(body)
+    day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
+                "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+    c = s3_server.client()
+    c.put_object(Bucket=bucket, Key=f"over/toy/m/{DAY}.csv.gz", Body=b"junk")
+    day, doc, new = _csv_day(Archive(root), key, 3)
+    day.commit(doc)
+    objs = objects(c, bucket)
+    sha8 = hashlib.sha256(b"junk").hexdigest()[:8]
+    assert objs[f"over/toy/m/.versions/{DAY}.csv.gz.prev-{sha8}"] == b"junk"
+    assert objs[f"over/toy/m/{DAY}.csv.gz"] == new
+    records = {
+        r["file"]: r for r in json.loads(objs[f"over/toy/m/{DAY}.manifest.json"])["replaced"]
+    }
+    assert (
+        records[f"{DAY}.csv.gz"]["unnamed"] is True and "unnamed" not in records[f"{DAY}.parquet"]
+    )
+    (row,) = coverage_rows(Archive(root), "toy", [("m",)], [DAY], verify=True)
+    assert row.status == "archived", row

@@ -820,6 +820,72 @@ def test_a_stray_data_file_beside_an_empty_day_is_found_and_removed(tmp_path):
     assert archive.status(KEY, verify=True)[0] == "empty"
 
 
+def test_a_stray_of_the_name_an_empty_day_removes_is_kept_before_it_goes(tmp_path):
+    """An empty day's commit removes ``<day>.csv.gz`` (its format's name): a stray of that
+    name was deleted with no copy in .versions/ and no record."""
+    archive = Archive(tmp_path)
+    write_day(archive, 0)
+    d = archive.directory(KEY)
+    (d / f"{DAY}.csv.gz").write_bytes(b"someone's rows")
+    assert archive.status(KEY, verify=True)[0] == "corrupt"
+    write_day(archive, 0)
+    sha8 = hashlib.sha256(b"someone's rows").hexdigest()[:8]
+    assert (d / f".versions/{DAY}.csv.gz.prev-{sha8}").read_bytes() == b"someone's rows"
+    assert not (d / f"{DAY}.csv.gz").exists()
+    (record,) = archive.read_manifest(KEY)["replaced"]
+    assert record["file"] == f"{DAY}.csv.gz" and record["unnamed"] is True
+    assert archive.status(KEY, verify=True) == ("empty", "")
+
+
+def test_a_stray_of_the_name_a_commit_writes_is_kept_before_it_is_written_over(tmp_path):
+    """A day archived as Parquet with a stray ``<day>.csv.gz`` beside it, refetched as CSV:
+    the new file took the stray's name and its bytes were gone with no copy."""
+    archive = Archive(tmp_path)
+    body = b"PAR1 three rows"
+    with archive.begin(KEY) as day:
+        with day.open("parquet") as fh:
+            fh.write(body)
+        day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
+                    "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+    d = archive.directory(KEY)
+    (d / f"{DAY}.csv.gz").write_bytes(b"junk")
+    write_day(archive, 3)
+    versions = sorted(p.name for p in (d / ".versions").iterdir() if ".manifest." not in p.name)
+    sha = {n: hashlib.sha256(b).hexdigest()[:8] for n, b in (("csv", b"junk"), ("pq", body))}
+    assert versions == [f"{DAY}.csv.gz.prev-{sha['csv']}", f"{DAY}.parquet.prev-{sha['pq']}"]
+    assert (d / f".versions/{DAY}.csv.gz.prev-{sha['csv']}").read_bytes() == b"junk"
+    assert archive.data_path(KEY, "csv.gz").read_bytes() == b"row\n" * 3
+    records = {r["file"]: r for r in archive.read_manifest(KEY)["replaced"]}
+    assert (
+        records[f"{DAY}.csv.gz"]["unnamed"] is True and "unnamed" not in records[f"{DAY}.parquet"]
+    )
+    assert archive.status(KEY, verify=True) == ("archived", "")
+
+
+def test_a_stray_symlink_is_kept_as_the_bytes_it_showed_and_a_directory_is_no_stray(tmp_path):
+    """``<day>.csv -> <day>.csv.gz`` (relative): its version was a hard link of the link
+    itself, pointing at nothing from .versions/, and every refetch failed. A directory named
+    like a data file was reported corrupt for ever (no commit moves a directory)."""
+    archive = Archive(tmp_path)
+    write_day(archive, 3)
+    d = archive.directory(KEY)
+    (d / f"{DAY}.csv").symlink_to(f"{DAY}.csv.gz")
+    (d / f"{DAY}.csv.gz.d").mkdir()
+    status, detail = archive.status(KEY, verify=True)
+    assert status == "corrupt" and f"/{DAY}.csv: data of" in detail, detail
+    (d / f"{DAY}.jsonl.gz").write_bytes(b"{}\n")
+    status, detail = archive.status(KEY, verify=True)
+    assert f"/{DAY}.csv and 1 more: data of {DAY} that its manifest does not name" in detail
+    assert "keeps them in .versions/ and removes them" in detail, detail
+    old = archive.data_path(KEY, "csv.gz").read_bytes()
+    write_day(archive, 3)
+    sha8 = hashlib.sha256(old).hexdigest()[:8]
+    kept = d / f".versions/{DAY}.csv.prev-{sha8}"
+    assert not kept.is_symlink() and kept.read_bytes() == old
+    assert not (d / f"{DAY}.csv").exists() and not (d / f"{DAY}.csv").is_symlink()
+    assert archive.status(KEY, verify=True) == ("archived", "")
+
+
 def test_a_rerun_of_the_same_content_keeps_the_record_of_what_it_replaced(tmp_path):
     """A day replaced (a refill over a damaged file), then fetched again unchanged: the
     second commit rewrote the manifest without ``replaced``, so nothing named the version

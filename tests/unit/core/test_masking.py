@@ -375,7 +375,20 @@ def test_a_mistyped_password_option_is_not_repeated(capsys, typed, said) -> None
     assert stop.value.code == 2 and said in err and "Zq7SECRETpw" not in err, err
 
 
-def test_a_proxy_that_quotes_its_credentials_shows_them_masked(monkeypatch) -> None:
+@pytest.mark.parametrize(
+    ("form", "user", "proxy_password", "secret"),
+    [
+        ("http://puser:Pr0xy-Pass%3Bword@", "puser", "Pr0xy-Pass;word", "Pr0xy-Pass;word"),
+        # no scheme: httpx and botocore take it as http:// (it was not masked)
+        ("puser:N0-scheme-pw@", "puser", "N0-scheme-pw", "N0-scheme-pw"),
+        # a token alone as the user part (it was registered nowhere)
+        ("http://T0ken-al0ne-42@", "T0ken-al0ne-42", "", "T0ken-al0ne-42"),
+    ],
+    ids=["user-password", "no-scheme", "token-only"],
+)
+def test_a_proxy_that_quotes_its_credentials_shows_them_masked(
+    monkeypatch, form: str, user: str, proxy_password: str, secret: str
+) -> None:
     """HTTP_PROXY with a user and password: the client sends them to the proxy
     (``Proxy-Authorization``); a proxy whose error page quotes the password bare (not in a
     URL, not after a header name) reached the error unmasked. A real proxy process is not
@@ -383,7 +396,6 @@ def test_a_proxy_that_quotes_its_credentials_shows_them_masked(monkeypatch) -> N
     import http.server
     import threading
 
-    proxy_password = "Pr0xy-Pass;word"
     seen: list[str] = []
 
     class Refusing(http.server.BaseHTTPRequestHandler):
@@ -407,7 +419,7 @@ def test_a_proxy_that_quotes_its_credentials_shows_them_masked(monkeypatch) -> N
         for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
             monkeypatch.delenv(name, raising=False)
         port = server.server_address[1]
-        monkeypatch.setenv("HTTP_PROXY", f"http://puser:Pr0xy-Pass%3Bword@127.0.0.1:{port}")
+        monkeypatch.setenv("HTTP_PROXY", f"{form}127.0.0.1:{port}")
         c = HttpClient(
             "http://kairos.example:8083",
             retry=RetryPolicy(attempts=1, backoff_s=0, jitter=0),
@@ -418,10 +430,11 @@ def test_a_proxy_that_quotes_its_credentials_shows_them_masked(monkeypatch) -> N
     finally:
         server.shutdown()
         server.server_close()
-    assert seen and seen[0] == "Basic " + _basic("puser", proxy_password)  # it went there
+    assert seen and seen[0] == "Basic " + _basic(user, proxy_password)  # it went there
     text = str(err.value)
-    assert "upstream refused for user puser (password ***)" in text, text
-    assert proxy_password not in text
+    assert secret not in text and "upstream refused for user " in text, text
+    if proxy_password:
+        assert f"upstream refused for user {user} (password ***)" in text, text
 
 
 def test_a_secret_quoted_in_a_query_or_a_form_is_masked_in_its_encoded_forms() -> None:
