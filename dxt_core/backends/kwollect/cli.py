@@ -206,7 +206,7 @@ def _backup(args: argparse.Namespace, auth: tuple[str, str] | None, options: dic
         # a node the reference API does not list has no data: an empty backup, exit 0
         k.deploy()
     if args.end:
-        k.stop(_time(args.end))
+        k.stop(None if args.end.strip().lower() == "now" else _time(args.end))
     manifest = k.backup(
         args.backup, metrics=metrics, format=args.format or "jsonl", replace=args.replace
     )
@@ -257,7 +257,9 @@ def add_extract_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     k.add_argument("--job", help="(--backup) SITE:JOB_ID: nodes and times of an OAR job")
     k.add_argument("--start", help="(--backup) start: ISO 8601 with offset, or epoch")
     k.add_argument(
-        "--end", help="(--backup) end, inclusive (default: now, if at most 7 days after --start)"
+        "--end",
+        help="(--backup) end, inclusive: ISO 8601 with offset, epoch, or 'now' (default: the "
+        "job's end; else now, if at most 7 days after --start, or a running --job's start)",
     )
     k.add_argument(
         "--backup",

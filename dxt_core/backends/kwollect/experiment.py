@@ -141,6 +141,7 @@ class Kwollect:
         self.start_time: dt.datetime | None = None
         self.stop_time: dt.datetime | None = None
         self._dropped_stop: dt.datetime | None = None  # before a later start(): said once
+        self._start_of_job = False  # the start is an OAR job's (from_job), not typed
         self.last_stats = KwollectStats()
         self.job: dict[str, Any] | None = None
         #: the nodes were checked against the reference API (deploy(), or the first fetch)
@@ -174,6 +175,7 @@ class Kwollect:
             raise ConfigError(f"job {job_id} of site {site} has not started yet")
         k = cls(nodes, api_url, auth, site=site, max_workers=max_workers, **options)
         k.start(started)
+        k._start_of_job = True  # a running job's window ends now, however long it has run
         if stopped:
             k.stop(stopped)
         k.job = job
@@ -203,6 +205,7 @@ class Kwollect:
             self._dropped_stop = self.stop_time
             self.stop_time = None
         self.start_time = t
+        self._start_of_job = False
         return self
 
     def stop(self, timestamp: object | None = None) -> Kwollect:
@@ -254,13 +257,14 @@ class Kwollect:
                 self._dropped_stop.isoformat(),
             )
             self._dropped_stop = None
-        if self.stop_time is None and now - self.start_time > IMPLICIT_STOP_AT_MOST:
+        long = now - self.start_time > IMPLICIT_STOP_AT_MOST
+        if self.stop_time is None and long and not self._start_of_job:
             days = (now - self.start_time).total_seconds() / 86400
             raise ConfigError(
                 f"no stop time: the window would end now, {days:,.1f} days after its start "
                 f"{self.start_time.isoformat()} (a mistyped start?), and fetch all of it; "
-                "say where it ends: stop() for now, stop(timestamp=...), or --end on the "
-                "command line"
+                "say where it ends: stop() (now) or stop(timestamp=...) in Python, --end now "
+                "or --end TIME on the command line"
             )
         return self.start_time, self.stop_time or now
 

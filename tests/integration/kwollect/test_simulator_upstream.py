@@ -28,6 +28,7 @@ def sim() -> Iterator[KwollectSimProcess]:
         "--job", "lyon:1:nova-1,nova-2:1732629600:1732631400",
         "--job", f"nancy:77:gros-1:{started}:",
         "--job", f"nancy:78:gros-2:{started}:0",
+        "--job", f"nancy:79:gros-3:{started - 10 * 86400}:",  # running for 10 days
     ])  # fmt: skip
     yield process
     process.stop()
@@ -106,3 +107,38 @@ def test_a_running_job_has_no_stopped_at(sim: KwollectSimProcess, uid: int) -> N
         k.close()
     done = get(sim, "/sites/lyon/jobs/1").json()
     assert done["stopped_at"] == 1732631400 and done["state"] == "terminated"
+
+
+def test_a_job_running_for_longer_than_seven_days_ends_now(sim: KwollectSimProcess) -> None:
+    """The 7-day refusal of a window that ends "now" (a mistyped start) took an OAR job's
+    start for a mistyped one: a job running for 10 days could not be backed up without
+    typing the current time. A start typed over it is checked again."""
+    from dxt_core.errors import ConfigError
+
+    k = Kwollect.from_job("nancy", 79, api_url=sim.url)
+    try:
+        start, end = k.window()  # no request
+        assert end - start > dt.timedelta(days=10) and k.stop_time is None
+        k.start(start)  # typed: the check applies
+        with pytest.raises(ConfigError, match=r"--end now or --end TIME on the command line"):
+            k.window()
+    finally:
+        k.close()
+
+
+def test_the_command_line_takes_end_now(sim: KwollectSimProcess, tmp_path) -> None:
+    """``--end now``, as the 7-day refusal advises: it was refused as "bad stop 'now'"."""
+    import json
+
+    from dxt_core.cli import main
+
+    t0 = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=30)
+    rc = main([
+        "extract", "kwollect", "--api-url", sim.url, "--nodes", "nova-1.lyon",
+        "--metrics", "wattmetre_power_watt", "--start", t0.isoformat(), "--end", "now",
+        "--backup", str(tmp_path / "b"),
+    ])  # fmt: skip
+    assert rc == 0
+    doc = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    stop = dt.datetime.fromisoformat(doc["stop"])
+    assert t0 + dt.timedelta(seconds=30) <= stop <= dt.datetime.now(dt.UTC)
