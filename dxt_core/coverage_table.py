@@ -55,8 +55,12 @@ def scale(days: Sequence[dt.date]) -> tuple[str, Callable[[dt.date], dt.date]]:
     """``("day" | "week" | "month", the first day of a day's column)`` for a range."""
     if len(days) <= DAYS_AT_MOST:
         return "day", lambda d: d
-    if len(days) <= WEEKS_AT_MOST * 7:
-        return "week", lambda d: d - dt.timedelta(days=d.weekday())
+
+    def monday(d: dt.date) -> dt.date:
+        return d - dt.timedelta(days=d.weekday())
+
+    if (monday(days[-1]) - monday(days[0])).days // 7 < WEEKS_AT_MOST:
+        return "week", monday  # the weeks the days touch (a column each), not days / 7
     return "month", lambda d: d.replace(day=1)
 
 

@@ -303,3 +303,23 @@ def test_reconcile_json_keeps_every_row(capsys, tmp_path, monkeypatch):
 def test_spans_says_how_many_more(n):
     text = dxt_cli.name_spans(list(range(n)))
     assert text.endswith("and 1 more") == (n > MAX_COMMAND_LINES)
+
+
+@pytest.mark.parametrize(
+    ("first", "n", "kind"),
+    [
+        (dt.date(2024, 1, 1), 546, "week"),  # a Monday: 78 weeks
+        (dt.date(2024, 1, 3), 546, "month"),  # a Wednesday: the days touch 79 weeks
+        (dt.date(2024, 1, 3), 540, "week"),
+        (dt.date(2024, 1, 1), 92, "day"),
+    ],
+)
+def test_a_weekly_table_has_at_most_its_78_columns(first, n, kind):
+    """546 days from a Wednesday were shown weekly in 79 columns (the days divided by 7,
+    not the weeks they touch)."""
+    from dxt_core.coverage_table import WEEKS_AT_MOST, scale
+
+    days = [first + dt.timedelta(days=i) for i in range(n)]
+    name, column = scale(days)
+    assert name == kind
+    assert len({column(d) for d in days}) <= (WEEKS_AT_MOST if kind == "week" else n)
