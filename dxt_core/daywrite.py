@@ -724,9 +724,9 @@ def _copy_complete(src: Path, dst: Path) -> None:
     try:
         os.unlink(tmp)
         try:
-            # a hard link: no copy, and the final name stays put (of a symlink's target:
-            # the bytes it showed, not the link, which may be relative to its directory)
-            os.link(os.path.realpath(src), tmp)
+            if src.is_symlink():  # a stray link: a copy of the bytes it showed (a hard
+                raise OSError  # link would be of the link, or share a file not the archive's)
+            os.link(src, tmp)  # a hard link: no copy, and the final name stays put
         except OSError:
             with src.open("rb") as fin, open(tmp, "wb") as fout:
                 shutil.copyfileobj(fin, fout, 1 << 20)

@@ -76,7 +76,9 @@ def hide_proxies() -> None:
     from urllib.parse import unquote, urlsplit
     from urllib.request import getproxies
 
-    for url in getproxies().values():
+    for scheme, url in getproxies().items():
+        if scheme == "no":  # no_proxy: host names, not a proxy
+            continue
         if "://" not in url:  # user:pass@host:port: httpx and botocore take it as http://
             url = f"http://{url}"
         try:

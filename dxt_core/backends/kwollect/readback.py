@@ -58,14 +58,15 @@ def read_backup(
     if manifest_path.is_dir() or manifest_path.name != BACKUP_MANIFEST:
         manifest_path = manifest_path / BACKUP_MANIFEST
     doc = _manifest(manifest_path)
+    _check_shape(manifest_path, doc)
     if doc.get("complete") is not True and not allow_incomplete:
         raise ConfigError(f"{manifest_path}: {_incomplete(doc)}")
     files = _chosen(manifest_path, doc, metrics, nodes)
-    order = [n for n in doc.get("nodes") or [] if isinstance(n, str)]
+    order = list(doc["nodes"])
     parts = []
     for entry in files:
         part = PointColumns({})
-        for batch in _points(manifest_path.parent, entry, doc.get("format")):
+        for batch in _points(manifest_path.parent, entry, doc["format"]):
             part.names = {str(p.get("device_id", "")): str(entry["node"]) for p in batch}
             part.add(batch)
         parts.append(part)
@@ -100,14 +101,52 @@ def _manifest(path: Path) -> dict[str, Any]:
     return doc
 
 
+#: A listed file's keys and their types, as a backup writes them (backup.SiteBackup.close).
+_ENTRY = {"file": str, "node": str, "metric": str, "rows": int, "sha256": str}
+
+
+def _check_shape(path: Path, doc: dict[str, Any]) -> None:
+    """The manifest's fields this reader relies on, of the types a backup writes: a
+    ConfigError naming the field (and the file entry) otherwise, never a KeyError later."""
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"{path}: {what}: not a manifest a backup wrote (edited by hand?)")
+
+    if doc.get("format") not in ("jsonl", "csv"):
+        raise bad(f"format {doc.get('format')!r} is neither 'jsonl' nor 'csv'")
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+        raise bad("nodes is not a list of node names")
+    metrics = doc.get("metrics")
+    if metrics is not None and not (
+        isinstance(metrics, list) and all(isinstance(m, str) for m in metrics)
+    ):
+        raise bad("metrics is neither null (every metric) nor a list of names")
+    files = doc.get("files")
+    if not isinstance(files, list):
+        raise bad("files is not a list")
+    seen: set[str] = set()
+    for i, entry in enumerate(files):
+        if not isinstance(entry, dict):
+            raise bad(f"files[{i}] is not an object")
+        for key, kind in _ENTRY.items():
+            value = entry.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool) or value == "":
+                raise bad(f"files[{i}].{key} is {value!r}, not a {kind.__name__}")
+        if entry["file"] in seen:
+            raise bad(f"files[{i}] lists {entry['file']!r} again")
+        seen.add(entry["file"])
+
+
 def _incomplete(doc: dict[str, Any]) -> str:
     """Why a backup is not complete, from its ``interrupted`` entry."""
     entry = doc.get("interrupted")
     gone: dict[str, Any] = entry if isinstance(entry, dict) else {}
-    sites = gone.get("sites_not_backed_up") or {}
-    nodes = gone.get("nodes_not_backed_up") or []
+    sites = gone.get("sites_not_backed_up")
+    nodes = gone.get("nodes_not_backed_up")
     said = ", ".join(f"{s} ({how})" for s, how in sites.items()) if isinstance(sites, dict) else ""
-    lacks = f"; not backed up: {said}, {len(nodes)} node(s)" if said else ""
+    count = f", {len(nodes)} node(s)" if isinstance(nodes, list) else ""
+    lacks = f"; not backed up: {said}{count}" if said else ""
     return (
         f"the backup is incomplete (interrupted{lacks}): its points would miss those. Run the "
         "backup again, or pass allow_incomplete=True to read the files it lists"
@@ -120,14 +159,19 @@ def _chosen(
     metrics: Sequence[str] | str | None,
     nodes: Iterable[object] | None,
 ) -> list[dict[str, Any]]:
-    files = [f for f in doc.get("files") or [] if isinstance(f, dict)]
+    files: list[dict[str, Any]] = doc["files"]
     for want, key in ((metrics, "metric"), (nodes, "node")):
         if want is None:
             continue
+        if not isinstance(want, str) and not isinstance(want, Iterable):
+            raise ConfigError(f"{key}s={want!r}: give a name or a list of names")
         asked = [want] if isinstance(want, str) else list(want)
         if key == "node":  # as the experiment takes them: nova-1.lyon, EnOSlib hosts too
             asked = [n.fqdn for n in parse_nodes(asked)]
-        held = sorted({str(f.get(key)) for f in files})
+        # what the backup was of (a node or metric without points is in it, empty), and
+        # what it has points of
+        listed = doc.get(f"{key}s") or []
+        held = sorted({*listed, *(str(f[key]) for f in files)})
         unknown = [a for a in asked if a not in held]
         if unknown:
             raise ConfigError(
@@ -157,15 +201,21 @@ def _points(root: Path, entry: dict[str, Any], fmt: object) -> Iterator[list[dic
             f"{str(entry.get('sha256'))[:12]}...): changed or damaged since the backup; "
             "restore it, or run the backup again"
         )
-    text = gzip.decompress(raw)
-    points = _csv_points(text) if fmt == "csv" else (orjson.loads(x) for x in text.splitlines())
-    count, batch = 0, []
-    for p in points:
-        batch.append(p)
-        if len(batch) == BATCH:
-            count += len(batch)
-            yield batch
-            batch = []
+    try:  # the bytes listed, yet not a backup's (a manifest rewritten over other bytes)
+        text = gzip.decompress(raw)
+        points = _csv_points(text) if fmt == "csv" else map(orjson.loads, text.splitlines())
+        count, batch = 0, []
+        for p in points:
+            batch.append(p)
+            if len(batch) == BATCH:
+                count += len(batch)
+                yield batch
+                batch = []
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, IndexError) as exc:
+        raise ArchiveError(
+            f"{path}: not {fmt} points as a backup writes them ({exc}): restore it, or run "
+            "the backup again"
+        ) from None
     count += len(batch)
     if count != entry.get("rows"):
         raise ArchiveError(f"{path}: {count:,} points, {BACKUP_MANIFEST} lists {entry.get('rows')}")
@@ -189,6 +239,9 @@ def _csv_points(text: bytes) -> Iterator[dict[str, Any]]:
     rows = csv.reader(io.StringIO(text.decode()))
     header = next(rows, [])
     keys = [(i, h.removeprefix("label:")) for i, h in enumerate(header) if h.startswith("label:")]
+    missing = [c for c in POINT_COLUMNS if c not in header]
+    if missing:
+        raise ValueError(f"no column {', '.join(missing)} in its header")
     at = {c: header.index(c) for c in POINT_COLUMNS}
     for row in rows:
         value = row[at["value"]]

@@ -155,3 +155,67 @@ def test_a_changed_or_missing_file_and_a_missing_manifest_are_named(experiment, 
     (tmp_path / "manifest.json").write_text('{"schema":\n')
     with pytest.raises(ConfigError, match=r"manifest.json \(line 2\): not JSON"):
         read_backup(tmp_path)
+
+
+def test_a_node_or_metric_the_backup_was_of_without_points_reads_empty(sim, tmp_path):
+    """The backup of three nodes of which one has PDU points: the two others were refused
+    as "the backup holds no node" (the files only were looked at, not what it was of)."""
+    k = Kwollect(["nova-1.lyon", "nova-2.lyon", "taurus-1.lyon"], api_url=sim.url)
+    k.start(T0).stop(T0 + dt.timedelta(minutes=5))
+    manifest = k.backup(tmp_path / "b", metrics="pdu_outlet_power_watt")
+    held = {f["node"] for f in json.loads(manifest.read_text())["files"]}
+    assert "nova-1.lyon.grid5000.fr" not in held  # the case: a node without points
+    back = read_backup(manifest, nodes=["nova-1.lyon"])
+    live = k.get_metrics_pandas(metrics="pdu_outlet_power_watt", nodes=["nova-1.lyon"])
+    assert len(back) == len(live) == 0
+    assert list(back.dtypes.astype(str)) == list(live.dtypes.astype(str))
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"files": "abc"}, "files is not a list"),
+        ({"files": 5}, "files is not a list"),
+        ({"nodes": 5}, "nodes is not a list of node names"),
+        ({"format": "xml"}, "format 'xml' is neither 'jsonl' nor 'csv'"),
+        ({"metrics": "wattmetre_power_watt"}, "metrics is neither null"),
+        ({"files[0]": {"node": None}}, r"files\[0\].node is None, not a str"),
+        ({"files[0]": {"rows": "120"}}, r"files\[0\].rows is '120', not a int"),
+        ({"files[0]": {"rows": True}}, r"files\[0\].rows is True, not a int"),
+        ({"files[1]": {"file": "FIRST"}}, r"files\[1\] lists .* again"),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_is_named_not_a_traceback(experiment, tmp_path, change, said):
+    """Fields of the wrong type gave a TypeError, a KeyError, an empty frame or "120
+    points, manifest.json lists 120"."""
+    _, jsonl, _ = experiment
+    doc = json.loads(jsonl.read_text())
+    for key, value in change.items():
+        if key.startswith("files["):
+            entry = doc["files"][int(key[6])]
+            entry.update(
+                {k: doc["files"][0]["file"] if v == "FIRST" else v for k, v in value.items()}
+            )
+        else:
+            doc[key] = value
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=rf"manifest.json: {said}"):
+        read_backup(tmp_path)
+
+
+def test_listed_bytes_that_are_not_points_are_named(experiment, tmp_path):
+    """A manifest rewritten over other bytes (the sha256 matches): the gzip or JSON error
+    came bare, naming no file."""
+    import hashlib
+
+    _, jsonl, _ = experiment
+    doc = json.loads(jsonl.read_text())
+    entry = doc["files"][0]
+    (tmp_path / entry["file"]).parent.mkdir(parents=True)
+    for raw in (b"not gzip", gzip.compress(b"{not json\n")):
+        (tmp_path / entry["file"]).write_bytes(raw)
+        entry["sha256"] = hashlib.sha256(raw).hexdigest()
+        doc["files"] = [entry]
+        (tmp_path / "manifest.json").write_text(json.dumps(doc))
+        with pytest.raises(ArchiveError, match=rf"{tmp_path / entry['file']}: not jsonl points"):
+            read_backup(tmp_path)

@@ -884,6 +884,15 @@ def test_a_stray_symlink_is_kept_as_the_bytes_it_showed_and_a_directory_is_no_st
     assert not kept.is_symlink() and kept.read_bytes() == old
     assert not (d / f"{DAY}.csv").exists() and not (d / f"{DAY}.csv").is_symlink()
     assert archive.status(KEY, verify=True) == ("archived", "")
+    # a link to a file outside the archive: copied, never a hard link sharing that file
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_bytes(b"not the archive's")
+    (d / f"{DAY}.csv").symlink_to(outside)
+    write_day(archive, 3)
+    sha8 = hashlib.sha256(outside.read_bytes()).hexdigest()[:8]
+    kept = d / f".versions/{DAY}.csv.prev-{sha8}"
+    assert kept.read_bytes() == b"not the archive's" and outside.stat().st_nlink == 1
+    assert outside.read_bytes() == b"not the archive's"  # left as it was
 
 
 def test_a_rerun_of_the_same_content_keeps_the_record_of_what_it_replaced(tmp_path):
