@@ -33,7 +33,9 @@ def test_the_readme_names_every_extra_with_what_it_is_for():
     for extra in EXTRAS:
         if extra != "dev":
             assert f"`{extra}`" in section, extra
-    assert "`analysis` (pandas, for Kwollect's `get_metrics_pandas()`)" in section
+    assert (
+        "`analysis` (pandas, for Kwollect's `get_metrics_pandas()` and `read_backup()`)" in section
+    )
 
 
 def test_an_existing_airflow_is_not_replaced_and_airflow_comes_with_its_constraints():
