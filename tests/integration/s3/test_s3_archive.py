@@ -604,6 +604,15 @@ def test_the_parquet_archive_reads_straight_from_s3_with_pyarrow(
     assert names["counts"].fetchall() == [("ambient", FULL), ("pcie", FULL)]
 
 
+def _commit_parquet(archive: Archive, key: DayKey, body: bytes, rows: int) -> None:
+    """Commit ``key`` as a Parquet day of ``rows`` rows whose bytes are ``body``."""
+    day = archive.begin(key)
+    with day.open("parquet") as fh:
+        fh.write(body)
+    day.commit({"status": "archived", "file": f"{key.day}.parquet", "rows": rows,
+                "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+
+
 def _csv_day(archive: Archive, key: DayKey, rows: int, value: str = "1"):
     body = gzip.compress(
         ("timestamp,value\n" + "".join(f"{i},{value}\n" for i in range(rows))).encode(), mtime=0
@@ -1023,11 +1032,7 @@ def test_a_day_archived_again_in_another_format_keeps_the_old_object_in_versions
     day, doc, first = _csv_day(Archive(root), key, 10)
     day.commit(doc)
     body = b"PAR1 ten rows"
-    day = Archive(root).begin(key)
-    with day.open("parquet") as fh:
-        fh.write(body)
-    day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 10,
-                "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+    _commit_parquet(Archive(root), key, body, 10)
     objs = objects(s3_server.client(), bucket)
     sha = hashlib.sha256(first).hexdigest()
     assert f"fmt/toy/m/{DAY}.csv.gz" not in objs, sorted(objs)
@@ -1206,12 +1211,7 @@ def test_a_stray_object_of_the_name_a_commit_writes_is_kept_before_it_is_written
     Parquet with a stray ``<day>.csv.gz`` beside it, refetched as CSV, wrote over the stray
     with no copy (a plain bucket keeps no noncurrent version)."""
     root, key = f"s3://{bucket}/over", DayKey("toy", ("m",), DAY)
-    body = b"PAR1 three rows"
-    day = Archive(root).begin(key)
-    with day.open("parquet") as fh:
-        fh.write(body)
-    day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
-                "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+    _commit_parquet(Archive(root), key, b"PAR1 three rows", 3)
     c = s3_server.client()
     c.put_object(Bucket=bucket, Key=f"over/toy/m/{DAY}.csv.gz", Body=b"junk")
     day, doc, new = _csv_day(Archive(root), key, 3)

@@ -58,6 +58,17 @@ def write_day(
         return day.commit(doc)
 
 
+def parquet_day(archive: Archive, body: bytes = b"PAR1 three rows") -> dict:
+    """Commit the day as Parquet (three rows, ``body`` as its bytes); its manifest's doc."""
+    with archive.begin(KEY) as day:
+        with day.open("parquet") as fh:
+            fh.write(body)
+        doc = {"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
+               "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
+        day.commit(doc)
+    return doc
+
+
 def listing(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir())
 
@@ -772,13 +783,7 @@ def test_a_data_file_no_manifest_names_is_found_by_verify_and_removed_by_the_ref
     ``--verify`` says the day corrupt, naming the file; the day's next commit (its refill)
     keeps it in .versions/ and removes it; then verify says archived."""
     archive = Archive(tmp_path)
-    body = b"PAR1 three rows"
-    with archive.begin(KEY) as day:
-        with day.open("parquet") as fh:
-            fh.write(body)
-        doc = {"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
-               "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}  # fmt: skip
-        day.commit(doc)
+    parquet_day(archive)
     d = archive.directory(KEY)
     stray = b"timestamp,value\nold rows\n"
     (d / f"{DAY}.csv.gz").write_bytes(stray)
@@ -790,10 +795,7 @@ def test_a_data_file_no_manifest_names_is_found_by_verify_and_removed_by_the_ref
     assert "its manifest does not name" in detail and ".versions/" in detail
     (row,) = coverage(archive, "examon", [KEY.parts], [DAY], verify=True)
     assert row.status == "corrupt" and row.detail.startswith(f"data file {DAY}.csv.gz: "), row
-    with archive.begin(KEY) as day:  # the refill: the same day again
-        with day.open("parquet") as fh:
-            fh.write(body)
-        day.commit(doc)
+    parquet_day(archive)  # the refill: the same day again
     sha8 = hashlib.sha256(stray).hexdigest()[:8]
     assert (d / f".versions/{DAY}.csv.gz.prev-{sha8}").read_bytes() == stray
     assert not (d / f"{DAY}.csv.gz").exists()
@@ -809,31 +811,22 @@ def test_a_data_file_no_manifest_names_is_found_by_verify_and_removed_by_the_ref
     assert archive.status(KEY, verify=True) == ("archived", "")
 
 
-def test_a_stray_data_file_beside_an_empty_day_is_found_and_removed(tmp_path):
+@pytest.mark.parametrize("name", ["jsonl.gz", "csv.gz"], ids=["another-format", "its-format"])
+def test_a_stray_data_file_beside_an_empty_day_is_kept_and_removed(tmp_path, name):
+    """A stray beside an empty day is found, kept in .versions/ and removed; one of the name
+    the empty day's commit removes (``<day>.csv.gz``, its format's) was deleted with no
+    copy and no record."""
     archive = Archive(tmp_path)
     write_day(archive, 0)
     d = archive.directory(KEY)
-    (d / f"{DAY}.jsonl.gz").write_bytes(b"{}\n")
-    assert archive.status(KEY, verify=True)[0] == "corrupt"
-    write_day(archive, 0)
-    assert listing(d) == [".versions", f"{DAY}.manifest.json"]
-    assert archive.status(KEY, verify=True)[0] == "empty"
-
-
-def test_a_stray_of_the_name_an_empty_day_removes_is_kept_before_it_goes(tmp_path):
-    """An empty day's commit removes ``<day>.csv.gz`` (its format's name): a stray of that
-    name was deleted with no copy in .versions/ and no record."""
-    archive = Archive(tmp_path)
-    write_day(archive, 0)
-    d = archive.directory(KEY)
-    (d / f"{DAY}.csv.gz").write_bytes(b"someone's rows")
+    (d / f"{DAY}.{name}").write_bytes(b"someone's rows")
     assert archive.status(KEY, verify=True)[0] == "corrupt"
     write_day(archive, 0)
     sha8 = hashlib.sha256(b"someone's rows").hexdigest()[:8]
-    assert (d / f".versions/{DAY}.csv.gz.prev-{sha8}").read_bytes() == b"someone's rows"
-    assert not (d / f"{DAY}.csv.gz").exists()
+    assert (d / f".versions/{DAY}.{name}.prev-{sha8}").read_bytes() == b"someone's rows"
+    assert listing(d) == [".versions", f"{DAY}.manifest.json"]
     (record,) = archive.read_manifest(KEY)["replaced"]
-    assert record["file"] == f"{DAY}.csv.gz" and record["unnamed"] is True
+    assert record["file"] == f"{DAY}.{name}" and record["unnamed"] is True
     assert archive.status(KEY, verify=True) == ("empty", "")
 
 
@@ -842,11 +835,7 @@ def test_a_stray_of_the_name_a_commit_writes_is_kept_before_it_is_written_over(t
     the new file took the stray's name and its bytes were gone with no copy."""
     archive = Archive(tmp_path)
     body = b"PAR1 three rows"
-    with archive.begin(KEY) as day:
-        with day.open("parquet") as fh:
-            fh.write(body)
-        day.commit({"status": "archived", "file": f"{DAY}.parquet", "rows": 3,
-                    "bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+    parquet_day(archive, body)
     d = archive.directory(KEY)
     (d / f"{DAY}.csv.gz").write_bytes(b"junk")
     write_day(archive, 3)
